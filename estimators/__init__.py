@@ -1,0 +1,1 @@
+"""Throughput sources: Gavel's measured table, the GPU catalogue, cold-start and online estimates."""

@@ -1,0 +1,170 @@
+"""The throughput interface policies use, and Gavel's measured table behind it.
+
+A job's rate on a placement is its *bottleneck* throughput: the slowest GPU type it uses, at its
+gang size W, taken from the *unconsolidated* (multi-node) measurement when the placement spans
+more than one node and the consolidated one otherwise.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from estimators.gpu_catalogue import canonical_gpu
+from hadar.cluster import Cluster
+from hadar.errors import InputError
+from hadar.jobs import Job, Placement
+
+DEFAULT_UNCONSOLIDATED_PENALTY = 0.75
+"""Knob: multi-node rate = this x consolidated rate, where the table has no unconsolidated entry."""
+
+
+class ThroughputModel(ABC):
+    """Steps per second of a job on a placement."""
+
+    @abstractmethod
+    def cell_rates(self, job: Job, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
+        """Rates ``(consolidated, unconsolidated)``, each a ``[node, gpu type]`` float array.
+
+        Cell (h, k) holds the whole gang's steps/s when its slowest GPU is a type-k GPU of node h
+        (0 where the job cannot run there). Policies compute bottlenecks from these arrays.
+        """
+
+    def describe(self, job: Job, cluster: Cluster) -> str:
+        """Where the figures for ``job`` come from (for reports)."""
+        return type(self).__name__
+
+    def rate(self, job: Job, placement: Placement, cluster: Cluster) -> float:
+        """Bottleneck steps/s of ``job`` on ``placement`` (0 when it cannot run there)."""
+        y = cluster.placement_matrix(placement)
+        used = y > 0
+        if not used.any():
+            return 0.0
+        cons, uncons = self.cell_rates(job, cluster)
+        multi = int(used.any(axis=1).sum()) > 1
+        return float((uncons if multi else cons)[used].min())
+
+    def best_rate(self, job: Job, cluster: Cluster) -> float:
+        """The fastest consolidated rate anywhere in ``cluster`` (for ideal durations)."""
+        cons, uncons = self.cell_rates(job, cluster)
+        return float(max(cons.max(initial=0.0), uncons.max(initial=0.0)))
+
+
+@dataclass(frozen=True)
+class TableKey:
+    job_type: str
+    gpu_type: str
+    num_gpus: int
+    consolidated: bool
+
+
+class GavelThroughputTable(ThroughputModel):
+    """Measured throughputs in Gavel's ``simulation_throughputs.json`` schema.
+
+    The file maps a GPU type (``"v100"``, ``"v100_unconsolidated"``, ...) to keys
+    ``"('Job type', W)"`` whose ``"null"`` entry is the isolated throughput in steps/s.
+    """
+
+    def __init__(
+        self,
+        table: Mapping[TableKey, float],
+        source: str = "<table>",
+        unconsolidated_penalty: float = DEFAULT_UNCONSOLIDATED_PENALTY,
+    ) -> None:
+        self._table = dict(table)
+        self.source = source
+        self.unconsolidated_penalty = unconsolidated_penalty
+        self._cache: dict[tuple[str, int, str], tuple[np.ndarray, np.ndarray]] = {}
+        self.job_types = frozenset(k.job_type for k in self._table)
+        self.gpu_types = frozenset(k.gpu_type for k in self._table)
+
+    # -- loading ---------------------------------------------------------------------------
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], source: str = "<json>") -> GavelThroughputTable:
+        table: dict[TableKey, float] = {}
+        if not isinstance(data, Mapping):
+            raise InputError(f"{source}: expected an object mapping GPU types to measurements")
+        for raw_type, entries in data.items():
+            base, _, suffix = str(raw_type).partition("_")
+            if suffix not in ("", "unconsolidated"):
+                raise InputError(f"{source}: {raw_type}: unknown GPU key suffix {suffix!r}")
+            gtype = canonical_gpu(base, field=f"{source}: {raw_type}")
+            if not isinstance(entries, Mapping):
+                raise InputError(f"{source}: {raw_type}: expected an object of job keys")
+            for key, value in entries.items():
+                job_type, w = _parse_key(key, f"{source}: {raw_type}")
+                rate = value.get("null") if isinstance(value, Mapping) else value
+                if not isinstance(rate, (int, float)) or rate < 0:
+                    raise InputError(
+                        f"{source}: {raw_type}: {key}: throughput must be a number >= 0 (got {rate!r})"
+                    )
+                table[TableKey(job_type, gtype, w, suffix == "")] = float(rate)
+        if not table:
+            raise InputError(f"{source}: no throughput measurements found")
+        return cls(table, source=source)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> GavelThroughputTable:
+        p = Path(path)
+        if not p.is_file():
+            raise InputError(f"{p}: throughputs file not found")
+        try:
+            data = json.loads(p.read_text())
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{p}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
+        return cls.from_json(data, source=str(p))
+
+    @classmethod
+    def bundled(cls) -> GavelThroughputTable:
+        """Gavel's simulation throughputs for K80/P100/V100 shipped with the package (MIT)."""
+        text = resources.files("estimators").joinpath("data/gavel_throughputs.json").read_text()
+        return cls.from_json(json.loads(text), source="gavel_throughputs.json")
+
+    # -- lookups ---------------------------------------------------------------------------
+    def measured(self, job_type: str, gpu_type: str, num_gpus: int, consolidated: bool = True) -> float | None:
+        """The table's figure, or None when it has no such entry."""
+        return self._table.get(TableKey(job_type, gpu_type, num_gpus, consolidated))
+
+    def lookup(self, job_type: str, gpu_type: str, num_gpus: int, consolidated: bool = True) -> float:
+        """Rate with the documented fallback for a missing unconsolidated entry (0 if unknown)."""
+        v = self.measured(job_type, gpu_type, num_gpus, consolidated)
+        if v is None and not consolidated:
+            base = self.measured(job_type, gpu_type, num_gpus, True)
+            v = None if base is None else base * self.unconsolidated_penalty
+        return 0.0 if v is None else v
+
+    def gang_sizes(self, job_type: str) -> set[int]:
+        return {k.num_gpus for k in self._table if k.job_type == job_type}
+
+    def cell_rates(self, job: Job, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
+        key = (job.job_type, job.num_gpus, ",".join(cluster.gpu_types))
+        hit = self._cache.get(key)
+        if hit is None:
+            cons = np.array([self.lookup(job.job_type, k, job.num_gpus, True) for k in cluster.gpu_types])
+            unc = np.array([self.lookup(job.job_type, k, job.num_gpus, False) for k in cluster.gpu_types])
+            hit = (cons, unc)
+            self._cache[key] = hit
+        shape = cluster.capacity.shape
+        cons, unc = (np.broadcast_to(a, shape) for a in hit)
+        return cons, unc
+
+    def describe(self, job: Job, cluster: Cluster) -> str:
+        return f"measured ({self.source})"
+
+
+def _parse_key(key: str, where: str) -> tuple[str, int]:
+    try:
+        job_type, w = ast.literal_eval(key)
+        if not isinstance(job_type, str) or not isinstance(w, int) or w < 1:
+            raise ValueError
+    except (ValueError, SyntaxError):
+        raise InputError(f"{where}: bad job key {key!r} (expected \"('Job type', W)\")") from None
+    return job_type, w

@@ -1,0 +1,5 @@
+import sys
+
+from hadar.cli import main
+
+sys.exit(main())

@@ -1,0 +1,115 @@
+"""Cluster model: nodes with typed GPUs, as value objects, plus dense numpy views for the allocator."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from estimators.gpu_catalogue import catalogue
+
+
+@dataclass(frozen=True)
+class Node:
+    """One machine. ``gpus`` maps canonical GPU type ids to how many of them the node offers."""
+
+    name: str
+    gpus: Mapping[str, int]
+    pcie_gen: int = 3
+    address: str | None = None
+    port: int | None = None
+    user: str | None = None
+    identity_file: str | None = None
+    instance_type: str | None = None
+    speed_factor: float = 1.0
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_gpus(self) -> int:
+        return sum(self.gpus.values())
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A named set of nodes reached through one provider (simulated, local, ssh or aws)."""
+
+    name: str
+    nodes: tuple[Node, ...]
+    provider: str = "simulated"
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    source: str | None = None
+
+    def __post_init__(self) -> None:
+        names = [n.name for n in self.nodes]
+        if len(set(names)) != len(names):
+            dup = next(n for n in names if names.count(n) > 1)
+            raise ValueError(f"duplicate node name {dup!r}")
+
+    @cached_property
+    def gpu_types(self) -> tuple[str, ...]:
+        """GPU types present, in catalogue order (stable across runs)."""
+        present = {k for n in self.nodes for k, c in n.gpus.items() if c > 0}
+        order = list(catalogue())
+        return tuple(sorted(present, key=lambda k: (order.index(k) if k in order else len(order), k)))
+
+    @cached_property
+    def node_names(self) -> tuple[str, ...]:
+        return tuple(n.name for n in self.nodes)
+
+    @cached_property
+    def node_index(self) -> Mapping[str, int]:
+        return MappingProxyType({n: i for i, n in enumerate(self.node_names)})
+
+    @cached_property
+    def type_index(self) -> Mapping[str, int]:
+        return MappingProxyType({k: i for i, k in enumerate(self.gpu_types)})
+
+    @cached_property
+    def capacity(self) -> np.ndarray:
+        """``capacity[h, k]``: GPUs of type k on node h (read-only int array)."""
+        cap = np.zeros((len(self.nodes), len(self.gpu_types)), dtype=np.int64)
+        for h, node in enumerate(self.nodes):
+            for gtype, count in node.gpus.items():
+                cap[h, self.type_index[gtype]] = count
+        cap.setflags(write=False)
+        return cap
+
+    @property
+    def total_gpus(self) -> int:
+        return int(self.capacity.sum())
+
+    def gpus_of_type(self, gtype: str) -> int:
+        return int(self.capacity[:, self.type_index[gtype]].sum()) if gtype in self.type_index else 0
+
+    def node(self, name: str) -> Node:
+        return self.nodes[self.node_index[name]]
+
+    def subset(self, names: Iterable[str]) -> Cluster:
+        """The same cluster restricted to ``names`` (e.g. the nodes that are up this round)."""
+        keep = set(names)
+        return Cluster(
+            name=self.name,
+            nodes=tuple(n for n in self.nodes if n.name in keep),
+            provider=self.provider,
+            settings=self.settings,
+            source=self.source,
+        )
+
+    def placement_matrix(self, placement: Mapping[str, Mapping[str, int]]) -> np.ndarray:
+        """A placement ``{node: {type: count}}`` as a dense ``[node, type]`` count matrix."""
+        y = np.zeros_like(self.capacity, dtype=np.int64)
+        for node, per_type in placement.items():
+            for gtype, count in per_type.items():
+                y[self.node_index[node], self.type_index[gtype]] += count
+        return y
+
+    def placement_from_matrix(self, y: np.ndarray) -> dict[str, dict[str, int]]:
+        """Inverse of :meth:`placement_matrix`, dropping zero cells."""
+        out: dict[str, dict[str, int]] = {}
+        for h, k in zip(*np.nonzero(y), strict=True):
+            out.setdefault(self.node_names[h], {})[self.gpu_types[k]] = int(y[h, k])
+        return out

@@ -1,0 +1,27 @@
+"""Error types whose message is one line fit for a user; the CLI prints it and exits non-zero."""
+
+from __future__ import annotations
+
+
+class HadarError(Exception):
+    """Base error. ``exit_code`` is what the CLI returns when this reaches it."""
+
+    exit_code = 1
+
+
+class InputError(HadarError):
+    """Bad user input: a config, workload or throughput file, or a command-line value."""
+
+    exit_code = 2
+
+
+class UnreachableNodeError(HadarError):
+    """A node (host) could not be contacted or refused us."""
+
+    exit_code = 3
+
+
+def where(source: str | None, field: str | None) -> str:
+    """Format ``file: field`` prefixes for error messages, skipping the missing parts."""
+    parts = [p for p in (source, field) if p]
+    return ": ".join(parts)

@@ -1,0 +1,123 @@
+"""The one policy interface shared by the simulator and the real cluster loop.
+
+Each round the driver (simulator or coordinator) builds a :class:`RoundContext` and calls
+``policy.decide(ctx)``; the policy returns a :class:`RoundPlan`: which jobs (or HadarE copies)
+run where this round. Policies keep no hidden state that matters for correctness: everything
+they need about the past is in ``ctx.jobs`` (attained service, time per GPU type, ...), so a
+restarted driver gets the same decisions. Caches are fine.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from estimators.throughput import ThroughputModel
+from hadar.cluster import Cluster
+from hadar.errors import InputError
+from hadar.jobs import JobStatus, Placement
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """One job (``copy == 0``) or one HadarE copy (``copy >= 1``) placed for one round."""
+
+    job_id: int
+    placement: Placement
+    copy: int = 0
+    step_budget: float | None = None
+    """Steps this run should do this round; None = as many as the round allows."""
+    overhead_s: float = 0.0
+    """Fixed seconds of this round spent on something other than training (e.g. aggregation)."""
+
+    @property
+    def run_key(self) -> tuple[int, int]:
+        return (self.job_id, self.copy)
+
+    @property
+    def num_gpus(self) -> int:
+        return sum(c for per in self.placement.values() for c in per.values())
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(sorted(n for n, per in self.placement.items() if sum(per.values()) > 0))
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    """A policy's decision for one round, plus free-form diagnostics (e.g. DP statistics)."""
+
+    assignments: tuple[Assignment, ...] = ()
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+    def allocation(self) -> dict[tuple[int, int], Placement]:
+        """``{(job id, copy): placement}``."""
+        return {a.run_key: a.placement for a in self.assignments}
+
+    def jobs(self) -> set[int]:
+        return {a.job_id for a in self.assignments}
+
+
+@dataclass(frozen=True)
+class RoundContext:
+    """Everything a policy may look at when deciding a round."""
+
+    now: float
+    round_index: int
+    round_length: float
+    cluster: Cluster
+    """Nodes available this round (nodes that are down are left out)."""
+    jobs: Sequence[JobStatus]
+    """Arrived, unfinished jobs, ordered by (arrival, job id)."""
+    current: Mapping[tuple[int, int], Placement]
+    """Last round's placements by (job id, copy); empty for jobs that were not running."""
+    throughput: ThroughputModel
+    restart_penalty: float = 10.0
+
+    def status(self, job_id: int) -> JobStatus:
+        for s in self.jobs:
+            if s.job_id == job_id:
+                return s
+        raise KeyError(job_id)
+
+
+class Policy(ABC):
+    """A scheduling policy. Subclasses set ``name`` and implement :meth:`decide`."""
+
+    name: ClassVar[str] = "policy"
+
+    @abstractmethod
+    def decide(self, ctx: RoundContext) -> RoundPlan:
+        """Return the next round's placements."""
+
+    def wants_decision(self, ctx: RoundContext, last_decision_at: float | None) -> bool:
+        """Whether to call :meth:`decide` this round (Gavel-compatible mode skips some)."""
+        return True
+
+
+POLICY_REGISTRY: dict[str, str] = {
+    "hadar": "hadar.scheduler:HadarPolicy",
+    "hadare": "hadare.policy:HadarEPolicy",
+    "gavel": "baselines.gavel:GavelPolicy",
+    "gavel-fifo": "baselines.gavel:GavelFifoPolicy",
+    "gavel-makespan": "baselines.gavel:GavelMakespanPolicy",
+    "tiresias": "baselines.tiresias:TiresiasPolicy",
+    "yarn-cs": "baselines.yarn_cs:YarnCapacityPolicy",
+}
+"""Policy names the CLI accepts, mapped to ``module:Class`` (imported on demand)."""
+
+
+def make_policy(name: str, **options: Any) -> Policy:
+    """Instantiate a registered policy by name; unknown names are an InputError."""
+    target = POLICY_REGISTRY.get(name)
+    if target is None:
+        raise InputError(f"--policy: unknown policy {name!r} (known: {', '.join(sorted(POLICY_REGISTRY))})")
+    module, _, cls = target.partition(":")
+    try:
+        policy_cls = getattr(importlib.import_module(module), cls)
+    except (ImportError, AttributeError):
+        raise InputError(f"--policy: policy {name!r} is not available in this installation") from None
+    return policy_cls(**options)

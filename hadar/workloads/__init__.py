@@ -1,0 +1,1 @@
+"""Workload sources: the paper's Philly generator, hand-written job lists, the physical mixes."""
