@@ -1,1 +1,74 @@
-"""Workload sources: the paper's Philly generator, hand-written job lists, the physical mixes."""
+"""Workload sources: the paper's Philly generator, hand-written job lists, the physical mixes.
+
+``load_workload(name)`` accepts ``philly-480`` (any ``philly-N``), ``philly-480-arrivals``
+(keep trace arrival times), a path to a ``.csv``/``.yaml`` job list, or a mix ``M-1`` ... ``M-12``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from estimators.throughput import GavelThroughputTable, ThroughputModel
+from hadar.cluster import Cluster
+from hadar.errors import InputError
+from hadar.jobs import Job
+
+
+def load_workload(name: str, table: GavelThroughputTable, seed: int = 0, size: str = "paper") -> list[Job]:
+    """Resolve a workload name or file into jobs (not yet validated against a cluster)."""
+    m = re.fullmatch(r"philly-(\d+)(-arrivals)?", name)
+    if m:
+        from hadar.workloads.philly import PhillyOptions, generate
+
+        return generate(table, PhillyOptions(num_jobs=int(m.group(1)), seed=seed, keep_arrivals=bool(m.group(2))))
+    if re.fullmatch(r"[Mm]-\d+", name):
+        from hadar.workloads.mixes import mix_jobs
+
+        return mix_jobs(name.upper(), size=size)
+    p = Path(name)
+    if p.suffix.lower() in (".csv", ".yaml", ".yml") or p.exists():
+        from hadar.workloads.files import load_job_file
+
+        return load_job_file(p)
+    raise InputError(f"--workload: unknown workload {name!r} (philly-N, M-1..M-12, or a .csv/.yaml file)")
+
+
+def validate_workload(jobs: Sequence[Job], cluster: Cluster, throughput: ThroughputModel, source: str) -> None:
+    """Reject, up front, any job that could never run on ``cluster``: one line naming job and key."""
+    table = throughput if isinstance(throughput, GavelThroughputTable) else getattr(throughput, "table", None)
+    for job in jobs:
+        if job.num_gpus > cluster.total_gpus:
+            raise InputError(
+                f"{source}: job {job.job_id}: needs {job.num_gpus} GPUs but cluster {cluster.name} has {cluster.total_gpus}"
+            )
+        if isinstance(throughput, GavelThroughputTable):
+            if job.job_type not in throughput.job_types:
+                raise InputError(f"{source}: job {job.job_id}: unknown job type {job.job_type!r} (not in {throughput.source})")
+            if job.num_gpus not in throughput.gang_sizes(job.job_type):
+                raise InputError(
+                    f"{source}: job {job.job_id}: {throughput.source} has no entry for ({job.job_type!r}, {job.num_gpus})"
+                )
+        elif table is not None and job.job_type not in table.job_types and not _estimable(throughput, job, cluster):
+            raise InputError(f"{source}: job {job.job_id}: unknown job type {job.job_type!r}")
+        if not _estimable(throughput, job, cluster):
+            raise InputError(
+                f"{source}: job {job.job_id} ({job.job_type!r}, {job.num_gpus} GPUs) can never run on cluster "
+                f"{cluster.name}: no placement with a positive throughput"
+            )
+    arrivals = [j.arrival for j in jobs]
+    if any(a < 0 for a in arrivals):
+        raise InputError(f"{source}: negative arrival time")
+
+
+def _estimable(throughput: ThroughputModel, job: Job, cluster: Cluster) -> bool:
+    """Whether some placement of ``job`` on ``cluster`` has a positive rate."""
+    import numpy as np
+
+    from primal_dual.find_alloc import JobRequest, candidate_allocations
+
+    cons, unc = throughput.cell_rates(job, cluster)
+    cands = candidate_allocations(JobRequest(job.num_gpus, cons, unc), cluster.capacity.copy(),
+                                  np.where(cluster.capacity > 0, 0.0, np.inf))
+    return bool(cands)

@@ -1,0 +1,1 @@
+"""Sub-commands of the ``hadar`` CLI, one module each (see hadar/cli.py)."""

@@ -1,0 +1,76 @@
+"""Argument helpers shared by sub-commands: cluster, workload and throughput options."""
+
+from __future__ import annotations
+
+import argparse
+
+from estimators.throughput import GavelThroughputTable, ThroughputModel
+from hadar.cluster import Cluster
+from hadar.cluster_config import load_cluster
+from hadar.errors import InputError
+from hadar.jobs import Job
+from hadar.workloads import load_workload, validate_workload
+
+
+def add_scenario_args(p: argparse.ArgumentParser, default_cluster: str = "sim-60gpu",
+                      default_workload: str = "philly-480") -> None:
+    p.add_argument("--cluster", default=default_cluster,
+                   help="cluster YAML file or bundled name (default: %(default)s)")
+    p.add_argument("--workload", default=default_workload,
+                   help="philly-N, philly-N-arrivals, M-1..M-12, or a .csv/.yaml job list (default: %(default)s)")
+    p.add_argument("--throughputs", default=None,
+                   help="throughputs JSON in Gavel's schema (default: Gavel's bundled measurements)")
+    p.add_argument("--seed", type=int, default=0, help="workload sampling seed (default: %(default)s)")
+    p.add_argument("--round", dest="round_length", type=_positive, default=360.0,
+                   help="round (slot) length in seconds (default: %(default)s)")
+    p.add_argument("--restart-penalty", type=_non_negative, default=10.0,
+                   help="checkpoint-restart penalty in seconds (default: %(default)s)")
+
+
+def _positive(text: str) -> float:
+    v = float(text)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive (got {text})")
+    return v
+
+
+def _non_negative(text: str) -> float:
+    v = float(text)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 (got {text})")
+    return v
+
+
+def load_table(path: str | None) -> GavelThroughputTable:
+    return GavelThroughputTable.bundled() if path is None else GavelThroughputTable.from_file(path)
+
+
+def load_scenario(args: argparse.Namespace) -> tuple[Cluster, list[Job], ThroughputModel]:
+    """Cluster, validated jobs and the throughput model the jobs need on that cluster."""
+    cluster = load_cluster(args.cluster)
+    table = load_table(args.throughputs)
+    jobs = load_workload(args.workload, table, seed=args.seed, size=getattr(args, "size", "paper"))
+    throughput = throughput_for(jobs, cluster, table)
+    validate_workload(jobs, cluster, throughput, source=args.workload)
+    return cluster, jobs, throughput
+
+
+def throughput_for(jobs: list[Job], cluster: Cluster, table: GavelThroughputTable) -> ThroughputModel:
+    """The measured table when it covers every (job type, GPU type) the run needs, else the
+    composite model (measured where available, PMI/PCIe estimate elsewhere)."""
+    covered = all(
+        table.measured(j.job_type, k, j.num_gpus) is not None for j in jobs for k in cluster.gpu_types
+    )
+    if covered:
+        return table
+    try:
+        from estimators.composite import CompositeThroughput
+    except ImportError:
+        missing = next(
+            (j, k) for j in jobs for k in cluster.gpu_types if table.measured(j.job_type, k, j.num_gpus) is None
+        )
+        raise InputError(
+            f"{table.source}: no throughput for job {missing[0].job_id} on {missing[1]} "
+            f"({missing[0].job_type!r}, {missing[0].num_gpus}) and no estimator is installed"
+        ) from None
+    return CompositeThroughput(table)

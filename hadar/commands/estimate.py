@@ -1,0 +1,47 @@
+"""``hadar estimate-error``: the cold-start estimate (Eq. 10) against a measured throughput table."""
+
+from __future__ import annotations
+
+import argparse
+
+from estimators.error_report import HOLDOUTS, build_report, render, score_variants, write_outputs
+from estimators.gpu_catalogue import canonical_gpu
+from estimators.pmi import PmiParams
+from estimators.throughput import GavelThroughputTable
+from hadar.errors import InputError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "estimate-error",
+        help="error of the PMI/PCIe cold-start throughput estimate against measured throughputs",
+        description="Predict every measured cell of a Gavel-schema throughput table with Eq. 10, "
+        "never using the cell being predicted, and report the error per GPU type.",
+    )
+    p.add_argument("--throughputs", metavar="FILE",
+                   help="Gavel-schema throughputs JSON (default: Gavel's bundled K80/P100/V100 table)")
+    p.add_argument("--reference", default="v100", metavar="GPU", help="reference GPU type of X_ref (default v100)")
+    p.add_argument("--holdout", default=",".join(HOLDOUTS), metavar="LIST",
+                   help=f"comma-separated hold-outs among {', '.join(HOLDOUTS)} (default: all)")
+    p.add_argument("--variants", action="store_true", help="also score a few PMI variants (TFLOPS choice, exponent)")
+    p.add_argument("--out", metavar="DIR", help="write estimate_error_cells.csv, _summary.csv and .json here")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    table = GavelThroughputTable.from_file(args.throughputs) if args.throughputs else GavelThroughputTable.bundled()
+    params = PmiParams(reference_gpu=canonical_gpu(args.reference, "--reference"))
+    holdouts = [h.strip() for h in args.holdout.split(",") if h.strip()]
+    bad = [h for h in holdouts if h not in HOLDOUTS]
+    if bad or not holdouts:
+        raise InputError(f"--holdout: unknown hold-out {bad[0] if bad else ''!r} (choose from {', '.join(HOLDOUTS)})")
+    report = build_report(table, params, holdouts)
+    variants = score_variants(table, params) if args.variants else ()
+    console = Console(width=160)
+    render(report, console, variants)
+    if args.out:
+        paths = write_outputs(report, args.out, variants)
+        console.print("wrote " + ", ".join(str(p) for p in paths))
+    return 0

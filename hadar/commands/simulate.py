@@ -1,0 +1,66 @@
+"""``hadar simulate``: replay a workload on a cluster under one policy and write the results."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from hadar.commands.common import add_scenario_args, load_scenario
+from hadar.policy import POLICY_REGISTRY, make_policy
+from hadar.simulator import SimConfig, simulate
+from hadar.simulator.metrics import summarize
+from hadar.simulator.output import write_result
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("simulate", help="run the trace-driven simulator",
+                       description="Replay a workload on a cluster under one policy; print a summary and write "
+                                   "summary.json, jobs.csv, rounds.csv and placements.csv into --out.")
+    add_scenario_args(p)
+    p.add_argument("--policy", default="hadar", help=f"one of {', '.join(sorted(POLICY_REGISTRY))} (default: %(default)s)")
+    p.add_argument("--out", default="out/simulate", help="output directory (default: %(default)s)")
+    p.add_argument("--no-progress", action="store_true", help="do not show the progress bar")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    cluster, jobs, throughput = load_scenario(args)
+    policy = make_policy(args.policy)
+    config = SimConfig(round_length=args.round_length, restart_penalty=args.restart_penalty,
+                       progress=not args.no_progress)
+    result = simulate(cluster, jobs, policy, throughput, config)
+    summary = summarize(result)
+    out = write_result(result, summary, args.out)
+    print_summary(summary, Path(out))
+    return 0
+
+
+def print_summary(summary: dict, out: Path | None = None) -> None:
+    """A two-column table of the headline metrics."""
+    table = Table(title=f"{summary['policy']} on {summary['cluster']}: {summary['completed']}/{summary['jobs']} jobs")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    rows = [
+        ("total time duration (TTD)", _hours(summary["ttd_s"])),
+        ("average JCT", _hours(summary["avg_jct_s"])),
+        ("median JCT", _hours(summary["median_jct_s"])),
+        ("p99 JCT", _hours(summary["p99_jct_s"])),
+        ("average queueing delay", _hours(summary["avg_queueing_s"])),
+        ("GPU resource utilisation (GRU)", f"{summary['gru']:.3f}"),
+        ("restarts per job", f"{summary['restarts_per_job']:.2f}"),
+        ("rounds", str(summary["rounds"])),
+        ("decision time avg / max", f"{summary['avg_decision_s'] or 0:.4f} s / {summary['max_decision_s'] or 0:.4f} s"),
+    ]
+    for k, v in rows:
+        table.add_row(k, v)
+    console = Console()
+    console.print(table)
+    if out is not None:
+        console.print(f"results written to {out}/")
+
+
+def _hours(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds / 3600:.2f} h ({seconds:,.0f} s)"

@@ -1,0 +1,295 @@
+"""The simulation loop: rounds of ``round_length`` seconds, arrivals, checkpoint-restart
+penalties, jobs finishing mid-round, and the bookkeeping policies see in the next round.
+
+Semantics (documented in docs/simulator.md):
+
+* A round starts, arrived unfinished jobs are offered to the policy, its plan is validated
+  (capacity, gang size, known jobs, at most one copy of a job per node) and run.
+* A run whose placement differs from the same (job, copy)'s placement last round pays
+  ``restart_penalty`` seconds (checkpoint-restart), unless the job has done no step yet.
+  ``Assignment.overhead_s`` is paid every round (e.g. HadarE's aggregation).
+* A job finishes at the exact moment its steps reach the target; its GPUs stay idle for the
+  rest of the round (``round_end="slot"``) or the round ends when its longest run ends
+  (``round_end="longest-job"``, Gavel's simulator).
+* GPU busy time counts from the round start until a run stops (finished, budget spent or slot
+  over), penalties included: the GPU is held.
+* Jobs arriving during a round wait for the next round; an idle cluster starts a round at the
+  next arrival.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+from estimators.throughput import ThroughputModel
+from hadar.cluster import Cluster
+from hadar.errors import HadarError
+from hadar.jobs import Job, JobStatus, Placement
+from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
+from hadar.simulator.progress_math import Run, time_to_reach
+from hadar.simulator.records import JobRecord, PlacementRecord, RoundRecord, SimulationResult
+
+
+class PolicyError(HadarError):
+    """A policy returned an impossible plan (a bug in the policy, never a user error)."""
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    round_length: float = 360.0
+    restart_penalty: float = 10.0
+    round_end: str = "slot"
+    """``slot``: every round lasts round_length; ``longest-job``: a round ends when its longest
+    run ends (Gavel's simulator)."""
+    max_rounds: int = 200_000
+    stall_rounds: int = 2_000
+    """Give up (error) after this many consecutive rounds with jobs waiting and nothing running."""
+    progress: bool = False
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.round_length <= 0:
+            raise ValueError("round_length must be positive")
+        if self.restart_penalty < 0:
+            raise ValueError("restart_penalty must be >= 0")
+        if self.round_end not in ("slot", "longest-job"):
+            raise ValueError("round_end must be 'slot' or 'longest-job'")
+
+
+@dataclass
+class _JobState:
+    job: Job
+    remaining: float
+    attained: float = 0.0
+    time_on_type: dict[str, float] = field(default_factory=dict)
+    rounds: int = 0
+    start: float | None = None
+    finish: float | None = None
+    restarts: int = 0
+
+    def status(self) -> JobStatus:
+        return JobStatus(
+            job=self.job,
+            remaining_steps=self.remaining,
+            attained_service=self.attained,
+            time_on_type=dict(self.time_on_type),
+            rounds_scheduled=self.rounds,
+            first_start=self.start,
+        )
+
+
+def simulate(
+    cluster: Cluster,
+    jobs: Sequence[Job],
+    policy: Policy,
+    throughput: ThroughputModel,
+    config: SimConfig | None = None,
+) -> SimulationResult:
+    """Run ``jobs`` on ``cluster`` under ``policy`` until every job has finished."""
+    cfg = config or SimConfig()
+    states = {j.job_id: _JobState(j, float(j.total_steps)) for j in jobs}
+    if len(states) != len(jobs):
+        raise HadarError("workload has duplicate job ids")
+    pending = sorted(jobs, key=lambda j: (j.arrival, j.job_id))
+    arrived: list[int] = []
+    current: dict[tuple[int, int], Placement] = {}
+    rounds: list[RoundRecord] = []
+    placements: list[PlacementRecord] = []
+    gpu_busy: dict[str, float] = {}
+    now = pending[0].arrival if pending else 0.0
+    stall = 0
+    progress = _Progress(len(jobs)) if cfg.progress else None
+    try:
+        for index in range(cfg.max_rounds):
+            while pending and pending[0].arrival <= now:
+                arrived.append(pending.pop(0).job_id)
+            active = [i for i in arrived if states[i].finish is None]
+            if not active:
+                if not pending:
+                    break
+                now = pending[0].arrival
+                current = {}
+                continue
+            ctx = RoundContext(
+                now=now,
+                round_index=index,
+                round_length=cfg.round_length,
+                cluster=cluster,
+                jobs=tuple(states[i].status() for i in sorted(active, key=lambda i: (states[i].job.arrival, i))),
+                current=current,
+                throughput=throughput,
+                restart_penalty=cfg.restart_penalty,
+            )
+            t0 = time.perf_counter()
+            plan = policy.decide(ctx)
+            decision = time.perf_counter() - t0
+            validate_plan(plan, ctx)
+            record, new_current, busy = _run_round(plan, ctx, states, cfg, placements, gpu_busy)
+            rounds.append(RoundRecord(**{**asdict(record), "decision_seconds": decision}))
+            if progress:
+                progress.update(sum(1 for s in states.values() if s.finish is not None), now)
+            stall = stall + 1 if not plan.assignments else 0
+            if stall >= cfg.stall_rounds:
+                waiting = ", ".join(str(i) for i in active[:5])
+                raise HadarError(f"policy {policy.name} scheduled nothing for {stall} rounds; waiting jobs: {waiting}")
+            current = new_current
+            now += record.duration
+        else:
+            raise HadarError(f"simulation did not finish within {cfg.max_rounds} rounds")
+    finally:
+        if progress:
+            progress.close()
+    return SimulationResult(
+        policy=policy.name,
+        cluster=cluster.name,
+        total_gpus=cluster.total_gpus,
+        jobs=tuple(
+            JobRecord(s.job.job_id, s.job.job_type, s.job.num_gpus, s.job.arrival, s.start, s.finish, s.restarts)
+            for s in sorted(states.values(), key=lambda s: s.job.job_id)
+        ),
+        rounds=tuple(rounds),
+        placements=tuple(placements),
+        config={k: v for k, v in asdict(cfg).items() if k != "progress"},
+        gpu_busy_seconds=gpu_busy,
+    )
+
+
+def validate_plan(plan: RoundPlan, ctx: RoundContext) -> None:
+    """Raise PolicyError unless the plan respects capacity, gangs and copy rules."""
+    known = {s.job_id: s.job for s in ctx.jobs}
+    seen: set[tuple[int, int]] = set()
+    used = ctx.cluster.capacity * 0
+    copy_nodes: dict[int, set[str]] = {}
+    for a in plan.assignments:
+        job = known.get(a.job_id)
+        if job is None:
+            raise PolicyError(f"plan places job {a.job_id}, which is not waiting or running")
+        if a.run_key in seen:
+            raise PolicyError(f"plan places job {a.job_id} copy {a.copy} twice")
+        seen.add(a.run_key)
+        if a.num_gpus != job.num_gpus:
+            raise PolicyError(f"gang violated: job {a.job_id} needs {job.num_gpus} GPUs, got {a.num_gpus}")
+        for node, per in a.placement.items():
+            if node not in ctx.cluster.node_index:
+                raise PolicyError(f"job {a.job_id} placed on unknown node {node!r}")
+            for gtype, count in per.items():
+                if count < 0 or gtype not in ctx.cluster.node(node).gpus:
+                    raise PolicyError(f"job {a.job_id}: node {node} has no {gtype} GPUs")
+        if a.copy:
+            nodes = set(a.nodes)
+            if copy_nodes.setdefault(a.job_id, set()) & nodes:
+                raise PolicyError(f"two copies of job {a.job_id} share a node")
+            copy_nodes[a.job_id] |= nodes
+        used = used + ctx.cluster.placement_matrix(a.placement)
+    if (used > ctx.cluster.capacity).any():
+        raise PolicyError("plan exceeds GPU capacity")
+
+
+def _run_round(
+    plan: RoundPlan,
+    ctx: RoundContext,
+    states: dict[int, _JobState],
+    cfg: SimConfig,
+    placements: list[PlacementRecord],
+    gpu_busy: dict[str, float],
+) -> tuple[RoundRecord, dict[tuple[int, int], Placement], float]:
+    slot = cfg.round_length
+    by_job: dict[int, list[Assignment]] = {}
+    for a in plan.assignments:
+        by_job.setdefault(a.job_id, []).append(a)
+    stops: list[tuple[Assignment, float]] = []
+    restarted: set[int] = set()
+    for job_id, assigns in by_job.items():
+        st = states[job_id]
+        runs: list[Run] = []
+        for a in assigns:
+            rate = ctx.throughput.rate(st.job, a.placement, ctx.cluster)
+            moved = ctx.current.get(a.run_key) != a.placement
+            penalty = cfg.restart_penalty if (moved and st.remaining < st.job.total_steps) else 0.0
+            if moved and st.remaining < st.job.total_steps:
+                restarted.add(job_id)
+            start = min(slot, penalty + a.overhead_s)
+            cap = st.remaining if a.step_budget is None else min(a.step_budget, st.remaining)
+            runs.append(Run(start, rate, max(cap, 0.0)))
+        finish_at = time_to_reach(runs, st.remaining, slot) if any(r.rate > 0 for r in runs) else None
+        end = slot if finish_at is None else finish_at
+        done = sum(r.steps_by(end) for r in runs)
+        for a, r in zip(assigns, runs, strict=True):
+            stop = min(end, r.stop_time()) if r.rate > 0 else end
+            stops.append((a, max(stop, r.start)))
+            ran = max(0.0, min(stop, end) - r.start)
+            for gtype in {k for per in a.placement.values() for k, c in per.items() if c > 0}:
+                st.time_on_type[gtype] = st.time_on_type.get(gtype, 0.0) + ran
+            st.attained += a.num_gpus * ran
+        if st.start is None and done > 0:
+            st.start = ctx.now + min(r.start for r in runs)
+        st.rounds += 1
+        st.remaining = max(0.0, st.remaining - done)
+        if finish_at is not None or st.remaining <= 1e-6:
+            st.remaining = 0.0
+            st.finish = ctx.now + (end if finish_at is not None else slot)
+    for job_id in restarted:
+        states[job_id].restarts += 1
+    if cfg.round_end == "longest-job" and stops:
+        duration = max(s for _, s in stops)
+        duration = slot if duration <= 0 else min(slot, duration)
+    else:
+        duration = slot
+    busy_seconds = 0.0
+    for a, stop in stops:
+        held = min(stop, duration)
+        busy_seconds += a.num_gpus * held
+        for node, per in a.placement.items():
+            for gtype, count in per.items():
+                placements.append(PlacementRecord(ctx.round_index, ctx.now, a.job_id, a.copy, node, gtype, count))
+                key = f"{node}/{gtype}"
+                gpu_busy[key] = gpu_busy.get(key, 0.0) + count * held
+    active_ids = {s.job_id for s in ctx.jobs}
+    unfinished_end = [states[i].finish for i in active_ids]
+    if all(f is not None for f in unfinished_end) and unfinished_end:
+        active_seconds = min(duration, max(f - ctx.now for f in unfinished_end))  # type: ignore[operator]
+    else:
+        active_seconds = duration
+    running = len(by_job)
+    record = RoundRecord(
+        index=ctx.round_index,
+        time=ctx.now,
+        duration=duration,
+        busy_gpus=sum(a.num_gpus for a in plan.assignments),
+        busy_gpu_seconds=busy_seconds,
+        active_seconds=active_seconds,
+        running_jobs=running,
+        queued_jobs=len(ctx.jobs) - running,
+        decision_seconds=0.0,
+        info=dict(plan.info),
+    )
+    new_current = {a.run_key: a.placement for a in plan.assignments if states[a.job_id].finish is None}
+    return record, new_current, busy_seconds
+
+
+class _Progress:
+    """A rich progress bar over completed jobs (only for long interactive runs)."""
+
+    def __init__(self, total: int) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self._p = Progress(
+            TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[t]}"),
+            TimeElapsedColumn(), transient=True,
+        )
+        self._task = self._p.add_task("jobs", total=total, t="")
+        self._p.start()
+
+    def update(self, completed: int, now: float) -> None:
+        self._p.update(self._task, completed=completed, t=f"t={now / 3600:.1f} h")
+
+    def close(self) -> None:
+        self._p.stop()

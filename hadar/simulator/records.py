@@ -1,0 +1,66 @@
+"""What a simulation (or a real run) records: per job, per round, per placement."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    job_id: int
+    job_type: str
+    num_gpus: int
+    arrival: float
+    start: float | None
+    finish: float | None
+    restarts: int
+
+    @property
+    def jct(self) -> float | None:
+        return None if self.finish is None else self.finish - self.arrival
+
+    @property
+    def queueing_delay(self) -> float | None:
+        return None if self.start is None else self.start - self.arrival
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    index: int
+    time: float
+    duration: float
+    busy_gpus: int
+    """GPUs allocated at the start of the round."""
+    busy_gpu_seconds: float
+    """GPU-seconds actually held by running jobs (a job that finishes early frees its GPUs)."""
+    active_seconds: float
+    """Seconds of this round during which unfinished jobs existed."""
+    running_jobs: int
+    queued_jobs: int
+    decision_seconds: float
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PlacementRecord:
+    round_index: int
+    time: float
+    job_id: int
+    copy: int
+    node: str
+    gpu_type: str
+    count: int
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    policy: str
+    cluster: str
+    total_gpus: int
+    jobs: tuple[JobRecord, ...]
+    rounds: tuple[RoundRecord, ...]
+    placements: tuple[PlacementRecord, ...]
+    config: dict[str, Any]
+    gpu_busy_seconds: dict[str, float] = field(default_factory=dict)
+    """Per GPU ("node/type#i") busy seconds, for Gavel-style utilisation."""

@@ -1,0 +1,101 @@
+"""How Hadar values a job in a round: rates, ideal duration, utility of an allocation, and the
+price bounds (Eq. 6-7) over the jobs known now. Pure functions of the round context."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from hadar.jobs import JobStatus
+from hadar.policy import RoundContext
+from primal_dual.dp import QueueEntry
+from primal_dual.find_alloc import JobRequest
+from primal_dual.prices import PriceBounds, price_bounds
+from primal_dual.utility import Utility
+
+
+@dataclass(frozen=True)
+class JobValuation:
+    """A job's figures for this round."""
+
+    status: JobStatus
+    request: JobRequest
+    type_rates: np.ndarray
+    """Best consolidated rate per GPU type (0 = cannot run on that type)."""
+    ideal: float
+    """Duration of the whole job on its fastest placement (gamma3)."""
+
+
+def value_jobs(ctx: RoundContext, statuses: Sequence[JobStatus]) -> list[JobValuation]:
+    """Rates and ideal durations of ``statuses`` on ``ctx.cluster``."""
+    out = []
+    for st in statuses:
+        cons, unc = ctx.throughput.cell_rates(st.job, ctx.cluster)
+        cap = ctx.cluster.capacity > 0
+        type_rates = np.where(cap, cons, 0.0).max(axis=0) if cap.size else np.zeros(0)
+        best = float(type_rates.max(initial=0.0))
+        ideal = st.job.total_steps / best if best > 0 else math.inf
+        out.append(JobValuation(st, JobRequest(st.job.num_gpus, cons, unc), type_rates, ideal))
+    return out
+
+
+def queue_entry(
+    v: JobValuation,
+    ctx: RoundContext,
+    utility: Utility,
+    hold_cost: bool,
+    key: object | None = None,
+    class_key: object | None = None,
+) -> QueueEntry:
+    """The DP's view of a job: utility and hold-rounds as functions of the allocation's rate."""
+    job = v.status.job
+    remaining = v.status.remaining_steps
+    penalty = ctx.restart_penalty if v.status.done_steps > 0 else 0.0
+    start = ctx.now - job.arrival + penalty
+    weight, ideal, slot = job.weight, v.ideal, ctx.round_length
+
+    def u(rate: float) -> float:
+        return utility.value(start + remaining / rate, weight, ideal)
+
+    def hold(rate: float) -> float:
+        return float(max(1, math.ceil(remaining / (rate * slot)))) if hold_cost else 1.0
+
+    return QueueEntry(
+        key=job.job_id if key is None else key,
+        request=v.request,
+        class_key=(job.job_type, job.num_gpus) if class_key is None else class_key,
+        utility=u,
+        hold_rounds=hold,
+    )
+
+
+def round_price_bounds(
+    vals: Sequence[JobValuation], ctx: RoundContext, utility: Utility, eta: float
+) -> PriceBounds:
+    """Eq. 6-7 over the jobs known now (arrived and unfinished).
+
+    Ideal duration on type k = N_j / X[j][k]. The latest completion of job j is bounded by
+    running every known job one after another on its slowest usable type from now on.
+    """
+    n_types = len(ctx.cluster.gpu_types)
+    if not vals:
+        return PriceBounds(np.ones(n_types), np.ones(n_types))
+    rates = np.array([v.type_rates for v in vals]).reshape(len(vals), n_types)
+    runnable = rates > 0
+    slowest = np.array([v.type_rates[v.type_rates > 0].min(initial=np.inf) for v in vals])
+    serial = float(np.sum([v.status.remaining_steps / s for v, s in zip(vals, slowest, strict=True) if np.isfinite(s)]))
+    ideal_u = np.zeros_like(rates)
+    latest_u = np.zeros(len(vals))
+    rounds = np.ones_like(rates)
+    for j, v in enumerate(vals):
+        job = v.status.job
+        for k in np.flatnonzero(runnable[j]):
+            dur = job.total_steps / rates[j, k]
+            ideal_u[j, k] = utility.value(dur, job.weight, v.ideal)
+            rounds[j, k] = math.ceil(dur / ctx.round_length)
+        latest_u[j] = utility.value(ctx.now - job.arrival + serial, job.weight, v.ideal)
+    w = np.array([v.status.job.num_gpus for v in vals])
+    return price_bounds(ideal_u, latest_u, w, rounds, runnable, eta)

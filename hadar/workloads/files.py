@@ -1,0 +1,74 @@
+"""Hand-written job lists (CSV or YAML).
+
+CSV header ``id,type,gpus,steps[,arrival][,weight]``; YAML ``jobs: [{id, type, gpus, steps,
+arrival, weight}, ...]``. ``type`` is a throughput-table job type (e.g. ``ResNet-18 (batch size
+64)``) or, for the physical workloads, IC/LM/LT/RS/MM.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from hadar.errors import InputError
+from hadar.jobs import Job
+from hadar.validation import from_validation_error, load_yaml
+
+
+class _JobSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: int = Field(ge=0)
+    type: str = Field(min_length=1)
+    gpus: int = Field(ge=1)
+    steps: float = Field(gt=0)
+    arrival: float = Field(default=0.0, ge=0)
+    weight: float = Field(default=1.0, gt=0)
+    model: str | None = None
+    size_class: str | None = None
+
+
+def jobs_from_records(records: list[dict[str, Any]], source: str, row_label: str = "jobs") -> list[Job]:
+    """Validate job records; errors name ``source`` and the record's field."""
+    jobs: list[Job] = []
+    seen: set[int] = set()
+    for i, rec in enumerate(records):
+        if not isinstance(rec, dict):
+            raise InputError(f"{source}: {row_label}[{i}]: expected a mapping")
+        try:
+            spec = _JobSpec.model_validate(rec)
+        except ValidationError as exc:
+            err = from_validation_error(source, exc)
+            raise InputError(str(err).replace(f"{source}: ", f"{source}: {row_label}[{i}].", 1)) from None
+        if spec.id in seen:
+            raise InputError(f"{source}: {row_label}[{i}].id: duplicate job id {spec.id}")
+        seen.add(spec.id)
+        jobs.append(Job(job_id=spec.id, job_type=spec.type, num_gpus=spec.gpus, total_steps=spec.steps,
+                        arrival=spec.arrival, weight=spec.weight, model=spec.model, size_class=spec.size_class))
+    if not jobs:
+        raise InputError(f"{source}: no jobs")
+    return jobs
+
+
+def load_job_file(path: str | Path) -> list[Job]:
+    """Load a CSV or YAML job list."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{p}: workload file not found")
+    if p.suffix.lower() in (".yaml", ".yml"):
+        data = load_yaml(p, "workload")
+        if not isinstance(data.get("jobs"), list):
+            raise InputError(f"{p}: jobs: missing required field (a list of jobs)")
+        return jobs_from_records(data["jobs"], str(p))
+    if p.suffix.lower() == ".csv":
+        with p.open(newline="") as fh:
+            reader = csv.DictReader(fh)
+            missing = {"id", "type", "gpus", "steps"} - set(reader.fieldnames or [])
+            if missing:
+                raise InputError(f"{p}: header: missing column(s) {', '.join(sorted(missing))}")
+            rows = [{k: v for k, v in r.items() if v not in (None, "")} for r in reader]
+        return jobs_from_records(rows, str(p), row_label="row")
+    raise InputError(f"{p}: unsupported workload file type (use .csv, .yaml or .yml)")

@@ -1,0 +1,142 @@
+"""Algorithm 2: a dynamic programme over the queue choosing which jobs to admit this round.
+
+State = (index of the next job, free GPUs ``[node, type]``). For each job the DP either skips it
+or takes FIND_ALLOC's best allocation if its payoff is positive, then recurses on the reduced
+free state; prices follow the state (Eq. 5), so a job taken earlier raises later jobs' costs.
+It runs forward over the queue, merging paths that reach the same free state (memoisation) and
+returns the subset with the highest total payoff (ties: more jobs, then the earlier path).
+
+Polynomial bound: at most ``beam`` states survive each step (the best by total payoff), so the
+work is O(|Q| * beam * cost(FIND_ALLOC)) with FIND_ALLOC O(levels * nodes * types). When no
+state is ever dropped the result equals brute force over all subsets; ``DPResult.exact`` says
+whether that held.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from primal_dual.find_alloc import Candidate, JobRequest, best_candidate, candidate_allocations
+from primal_dual.prices import PriceBounds, price_matrix
+
+
+@dataclass(frozen=True)
+class QueueEntry:
+    """One job of the queue as the DP sees it.
+
+    ``utility(rate)`` is U_j at the completion time a rate implies; ``hold_rounds(rate)``
+    multiplies the per-round price cost (the rounds the job will hold its GPUs, or 1).
+    Entries with equal ``class_key`` have identical requests, so their candidates are shared.
+    """
+
+    key: Hashable
+    request: JobRequest
+    class_key: Hashable
+    utility: Callable[[float], float]
+    hold_rounds: Callable[[float], float]
+
+    def payoff(self, cand: Candidate) -> float:
+        return self.utility(cand.rate) - cand.unit_cost * self.hold_rounds(cand.rate)
+
+
+@dataclass(frozen=True)
+class DPResult:
+    chosen: tuple[tuple[int, Candidate, float], ...]
+    """(entry index, allocation, payoff) in queue order."""
+    total_payoff: float
+    exact: bool
+    states: int
+    peak_frontier: int
+
+
+class CandidateCache:
+    """Memo of FIND_ALLOC candidates by (job class, free state); prices depend only on the state."""
+
+    def __init__(self, capacity: np.ndarray, bounds: PriceBounds | None) -> None:
+        self.capacity = capacity
+        self.bounds = bounds
+        self._memo: dict[tuple[Hashable, bytes], list[Candidate]] = {}
+        self._prices: dict[bytes, np.ndarray] = {}
+
+    def prices(self, free: np.ndarray) -> np.ndarray:
+        """Current prices for a free state; all zero (where there is capacity) without bounds."""
+        key = free.tobytes()
+        p = self._prices.get(key)
+        if p is None:
+            if self.bounds is None:
+                p = np.where(self.capacity > 0, 0.0, np.inf)
+            else:
+                p = price_matrix(self.bounds, self.capacity - free, self.capacity)
+            self._prices[key] = p
+        return p
+
+    def candidates(self, entry: QueueEntry, free: np.ndarray) -> list[Candidate]:
+        key = (entry.class_key, free.tobytes())
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = candidate_allocations(entry.request, free, self.prices(free))
+            self._memo[key] = hit
+        return hit
+
+    def best(self, entry: QueueEntry, free: np.ndarray) -> tuple[Candidate, float] | None:
+        return best_candidate(self.candidates(entry, free), entry.payoff)
+
+
+@dataclass
+class _State:
+    free: np.ndarray
+    value: float
+    count: int
+    chain: tuple | None  # linked list: (previous chain, (index, candidate, payoff))
+
+
+def plan_queue(
+    entries: Sequence[QueueEntry],
+    free: np.ndarray,
+    cache: CandidateCache,
+    beam: int = 64,
+) -> DPResult:
+    """Run the DP over ``entries`` (in queue order) starting from ``free`` GPUs."""
+    if beam < 1:
+        raise ValueError("beam must be >= 1")
+    frontier: dict[bytes, _State] = {free.tobytes(): _State(free.copy(), 0.0, 0, None)}
+    exact = True
+    states = 1
+    peak = 1
+    for i, entry in enumerate(entries):
+        need = entry.request.num_gpus
+        nxt: dict[bytes, _State] = {}
+        for key, st in frontier.items():
+            _merge(nxt, key, st)  # skip job i
+            if int(st.free.sum()) < need:
+                continue
+            best = cache.best(entry, st.free)
+            if best is None:
+                continue
+            cand, pay = best
+            new_free = st.free - cand.alloc
+            _merge(nxt, new_free.tobytes(), _State(new_free, st.value + pay, st.count + 1, (st.chain, (i, cand, pay))))
+        states += len(nxt)
+        if len(nxt) > beam:
+            exact = False
+            ranked = sorted(nxt.items(), key=lambda kv: (-kv[1].value, -kv[1].count))
+            nxt = dict(ranked[:beam])
+        peak = max(peak, len(nxt))
+        frontier = nxt
+    best_state = max(frontier.values(), key=lambda s: (s.value, s.count))
+    chosen: list[tuple[int, Candidate, float]] = []
+    chain = best_state.chain
+    while chain is not None:
+        chain, step = chain
+        chosen.append(step)
+    chosen.reverse()
+    return DPResult(tuple(chosen), best_state.value, exact, states, peak)
+
+
+def _merge(states: dict[bytes, _State], key: bytes, st: _State) -> None:
+    old = states.get(key)
+    if old is None or (st.value, st.count) > (old.value, old.count):
+        states[key] = st

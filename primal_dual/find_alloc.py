@@ -1,0 +1,144 @@
+"""FIND_ALLOC: candidate placements of one gang job on the free GPUs, and the best by payoff.
+
+For every candidate bottleneck level (a distinct throughput a free GPU offers the job, fastest
+first) the eligible GPUs are those at least that fast, and three placements are built:
+
+* consolidated: all W tasks on the single node where they cost least;
+* fewest nodes: when no node has W eligible GPUs, fill the nodes with the most eligible GPUs;
+* non-consolidated: the W cheapest eligible GPUs anywhere, across nodes.
+
+A placement's rate is its bottleneck: the minimum over the cells it uses of the consolidated
+rate (one node) or the unconsolidated rate (several nodes, which carries the communication
+cost). Its per-round cost is the sum of current prices of the GPUs it takes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """What FIND_ALLOC needs to know about a job: gang size and per-cell rates ``[node, type]``."""
+
+    num_gpus: int
+    rates_cons: np.ndarray
+    rates_unc: np.ndarray
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A placement ``alloc[node, type]`` with its bottleneck rate and per-round price cost."""
+
+    alloc: np.ndarray
+    rate: float
+    unit_cost: float
+    nodes: int
+
+    @property
+    def consolidated(self) -> bool:
+        return self.nodes == 1
+
+
+def _take(order_cells: np.ndarray, counts: np.ndarray, need: int, shape: tuple[int, int]) -> np.ndarray:
+    """Take ``need`` GPUs from cells in ``order_cells`` order (flat indices) with ``counts`` free."""
+    alloc = np.zeros(shape[0] * shape[1], dtype=np.int64)
+    c = counts[order_cells]
+    cum = np.cumsum(c)
+    last = int(np.searchsorted(cum, need))
+    alloc[order_cells[:last]] = c[:last]
+    alloc[order_cells[last]] = need - (int(cum[last - 1]) if last > 0 else 0)
+    return alloc.reshape(shape)
+
+
+def _cheapest_single_node(
+    efree: np.ndarray, price: np.ndarray, eligible: np.ndarray, fits: np.ndarray, w: int
+) -> np.ndarray:
+    """Vectorised over nodes: on each node take W eligible GPUs cheapest type first; pick the
+    node with the lowest total (first node on ties) and return its allocation."""
+    p = np.where(eligible, price, np.inf)[fits]
+    f = efree[fits]
+    order = np.argsort(p, axis=1, kind="stable")
+    ps = np.take_along_axis(p, order, axis=1)
+    fs = np.take_along_axis(f, order, axis=1)
+    before = np.cumsum(fs, axis=1) - fs
+    take = np.clip(w - before, 0, fs)
+    cost = (np.where(take > 0, ps, 0.0) * take).sum(axis=1)
+    i = int(np.argmin(cost))
+    alloc = np.zeros_like(efree)
+    alloc[fits[i], order[i]] = take[i]
+    return alloc
+
+
+def _make(alloc: np.ndarray, req: JobRequest, price: np.ndarray) -> Candidate | None:
+    used = alloc > 0
+    nodes = int(used.any(axis=1).sum())
+    rates = req.rates_cons if nodes == 1 else req.rates_unc
+    rate = float(rates[used].min())
+    if rate <= 0:
+        return None
+    return Candidate(alloc=alloc, rate=rate, unit_cost=float((price[used] * alloc[used]).sum()), nodes=nodes)
+
+
+def candidate_allocations(req: JobRequest, free: np.ndarray, price: np.ndarray) -> list[Candidate]:
+    """All distinct FIND_ALLOC candidates for ``req`` on ``free`` GPUs at ``price`` (may be empty)."""
+    w = req.num_gpus
+    shape = free.shape
+    runnable = (free > 0) & (req.rates_cons > 0)
+    if int(free[runnable].sum()) < w:
+        return []
+    levels = np.unique(req.rates_cons[runnable])[::-1]
+    flat_free = free.ravel()
+    flat_price = price.ravel()
+    flat_rate = req.rates_cons.ravel()
+    out: list[Candidate] = []
+    seen: set[bytes] = set()
+
+    def add(alloc: np.ndarray) -> None:
+        key = alloc.tobytes()
+        if key in seen:
+            return
+        seen.add(key)
+        cand = _make(alloc, req, price)
+        if cand is not None:
+            out.append(cand)
+
+    for level in levels:
+        eligible = runnable & (req.rates_cons >= level)
+        efree = np.where(eligible, free, 0)
+        per_node = efree.sum(axis=1)
+        if int(per_node.sum()) < w:
+            continue
+        cells = np.flatnonzero(efree.ravel())
+        # Cheapest first; among equal prices the slower cell first (keeps fast GPUs free),
+        # then by position for determinism.
+        order = cells[np.lexsort((cells, flat_rate[cells], flat_price[cells]))]
+        fits = np.flatnonzero(per_node >= w)
+        if fits.size:
+            # (a) consolidated: the node where W GPUs cost least.
+            add(_cheapest_single_node(efree, price, eligible, fits, w))
+        else:
+            # (b) fewest nodes: nodes with the most eligible GPUs first.
+            node_order = np.lexsort((np.arange(shape[0]), -per_node))
+            cum = np.cumsum(per_node[node_order])
+            chosen = node_order[: int(np.searchsorted(cum, w)) + 1]
+            mask = np.isin(order // shape[1], chosen)
+            add(_take(order[mask], flat_free, w, shape))
+        # (c) non-consolidated: the W cheapest eligible GPUs anywhere.
+        add(_take(order, flat_free, w, shape))
+    return out
+
+
+def best_candidate(
+    candidates: list[Candidate], payoff: Callable[[Candidate], float]
+) -> tuple[Candidate, float] | None:
+    """The candidate with the highest payoff (first wins ties), or None if none is positive."""
+    best: tuple[Candidate, float] | None = None
+    for cand in candidates:
+        value = payoff(cand)
+        if value > 0 and (best is None or value > best[1]):
+            best = (cand, value)
+    return best
