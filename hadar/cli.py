@@ -12,6 +12,7 @@ from hadar.errors import HadarError
 
 COMMAND_MODULES = [
     "hadar.commands.simulate",
+    "hadar.commands.estimate",
 ]
 """Modules that contribute sub-commands (order = order in ``hadar --help``)."""
 
