@@ -1,0 +1,286 @@
+"""SQLite persistence of the Job Tracker (stdlib sqlite3, WAL journal, synchronous=FULL).
+
+The store only runs SQL; the rules live in :mod:`tracker.tracker`. Every state change the tracker
+makes happens inside one :meth:`Store.transaction` (``BEGIN IMMEDIATE`` ... ``COMMIT``), so a
+process killed at any instant leaves either the old or the new state, never a mix.
+Paths of tracker-owned checkpoints are stored relative to the checkpoint directory.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE jobs (
+    job_id         INTEGER PRIMARY KEY CHECK (job_id >= 0),
+    target_steps   INTEGER NOT NULL CHECK (target_steps > 0),
+    model          TEXT,
+    size           TEXT,
+    signature      TEXT,             -- JSON {key: [shape, dtype]}, NULL until fixed
+    steps_done     INTEGER NOT NULL DEFAULT 0 CHECK (steps_done BETWEEN 0 AND target_steps),
+    completed      INTEGER NOT NULL DEFAULT 0 CHECK (completed IN (0, 1)),
+    ckpt_path      TEXT,             -- latest consolidated checkpoint (relative), NULL if none
+    ckpt_sha256    TEXT,
+    ckpt_round     INTEGER,          -- round that produced it; NULL for the initial checkpoint
+    initial_path   TEXT,
+    initial_sha256 TEXT
+);
+CREATE TABLE copies (
+    copy_id   INTEGER PRIMARY KEY,
+    job_id    INTEGER NOT NULL REFERENCES jobs (job_id),
+    idx       INTEGER NOT NULL CHECK (idx >= 1),
+    discarded INTEGER NOT NULL DEFAULT 0 CHECK (discarded IN (0, 1)),
+    UNIQUE (job_id, idx)
+);
+CREATE TABLE rounds (
+    round INTEGER PRIMARY KEY CHECK (round >= 0),
+    state TEXT NOT NULL CHECK (state IN ('open', 'closed'))
+);
+CREATE TABLE reports (
+    round       INTEGER NOT NULL REFERENCES rounds (round),
+    copy_id     INTEGER NOT NULL REFERENCES copies (copy_id),
+    node        TEXT NOT NULL,
+    steps       INTEGER NOT NULL CHECK (steps >= 0),
+    seconds     REAL NOT NULL CHECK (seconds >= 0),
+    ckpt_path   TEXT NOT NULL,       -- absolute path of the copy's checkpoint (not owned)
+    ckpt_sha256 TEXT NOT NULL,
+    UNIQUE (round, copy_id)
+);
+CREATE TABLE consolidations (
+    round          INTEGER NOT NULL REFERENCES rounds (round),
+    job_id         INTEGER NOT NULL REFERENCES jobs (job_id),
+    copies         INTEGER NOT NULL,  -- reports consolidated
+    steps_reported INTEGER NOT NULL,  -- sum of the reports' steps
+    steps_added    INTEGER NOT NULL,  -- counted: min(steps_reported, remaining)
+    steps_total    INTEGER NOT NULL,  -- job's steps_done after this round
+    completed      INTEGER NOT NULL CHECK (completed IN (0, 1)),
+    ckpt_path      TEXT,              -- relative; NULL when the job has no checkpoint yet
+    ckpt_sha256    TEXT,
+    ckpt_round     INTEGER,           -- round that produced ckpt_path (earlier if 0 steps)
+    UNIQUE (round, job_id)
+);
+"""
+
+TABLES = ("meta", "jobs", "copies", "rounds", "reports", "consolidations")
+
+
+class Store:
+    """A connection to the tracker database with the queries the tracker needs."""
+
+    def __init__(self, db_path: Path) -> None:
+        self.db_path = db_path
+        self.conn = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
+        self.conn.row_factory = sqlite3.Row
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=FULL")
+        self.conn.execute("PRAGMA foreign_keys=ON")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One atomic write transaction; rolled back if the block raises."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+            self.conn.execute("COMMIT")
+        except BaseException:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            raise
+
+    # -- schema and meta -------------------------------------------------------------------
+    def is_initialized(self) -> bool:
+        row = self.conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+        ).fetchone()
+        return row is not None
+
+    def initialize(self, meta: dict[str, str]) -> None:
+        """Create the schema and write ``meta`` (plus the schema version) in one transaction."""
+        with self.transaction() as c:
+            for statement in re.split(r";\s*$", SCHEMA, flags=re.MULTILINE):
+                if statement.strip():
+                    c.execute(statement)
+            rows = {"schema_version": str(SCHEMA_VERSION), **meta}
+            c.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", sorted(rows.items()))
+
+    def meta(self) -> dict[str, str]:
+        return {r["key"]: r["value"] for r in self.conn.execute("SELECT key, value FROM meta")}
+
+    # -- reads -----------------------------------------------------------------------------
+    def job(self, job_id: int) -> sqlite3.Row | None:
+        return self.conn.execute("SELECT * FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+
+    def jobs(self) -> list[sqlite3.Row]:
+        return self.conn.execute("SELECT * FROM jobs ORDER BY job_id").fetchall()
+
+    def copy(self, copy_id: int) -> sqlite3.Row | None:
+        return self.conn.execute("SELECT * FROM copies WHERE copy_id = ?", (copy_id,)).fetchone()
+
+    def copies(self, job_id: int) -> list[sqlite3.Row]:
+        return self.conn.execute(
+            "SELECT * FROM copies WHERE job_id = ? ORDER BY idx", (job_id,)
+        ).fetchall()
+
+    def round_state(self, round_: int) -> str | None:
+        row = self.conn.execute("SELECT state FROM rounds WHERE round = ?", (round_,)).fetchone()
+        return None if row is None else str(row["state"])
+
+    def open_round(self) -> int | None:
+        row = self.conn.execute("SELECT round FROM rounds WHERE state = 'open'").fetchone()
+        return None if row is None else int(row["round"])
+
+    def last_round(self) -> int | None:
+        row = self.conn.execute("SELECT MAX(round) AS r FROM rounds").fetchone()
+        return None if row["r"] is None else int(row["r"])
+
+    def reports(self, round_: int) -> list[sqlite3.Row]:
+        return self.conn.execute(
+            "SELECT r.*, c.job_id FROM reports r JOIN copies c USING (copy_id)"
+            " WHERE r.round = ? ORDER BY r.copy_id",
+            (round_,),
+        ).fetchall()
+
+    def has_report(self, round_: int, copy_id: int) -> bool:
+        row = self.conn.execute(
+            "SELECT 1 FROM reports WHERE round = ? AND copy_id = ?", (round_, copy_id)
+        ).fetchone()
+        return row is not None
+
+    def consolidations(self, round_: int) -> list[sqlite3.Row]:
+        return self.conn.execute(
+            "SELECT * FROM consolidations WHERE round = ? ORDER BY job_id", (round_,)
+        ).fetchall()
+
+    def referenced_paths(self, keep_history: bool) -> set[str]:
+        """Relative paths of tracker-owned checkpoints that must be kept."""
+        paths = {r[0] for r in self.conn.execute("SELECT ckpt_path FROM jobs") if r[0]}
+        if keep_history:
+            paths |= {r[0] for r in self.conn.execute("SELECT initial_path FROM jobs") if r[0]}
+            paths |= {
+                r[0] for r in self.conn.execute("SELECT ckpt_path FROM consolidations") if r[0]
+            }
+        return paths
+
+    # -- writes (call inside transaction()) ------------------------------------------------
+    def insert_job(
+        self,
+        job_id: int,
+        target_steps: int,
+        model: str | None,
+        size: str | None,
+        signature: str | None,
+        initial_path: str | None,
+        initial_sha256: str | None,
+    ) -> None:
+        self.conn.execute(
+            "INSERT INTO jobs (job_id, target_steps, model, size, signature, ckpt_path,"
+            " ckpt_sha256, initial_path, initial_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                job_id,
+                target_steps,
+                model,
+                size,
+                signature,
+                initial_path,
+                initial_sha256,
+                initial_path,
+                initial_sha256,
+            ),
+        )
+
+    def set_job_model(
+        self, job_id: int, signature: str, model: str | None, size: str | None
+    ) -> None:
+        self.conn.execute(
+            "UPDATE jobs SET signature = ?, model = ?, size = ? WHERE job_id = ?",
+            (signature, model, size, job_id),
+        )
+
+    def insert_copies(self, job_id: int, copies: list[tuple[int, int]]) -> None:
+        self.conn.executemany(
+            "INSERT INTO copies (copy_id, job_id, idx) VALUES (?, ?, ?)",
+            [(cid, job_id, idx) for cid, idx in copies],
+        )
+
+    def insert_round(self, round_: int) -> None:
+        self.conn.execute("INSERT INTO rounds (round, state) VALUES (?, 'open')", (round_,))
+
+    def insert_report(
+        self,
+        round_: int,
+        copy_id: int,
+        node: str,
+        steps: int,
+        seconds: float,
+        path: str,
+        sha256: str,
+    ) -> None:
+        self.conn.execute(
+            "INSERT INTO reports (round, copy_id, node, steps, seconds, ckpt_path, ckpt_sha256)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (round_, copy_id, node, steps, seconds, path, sha256),
+        )
+
+    def insert_consolidation(
+        self,
+        round_: int,
+        job_id: int,
+        copies: int,
+        steps_reported: int,
+        steps_added: int,
+        steps_total: int,
+        completed: bool,
+        path: str | None,
+        sha256: str | None,
+        ckpt_round: int | None,
+    ) -> None:
+        self.conn.execute(
+            "INSERT INTO consolidations (round, job_id, copies, steps_reported, steps_added,"
+            " steps_total, completed, ckpt_path, ckpt_sha256, ckpt_round)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                round_,
+                job_id,
+                copies,
+                steps_reported,
+                steps_added,
+                steps_total,
+                int(completed),
+                path,
+                sha256,
+                ckpt_round,
+            ),
+        )
+
+    def set_job_progress(
+        self,
+        job_id: int,
+        steps_done: int,
+        completed: bool,
+        path: str | None,
+        sha256: str | None,
+        ckpt_round: int | None,
+    ) -> None:
+        self.conn.execute(
+            "UPDATE jobs SET steps_done = ?, completed = ?, ckpt_path = ?, ckpt_sha256 = ?,"
+            " ckpt_round = ? WHERE job_id = ?",
+            (steps_done, int(completed), path, sha256, ckpt_round, job_id),
+        )
+        if completed:
+            self.conn.execute("UPDATE copies SET discarded = 1 WHERE job_id = ?", (job_id,))
+
+    def set_round_closed(self, round_: int) -> None:
+        self.conn.execute("UPDATE rounds SET state = 'closed' WHERE round = ?", (round_,))

@@ -1,0 +1,661 @@
+"""The Job Tracker: copy registration, per-round reports, step aggregation and consolidation.
+
+State lives in SQLite (:mod:`tracker.store`); consolidated checkpoints are files in the
+checkpoint directory. Protocol of :meth:`JobTracker.close_round` (crash-safe, idempotent):
+
+1. for each job with reports: load the copies' checkpoints (sha256 verified), average them,
+   write the result to a temporary file, fsync, rename to ``job-<id>/round-<r>-<sha256>.pt``;
+2. in ONE transaction: consolidation rows, jobs' steps/checkpoint/completed flags, discarded
+   copies of completed jobs, round marked closed;
+3. delete superseded checkpoints (unless ``keep_history``).
+
+A crash before step 2 commits leaves the round open (re-run ``close_round``); files written by
+the interrupted attempt are unreferenced and removed by :meth:`JobTracker.open`. A crash after
+it leaves the round closed; closing it again returns the stored summary.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import operator
+import os
+import re
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tracker import ids
+from tracker.averaging import (
+    MODES,
+    average_optimizer_states,
+    average_state_dicts,
+    signature,
+    signature_difference,
+)
+from tracker.checkpoints import (
+    SHA256_RE,
+    TMP_PREFIX,
+    copy_atomic,
+    load_checkpoint,
+    make_payload,
+    save_atomic,
+    sha256_file,
+    verify_file,
+)
+from tracker.crashpoints import crash_point
+from tracker.errors import (
+    CheckpointError,
+    CopyDiscardedError,
+    DuplicateReportError,
+    InvalidReportError,
+    ParameterMismatchError,
+    RegistrationError,
+    RoundError,
+    StaleRoundError,
+    TrackerBusyError,
+    TrackerConfigError,
+    UnknownCopyError,
+    UnknownJobError,
+)
+from tracker.store import SCHEMA_VERSION, Store
+
+OWNED_NAME_RE = re.compile(r"^(initial|round-\d+)-[0-9a-f]{64}\.pt$")
+"""Names of checkpoint files the tracker owns inside ``<checkpoint_dir>/job-<id>/``."""
+
+
+@dataclass(frozen=True)
+class CheckpointRef:
+    """A consolidated checkpoint: absolute path, sha256, and the round that produced it
+    (None for the job's registered initial checkpoint)."""
+
+    path: Path
+    sha256: str
+    round: int | None
+
+
+@dataclass(frozen=True)
+class JobState:
+    job_id: int
+    target_steps: int
+    steps_done: int
+    completed: bool
+    model: str | None
+    size: str | None
+    checkpoint: CheckpointRef | None
+    active_copies: tuple[int, ...]
+
+    @property
+    def remaining_steps(self) -> int:
+        return self.target_steps - self.steps_done
+
+
+@dataclass(frozen=True)
+class Report:
+    round: int
+    copy_id: int
+    job_id: int
+    node: str
+    steps: int
+    seconds: float
+    checkpoint: Path
+    sha256: str
+
+
+@dataclass(frozen=True)
+class JobRoundResult:
+    """What a closed round did to one job."""
+
+    job_id: int
+    copies: tuple[int, ...]
+    steps_reported: int
+    steps_added: int
+    steps_total: int
+    completed: bool
+    checkpoint: CheckpointRef | None
+
+
+@dataclass(frozen=True)
+class RoundSummary:
+    round: int
+    jobs: Mapping[int, JobRoundResult]
+
+
+def _int(value: Any, what: str, error: type[Exception]) -> int:
+    if isinstance(value, bool):
+        raise error(f"{what}: expected an integer, got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise error(f"{what}: expected an integer, got {value!r}") from None
+
+
+class JobTracker:
+    """Crash-safe Job Tracker. Create with :meth:`open`; one process at a time per database."""
+
+    def __init__(self, store: Store, checkpoint_dir: Path, lock_fd: int) -> None:
+        self._store = store
+        self.checkpoint_dir = checkpoint_dir
+        self._lock_fd = lock_fd
+        self._mutex = threading.RLock()
+        meta = store.meta()
+        self.max_job_count = int(meta["max_job_count"])
+        self.averaging = meta["averaging"]
+        self.keep_history = meta["keep_history"] == "1"
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        db_path: str | os.PathLike[str],
+        checkpoint_dir: str | os.PathLike[str],
+        *,
+        max_job_count: int | None = None,
+        averaging: str | None = None,
+        keep_history: bool | None = None,
+    ) -> JobTracker:
+        """Open (creating if needed) the tracker at ``db_path``, checkpoints in ``checkpoint_dir``.
+
+        Settings left None take the stored value (or the default for a new database:
+        max_job_count=1000, averaging="steps", keep_history=False); a value that contradicts
+        the database raises TrackerConfigError. Removes orphaned temporary and unreferenced
+        checkpoint files left by a crash.
+        """
+        db = Path(db_path).resolve()
+        ckpt_dir = Path(checkpoint_dir).resolve()
+        if max_job_count is not None:
+            max_job_count = ids.check_max_job_count(max_job_count)
+        if averaging is not None and averaging not in MODES:
+            raise TrackerConfigError(f"averaging: {averaging!r} is not one of {', '.join(MODES)}")
+        db.parent.mkdir(parents=True, exist_ok=True)
+        ckpt_dir.mkdir(parents=True, exist_ok=True)
+        lock_fd = os.open(f"{db}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(lock_fd)
+            raise TrackerBusyError(
+                f"{db}: the tracker database is open in another process"
+            ) from None
+        try:
+            store = Store(db)
+            try:
+                cls._check_meta(store, db, max_job_count, averaging, keep_history)
+                tracker = cls(store, ckpt_dir, lock_fd)
+            except BaseException:
+                store.close()
+                raise
+        except BaseException:
+            os.close(lock_fd)
+            raise
+        tracker._remove_orphans()
+        return tracker
+
+    @staticmethod
+    def _check_meta(
+        store: Store,
+        db: Path,
+        max_job_count: int | None,
+        averaging: str | None,
+        keep_history: bool | None,
+    ) -> None:
+        wanted = {
+            "max_job_count": None if max_job_count is None else str(max_job_count),
+            "averaging": averaging,
+            "keep_history": None if keep_history is None else str(int(bool(keep_history))),
+        }
+        if not store.is_initialized():
+            defaults = {
+                "max_job_count": str(ids.DEFAULT_MAX_JOB_COUNT),
+                "averaging": "steps",
+                "keep_history": "0",
+            }
+            store.initialize({k: v if v is not None else defaults[k] for k, v in wanted.items()})
+            return
+        meta = store.meta()
+        if meta.get("schema_version") != str(SCHEMA_VERSION):
+            raise TrackerConfigError(
+                f"{db}: schema version {meta.get('schema_version')}, this tracker reads {SCHEMA_VERSION}"
+            )
+        for key, value in wanted.items():
+            if value is not None and meta[key] != value:
+                raise TrackerConfigError(f"{db}: {key} is {meta[key]} in the database, not {value}")
+
+    def close(self) -> None:
+        """Close the database and release the lock (idempotent)."""
+        with self._mutex:
+            if self._lock_fd < 0:
+                return
+            self._store.close()
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    def __enter__(self) -> JobTracker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- paths -----------------------------------------------------------------------------
+    def _abs(self, rel: str) -> Path:
+        return self.checkpoint_dir / rel
+
+    def _ref(self, rel: str | None, sha: str | None, round_: int | None) -> CheckpointRef | None:
+        return None if rel is None or sha is None else CheckpointRef(self._abs(rel), sha, round_)
+
+    def _remove_orphans(self) -> None:
+        """Delete temp files and unreferenced owned checkpoints under ``job-*/`` directories."""
+        keep = self._store.referenced_paths(self.keep_history)
+        for job_dir in self.checkpoint_dir.glob("job-*"):
+            if not job_dir.is_dir():
+                continue
+            for f in job_dir.iterdir():
+                rel = f"{job_dir.name}/{f.name}"
+                if f.name.startswith(TMP_PREFIX) or (
+                    OWNED_NAME_RE.match(f.name) and rel not in keep
+                ):
+                    f.unlink(missing_ok=True)
+
+    # -- registration ----------------------------------------------------------------------
+    def register_job(
+        self,
+        job_id: int,
+        target_steps: int,
+        model: str | None = None,
+        size: str | None = None,
+        initial_checkpoint: str | os.PathLike[str] | None = None,
+        initial_sha256: str | None = None,
+    ) -> JobState:
+        """Register a job with its step target; idempotent when repeated with the same values.
+
+        ``initial_checkpoint`` (a hadar-ckpt-1 file, optionally checked against
+        ``initial_sha256``) is copied into the checkpoint directory and fixes the job's parameter
+        signature; copies must start round one from it. Otherwise the first report fixes it.
+        """
+        with self._mutex:
+            job_id = ids.check_job_id(job_id, self.max_job_count)
+            target = _int(target_steps, f"job {job_id}: target_steps", RegistrationError)
+            if target <= 0:
+                raise RegistrationError(
+                    f"job {job_id}: target_steps must be positive, got {target}"
+                )
+            for name, v in (("model", model), ("size", size)):
+                if v is not None and not (isinstance(v, str) and v):
+                    raise RegistrationError(f"job {job_id}: {name} must be a non-empty string")
+            if initial_sha256 is not None and not SHA256_RE.match(str(initial_sha256).lower()):
+                raise RegistrationError(f"job {job_id}: initial_sha256 is not a sha256 hex digest")
+            what = f"job {job_id}"
+            src = None if initial_checkpoint is None else Path(initial_checkpoint).resolve()
+            sig_json = None
+            sha = None if initial_sha256 is None else initial_sha256.lower()
+            if src is not None:
+                payload = load_checkpoint(src, sha, what)
+                sha = sha or sha256_file(src)
+                sig_json = json.dumps(signature(payload["state_dict"]))
+                for name, given in (("model", model), ("size", size)):
+                    stored = payload.get(name)
+                    if given is not None and stored is not None and given != stored:
+                        raise ParameterMismatchError(
+                            f"{what}: initial checkpoint {src} is {name} {stored!r}, not {given!r}"
+                        )
+                model = model or payload.get("model")
+                size = size or payload.get("size")
+                del payload
+            existing = self._store.job(job_id)
+            if existing is not None:
+                same = (
+                    existing["target_steps"] == target
+                    and model in (None, existing["model"])
+                    and size in (None, existing["size"])
+                    and (src is None or existing["initial_sha256"] == sha)
+                )
+                if not same:
+                    raise RegistrationError(f"{what} is already registered with other settings")
+                return self.job_state(job_id)
+            rel = None
+            if src is not None and sha is not None:
+                final, _ = copy_atomic(
+                    src,
+                    sha,
+                    self.checkpoint_dir / f"job-{job_id}",
+                    lambda h: f"initial-{h}.pt",
+                    "register",
+                    what,
+                )
+                rel = f"job-{job_id}/{final.name}"
+            with self._store.transaction():
+                self._store.insert_job(job_id, target, model, size, sig_json, rel, sha)
+                crash_point("register:in_tx")
+            return self.job_state(job_id)
+
+    def register_copies(self, job_id: int, n: int) -> list[int]:
+        """Ensure the job has copies 1..n (creating the missing ones); return their ids."""
+        with self._mutex:
+            job = self._job_row(job_id)
+            n = _int(n, f"job {job_id}: number of copies", RegistrationError)
+            if not 1 <= n < self.max_job_count:
+                raise RegistrationError(
+                    f"job {job_id}: number of copies {n} is outside [1, {self.max_job_count})"
+                )
+            if job["completed"]:
+                raise RegistrationError(f"job {job_id} is complete; it takes no more copies")
+            existing = {int(r["idx"]) for r in self._store.copies(job_id)}
+            wanted = [(ids.copy_id(job_id, i, self.max_job_count), i) for i in range(1, n + 1)]
+            missing = [(cid, i) for cid, i in wanted if i not in existing]
+            if missing:
+                with self._store.transaction():
+                    self._store.insert_copies(job_id, missing)
+            return [cid for cid, _ in wanted]
+
+    # -- rounds ----------------------------------------------------------------------------
+    def open_round(self, round_: int) -> None:
+        """Open round ``round_``; a no-op if it is already the open round.
+
+        Raises RoundError if another round is open or ``round_`` is not after every earlier one.
+        """
+        with self._mutex:
+            r = _int(round_, "round", RoundError)
+            if r < 0:
+                raise RoundError(f"round {r}: round numbers are non-negative")
+            current = self._store.open_round()
+            if current == r:
+                return
+            if current is not None:
+                raise RoundError(
+                    f"round {current} is still open; close it before opening round {r}"
+                )
+            last = self._store.last_round()
+            if last is not None and r <= last:
+                raise RoundError(f"round {r} is not after the last round {last}")
+            with self._store.transaction():
+                self._store.insert_round(r)
+
+    def current_round(self) -> int | None:
+        """The open round, or None."""
+        with self._mutex:
+            return self._store.open_round()
+
+    def last_closed_round(self) -> int | None:
+        with self._mutex:
+            row = self._store.conn.execute(
+                "SELECT MAX(round) AS r FROM rounds WHERE state = 'closed'"
+            ).fetchone()
+            return None if row["r"] is None else int(row["r"])
+
+    def report(
+        self,
+        round_: int,
+        copy_id: int,
+        node: str,
+        steps_done: int,
+        seconds: float,
+        checkpoint_path: str | os.PathLike[str],
+        sha256: str,
+    ) -> Report:
+        """Record a copy's work in the open round. Rejections raise a ReportRejected subclass
+        and change nothing (no row, no file)."""
+        with self._mutex:
+            what = f"round {round_} copy {copy_id}"
+            steps = _int(steps_done, f"{what}: steps_done", InvalidReportError)
+            if steps < 0:
+                raise InvalidReportError(f"{what}: steps_done is negative ({steps})")
+            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+                raise InvalidReportError(f"{what}: seconds must be a number, got {seconds!r}")
+            if not math.isfinite(seconds) or seconds < 0:
+                raise InvalidReportError(f"{what}: seconds must be finite and >= 0, got {seconds}")
+            if not isinstance(node, str) or not node.strip():
+                raise InvalidReportError(f"{what}: node must be a non-empty string")
+            sha = str(sha256).lower()
+            if not SHA256_RE.match(sha):
+                raise InvalidReportError(f"{what}: {sha256!r} is not a sha256 hex digest")
+            r = _int(round_, f"{what}: round", StaleRoundError)
+            current = self._store.open_round()
+            if r != current:
+                state = self._store.round_state(r)
+                now = "no round is open" if current is None else f"round {current} is open"
+                raise StaleRoundError(f"{what}: round {r} is {state or 'not opened'}; {now}")
+            cid = _int(copy_id, f"{what}: copy_id", UnknownCopyError)
+            copy = self._store.copy(cid)
+            if copy is None:
+                raise UnknownCopyError(f"{what}: copy {cid} is not registered")
+            job = self._store.job(int(copy["job_id"]))
+            if job["completed"] or copy["discarded"]:
+                reason = "is complete" if job["completed"] else "had this copy discarded"
+                raise CopyDiscardedError(f"{what}: job {job['job_id']} {reason}")
+            if self._store.has_report(r, cid):
+                raise DuplicateReportError(f"{what}: this copy already reported for round {r}")
+            path = Path(checkpoint_path).resolve()
+            payload = load_checkpoint(path, sha, what)
+            new_sig = self._check_model(job, payload, what)
+            del payload
+            with self._store.transaction():
+                self._store.insert_report(r, cid, node, steps, float(seconds), str(path), sha)
+                if new_sig is not None:
+                    self._store.set_job_model(job["job_id"], *new_sig)
+                crash_point("report:in_tx")
+            return Report(r, cid, int(job["job_id"]), node, steps, float(seconds), path, sha)
+
+    @staticmethod
+    def _check_model(
+        job: Any, payload: Mapping[str, Any], what: str
+    ) -> tuple[str, str | None, str | None] | None:
+        """Raise ParameterMismatchError if the payload is not the job's model; return the
+        (signature, model, size) to store when this report fixes the job's signature."""
+        for name in ("model", "size"):
+            if (
+                job[name] is not None
+                and payload.get(name) is not None
+                and job[name] != payload[name]
+            ):
+                raise ParameterMismatchError(
+                    f"{what}: checkpoint is {name} {payload[name]!r}, job {job['job_id']} is {job[name]!r}"
+                )
+        sig = signature(payload["state_dict"])
+        if job["signature"] is None:
+            return (
+                json.dumps(sig),
+                job["model"] or payload.get("model"),
+                job["size"] or payload.get("size"),
+            )
+        diff = signature_difference(json.loads(job["signature"]), sig)
+        if diff:
+            raise ParameterMismatchError(f"{what}: {diff} in job {job['job_id']}'s model")
+        return None
+
+    def reports(self, round_: int) -> list[Report]:
+        """The accepted reports of a round, by copy id."""
+        with self._mutex:
+            return [
+                Report(
+                    int(x["round"]),
+                    int(x["copy_id"]),
+                    int(x["job_id"]),
+                    x["node"],
+                    int(x["steps"]),
+                    float(x["seconds"]),
+                    Path(x["ckpt_path"]),
+                    x["ckpt_sha256"],
+                )
+                for x in self._store.reports(round_)
+            ]
+
+    def close_round(self, round_: int) -> RoundSummary:
+        """Aggregate and consolidate the open round ``round_`` and close it (protocol in the
+        module docstring). Closing an already-closed round returns its stored summary."""
+        with self._mutex:
+            r = _int(round_, "round", RoundError)
+            state = self._store.round_state(r)
+            if state == "closed":
+                return self.round_summary(r)
+            if state is None:
+                raise RoundError(f"round {r} was never opened")
+            by_job: dict[int, list[Report]] = {}
+            for rep in self.reports(r):
+                by_job.setdefault(rep.job_id, []).append(rep)
+            written: list[Path] = []
+            try:
+                plans = [
+                    self._consolidate(r, j, reps, written) for j, reps in sorted(by_job.items())
+                ]
+                with self._store.transaction():
+                    for plan in plans:
+                        self._store.insert_consolidation(r, **plan["row"])
+                        self._store.set_job_progress(**plan["job"])
+                    self._store.set_round_closed(r)
+                    crash_point("close:in_tx")
+            except BaseException:
+                for f in written:
+                    f.unlink(missing_ok=True)
+                raise
+            crash_point("close:committed")
+            if not self.keep_history:
+                keep = self._store.referenced_paths(False)
+                for plan in plans:
+                    old = plan["superseded"]
+                    if old is not None and old not in keep:
+                        self._abs(old).unlink(missing_ok=True)
+            crash_point("close:pruned")
+            return self.round_summary(r)
+
+    def _consolidate(
+        self, r: int, job_id: int, reps: list[Report], written: list[Path]
+    ) -> dict[str, Any]:
+        """Average one job's reports into a new checkpoint file; return the rows to commit."""
+        job = self._store.job(job_id)
+        reported = sum(x.steps for x in reps)
+        added = min(reported, job["target_steps"] - job["steps_done"])
+        total = job["steps_done"] + added
+        completed = total >= job["target_steps"]
+        rel, sha = job["ckpt_path"], job["ckpt_sha256"]
+        superseded = None
+        if reported > 0:
+            what = f"round {r} job {job_id}"
+            base = None
+            if rel is not None:
+                base = load_checkpoint(self._abs(rel), sha, f"{what} previous checkpoint")[
+                    "state_dict"
+                ]
+            loaded = [
+                (load_checkpoint(x.checkpoint, x.sha256, f"round {r} copy {x.copy_id}"), x.steps)
+                for x in reps
+                if x.steps > 0
+            ]
+            state = average_state_dicts(
+                [(p["state_dict"], s) for p, s in loaded], self.averaging, base
+            )
+            optim = average_optimizer_states(
+                [(p.get("optimizer"), s) for p, s in loaded], self.averaging
+            )
+            del loaded, base
+            crash_point("close:averaged")
+            payload = make_payload(state, optim, total, job["model"], job["size"])
+            final, sha = save_atomic(
+                payload,
+                self.checkpoint_dir / f"job-{job_id}",
+                lambda h: f"round-{r:06d}-{h}.pt",
+                "close",
+            )
+            written.append(final)
+            superseded, rel = rel, f"job-{job_id}/{final.name}"
+        ckpt_round = r if reported > 0 else job["ckpt_round"]
+        return {
+            "row": {
+                "job_id": job_id,
+                "copies": len(reps),
+                "steps_reported": reported,
+                "steps_added": added,
+                "steps_total": total,
+                "completed": completed,
+                "path": rel,
+                "sha256": sha,
+                "ckpt_round": ckpt_round,
+            },
+            "job": {
+                "job_id": job_id,
+                "steps_done": total,
+                "completed": completed,
+                "path": rel,
+                "sha256": sha,
+                "ckpt_round": ckpt_round,
+            },
+            "superseded": superseded,
+        }
+
+    def round_summary(self, round_: int) -> RoundSummary:
+        """The stored summary of a closed round (RoundError if it is not closed)."""
+        with self._mutex:
+            if self._store.round_state(round_) != "closed":
+                raise RoundError(f"round {round_} is not closed")
+            copies: dict[int, list[int]] = {}
+            for x in self._store.reports(round_):
+                copies.setdefault(int(x["job_id"]), []).append(int(x["copy_id"]))
+            jobs = {}
+            for row in self._store.consolidations(round_):
+                j = int(row["job_id"])
+                jobs[j] = JobRoundResult(
+                    j,
+                    tuple(copies.get(j, ())),
+                    int(row["steps_reported"]),
+                    int(row["steps_added"]),
+                    int(row["steps_total"]),
+                    bool(row["completed"]),
+                    self._ref(row["ckpt_path"], row["ckpt_sha256"], row["ckpt_round"]),
+                )
+            return RoundSummary(round_, jobs)
+
+    # -- queries ---------------------------------------------------------------------------
+    def _job_row(self, job_id: int) -> Any:
+        row = self._store.job(_int(job_id, "job_id", UnknownJobError))
+        if row is None:
+            raise UnknownJobError(f"job {job_id} is not registered")
+        return row
+
+    def job_state(self, job_id: int) -> JobState:
+        with self._mutex:
+            row = self._job_row(job_id)
+            return JobState(
+                int(row["job_id"]),
+                int(row["target_steps"]),
+                int(row["steps_done"]),
+                bool(row["completed"]),
+                row["model"],
+                row["size"],
+                self._ref(row["ckpt_path"], row["ckpt_sha256"], row["ckpt_round"]),
+                tuple(self.active_copies(job_id)),
+            )
+
+    def jobs(self) -> list[JobState]:
+        with self._mutex:
+            return [self.job_state(int(r["job_id"])) for r in self._store.jobs()]
+
+    def progress(self) -> dict[int, int]:
+        """``{job_id: steps_done}`` for every registered job."""
+        with self._mutex:
+            return {int(r["job_id"]): int(r["steps_done"]) for r in self._store.jobs()}
+
+    def latest_checkpoint(self, job_id: int) -> CheckpointRef | None:
+        """The job's latest consolidated checkpoint (or its initial one), None if it has none."""
+        return self.job_state(job_id).checkpoint
+
+    def is_complete(self, job_id: int) -> bool:
+        return self.job_state(job_id).completed
+
+    def active_copies(self, job_id: int) -> list[int]:
+        """Ids of the job's copies that are not discarded (none once the job is complete)."""
+        with self._mutex:
+            self._job_row(job_id)
+            return [int(r["copy_id"]) for r in self._store.copies(job_id) if not r["discarded"]]
+
+    def verify_checkpoints(self) -> list[str]:
+        """Problems with the jobs' latest checkpoint files (missing or sha256 mismatch)."""
+        problems = []
+        for st in self.jobs():
+            if st.checkpoint is not None:
+                try:
+                    verify_file(st.checkpoint.path, st.checkpoint.sha256, f"job {st.job_id}")
+                except CheckpointError as exc:
+                    problems.append(str(exc))
+        return problems
