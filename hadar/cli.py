@@ -13,6 +13,7 @@ from hadar.errors import HadarError
 COMMAND_MODULES = [
     "hadar.commands.simulate",
     "hadar.commands.estimate",
+    "hadar.commands.nodes", "hadar.commands.cluster",
 ]
 """Modules that contribute sub-commands (order = order in ``hadar --help``)."""
 

@@ -1,0 +1,134 @@
+"""``hadar cluster up|down|status --config FILE``: EC2 instances for a ``provider: aws`` cluster.
+
+``up`` launches one instance per node (skipping nodes that already have one), waits until they
+run and answer on SSH, and writes the SSH cluster file; ``down`` terminates exactly the
+instances tagged for the cluster (a second ``down`` has nothing to do); ``status`` lists them."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from hadar.cluster import Cluster
+from hadar.cluster_config import load_cluster
+from hadar.errors import InputError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "cluster", help="launch, list or terminate the EC2 instances of an aws cluster"
+    )
+    actions = p.add_subparsers(dest="cluster_action", metavar="ACTION", required=True)
+
+    up = actions.add_parser(
+        "up",
+        help="launch one instance per node and write the SSH cluster file",
+        description="Launch one EC2 instance per node of the cluster file (its instance_type, "
+        "with the aws section's AMI, key pair, security groups, subnet and tags), wait until "
+        "they are running and reachable over SSH, and write a provider: ssh cluster file.",
+    )
+    _config_arg(up)
+    up.add_argument(
+        "--out",
+        metavar="FILE",
+        help="SSH cluster file to write (default: ./<cluster name>-ssh.yaml)",
+    )
+    up.add_argument("--no-wait-ssh", action="store_true", help="do not wait for SSH to answer")
+    up.add_argument(
+        "--ssh-wait-timeout",
+        type=float,
+        metavar="S",
+        help="seconds to wait for SSH (default: aws.ssh_wait_timeout_s)",
+    )
+    up.set_defaults(func=run_up)
+
+    down = actions.add_parser("down", help="terminate the instances tagged for this cluster")
+    _config_arg(down)
+    down.set_defaults(func=run_down)
+
+    status = actions.add_parser("status", help="list the instances tagged for this cluster")
+    _config_arg(status)
+    status.add_argument("--all", action="store_true", help="include terminated instances")
+    status.set_defaults(func=run_status)
+
+
+def _config_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--config",
+        "--cluster",
+        dest="config",
+        required=True,
+        metavar="FILE",
+        help="cluster YAML with provider: aws and an aws section",
+    )
+
+
+def _aws_cluster(path: str):  # -> nodes.aws.AwsCluster
+    from nodes.aws import AwsCluster
+
+    cluster: Cluster = load_cluster(path)
+    if cluster.provider != "aws":
+        raise InputError(
+            f"{path}: provider: `hadar cluster` needs provider: aws (got {cluster.provider})"
+        )
+    return AwsCluster(cluster)
+
+
+def _console():
+    import sys
+
+    from rich.console import Console
+
+    return Console(width=None if sys.stdout.isatty() else 200, highlight=False)
+
+
+def _print_instances(console, title: str, instances) -> None:
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col in ("node", "instance", "type", "state", "public ip", "private ip"):
+        table.add_column(col)
+    for i in instances:
+        table.add_row(
+            i.node, i.instance_id, i.instance_type, i.state, i.public_ip or "-", i.private_ip or "-"
+        )
+    console.print(table)
+
+
+def run_up(args: argparse.Namespace) -> int:
+    aws = _aws_cluster(args.config)
+    console = _console()
+    name = aws.cluster.name
+    out = Path(args.out) if args.out else Path(f"{name}-ssh.yaml")
+    instances = aws.up(wait_ssh=False, log=console.print)
+    if not args.no_wait_ssh:
+        console.print(f"waiting for SSH on {len(instances)} instances...")
+        aws.wait_ssh(instances, args.ssh_wait_timeout)
+    aws.write_ssh_cluster(out, instances)
+    _print_instances(console, f"{name}: {len(instances)} instances running", instances)
+    console.print(
+        f"wrote SSH cluster file {out} ({len(instances)} nodes); "
+        f"check it with: hadar nodes check --cluster {out}"
+    )
+    return 0
+
+
+def run_down(args: argparse.Namespace) -> int:
+    aws = _aws_cluster(args.config)
+    console = _console()
+    ids = aws.down(log=console.print)
+    name = aws.cluster.name
+    if not ids:
+        console.print(f"nothing to do: no live instances tagged hadar-cluster={name}")
+    else:
+        console.print(f"terminated {len(ids)} instances of cluster {name}")
+    return 0
+
+
+def run_status(args: argparse.Namespace) -> int:
+    from nodes.aws import ACTIVE_STATES, ALL_STATES
+
+    aws = _aws_cluster(args.config)
+    instances = aws.instances(ALL_STATES if args.all else ACTIVE_STATES)
+    _print_instances(_console(), f"{aws.cluster.name}: {len(instances)} instances", instances)
+    return 0

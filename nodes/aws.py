@@ -1,0 +1,643 @@
+"""AWS provider (boto3): launch one EC2 instance per node of a cluster file, find them again by
+tag, terminate them, and run work on them over SSH (:class:`nodes.ssh.SshProvider`).
+
+Every instance is tagged ``hadar-cluster: <cluster name>`` and ``hadar-node: <node name>`` (plus
+``Name`` and the section's ``tags``); ``down`` and discovery only ever touch instances carrying
+the cluster's tag. Credentials and region come from the standard AWS chain (environment,
+``~/.aws`` files, ``profile``, instance role); ``endpoint_url`` (or the environment variable
+``HADAR_AWS_ENDPOINT_URL``, which wins) points boto3 at another endpoint, e.g. moto in tests.
+
+``aws:`` section keys::
+
+    ami: ami-0123456789abcdef0        # required: an AMI with Python (and PyTorch + hadar)
+    region: us-east-1                 profile: default        endpoint_url: null
+    key_name: hadar                   # EC2 key pair for SSH
+    ssh_user: ubuntu                  identity_file: ~/.ssh/hadar.pem
+    security_group_ids: [sg-...]      subnet_id: subnet-...    tags: {project: hadar}
+    address: public                   # which IP the SSH cluster file uses (public | private)
+    root_volume_gb: null              python: python3          remote_base: null
+    known_hosts: null                 trust_new_hosts: false   # passed to the SSH side
+    wait_timeout_s: 900               ssh_wait_timeout_s: 600  poll_interval_s: 5
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import datetime as dt
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import boto3
+import botocore.exceptions
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from hadar.cluster import Cluster, Node
+from hadar.cluster_config import cluster_from_dict
+from hadar.errors import HadarError, InputError, UnreachableNodeError
+from nodes.provider import CommandResult, NodeHealth, NodeProvider, load_section
+from nodes.ssh import SshProvider, known_hosts_name
+
+CLUSTER_TAG = "hadar-cluster"
+NODE_TAG = "hadar-node"
+ENDPOINT_ENV = "HADAR_AWS_ENDPOINT_URL"
+ACTIVE_STATES = ("pending", "running", "stopping", "stopped")
+ALL_STATES = (*ACTIVE_STATES, "shutting-down", "terminated")
+
+# Error codes EC2 returns when it cannot give us an instance type, and for permission problems.
+CAPACITY_CODES = {
+    "InsufficientInstanceCapacity": "no capacity",
+    "InsufficientHostCapacity": "no capacity",
+    "InsufficientReservedInstanceCapacity": "no capacity",
+    "InstanceLimitExceeded": "instance quota exceeded",
+    "VcpuLimitExceeded": "vCPU quota exceeded",
+    "MaxSpotInstanceCountExceeded": "spot quota exceeded",
+    "Unsupported": "not offered here",
+    "InvalidInstanceType": "not offered here",
+    "InvalidInstanceType.NotFound": "not offered here",
+}
+PERMISSION_CODES = {
+    "UnauthorizedOperation",
+    "AuthFailure",
+    "AccessDenied",
+    "AccessDeniedException",
+    "OptInRequired",
+    "Blocked",
+    "InvalidClientTokenId",
+    "SignatureDoesNotMatch",
+    "UnrecognizedClientException",
+    "ExpiredToken",
+    "RequestExpired",
+}
+
+
+class AwsError(HadarError):
+    """EC2 refused or failed a request (capacity, quota, permission...); one line per cause."""
+
+    exit_code = 1
+
+
+class AwsSettings(BaseModel):
+    """The ``aws:`` section of a cluster file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ami: str = Field(min_length=1)
+    region: str | None = None
+    profile: str | None = None
+    endpoint_url: str | None = None
+    key_name: str | None = None
+    ssh_user: str = "ubuntu"
+    identity_file: str | None = None
+    security_group_ids: list[str] = Field(default_factory=list)
+    subnet_id: str | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+    address: Literal["public", "private"] = "public"
+    root_volume_gb: int | None = Field(default=None, ge=8, le=16384)
+    python: str = "python3"
+    remote_base: str | None = None
+    known_hosts: str | None = None
+    trust_new_hosts: bool = False
+    wait_timeout_s: float = Field(default=900.0, gt=0)
+    ssh_wait_timeout_s: float = Field(default=600.0, gt=0)
+    poll_interval_s: float = Field(default=5.0, gt=0)
+
+    @field_validator("tags", mode="before")
+    @classmethod
+    def _tags(cls, v: Any) -> Any:
+        if isinstance(v, Mapping):
+            for key in v:
+                if str(key) in {CLUSTER_TAG, NODE_TAG}:
+                    raise ValueError(f"tag {key!r} is reserved for hadar")
+            return {str(k): str(val) for k, val in v.items()}
+        return v
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One EC2 instance of the cluster, as describe_instances reports it."""
+
+    instance_id: str
+    node: str
+    instance_type: str
+    state: str
+    public_ip: str | None
+    private_ip: str | None
+    launch_time: dt.datetime | None = None
+
+    def address(self, which: str = "public") -> str | None:
+        return (self.public_ip or self.private_ip) if which == "public" else self.private_ip
+
+
+def error_line(exc: botocore.exceptions.ClientError) -> tuple[str, str, str]:
+    """``(kind, code, message)`` of an EC2 error: kind is a capacity label, ``permission
+    denied`` or ``error``; message is the first line of AWS's text."""
+    err = exc.response.get("Error", {})
+    code = str(err.get("Code") or "Unknown")
+    msg = str(err.get("Message") or exc).strip().splitlines()
+    text = (msg[0] if msg else "")[:200]
+    if code in CAPACITY_CODES:
+        return CAPACITY_CODES[code], code, text
+    if code in PERMISSION_CODES:
+        return "permission denied", code, text
+    return "error", code, text
+
+
+def botocore_error(op: str, exc: botocore.exceptions.BotoCoreError) -> AwsError:
+    """One line for a client-side boto failure (no credentials, endpoint down...)."""
+    if isinstance(exc, botocore.exceptions.NoCredentialsError):
+        return AwsError(
+            "no AWS credentials found (environment, ~/.aws/credentials, aws.profile or instance role)"
+        )
+    if isinstance(exc, botocore.exceptions.EndpointConnectionError):
+        return AwsError(f"EC2 {op}: cannot reach endpoint {exc.kwargs.get('endpoint_url')}")
+    return AwsError(f"EC2 {op}: {type(exc).__name__}: {exc}")
+
+
+def host_keys_from_console(text: str) -> list[tuple[str, str]]:
+    """``(key type, base64)`` pairs cloud-init prints between ``-----BEGIN SSH HOST KEY KEYS-----``
+    and ``-----END SSH HOST KEY KEYS-----`` on the instance console (an out-of-band channel
+    to learn a new instance's host keys)."""
+    keys: list[tuple[str, str]] = []
+    inside = False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if "BEGIN SSH HOST KEY KEYS" in line:
+            inside = True
+            continue
+        if "END SSH HOST KEY KEYS" in line:
+            inside = False
+            continue
+        parts = line.split()
+        if inside and len(parts) >= 2 and (parts[0].startswith(("ssh-", "ecdsa-"))):
+            with contextlib.suppress(binascii.Error, ValueError):
+                base64.b64decode(parts[1], validate=True)
+                keys.append((parts[0], parts[1]))
+    return keys
+
+
+def ssh_banner(host: str, port: int = 22, timeout_s: float = 5.0) -> bool:
+    """True if an SSH server answers with its banner at ``host:port``."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as s:
+            s.settimeout(timeout_s)
+            return s.recv(8).startswith(b"SSH-")
+    except OSError:
+        return False
+
+
+class AwsCluster:
+    """The EC2 side of a ``provider: aws`` cluster: launch, discover and terminate its instances."""
+
+    def __init__(self, cluster: Cluster, *, client: Any = None, endpoint_url: str | None = None):
+        self.cluster = cluster
+        self.settings: AwsSettings = load_section(cluster, "aws", AwsSettings)
+        self.source = cluster.source or cluster.name
+        self.endpoint_url = (
+            os.environ.get(ENDPOINT_ENV) or endpoint_url or self.settings.endpoint_url
+        )
+        self._client = client
+
+    # -- boto3 -----------------------------------------------------------------------------
+    @property
+    def ec2(self) -> Any:
+        """The EC2 client (credentials/region from the standard chain, profile, endpoint)."""
+        if self._client is None:
+            s = self.settings
+            try:
+                session = boto3.Session(profile_name=s.profile, region_name=s.region)
+                self._client = session.client("ec2", endpoint_url=self.endpoint_url)
+            except botocore.exceptions.ProfileNotFound:
+                raise InputError(
+                    f"{self.source}: aws.profile: AWS profile {s.profile!r} not found"
+                ) from None
+            except botocore.exceptions.NoRegionError:
+                raise InputError(
+                    f"{self.source}: aws.region: no region set (config, AWS_DEFAULT_REGION or profile)"
+                ) from None
+        return self._client
+
+    def _call(self, op: str, **kwargs: Any) -> Any:
+        """Call an EC2 operation, turning credential/permission/other errors into one line."""
+        try:
+            return getattr(self.ec2, op)(**kwargs)
+        except botocore.exceptions.ClientError as exc:
+            kind, code, text = error_line(exc)
+            raise AwsError(f"EC2 {op}: {kind}: {code}: {text}") from None
+        except botocore.exceptions.BotoCoreError as exc:
+            raise botocore_error(op, exc) from None
+
+    def _require_instance_types(self) -> None:
+        for node in self.cluster.nodes:
+            if not node.instance_type:
+                raise InputError(
+                    f"{self.source}: nodes[{node.name}].instance_type: missing required field "
+                    f"(aws clusters launch one instance per node)"
+                )
+
+    # -- discovery -------------------------------------------------------------------------
+    def instances(self, states: Sequence[str] = ACTIVE_STATES) -> list[Instance]:
+        """This cluster's instances (by the ``hadar-cluster`` tag) in the given states."""
+        filters = [
+            {"Name": f"tag:{CLUSTER_TAG}", "Values": [self.cluster.name]},
+            {"Name": "instance-state-name", "Values": list(states)},
+        ]
+        out: list[Instance] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"Filters": filters}
+            if token:
+                kwargs["NextToken"] = token
+            page = self._call("describe_instances", **kwargs)
+            for res in page.get("Reservations", []):
+                for inst in res.get("Instances", []):
+                    tags = {t["Key"]: t["Value"] for t in inst.get("Tags", [])}
+                    if tags.get(CLUSTER_TAG) != self.cluster.name:
+                        continue
+                    out.append(
+                        Instance(
+                            instance_id=inst["InstanceId"],
+                            node=tags.get(NODE_TAG, ""),
+                            instance_type=inst.get("InstanceType", ""),
+                            state=inst.get("State", {}).get("Name", "unknown"),
+                            public_ip=inst.get("PublicIpAddress"),
+                            private_ip=inst.get("PrivateIpAddress"),
+                            launch_time=inst.get("LaunchTime"),
+                        )
+                    )
+            token = page.get("NextToken")
+            if not token:
+                break
+        return sorted(out, key=lambda i: (self._order(i.node), i.instance_id))
+
+    def _order(self, node: str) -> int:
+        return self.cluster.node_index.get(node, len(self.cluster.nodes))
+
+    def running_nodes(self) -> dict[str, Instance]:
+        """Node name -> its running instance (nodes whose instance was reclaimed are absent)."""
+        out: dict[str, Instance] = {}
+        for inst in self.instances(("running",)):
+            if inst.node in self.cluster.node_index:
+                out.setdefault(inst.node, inst)
+        return out
+
+    # -- launch ----------------------------------------------------------------------------
+    def _launch_args(self, node: Node) -> dict[str, Any]:
+        s = self.settings
+        tags = {
+            **s.tags,
+            "Name": f"hadar-{self.cluster.name}-{node.name}",
+            CLUSTER_TAG: self.cluster.name,
+            NODE_TAG: node.name,
+        }
+        args: dict[str, Any] = {
+            "ImageId": s.ami,
+            "InstanceType": node.instance_type,
+            "MinCount": 1,
+            "MaxCount": 1,
+            "TagSpecifications": [
+                {
+                    "ResourceType": "instance",
+                    "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
+                },
+                {
+                    "ResourceType": "volume",
+                    "Tags": [{"Key": CLUSTER_TAG, "Value": self.cluster.name}],
+                },
+            ],
+        }
+        if s.key_name:
+            args["KeyName"] = s.key_name
+        if s.security_group_ids:
+            args["SecurityGroupIds"] = list(s.security_group_ids)
+        if s.subnet_id:
+            args["SubnetId"] = s.subnet_id
+        if s.root_volume_gb:
+            args["BlockDeviceMappings"] = [
+                {"DeviceName": "/dev/sda1", "Ebs": {"VolumeSize": s.root_volume_gb}}
+            ]
+        return args
+
+    def up(
+        self, *, wait_ssh: bool = True, log: Callable[[str], None] = lambda _m: None
+    ) -> list[Instance]:
+        """Launch an instance for every node that has none (idempotent), wait until all are
+        running (and answer on SSH unless ``wait_ssh`` is False); returns them in node order.
+        Launch failures are reported per instance type, one line each, as :class:`AwsError`."""
+        self._require_instance_types()
+        have = {i.node: i for i in self.instances(("pending", "running"))}
+        failures: dict[tuple[str, str, str, str], list[str]] = {}
+        launched = 0
+        for node in self.cluster.nodes:
+            if node.name in have:
+                log(
+                    f"{node.name}: already has {have[node.name].instance_id} ({have[node.name].state})"
+                )
+                continue
+            try:
+                resp = self.ec2.run_instances(**self._launch_args(node))
+            except botocore.exceptions.ClientError as exc:
+                kind, code, text = error_line(exc)
+                failures.setdefault((str(node.instance_type), kind, code, text), []).append(
+                    node.name
+                )
+                continue
+            except botocore.exceptions.BotoCoreError as exc:
+                raise botocore_error("run_instances", exc) from None
+            inst = resp["Instances"][0]
+            launched += 1
+            log(f"{node.name}: launched {inst['InstanceId']} ({node.instance_type})")
+        if failures:
+            lines = [
+                f"{itype} (node{'s' if len(names) > 1 else ''} {', '.join(names)}): {kind}: {code}: {text}"
+                for (itype, kind, code, text), names in failures.items()
+            ]
+            ok = len(self.cluster.nodes) - sum(len(v) for v in failures.values())
+            raise AwsError(
+                f"{sum(len(v) for v in failures.values())} of {len(self.cluster.nodes)} instances "
+                f"could not be launched ({ok} launched or already up; re-run `hadar cluster up` "
+                f"to retry, `hadar cluster down` to terminate):\n  " + "\n  ".join(lines)
+            )
+        instances = self.wait_running()
+        if wait_ssh:
+            self.wait_ssh(instances)
+        return instances
+
+    def wait_running(self) -> list[Instance]:
+        """Poll until every node's instance is running; a node whose instance dies is an error."""
+        s = self.settings
+        deadline = time.monotonic() + s.wait_timeout_s
+        while True:
+            current = {i.node: i for i in self.instances(ALL_STATES) if i.state != "terminated"}
+            dead = [n.name for n in self.cluster.nodes if n.name not in current]
+            if dead:
+                raise AwsError(
+                    f"instances of nodes {', '.join(dead)} were terminated while starting"
+                )
+            broken = [
+                i for i in current.values() if i.state in ("shutting-down", "stopped", "stopping")
+            ]
+            if broken:
+                raise AwsError(
+                    "; ".join(
+                        f"node {i.node}: instance {i.instance_id} is {i.state}" for i in broken
+                    )
+                )
+            if all(current[n.name].state == "running" for n in self.cluster.nodes):
+                return [current[n.name] for n in self.cluster.nodes]
+            if time.monotonic() > deadline:
+                pending = [n.name for n in self.cluster.nodes if current[n.name].state != "running"]
+                raise AwsError(
+                    f"instances not running after {s.wait_timeout_s:g}s: nodes {', '.join(pending)}"
+                )
+            time.sleep(s.poll_interval_s)
+
+    def wait_ssh(self, instances: Sequence[Instance], timeout_s: float | None = None) -> None:
+        """Poll until every instance answers on port 22; learn host keys from the console."""
+        s = self.settings
+        deadline = time.monotonic() + (timeout_s if timeout_s is not None else s.ssh_wait_timeout_s)
+        waiting = {i.node: i for i in instances}
+        while waiting:
+            for name, inst in list(waiting.items()):
+                addr = inst.address(s.address)
+                if addr and ssh_banner(addr, 22, min(5.0, s.poll_interval_s)):
+                    self.record_console_host_keys(inst)
+                    del waiting[name]
+            if not waiting:
+                return
+            if time.monotonic() > deadline:
+                where = ", ".join(f"{n} ({i.address(s.address)}:22)" for n, i in waiting.items())
+                raise UnreachableNodeError(
+                    f"not reachable over SSH after {timeout_s or s.ssh_wait_timeout_s:g}s: {where}"
+                )
+            time.sleep(s.poll_interval_s)
+
+    def known_hosts_path(self) -> Path:
+        return Path(os.path.expanduser(self.settings.known_hosts or "~/.ssh/known_hosts"))
+
+    def record_console_host_keys(self, inst: Instance) -> int:
+        """Record the host keys an instance printed on its console (cloud-init) in known_hosts,
+        so strict host-key checking works without trusting the first connection."""
+        addr = inst.address(self.settings.address)
+        if not addr:
+            return 0
+        try:
+            resp = self.ec2.get_console_output(InstanceId=inst.instance_id, Latest=True)
+        except botocore.exceptions.ClientError:
+            return 0
+        text = resp.get("Output") or ""
+        keys = host_keys_from_console(text)
+        if not keys:
+            return 0
+        path = self.known_hosts_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        existing = path.read_text() if path.is_file() else ""
+        name = known_hosts_name(addr, 22)
+        new = [f"{name} {kt} {b64}\n" for kt, b64 in keys if f"{name} {kt} {b64}" not in existing]
+        with open(path, "a") as f:
+            f.writelines(new)
+        return len(new)
+
+    # -- teardown --------------------------------------------------------------------------
+    def down(self, log: Callable[[str], None] = lambda _m: None) -> list[str]:
+        """Terminate every instance tagged for this cluster (none: nothing to do)."""
+        victims = self.instances(ACTIVE_STATES)
+        if not victims:
+            return []
+        ids = [i.instance_id for i in victims]
+        self._call("terminate_instances", InstanceIds=ids)
+        for i in victims:
+            log(f"{i.node or '?'}: terminating {i.instance_id} ({i.instance_type}, was {i.state})")
+        return ids
+
+    # -- the SSH view ----------------------------------------------------------------------
+    def ssh_cluster_dict(
+        self, instances: Sequence[Instance] | Mapping[str, Instance]
+    ) -> dict[str, Any]:
+        """The ``provider: ssh`` cluster mapping for the given instances (GPUs and speed factors
+        from the aws cluster file; rendezvous over the private network)."""
+        by_node = (
+            dict(instances) if isinstance(instances, Mapping) else {i.node: i for i in instances}
+        )
+        s = self.settings
+        nodes: list[dict[str, Any]] = []
+        overrides: dict[str, dict[str, Any]] = {}
+        for node in self.cluster.nodes:
+            inst = by_node.get(node.name)
+            if inst is None or not inst.address(s.address):
+                continue
+            entry: dict[str, Any] = {
+                "name": node.name,
+                "gpus": dict(node.gpus),
+                "pcie_gen": node.pcie_gen,
+                "address": inst.address(s.address),
+                "port": 22,
+                "user": s.ssh_user,
+                "instance_type": inst.instance_type,
+            }
+            if s.identity_file:
+                entry["identity_file"] = s.identity_file
+            if node.speed_factor != 1.0:
+                entry["speed_factor"] = node.speed_factor
+            nodes.append(entry)
+            if inst.private_ip:
+                overrides[node.name] = {"rendezvous_address": inst.private_ip}
+        ssh: dict[str, Any] = {"python": s.python, "trust_new_hosts": s.trust_new_hosts}
+        if s.remote_base:
+            ssh["remote_base"] = s.remote_base
+        if s.known_hosts:
+            ssh["known_hosts"] = s.known_hosts
+        if overrides:
+            ssh["nodes"] = overrides
+        return {
+            "name": self.cluster.name,
+            "provider": "ssh",
+            "description": f"EC2 instances of {self.cluster.name} launched by hadar cluster up",
+            "nodes": nodes,
+            "ssh": ssh,
+        }
+
+    def write_ssh_cluster(self, path: str | Path, instances: Sequence[Instance]) -> Path:
+        """Write the SSH cluster YAML for ``instances`` (a header lists the instance ids)."""
+        p = Path(path)
+        data = self.ssh_cluster_dict(instances)
+        header = [
+            f"# Written by `hadar cluster up --config {self.source}` at "
+            f"{dt.datetime.now(dt.timezone.utc).isoformat(timespec='seconds')}.",
+            f"# Terminate with `hadar cluster down --config {self.source}`.",
+        ]
+        header += [
+            f"#   {i.node}: {i.instance_id} {i.instance_type} public={i.public_ip} private={i.private_ip}"
+            for i in instances
+        ]
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("\n".join(header) + "\n" + yaml.safe_dump(data, sort_keys=False))
+        return p
+
+
+class AwsProvider(NodeProvider):
+    """Run work on the cluster's running EC2 instances over SSH. :meth:`nodes` re-reads EC2, so
+    a reclaimed instance drops out (node churn); operations on it raise UnreachableNodeError."""
+
+    kind = "aws"
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        run_id: str,
+        *,
+        trust_new_hosts: bool | None = None,
+        aws: AwsCluster | None = None,
+    ) -> None:
+        super().__init__(cluster, run_id)
+        self.aws = aws or AwsCluster(cluster)
+        self._trust = trust_new_hosts
+        self._ssh: SshProvider | None = None
+        self._running: dict[str, Instance] = {}
+        self._lock = threading.RLock()
+
+    def refresh(self) -> dict[str, Instance]:
+        """Re-read which nodes have a running instance and update the SSH side."""
+        with self._lock:
+            return self._refresh()
+
+    def _refresh(self) -> dict[str, Instance]:
+        running = self.aws.running_nodes()
+        data = self.aws.ssh_cluster_dict(running)
+        reachable = {n["name"] for n in data["nodes"]}
+        self._running = {k: v for k, v in running.items() if k in reachable}
+        if not self._running:
+            if self._ssh is not None:
+                self._ssh.close()
+            self._ssh = None
+            return {}
+        ssh_cluster = cluster_from_dict(data, source=f"{self.aws.source} (running instances)")
+        if self._ssh is None:
+            self._ssh = SshProvider(ssh_cluster, self.run_id, trust_new_hosts=self._trust)
+        else:
+            self._ssh.update_cluster(ssh_cluster)
+        return dict(self._running)
+
+    def nodes(self) -> list[Node]:
+        self.refresh()
+        return [self.node(n) for n in self.cluster.node_names if n in self._running]
+
+    def _via(self, node: Node | str) -> tuple[SshProvider, str]:
+        name = self.node(node).name
+        with self._lock:
+            if self._ssh is None or name not in self._running:
+                self._refresh()
+            ssh = self._ssh
+        if ssh is None or name not in self._running:
+            raise UnreachableNodeError(
+                f"node {name}: no running EC2 instance tagged {CLUSTER_TAG}={self.cluster.name}, "
+                f"{NODE_TAG}={name}"
+            )
+        return ssh, name
+
+    def check(self, node: Node | str, timeout_s: float = 60.0) -> NodeHealth:
+        try:
+            ssh, name = self._via(node)
+        except (UnreachableNodeError, AwsError) as exc:
+            return NodeHealth(self.node(node).name, False, None, error=str(exc))
+        return ssh.check(name, timeout_s)
+
+    def workdir(self, node: Node | str) -> str:
+        ssh, name = self._via(node)
+        return ssh.workdir(name)
+
+    def python(self, node: Node | str) -> list[str]:
+        ssh, name = self._via(node)
+        return ssh.python(name)
+
+    def rendezvous_address(self, node: Node | str) -> str:
+        ssh, name = self._via(node)
+        return ssh.rendezvous_address(name)
+
+    def put(self, node: Node | str, local_path: str | Path, remote_rel_path: str) -> str:
+        ssh, name = self._via(node)
+        return ssh.put(name, local_path, remote_rel_path)
+
+    def get(
+        self,
+        node: Node | str,
+        remote_rel_path: str,
+        local_path: str | Path,
+        expected_sha256: str | None = None,
+    ) -> str:
+        ssh, name = self._via(node)
+        return ssh.get(name, remote_rel_path, local_path, expected_sha256)
+
+    def sha256(self, node: Node | str, remote_rel_path: str) -> str:
+        ssh, name = self._via(node)
+        return ssh.sha256(name, remote_rel_path)
+
+    def run(
+        self,
+        node: Node | str,
+        argv: Sequence[str],
+        timeout_s: float | None,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
+        ssh, name = self._via(node)
+        return ssh.run(name, argv, timeout_s, env)
+
+    def remove_workdir(self, node: Node | str) -> None:
+        ssh, name = self._via(node)
+        ssh.remove_workdir(name)
+
+    def close(self) -> None:
+        if self._ssh is not None:
+            self._ssh.close()
+            self._ssh = None
+
+
+PROVIDER = AwsProvider

@@ -1,0 +1,60 @@
+"""The node health probe: a self-contained Python snippet every provider runs with the node's
+interpreter, and the parser for what it prints (Python and torch versions, GPUs seen)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+MARKER = "HADAR-HEALTH "
+
+# Runs on the node with only the standard library (+ torch if installed). Keep it Python 3.8+.
+SNIPPET = r"""
+import json, platform, shutil, subprocess
+out = {"python": platform.python_version(), "torch": None, "cuda": [], "nvidia_smi": [], "notes": []}
+try:
+    import torch
+    out["torch"] = torch.__version__.split("+")[0]
+    if torch.cuda.is_available():
+        out["cuda"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+except Exception as exc:
+    out["notes"].append("torch: %s: %s" % (type(exc).__name__, str(exc).splitlines()[0] if str(exc) else ""))
+smi = shutil.which("nvidia-smi")
+if smi:
+    try:
+        r = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=20)
+        out["nvidia_smi"] = [l.strip() for l in r.stdout.decode(errors="replace").splitlines() if l.strip()]
+        if r.returncode != 0:
+            out["notes"].append("nvidia-smi exited %d" % r.returncode)
+    except Exception as exc:
+        out["notes"].append("nvidia-smi: %s" % type(exc).__name__)
+print("HADAR-HEALTH " + json.dumps(out))
+"""
+
+
+def parse(stdout: str) -> dict[str, Any] | None:
+    """The probe's JSON report from its stdout, or None if it is not there."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(MARKER):
+            try:
+                data = json.loads(line[len(MARKER) :])
+            except json.JSONDecodeError:
+                return None
+            return data if isinstance(data, dict) else None
+    return None
+
+
+def gpus_seen(report: dict[str, Any]) -> tuple[str, ...]:
+    """GPU names from nvidia-smi, else from torch.cuda (empty on CPU-only nodes)."""
+    names = report.get("nvidia_smi") or report.get("cuda") or []
+    return tuple(str(n) for n in names)
+
+
+def failure_line(returncode: int, stdout: str, stderr: str, python: str) -> str:
+    """A one-line reason the probe did not report (e.g. the interpreter is missing)."""
+    if returncode == 127:
+        return f"{python}: command not found on the node"
+    text = (stderr or stdout).strip().splitlines()
+    last = text[-1] if text else "no output"
+    return f"health probe with {python} exited {returncode}: {last}"

@@ -1,0 +1,242 @@
+"""The node-provider interface (in the spirit of Ray's autoscaler ``NodeProvider``).
+
+A provider gives the coordinator uniform access to the machines of one :class:`Cluster`:
+list them, check their health, move files into and out of a per-run working directory
+(verified by sha256 on both ends), and run commands there with a timeout that kills the whole
+process group. Implementations: :mod:`nodes.local` (processes on this machine),
+:mod:`nodes.ssh` (paramiko) and :mod:`nodes.aws` (EC2 instances reached over SSH).
+
+All methods are safe to call concurrently from several threads for *different* nodes (the
+coordinator dispatches a round's copies in parallel); calls for the same node may also overlap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import posixpath
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ValidationError, create_model
+
+from hadar.cluster import Cluster, Node
+from hadar.errors import HadarError, InputError
+from hadar.validation import from_validation_error
+
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class NodeTransferError(HadarError):
+    """A file could not be moved to or from a node (the node itself was reachable)."""
+
+    exit_code = 1
+
+
+class ChecksumMismatchError(NodeTransferError):
+    """The sha256 of a transferred file differs between the two ends (or from the expected one)."""
+
+
+class RemotePathError(InputError):
+    """A node-relative path tried to leave the run's working directory."""
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What a command run on a node did. ``returncode`` is negative for a signal (local runs)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+    def tail(self, lines: int = 5) -> str:
+        """The last lines of stderr (else stdout), for one-line error reports."""
+        text = (self.stderr or self.stdout).strip().splitlines()
+        return " | ".join(text[-lines:])
+
+
+@dataclass(frozen=True)
+class NodeHealth:
+    """The result of :meth:`NodeProvider.check`: reachability, software and GPUs seen."""
+
+    node: str
+    reachable: bool
+    address: str | None = None
+    python: str | None = None
+    torch: str | None = None
+    gpus: tuple[str, ...] = ()
+    error: str | None = None
+    seconds: float = 0.0
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "reachable": self.reachable,
+            "address": self.address,
+            "python": self.python,
+            "torch": self.torch,
+            "gpus": list(self.gpus),
+            "error": self.error,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    """Hex sha256 of a local file."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def check_run_id(run_id: str) -> str:
+    """Run ids become directory names on every node: letters, digits, ``._-`` only."""
+    if not isinstance(run_id, str) or not RUN_ID_RE.match(run_id) or run_id in {".", ".."}:
+        raise InputError(
+            f"run id {run_id!r}: use 1-128 letters, digits, '.', '_' or '-' (not starting with '.')"
+        )
+    return run_id
+
+
+def confine(node: str, rel_path: str) -> str:
+    """Normalise a node-relative POSIX path; refuse absolute paths and any escape via ``..``."""
+    if not isinstance(rel_path, str) or not rel_path.strip():
+        raise RemotePathError(f"node {node}: empty remote path")
+    if rel_path.startswith("/") or rel_path.startswith("~"):
+        raise RemotePathError(
+            f"node {node}: remote path {rel_path!r} must be relative to the run's working directory"
+        )
+    norm = posixpath.normpath(rel_path)
+    if norm in {".", ""} or norm == ".." or norm.startswith("../") or "\x00" in norm:
+        raise RemotePathError(
+            f"node {node}: remote path {rel_path!r} escapes the run's working directory"
+        )
+    return norm
+
+
+def load_section(cluster: Cluster, section: str, model: type[BaseModel]) -> Any:
+    """Validate the cluster file's ``section`` (``ssh``, ``aws``, ``local``) with ``model``;
+    errors name the file and ``section.field``."""
+    data = dict(cluster.settings.get(section) or {})
+    wrapper = create_model(f"_{section}_section", **{section: (model, ...)})  # type: ignore[call-overload]
+    try:
+        return getattr(wrapper.model_validate({section: data}), section)
+    except ValidationError as exc:
+        raise from_validation_error(cluster.source or f"cluster {cluster.name}", exc) from None
+
+
+class NodeProvider(ABC):
+    """Access to the nodes of one cluster for one run (``run_id`` names the per-run directory)."""
+
+    kind: ClassVar[str] = "abstract"
+
+    def __init__(self, cluster: Cluster, run_id: str) -> None:
+        self.cluster = cluster
+        self.run_id = check_run_id(run_id)
+
+    # -- nodes -----------------------------------------------------------------------------
+    def nodes(self) -> list[Node]:
+        """The nodes currently available (with their GPUs). Cloud providers refresh this."""
+        return list(self.cluster.nodes)
+
+    def node(self, node: Node | str) -> Node:
+        """Resolve a node name (or pass a :class:`Node` through)."""
+        if isinstance(node, Node):
+            return node
+        try:
+            return self.cluster.node(node)
+        except KeyError:
+            raise InputError(f"unknown node {node!r} in cluster {self.cluster.name}") from None
+
+    def speed_factor(self, node: Node | str) -> float:
+        """The fraction of its GPU's speed a node emulates (pass to the worker's --speed-factor)."""
+        return self.node(node).speed_factor
+
+    # -- per-node operations ---------------------------------------------------------------
+    @abstractmethod
+    def check(self, node: Node | str, timeout_s: float = 60.0) -> NodeHealth:
+        """Probe a node. Never raises for an unreachable node: ``reachable`` is False instead."""
+
+    @abstractmethod
+    def workdir(self, node: Node | str) -> str:
+        """Absolute path of this run's working directory on the node (all remote work is here)."""
+
+    @abstractmethod
+    def python(self, node: Node | str) -> list[str]:
+        """The interpreter command that starts the worker on the node (``argv`` prefix)."""
+
+    @abstractmethod
+    def rendezvous_address(self, node: Node | str) -> str:
+        """The address other gang members use to reach this node (torch.distributed)."""
+
+    @abstractmethod
+    def put(self, node: Node | str, local_path: str | Path, remote_rel_path: str) -> str:
+        """Copy a local file into the node's workdir; returns the sha256 verified on both ends."""
+
+    @abstractmethod
+    def get(
+        self,
+        node: Node | str,
+        remote_rel_path: str,
+        local_path: str | Path,
+        expected_sha256: str | None = None,
+    ) -> str:
+        """Copy a file out of the node's workdir; returns its sha256, verified on both ends
+        (and against ``expected_sha256`` when given). Raises :class:`ChecksumMismatchError`."""
+
+    @abstractmethod
+    def sha256(self, node: Node | str, remote_rel_path: str) -> str:
+        """The sha256 of a file in the node's workdir, computed on the node."""
+
+    @abstractmethod
+    def run(
+        self,
+        node: Node | str,
+        argv: Sequence[str],
+        timeout_s: float | None,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
+        """Run ``argv`` in the node's workdir. On timeout the command's whole process group is
+        killed (TERM, then KILL) and ``timed_out`` is set. Raises UnreachableNodeError if the
+        node cannot be contacted or the connection drops."""
+
+    def remove_workdir(self, node: Node | str) -> None:  # noqa: B027 - optional hook
+        """Delete the run's working directory on the node (optional clean-up)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections and other resources."""
+
+    def __enter__(self) -> NodeProvider:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+PROVIDER_MODULES = {"local": "nodes.local", "ssh": "nodes.ssh", "aws": "nodes.aws"}
+
+
+def make_provider(cluster: Cluster, run_id: str, **options: Any) -> NodeProvider:
+    """The provider for ``cluster.provider`` (local, ssh or aws). ``options`` are passed to the
+    provider's constructor (e.g. ``trust_new_hosts=True`` for ssh/aws, ``base_dir=`` for local)."""
+    module = PROVIDER_MODULES.get(cluster.provider)
+    if module is None:
+        where = f"{cluster.source}: provider" if cluster.source else "provider"
+        raise InputError(
+            f"{where}: {cluster.provider!r} clusters have no nodes to run on "
+            f"(use one of {', '.join(PROVIDER_MODULES)})"
+        )
+    cls = importlib.import_module(module).PROVIDER
+    return cls(cluster, run_id, **options)

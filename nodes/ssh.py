@@ -1,0 +1,744 @@
+"""SSH provider (paramiko): nodes are machines reached over SSH.
+
+Where a node's connection settings come from, first match wins:
+the node entry (``address``, ``port``, ``user``, ``identity_file``), the cluster file's ``ssh:``
+section, then ``~/.ssh/config`` (``Host`` aliases with ``HostName``, ``Port``, ``User``,
+``IdentityFile``). Keys from a running SSH agent are tried too. Host keys are checked strictly
+against ``known_hosts``: an unknown key is refused unless ``trust_new_hosts`` is set (then it is
+recorded), a changed key is always refused. All remote files live in
+``<remote_base>/<run-id>/<node>/``; paths that try to leave it are refused.
+
+``ssh:`` section keys (all optional)::
+
+    user: ubuntu                  port: 22                 identity_file: ~/.ssh/id_ed25519
+    known_hosts: ~/.ssh/known_hosts                        trust_new_hosts: false
+    ssh_config: ~/.ssh/config     # null: do not read one
+    allow_agent: true             look_for_keys: true      # paramiko's ~/.ssh/id_* lookup
+    connect_timeout_s: 10         io_timeout_s: 120        keepalive_s: 15
+    connect_attempts: 3           retry_backoff_s: 0.5     kill_grace_s: 3
+    remote_base: ~/.hadar/runs    python: python3
+    nodes:                        # per-node overrides
+      gpu1: {python: /opt/venv/bin/python, remote_base: /scratch/hadar, rendezvous_address: 10.0.0.5}
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import errno
+import getpass
+import hashlib
+import os
+import posixpath
+import re
+import select
+import shlex
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import paramiko
+from pydantic import BaseModel, ConfigDict, Field
+
+from hadar.cluster import Cluster, Node
+from hadar.errors import HadarError, InputError, UnreachableNodeError
+from nodes import health
+from nodes.provider import (
+    ChecksumMismatchError,
+    CommandResult,
+    NodeHealth,
+    NodeProvider,
+    NodeTransferError,
+    confine,
+    load_section,
+    sha256_file,
+)
+
+T = TypeVar("T")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_KNOWN_HOSTS_LOCK = threading.Lock()
+
+
+class SshNodeSettings(BaseModel):
+    """Per-node overrides under ``ssh.nodes.<node>``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    python: str | None = None
+    remote_base: str | None = None
+    rendezvous_address: str | None = None
+
+
+class SshSettings(BaseModel):
+    """The ``ssh:`` section of a cluster file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user: str | None = None
+    port: int | None = Field(default=None, ge=1, le=65535)
+    identity_file: str | None = None
+    known_hosts: str = "~/.ssh/known_hosts"
+    ssh_config: str | None = "~/.ssh/config"
+    trust_new_hosts: bool = False
+    allow_agent: bool = True
+    look_for_keys: bool = True
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    io_timeout_s: float = Field(default=120.0, gt=0)
+    keepalive_s: int = Field(default=15, ge=0)
+    connect_attempts: int = Field(default=3, ge=1, le=20)
+    retry_backoff_s: float = Field(default=0.5, ge=0)
+    kill_grace_s: float = Field(default=3.0, ge=0)
+    remote_base: str = "~/.hadar/runs"
+    python: str = "python3"
+    nodes: dict[str, SshNodeSettings] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and as whom to connect for one node, after merging all configuration sources."""
+
+    host: str
+    port: int
+    user: str
+    key_files: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def fingerprint(key: paramiko.PKey) -> str:
+    """OpenSSH-style ``SHA256:...`` fingerprint of a public key."""
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+def known_hosts_name(host: str, port: int) -> str:
+    """The name a host is filed under in known_hosts (``[host]:port`` for non-22 ports)."""
+    return host if port == 22 else f"[{host}]:{port}"
+
+
+def record_host_key(path: Path, host_name: str, key: paramiko.PKey) -> None:
+    """Append a host key to a known_hosts file (process-wide lock; creates the file)."""
+    line = paramiko.hostkeys.HostKeyEntry([host_name], key).to_line()
+    with _KNOWN_HOSTS_LOCK:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as f:
+            f.write(line)
+
+
+class _UnknownHostKey(Exception):
+    def __init__(self, host_name: str, key: paramiko.PKey) -> None:
+        super().__init__(host_name)
+        self.key = key
+
+
+class _HostKeyPolicy(paramiko.MissingHostKeyPolicy):
+    """Refuse unknown host keys, or (when trusting) record them in known_hosts."""
+
+    def __init__(self, known_hosts: Path, trust: bool) -> None:
+        self.known_hosts = known_hosts
+        self.trust = trust
+
+    def missing_host_key(
+        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
+    ) -> None:
+        if not self.trust:
+            raise _UnknownHostKey(hostname, key)
+        record_host_key(self.known_hosts, hostname, key)
+
+
+class _ConnectionLost(Exception):
+    """The transport died during an operation; ``started`` if a command had already started."""
+
+    def __init__(self, started: bool = False) -> None:
+        super().__init__("connection lost")
+        self.started = started
+
+
+def _transient_reason(exc: BaseException, timeout_s: float) -> str | None:
+    """A short reason if ``exc`` is a transient network failure worth retrying, else None."""
+    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
+        codes = {getattr(e, "errno", None) for e in exc.errors.values()}
+        if codes & {errno.ECONNREFUSED}:
+            return "connection refused"
+        return "could not connect"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, ConnectionResetError | BrokenPipeError | ConnectionAbortedError):
+        return "connection reset"
+    if isinstance(exc, TimeoutError | socket.timeout):
+        return f"timed out after {timeout_s:g}s"
+    if isinstance(exc, EOFError | _ConnectionLost):
+        return "connection closed by the server"
+    if isinstance(exc, paramiko.SSHException) and not isinstance(
+        exc, paramiko.AuthenticationException | paramiko.BadHostKeyException
+    ):
+        text = str(exc)
+        if "banner" in text or "closed" in text.lower() or "reset" in text.lower():
+            return "connection closed during handshake"
+    if isinstance(exc, OSError) and exc.errno in {
+        errno.ECONNREFUSED,
+        errno.ECONNRESET,
+        errno.EHOSTUNREACH,
+        errno.ENETUNREACH,
+        errno.ETIMEDOUT,
+    }:
+        return os.strerror(exc.errno).lower()
+    return None
+
+
+class _Conn:
+    """One node's SSH connection (one Transport), re-established when it dies."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.client: paramiko.SSHClient | None = None
+        self.endpoint: Endpoint | None = None
+        self.home: str | None = None
+        self.ready_dirs: set[str] = set()
+
+    def alive(self) -> bool:
+        t = self.client.get_transport() if self.client else None
+        return bool(t and t.is_active())
+
+    def drop(self) -> None:
+        if self.client is not None:
+            with contextlib.suppress(Exception):
+                self.client.close()
+        self.client = None
+        self.ready_dirs.clear()
+
+
+class SshProvider(NodeProvider):
+    """Nodes reached over SSH with paramiko (see the module docstring for the settings)."""
+
+    kind = "ssh"
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        run_id: str,
+        *,
+        trust_new_hosts: bool | None = None,
+        settings: SshSettings | None = None,
+    ) -> None:
+        super().__init__(cluster, run_id)
+        self.settings = settings or load_section(cluster, "ssh", SshSettings)
+        if trust_new_hosts is not None:
+            self.settings = self.settings.model_copy(update={"trust_new_hosts": trust_new_hosts})
+        unknown = sorted(set(self.settings.nodes) - set(cluster.node_names))
+        if unknown:
+            raise InputError(
+                f"{cluster.source or cluster.name}: ssh.nodes.{unknown[0]}: no such node in the cluster"
+            )
+        self.known_hosts = Path(os.path.expanduser(self.settings.known_hosts))
+        self._ssh_config = self._load_ssh_config()
+        self._conns: dict[str, _Conn] = {}
+        self._conns_lock = threading.Lock()
+
+    # -- configuration ---------------------------------------------------------------------
+    def _load_ssh_config(self) -> paramiko.SSHConfig | None:
+        if not self.settings.ssh_config:
+            return None
+        path = Path(os.path.expanduser(self.settings.ssh_config))
+        if not path.is_file():
+            return None
+        try:
+            return paramiko.SSHConfig.from_path(str(path))
+        except Exception as exc:  # paramiko raises ConfigParseError and friends
+            raise InputError(f"{path}: cannot parse SSH config: {exc}") from None
+
+    def endpoint(self, node: Node | str) -> Endpoint:
+        """The merged connection settings of a node (node entry > ssh section > ~/.ssh/config)."""
+        n = self.node(node)
+        s = self.settings
+        alias = n.address or n.name
+        cfg: dict[str, Any] = dict(self._ssh_config.lookup(alias)) if self._ssh_config else {}
+        host = str(cfg.get("hostname") or alias)
+        port = n.port or s.port or int(cfg.get("port", 22))
+        user = n.user or s.user or cfg.get("user") or getpass.getuser()
+        explicit = n.identity_file or s.identity_file
+        if explicit:
+            path = os.path.expanduser(explicit)
+            if not os.path.isfile(path):
+                raise InputError(f"node {n.name}: identity_file {explicit} not found")
+            keys: tuple[str, ...] = (path,)
+        else:
+            found = (os.path.expanduser(p) for p in cfg.get("identityfile", []))
+            keys = tuple(p for p in found if os.path.isfile(p))
+        return Endpoint(host=host, port=int(port), user=str(user), key_files=keys)
+
+    def _node_settings(self, node: Node) -> SshNodeSettings:
+        return self.settings.nodes.get(node.name) or SshNodeSettings()
+
+    def python(self, node: Node | str) -> list[str]:
+        n = self.node(node)
+        return shlex.split(self._node_settings(n).python or self.settings.python)
+
+    def rendezvous_address(self, node: Node | str) -> str:
+        n = self.node(node)
+        return self._node_settings(n).rendezvous_address or self.endpoint(n).host
+
+    def update_cluster(self, cluster: Cluster) -> None:
+        """Swap in a new node list (cloud churn); connections of changed or gone nodes close."""
+        self.cluster = cluster
+        with self._conns_lock:
+            for name, conn in list(self._conns.items()):
+                gone = name not in cluster.node_index
+                if gone or (conn.endpoint and conn.endpoint != self.endpoint(name)):
+                    conn.drop()
+                    del self._conns[name]
+
+    # -- connections -----------------------------------------------------------------------
+    def _conn(self, name: str) -> _Conn:
+        with self._conns_lock:
+            return self._conns.setdefault(name, _Conn())
+
+    def _where(self, node: Node, ep: Endpoint | None = None) -> str:
+        return f"node {node.name} ({ep or self.endpoint(node)})"
+
+    def _connect_once(self, node: Node, ep: Endpoint) -> paramiko.SSHClient:
+        s = self.settings
+        client = paramiko.SSHClient()
+        if self.known_hosts.is_file():
+            client.load_host_keys(str(self.known_hosts))
+        client.set_missing_host_key_policy(_HostKeyPolicy(self.known_hosts, s.trust_new_hosts))
+        try:
+            client.connect(
+                ep.host,
+                port=ep.port,
+                username=ep.user,
+                key_filename=list(ep.key_files) or None,
+                timeout=s.connect_timeout_s,
+                banner_timeout=s.connect_timeout_s,
+                auth_timeout=s.connect_timeout_s,
+                channel_timeout=s.connect_timeout_s,
+                allow_agent=s.allow_agent,
+                look_for_keys=s.look_for_keys,
+            )
+        except BaseException:
+            client.close()
+            raise
+        transport = client.get_transport()
+        if transport is not None and s.keepalive_s:
+            transport.set_keepalive(s.keepalive_s)
+        return client
+
+    def _fatal(self, node: Node, ep: Endpoint, exc: BaseException) -> UnreachableNodeError:
+        where = self._where(node, ep)
+        if isinstance(exc, _UnknownHostKey):
+            return UnreachableNodeError(
+                f"{where}: unknown host key {exc.key.get_name()} {fingerprint(exc.key)} "
+                f"(not in {self.known_hosts}); verify it, then add it to known_hosts or pass "
+                f"--trust-new-hosts (ssh.trust_new_hosts: true)"
+            )
+        if isinstance(exc, paramiko.BadHostKeyException):
+            return UnreachableNodeError(
+                f"{where}: host key CHANGED (known_hosts has {exc.expected_key.get_name()} "
+                f"{fingerprint(exc.expected_key)}, server sent {exc.key.get_name()} "
+                f"{fingerprint(exc.key)}); possible man-in-the-middle: if the change is expected, "
+                f"remove the old entry from {self.known_hosts}"
+            )
+        if isinstance(exc, paramiko.AuthenticationException):
+            tried = ", ".join(ep.key_files) or "agent/default keys"
+            return UnreachableNodeError(
+                f"{where}: authentication failed for user {ep.user} (keys: {tried}): {exc}"
+            )
+        if isinstance(exc, socket.gaierror):
+            return UnreachableNodeError(f"{where}: cannot resolve host {ep.host!r}")
+        text = str(exc).strip().splitlines()
+        return UnreachableNodeError(
+            f"{where}: SSH error: {type(exc).__name__}: {text[0] if text else ''}"
+        )
+
+    def _client(self, node: Node) -> paramiko.SSHClient:
+        """A live client for ``node``: the cached one, or a new connection with bounded retries
+        (backoff on refused/reset/timeout; never on authentication or host-key errors)."""
+        conn = self._conn(node.name)
+        with conn.lock:
+            if conn.alive():
+                assert conn.client is not None
+                return conn.client
+            conn.drop()
+            ep = self.endpoint(node)
+            s = self.settings
+            reason = ""
+            for attempt in range(s.connect_attempts):
+                if attempt:
+                    time.sleep(min(s.retry_backoff_s * 2 ** (attempt - 1), 8.0))
+                try:
+                    client = self._connect_once(node, ep)
+                except Exception as exc:
+                    transient = _transient_reason(exc, s.connect_timeout_s)
+                    if transient is None:
+                        raise self._fatal(node, ep, exc) from None
+                    reason = transient
+                    continue
+                conn.client, conn.endpoint = client, ep
+                return client
+            raise UnreachableNodeError(
+                f"{self._where(node, ep)}: unreachable after {s.connect_attempts} attempts: {reason}"
+            )
+
+    def _retrying(self, node: Node, what: str, op: Callable[[paramiko.SSHClient], T]) -> T:
+        """Run an idempotent operation; if the connection dies, reconnect and run it again."""
+        s = self.settings
+        for attempt in range(s.connect_attempts):
+            client = self._client(node)
+            try:
+                return op(client)
+            except HadarError:
+                raise
+            except Exception as exc:
+                transport = client.get_transport()
+                if (
+                    transport is not None
+                    and transport.is_active()
+                    and not isinstance(exc, _ConnectionLost)
+                ):
+                    if isinstance(exc, OSError):  # e.g. SFTP permission denied, disk full
+                        raise NodeTransferError(
+                            f"{self._where(node)}: {what} failed: {exc}"
+                        ) from None
+                    raise
+                self._conn(node.name).drop()
+                if attempt + 1 == s.connect_attempts:
+                    reason = _transient_reason(exc, s.io_timeout_s) or type(exc).__name__
+                    raise UnreachableNodeError(
+                        f"{self._where(node)}: connection lost during {what}: {reason}"
+                    ) from None
+                time.sleep(min(s.retry_backoff_s * 2**attempt, 8.0))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @contextlib.contextmanager
+    def _sftp(self, client: paramiko.SSHClient) -> Iterator[paramiko.SFTPClient]:
+        sftp = client.open_sftp()
+        try:
+            sftp.get_channel().settimeout(self.settings.io_timeout_s)
+            yield sftp
+        finally:
+            with contextlib.suppress(Exception):
+                sftp.close()
+
+    def _home(self, node: Node) -> str:
+        conn = self._conn(node.name)
+        if conn.home is None:
+
+            def probe(client: paramiko.SSHClient) -> str:
+                with self._sftp(client) as sftp:
+                    return sftp.normalize(".")
+
+            conn.home = self._retrying(node, "home directory lookup", probe)
+        return conn.home
+
+    # -- paths -----------------------------------------------------------------------------
+    def workdir(self, node: Node | str) -> str:
+        n = self.node(node)
+        base = self._node_settings(n).remote_base or self.settings.remote_base
+        if base == "~" or base.startswith("~/") or not base.startswith("/"):
+            rest = base[2:] if base.startswith("~/") else ("" if base == "~" else base)
+            base = posixpath.join(self._home(n), rest) if rest else self._home(n)
+        return posixpath.join(posixpath.normpath(base), self.run_id, n.name)
+
+    def _remote(self, node: Node, rel: str) -> str:
+        return posixpath.join(self.workdir(node), confine(node.name, rel))
+
+    def _ensure_dir(self, node: Node, sftp: paramiko.SFTPClient, path: str) -> None:
+        conn = self._conn(node.name)
+        if path in conn.ready_dirs:
+            return
+        parts = path.strip("/").split("/")
+        cur = ""
+        for part in parts:
+            cur += "/" + part
+            try:
+                sftp.stat(cur)
+            except FileNotFoundError:
+                with contextlib.suppress(OSError):  # a concurrent caller may have created it
+                    sftp.mkdir(cur)
+        conn.ready_dirs.add(path)
+
+    # -- command execution -----------------------------------------------------------------
+    def _exec(
+        self,
+        node: Node,
+        client: paramiko.SSHClient,
+        command: str,
+        timeout_s: float | None,
+        on_timeout: Callable[[], None] | None = None,
+    ) -> CommandResult:
+        """Run a shell command on an open connection, collecting stdout/stderr until it exits."""
+        start = time.monotonic()
+        transport = client.get_transport()
+        if transport is None or not transport.is_active():
+            raise _ConnectionLost()
+        try:
+            chan = transport.open_session(timeout=self.settings.connect_timeout_s)
+            chan.exec_command(command)
+            chan.shutdown_write()
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            raise _ConnectionLost() from exc
+        out, err = bytearray(), bytearray()
+        deadline = None if timeout_s is None else start + timeout_s
+        timed_out = False
+        try:
+            while not chan.exit_status_ready():
+                if chan.recv_ready():
+                    out += chan.recv(1 << 16)
+                    continue
+                if chan.recv_stderr_ready():
+                    err += chan.recv_stderr(1 << 16)
+                    continue
+                if not transport.is_active():
+                    raise _ConnectionLost(started=True)
+                if deadline is not None and time.monotonic() > deadline and not timed_out:
+                    timed_out = True
+                    if on_timeout is not None:
+                        on_timeout()
+                    deadline = time.monotonic() + self.settings.kill_grace_s + 5.0
+                elif timed_out and deadline is not None and time.monotonic() > deadline:
+                    break  # the kill did not make it exit: give up waiting
+                select.select([chan], [], [], 0.2)
+            chan.settimeout(5.0)
+            with contextlib.suppress(socket.timeout, OSError, EOFError):
+                while chunk := chan.recv(1 << 16):
+                    out += chunk
+            with contextlib.suppress(socket.timeout, OSError, EOFError):
+                while chunk := chan.recv_stderr(1 << 16):
+                    err += chunk
+            code = chan.recv_exit_status() if chan.exit_status_ready() else -1
+        finally:
+            chan.close()
+        return CommandResult(
+            returncode=code,
+            stdout=out.decode("utf-8", "replace"),
+            stderr=err.decode("utf-8", "replace"),
+            seconds=time.monotonic() - start,
+            timed_out=timed_out,
+        )
+
+    def _kill_group(self, node: Node, pidfile: str) -> None:
+        """TERM, then after the grace period KILL, the process group recorded in ``pidfile``."""
+        g = self.settings.kill_grace_s
+        pf = shlex.quote(pidfile)
+        script = (
+            f"i=0; while [ ! -s {pf} ] && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done; "
+            f"[ -s {pf} ] || exit 0; p=$(cat {pf}); kill -TERM -$p 2>/dev/null; i=0; "
+            f"while kill -0 -$p 2>/dev/null && [ $i -lt {int(g * 10)} ]; do sleep 0.1; i=$((i+1)); done; "
+            f"kill -KILL -$p 2>/dev/null; exit 0"
+        )
+        with contextlib.suppress(Exception):
+            self._exec(node, self._client(node), f"sh -c {shlex.quote(script)}", g + 10.0)
+
+    def run(
+        self,
+        node: Node | str,
+        argv: Sequence[str],
+        timeout_s: float | None,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
+        n = self.node(node)
+        if not argv:
+            raise InputError(f"node {n.name}: empty command")
+        for key in env or {}:
+            if not ENV_NAME_RE.match(key):
+                raise InputError(f"node {n.name}: invalid environment variable name {key!r}")
+        wd = self.workdir(n)
+        pidfile = posixpath.join(wd, ".hadar", f"pid-{uuid.uuid4().hex[:12]}")
+        assigns = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in (env or {}).items())
+        cmd = " ".join(shlex.quote(str(a)) for a in argv)
+        q = shlex.quote
+        script = (
+            f"mkdir -p {q(posixpath.dirname(pidfile))} && cd {q(wd)} || exit 125\n"
+            f"setsid env {assigns} {cmd} </dev/null &\n"
+            f"p=$!; echo $p > {q(pidfile)}\n"
+            f"wait $p; rc=$?; rm -f {q(pidfile)}; exit $rc\n"
+        )
+        command = f"sh -c {q(script)}"
+
+        def attempt(client: paramiko.SSHClient) -> CommandResult:
+            try:
+                return self._exec(
+                    n, client, command, timeout_s, lambda: self._kill_group(n, pidfile)
+                )
+            except _ConnectionLost as exc:
+                if not exc.started:
+                    raise  # the command never reached the node: safe to retry
+                self._conn(n.name).drop()
+                raise UnreachableNodeError(
+                    f"{self._where(n)}: connection lost while running {argv[0]}"
+                ) from None
+
+        # Only the start is retried; a connection drop while the command runs is final
+        # (running it twice could double a round's work).
+        try:
+            return self._retrying(n, f"start of {argv[0]}", attempt)
+        except KeyboardInterrupt:
+            self._kill_group(n, pidfile)
+            raise
+
+    def _remote_sha256(self, node: Node, client: paramiko.SSHClient, path: str) -> str:
+        py = " ".join(shlex.quote(a) for a in self.python(node))
+        hasher = (
+            "import hashlib,sys;h=hashlib.sha256();f=open(sys.argv[1],'rb')\n"
+            "for b in iter(lambda:f.read(1<<20),b''):h.update(b)\n"
+            "print(h.hexdigest())"
+        )
+        script = (
+            'if command -v sha256sum >/dev/null 2>&1; then sha256sum -b -- "$1"; '
+            f'else {py} -c {shlex.quote(hasher)} "$1"; fi'
+        )
+        res = self._exec(
+            node,
+            client,
+            f"sh -c {shlex.quote(script)} sh {shlex.quote(path)}",
+            self.settings.io_timeout_s,
+        )
+        digest = res.stdout.strip()[:64].lower()
+        if res.returncode != 0 or not re.fullmatch(r"[0-9a-f]{64}", digest):
+            raise NodeTransferError(
+                f"{self._where(node)}: cannot hash {path}: {res.tail(1) or f'exit {res.returncode}'}"
+            )
+        return digest
+
+    # -- files -----------------------------------------------------------------------------
+    def sha256(self, node: Node | str, remote_rel_path: str) -> str:
+        n = self.node(node)
+        path = self._remote(n, remote_rel_path)
+        return self._retrying(
+            n, f"sha256 of {remote_rel_path}", lambda c: self._remote_sha256(n, c, path)
+        )
+
+    def put(self, node: Node | str, local_path: str | Path, remote_rel_path: str) -> str:
+        n = self.node(node)
+        src = Path(local_path)
+        if not src.is_file():
+            raise InputError(f"{src}: file not found")
+        remote = self._remote(n, remote_rel_path)
+        want = sha256_file(src)
+
+        def transfer(client: paramiko.SSHClient) -> str:
+            tmp = posixpath.join(
+                posixpath.dirname(remote),
+                f".{posixpath.basename(remote)}.part-{uuid.uuid4().hex[:8]}",
+            )
+            with self._sftp(client) as sftp:
+                self._ensure_dir(n, sftp, posixpath.dirname(remote))
+                try:
+                    sftp.put(str(src), tmp, confirm=True)
+                    got = self._remote_sha256(n, client, tmp)
+                    if got != want:
+                        raise ChecksumMismatchError(
+                            f"{self._where(n)}: uploaded {remote_rel_path} has sha256 "
+                            f"{got[:12]}..., local file {want[:12]}..."
+                        )
+                    sftp.posix_rename(tmp, remote)
+                except BaseException:
+                    with contextlib.suppress(Exception):
+                        sftp.remove(tmp)
+                    raise
+            return want
+
+        return self._retrying(n, f"put of {remote_rel_path}", transfer)
+
+    def get(
+        self,
+        node: Node | str,
+        remote_rel_path: str,
+        local_path: str | Path,
+        expected_sha256: str | None = None,
+    ) -> str:
+        n = self.node(node)
+        remote = self._remote(n, remote_rel_path)
+        dst = Path(local_path)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+
+        def transfer(client: paramiko.SSHClient) -> str:
+            with self._sftp(client) as sftp:
+                try:
+                    sftp.stat(remote)
+                except FileNotFoundError:
+                    raise NodeTransferError(
+                        f"{self._where(n)}: no file {remote_rel_path} in {self.workdir(n)}"
+                    ) from None
+                theirs = self._remote_sha256(n, client, remote)
+                if expected_sha256 is not None and theirs != expected_sha256.lower():
+                    raise ChecksumMismatchError(
+                        f"{self._where(n)}: {remote_rel_path} has sha256 {theirs[:12]}..., "
+                        f"expected {expected_sha256[:12]}..."
+                    )
+                tmp = dst.with_name(f".{dst.name}.part-{uuid.uuid4().hex[:8]}")
+                try:
+                    sftp.get(remote, str(tmp))
+                    ours = sha256_file(tmp)
+                    if ours != theirs:
+                        raise ChecksumMismatchError(
+                            f"{self._where(n)}: downloaded {remote_rel_path} has sha256 "
+                            f"{ours[:12]}..., node says {theirs[:12]}..."
+                        )
+                    os.replace(tmp, dst)
+                finally:
+                    tmp.unlink(missing_ok=True)
+            return theirs
+
+        return self._retrying(n, f"get of {remote_rel_path}", transfer)
+
+    def remove_workdir(self, node: Node | str) -> None:
+        n = self.node(node)
+        wd = self.workdir(n)
+        self._retrying(
+            n, "workdir removal", lambda c: self._exec(n, c, f"rm -rf {shlex.quote(wd)}", 60.0)
+        )
+        self._conn(n.name).ready_dirs.clear()
+
+    # -- health ----------------------------------------------------------------------------
+    def check(self, node: Node | str, timeout_s: float = 60.0) -> NodeHealth:
+        n = self.node(node)
+        start = time.monotonic()
+        try:
+            ep = self.endpoint(n)
+        except InputError as exc:
+            return NodeHealth(n.name, False, n.address, error=str(exc))
+        address = str(ep)
+        try:
+            py = self.python(n)
+            cmd = " ".join(shlex.quote(a) for a in [*py, "-c", health.SNIPPET])
+            res = self._retrying(n, "health check", lambda c: self._exec(n, c, cmd, timeout_s))
+        except UnreachableNodeError as exc:
+            return NodeHealth(
+                n.name, False, address, error=str(exc), seconds=time.monotonic() - start
+            )
+        report = health.parse(res.stdout)
+        seconds = time.monotonic() - start
+        if report is None:
+            err = (
+                f"health probe timed out after {timeout_s:g}s"
+                if res.timed_out
+                else health.failure_line(res.returncode, res.stdout, res.stderr, py[0])
+            )
+            return NodeHealth(n.name, True, address, error=err, seconds=seconds)
+        return NodeHealth(
+            node=n.name,
+            reachable=True,
+            address=address,
+            python=report.get("python"),
+            torch=report.get("torch"),
+            gpus=health.gpus_seen(report),
+            error="; ".join(report.get("notes") or []) or None,
+            seconds=seconds,
+            details=report,
+        )
+
+    def close(self) -> None:
+        with self._conns_lock:
+            for conn in self._conns.values():
+                conn.drop()
+            self._conns.clear()
+
+
+PROVIDER = SshProvider
