@@ -265,6 +265,9 @@ def build_report(
 ) -> ErrorReport:
     """Rows, summaries and rankings for ``holdouts`` on every GPU type of ``table``."""
     params = params or PmiParams()
+    for k, v in table_entries(table).items():
+        if not math.isfinite(v):
+            raise InputError(f"{table.source}: {k.gpu_type}: ({k.job_type!r}, {k.num_gpus}): throughput must be finite (got {v})")
     if params.reference_gpu not in table.gpu_types:
         have = ", ".join(sorted(table.gpu_types))
         raise InputError(f"--reference: {params.reference_gpu} is not measured in {table.source} (has {have})")
@@ -320,13 +323,19 @@ def score_variants(table: GavelThroughputTable, base: PmiParams | None = None) -
 
 
 # -- output -----------------------------------------------------------------------------------
-def write_outputs(report: ErrorReport, out_dir: str | Path, variants: Sequence[VariantScore] = ()) -> list[Path]:
-    """``estimate_error_cells.csv``, ``estimate_error_summary.csv``, ``estimate_error.json``."""
+def make_out_dir(out_dir: str | Path) -> Path:
+    """Create the output directory (one-line InputError when impossible)."""
     d = Path(out_dir)
     try:
         d.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise InputError(f"--out: cannot create {d}: {exc.strerror}") from None
+        raise InputError(f"--out: cannot create {d}: {exc.strerror or exc}") from None
+    return d
+
+
+def write_outputs(report: ErrorReport, out_dir: str | Path, variants: Sequence[VariantScore] = ()) -> list[Path]:
+    """``estimate_error_cells.csv``, ``estimate_error_summary.csv``, ``estimate_error.json``."""
+    d = make_out_dir(out_dir)
     cells, summ, js = d / "estimate_error_cells.csv", d / "estimate_error_summary.csv", d / "estimate_error.json"
     with cells.open("w", newline="") as f:
         w = csv.writer(f)

@@ -253,21 +253,26 @@ def job_profile(job: Job | str) -> JobProfile:
     if phys is not None:
         family = parse_job_type(phys.gavel_job_type)[0] if phys.gavel_job_type else PHYSICAL_FAMILY.get(job_type)
         batch, weight, dataset = phys.batch_size, phys.weight_class, phys.dataset_class
+    def fill_from_family() -> None:
+        nonlocal weight, dataset, batch
+        if family is not None:
+            fam = FAMILIES[family]
+            weight = weight or fam.weight_class
+            dataset = dataset or fam.dataset_class
+            batch = batch if batch is not None else fam.batch_size
+
+    fill_from_family()
     where = f"job type {job_type!r}"
     if isinstance(job, Job):
         where = f"job {job.job_id}"
         spec, model = job.spec, job.model
-        if family is None and model and _norm(model) in _FAMILY_KEYS:
-            family = _FAMILY_KEYS[_norm(model)]
         weight = weight or spec.get("weight_class") or (model if model in WEIGHT_CLASSES else None)
         dataset = dataset or spec.get("dataset_class") or job.size_class
         if batch is None and spec.get("batch_size") is not None:
             batch = spec["batch_size"]
-    if family is not None:
-        fam = FAMILIES[family]
-        weight = weight or fam.weight_class
-        dataset = dataset or fam.dataset_class
-        batch = batch if batch is not None else fam.batch_size
+        if family is None and model and _norm(model) in _FAMILY_KEYS:
+            family = _FAMILY_KEYS[_norm(model)]
+            fill_from_family()
     weight, dataset = weight or "modest", dataset or "M"
     if weight not in WEIGHT_CLASSES:
         raise InputError(f"{where}: weight class must be one of {', '.join(WEIGHT_CLASSES)} (got {weight!r})")

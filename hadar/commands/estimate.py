@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from estimators.error_report import HOLDOUTS, build_report, render, score_variants, write_outputs
+from estimators.error_report import (
+    HOLDOUTS,
+    build_report,
+    make_out_dir,
+    render,
+    score_variants,
+    write_outputs,
+)
 from estimators.gpu_catalogue import canonical_gpu
 from estimators.pmi import PmiParams
 from estimators.throughput import GavelThroughputTable
@@ -31,12 +38,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    table = GavelThroughputTable.from_file(args.throughputs) if args.throughputs else GavelThroughputTable.bundled()
     params = PmiParams(reference_gpu=canonical_gpu(args.reference, "--reference"))
     holdouts = [h.strip() for h in args.holdout.split(",") if h.strip()]
     bad = [h for h in holdouts if h not in HOLDOUTS]
     if bad or not holdouts:
         raise InputError(f"--holdout: unknown hold-out {bad[0] if bad else ''!r} (choose from {', '.join(HOLDOUTS)})")
+    table = _load_table(args.throughputs)
+    if args.out:
+        make_out_dir(args.out)
     report = build_report(table, params, holdouts)
     variants = score_variants(table, params) if args.variants else ()
     console = Console(width=160)
@@ -45,3 +54,12 @@ def run(args: argparse.Namespace) -> int:
         paths = write_outputs(report, args.out, variants)
         console.print("wrote " + ", ".join(str(p) for p in paths))
     return 0
+
+
+def _load_table(path: str | None) -> GavelThroughputTable:
+    if path is None:
+        return GavelThroughputTable.bundled()
+    try:
+        return GavelThroughputTable.from_file(path)
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a UTF-8 text file") from None

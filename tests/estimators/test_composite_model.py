@@ -1,0 +1,88 @@
+"""CompositeThroughput: measured figures where the table has them, flagged estimates elsewhere."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from estimators.composite import CompositeThroughput
+from estimators.pmi import PmiEstimator
+from estimators.throughput import GavelThroughputTable
+from hadar.cluster import Cluster, Node
+from hadar.jobs import Job
+
+R18 = "ResNet-18 (batch size 64)"
+R50 = "ResNet-50 (batch size 128)"
+
+
+@pytest.fixture(scope="module")
+def table() -> GavelThroughputTable:
+    return GavelThroughputTable.bundled()
+
+
+@pytest.fixture(scope="module")
+def aws() -> Cluster:
+    return Cluster("aws", (Node("p3", {"v100": 1}), Node("p2", {"k80": 1}), Node("g4dn", {"t4": 1})))
+
+
+def job(job_type: str, w: int = 1) -> Job:
+    return Job(job_id=7, job_type=job_type, num_gpus=w, total_steps=10.0)
+
+
+def test_measured_cells_come_from_the_table(table: GavelThroughputTable, aws: Cluster) -> None:
+    model = CompositeThroughput(table)
+    cons, unc = model.cell_rates(job(R18), aws)
+    kv, kk, kt = (aws.type_index[g] for g in ("v100", "k80", "t4"))
+    assert np.all(cons[:, kv] == table.measured(R18, "v100", 1))
+    assert np.all(cons[:, kk] == table.measured(R18, "k80", 1))
+    est = PmiEstimator(table)
+    assert cons[2, kt] == pytest.approx(est.estimate(R18, "t4", pcie_gen=3).value)
+    assert cons[2, kt] != table.measured(R18, "v100", 1)
+    assert np.array_equal(cons, unc)
+
+
+def test_estimated_pairs_are_flagged(table: GavelThroughputTable, aws: Cluster) -> None:
+    model = CompositeThroughput(table)
+    jobs = [job(R18), job("MM")]
+    assert model.estimated_pairs(jobs, aws) == [("MM", "k80"), ("MM", "t4"), ("MM", "v100"), (R18, "t4")]
+    assert model.seen_estimated() == []
+    model.cell_rates(job(R18), aws)
+    assert model.seen_estimated() == [(R18, "t4")]
+    text = model.describe(job(R18), aws)
+    assert "measured (gavel_throughputs.json) on k80, v100" in text and "estimated on t4" in text
+    assert model.describe(job("MM"), aws).startswith("estimated on k80, v100, t4")
+
+
+def test_gang_size_missing_from_the_table_is_estimated(table: GavelThroughputTable, aws: Cluster) -> None:
+    """A3C is measured at W = 1 only: a 2-GPU A3C job is an estimate everywhere."""
+    model = CompositeThroughput(table)
+    assert model.is_measured("A3C", "v100", 1) and not model.is_measured("A3C", "v100", 2)
+    assert ("A3C", "v100") in model.estimated_pairs([job("A3C", 2)], aws)
+    cons, _ = model.cell_rates(job("A3C", 2), aws)
+    assert cons[0, aws.type_index["v100"]] == pytest.approx(table.measured("A3C", "v100", 1) * 2 * 0.85)
+
+
+def test_measured_zero_means_cannot_run_and_is_kept(table: GavelThroughputTable) -> None:
+    """Gavel measured ResNet-50 (batch 128) on 2 K80s as 0 steps/s: no estimate replaces it."""
+    cluster = Cluster("c", (Node("a", {"k80": 4}), Node("b", {"v100": 4})))
+    model = CompositeThroughput(table)
+    assert table.measured(R50, "k80", 2) == 0
+    cons, unc = model.cell_rates(job(R50, 2), cluster)
+    assert np.all(cons[:, cluster.type_index["k80"]] == 0)
+    assert np.all(cons[:, cluster.type_index["v100"]] == table.measured(R50, "v100", 2))
+    assert np.all(unc[:, cluster.type_index["v100"]] == table.measured(R50, "v100", 2, False))
+
+
+def test_multi_node_uses_the_tables_fallback_when_only_consolidated_is_measured() -> None:
+    from estimators.throughput import TableKey
+
+    t = GavelThroughputTable({TableKey(R18, "v100", 2, True): 50.0}, source="t")
+    cluster = Cluster("c", (Node("a", {"v100": 1}), Node("b", {"v100": 1})))
+    cons, unc = CompositeThroughput(t).cell_rates(job(R18, 2), cluster)
+    assert np.all(cons == 50.0) and np.all(unc == pytest.approx(50.0 * t.unconsolidated_penalty))
+
+
+def test_rate_and_best_rate_work_through_the_interface(table: GavelThroughputTable, aws: Cluster) -> None:
+    model = CompositeThroughput(table)
+    assert model.rate(job(R18), {"p3": {"v100": 1}}, aws) == table.measured(R18, "v100", 1)
+    assert model.best_rate(job("MM"), aws) > 0
