@@ -112,10 +112,19 @@ class PmiParams:
             v = getattr(self, name)
             if not 0.0 < v <= 1.0:
                 raise InputError(f"{name}: must be in (0, 1] (got {v!r})")
+        if isinstance(self.reference_pcie_gen, bool) or not isinstance(self.reference_pcie_gen, int) \
+                or self.reference_pcie_gen < 1:
+            raise InputError(f"reference_pcie_gen: must be an integer >= 1 (got {self.reference_pcie_gen!r})")
         if not self.pcie_factors:
             raise InputError("pcie_factors: needs at least one generation")
-        for gen, v in self.pcie_factors.items():
+        try:
+            pcie = {int(g): v for g, v in self.pcie_factors.items()}
+        except (TypeError, ValueError):
+            raise InputError(f"pcie_factors: generations must be integers (got {list(self.pcie_factors)})") from None
+        object.__setattr__(self, "pcie_factors", _frozen(pcie))
+        for gen, v in pcie.items():
             _positive(f"pcie_factors[{gen}]", v)
+        _non_decreasing("pcie_factors", [pcie[g] for g in sorted(pcie)], "a newer PCIe generation must not be slower")
         for name, classes in (("weight_factors", WEIGHT_CLASSES), ("dataset_factors", DATASET_CLASSES)):
             table = getattr(self, name)
             missing = [c for c in classes if c not in table]
@@ -123,9 +132,11 @@ class PmiParams:
                 raise InputError(f"{name}: missing class {missing[0]!r}")
             for c, v in table.items():
                 _positive(f"{name}[{c}]", v)
+            _non_decreasing(name, [table[c] for c in classes], "a heavier class must not be faster")
 
     # -- the factors of Eq. 10 ---------------------------------------------------------------
     def tflops(self, spec: GpuSpec) -> float:
+        """The TFLOPS figure of PMI: FP32, tensor-core, or their geometric blend (``tensor_weight``)."""
         tensor = spec.tensor_tflops if spec.tensor_tflops > 0 else spec.fp32_tflops
         return spec.fp32_tflops ** (1.0 - self.tensor_weight) * tensor**self.tensor_weight
 
@@ -134,7 +145,7 @@ class PmiParams:
         return self.tflops(spec) * math.sqrt(spec.memory_gb)
 
     def pcie(self, gen: int) -> float:
-        """pcie(gen); generations outside the table take the nearest listed one."""
+        """pcie(gen); beyond the listed generations the nearest end, between them the next lower one."""
         gens = sorted(self.pcie_factors)
         g = min(max(int(gen), gens[0]), gens[-1])
         if g in self.pcie_factors:
@@ -177,6 +188,11 @@ class PmiParams:
             "network_bound": self.network_bound,
             "unconsolidated_penalty": self.unconsolidated_penalty,
         }
+
+
+def _non_decreasing(name: str, values: list[float], why: str) -> None:
+    if any(b < a for a, b in zip(values, values[1:], strict=False)):
+        raise InputError(f"{name}: must not decrease along the order ({why})")
 
 
 def _positive(name: str, v: float) -> None:

@@ -285,6 +285,10 @@ def test_bad_profiles_raise_one_line_input_errors() -> None:
         ({"prior_samples_per_s": -5}, "prior_samples_per_s"),
         ({"gang_anchor": "sometimes"}, "gang_anchor"),
         ({"batch_exponent": 2}, "batch_exponent"),
+        ({"pcie_factors": {3: 1.0, 4: 0.9}}, "pcie_factors: must not decrease"),
+        ({"pcie_factors": {"three": 1.0}}, "pcie_factors: generations must be integers"),
+        ({"weight_factors": {"small": 2, "modest": 1, "high": 3, "extra-high": 4}}, "weight_factors: must not decrease"),
+        ({"reference_pcie_gen": 0}, "reference_pcie_gen"),
     ],
 )
 def test_bad_knobs_name_the_field(changes: dict, field: str) -> None:
@@ -299,6 +303,9 @@ def test_params_are_frozen_and_serialisable() -> None:
         p.pmi_exponent = 2.0  # type: ignore[misc]
     with pytest.raises(TypeError):
         p.pcie_factors[3] = 2.0  # type: ignore[index]
+    assert PmiParams(pcie_factors={"3": 1.0, "4": 1.1}).pcie(4) == 1.1  # JSON-style keys
+    assert PmiParams(pcie_factors={3: 1.0, 5: 1.2}).pcie(4) == 1.0  # between listed: next lower
+    assert PmiParams().pcie(9) == 1.05 and PmiParams().pcie(0) == 0.85
     d = p.as_dict()
     assert d["pcie_factors"] == {"1": 0.85, "2": 0.93, "3": 1.0, "4": 1.03, "5": 1.05}
     assert d["reference_gpu"] == "v100"
