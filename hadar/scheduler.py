@@ -117,50 +117,58 @@ def admit(
 ) -> tuple[list[tuple[object, Candidate]], dict[str, object]]:
     """Steps 3-5 of the round: DP window, greedy remainder, backfill. Mutates ``free``."""
     cache = bounds_cache
+    key = free.tobytes()
+    total_free = int(free.sum())
     standalone: list[tuple[float, int]] = []
     for i, e in enumerate(entries):
-        best = cache.best(e, free) if int(free.sum()) >= e.request.num_gpus else None
+        best = cache.best(e, free, key) if total_free >= e.request.num_gpus else None
         if best is not None:
             standalone.append((best[1], i))
     min_w = min((entries[i].request.num_gpus for _, i in standalone), default=1)
-    k = int(np.clip(math.ceil(config.window_factor * int(free.sum()) / min_w), config.window_min, config.window_max))
+    k = int(np.clip(math.ceil(config.window_factor * total_free / min_w), config.window_min, config.window_max))
     ranked = sorted(standalone, key=lambda t: (-t[0], t[1]))
     window_idx = sorted(i for _, i in ranked[:k])
     result = plan_queue([entries[i] for i in window_idx], free, cache, beam=config.beam)
     placed: list[tuple[object, Candidate]] = []
     taken: set[int] = set()
-    for wi, cand, _ in result.chosen:
-        i = window_idx[wi]
+
+    def commit(i: int, cand: Candidate) -> None:
+        nonlocal key, total_free
         placed.append((entries[i].key, cand))
         taken.add(i)
-        free -= cand.alloc
+        free[...] = free - cand.alloc
+        key = free.tobytes()
+        total_free -= cand.alloc.sum()
+
+    for wi, cand, _ in result.chosen:
+        commit(window_idx[wi], cand)
     greedy = 0
     for _, i in ranked[k:]:
-        if int(free.sum()) < entries[i].request.num_gpus:
-            continue
-        best = cache.best(entries[i], free)
-        if best is not None:
-            placed.append((entries[i].key, best[0]))
-            taken.add(i)
-            free -= best[0].alloc
-            greedy += 1
+        if total_free >= entries[i].request.num_gpus:
+            best = cache.best(entries[i], free, key)
+            if best is not None:
+                commit(i, best[0])
+                greedy += 1
     backfilled = 0
     if config.backfill:
         zero = CandidateCache(ctx.cluster.capacity, None)
+
+        def best_utility(i: int) -> Candidate | None:
+            if total_free < entries[i].request.num_gpus:
+                return None
+            b = best_candidate(zero.candidates(entries[i], free, key), lambda c, e=entries[i]: e.utility(c.rate))
+            return None if b is None else b[0]
+
         rest = [i for i in range(len(entries)) if i not in taken]
         scored = []
         for i in rest:
-            if int(free.sum()) >= entries[i].request.num_gpus:
-                b = best_candidate(zero.candidates(entries[i], free), lambda c, e=entries[i]: e.utility(c.rate))
-                if b is not None:
-                    scored.append((-b[1], i))
+            c = best_utility(i)
+            if c is not None:
+                scored.append((-entries[i].utility(c.rate), i))
         for _, i in sorted(scored):
-            if int(free.sum()) < entries[i].request.num_gpus:
-                continue
-            b = best_candidate(zero.candidates(entries[i], free), lambda c, e=entries[i]: e.utility(c.rate))
-            if b is not None:
-                placed.append((entries[i].key, b[0]))
-                free -= b[0].alloc
+            c = best_utility(i)
+            if c is not None:
+                commit(i, c)
                 backfilled += 1
     info: dict[str, object] = {
         "queue": len(entries),

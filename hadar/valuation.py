@@ -12,7 +12,7 @@ import numpy as np
 from hadar.jobs import JobStatus
 from hadar.policy import RoundContext
 from primal_dual.dp import QueueEntry
-from primal_dual.find_alloc import JobRequest
+from primal_dual.find_alloc import PRUNE_ABOVE_NODES, JobRequest, static_node_groups
 from primal_dual.prices import PriceBounds, price_bounds
 from primal_dual.utility import Utility
 
@@ -32,13 +32,22 @@ class JobValuation:
 def value_jobs(ctx: RoundContext, statuses: Sequence[JobStatus]) -> list[JobValuation]:
     """Rates and ideal durations of ``statuses`` on ``ctx.cluster``."""
     out = []
+    requests: dict[tuple[str, int], tuple[JobRequest, np.ndarray]] = {}
+    cap = ctx.cluster.capacity
+    big = cap.shape[0] > PRUNE_ABOVE_NODES
     for st in statuses:
-        cons, unc = ctx.throughput.cell_rates(st.job, ctx.cluster)
-        cap = ctx.cluster.capacity > 0
-        type_rates = np.where(cap, cons, 0.0).max(axis=0) if cap.size else np.zeros(0)
+        cls = (st.job.job_type, st.job.num_gpus)
+        hit = requests.get(cls)
+        if hit is None:
+            cons, unc = ctx.throughput.cell_rates(st.job, ctx.cluster)
+            groups = static_node_groups(cap, cons, unc) if big else None
+            type_rates = np.where(cap > 0, cons, 0.0).max(axis=0) if cap.size else np.zeros(0)
+            hit = (JobRequest(st.job.num_gpus, cons, unc, groups), type_rates)
+            requests[cls] = hit
+        request, type_rates = hit
         best = float(type_rates.max(initial=0.0))
         ideal = st.job.total_steps / best if best > 0 else math.inf
-        out.append(JobValuation(st, JobRequest(st.job.num_gpus, cons, unc), type_rates, ideal))
+        out.append(JobValuation(st, request, type_rates, ideal))
     return out
 
 

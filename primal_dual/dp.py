@@ -61,9 +61,11 @@ class CandidateCache:
         self._memo: dict[tuple[Hashable, bytes], list[Candidate]] = {}
         self._prices: dict[bytes, np.ndarray] = {}
 
-    def prices(self, free: np.ndarray) -> np.ndarray:
-        """Current prices for a free state; all zero (where there is capacity) without bounds."""
-        key = free.tobytes()
+    def prices(self, free: np.ndarray, key: bytes | None = None) -> np.ndarray:
+        """Current prices for a free state; all zero (where there is capacity) without bounds.
+
+        ``key`` is ``free.tobytes()`` when the caller already has it."""
+        key = free.tobytes() if key is None else key
         p = self._prices.get(key)
         if p is None:
             if self.bounds is None:
@@ -73,16 +75,16 @@ class CandidateCache:
             self._prices[key] = p
         return p
 
-    def candidates(self, entry: QueueEntry, free: np.ndarray) -> list[Candidate]:
-        key = (entry.class_key, free.tobytes())
-        hit = self._memo.get(key)
+    def candidates(self, entry: QueueEntry, free: np.ndarray, key: bytes | None = None) -> list[Candidate]:
+        state = free.tobytes() if key is None else key
+        hit = self._memo.get((entry.class_key, state))
         if hit is None:
-            hit = candidate_allocations(entry.request, free, self.prices(free))
-            self._memo[key] = hit
+            hit = candidate_allocations(entry.request, free, self.prices(free, state))
+            self._memo[(entry.class_key, state)] = hit
         return hit
 
-    def best(self, entry: QueueEntry, free: np.ndarray) -> tuple[Candidate, float] | None:
-        return best_candidate(self.candidates(entry, free), entry.payoff)
+    def best(self, entry: QueueEntry, free: np.ndarray, key: bytes | None = None) -> tuple[Candidate, float] | None:
+        return best_candidate(self.candidates(entry, free, key), entry.payoff)
 
 
 @dataclass
@@ -98,11 +100,15 @@ def plan_queue(
     free: np.ndarray,
     cache: CandidateCache,
     beam: int = 64,
+    state_key: Callable[[np.ndarray], bytes] | None = None,
 ) -> DPResult:
-    """Run the DP over ``entries`` (in queue order) starting from ``free`` GPUs."""
+    """Run the DP over ``entries`` (in queue order) starting from ``free`` GPUs.
+
+    ``state_key`` maps a free state to its memo key (default: its exact bytes)."""
     if beam < 1:
         raise ValueError("beam must be >= 1")
-    frontier: dict[bytes, _State] = {free.tobytes(): _State(free.copy(), 0.0, 0, None)}
+    skey = state_key or (lambda f: f.tobytes())
+    frontier: dict[bytes, _State] = {skey(free): _State(free.copy(), 0.0, 0, None)}
     exact = True
     states = 1
     peak = 1
@@ -118,7 +124,7 @@ def plan_queue(
                 continue
             cand, pay = best
             new_free = st.free - cand.alloc
-            _merge(nxt, new_free.tobytes(), _State(new_free, st.value + pay, st.count + 1, (st.chain, (i, cand, pay))))
+            _merge(nxt, skey(new_free), _State(new_free, st.value + pay, st.count + 1, (st.chain, (i, cand, pay))))
         states += len(nxt)
         if len(nxt) > beam:
             exact = False

@@ -27,6 +27,9 @@ class JobRequest:
     num_gpus: int
     rates_cons: np.ndarray
     rates_unc: np.ndarray
+    node_groups: np.ndarray | None = None
+    """Optional static group id per node: equal ids = equal capacity and rates (see
+    :func:`static_node_groups`); lets large clusters be pruned cheaply."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,14 @@ def _cheapest_single_node(
     node with the lowest total (first node on ties) and return its allocation."""
     p = np.where(eligible, price, np.inf)[fits]
     f = efree[fits]
+    if p.shape[1] == 1 or bool(((f > 0).sum(axis=1) <= 1).all()):
+        # Fast path: one eligible type per node, so the cost is W x that cell's price.
+        col = np.argmax(f > 0, axis=1)
+        rows = np.arange(len(fits))
+        i = int(np.argmin(p[rows, col]))
+        alloc = np.zeros_like(efree)
+        alloc[fits[i], col[i]] = w
+        return alloc
     order = np.argsort(p, axis=1, kind="stable")
     ps = np.take_along_axis(p, order, axis=1)
     fs = np.take_along_axis(f, order, axis=1)
@@ -73,6 +84,22 @@ def _cheapest_single_node(
     return alloc
 
 
+def _cheapest_cells(flat_free: np.ndarray, flat_price: np.ndarray, w: int) -> np.ndarray:
+    """Flat indices of eligible cells, cheapest first (ties by position), enough to hold W GPUs.
+
+    Avoids sorting every cell: cells strictly cheaper than the W-th cheapest cell price are
+    sorted; cells at exactly that price follow in position order, at most W of them.
+    """
+    cells = np.flatnonzero(flat_free)
+    prices = flat_price[cells]
+    k = min(w, cells.size) - 1
+    kth = np.partition(prices, k)[k]
+    cheaper = cells[prices < kth]
+    cheaper = cheaper[np.lexsort((cheaper, flat_price[cheaper]))]
+    at_kth = cells[prices == kth][:w]
+    return np.concatenate([cheaper, at_kth])
+
+
 def _make(alloc: np.ndarray, req: JobRequest, price: np.ndarray) -> Candidate | None:
     used = alloc > 0
     nodes = int(used.any(axis=1).sum())
@@ -83,8 +110,54 @@ def _make(alloc: np.ndarray, req: JobRequest, price: np.ndarray) -> Candidate | 
     return Candidate(alloc=alloc, rate=rate, unit_cost=float((price[used] * alloc[used]).sum()), nodes=nodes)
 
 
+PRUNE_ABOVE_NODES = 64
+"""Clusters with more nodes are pruned to interchangeable-node representatives first."""
+
+
 def candidate_allocations(req: JobRequest, free: np.ndarray, price: np.ndarray) -> list[Candidate]:
     """All distinct FIND_ALLOC candidates for ``req`` on ``free`` GPUs at ``price`` (may be empty)."""
+    if free.shape[0] > PRUNE_ABOVE_NODES:
+        keep = relevant_nodes(req, free, price)
+        if keep.size < free.shape[0]:
+            sub = JobRequest(req.num_gpus, req.rates_cons[keep], req.rates_unc[keep])
+            out = []
+            for c in _candidates(sub, free[keep], price[keep]):
+                alloc = np.zeros_like(free)
+                alloc[keep] = c.alloc
+                out.append(Candidate(alloc, c.rate, c.unit_cost, c.nodes))
+            return out
+    return _candidates(req, free, price)
+
+
+def relevant_nodes(req: JobRequest, free: np.ndarray, price: np.ndarray) -> np.ndarray:
+    """Indices (ascending) of the nodes any candidate can use: nodes identical in free GPUs,
+    prices and rates are interchangeable and every construction breaks ties by position, so
+    only the first W nodes of each identical group matter. Exact, not a heuristic."""
+    if req.node_groups is not None and free.max(initial=0) < 64 and free.shape[1] <= 9:
+        # Prices follow from (capacity, free), capacity and rates from the static group.
+        packed = (free.astype(np.int64) * (64 ** np.arange(free.shape[1]))).sum(axis=1)
+        _, group = np.unique(req.node_groups.astype(np.int64) * (64 ** free.shape[1]) + packed, return_inverse=True)
+    else:
+        rows = np.ascontiguousarray(
+            np.concatenate([free.astype(float), price, req.rates_cons, req.rates_unc], axis=1)
+        )
+        void = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
+        _, group = np.unique(void, return_inverse=True)
+    order = np.argsort(group, kind="stable")
+    g_sorted = group[order]
+    starts = np.flatnonzero(np.r_[True, g_sorted[1:] != g_sorted[:-1]])
+    rank = np.arange(g_sorted.size) - np.repeat(starts, np.diff(np.r_[starts, g_sorted.size]))
+    return np.sort(order[rank < req.num_gpus])
+
+
+def static_node_groups(capacity: np.ndarray, rates_cons: np.ndarray, rates_unc: np.ndarray) -> np.ndarray:
+    """A group id per node such that equal ids have equal capacity rows and rates."""
+    rows = np.ascontiguousarray(np.concatenate([capacity.astype(float), rates_cons, rates_unc], axis=1))
+    void = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
+    return np.unique(void, return_inverse=True)[1].ravel()
+
+
+def _candidates(req: JobRequest, free: np.ndarray, price: np.ndarray) -> list[Candidate]:
     w = req.num_gpus
     shape = free.shape
     runnable = (free > 0) & (req.rates_cons > 0)
@@ -93,7 +166,6 @@ def candidate_allocations(req: JobRequest, free: np.ndarray, price: np.ndarray) 
     levels = np.unique(req.rates_cons[runnable])[::-1]
     flat_free = free.ravel()
     flat_price = price.ravel()
-    flat_rate = req.rates_cons.ravel()
     out: list[Candidate] = []
     seen: set[bytes] = set()
 
@@ -112,10 +184,7 @@ def candidate_allocations(req: JobRequest, free: np.ndarray, price: np.ndarray) 
         per_node = efree.sum(axis=1)
         if int(per_node.sum()) < w:
             continue
-        cells = np.flatnonzero(efree.ravel())
-        # Cheapest first; among equal prices the slower cell first (keeps fast GPUs free),
-        # then by position for determinism.
-        order = cells[np.lexsort((cells, flat_rate[cells], flat_price[cells]))]
+        order = _cheapest_cells(efree.ravel(), flat_price, w)
         fits = np.flatnonzero(per_node >= w)
         if fits.size:
             # (a) consolidated: the node where W GPUs cost least.
@@ -125,8 +194,9 @@ def candidate_allocations(req: JobRequest, free: np.ndarray, price: np.ndarray) 
             node_order = np.lexsort((np.arange(shape[0]), -per_node))
             cum = np.cumsum(per_node[node_order])
             chosen = node_order[: int(np.searchsorted(cum, w)) + 1]
-            mask = np.isin(order // shape[1], chosen)
-            add(_take(order[mask], flat_free, w, shape))
+            sub = np.zeros_like(efree)
+            sub[chosen] = efree[chosen]
+            add(_take(_cheapest_cells(sub.ravel(), flat_price, w), flat_free, w, shape))
         # (c) non-consolidated: the W cheapest eligible GPUs anywhere.
         add(_take(order, flat_free, w, shape))
     return out
