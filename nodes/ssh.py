@@ -160,6 +160,18 @@ class _ConnectionLost(Exception):
         self.started = started
 
 
+# Exceptions that mean the connection (or the channel under an operation) went away, even if
+# the transport has not noticed yet.
+_LOST_TYPES = (
+    _ConnectionLost,
+    EOFError,
+    paramiko.SSHException,
+    ConnectionError,
+    TimeoutError,
+    socket.timeout,
+)
+
+
 def _transient_reason(exc: BaseException, timeout_s: float) -> str | None:
     """A short reason if ``exc`` is a transient network failure worth retrying, else None."""
     if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
@@ -349,6 +361,11 @@ class SshProvider(NodeProvider):
             return UnreachableNodeError(
                 f"{where}: authentication failed for user {ep.user} (keys: {tried}): {exc}"
             )
+        if isinstance(exc, paramiko.SSHException) and "No authentication methods" in str(exc):
+            return UnreachableNodeError(
+                f"{where}: authentication failed for user {ep.user}: no key to offer "
+                f"(set identity_file, run an SSH agent, or enable look_for_keys)"
+            )
         if isinstance(exc, socket.gaierror):
             return UnreachableNodeError(f"{where}: cannot resolve host {ep.host!r}")
         text = str(exc).strip().splitlines()
@@ -388,29 +405,36 @@ class SshProvider(NodeProvider):
     def _retrying(self, node: Node, what: str, op: Callable[[paramiko.SSHClient], T]) -> T:
         """Run an idempotent operation; if the connection dies, reconnect and run it again."""
         s = self.settings
+        lost: str | None = None
         for attempt in range(s.connect_attempts):
-            client = self._client(node)
+            try:
+                client = self._client(node)
+            except UnreachableNodeError as exc:
+                if lost is None:
+                    raise
+                where = self._where(node)
+                detail = str(exc).removeprefix(f"{where}: ")
+                raise UnreachableNodeError(
+                    f"{where}: connection lost during {what} ({lost}); reconnecting failed: {detail}"
+                ) from None
             try:
                 return op(client)
             except HadarError:
                 raise
             except Exception as exc:
                 transport = client.get_transport()
-                if (
-                    transport is not None
-                    and transport.is_active()
-                    and not isinstance(exc, _ConnectionLost)
-                ):
+                alive = transport is not None and transport.is_active()
+                if alive and not isinstance(exc, _LOST_TYPES):
                     if isinstance(exc, OSError):  # e.g. SFTP permission denied, disk full
                         raise NodeTransferError(
                             f"{self._where(node)}: {what} failed: {exc}"
                         ) from None
                     raise
                 self._conn(node.name).drop()
+                lost = _transient_reason(exc, s.io_timeout_s) or type(exc).__name__
                 if attempt + 1 == s.connect_attempts:
-                    reason = _transient_reason(exc, s.io_timeout_s) or type(exc).__name__
                     raise UnreachableNodeError(
-                        f"{self._where(node)}: connection lost during {what}: {reason}"
+                        f"{self._where(node)}: connection lost during {what}: {lost}"
                     ) from None
                 time.sleep(min(s.retry_backoff_s * 2**attempt, 8.0))
         raise AssertionError("unreachable")  # pragma: no cover
@@ -512,6 +536,10 @@ class SshProvider(NodeProvider):
                 while chunk := chan.recv_stderr(1 << 16):
                     err += chunk
             code = chan.recv_exit_status() if chan.exit_status_ready() else -1
+            if code == -1 and not timed_out and (not chan.eof_received or not transport.is_active()):
+                # closed without an exit status and without the server's EOF: the connection
+                # died under the command (a command killed by a signal still gets EOF)
+                raise _ConnectionLost(started=True)
         finally:
             chan.close()
         return CommandResult(
