@@ -23,8 +23,10 @@ def field_path(loc: tuple[Any, ...]) -> str:
 
 
 def from_validation_error(source: str, exc: ValidationError) -> InputError:
-    """The first pydantic error as ``source: field: message``."""
-    err = exc.errors()[0]
+    """The first pydantic error as ``source: field: message`` (a misspelt field first: it
+    usually explains the "missing" error that comes with it)."""
+    errors = exc.errors()
+    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     msg = err["msg"]
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]

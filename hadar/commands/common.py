@@ -51,7 +51,7 @@ def load_scenario(args: argparse.Namespace) -> tuple[Cluster, list[Job], Through
     table = load_table(args.throughputs)
     jobs = load_workload(args.workload, table, seed=args.seed, size=getattr(args, "size", "paper"))
     throughput = throughput_for(jobs, cluster, table)
-    validate_workload(jobs, cluster, throughput, source=args.workload)
+    validate_workload(jobs, cluster, throughput, source=args.workload, table=table)
     return cluster, jobs, throughput
 
 
@@ -59,8 +59,10 @@ def throughput_for(jobs: list[Job], cluster: Cluster, table: GavelThroughputTabl
     """The measured table when it covers every (job type, GPU type) the run needs, else the
     composite model (measured where available, PMI/PCIe estimate elsewhere)."""
     covered = all(
-        table.measured(j.job_type, k, j.num_gpus) is not None for j in jobs for k in cluster.gpu_types
-    )
+        table.measured(j.job_type, k, j.num_gpus) is not None or j.num_gpus not in table.gang_sizes(j.job_type)
+        for j in jobs
+        for k in cluster.gpu_types
+    ) and all(j.job_type in table.job_types for j in jobs)
     if covered:
         return table
     try:

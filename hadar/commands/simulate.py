@@ -23,14 +23,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--policy", default="hadar", help=f"one of {', '.join(sorted(POLICY_REGISTRY))} (default: %(default)s)")
     p.add_argument("--out", default="out/simulate", help="output directory (default: %(default)s)")
     p.add_argument("--no-progress", action="store_true", help="do not show the progress bar")
+    p.add_argument("--gavel-compatible", action="store_true",
+                   help="run as Gavel's simulator does (no restart penalty, rounds end with their longest job, "
+                        "consolidated throughputs, Gavel reallocates at most every 1920 s)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    cluster, jobs, throughput = load_scenario(args)
     policy = make_policy(args.policy)
+    cluster, jobs, throughput = load_scenario(args)
     config = SimConfig(round_length=args.round_length, restart_penalty=args.restart_penalty,
                        progress=not args.no_progress)
+    if args.gavel_compatible:
+        from hadar.simulator.gavel_mode import setup
+
+        policy, config, throughput = setup(args.policy, throughput, args.round_length, progress=not args.no_progress)
     result = simulate(cluster, jobs, policy, throughput, config)
     summary = summarize(result)
     out = write_result(result, summary, args.out)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from estimators.throughput import ThroughputModel
 from hadar.cluster import Cluster
@@ -127,6 +127,8 @@ def simulate(
             decision = time.perf_counter() - t0
             validate_plan(plan, ctx)
             record, new_current, busy = _run_round(plan, ctx, states, cfg, placements, gpu_busy)
+            if pending and pending[0].arrival < now + record.duration:
+                record = replace(record, active_seconds=record.duration)  # a job arrived meanwhile
             rounds.append(RoundRecord(**{**asdict(record), "decision_seconds": decision}))
             if progress:
                 progress.update(sum(1 for s in states.values() if s.finish is not None), now)

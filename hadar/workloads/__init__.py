@@ -28,38 +28,53 @@ def load_workload(name: str, table: GavelThroughputTable, seed: int = 0, size: s
 
         return mix_jobs(name.upper(), size=size)
     p = Path(name)
+    if p.suffix.lower() == ".trace":
+        from hadar.workloads.gavel_trace import read_trace
+
+        return read_trace(p, table)
     if p.suffix.lower() in (".csv", ".yaml", ".yml") or p.exists():
         from hadar.workloads.files import load_job_file
 
         return load_job_file(p)
-    raise InputError(f"--workload: unknown workload {name!r} (philly-N, M-1..M-12, or a .csv/.yaml file)")
+    raise InputError(f"--workload: unknown workload {name!r} (philly-N, M-1..M-12, or a .csv/.yaml/.trace file)")
 
 
-def validate_workload(jobs: Sequence[Job], cluster: Cluster, throughput: ThroughputModel, source: str) -> None:
-    """Reject, up front, any job that could never run on ``cluster``: one line naming job and key."""
-    table = throughput if isinstance(throughput, GavelThroughputTable) else getattr(throughput, "table", None)
+def validate_workload(
+    jobs: Sequence[Job], cluster: Cluster, throughput: ThroughputModel, source: str,
+    table: GavelThroughputTable | None = None,
+) -> None:
+    """Reject, up front, any job that could never run on ``cluster``: one line naming job and key.
+
+    ``table`` is the measured table the run was given: a job type it has must have an entry at
+    the job's GPU count; a job type it lacks must be one the estimator knows (a physical
+    workload such as ``MM``, or a known model family at a new batch size).
+    """
+    table = table if table is not None else (throughput if isinstance(throughput, GavelThroughputTable) else None)
     for job in jobs:
         if job.num_gpus > cluster.total_gpus:
             raise InputError(
                 f"{source}: job {job.job_id}: needs {job.num_gpus} GPUs but cluster {cluster.name} has {cluster.total_gpus}"
             )
-        if isinstance(throughput, GavelThroughputTable):
-            if job.job_type not in throughput.job_types:
-                raise InputError(f"{source}: job {job.job_id}: unknown job type {job.job_type!r} (not in {throughput.source})")
-            if job.num_gpus not in throughput.gang_sizes(job.job_type):
-                raise InputError(
-                    f"{source}: job {job.job_id}: {throughput.source} has no entry for ({job.job_type!r}, {job.num_gpus})"
-                )
-        elif table is not None and job.job_type not in table.job_types and not _estimable(throughput, job, cluster):
-            raise InputError(f"{source}: job {job.job_id}: unknown job type {job.job_type!r}")
+        if table is not None:
+            if job.job_type in table.job_types:
+                if job.num_gpus not in table.gang_sizes(job.job_type):
+                    raise InputError(
+                        f"{source}: job {job.job_id}: {table.source} has no entry for ({job.job_type!r}, {job.num_gpus})"
+                    )
+            elif throughput is table or not _estimator_knows(job.job_type):
+                raise InputError(f"{source}: job {job.job_id}: unknown job type {job.job_type!r} (not in {table.source})")
         if not _estimable(throughput, job, cluster):
             raise InputError(
                 f"{source}: job {job.job_id} ({job.job_type!r}, {job.num_gpus} GPUs) can never run on cluster "
                 f"{cluster.name}: no placement with a positive throughput"
             )
-    arrivals = [j.arrival for j in jobs]
-    if any(a < 0 for a in arrivals):
-        raise InputError(f"{source}: negative arrival time")
+
+
+def _estimator_knows(job_type: str) -> bool:
+    from estimators.pmi import parse_job_type
+    from hadar.workloads.physical import PHYSICAL_WORKLOADS
+
+    return job_type in PHYSICAL_WORKLOADS or parse_job_type(job_type)[0] is not None
 
 
 def _estimable(throughput: ThroughputModel, job: Job, cluster: Cluster) -> bool:

@@ -1,0 +1,22 @@
+"""Small builders shared by the core tests."""
+
+from __future__ import annotations
+
+from estimators.throughput import GavelThroughputTable
+from hadar.cluster import Cluster, Node
+from hadar.jobs import Job, JobStatus
+from hadar.policy import RoundContext
+
+TABLE = GavelThroughputTable.bundled()
+
+
+def context(cluster: Cluster, jobs: list[Job], current=None, now: float = 0.0, remaining=None) -> RoundContext:
+    statuses = tuple(
+        JobStatus(j, (remaining or {}).get(j.job_id, j.total_steps)) for j in sorted(jobs, key=lambda j: (j.arrival, j.job_id))
+    )
+    return RoundContext(now=now, round_index=0, round_length=360.0, cluster=cluster, jobs=statuses,
+                        current=current or {}, throughput=TABLE)
+
+
+def small_cluster() -> Cluster:
+    return Cluster("small", (Node("v", {"v100": 2}), Node("p", {"p100": 2}), Node("k", {"k80": 4})))

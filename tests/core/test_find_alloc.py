@@ -1,0 +1,85 @@
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from estimators.throughput import GavelThroughputTable
+from hadar.cluster import Cluster, Node
+from hadar.jobs import Job
+from primal_dual.find_alloc import JobRequest, candidate_allocations
+
+
+def test_mixed_type_placement_runs_at_the_bottleneck_types_unconsolidated_rate():
+    table = GavelThroughputTable.bundled()
+    cluster = Cluster("c", (Node("a", {"v100": 2}), Node("b", {"k80": 2})))
+    job = Job(0, "ResNet-50 (batch size 16)", 4, 1000.0)
+    rate = table.rate(job, {"a": {"v100": 2}, "b": {"k80": 2}}, cluster)
+    assert rate == table.lookup("ResNet-50 (batch size 16)", "k80", 4, consolidated=False)
+    assert rate < table.lookup("ResNet-50 (batch size 16)", "v100", 4, consolidated=False)
+    one_node = Cluster("d", (Node("a", {"v100": 2, "k80": 2}),))
+    rate1 = table.rate(job, {"a": {"v100": 2, "k80": 2}}, one_node)
+    assert rate1 == table.lookup("ResNet-50 (batch size 16)", "k80", 4, consolidated=True)
+
+
+def test_candidates_include_consolidated_and_cross_node_options():
+    free = np.array([[4, 0], [2, 0], [0, 3]])
+    price = np.where(free > 0, 1.0, np.inf)
+    price[2, 1] = 0.1
+    cons = np.tile([1.0, 3.0], (3, 1))
+    req = JobRequest(4, cons, cons * 0.5)
+    cands = candidate_allocations(req, free, price)
+    by_nodes = {c.nodes: c for c in cands}
+    assert 1 in by_nodes and by_nodes[1].alloc[0, 0] == 4 and by_nodes[1].rate == 1.0
+    multi = [c for c in cands if c.nodes > 1]
+    assert multi, "expected a cross-node candidate"
+    cheapest = min(multi, key=lambda c: c.unit_cost)
+    assert cheapest.alloc[2, 1] == 3 and cheapest.rate == 0.5  # bottleneck: type 0, unconsolidated
+
+
+def test_job_that_cannot_run_on_a_type_is_never_placed_there():
+    free = np.array([[4, 0], [0, 4]])
+    price = np.where(free > 0, 1.0, np.inf)
+    cons = np.tile([0.0, 2.0], (2, 1))  # rate 0 on type 0
+    cands = candidate_allocations(JobRequest(2, cons, cons), free, price)
+    assert cands and all(c.alloc[:, 0].sum() == 0 for c in cands)
+    assert candidate_allocations(JobRequest(5, cons, cons), free, price) == []
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 4), min_size=3, max_size=3), min_size=1, max_size=6),
+    st.integers(1, 8),
+    st.lists(st.floats(0.0, 5.0), min_size=3, max_size=3),
+    st.integers(0, 2**16),
+)
+def test_candidates_respect_free_gpus_and_gang_size(rows, w, rates, seed):
+    free = np.array(rows)
+    rng = np.random.default_rng(seed)
+    price = np.where(free > 0, rng.random(free.shape), np.inf)
+    cons = np.tile(rates, (free.shape[0], 1))
+    req = JobRequest(w, cons, cons * 0.7)
+    for c in candidate_allocations(req, free, price):
+        assert c.alloc.sum() == w
+        assert (c.alloc <= free).all() and (c.alloc >= 0).all()
+        used = c.alloc > 0
+        expected = (cons if c.nodes == 1 else cons * 0.7)[used].min()
+        assert c.rate == expected > 0
+        assert c.nodes == int(used.any(axis=1).sum())
+
+
+def test_large_cluster_pruning_gives_the_same_candidates_as_the_full_search():
+    from primal_dual import find_alloc
+
+    rng = np.random.default_rng(3)
+    cap = np.zeros((200, 3), dtype=int)
+    cap[np.arange(200), np.arange(200) % 3] = 8
+    free = np.minimum(cap, rng.integers(0, 9, cap.shape))
+    price = np.where(cap > 0, 0.01 * (1 + cap - free), np.inf)
+    cons = np.tile([1.0, 2.0, 3.0], (200, 1))
+    groups = find_alloc.static_node_groups(cap, cons, cons * 0.5)
+    for w in (1, 3, 8, 20):
+        req = JobRequest(w, cons, cons * 0.5, groups)
+        full = find_alloc._candidates(req, free, price)
+        pruned = find_alloc.candidate_allocations(req, free, price)
+        assert [(c.alloc.tobytes(), c.rate, c.unit_cost) for c in full] == [
+            (c.alloc.tobytes(), c.rate, c.unit_cost) for c in pruned
+        ]
