@@ -37,3 +37,14 @@ def tracker(env: Env) -> Iterator[JobTracker]:
     t = env.open()
     yield t
     t.close()
+
+
+@pytest.fixture
+def single_thread() -> Iterator[None]:
+    """Run torch ops on one thread (faster and deterministic on a shared 2-core machine)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
