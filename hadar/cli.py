@@ -14,6 +14,7 @@ COMMAND_MODULES = [
     "hadar.commands.simulate",
     "hadar.commands.estimate",
     "hadar.commands.nodes", "hadar.commands.cluster",
+    "hadar.commands.compare", "hadar.commands.export_gavel",
 ]
 """Modules that contribute sub-commands (order = order in ``hadar --help``)."""
 

@@ -1,0 +1,48 @@
+"""Placement helpers shared by the baselines: W GPUs on as few nodes as possible.
+
+Both helpers go through FIND_ALLOC's candidate builder (``primal_dual.find_alloc``) with a
+0/1 "rate" marking the GPUs a policy may use, and pick the candidate spanning the fewest nodes:
+one node when some node has W eligible free GPUs, otherwise the nodes with the most eligible
+free GPUs first. Prices are used only as tie-breaks between nodes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from primal_dual.find_alloc import JobRequest, candidate_allocations
+
+
+def fewest_nodes(free: np.ndarray, eligible: np.ndarray, w: int, node_cost: np.ndarray | None = None) -> np.ndarray | None:
+    """A ``[node, type]`` allocation of ``w`` eligible free GPUs on the fewest nodes, or None.
+
+    ``node_cost[h]`` orders nodes that tie (lowest first; default: node order).
+    """
+    mask = eligible & (free > 0)
+    if int(free[mask].sum()) < w:
+        return None
+    rates = mask.astype(float)
+    cost = np.zeros(free.shape[0]) if node_cost is None else np.asarray(node_cost, dtype=float)
+    price = np.repeat(cost[:, None], free.shape[1], axis=1)
+    cands = candidate_allocations(JobRequest(w, rates, rates), np.where(mask, free, 0), price)
+    if not cands:
+        return None
+    return min(cands, key=lambda c: (c.nodes, c.unit_cost)).alloc
+
+
+def best_fit_costs(free: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """Node costs for best fit: fewest free GPUs first, then ``rank`` (a fixed node order)."""
+    return free.sum(axis=1) * (len(rank) + 1.0) + rank
+
+
+def node_rank(num_nodes: int, seed: int) -> np.ndarray:
+    """A fixed pseudo-random rank per node (tie-break that ignores how the cluster file is ordered)."""
+    rank = np.empty(num_nodes)
+    rank[np.random.default_rng(seed).permutation(num_nodes)] = np.arange(num_nodes)
+    return rank
+
+
+def unaware_placement(free: np.ndarray, capacity: np.ndarray, w: int, rank: np.ndarray) -> np.ndarray | None:
+    """Heterogeneity-unaware placement: any W free GPUs (all types alike), consolidated when
+    possible, best-fit node first, ``rank`` breaking ties."""
+    return fewest_nodes(free, capacity > 0, w, best_fit_costs(free, rank))

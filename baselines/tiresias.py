@@ -1,0 +1,85 @@
+"""Tiresias (Gu et al., NSDI 2019): discretised two-dimensional least-attained-service.
+
+Heterogeneity-unaware: every GPU counts the same. Attained service = GPUs x seconds executed
+(``JobStatus.attained_service``). Two priority queues (the Hadar paper's setting): a job is in
+the high queue until its attained service reaches ``threshold`` GPU-seconds, then in the low
+queue for good (PromoteKnob disabled, so it is never promoted back). Within a queue, jobs are
+served first-come first-served by arrival.
+
+Each round (preemption happens only at round boundaries): walk the jobs high queue first, and
+admit a job whenever its W GPUs (any types) are still free, skipping those that do not fit
+(Tiresias' simulator does the same). Jobs not admitted are preempted. Admitted jobs that were
+running keep their GPUs; the others are placed largest gang first, consolidated on one node when
+possible, best-fit node first (ties broken by a fixed pseudo-random node order, ``seed``, so
+that the order of the cluster file, e.g. fast GPUs first, cannot favour a type). A job spread
+over types runs at the bottleneck rate.
+
+Default threshold 3,250 GPU-seconds: the first queue limit of Tiresias' published simulator
+(``dlas-gpu``), about 0.9 GPU-hour, which also separates the paper's Small jobs (< 1 GPU-hour)
+from the rest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from baselines.placement import node_rank, unaware_placement
+from hadar.jobs import JobStatus
+from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
+from hadar.scheduler import split_running
+
+DEFAULT_THRESHOLD_GPU_S = 3250.0
+
+
+@dataclass(frozen=True)
+class TiresiasConfig:
+    threshold: float = DEFAULT_THRESHOLD_GPU_S
+    """Attained service (GPU-seconds) at which a job is demoted to the low-priority queue."""
+    seed: int = 0
+    """Seed of the node tie-break order used by placement."""
+
+    def __post_init__(self) -> None:
+        if self.threshold < 0:
+            raise ValueError("threshold must be >= 0")
+
+
+class TiresiasPolicy(Policy):
+    """2D-LAS with two queues, PromoteKnob off, heterogeneity-unaware, preemptive per round."""
+
+    name = "tiresias"
+
+    def __init__(self, config: TiresiasConfig | None = None, **knobs: object) -> None:
+        self.config = config or TiresiasConfig(**knobs)  # type: ignore[arg-type]
+
+    def queue_of(self, status: JobStatus) -> int:
+        """0 (high) while attained service < threshold, else 1 (low)."""
+        return 0 if status.attained_service < self.config.threshold else 1
+
+    def decide(self, ctx: RoundContext) -> RoundPlan:
+        cluster = ctx.cluster
+        order = sorted(ctx.jobs, key=lambda s: (self.queue_of(s), s.job.arrival, s.job_id))
+        free_count = cluster.total_gpus
+        admitted: list[JobStatus] = []
+        for s in order:
+            if s.job.num_gpus <= free_count:
+                admitted.append(s)
+                free_count -= s.job.num_gpus
+        running, _ = split_running(ctx)
+        free = cluster.capacity.copy()
+        out: list[Assignment] = []
+        for s in admitted:
+            if s.job_id in running:
+                free -= cluster.placement_matrix(running[s.job_id])
+                out.append(Assignment(s.job_id, running[s.job_id]))
+        rank = node_rank(len(cluster.nodes), self.config.seed)
+        kept = {a.job_id for a in out}
+        for s in sorted((s for s in admitted if s.job_id not in kept), key=lambda s: -s.job.num_gpus):
+            alloc = unaware_placement(free, cluster.capacity, s.job.num_gpus, rank)
+            if alloc is None:  # cannot happen: admission counted free GPUs
+                continue
+            free -= alloc
+            out.append(Assignment(s.job_id, cluster.placement_from_matrix(alloc)))
+        high = sum(1 for s in ctx.jobs if self.queue_of(s) == 0)
+        info = {"high_queue": high, "low_queue": len(ctx.jobs) - high,
+                "preempted": sum(1 for j in running if j not in {a.job_id for a in out})}
+        return RoundPlan(tuple(sorted(out, key=lambda a: a.job_id)), info)

@@ -1,0 +1,50 @@
+"""YARN's capacity scheduler (YARN-CS) as the Hadar paper uses it: one FIFO queue.
+
+Non-preemptive and gang-scheduled, heterogeneity-unaware: a running job keeps its GPUs until it
+finishes. Each round the head of the queue (arrival order) starts as soon as W GPUs of any
+types are free, on as few nodes as possible (best-fit node first, ties broken by a fixed
+pseudo-random node order, as for Tiresias), and runs at the bottleneck rate of what it got.
+No backfilling: when the head does not fit, nothing behind it starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from baselines.placement import node_rank, unaware_placement
+from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
+from hadar.scheduler import split_running
+
+
+@dataclass(frozen=True)
+class YarnConfig:
+    seed: int = 0
+    """Seed of the node tie-break order used by placement."""
+
+
+class YarnCapacityPolicy(Policy):
+    """Strict FIFO, non-preemptive, no backfilling."""
+
+    name = "yarn-cs"
+
+    def __init__(self, config: YarnConfig | None = None, **knobs: object) -> None:
+        self.config = config or YarnConfig(**knobs)  # type: ignore[arg-type]
+
+    def decide(self, ctx: RoundContext) -> RoundPlan:
+        cluster = ctx.cluster
+        running, waiting = split_running(ctx)
+        free = cluster.capacity.copy()
+        out = [Assignment(j, p) for j, p in running.items()]
+        for a in out:
+            free -= cluster.placement_matrix(a.placement)
+        rank = node_rank(len(cluster.nodes), self.config.seed)
+        started = 0
+        for s in waiting:  # ctx.jobs order: arrival, then id
+            alloc = unaware_placement(free, cluster.capacity, s.job.num_gpus, rank)
+            if alloc is None:
+                break  # head-of-line blocking: no backfilling
+            free -= alloc
+            out.append(Assignment(s.job_id, cluster.placement_from_matrix(alloc)))
+            started += 1
+        info = {"started": started, "waiting": len(waiting) - started}
+        return RoundPlan(tuple(sorted(out, key=lambda a: a.job_id)), info)

@@ -1,0 +1,305 @@
+"""``hadar compare``: several policies on the same cluster and workload, side by side.
+
+Each policy is simulated in its own process (``--jobs``); a simulation depends only on its
+inputs, so the results equal those of running the policies one by one (only the measured
+decision times vary). Writes ``compare.csv``, ``compare.json``, ``decision_times.csv``, each
+policy's run files in ``DIR/<policy>/`` and four PNGs: GRU per policy (paper Fig. 3), cumulative
+fraction of jobs completed (Fig. 4), decision time vs number of jobs (Fig. 5) and the GPU-by-round
+occupancy of one policy.
+
+Fig. 5 is measured, after the simulations, in this process: for each queue length N, one decision
+of a fresh policy instance on the empty cluster with N queued jobs (the workload's jobs repeated
+as needed, all arrived) -- the hardest round, where Gavel solves its LP and Hadar runs its DP.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from estimators.throughput import ThroughputModel
+from hadar.cluster import Cluster
+from hadar.commands.common import add_scenario_args, load_scenario
+from hadar.errors import InputError
+from hadar.jobs import Job, JobStatus
+from hadar.policy import POLICY_REGISTRY, RoundContext, make_policy
+from hadar.simulator import SimConfig, simulate
+from hadar.simulator.metrics import summarize
+from hadar.simulator.output import write_result
+
+DEFAULT_POLICIES = "hadar,gavel,tiresias,yarn-cs"
+DECISION_SIZES = (32, 64, 128, 256, 512, 1024, 2048)
+DECISION_POLICIES = ("hadar", "gavel")
+SCENARIO_KEYS = ("cluster", "workload", "throughputs", "seed", "round_length", "restart_penalty")
+
+
+def _hours(v: float) -> str:
+    return f"{v / 3600:.2f} h"
+
+
+METRICS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
+    ("ttd_s", "TTD", _hours),
+    ("avg_jct_s", "avg JCT", _hours),
+    ("median_jct_s", "median JCT", _hours),
+    ("p99_jct_s", "p99 JCT", _hours),
+    ("gru", "GRU", lambda v: f"{100 * v:.1f}%"),
+    ("restarts_per_job", "restarts/job", lambda v: f"{v:.2f}"),
+    ("avg_decision_s", "decision avg", lambda v: f"{v:.4f} s"),
+    ("max_decision_s", "decision max", lambda v: f"{v:.3f} s"),
+)
+"""Table/CSV metrics: summary key, column title, formatter. Ratios are policy / reference."""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "compare", help="compare policies on one cluster and workload (table, CSV/JSON, paper figures)",
+        description="Simulate several policies on the same cluster and workload (in parallel processes), print "
+                    "one table with ratios to Hadar, write compare.csv/compare.json, each policy's run files in "
+                    "DIR/<policy>/ and the paper's figures as PNG.")
+    add_scenario_args(p)
+    p.add_argument("--policies", default=DEFAULT_POLICIES,
+                   help=f"comma-separated, from {', '.join(sorted(POLICY_REGISTRY))} (default: %(default)s)")
+    p.add_argument("--out", default="out/compare", help="output directory (default: %(default)s)")
+    p.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="parallel processes (default: one per policy, at most the CPU count; 1 = one by one)")
+    p.add_argument("--gavel-compatible", action="store_true",
+                   help="run every policy as Gavel's simulator does (see docs/baselines.md)")
+    p.add_argument("--occupancy-policy", default="hadar", metavar="POLICY",
+                   help="policy whose GPU-by-round occupancy is drawn (default: %(default)s, or the first policy)")
+    p.add_argument("--decision-sizes", default=",".join(map(str, DECISION_SIZES)), metavar="LIST",
+                   help="queue lengths for the decision-time figure (default: %(default)s)")
+    p.set_defaults(func=run)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything a worker process needs to simulate one policy (plain, picklable values)."""
+
+    policy: str
+    scenario: dict[str, Any]
+    gavel_compatible: bool
+    out: str
+
+
+def run(args: argparse.Namespace) -> int:
+    policies = parse_policies(args.policies)
+    sizes = parse_sizes(args.decision_sizes)
+    occupancy = args.occupancy_policy if args.occupancy_policy in policies else None
+    if occupancy is None and args.occupancy_policy != "hadar":
+        raise InputError(f"--occupancy-policy: {args.occupancy_policy!r} is not one of --policies")
+    occupancy = occupancy or policies[0]
+    if args.jobs is not None and args.jobs < 1:
+        raise InputError(f"--jobs: must be >= 1 (got {args.jobs})")
+    scenario = {k: getattr(args, k) for k in SCENARIO_KEYS}
+    cluster, jobs, throughput = load_scenario(argparse.Namespace(**scenario))  # bad input fails here, once
+    out = Path(args.out)
+    console = Console(width=max(170, Console().width))
+    workers = args.jobs or max(1, min(len(policies), os.cpu_count() or 1))
+    mode = "gavel-compatible" if args.gavel_compatible else "normal"
+    console.print(f"simulating {', '.join(policies)} on {cluster.name} / {args.workload} ({mode} mode, "
+                  f"{workers} process{'es' if workers > 1 else ''})")
+    t0 = time.perf_counter()
+    specs = [RunSpec(p, scenario, args.gavel_compatible, str(out / p)) for p in policies]
+    summaries = run_all(specs, workers, on_done=lambda s, dt: console.print(f"  {s['policy']:>15} done ({dt:.1f} s)"))
+    reference = "hadar" if "hadar" in policies else policies[0]
+    rows = comparison_rows(summaries, reference)
+    decisions = measure_decision_times(cluster, jobs, throughput, [p for p in DECISION_POLICIES if p in POLICY_REGISTRY],
+                                       sizes, args.round_length, args.gavel_compatible) if sizes else []
+    meta = {"mode": mode, "reference": reference, "cluster": cluster.name, "workload": args.workload,
+            "seed": args.seed, "jobs": len(jobs), "wall_seconds": round(time.perf_counter() - t0, 3)}
+    files = write_outputs(out, rows, decisions, meta)
+    files += draw_figures(out, cluster, summaries, decisions, occupancy)
+    print_table(console, rows, reference, mode, cluster.name, args.workload)
+    console.print(f"wrote {', '.join(str(f.relative_to(out)) for f in files)} and {', '.join(policies)}/ in {out}/")
+    return 0
+
+
+def parse_policies(text: str) -> list[str]:
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    if not names:
+        raise InputError("--policies: no policy given")
+    for n in names:
+        if n not in POLICY_REGISTRY:
+            raise InputError(f"--policies: unknown policy {n!r} (known: {', '.join(sorted(POLICY_REGISTRY))})")
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup:
+        raise InputError(f"--policies: {dup!r} given twice")
+    return names
+
+
+def parse_sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise InputError(f"--decision-sizes: expected comma-separated integers (got {text!r})") from None
+    if any(s < 1 for s in sizes):
+        raise InputError("--decision-sizes: sizes must be >= 1")
+    return sizes
+
+
+# -- running ---------------------------------------------------------------------------------
+def run_policy(spec: RunSpec) -> dict[str, Any]:
+    """Simulate one policy, write its run files into ``spec.out``; return its summary."""
+    cluster, jobs, throughput = load_scenario(argparse.Namespace(**spec.scenario))
+    if spec.gavel_compatible:
+        from hadar.simulator.gavel_mode import setup
+
+        policy, config, throughput = setup(spec.policy, throughput, spec.scenario["round_length"])
+    else:
+        policy = make_policy(spec.policy)
+        config = SimConfig(round_length=spec.scenario["round_length"], restart_penalty=spec.scenario["restart_penalty"])
+    result = simulate(cluster, jobs, policy, throughput, config)
+    summary = summarize(result)
+    summary["policy"] = spec.policy
+    write_result(result, summary, spec.out)
+    return summary
+
+
+def run_all(specs: Sequence[RunSpec], workers: int,
+            on_done: Callable[[dict[str, Any], float], None] | None = None) -> list[dict[str, Any]]:
+    """Summaries in ``specs`` order; ``workers`` > 1 runs them in that many processes."""
+    t0 = time.perf_counter()
+    if workers <= 1 or len(specs) <= 1:
+        out = []
+        for s in specs:
+            out.append(run_policy(s))
+            if on_done:
+                on_done(out[-1], time.perf_counter() - t0)
+        return out
+    with ProcessPoolExecutor(max_workers=min(workers, len(specs)), mp_context=get_context("spawn")) as pool:
+        futures = [pool.submit(run_policy, s) for s in specs]
+        results = []
+        for f in futures:
+            results.append(f.result())
+            if on_done:
+                on_done(results[-1], time.perf_counter() - t0)
+        return results
+
+
+def comparison_rows(summaries: Sequence[dict[str, Any]], reference: str) -> list[dict[str, Any]]:
+    """One row per policy: the summary plus ``<metric>_ratio`` = value / reference value."""
+    ref = next(s for s in summaries if s["policy"] == reference)
+    rows = []
+    for s in summaries:
+        row = dict(s)
+        for key, _, _ in METRICS:
+            v, r = s.get(key), ref.get(key)
+            row[f"{key}_ratio"] = (v / r) if (v is not None and r) else None
+        rows.append(row)
+    return rows
+
+
+def decision_queue(jobs: Sequence[Job], n: int) -> list[Job]:
+    """``n`` queued jobs: the workload's jobs repeated in order, renumbered, all arrived at 0."""
+    return [replace(jobs[i % len(jobs)], job_id=i, arrival=0.0) for i in range(n)]
+
+
+def measure_decision_times(cluster: Cluster, jobs: Sequence[Job], throughput: ThroughputModel,
+                           policies: Sequence[str], sizes: Sequence[int], round_length: float = 360.0,
+                           gavel_compatible: bool = False, repeat: int = 1) -> list[tuple[str, int, float]]:
+    """``(policy, queued jobs, median seconds)``: one decision on the empty cluster per repeat,
+    each by a fresh policy instance (Gavel solves its LP, Hadar runs its DP)."""
+    from hadar.simulator import gavel_mode
+
+    if gavel_compatible:
+        throughput = gavel_mode.ConsolidatedThroughput(throughput)
+    rows = []
+    for n in sizes:
+        queue = decision_queue(jobs, n)
+        ctx = RoundContext(now=0.0, round_index=0, round_length=round_length, cluster=cluster,
+                           jobs=tuple(JobStatus(j, j.total_steps) for j in queue), current={},
+                           throughput=throughput, restart_penalty=0.0 if gavel_compatible else 10.0)
+        for name in policies:
+            options = gavel_mode.policy_options(name) if gavel_compatible else {}
+            times = []
+            for _ in range(max(1, repeat)):
+                policy = make_policy(name, **options)
+                t = time.perf_counter()
+                policy.decide(ctx)
+                times.append(time.perf_counter() - t)
+            times.sort()
+            rows.append((name, n, times[len(times) // 2]))
+    return rows
+
+
+# -- outputs ---------------------------------------------------------------------------------
+def write_outputs(out: Path, rows: Sequence[dict[str, Any]], decisions: Sequence[tuple[str, int, float]],
+                  meta: dict[str, Any]) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    keys = ["policy", "jobs", "completed", "rounds"]
+    for key, _, _ in METRICS:
+        keys += [key, f"{key}_ratio"]
+    keys += ["gpu_util_gavel", "avg_queueing_s", "median_decision_s"]
+    csv_path = out / "compare.csv"
+    with csv_path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(keys)
+        for r in rows:
+            w.writerow(["" if r.get(k) is None else r.get(k) for k in keys])
+    json_path = out / "compare.json"
+    json_path.write_text(json.dumps({**meta, "policies": list(rows),
+                                     "decision_times": [{"policy": p, "jobs": n, "seconds": s} for p, n, s in decisions]},
+                                    indent=2) + "\n")
+    dec_path = out / "decision_times.csv"
+    with dec_path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["policy", "jobs", "seconds"])
+        w.writerows(decisions)
+    return [csv_path, json_path, dec_path]
+
+
+def draw_figures(out: Path, cluster: Cluster, summaries: Sequence[dict[str, Any]],
+                 decisions: Sequence[tuple[str, int, float]], occupancy: str) -> list[Path]:
+    from hadar import plots
+
+    finish: dict[str, list[float]] = {}
+    totals: dict[str, int] = {}
+    for s in summaries:
+        with (out / s["policy"] / "jobs.csv").open(newline="") as fh:
+            recs = list(csv.DictReader(fh))
+        first = min(float(r["arrival"]) for r in recs)
+        finish[s["policy"]] = [float(r["finish"]) - first for r in recs if r["finish"]]
+        totals[s["policy"]] = len(recs)
+    with (out / occupancy / "placements.csv").open(newline="") as fh:
+        placed = [(int(r["round"]), int(r["job"]), r["node"], r["gpu_type"], int(r["count"])) for r in csv.DictReader(fh)]
+    rounds = next(s["rounds"] for s in summaries if s["policy"] == occupancy)
+    return [
+        plots.gru_bars({s["policy"]: s["gru"] for s in summaries}, out / "fig3_gru.png"),
+        plots.completion_cdf(finish, totals, out / "fig4_completion.png"),
+        plots.decision_time_curve(decisions, out / "fig5_decision_time.png"),
+        plots.occupancy_chart([(n.name, dict(n.gpus)) for n in cluster.nodes], placed, rounds,
+                              out / f"occupancy_{occupancy}.png", title=f"GPU occupancy by round: {occupancy}"),
+    ]
+
+
+def print_table(console: Console, rows: Sequence[dict[str, Any]], reference: str, mode: str, cluster: str,
+                workload: str) -> None:
+    table = Table(title=f"{workload} on {cluster} ({mode} mode); (x) = policy / {reference}")
+    table.add_column("policy")
+    for _, title, _ in METRICS:
+        table.add_column(title, justify="right")
+    if mode == "gavel-compatible":
+        table.add_column("util (Gavel)", justify="right")
+    for r in rows:
+        cells = [f"{r['policy']}" + ("" if r["completed"] == r["jobs"] else f" ({r['completed']}/{r['jobs']} done)")]
+        for key, _, fmt in METRICS:
+            v, ratio = r.get(key), r.get(f"{key}_ratio")
+            cells.append("-" if v is None else fmt(v) + ("" if ratio is None or not math.isfinite(ratio)
+                                                         else f" ({ratio:.2f}x)"))
+        if mode == "gavel-compatible":
+            cells.append(f"{100 * r['gpu_util_gavel']:.1f}%")
+        table.add_row(*cells)
+    console.print(table)

@@ -1,0 +1,131 @@
+"""One function per figure; each writes a PNG and returns its path.
+
+Figures are built on ``matplotlib.figure.Figure`` (Agg canvas) rather than pyplot, so they work
+without a display and from worker processes, and leave no global state behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+
+DPI = 120
+
+
+def _save(fig: Figure, path: str | Path) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(p, dpi=DPI, bbox_inches="tight")
+    return p
+
+
+def gru_bars(gru: Mapping[str, float], path: str | Path, title: str = "GPU resource utilisation (GRU)") -> Path:
+    """Paper Fig. 3: one bar per policy."""
+    fig = Figure(figsize=(6, 3.6))
+    ax = fig.add_subplot()
+    names = list(gru)
+    values = [100.0 * gru[n] for n in names]
+    bars = ax.bar(names, values, color=[colormaps["tab10"](i) for i in range(len(names))])
+    for bar, v in zip(bars, values, strict=True):
+        ax.annotate(f"{v:.1f}%", (bar.get_x() + bar.get_width() / 2, v), ha="center", va="bottom", fontsize=9)
+    ax.set_ylabel("GRU (%)")
+    ax.set_ylim(0, max([100.0, *values]) * 1.08)
+    ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3)
+    return _save(fig, path)
+
+
+def completion_cdf(finish_s: Mapping[str, Sequence[float]], totals: Mapping[str, int], path: str | Path,
+                   title: str = "Cumulative fraction of jobs completed") -> Path:
+    """Paper Fig. 4: fraction of jobs completed over time (hours), median (50 %) marked.
+
+    ``finish_s[policy]``: completion times in seconds from the first arrival (finished jobs);
+    ``totals[policy]``: number of jobs in the workload.
+    """
+    fig = Figure(figsize=(6.4, 4))
+    ax = fig.add_subplot()
+    for i, (name, times) in enumerate(finish_s.items()):
+        t = np.sort(np.asarray(times, dtype=float)) / 3600.0
+        frac = np.arange(1, len(t) + 1) / max(1, totals[name])
+        color = colormaps["tab10"](i)
+        ax.step(np.concatenate([[0.0], t]), np.concatenate([[0.0], frac]), where="post", label=name, color=color)
+        half = int(np.searchsorted(frac, 0.5))
+        if half < len(t):
+            ax.plot([t[half]], [0.5], marker="o", color=color)
+            ax.annotate(f"{t[half]:.1f} h", (t[half], 0.5), textcoords="offset points", xytext=(4, -12 - 10 * i),
+                        fontsize=8, color=color)
+    ax.axhline(0.5, color="gray", lw=1, ls="--", label="median (50 % of jobs)")
+    ax.set_xlabel("time (hours)")
+    ax.set_ylabel("fraction of jobs completed")
+    ax.set_ylim(0, 1.02)
+    ax.set_xlim(left=0)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    return _save(fig, path)
+
+
+def decision_time_curve(rows: Iterable[tuple[str, int, float]], path: str | Path,
+                        title: str = "Decision time of one round vs number of jobs") -> Path:
+    """Paper Fig. 5: ``(policy, queued jobs, seconds)`` rows, one line per policy (log-log)."""
+    by_policy: dict[str, list[tuple[int, float]]] = {}
+    for name, n, sec in rows:
+        by_policy.setdefault(name, []).append((n, sec))
+    fig = Figure(figsize=(6, 3.8))
+    ax = fig.add_subplot()
+    for i, (name, pts) in enumerate(by_policy.items()):
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name, color=colormaps["tab10"](i))
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("number of jobs")
+    ax.set_ylabel("decision time (s)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def occupancy_chart(nodes: Sequence[tuple[str, Mapping[str, int]]], placements: Iterable[tuple[int, int, str, str, int]],
+                    num_rounds: int, path: str | Path, title: str = "GPU occupancy by round") -> Path:
+    """Which job holds each GPU in each round (white = idle).
+
+    ``nodes``: ``(name, {gpu type: count})`` in cluster order (one row per GPU);
+    ``placements``: ``(round, job, node, gpu type, count)`` records (placements.csv).
+    """
+    slots: dict[tuple[str, str], int] = {}
+    labels: list[str] = []
+    row = 0
+    for name, gpus in nodes:
+        for gtype, count in gpus.items():
+            slots[(name, gtype)] = row
+            labels.append(f"{name} ({gtype})")
+            row += count
+    grid = np.full((row, max(1, num_rounds)), -1, dtype=np.int64)
+    used: dict[tuple[int, str, str], int] = {}
+    for rnd, job, node, gtype, count in placements:
+        key = (rnd, node, gtype)
+        start = slots[(node, gtype)] + used.get(key, 0)
+        grid[start:start + count, rnd] = job
+        used[key] = used.get(key, 0) + count
+    colors = ListedColormap([colormaps["tab20"](i) for i in range(20)])
+    image = np.ma.masked_less(np.where(grid >= 0, grid % 20, -1), 0)
+    cmap = colors.copy()
+    cmap.set_bad("white")
+    fig = Figure(figsize=(10, max(3.0, 0.06 * row + 1.5)))
+    ax = fig.add_subplot()
+    ax.imshow(image, aspect="auto", interpolation="nearest", cmap=cmap, vmin=0, vmax=19)
+    starts = list(slots.values())
+    ax.set_yticks(starts)
+    ax.set_yticklabels(labels, fontsize=6)
+    for s in starts[1:]:
+        ax.axhline(s - 0.5, color="black", lw=0.3)
+    ax.set_xlabel("round")
+    ax.set_ylabel("GPU (by node)")
+    ax.set_title(title + " (colour = job id mod 20, white = idle)")
+    return _save(fig, path)

@@ -1,0 +1,211 @@
+"""Gavel's trace formats: read them as workloads, write any workload as one.
+
+One job per line, tab-separated, in arrival order (Gavel asserts non-decreasing arrivals):
+
+* 10 columns (Gavel's current ``parse_trace``): ``job_type, command, working_dir,
+  num_steps_arg, needs_data_dir, total_steps, scale_factor, priority_weight, SLO,
+  arrival_time``;
+* 7 columns (Gavel's older traces): ``job_type, command, num_steps_arg, needs_data_dir,
+  total_steps, arrival_time, scale_factor``.
+
+A job's id is its line index (0-based, blank lines skipped), its gang size W the scale factor,
+its weight the priority weight. The columns our jobs have no field for (command, working dir,
+steps argument, needs-data-dir, SLO) are kept in ``Job.spec["gavel"]`` so that reading and
+writing a trace gives the same trace back.
+
+Writing: jobs in (arrival, id) order; total steps as integers (Gavel's type; non-integral
+steps are rounded, at least 1); arrival times and weights printed exactly (``repr``). Commands,
+working directories and steps arguments come from Gavel's job table for the job families it
+knows (ResNet-18/50, Transformer, LM, Recommendation, A3C, CycleGAN; Gavel's ``job_table.py``,
+MIT licence, see estimators/data/LICENSE.gavel); other job types get placeholders
+(``python3 train.py``, working dir ``.``, ``--num_steps``, no data dir). Gavel's simulator
+ignores these columns; only its physical-cluster runs use them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from estimators.throughput import GavelThroughputTable
+from hadar.errors import InputError
+from hadar.jobs import Job
+
+COLUMNS_10 = ("job_type", "command", "working_dir", "num_steps_arg", "needs_data_dir", "total_steps",
+              "scale_factor", "priority_weight", "SLO", "arrival_time")
+COLUMNS_7 = ("job_type", "command", "num_steps_arg", "needs_data_dir", "total_steps", "arrival_time",
+             "scale_factor")
+
+
+@dataclass(frozen=True)
+class GavelCommand:
+    """How Gavel launches a job family (``%s`` = Gavel's data directory)."""
+
+    command: str
+    working_dir: str
+    num_steps_arg: str
+    needs_data_dir: bool = True
+
+
+# From Gavel's scheduler/job_table.py (MIT licence); "{bs}" is the job type's batch size.
+GAVEL_JOB_TABLE: dict[str, GavelCommand] = {
+    "ResNet-18": GavelCommand("python3 main.py --data_dir=%s/cifar10 --batch_size {bs}",
+                              "image_classification/cifar10", "--num_steps"),
+    "ResNet-50": GavelCommand("python3 main.py -j 8 -a resnet50 -b {bs} %s/imagenet/",
+                              "image_classification/imagenet", "--num_minibatches"),
+    "Transformer": GavelCommand("python3 train.py -data %s/translation/multi30k.atok.low.pt -batch_size {bs} "
+                                "-proj_share_weight", "translation", "-step"),
+    "LM": GavelCommand("python main.py --cuda --data %s/wikitext2 --batch_size {bs}", "language_modeling",
+                       "--steps"),
+    "Recommendation": GavelCommand("python3 train.py --data_dir %s/ml-20m/pro_sg/ --batch_size {bs}",
+                                   "recommendation", "-n"),
+    "A3C": GavelCommand("python3 main.py --env PongDeterministic-v4 --workers 4 --amsgrad True", "rl",
+                        "--max-steps", needs_data_dir=False),
+    "CycleGAN": GavelCommand("python3 cyclegan.py --dataset_path %s/monet2photo --decay_epoch 0", "cyclegan",
+                             "--n_steps"),
+}
+PLACEHOLDER = GavelCommand("python3 train.py", ".", "--num_steps", needs_data_dir=False)
+
+_TYPE_RE = re.compile(r"^(?P<family>.*?) \(batch size (?P<bs>\d+)\)$")
+
+
+def gavel_command(job_type: str) -> GavelCommand:
+    """Gavel's launch command for ``job_type`` (placeholders for families Gavel does not have)."""
+    m = _TYPE_RE.match(job_type)
+    family, bs = (m.group("family"), m.group("bs")) if m else (job_type, "")
+    template = GAVEL_JOB_TABLE.get(family)
+    if template is None:
+        return PLACEHOLDER
+    return GavelCommand(template.command.replace("{bs}", bs), template.working_dir, template.num_steps_arg,
+                        template.needs_data_dir)
+
+
+def family_of(job_type: str) -> str:
+    """``"ResNet-18 (batch size 64)"`` -> ``"ResNet-18"``."""
+    m = _TYPE_RE.match(job_type)
+    return m.group("family") if m else job_type
+
+
+# -- reading ---------------------------------------------------------------------------------
+def read_trace(path: str | Path, table: GavelThroughputTable | None = None) -> list[Job]:
+    """Parse a 10- or 7-column Gavel trace. With ``table``, every (job type, W) must be in it."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{p}: trace file not found")
+    try:
+        text = p.read_text()
+    except UnicodeDecodeError:
+        raise InputError(f"{p}: not a text file") from None
+    jobs: list[Job] = []
+    prev_arrival = -math.inf
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        job = _parse_line(line.split("\t"), len(jobs), f"{p}: line {lineno} (job {len(jobs)})")
+        where = f"{p}: line {lineno} (job {job.job_id})"
+        if job.arrival < prev_arrival:
+            raise InputError(f"{where}: arrival_time {job.arrival:g} is earlier than the previous job's "
+                             f"{prev_arrival:g} (Gavel traces are in arrival order)")
+        prev_arrival = job.arrival
+        if table is not None:
+            check_in_table(job, table, where)
+        jobs.append(job)
+    if not jobs:
+        raise InputError(f"{p}: no jobs")
+    return jobs
+
+
+def check_in_table(job: Job, table: GavelThroughputTable, where: str) -> None:
+    """InputError unless ``table`` has the job's type and (type, W) key."""
+    if job.job_type not in table.job_types:
+        raise InputError(f"{where}: job type {job.job_type!r} is not in {table.source}")
+    if job.num_gpus not in table.gang_sizes(job.job_type):
+        raise InputError(f"{where}: {table.source} has no entry for ({job.job_type!r}, {job.num_gpus})")
+
+
+def _parse_line(cols: list[str], job_id: int, where: str) -> Job:
+    if len(cols) == len(COLUMNS_10):
+        rec = dict(zip(COLUMNS_10, cols, strict=True))
+    elif len(cols) == len(COLUMNS_7):
+        rec = dict(zip(COLUMNS_7, cols, strict=True))
+        rec.update(working_dir="", priority_weight="1", SLO="-1")
+    else:
+        raise InputError(f"{where}: expected 10 (or 7) tab-separated columns, got {len(cols)}")
+    job_type = rec["job_type"].strip()
+    if not job_type:
+        raise InputError(f"{where}: job_type: empty")
+    steps = _number(rec, "total_steps", where)
+    scale = _number(rec, "scale_factor", where)
+    weight = _number(rec, "priority_weight", where)
+    arrival = _number(rec, "arrival_time", where)
+    slo = _number(rec, "SLO", where)
+    needs = _number(rec, "needs_data_dir", where)
+    if steps <= 0:
+        raise InputError(f"{where}: total_steps: must be > 0 (got {rec['total_steps']!r})")
+    if scale < 1 or scale != int(scale):
+        raise InputError(f"{where}: scale_factor: must be an integer >= 1 (got {rec['scale_factor']!r})")
+    if weight <= 0:
+        raise InputError(f"{where}: priority_weight: must be > 0 (got {rec['priority_weight']!r})")
+    if arrival < 0:
+        raise InputError(f"{where}: arrival_time: must be >= 0 (got {rec['arrival_time']!r})")
+    if needs not in (0, 1):
+        raise InputError(f"{where}: needs_data_dir: must be 0 or 1 (got {rec['needs_data_dir']!r})")
+    gavel = {"command": rec["command"], "working_dir": rec["working_dir"], "num_steps_arg": rec["num_steps_arg"],
+             "needs_data_dir": bool(needs), "SLO": slo}
+    return Job(job_id=job_id, job_type=job_type, num_gpus=int(scale), total_steps=steps, arrival=arrival,
+               weight=weight, model=family_of(job_type), spec=MappingProxyType({"gavel": MappingProxyType(gavel)}))
+
+
+def _number(rec: dict[str, str], key: str, where: str) -> float:
+    try:
+        v = float(rec[key])
+    except ValueError:
+        raise InputError(f"{where}: {key}: not a number ({rec[key]!r})") from None
+    if not math.isfinite(v):
+        raise InputError(f"{where}: {key}: not a finite number ({rec[key]!r})")
+    return v
+
+
+# -- writing ---------------------------------------------------------------------------------
+def trace_lines(jobs: Iterable[Job]) -> list[str]:
+    """The 10-column trace lines of ``jobs`` in (arrival, id) order."""
+    out = []
+    for job in sorted(jobs, key=lambda j: (j.arrival, j.job_id)):
+        kept: Any = job.spec.get("gavel") if job.spec else None
+        if kept:
+            cmd = GavelCommand(kept["command"], kept["working_dir"], kept["num_steps_arg"],
+                               bool(kept["needs_data_dir"]))
+            slo = float(kept.get("SLO", -1.0))
+        else:
+            cmd, slo = gavel_command(job.job_type), -1.0
+        cols = [job.job_type, cmd.command, cmd.working_dir, cmd.num_steps_arg, str(int(cmd.needs_data_dir)),
+                str(gavel_steps(job.total_steps)), str(job.num_gpus), _exact(job.weight), _exact(slo),
+                repr(float(job.arrival))]
+        bad = next((c for c in cols if "\t" in c or "\n" in c), None)
+        if bad is not None:
+            raise InputError(f"job {job.job_id}: field {bad!r} contains a tab or newline (not representable)")
+        out.append("\t".join(cols))
+    return out
+
+
+def write_trace(jobs: Sequence[Job], path: str | Path) -> Path:
+    """Write ``jobs`` as a 10-column Gavel trace (parent directories are created)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text("".join(line + "\n" for line in trace_lines(jobs)))
+    return p
+
+
+def gavel_steps(steps: float) -> int:
+    """Gavel's integer total steps for ``steps`` (rounded, at least 1)."""
+    return max(1, int(round(steps)))
+
+
+def _exact(v: float) -> str:
+    """Integers without a decimal point (as Gavel prints them), other floats exactly."""
+    return str(int(v)) if float(v).is_integer() else repr(float(v))
