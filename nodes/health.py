@@ -1,5 +1,8 @@
 """The node health probe: a self-contained Python snippet every provider runs with the node's
-interpreter, and the parser for what it prints (Python and torch versions, GPUs seen)."""
+interpreter, and the parser for what it prints (Python and torch versions, GPUs seen).
+
+GPUs come from ``nvidia-smi``; torch is only imported (to list the CUDA devices it can use) when
+there is an NVIDIA GPU, so a check of a CPU-only node takes well under a second."""
 
 from __future__ import annotations
 
@@ -8,17 +11,15 @@ from typing import Any
 
 MARKER = "HADAR-HEALTH "
 
-# Runs on the node with only the standard library (+ torch if installed). Keep it Python 3.8+.
+# Runs on the node with only the standard library (+ torch when a GPU is present); Python 3.8+.
 SNIPPET = r"""
-import json, platform, shutil, subprocess
+import json, os, platform, shutil, subprocess
 out = {"python": platform.python_version(), "torch": None, "cuda": [], "nvidia_smi": [], "notes": []}
+from importlib.metadata import version, PackageNotFoundError
 try:
-    import torch
-    out["torch"] = torch.__version__.split("+")[0]
-    if torch.cuda.is_available():
-        out["cuda"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-except Exception as exc:
-    out["notes"].append("torch: %s: %s" % (type(exc).__name__, str(exc).splitlines()[0] if str(exc) else ""))
+    out["torch"] = version("torch").split("+")[0]
+except PackageNotFoundError:
+    out["notes"].append("torch is not installed")
 smi = shutil.which("nvidia-smi")
 if smi:
     try:
@@ -29,6 +30,18 @@ if smi:
             out["notes"].append("nvidia-smi exited %d" % r.returncode)
     except Exception as exc:
         out["notes"].append("nvidia-smi: %s" % type(exc).__name__)
+# Importing torch costs seconds: do it only when there is evidence of an NVIDIA GPU, to report
+# whether torch can actually use it.
+if out["torch"] and (out["nvidia_smi"] or os.path.exists("/dev/nvidia0")):
+    try:
+        import torch
+        out["torch"] = torch.__version__.split("+")[0]
+        if torch.cuda.is_available():
+            out["cuda"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        else:
+            out["notes"].append("torch cannot use the GPU (CPU-only build or driver mismatch)")
+    except Exception as exc:
+        out["notes"].append("torch: %s: %s" % (type(exc).__name__, (str(exc).splitlines() or [""])[0]))
 print("HADAR-HEALTH " + json.dumps(out))
 """
 

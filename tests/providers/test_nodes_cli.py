@@ -1,0 +1,98 @@
+"""`hadar nodes check` as users run it (a subprocess) against the sshd nodes and local nodes."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.sshd import SshdFarm, free_port
+
+
+def hadar(*args: str, cwd: Path | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "hadar", *args],
+        capture_output=True, text=True, cwd=cwd, timeout=timeout,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+@pytest.mark.ssh
+def test_nodes_check_on_the_sshd_nodes(sshd_farm: SshdFarm, tmp_path: Path) -> None:
+    cfg = sshd_farm.write_cluster(tmp_path / "ssh3.yaml")
+    res = hadar("nodes", "check", "--cluster", str(cfg))
+    assert res.returncode == 0, res.stdout + res.stderr
+    out = res.stdout
+    for s in sshd_farm.servers:
+        row = next(line for line in out.splitlines() if f" {s.name} " in line)
+        assert f"127.0.0.1:{s.port}" in row and "yes" in row and platform.python_version() in row
+    assert "3/3 nodes reachable" in out
+
+
+@pytest.mark.ssh
+def test_nodes_check_reports_an_unreachable_node_with_exit_3(sshd_farm: SshdFarm, tmp_path: Path) -> None:
+    data = sshd_farm.cluster_dict(connect_attempts=1)
+    dead = free_port()
+    data["nodes"][1]["port"] = dead
+    import yaml
+
+    cfg = tmp_path / "one-dead.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+    res = hadar("nodes", "check", "--cluster", str(cfg), "--json")
+    assert res.returncode == 3, res.stderr
+    rows = {r["node"]: r for r in map(json.loads, res.stdout.splitlines())}
+    assert [rows[s.name]["reachable"] for s in sshd_farm.servers] == [True, False, True]
+    bad = rows[sshd_farm.servers[1].name]
+    assert bad["address"] == f"127.0.0.1:{dead}"
+    assert bad["error"] == (
+        f"node {sshd_farm.servers[1].name} (127.0.0.1:{dead}): unreachable after 1 attempts: "
+        f"connection refused"
+    )
+
+
+@pytest.mark.ssh
+def test_nodes_check_host_key_policy_and_trust_flag(sshd_farm: SshdFarm, tmp_path: Path) -> None:
+    kh = tmp_path / "known_hosts"
+    cfg = sshd_farm.write_cluster(tmp_path / "fresh.yaml", known_hosts=str(kh))
+    strict = hadar("nodes", "check", "--cluster", str(cfg), "--json", "--timeout", "60")
+    assert strict.returncode == 3
+    rows = list(map(json.loads, strict.stdout.splitlines()))
+    assert all(not r["reachable"] and "unknown host key" in r["error"] for r in rows)
+    assert not kh.exists()
+    trusted = hadar("nodes", "check", "--cluster", str(cfg), "--trust-new-hosts", "--json")
+    assert trusted.returncode == 0, trusted.stdout + trusted.stderr
+    assert sorted(line.split()[0] for line in kh.read_text().splitlines()) == sorted(
+        s.known_hosts_name for s in sshd_farm.servers
+    )
+    again = hadar("nodes", "check", "--cluster", str(cfg), "--json")  # now known: strict passes
+    assert again.returncode == 0
+
+
+def test_nodes_check_on_local_nodes() -> None:
+    res = hadar("nodes", "check", "--cluster", "local-3node")
+    assert res.returncode == 0, res.stdout + res.stderr
+    for name in ("v100", "t4", "k80"):
+        row = next(line for line in res.stdout.splitlines() if f" {name} " in line)
+        assert "localhost" in row and "yes" in row and "none (CPU)" in row
+    assert "3/3 nodes reachable" in res.stdout
+
+
+def test_nodes_check_rejects_bad_input_in_one_line(tmp_path: Path) -> None:
+    sim = hadar("nodes", "check", "--cluster", "sim-60gpu")
+    assert sim.returncode == 2
+    assert sim.stderr.strip() == (
+        "hadar: error: sim-60gpu: provider: simulated clusters have no machines to check "
+        "(use provider: local, ssh or aws)"
+    )
+    missing = hadar("nodes", "check", "--cluster", str(tmp_path / "nope.yaml"))
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: b\nprovider: ssh\nnodes: [{name: a, gpus: {t4: 1}}]\nssh: {trust_new_host: true}\n")
+    res = hadar("nodes", "check", "--cluster", str(bad))
+    assert res.returncode == 2
+    assert res.stderr.strip() == f"hadar: error: {bad}: ssh.trust_new_host: unknown field"
