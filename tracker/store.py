@@ -234,6 +234,9 @@ class Store:
             (round_, copy_id, node, steps, seconds, path, sha256),
         )
 
+    def delete_report(self, round_: int, copy_id: int) -> None:
+        self.conn.execute("DELETE FROM reports WHERE round = ? AND copy_id = ?", (round_, copy_id))
+
     def insert_consolidation(
         self,
         round_: int,

@@ -438,6 +438,19 @@ class JobTracker:
                 crash_point("report:in_tx")
             return Report(r, cid, int(job["job_id"]), node, steps, float(seconds), path, sha)
 
+    def withdraw_report(self, round_: int, copy_id: int) -> None:
+        """Remove a copy's accepted report from the open round (e.g. its checkpoint file was
+        lost before the round closed); the copy's work in that round is then not counted."""
+        with self._mutex:
+            r = _int(round_, "round", RoundError)
+            if self._store.open_round() != r:
+                raise RoundError(f"round {r} is not the open round")
+            cid = _int(copy_id, "copy_id", UnknownCopyError)
+            if not self._store.has_report(r, cid):
+                raise UnknownCopyError(f"round {r} copy {cid}: no report to withdraw")
+            with self._store.transaction():
+                self._store.delete_report(r, cid)
+
     @staticmethod
     def _check_model(
         job: Any, payload: Mapping[str, Any], what: str

@@ -9,6 +9,7 @@ from tracker_testlib import dump_db, file_sha, perturbed, tiny_net, write_ckpt
 from tracker import JobTracker
 from tracker.averaging import average_state_dicts
 from tracker.errors import (
+    CheckpointError,
     CopyDiscardedError,
     IdError,
     ParameterMismatchError,
@@ -265,3 +266,27 @@ def test_open_removes_orphans_but_not_foreign_files(tracker: JobTracker, env) ->
     assert not orphan_tmp.exists() and not orphan.exists()
     assert foreign.exists() and kept.exists() and t.verify_checkpoints() == []
     t.close()
+
+
+def test_close_round_rejects_a_report_file_changed_after_acceptance(
+    tracker: JobTracker, env
+) -> None:
+    tracker.register_job(1, 50)
+    cids = tracker.register_copies(1, 2)
+    base = tiny_net(1).state_dict()
+    tracker.open_round(0)
+    _report(tracker, env, 0, cids[0], 3, base)
+    kept = _report(tracker, env, 0, cids[1], 2, base)
+    (env.reports / f"r0-c{cids[0]}.pt").write_bytes(b"overwritten")
+    before = dump_db(env.db)
+    with pytest.raises(CheckpointError, match=f"round 0 copy {cids[0]}: checkpoint .* has sha256"):
+        tracker.close_round(0)
+    assert dump_db(env.db) == before and tracker.current_round() == 0
+    assert not (env.ckpt / "job-1").exists() or not any((env.ckpt / "job-1").iterdir())
+    tracker.withdraw_report(0, cids[0])
+    res = tracker.close_round(0).jobs[1]
+    assert (res.copies, res.steps_added) == ((cids[1],), 2)
+    saved = _load(res.checkpoint.path)["state_dict"]
+    assert all(torch.equal(saved[k], kept[k]) for k in kept)
+    with pytest.raises(RoundError, match="not the open round"):
+        tracker.withdraw_report(0, cids[1])
