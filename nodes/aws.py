@@ -335,7 +335,7 @@ class AwsCluster:
         self._require_instance_types()
         have = {i.node: i for i in self.instances(("pending", "running"))}
         failures: dict[tuple[str, str, str, str], list[str]] = {}
-        launched = 0
+        expected = {name: inst.instance_id for name, inst in have.items()}
         for node in self.cluster.nodes:
             if node.name in have:
                 log(
@@ -353,7 +353,7 @@ class AwsCluster:
             except botocore.exceptions.BotoCoreError as exc:
                 raise botocore_error("run_instances", exc) from None
             inst = resp["Instances"][0]
-            launched += 1
+            expected[node.name] = inst["InstanceId"]
             log(f"{node.name}: launched {inst['InstanceId']} ({node.instance_type})")
         if failures:
             lines = [
@@ -366,38 +366,35 @@ class AwsCluster:
                 f"could not be launched ({ok} launched or already up; re-run `hadar cluster up` "
                 f"to retry, `hadar cluster down` to terminate):\n  " + "\n  ".join(lines)
             )
-        instances = self.wait_running()
+        instances = self.wait_running(expected)
         if wait_ssh:
             self.wait_ssh(instances)
         return instances
 
-    def wait_running(self) -> list[Instance]:
-        """Poll until every node's instance is running; a node whose instance dies is an error."""
+    def wait_running(self, expected: Mapping[str, str]) -> list[Instance]:
+        """Poll until each node's instance (``expected``: node -> instance id) is running, in
+        node order. An instance that stops or terminates meanwhile is an error; one that is not
+        listed yet (EC2 is eventually consistent) is waited for."""
         s = self.settings
         deadline = time.monotonic() + s.wait_timeout_s
         while True:
-            current = {i.node: i for i in self.instances(ALL_STATES) if i.state != "terminated"}
-            dead = [n.name for n in self.cluster.nodes if n.name not in current]
-            if dead:
-                raise AwsError(
-                    f"instances of nodes {', '.join(dead)} were terminated while starting"
-                )
+            found = {i.instance_id: i for i in self.instances(ALL_STATES)}
+            current = {node: found.get(iid) for node, iid in expected.items()}
             broken = [
-                i for i in current.values() if i.state in ("shutting-down", "stopped", "stopping")
+                f"node {node}: instance {i.instance_id} is {i.state}"
+                for node, i in current.items()
+                if i is not None and i.state in ("shutting-down", "terminated", "stopping", "stopped")
             ]
             if broken:
-                raise AwsError(
-                    "; ".join(
-                        f"node {i.node}: instance {i.instance_id} is {i.state}" for i in broken
-                    )
-                )
-            if all(current[n.name].state == "running" for n in self.cluster.nodes):
-                return [current[n.name] for n in self.cluster.nodes]
+                raise AwsError("; ".join(broken) + " (while waiting for it to run)")
+            waiting = [n for n, i in current.items() if i is None or i.state != "running"]
+            if not waiting:
+                return [i for n in self.cluster.node_names if (i := current.get(n)) is not None]
             if time.monotonic() > deadline:
-                pending = [n.name for n in self.cluster.nodes if current[n.name].state != "running"]
-                raise AwsError(
-                    f"instances not running after {s.wait_timeout_s:g}s: nodes {', '.join(pending)}"
+                states = ", ".join(
+                    f"{n} ({current[n].state if current[n] else 'not listed yet'})" for n in waiting
                 )
+                raise AwsError(f"instances not running after {s.wait_timeout_s:g}s: {states}")
             time.sleep(s.poll_interval_s)
 
     def wait_ssh(self, instances: Sequence[Instance], timeout_s: float | None = None) -> None:

@@ -145,8 +145,12 @@ def test_reclaimed_instance_drops_out_of_the_provider(aws_env: MotoServer, tmp_p
     assert again[1].instance_id == instances[1].instance_id
     assert again[0].instance_id != instances[0].instance_id
     assert [n.name for n in provider.nodes()] == ["a", "b"]
+    # an instance that dies while `up` waits for it is an error naming the node
+    aws_env.client().terminate_instances(InstanceIds=[again[0].instance_id])
+    with pytest.raises(AwsError, match=rf"node a: instance {again[0].instance_id} is (terminated|shutting-down)"):
+        aws.wait_running({"a": again[0].instance_id, "b": again[1].instance_id})
     provider.close()
-    assert len(aws.down()) == 2 and aws.down() == []
+    assert len(aws.down()) == 1 and aws.down() == []
 
 
 def test_missing_and_unknown_aws_fields_are_one_line_errors(aws_env: MotoServer, tmp_path: Path) -> None:
