@@ -9,7 +9,9 @@ k (``baselines.gavel_lp``). The *mechanism* turns it into rounds, as Gavel's sch
   time on type k restarts at half a round (Gavel's seed, so a fresh job is not infinitely
   urgent) and the shortfall ``x * elapsed - received`` since the last reset is added to the
   job's per-type *deficit*. As in Gavel, a first allocation computed at time 0 does not start
-  the interval (``last reset == 0`` always allows a reset).
+  the interval (``last reset == 0`` always allows a reset), and a round after one in which
+  nothing was scheduled may always reset (Gavel: only once no arrivals remain; a policy cannot
+  see future arrivals).
 * Priority of job j on type k = ``x[j][k] / (time j received on k / time all jobs received on
   k)`` since the last reset; 0 when x = 0, the rate is 0 or j arrived after the last
   allocation. Per GPU type, fastest type first, jobs are sorted by (priority, deficit, x)
@@ -83,6 +85,7 @@ class GavelPolicy(Policy):
         self._signature: tuple | None = None
         self._need_update = False
         self._last_reset = 0.0
+        self._scheduled_last: int | None = None
 
     # -- the policy (overridden by the variants) -------------------------------------------
     def allocate(self, statuses: Sequence[JobStatus], T: np.ndarray, counts: np.ndarray, types: Sequence[str]) -> np.ndarray:
@@ -107,6 +110,7 @@ class GavelPolicy(Policy):
             solved = True
         chosen = self._select(ctx, types, counts, rates)
         assignments, idle = self._place(ctx, types, chosen)
+        self._scheduled_last = len(assignments)
         info = {"lp_solved": solved, "allocated_jobs": len(self._x), "scheduled": len(assignments),
                 "idle_claimed_gpus": idle}
         return RoundPlan(tuple(sorted(assignments, key=lambda a: a.job_id)), info)
@@ -129,9 +133,10 @@ class GavelPolicy(Policy):
             self._x.pop(j, None)
 
     def _may_reset(self, ctx: RoundContext) -> bool:
-        """Gavel's rule, plus: a round in which nothing ran may always reset (see docs)."""
+        """Gavel's rule: the interval has passed or the last reset was at time 0; and, as Gavel
+        does once no arrivals remain, after a round in which nothing was scheduled."""
         return (ctx.now - self._last_reset >= self.config.reallocation_interval
-                or self._last_reset == 0.0 or not ctx.current)
+                or self._last_reset == 0.0 or self._scheduled_last == 0)
 
     def _reset(self, ctx: RoundContext, types: Sequence[str]) -> None:
         elapsed = ctx.now - self._last_reset

@@ -113,10 +113,8 @@ def occupancy_chart(nodes: Sequence[tuple[str, Mapping[str, int]]], placements: 
         start = slots[(node, gtype)] + used.get(key, 0)
         grid[start:start + count, rnd] = job
         used[key] = used.get(key, 0) + count
-    colors = ListedColormap([colormaps["tab20"](i) for i in range(20)])
+    cmap = ListedColormap([colormaps["tab20"](i) for i in range(20)]).with_extremes(bad="white")
     image = np.ma.masked_less(np.where(grid >= 0, grid % 20, -1), 0)
-    cmap = colors.copy()
-    cmap.set_bad("white")
     fig = Figure(figsize=(10, max(3.0, 0.06 * row + 1.5)))
     ax = fig.add_subplot()
     ax.imshow(image, aspect="auto", interpolation="nearest", cmap=cmap, vmin=0, vmax=19)
