@@ -240,18 +240,23 @@ class SshProvider(NodeProvider):
         settings: SshSettings | None = None,
     ) -> None:
         super().__init__(cluster, run_id)
-        self.settings = settings or load_section(cluster, "ssh", SshSettings)
-        if trust_new_hosts is not None:
-            self.settings = self.settings.model_copy(update={"trust_new_hosts": trust_new_hosts})
-        unknown = sorted(set(self.settings.nodes) - set(cluster.node_names))
+        self._trust_override = trust_new_hosts
+        self._apply_settings(cluster, settings)
+        self._conns: dict[str, _Conn] = {}
+        self._conns_lock = threading.Lock()
+
+    def _apply_settings(self, cluster: Cluster, settings: SshSettings | None = None) -> None:
+        s = settings or load_section(cluster, "ssh", SshSettings)
+        if self._trust_override is not None:
+            s = s.model_copy(update={"trust_new_hosts": self._trust_override})
+        unknown = sorted(set(s.nodes) - set(cluster.node_names))
         if unknown:
             raise InputError(
                 f"{cluster.source or cluster.name}: ssh.nodes.{unknown[0]}: no such node in the cluster"
             )
-        self.known_hosts = Path(os.path.expanduser(self.settings.known_hosts))
+        self.settings = s
+        self.known_hosts = Path(os.path.expanduser(s.known_hosts))
         self._ssh_config = self._load_ssh_config()
-        self._conns: dict[str, _Conn] = {}
-        self._conns_lock = threading.Lock()
 
     # -- configuration ---------------------------------------------------------------------
     def _load_ssh_config(self) -> paramiko.SSHConfig | None:
@@ -297,7 +302,9 @@ class SshProvider(NodeProvider):
         return self._node_settings(n).rendezvous_address or self.endpoint(n).host
 
     def update_cluster(self, cluster: Cluster) -> None:
-        """Swap in a new node list (cloud churn); connections of changed or gone nodes close."""
+        """Swap in a new node list and ssh settings (cloud churn); connections of changed or
+        gone nodes close, the others stay open."""
+        self._apply_settings(cluster)
         self.cluster = cluster
         with self._conns_lock:
             for name, conn in list(self._conns.items()):

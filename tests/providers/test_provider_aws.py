@@ -145,6 +145,7 @@ def test_reclaimed_instance_drops_out_of_the_provider(aws_env: MotoServer, tmp_p
     assert again[1].instance_id == instances[1].instance_id
     assert again[0].instance_id != instances[0].instance_id
     assert [n.name for n in provider.nodes()] == ["a", "b"]
+    assert provider.rendezvous_address("a") == again[0].private_ip != instances[0].private_ip
     # an instance that dies while `up` waits for it is an error naming the node
     aws_env.client().terminate_instances(InstanceIds=[again[0].instance_id])
     with pytest.raises(AwsError, match=rf"node a: instance {again[0].instance_id} is (terminated|shutting-down)"):

@@ -140,12 +140,12 @@ def test_concurrent_runs_on_different_nodes_overlap(provider: LocalProvider) -> 
 
 
 def test_check_reports_python_and_torch(provider: LocalProvider) -> None:
-    import torch
+    from importlib.metadata import version
 
     h = provider.check("t4")
     assert h.reachable and h.error is None
     assert h.python == platform.python_version()
-    assert h.torch == torch.__version__.split("+")[0]
+    assert h.torch == version("torch").split("+")[0]
     assert h.gpus == ()  # CPU-only test machine: nvidia-smi / torch.cuda see nothing
 
 
