@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import torch
 
 from hadar.errors import InputError
@@ -33,6 +32,8 @@ FILE_NAME = "mima.csv"
 
 def read_mima_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """``(micro [T, N_MICRO], macro [T, N_MACRO])`` float32 arrays in time order."""
+    import pandas as pd  # lazily: only real MiMa runs need it
+
     file = path / FILE_NAME if path.is_dir() else path
     if not file.is_file():
         raise InputError(f"data: missing MiMa file {file}")

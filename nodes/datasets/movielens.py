@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import torch
 
 from hadar.errors import InputError
@@ -53,7 +52,9 @@ class CSRRows:
         return out
 
 
-def _read(path: Path) -> pd.DataFrame:
+def _read(path: Path) -> Any:
+    import pandas as pd  # lazily: only real MovieLens runs need it
+
     file = path / "ratings.csv" if path.is_dir() else path
     if not file.is_file():
         raise InputError(f"data: missing MovieLens file {file}")

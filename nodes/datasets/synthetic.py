@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from scipy.signal import lfilter
 from torch.nn import functional as F
 
 from nodes.datasets.base import Batch, StreamDataset, structure_rng
@@ -127,8 +126,11 @@ def synthetic_weather(cfg: Any, seed: int, rows: int) -> tuple[np.ndarray, np.nd
     the forecast horizon), micro variables mix it with per-variable daily cycles and noise."""
     rng = structure_rng(seed, 5)
     k, phi, day = 3, 0.98, 288
-    eps = rng.standard_normal((rows, k))
-    z = lfilter([math.sqrt(1 - phi**2)], [1.0, -phi], eps, axis=0)
+    eps = math.sqrt(1 - phi**2) * rng.standard_normal((rows, k))
+    z = np.empty_like(eps)
+    z[0] = eps[0]
+    for i in range(1, rows):
+        z[i] = phi * z[i - 1] + eps[i]
     t = np.arange(rows)[:, None]
     phase = rng.uniform(0, 2 * math.pi, cfg.n_micro)[None, :]
     macro = z @ rng.standard_normal((k, cfg.n_macro)) + 0.1 * rng.standard_normal(

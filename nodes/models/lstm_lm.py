@@ -28,7 +28,7 @@ class LSTMConfig:
 
 
 SIZES = {
-    "tiny": LSTMConfig(vocab_size=256, emb=32, hidden=32, layers=2, bptt=16, dropout=0.0),
+    "tiny": LSTMConfig(vocab_size=256, emb=32, hidden=32, layers=1, bptt=16, dropout=0.0),
     "small": LSTMConfig(vocab_size=2000, emb=96, hidden=96, layers=2, bptt=35, dropout=0.2),
     # pytorch/examples defaults (emsize = nhid = 200, 2 layers, bptt 35) on Wikitext-2's 33,278 words.
     "paper": LSTMConfig(vocab_size=33278, emb=200, hidden=200, layers=2, bptt=35, dropout=0.2),

@@ -1,0 +1,54 @@
+"""The job spec a worker trains from (``spec.json``)::
+
+    {"model": "IC", "size": "tiny", "data": "synthetic", "batch_size": 32, "lr": 0.05, "seed": 0}
+
+``model`` (IC, LM, LT, RS, MM; any case), ``size`` (tiny, small, paper), ``data`` (a dataset
+path or ``"synthetic"``), ``batch_size`` (> 0, per rank) and ``lr`` (> 0) are required; ``seed``
+(>= 0) defaults to 0. Unknown fields are rejected.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from hadar.errors import InputError
+from hadar.validation import from_validation_error
+from nodes.models import canonical_model
+
+
+class JobSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    model: str
+    size: Literal["tiny", "small", "paper"]
+    data: str = Field(min_length=1)
+    batch_size: int = Field(gt=0)
+    lr: float = Field(gt=0)
+    seed: int = Field(default=0, ge=0)
+
+
+def parse_spec(raw: Any, source: str = "spec") -> JobSpec:
+    """Validate a decoded spec; the model name is canonicalised (``"ic"`` -> ``"IC"``)."""
+    if not isinstance(raw, dict):
+        raise InputError(f"{source}: expected a JSON object")
+    try:
+        spec = JobSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise from_validation_error(source, exc) from None
+    return spec.model_copy(update={"model": canonical_model(spec.model, source)})
+
+
+def load_spec(path: str | Path) -> JobSpec:
+    """Read and validate ``spec.json``; problems are one-line ``InputError`` naming the field."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{p}: spec file not found")
+    try:
+        raw = json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{p}: malformed JSON ({exc})") from None
+    return parse_spec(raw, str(p))

@@ -1,0 +1,264 @@
+"""The node worker: trains one round of one job (copy) and reports what it did.
+
+    python -m nodes.worker --spec spec.json --steps N --deadline-s SECONDS \
+        --checkpoint-out ckpt.pt --result result.json [--checkpoint-in prev.pt] \
+        [--speed-factor F] [--device auto|cpu|cuda] [--data-stream K] [--eval] [--threads T] \
+        [--rank R --world-size W --master-addr A --master-port P]
+
+Exit codes: 0 done (also after SIGTERM: it stops at the next step boundary and still writes the
+checkpoint and the result), 2 bad spec, arguments, data or checkpoint (one line on stderr),
+1 unexpected failure. See docs/worker.md for the contracts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any, NoReturn
+
+from hadar.errors import HadarError, InputError
+
+
+def process_start() -> float:
+    """This process's start on the ``time.monotonic()`` clock (Linux ``/proc``; elsewhere: now)."""
+    now = time.monotonic()
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        age = uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return now
+    return now - min(max(age, 0.0), 60.0)
+
+
+_T0 = process_start()
+"""The origin of ``--deadline-s`` and ``wall_seconds``."""
+
+PROG = "hadar-worker"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise InputError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=PROG, description="Train one round of one job on this node.")
+    p.add_argument("--spec", required=True, help="job spec JSON (model, size, data, batch_size, lr, seed)")
+    p.add_argument("--steps", required=True, type=int, help="step budget of this round")
+    p.add_argument("--deadline-s", required=True, type=float,
+                   help="wall seconds from process start by which the result must be written")
+    p.add_argument("--checkpoint-out", help="where to write the new checkpoint (required on rank 0)")
+    p.add_argument("--result", required=True, help="where to write the result JSON")
+    p.add_argument("--checkpoint-in", help="checkpoint to resume from (default: fresh init from the seed)")
+    p.add_argument("--speed-factor", type=float, default=1.0,
+                   help="0 < F <= 1: emulate a GPU F times as fast as this one")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    p.add_argument("--data-stream", type=int, default=0, help="data order stream (HadarE copy index)")
+    p.add_argument("--eval", action="store_true", help="score the held-out split after training")
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch default)")
+    p.add_argument("--rank", type=int, default=0)
+    p.add_argument("--world-size", type=int, default=1)
+    p.add_argument("--master-addr", help="rendezvous host of a gang (world size > 1)")
+    p.add_argument("--master-port", type=int, help="rendezvous port of a gang (world size > 1)")
+    return p
+
+
+def check_args(a: argparse.Namespace) -> None:
+    if a.steps < 0:
+        raise InputError(f"--steps: must be >= 0, got {a.steps}")
+    if not a.deadline_s > 0:
+        raise InputError(f"--deadline-s: must be > 0, got {a.deadline_s}")
+    if not 0 < a.speed_factor <= 1:
+        raise InputError(f"--speed-factor: must be in (0, 1], got {a.speed_factor}")
+    if a.data_stream < 0:
+        raise InputError(f"--data-stream: must be >= 0, got {a.data_stream}")
+    if a.threads < 0:
+        raise InputError(f"--threads: must be >= 0, got {a.threads}")
+    if a.world_size < 1:
+        raise InputError(f"--world-size: must be >= 1, got {a.world_size}")
+    if not 0 <= a.rank < a.world_size:
+        raise InputError(f"--rank: must be in [0, {a.world_size}), got {a.rank}")
+    if a.world_size > 1 and (not a.master_addr or a.master_port is None):
+        raise InputError("--master-addr/--master-port: required when --world-size > 1")
+    if a.master_port is not None and not 0 < a.master_port < 65536:
+        raise InputError(f"--master-port: not a TCP port: {a.master_port}")
+    if a.rank == 0 and not a.checkpoint_out:
+        raise InputError("--checkpoint-out: required on rank 0")
+
+
+def write_json(path: str | Path, obj: dict[str, Any]) -> None:
+    """Write JSON atomically (temporary file + rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    with os.fdopen(fd, "w") as f:
+        json.dump(obj, f, indent=2)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+class _StopFlag:
+    def __init__(self) -> None:
+        self.set = False
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.set = True
+
+
+def run(a: argparse.Namespace, stop: _StopFlag) -> dict[str, Any]:
+    """Train one round as described by the parsed arguments; returns the result record."""
+    check_args(a)
+    import torch  # heavy imports after argument checks
+
+    from nodes.checkpoint import load_checkpoint, save_checkpoint
+    from nodes.datasets import open_dataset
+    from nodes.datasets.base import derive_seed
+    from nodes.models import build_model, get_entry
+    from nodes.spec import load_spec
+    from nodes.trainer import average_buffers, join_gang, to_device, train_round, wrap_ddp
+
+    spec = load_spec(a.spec)
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    if a.device == "cuda" and not torch.cuda.is_available():
+        raise InputError("--device: cuda requested but no CUDA GPU is available")
+    use_cuda = a.device == "cuda" or (a.device == "auto" and torch.cuda.is_available())
+    device = torch.device("cuda", torch.cuda.current_device()) if use_cuda else torch.device("cpu")
+
+    ckpt = load_checkpoint(a.checkpoint_in, spec.model, spec.size) if a.checkpoint_in else None
+    start_steps = ckpt["steps"] if ckpt else 0
+    entry = get_entry(spec.model)
+    data = open_dataset(spec.model, spec.size, spec.data, seed=spec.seed,
+                        stream=a.data_stream, batch_size=spec.batch_size)
+
+    torch.manual_seed(spec.seed)
+    model = build_model(spec.model, spec.size)
+    if ckpt:
+        model.load_state_dict(ckpt["state_dict"])
+    model.to(device)
+    optimizer = entry.optimizer(model.parameters(), spec.lr)
+    if ckpt and ckpt.get("optimizer") is not None:
+        try:
+            optimizer.load_state_dict(ckpt["optimizer"])
+        except (ValueError, KeyError, RuntimeError) as exc:
+            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise InputError(f"{a.checkpoint_in}: optimizer state does not match {spec.model}/"
+                             f"{spec.size} ({msg})") from None
+    for group in optimizer.param_groups:
+        group["lr"] = spec.lr
+    torch.manual_seed(derive_seed(spec.seed, a.data_stream, start_steps, a.rank, 7))  # dropout
+
+    deadline = _T0 + a.deadline_s
+    gang = a.world_size > 1
+    if gang:
+        try:
+            join_gang(a.rank, a.world_size, a.master_addr, a.master_port, device,
+                      timeout_s=max(10.0, deadline - time.monotonic()))
+        except (RuntimeError, ValueError, OSError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise RuntimeError(f"rank {a.rank}: could not join the gang at tcp://{a.master_addr}:"
+                               f"{a.master_port}: {first}") from None
+    trained = wrap_ddp(model, device) if gang else model
+    print(f"{PROG}: rank {a.rank}/{a.world_size} training {spec.model}/{spec.size} on {device} "
+          f"from step {start_steps} (budget {a.steps} steps, deadline {a.deadline_s:g} s)", flush=True)
+    outcome = train_round(entry=entry, model=trained, optimizer=optimizer, data=data,
+                          device=device, start_steps=start_steps, max_steps=a.steps,
+                          deadline=deadline, speed_factor=a.speed_factor,
+                          stop_requested=lambda: stop.set, rank=a.rank, world_size=a.world_size)
+    if gang:
+        average_buffers(model)
+
+    ckpt_path, sha = None, None
+    if a.checkpoint_out:
+        ckpt_path = str(Path(a.checkpoint_out))
+        sha = save_checkpoint(ckpt_path, model=spec.model, size=spec.size,
+                              state_dict=model.state_dict(), optimizer=optimizer.state_dict(),
+                              steps=start_steps + outcome.steps_done)
+    metric = None
+    if a.eval:
+        model.eval()
+        value = entry.evaluate(model, (to_device(b, device) for b in data.heldout_batches()))
+        metric = {"name": entry.metric, "value": value}
+    if gang:
+        import torch.distributed as dist
+
+        dist.destroy_process_group()
+
+    losses = outcome.losses
+    tail = losses[-10:]
+    result: dict[str, Any] = {
+        "status": "ok",
+        "model": spec.model,
+        "size": spec.size,
+        "steps_done": outcome.steps_done,
+        "start_steps": start_steps,
+        "end_steps": start_steps + outcome.steps_done,
+        "stopped_by": outcome.stopped_by,
+        "wall_seconds": 0.0,
+        "train_seconds": outcome.train_seconds,
+        "steps_per_second": outcome.steps_done / outcome.train_seconds if outcome.train_seconds > 0 else 0.0,
+        "first_loss": sum(losses[:10]) / len(losses[:10]) if losses else None,
+        "final_loss": sum(tail) / len(tail) if tail else None,
+        "checkpoint": ckpt_path,
+        "sha256": sha,
+        "device": str(device),
+        "speed_factor": a.speed_factor,
+        "data_stream": a.data_stream,
+        "rank": a.rank,
+        "world_size": a.world_size,
+    }
+    if metric is not None:
+        result["metric"] = metric
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the worker. As a program (``argv`` None) it ends with ``os._exit`` once its files
+    are written and its output flushed, skipping the interpreter's 1-2 s torch teardown."""
+    code = _main(argv)
+    if argv is None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _main(argv: list[str] | None) -> int:
+    stop = _StopFlag()
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    result_path = None
+    try:
+        args = build_parser().parse_args(argv)
+        result_path = args.result
+        result = run(args, stop)
+        result["wall_seconds"] = time.monotonic() - _T0
+        write_json(args.result, result)
+        return 0
+    except HadarError as exc:
+        msg, code = str(exc), exc.exit_code
+        print(f"{PROG}: error: {msg}", file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 - report any failure as exit 1 with a summary line
+        traceback.print_exc()
+        msg, code = f"{type(exc).__name__}: {exc}".splitlines()[0], 1
+        print(f"{PROG}: unexpected failure: {msg}", file=sys.stderr)
+    if result_path:
+        with contextlib.suppress(OSError):
+            write_json(result_path, {"status": "error", "error": msg, "exit_code": code,
+                                     "wall_seconds": time.monotonic() - _T0})
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
