@@ -32,6 +32,9 @@ class Assignment:
     """Steps this run should do this round; None = as many as the round allows."""
     overhead_s: float = 0.0
     """Fixed seconds of this round spent on something other than training (e.g. aggregation)."""
+    restart: bool | None = None
+    """Whether this run pays the checkpoint-restart penalty this round; None lets the driver
+    decide (it does when the placement differs from last round's for the same job and copy)."""
 
     @property
     def run_key(self) -> tuple[int, int]:

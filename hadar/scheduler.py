@@ -31,7 +31,7 @@ import numpy as np
 
 from hadar.jobs import JobStatus, Placement
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
-from hadar.valuation import JobValuation, queue_entry, round_price_bounds, value_jobs
+from hadar.valuation import JobValuation, queue_entry, round_price_bounds, single_node, value_jobs
 from primal_dual.dp import CandidateCache, QueueEntry, plan_queue
 from primal_dual.find_alloc import Candidate, best_candidate
 from primal_dual.utility import make_utility
@@ -52,6 +52,8 @@ class HadarConfig:
     backfill: bool = True
     replan: str = "upgrade"
     upgrade_min_gain_s: float = 360.0
+    single_node: bool = False
+    """Place every job on one node when its gang fits on some node (HadarE's per-node copies)."""
 
     def __post_init__(self) -> None:
         if self.replan not in ("never", "upgrade"):
@@ -78,7 +80,11 @@ class HadarPolicy(Policy):
         for placement in running.values():
             free -= ctx.cluster.placement_matrix(placement)
         bounds = round_price_bounds(vals, ctx, self.utility, self.config.eta)
-        entries = [queue_entry(by_id[s.job_id], ctx, self.utility, self.config.hold_cost) for s in queued]
+        entries = [
+            queue_entry(single_node(by_id[s.job_id], ctx.cluster) if self.config.single_node else by_id[s.job_id],
+                        ctx, self.utility, self.config.hold_cost)
+            for s in queued
+        ]
         placed, info = admit(entries, free, ctx, bounds_cache=CandidateCache(ctx.cluster.capacity, bounds), config=self.config)
         if self.config.replan == "upgrade":
             running, moved = upgrade_running(running, by_id, free, ctx, self.config.upgrade_min_gain_s)

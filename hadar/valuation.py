@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -108,3 +108,12 @@ def round_price_bounds(
         latest_u[j] = utility.value(ctx.now - job.arrival + serial, job.weight, v.ideal)
     w = np.array([v.status.job.num_gpus for v in vals])
     return price_bounds(ideal_u, latest_u, w, rounds, runnable, eta)
+
+
+def single_node(v: JobValuation, cluster) -> JobValuation:
+    """Restrict a job to one-node placements when its gang fits on some node (multi-node
+    candidates get rate 0 and are discarded by FIND_ALLOC)."""
+    cons = v.request.rates_cons
+    if not (np.where(cons > 0, cluster.capacity, 0).sum(axis=1) >= v.request.num_gpus).any():
+        return v
+    return replace(v, request=replace(v.request, rates_unc=np.zeros_like(v.request.rates_unc)))

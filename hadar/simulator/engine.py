@@ -6,7 +6,8 @@ Semantics (documented in docs/simulator.md):
 * A round starts, arrived unfinished jobs are offered to the policy, its plan is validated
   (capacity, gang size, known jobs, at most one copy of a job per node) and run.
 * A run whose placement differs from the same (job, copy)'s placement last round pays
-  ``restart_penalty`` seconds (checkpoint-restart), unless the job has done no step yet.
+  ``restart_penalty`` seconds (checkpoint-restart), unless the job has done no step yet or the
+  policy decided it explicitly (``Assignment.restart``).
   ``Assignment.overhead_s`` is paid every round (e.g. HadarE's aggregation).
 * A job finishes at the exact moment its steps reach the target; its GPUs stay idle for the
   rest of the round (``round_end="slot"``) or the round ends when its longest run ends
@@ -208,9 +209,9 @@ def _run_round(
         runs: list[Run] = []
         for a in assigns:
             rate = ctx.throughput.rate(st.job, a.placement, ctx.cluster)
-            moved = ctx.current.get(a.run_key) != a.placement
+            moved = ctx.current.get(a.run_key) != a.placement if a.restart is None else a.restart
             penalty = cfg.restart_penalty if (moved and st.remaining < st.job.total_steps) else 0.0
-            if moved and st.remaining < st.job.total_steps:
+            if penalty > 0:
                 restarted.add(job_id)
             start = min(slot, penalty + a.overhead_s)
             cap = st.remaining if a.step_budget is None else min(a.step_budget, st.remaining)

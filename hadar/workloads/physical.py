@@ -45,7 +45,7 @@ PHYSICAL_WORKLOADS: dict[str, PhysicalWorkload] = {
         PhysicalWorkload("RS", "Autoencoder recommender on MovieLens-20M",
                          "Recommendation (batch size 2048)", "modest", "XL", 2048, 68, 100),
         PhysicalWorkload("MM", "Encoder-decoder Transformer regression of weather variables (MiMa)",
-                         None, "small", "M", 32, 1000, 10),
+                         None, "small", "M", 32, 1000, 40),
     ]
 }
 
