@@ -487,13 +487,20 @@ class AwsCluster:
             nodes.append(entry)
             if inst.private_ip:
                 overrides[node.name] = {"rendezvous_address": inst.private_ip}
-        ssh: dict[str, Any] = {"python": s.python, "trust_new_hosts": s.trust_new_hosts}
-        if s.remote_base:
-            ssh["remote_base"] = s.remote_base
-        if s.known_hosts:
-            ssh["known_hosts"] = s.known_hosts
+        # The cluster file's own `ssh:` section (timeouts, retries...) carries over; the aws
+        # section's SSH-side keys win where they are set.
+        ssh: dict[str, Any] = dict(self.cluster.settings.get("ssh") or {})
+        for key in ("python", "trust_new_hosts", "remote_base", "known_hosts"):
+            value = getattr(s, key)
+            if value is not None and (key in s.model_fields_set or key not in ssh):
+                ssh[key] = value
+        present = {n["name"] for n in nodes}
+        user_nodes = ssh.pop("nodes", None) or {}
+        for name, extra in user_nodes.items() if isinstance(user_nodes, Mapping) else ():
+            if name in present and isinstance(extra, Mapping):
+                overrides[name] = {**overrides.get(name, {}), **extra}
         if overrides:
-            ssh["nodes"] = overrides
+            ssh["nodes"] = {k: v for k, v in overrides.items() if k in present}
         return {
             "name": self.cluster.name,
             "provider": "ssh",

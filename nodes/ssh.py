@@ -28,6 +28,7 @@ import contextlib
 import errno
 import getpass
 import hashlib
+import logging
 import os
 import posixpath
 import re
@@ -60,6 +61,9 @@ from nodes.provider import (
 )
 
 T = TypeVar("T")
+# Failures reach the caller as one-line errors; keep paramiko's transport-thread tracebacks off
+# stderr unless the application configures logging itself.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _KNOWN_HOSTS_LOCK = threading.Lock()
 

@@ -4,6 +4,7 @@ calls to a moto process on a loopback port)."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import subprocess
 import sys
@@ -293,3 +294,29 @@ def test_ssh_cluster_dict_skips_nodes_without_instances() -> None:
     data = aws.ssh_cluster_dict([Instance("i-1", "p3", "p3.2xlarge", "running", "1.2.3.4", "10.0.0.1", now)])
     assert [n["name"] for n in data["nodes"]] == ["p3"]
     assert cluster_from_dict(data).node("p3").address == "1.2.3.4"
+
+
+def test_ssh_section_of_an_aws_cluster_carries_over(aws_env: MotoServer, tmp_path: Path, capsys) -> None:
+    cfg = tmp_path / "withssh.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "name": "withssh",
+        "provider": "aws",
+        "nodes": [{"name": "a", "gpus": {"t4": 1}, "instance_type": "g4dn.xlarge"},
+                  {"name": "b", "gpus": {"t4": 1}, "instance_type": "g4dn.xlarge"}],
+        "aws": {"region": REGION, "ami": "ami-12345678", "python": "/opt/venv/bin/python"},
+        "ssh": {"connect_attempts": 1, "python": "python3.11", "nodes": {"b": {"remote_base": "/scratch"}}},
+    }))
+    # no instances yet: every node is reported unreachable, exit 3
+    assert main(["nodes", "check", "--cluster", str(cfg), "--json"]) == 3
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["reachable"] for r in rows] == [False, False]
+    assert rows[0]["error"] == "node a: no running EC2 instance tagged hadar-cluster=withssh, hadar-node=a"
+
+    out = tmp_path / "withssh-ssh.yaml"
+    assert main(["cluster", "up", "--config", str(cfg), "--no-wait-ssh", "--out", str(out)]) == 0
+    ssh = load_cluster(out).settings["ssh"]
+    assert ssh["connect_attempts"] == 1
+    assert ssh["python"] == "/opt/venv/bin/python"  # set in the aws section: wins
+    assert ssh["nodes"]["b"]["remote_base"] == "/scratch"
+    assert set(ssh["nodes"]["b"]) == {"remote_base", "rendezvous_address"}
+    assert main(["cluster", "down", "--config", str(cfg)]) == 0
