@@ -1,0 +1,96 @@
+import pytest
+
+from estimators.throughput import GavelThroughputTable
+from hadar.cluster import Cluster, Node
+from hadar.cluster_config import load_cluster
+from hadar.commands.common import throughput_for
+from hadar.jobs import Job, JobStatus
+from hadar.policy import RoundContext
+from hadar.scheduler import HadarPolicy
+from hadar.simulator import simulate
+from hadar.simulator.engine import validate_plan
+from hadar.simulator.metrics import summarize
+from hadar.workloads.mixes import mix_jobs
+from hadare.policy import HadarEConfig, HadarEPolicy
+from hadare.step_split import CopySlot, finishing_subset, split_steps
+from tracker.ids import copy_id, copy_index, parent_job
+
+TABLE = GavelThroughputTable.bundled()
+JT = "ResNet-50 (batch size 64)"
+
+
+def five_nodes() -> Cluster:
+    return Cluster("five", (Node("v", {"v100": 1}), Node("p0", {"p100": 1}), Node("p1", {"p100": 1}),
+                            Node("k0", {"k80": 1}), Node("k1", {"k80": 1})))
+
+
+def ctx_for(cluster, jobs, current=None):
+    return RoundContext(0.0, 0, 360.0, cluster, tuple(JobStatus(j, j.total_steps) for j in jobs),
+                        current or {}, TABLE)
+
+
+def test_copy_ids_recover_parent_and_index():
+    cid = copy_id(42, 3, 1000)
+    assert cid == 42_003 and parent_job(cid, 1000) == 42 and copy_index(cid, 1000) == 3
+
+
+def test_a_single_job_is_forked_onto_every_node():
+    cluster = five_nodes()
+    job = Job(0, JT, 1, 1e6)
+    ctx = ctx_for(cluster, [job])
+    plan = HadarEPolicy().decide(ctx)
+    validate_plan(plan, ctx)
+    assert sorted(a.nodes[0] for a in plan.assignments) == sorted(cluster.node_names)
+    # copy i runs on node i-1, so copy ids are stable across rounds
+    assert {a.copy for a in plan.assignments} == {1, 2, 3, 4, 5}
+    assert all(cluster.node_index[a.nodes[0]] == a.copy - 1 for a in plan.assignments)
+    # budgets proportional to throughput, summing to the remaining steps
+    budgets = {a.nodes[0]: a.step_budget for a in plan.assignments}
+    assert sum(budgets.values()) == pytest.approx(1e6)
+    rates = {n: TABLE.rate(job, {n: dict(cluster.node(n).gpus)}, cluster) for n in cluster.node_names}
+    assert budgets["v"] / budgets["k0"] == pytest.approx(rates["v"] / rates["k0"])
+
+
+def test_copies_limit_and_no_two_copies_on_one_node():
+    cluster = Cluster("two", (Node("a", {"v100": 4}), Node("b", {"k80": 4})))
+    jobs = [Job(i, JT, 1, 1e6) for i in range(2)]
+    ctx = ctx_for(cluster, jobs)
+    plan = HadarEPolicy(copies=2).decide(ctx)
+    validate_plan(plan, ctx)  # raises if two copies of a job share a node
+    per_job = {}
+    for a in plan.assignments:
+        per_job.setdefault(a.job_id, []).append(a.nodes[0])
+    assert all(len(nodes) == len(set(nodes)) <= 2 for nodes in per_job.values())
+
+
+def test_step_split_and_fastest_finishing_subset():
+    slots = [CopySlot("fast", 10.0, 300.0), CopySlot("mid", 5.0, 300.0), CopySlot("slow", 1.0, 300.0)]
+    assert split_steps(slots, 1600.0) == pytest.approx({"fast": 1000.0, "mid": 500.0, "slow": 100.0})
+    assert [c.node for c in finishing_subset(slots, 2500.0)] == ["fast"]  # fast alone: 250 s
+    assert [c.node for c in finishing_subset(slots, 4000.0)] == ["fast", "mid"]
+    assert len(finishing_subset(slots, 10_000.0)) == 3  # cannot finish: keep all
+
+
+@pytest.mark.parametrize("cluster_name", ["aws-5node", "lab-5node"])
+def test_hadare_raises_utilisation_and_shortens_ttd_on_m3(cluster_name):
+    cluster = load_cluster(cluster_name)
+    jobs = mix_jobs("M-3")
+    tp = throughput_for(jobs, cluster, TABLE)
+    e = summarize(simulate(cluster, jobs, HadarEPolicy(), tp))
+    h = summarize(simulate(cluster, jobs, HadarPolicy(), tp))
+    assert e["completed"] == h["completed"] == 3
+    assert e["gru"] > h["gru"] + 0.2
+    assert e["ttd_s"] < h["ttd_s"]
+
+
+def test_aggregation_overhead_knob_costs_time():
+    cluster = load_cluster("aws-5node")
+    jobs = mix_jobs("M-1")
+    tp = throughput_for(jobs, cluster, TABLE)
+    cheap = summarize(simulate(cluster, jobs, HadarEPolicy(aggregation_overhead_s=0.0), tp))
+    dear = summarize(simulate(cluster, jobs, HadarEPolicy(aggregation_overhead_s=60.0), tp))
+    assert dear["ttd_s"] > cheap["ttd_s"]
+
+
+def test_hadare_config_is_documented_default():
+    assert HadarEConfig().aggregation_overhead_s == 10.0
