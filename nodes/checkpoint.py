@@ -57,6 +57,8 @@ def save_checkpoint(
     steps: int,
 ) -> str:
     """Write a ``hadar-ckpt-1`` checkpoint atomically and return its sha256 (hex)."""
+    if int(steps) < 0:
+        raise ValueError(f"steps must be >= 0, got {steps}")
     path = Path(path)
     obj = {
         "format": FORMAT,

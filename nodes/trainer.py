@@ -100,12 +100,14 @@ def train_round(
 
     ``deadline`` is an absolute ``clock()`` time. After each step the worker sleeps
     ``(1/speed_factor - 1)`` times that step's compute time (forward, backward and optimizer
-    step, excluding batch preparation) to emulate a slower GPU.
+    step, excluding batch preparation) to emulate a slower GPU. ``train_seconds`` runs from the
+    first step's start to the last step's end, so in a gang it includes waiting for slower ranks.
     """
     out = RoundOutcome()
     reserve = save_reserve_seconds(model, optimizer)
     gang = world_size > 1
-    last_step = 0.0
+    period = 0.0  # duration of the last iteration, consensus waits included
+    first_start = prev_end = None
     model.train()
     while True:
         reason = None
@@ -113,7 +115,7 @@ def train_round(
             reason = "steps"
         elif stop_requested():
             reason = "signal"
-        elif clock() + last_step + reserve > deadline:
+        elif clock() + period + reserve > deadline:
             reason = "deadline"
         stop = reason is not None
         if gang:
@@ -124,6 +126,8 @@ def train_round(
             out.stopped_by = reason or "steps"
             break
         step_start = clock()
+        if first_start is None:
+            first_start = prev_end = step_start
         batch = to_device(data.train_batch(start_steps + out.steps_done, rank, world_size), device)
         compute_start = clock()
         loss = entry.loss(model, batch)
@@ -138,7 +142,8 @@ def train_round(
         compute = clock() - compute_start
         if speed_factor < 1.0:
             time.sleep((1.0 / speed_factor - 1.0) * compute)
-        last_step = clock() - step_start
-        out.train_seconds += last_step
+        end = clock()
+        period, prev_end = end - prev_end, end
         out.steps_done += 1
+        out.train_seconds = end - first_start
     return out

@@ -116,7 +116,7 @@ class _StopFlag:
         self.set = True
 
 
-def run(a: argparse.Namespace, stop: _StopFlag) -> dict[str, Any]:
+def run(a: argparse.Namespace, stop: _StopFlag, t0: float) -> dict[str, Any]:
     """Train one round as described by the parsed arguments; returns the result record."""
     check_args(a)
     import torch  # heavy imports after argument checks
@@ -159,7 +159,7 @@ def run(a: argparse.Namespace, stop: _StopFlag) -> dict[str, Any]:
         group["lr"] = spec.lr
     torch.manual_seed(derive_seed(spec.seed, a.data_stream, start_steps, a.rank, 7))  # dropout
 
-    deadline = _T0 + a.deadline_s
+    deadline = t0 + a.deadline_s
     gang = a.world_size > 1
     if gang:
         try:
@@ -224,26 +224,30 @@ def run(a: argparse.Namespace, stop: _StopFlag) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the worker. As a program (``argv`` None) it ends with ``os._exit`` once its files
-    are written and its output flushed, skipping the interpreter's 1-2 s torch teardown."""
-    code = _main(argv)
+    """Run the worker; returns the exit code.
+
+    As a program (``argv`` None) the deadline counts from the process start and the worker ends
+    with ``os._exit`` once its files are written and output flushed, skipping the interpreter's
+    1-2 s torch teardown. Called with ``argv`` (tests, embedding) it counts from the call and
+    returns normally, restoring the signal handlers it installed.
+    """
     if argv is None:
+        code = _main(None, _T0)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
-    return code
+    return _main(argv, time.monotonic())
 
 
-def _main(argv: list[str] | None) -> int:
+def _main(argv: list[str] | None, t0: float) -> int:
     stop = _StopFlag()
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     result_path = None
     try:
         args = build_parser().parse_args(argv)
         result_path = args.result
-        result = run(args, stop)
-        result["wall_seconds"] = time.monotonic() - _T0
+        result = run(args, stop, t0)
+        result["wall_seconds"] = time.monotonic() - t0
         write_json(args.result, result)
         return 0
     except HadarError as exc:
@@ -253,10 +257,13 @@ def _main(argv: list[str] | None) -> int:
         traceback.print_exc()
         msg, code = f"{type(exc).__name__}: {exc}".splitlines()[0], 1
         print(f"{PROG}: unexpected failure: {msg}", file=sys.stderr)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     if result_path:
         with contextlib.suppress(OSError):
             write_json(result_path, {"status": "error", "error": msg, "exit_code": code,
-                                     "wall_seconds": time.monotonic() - _T0})
+                                     "wall_seconds": time.monotonic() - t0})
     return code
 
 
