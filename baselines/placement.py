@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from estimators.throughput import ThroughputModel
+from hadar.cluster import Cluster
+from hadar.jobs import Job
 from primal_dual.find_alloc import JobRequest, candidate_allocations
 
 
@@ -42,7 +45,14 @@ def node_rank(num_nodes: int, seed: int) -> np.ndarray:
     return rank
 
 
-def unaware_placement(free: np.ndarray, capacity: np.ndarray, w: int, rank: np.ndarray) -> np.ndarray | None:
-    """Heterogeneity-unaware placement: any W free GPUs (all types alike), consolidated when
-    possible, best-fit node first, ``rank`` breaking ties."""
-    return fewest_nodes(free, capacity > 0, w, best_fit_costs(free, rank))
+def runnable_cells(job: Job, cluster: Cluster, throughput: ThroughputModel) -> np.ndarray:
+    """``[node, type]`` cells where ``job`` can run at all (positive rate on one node and across
+    nodes). Feasibility, not preference: e.g. ResNet-50 at batch 128 on 2+ K80s has rate 0."""
+    cons, unc = throughput.cell_rates(job, cluster)
+    return (cluster.capacity > 0) & (cons > 0) & (unc > 0)
+
+
+def unaware_placement(free: np.ndarray, runnable: np.ndarray, w: int, rank: np.ndarray) -> np.ndarray | None:
+    """Heterogeneity-unaware placement: any W free GPUs the job can run on (types alike otherwise),
+    consolidated when possible, best-fit node first, ``rank`` breaking ties."""
+    return fewest_nodes(free, runnable, w, best_fit_costs(free, rank))

@@ -12,7 +12,9 @@ admit a job whenever its W GPUs (any types) are still free, skipping those that 
 running keep their GPUs; the others are placed largest gang first, consolidated on one node when
 possible, best-fit node first (ties broken by a fixed pseudo-random node order, ``seed``, so
 that the order of the cluster file, e.g. fast GPUs first, cannot favour a type). A job spread
-over types runs at the bottleneck rate.
+over types runs at the bottleneck rate. The only type information used is feasibility: a job
+never goes on GPUs where it cannot run at all (rate 0); an admitted job left without such GPUs
+is skipped and later jobs may take the GPUs instead.
 
 Default threshold 3,250 GPU-seconds: the first queue limit of Tiresias' published simulator
 (``dlas-gpu``), about 0.9 GPU-hour, which also separates the paper's Small jobs (< 1 GPU-hour)
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from baselines.placement import node_rank, unaware_placement
+from baselines.placement import node_rank, runnable_cells, unaware_placement
 from hadar.jobs import JobStatus
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
 from hadar.scheduler import split_running
@@ -66,20 +68,27 @@ class TiresiasPolicy(Policy):
                 free_count -= s.job.num_gpus
         running, _ = split_running(ctx)
         free = cluster.capacity.copy()
-        out: list[Assignment] = []
+        out: dict[int, Assignment] = {}
         for s in admitted:
             if s.job_id in running:
                 free -= cluster.placement_matrix(running[s.job_id])
-                out.append(Assignment(s.job_id, running[s.job_id]))
+                out[s.job_id] = Assignment(s.job_id, running[s.job_id])
         rank = node_rank(len(cluster.nodes), self.config.seed)
-        kept = {a.job_id for a in out}
-        for s in sorted((s for s in admitted if s.job_id not in kept), key=lambda s: -s.job.num_gpus):
-            alloc = unaware_placement(free, cluster.capacity, s.job.num_gpus, rank)
-            if alloc is None:  # cannot happen: admission counted free GPUs
-                continue
-            free -= alloc
-            out.append(Assignment(s.job_id, cluster.placement_from_matrix(alloc)))
+        for s in sorted((s for s in admitted if s.job_id not in out), key=lambda s: -s.job.num_gpus):
+            self._place(s, free, out, ctx, rank)
+        # A job admitted by count may find no GPU it can run on (a type where it has rate 0):
+        # then, as Tiresias skips jobs that do not fit, later jobs may use the GPUs left.
+        for s in order:
+            if s.job_id not in out and int(free.sum()) >= s.job.num_gpus:
+                self._place(s, free, out, ctx, rank)
         high = sum(1 for s in ctx.jobs if self.queue_of(s) == 0)
         info = {"high_queue": high, "low_queue": len(ctx.jobs) - high,
-                "preempted": sum(1 for j in running if j not in {a.job_id for a in out})}
-        return RoundPlan(tuple(sorted(out, key=lambda a: a.job_id)), info)
+                "preempted": sum(1 for j in running if j not in out)}
+        return RoundPlan(tuple(out[j] for j in sorted(out)), info)
+
+    @staticmethod
+    def _place(s: JobStatus, free, out: dict[int, Assignment], ctx: RoundContext, rank) -> None:
+        alloc = unaware_placement(free, runnable_cells(s.job, ctx.cluster, ctx.throughput), s.job.num_gpus, rank)
+        if alloc is not None:
+            free -= alloc
+            out[s.job_id] = Assignment(s.job_id, ctx.cluster.placement_from_matrix(alloc))

@@ -4,14 +4,15 @@ Non-preemptive and gang-scheduled, heterogeneity-unaware: a running job keeps it
 finishes. Each round the head of the queue (arrival order) starts as soon as W GPUs of any
 types are free, on as few nodes as possible (best-fit node first, ties broken by a fixed
 pseudo-random node order, as for Tiresias), and runs at the bottleneck rate of what it got.
-No backfilling: when the head does not fit, nothing behind it starts.
+No backfilling: when the head does not fit, nothing behind it starts. GPUs on which the head
+cannot run at all (rate 0, e.g. out of memory) do not count as free for it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from baselines.placement import node_rank, unaware_placement
+from baselines.placement import node_rank, runnable_cells, unaware_placement
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
 from hadar.scheduler import split_running
 
@@ -40,7 +41,7 @@ class YarnCapacityPolicy(Policy):
         rank = node_rank(len(cluster.nodes), self.config.seed)
         started = 0
         for s in waiting:  # ctx.jobs order: arrival, then id
-            alloc = unaware_placement(free, cluster.capacity, s.job.num_gpus, rank)
+            alloc = unaware_placement(free, runnable_cells(s.job, cluster, ctx.throughput), s.job.num_gpus, rank)
             if alloc is None:
                 break  # head-of-line blocking: no backfilling
             free -= alloc

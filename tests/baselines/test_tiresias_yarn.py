@@ -49,8 +49,8 @@ def test_demotion_and_preemption_in_a_simulation():
 
 
 def test_tiresias_skips_jobs_that_do_not_fit():
-    # 4 GPUs, all in the high queue, arrival order W = 3, 2, 1: 3 runs, 2 does not fit, 1 runs.
-    statuses = [status(job(i, gpus=g, arrival=float(i))) for i, g in enumerate([3, 2, 1])]
+    # 4 GPUs, all in the high queue, arrival order W = 2, 4, 1: 2 runs, 4 does not fit, 1 runs.
+    statuses = [status(job(i, gpus=g, arrival=float(i))) for i, g in enumerate([2, 4, 1])]
     assert TiresiasPolicy().decide(context(one_type(4), statuses)).jobs() == {0, 2}
 
 
@@ -64,6 +64,22 @@ def test_tiresias_ignores_gpu_types_and_prefers_one_node():
     running = {(0, 0): {"n0": {"v100": 1}}}
     plan = TiresiasPolicy().decide(context(cluster, [status(job(0)), status(job(1, gpus=4))], current=running))
     assert plan.allocation()[(1, 0)] == {"n1": {"v100": 4}}
+
+
+R50_128 = "ResNet-50 (batch size 128)"  # rate 0 on 2+ K80s in Gavel's table (out of memory)
+
+
+def test_unaware_policies_only_avoid_gpus_a_job_cannot_run_on():
+    # K80 node with 2 free GPUs (the best fit) and an empty V100 node: a 2-GPU R18 job takes the
+    # K80s (types do not matter), a 2-GPU ResNet-50/128 job must take V100s (rate 0 on K80s).
+    cluster = Cluster("kv", (Node("k", {"k80": 4}), Node("v", {"v100": 4})))
+    busy = {(9, 0): {"k": {"k80": 2}}}
+    for policy in (TiresiasPolicy(), YarnCapacityPolicy()):
+        blocker = status(job(9, gpus=2, arrival=-1.0))
+        plan = policy.decide(context(cluster, [blocker, status(job(0, gpus=2))], current=busy))
+        assert plan.allocation()[(0, 0)] == {"k": {"k80": 2}}
+        plan = policy.decide(context(cluster, [blocker, status(job(0, gpus=2, job_type=R50_128))], current=busy))
+        assert plan.allocation()[(0, 0)] == {"v": {"v100": 2}}
 
 
 def test_yarn_never_preempts_and_never_backfills():
