@@ -116,47 +116,69 @@ class _StopFlag:
         self.set = True
 
 
-def run(a: argparse.Namespace, stop: _StopFlag, t0: float) -> dict[str, Any]:
-    """Train one round as described by the parsed arguments; returns the result record."""
-    check_args(a)
-    import torch  # heavy imports after argument checks
+def select_device(choice: str) -> Any:
+    """``auto``: the GPU if there is one, else the CPU; ``cuda`` without a GPU is bad input."""
+    import torch
 
-    from nodes.checkpoint import load_checkpoint, save_checkpoint
-    from nodes.datasets import open_dataset
-    from nodes.datasets.base import derive_seed
-    from nodes.models import build_model, get_entry
-    from nodes.spec import load_spec
-    from nodes.trainer import average_buffers, join_gang, to_device, train_round, wrap_ddp
-
-    spec = load_spec(a.spec)
-    if a.threads:
-        torch.set_num_threads(a.threads)
-    if a.device == "cuda" and not torch.cuda.is_available():
+    if choice == "cuda" and not torch.cuda.is_available():
         raise InputError("--device: cuda requested but no CUDA GPU is available")
-    use_cuda = a.device == "cuda" or (a.device == "auto" and torch.cuda.is_available())
-    device = torch.device("cuda", torch.cuda.current_device()) if use_cuda else torch.device("cpu")
+    if choice == "cuda" or (choice == "auto" and torch.cuda.is_available()):
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
 
-    ckpt = load_checkpoint(a.checkpoint_in, spec.model, spec.size) if a.checkpoint_in else None
-    start_steps = ckpt["steps"] if ckpt else 0
-    entry = get_entry(spec.model)
-    data = open_dataset(spec.model, spec.size, spec.data, seed=spec.seed,
-                        stream=a.data_stream, batch_size=spec.batch_size)
+
+def restore(spec: Any, ckpt: dict[str, Any] | None, ckpt_path: str | None, device: Any) -> tuple[Any, Any]:
+    """The model (fresh from the spec's seed, or the checkpoint's weights) on ``device`` and its
+    optimizer (with the checkpoint's state if any; the learning rate always from the spec)."""
+    import torch
+
+    from nodes.models import build_model, get_entry
 
     torch.manual_seed(spec.seed)
     model = build_model(spec.model, spec.size)
     if ckpt:
         model.load_state_dict(ckpt["state_dict"])
     model.to(device)
-    optimizer = entry.optimizer(model.parameters(), spec.lr)
+    optimizer = get_entry(spec.model).optimizer(model.parameters(), spec.lr)
     if ckpt and ckpt.get("optimizer") is not None:
         try:
             optimizer.load_state_dict(ckpt["optimizer"])
         except (ValueError, KeyError, RuntimeError) as exc:
             msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise InputError(f"{a.checkpoint_in}: optimizer state does not match {spec.model}/"
+            raise InputError(f"{ckpt_path}: optimizer state does not match {spec.model}/"
                              f"{spec.size} ({msg})") from None
     for group in optimizer.param_groups:
         group["lr"] = spec.lr
+    return model, optimizer
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def run(a: argparse.Namespace, stop: _StopFlag, t0: float) -> dict[str, Any]:
+    """Train one round as described by the parsed arguments; returns the result record."""
+    check_args(a)
+    import torch  # heavy imports only after the arguments are known to be sane
+    import torch.distributed as dist
+
+    from nodes.checkpoint import load_checkpoint, save_checkpoint
+    from nodes.datasets import open_dataset
+    from nodes.datasets.base import derive_seed
+    from nodes.models import get_entry
+    from nodes.spec import load_spec
+    from nodes.trainer import average_buffers, join_gang, to_device, train_round, wrap_ddp
+
+    spec = load_spec(a.spec)
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    device = select_device(a.device)
+    ckpt = load_checkpoint(a.checkpoint_in, spec.model, spec.size) if a.checkpoint_in else None
+    start_steps = ckpt["steps"] if ckpt else 0
+    entry = get_entry(spec.model)
+    data = open_dataset(spec.model, spec.size, spec.data, seed=spec.seed,
+                        stream=a.data_stream, batch_size=spec.batch_size)
+    model, optimizer = restore(spec, ckpt, a.checkpoint_in, device)
     torch.manual_seed(derive_seed(spec.seed, a.data_stream, start_steps, a.rank, 7))  # dropout
 
     deadline = t0 + a.deadline_s
@@ -169,48 +191,44 @@ def run(a: argparse.Namespace, stop: _StopFlag, t0: float) -> dict[str, Any]:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise RuntimeError(f"rank {a.rank}: could not join the gang at tcp://{a.master_addr}:"
                                f"{a.master_port}: {first}") from None
-    trained = wrap_ddp(model, device) if gang else model
     print(f"{PROG}: rank {a.rank}/{a.world_size} training {spec.model}/{spec.size} on {device} "
           f"from step {start_steps} (budget {a.steps} steps, deadline {a.deadline_s:g} s)", flush=True)
-    outcome = train_round(entry=entry, model=trained, optimizer=optimizer, data=data,
-                          device=device, start_steps=start_steps, max_steps=a.steps,
-                          deadline=deadline, speed_factor=a.speed_factor,
+    outcome = train_round(entry=entry, model=wrap_ddp(model, device) if gang else model,
+                          optimizer=optimizer, data=data, device=device, start_steps=start_steps,
+                          max_steps=a.steps, deadline=deadline, speed_factor=a.speed_factor,
                           stop_requested=lambda: stop.set, rank=a.rank, world_size=a.world_size)
     if gang:
         average_buffers(model)
 
-    ckpt_path, sha = None, None
+    end_steps = start_steps + outcome.steps_done
+    ckpt_out, sha = None, None
     if a.checkpoint_out:
-        ckpt_path = str(Path(a.checkpoint_out))
-        sha = save_checkpoint(ckpt_path, model=spec.model, size=spec.size,
-                              state_dict=model.state_dict(), optimizer=optimizer.state_dict(),
-                              steps=start_steps + outcome.steps_done)
+        ckpt_out = str(Path(a.checkpoint_out))
+        sha = save_checkpoint(ckpt_out, model=spec.model, size=spec.size, state_dict=model.state_dict(),
+                              optimizer=optimizer.state_dict(), steps=end_steps)
     metric = None
     if a.eval:
         model.eval()
         value = entry.evaluate(model, (to_device(b, device) for b in data.heldout_batches()))
         metric = {"name": entry.metric, "value": value}
     if gang:
-        import torch.distributed as dist
-
         dist.destroy_process_group()
 
-    losses = outcome.losses
-    tail = losses[-10:]
     result: dict[str, Any] = {
         "status": "ok",
         "model": spec.model,
         "size": spec.size,
         "steps_done": outcome.steps_done,
         "start_steps": start_steps,
-        "end_steps": start_steps + outcome.steps_done,
+        "end_steps": end_steps,
         "stopped_by": outcome.stopped_by,
-        "wall_seconds": 0.0,
+        "wall_seconds": 0.0,  # set just before the result is written
         "train_seconds": outcome.train_seconds,
-        "steps_per_second": outcome.steps_done / outcome.train_seconds if outcome.train_seconds > 0 else 0.0,
-        "first_loss": sum(losses[:10]) / len(losses[:10]) if losses else None,
-        "final_loss": sum(tail) / len(tail) if tail else None,
-        "checkpoint": ckpt_path,
+        "steps_per_second": (outcome.steps_done / outcome.train_seconds
+                             if outcome.train_seconds > 0 else 0.0),
+        "first_loss": _mean(outcome.losses[:10]),
+        "final_loss": _mean(outcome.losses[-10:]),
+        "checkpoint": ckpt_out,
         "sha256": sha,
         "device": str(device),
         "speed_factor": a.speed_factor,
