@@ -12,9 +12,13 @@ from hadar.errors import HadarError
 
 COMMAND_MODULES = [
     "hadar.commands.simulate",
+    "hadar.commands.compare",
+    "hadar.commands.run",
+    "hadar.commands.report",
+    "hadar.commands.nodes",
+    "hadar.commands.cluster",
     "hadar.commands.estimate",
-    "hadar.commands.nodes", "hadar.commands.cluster",
-    "hadar.commands.compare", "hadar.commands.export_gavel",
+    "hadar.commands.export_gavel",
 ]
 """Modules that contribute sub-commands (order = order in ``hadar --help``)."""
 

@@ -210,8 +210,9 @@ def _run_round(
         for a in assigns:
             rate = ctx.throughput.rate(st.job, a.placement, ctx.cluster)
             moved = ctx.current.get(a.run_key) != a.placement if a.restart is None else a.restart
-            penalty = cfg.restart_penalty if (moved and st.remaining < st.job.total_steps) else 0.0
-            if penalty > 0:
+            resumed = moved and st.remaining < st.job.total_steps
+            penalty = cfg.restart_penalty if resumed else 0.0
+            if resumed:
                 restarted.add(job_id)
             start = min(slot, penalty + a.overhead_s)
             cap = st.remaining if a.step_budget is None else min(a.step_budget, st.remaining)

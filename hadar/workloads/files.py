@@ -1,7 +1,7 @@
 """Hand-written job lists (CSV or YAML).
 
 CSV header ``id,type,gpus,steps[,arrival][,weight]``; YAML ``jobs: [{id, type, gpus, steps,
-arrival, weight}, ...]``. ``type`` is a throughput-table job type (e.g. ``ResNet-18 (batch size
+arrival, weight, spec}, ...]`` where ``spec`` (YAML only) is the training spec real runs need. ``type`` is a throughput-table job type (e.g. ``ResNet-18 (batch size
 64)``) or, for the physical workloads, IC/LM/LT/RS/MM.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -29,6 +30,8 @@ class _JobSpec(BaseModel):
     weight: float = Field(default=1.0, gt=0)
     model: str | None = None
     size_class: str | None = None
+    spec: dict[str, Any] | None = None
+    """Training spec for real runs (model, size, data, batch_size, lr, seed; see docs/worker.md)."""
 
 
 def jobs_from_records(records: list[dict[str, Any]], source: str, row_label: str = "jobs") -> list[Job]:
@@ -47,7 +50,8 @@ def jobs_from_records(records: list[dict[str, Any]], source: str, row_label: str
             raise InputError(f"{source}: {row_label}[{i}].id: duplicate job id {spec.id}")
         seen.add(spec.id)
         jobs.append(Job(job_id=spec.id, job_type=spec.type, num_gpus=spec.gpus, total_steps=spec.steps,
-                        arrival=spec.arrival, weight=spec.weight, model=spec.model, size_class=spec.size_class))
+                        arrival=spec.arrival, weight=spec.weight, model=spec.model, size_class=spec.size_class,
+                        spec=MappingProxyType(dict(spec.spec or {}))))
     if not jobs:
         raise InputError(f"{source}: no jobs")
     return jobs

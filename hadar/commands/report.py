@@ -1,0 +1,23 @@
+"""``hadar report RUNDIR``: rebuild a run's CSVs, summary and charts from its saved state."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from hadar.commands.run import print_run_summary
+from hadar.runtime.outputs import write_report
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="redraw a run's reports and charts",
+                       description="Rebuild rounds.csv, jobs.csv, summary.json and the PNG charts of a run "
+                                   "directory from its journal, tracker and events.")
+    p.add_argument("rundir")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    rundir = Path(args.rundir)
+    print_run_summary(write_report(rundir), rundir)
+    return 0

@@ -1,0 +1,55 @@
+"""A run's configuration, saved as ``RUNDIR/run.json`` so ``hadar run --resume`` needs nothing else."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from hadar.errors import InputError
+from hadar.validation import from_validation_error
+
+
+class RunConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    cluster: str
+    """Path of the cluster file (re-read every round, so nodes may join or leave)."""
+    workload: str
+    size: str = "tiny"
+    policy: str = "hadare"
+    slot_s: float = Field(default=30.0, gt=0)
+    grace_s: float = Field(default=20.0, ge=0)
+    """Extra seconds past the slot before a silent copy is declared hung and killed."""
+    seed: int = 0
+    max_job_count: int = Field(default=1000, ge=2)
+    threads: int = Field(default=1, ge=0)
+    """torch CPU threads per worker (0 = torch's default)."""
+    evaluate: bool = True
+    """Score each finished job's final model on its held-out split."""
+    probe_every: int = Field(default=1, ge=1)
+    """Re-probe nodes marked down every this many rounds."""
+    started_at: float
+    """Wall-clock start of the run (Unix seconds); TTD and JCT count from here."""
+
+
+def save_config(cfg: RunConfig, rundir: Path) -> None:
+    rundir.mkdir(parents=True, exist_ok=True)
+    tmp = rundir / "run.json.tmp"
+    tmp.write_text(json.dumps(cfg.model_dump(), indent=2) + "\n")
+    os.replace(tmp, rundir / "run.json")
+
+
+def load_config(rundir: Path) -> RunConfig:
+    path = rundir / "run.json"
+    if not path.is_file():
+        raise InputError(f"{rundir}: not a run directory (no run.json); start a run without --resume")
+    try:
+        return RunConfig.model_validate(json.loads(path.read_text()))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
+    except ValidationError as exc:
+        raise from_validation_error(str(path), exc) from None

@@ -1,0 +1,307 @@
+"""The real round loop: decide, dispatch every (copy, node) concurrently, collect, hand the
+results to the Job Tracker, feed measured throughputs to the online estimator, repeat.
+
+Crash safety: the plan of round r is journalled before dispatch; the Job Tracker's
+``close_round(r)`` is the commit point of its steps; then the journal records the timings. On
+start-up (``hadar run --resume``) a round the tracker closed but the journal did not is
+finalised from the tracker's reports; a round the tracker did not close is aborted (its partial
+reports withdrawn) and planned again as a new attempt, so no completed step is lost and none is
+counted twice. Worker files of different attempts never collide (``r<round>-a<attempt>/``).
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from estimators.online import OnlineThroughput
+from hadar.cluster import Cluster
+from hadar.cluster_config import load_cluster
+from hadar.commands.common import load_table, throughput_for
+from hadar.errors import InputError
+from hadar.jobs import Job
+from hadar.policy import Assignment, Policy, RoundContext, make_policy
+from hadar.runtime.config import RunConfig
+from hadar.runtime.dispatch import CopyOutcome, CopyTask, evaluate_checkpoint, run_copy
+from hadar.runtime.history import copy_records, rebuild, statuses
+from hadar.runtime.journal import EventLog, Journal
+from hadar.workloads import load_workload, validate_workload
+from nodes.provider import NodeProvider, make_provider
+from tracker import ids
+from tracker.errors import ReportRejected
+from tracker.tracker import JobTracker
+
+
+@dataclass(frozen=True)
+class RuntimeKnobs:
+    """Policy-side estimates for real runs (documented in docs/runtime.md)."""
+
+    restart_penalty_s: float = 3.0
+    """What a policy assumes a checkpoint-restart costs: starting a worker and loading a model."""
+    aggregation_overhead_s: float = 2.0
+    """What HadarE assumes averaging costs a forked job per round on real nodes."""
+
+
+class StopRequested(Exception):
+    """Ctrl-C: the run stopped cleanly after saving its state."""
+
+
+class Coordinator:
+    """Drives one run directory to completion (or until stopped)."""
+
+    def __init__(self, rundir: Path, cfg: RunConfig, *, provider_options: dict[str, Any] | None = None,
+                 knobs: RuntimeKnobs | None = None, view: Any = None) -> None:
+        self.rundir = rundir
+        self.cfg = cfg
+        self.knobs = knobs or RuntimeKnobs()
+        self.provider_options = dict(provider_options or {})
+        self.view = view
+        self.cluster = load_cluster(cfg.cluster)
+        self._cluster_mtime = _mtime(cfg.cluster)
+        table = load_table(None)
+        self.jobs: list[Job] = load_workload(cfg.workload, table, seed=cfg.seed, size=cfg.size)
+        for j in self.jobs:
+            if not j.spec.get("model"):
+                raise InputError(f"{cfg.workload}: job {j.job_id}: no training spec (real runs need model, size, data)")
+        self.by_id = {j.job_id: j for j in self.jobs}
+        prior = throughput_for(self.jobs, self.cluster, table)
+        validate_workload(self.jobs, self.cluster, prior, source=cfg.workload, table=table)
+        self.throughput = OnlineThroughput(prior)
+        self.policy: Policy = _make_policy(cfg.policy, self.knobs)
+        rundir.mkdir(parents=True, exist_ok=True)
+        self.events = EventLog(rundir / "events.jsonl")
+        self.journal = Journal(rundir / "journal.sqlite")
+        self.tracker = JobTracker.open(rundir / "tracker.sqlite", rundir / "checkpoints",
+                                       max_job_count=cfg.max_job_count, averaging="steps")
+        known = {s.job_id for s in self.tracker.jobs()}
+        for j in self.jobs:
+            if j.job_id not in known:
+                self.tracker.register_job(j.job_id, int(j.total_steps), model=j.spec["model"], size=j.spec.get("size"))
+        self.provider: NodeProvider = make_provider(self.cluster, cfg.run_id, **self._provider_kwargs())
+        self._stop = threading.Event()
+        self._abandon = threading.Event()
+
+    # -- set-up and recovery ------------------------------------------------------------------
+    def _provider_kwargs(self) -> dict[str, Any]:
+        opts = dict(self.provider_options)
+        if self.cluster.provider == "local":
+            opts.setdefault("base_dir", str(self.rundir / "nodes"))
+        return opts
+
+    def recover(self) -> int:
+        """Reconcile journal and tracker after a restart; returns the next round number."""
+        last_closed = self.tracker.last_closed_round()
+        next_round = 0 if last_closed is None else last_closed + 1
+        for row in self.journal.rounds():
+            if row.status != "planned":
+                continue
+            if last_closed is not None and row.round <= last_closed:
+                self.journal.close_round(row.round, time.time(), {"recovered": True})
+                self.events.emit("recovered", round=row.round, note="closed by the tracker before the restart")
+            else:
+                for rep in self.tracker.reports(row.round):
+                    self.tracker.withdraw_report(row.round, rep.copy_id)
+                self.journal.abort_round(row.round, time.time())
+                self.events.emit("aborted", round=row.round, attempt=row.attempt,
+                                 note="coordinator restarted mid-round; the round is planned again")
+                next_round = row.round
+        for row in self.journal.rounds():
+            if row.status == "closed":
+                for c in copy_records(row, self.tracker):
+                    self._observe(c["job"], c["node"], c["steps"], c["train_s"])
+        return next_round
+
+    # -- the loop ---------------------------------------------------------------------------
+    def run(self) -> None:
+        """Run rounds until every job is complete. Raises StopRequested after a clean Ctrl-C."""
+        prev = signal.getsignal(signal.SIGINT)
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, self._on_sigint)
+        try:
+            r = self.recover()
+            self.events.emit("start", round=r, policy=self.cfg.policy, cluster=self.cluster.name,
+                             jobs=len(self.jobs))
+            while not all(self.tracker.is_complete(j.job_id) for j in self.jobs):
+                if self._stop.is_set():
+                    raise StopRequested()
+                self._round(r)
+                r += 1
+            self.events.emit("finish", rounds=r)
+        finally:
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGINT, prev)
+            self.provider.close()
+            self.tracker.close()
+            self.journal.close()
+
+    def _on_sigint(self, *_: object) -> None:
+        if self._stop.is_set():
+            self._abandon.set()
+            raise KeyboardInterrupt
+        self._stop.set()
+        if self.view is not None:
+            self.view.note("stopping after this round (Ctrl-C again to abandon it)")
+
+    def _round(self, r: int) -> None:
+        t_start = time.time()
+        cluster = self._available_cluster(r)
+        hist, current = rebuild(self.jobs, self.journal.rounds(), self.tracker, self.cfg.started_at)
+        active = statuses(self.jobs, hist, self.tracker)
+        ctx = RoundContext(now=t_start - self.cfg.started_at, round_index=r, round_length=self.cfg.slot_s,
+                           cluster=cluster, jobs=tuple(active), current=current, throughput=self.throughput,
+                           restart_penalty=self.knobs.restart_penalty_s)
+        t0 = time.perf_counter()
+        plan = self.policy.decide(ctx)
+        decision_s = time.perf_counter() - t0
+        attempt = self._attempt(r)
+        tasks = [self._task(a, r, attempt, ctx) for a in plan.assignments]
+        self.journal.plan_round(r, attempt, [_plan_row(t) for t in tasks], t_start, decision_s)
+        if self.tracker.current_round() != r:
+            self.tracker.open_round(r)
+        for t in tasks:
+            self.events.emit("dispatch", round=r, attempt=attempt, job=t.job.job_id, copy=t.copy,
+                             node=t.node, placement=t.placement, steps=t.steps)
+        if self.view is not None:
+            self.view.start_round(r, ctx, tasks)
+        t1 = time.time()
+        outcomes = self._dispatch(tasks, r, attempt)
+        t_collect = time.time()
+        copies = []
+        for o in outcomes:
+            kind = o.kind
+            if o.ok:
+                try:
+                    self.tracker.report(r, o.task.tracker_copy, o.task.node, o.steps_done, o.wall_seconds,
+                                        o.checkpoint, o.sha256)
+                    self._observe(o.task.job.job_id, o.task.node, o.steps_done, o.train_seconds)
+                    self.events.emit("result", round=r, job=o.task.job.job_id, copy=o.task.copy, node=o.task.node,
+                                     steps=o.steps_done, train_s=round(o.train_seconds, 3),
+                                     wall_s=round(o.wall_seconds, 3), rate=round(o.rate, 3), loss=o.final_loss)
+                except ReportRejected as exc:
+                    kind = "mismatched-checkpoint"
+                    o = replace(o, kind=kind, error=str(exc))
+            if not o.ok:
+                self.events.emit("failure", round=r, job=o.task.job.job_id, copy=o.task.copy, node=o.task.node,
+                                 kind=kind, error=o.error, note="this copy's round is lost; the job continues "
+                                 "from its last consolidated parameters")
+                if kind in ("timeout", "unreachable"):
+                    self.journal.set_node(o.task.node, False, r, o.error)
+                    self.events.emit("node-down", round=r, node=o.task.node, error=o.error)
+            copies.append({"job": o.task.job.job_id, "copy": o.task.copy, "node": o.task.node,
+                           "placement": o.task.placement, "kind": kind, "steps": o.steps_done if o.ok else 0,
+                           "train_s": o.train_seconds if o.ok else 0.0,
+                           "wall_s": o.wall_seconds if o.ok else min(time.time() - t1, self.cfg.slot_s)})
+            if self.view is not None:
+                self.view.copy_done(o)
+        t_close = time.time()
+        summary = self.tracker.close_round(r)
+        t_end = time.time()
+        for job_id, res in summary.jobs.items():
+            self.events.emit("aggregation", round=r, job=job_id, copies=len(res.copies), steps_added=res.steps_added,
+                             steps_total=res.steps_total, completed=res.completed,
+                             checkpoint=str(res.checkpoint.path) if res.checkpoint else None,
+                             sha256=res.checkpoint.sha256 if res.checkpoint else None)
+        timings = {
+            "copies": copies, "nodes_up": list(cluster.node_names),
+            "dispatch_collect_s": t_collect - t1, "close_s": t_end - t_close,
+            "overhead_s": (t_end - t_start) - max((c["train_s"] for c in copies), default=0.0),
+        }
+        self.journal.close_round(r, t_end, timings)
+        if self.view is not None:
+            self.view.end_round(r, self.tracker.progress())
+        for job_id, res in summary.jobs.items():
+            if res.completed and self.cfg.evaluate and res.checkpoint is not None:
+                self._evaluate(job_id, res.checkpoint.path, cluster)
+
+    def _attempt(self, r: int) -> int:
+        row = self.journal.round(r)
+        return 0 if row is None else row.attempt + 1
+
+    def _task(self, a: Assignment, r: int, attempt: int, ctx: RoundContext) -> CopyTask:
+        job = self.by_id[a.job_id]
+        idx = a.copy if a.copy > 0 else 1
+        tracker_copy = ids.copy_id(job.job_id, idx, self.cfg.max_job_count)
+        self.tracker.register_copies(job.job_id, max(idx, 1))
+        state = self.tracker.job_state(job.job_id)
+        budget = state.remaining_steps if a.step_budget is None else min(a.step_budget, state.remaining_steps)
+        ckpt = self.tracker.latest_checkpoint(job.job_id)
+        return CopyTask(
+            round=r, attempt=attempt, job=job, copy=a.copy, tracker_copy=tracker_copy, placement=a.placement,
+            steps=max(1, math.ceil(budget)), deadline_s=self.cfg.slot_s, timeout_s=self.cfg.slot_s + self.cfg.grace_s,
+            checkpoint_in=ckpt.path if ckpt else None, checkpoint_sha256=ckpt.sha256 if ckpt else None,
+            data_stream=idx, threads=self.cfg.threads,
+        )
+
+    def _dispatch(self, tasks: list[CopyTask], r: int, attempt: int) -> list[CopyOutcome]:
+        if not tasks:
+            time.sleep(min(1.0, self.cfg.slot_s))
+            return []
+        local = self.rundir / "incoming" / f"r{r:04d}-a{attempt}"
+        with ThreadPoolExecutor(max_workers=len(tasks)) as pool:
+            return list(pool.map(lambda t: run_copy(self.provider, t, local), tasks))
+
+    def _observe(self, job_id: int, node: str, steps: int, train_s: float) -> None:
+        if steps > 0 and train_s > 0 and job_id in self.by_id:
+            self.throughput.observe(self.by_id[job_id], node, self.by_id[job_id].num_gpus, steps / train_s)
+
+    def _available_cluster(self, r: int) -> Cluster:
+        """Nodes that are up this round: re-read the cluster file (joins and leaves), ask the
+        provider (reclaimed cloud instances drop out), re-probe nodes marked down."""
+        mtime = _mtime(self.cfg.cluster)
+        if mtime != self._cluster_mtime:
+            new = load_cluster(self.cfg.cluster)
+            self.events.emit("cluster-changed", round=r, nodes=list(new.node_names))
+            self.cluster, self._cluster_mtime = new, mtime
+            self.provider.close()
+            self.provider = make_provider(self.cluster, self.cfg.run_id, **self._provider_kwargs())
+        offered = {n.name for n in self.provider.nodes()} & set(self.cluster.node_names)
+        states = self.journal.node_states()
+        up = []
+        for name in self.cluster.node_names:
+            if name not in offered:
+                continue
+            known = states.get(name)
+            if known is None or (not known[0] and (r - known[1]) % self.cfg.probe_every == 0):
+                health = self.provider.check(name, timeout_s=min(30.0, self.cfg.slot_s))
+                self.journal.set_node(name, health.reachable, r, health.error)
+                if known is not None and health.reachable:
+                    self.events.emit("node-up", round=r, node=name)
+                if known is None and not health.reachable:
+                    self.events.emit("node-down", round=r, node=name, error=health.error)
+                if health.reachable:
+                    up.append(name)
+            elif known[0]:
+                up.append(name)
+        if not up:
+            raise InputError(f"{self.cfg.cluster}: no node of cluster {self.cluster.name} is reachable")
+        return self.cluster.subset(up)
+
+    def _evaluate(self, job_id: int, checkpoint: Path, cluster: Cluster) -> None:
+        node = cluster.node_names[0]
+        metric = evaluate_checkpoint(self.provider, node, self.by_id[job_id], checkpoint,
+                                     self.rundir / "incoming" / "eval", timeout_s=max(60.0, self.cfg.slot_s * 4))
+        self.events.emit("evaluation", job=job_id, node=node, metric=metric)
+
+
+def _plan_row(t: CopyTask) -> dict[str, Any]:
+    return {"job": t.job.job_id, "copy": t.copy, "tracker_copy": t.tracker_copy, "node": t.node,
+            "placement": {n: dict(p) for n, p in t.placement.items()}, "steps": t.steps}
+
+
+def _make_policy(name: str, knobs: RuntimeKnobs) -> Policy:
+    if name == "hadare":
+        return make_policy(name, aggregation_overhead_s=knobs.aggregation_overhead_s)
+    return make_policy(name)
+
+
+def _mtime(path: str) -> float | None:
+    from hadar.cluster_config import resolve_cluster_path
+
+    p = resolve_cluster_path(path)
+    return p.stat().st_mtime if p.exists() else None

@@ -1,0 +1,173 @@
+"""Running one job (or HadarE copy) for one round on its node(s): stage the spec and the
+job's consolidated checkpoint, run the worker (one process per GPU of a gang), fetch the result
+and the new checkpoint verified by sha256. Failures become outcomes, never exceptions."""
+
+from __future__ import annotations
+
+import json
+import random
+import socket
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hadar.errors import HadarError, UnreachableNodeError
+from hadar.jobs import Job, Placement
+from nodes.provider import ChecksumMismatchError, NodeProvider
+
+WORKER_MODULE = "nodes.worker"
+
+
+@dataclass(frozen=True)
+class CopyTask:
+    round: int
+    attempt: int
+    job: Job
+    copy: int
+    """The policy's copy number (0 = the whole job)."""
+    tracker_copy: int
+    """The Job Tracker's copy id."""
+    placement: Placement
+    steps: int
+    deadline_s: float
+    timeout_s: float
+    checkpoint_in: Path | None
+    checkpoint_sha256: str | None
+    data_stream: int
+    threads: int
+
+    @property
+    def ranks(self) -> list[tuple[str, str]]:
+        """One (node, gpu type) per worker process of the gang, node order then type order."""
+        return [(n, k) for n in sorted(self.placement) for k in sorted(self.placement[n]) for _ in range(self.placement[n][k])]
+
+    @property
+    def node(self) -> str:
+        return self.ranks[0][0]
+
+    @property
+    def remote_dir(self) -> str:
+        return f"r{self.round:04d}-a{self.attempt}/j{self.job.job_id}-c{self.copy}"
+
+
+@dataclass(frozen=True)
+class CopyOutcome:
+    task: CopyTask
+    kind: str
+    """``ok``, ``timeout``, ``unreachable``, ``worker-error``, ``corrupt-checkpoint`` or ``transfer``."""
+    steps_done: int = 0
+    train_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    checkpoint: Path | None = None
+    sha256: str | None = None
+    final_loss: float | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.kind == "ok"
+
+    @property
+    def rate(self) -> float:
+        return self.steps_done / self.train_seconds if self.train_seconds > 0 else 0.0
+
+
+def run_copy(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOutcome:
+    """Execute ``task``; the new checkpoint lands in ``local_dir``."""
+    local_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        return _run(provider, task, local_dir)
+    except UnreachableNodeError as exc:
+        return CopyOutcome(task, "unreachable", error=str(exc))
+    except ChecksumMismatchError as exc:
+        return CopyOutcome(task, "corrupt-checkpoint", error=str(exc))
+    except HadarError as exc:
+        return CopyOutcome(task, "transfer", error=str(exc))
+
+
+def _run(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOutcome:
+    spec_local = local_dir / f"j{task.job.job_id}-c{task.copy}-spec.json"
+    spec_local.write_text(json.dumps(dict(task.job.spec)))
+    rd = task.remote_dir
+    ranks = task.ranks
+    nodes = sorted({n for n, _ in ranks})
+    for node in nodes:
+        provider.put(node, spec_local, f"{rd}/spec.json")
+        if task.checkpoint_in is not None:
+            provider.put(node, task.checkpoint_in, f"{rd}/in.pt")
+    gang = _gang_args(provider, task) if len(ranks) > 1 else []
+
+    def launch(rank: int) -> Any:
+        node = ranks[rank][0]
+        argv = [
+            *provider.python(node), "-m", WORKER_MODULE,
+            "--spec", f"{rd}/spec.json", "--steps", str(task.steps), "--deadline-s", f"{task.deadline_s:.3f}",
+            "--result", f"{rd}/result-{rank}.json", "--speed-factor", f"{provider.speed_factor(node):g}",
+            "--data-stream", str(task.data_stream), "--threads", str(task.threads),
+        ]
+        if rank == 0:
+            argv += ["--checkpoint-out", f"{rd}/out.pt"]
+        if task.checkpoint_in is not None:
+            argv += ["--checkpoint-in", f"{rd}/in.pt"]
+        if gang:
+            argv += ["--rank", str(rank), "--world-size", str(len(ranks)), *gang]
+        return provider.run(node, argv, timeout_s=task.timeout_s)
+
+    if len(ranks) == 1:
+        results = [launch(0)]
+    else:
+        with ThreadPoolExecutor(max_workers=len(ranks)) as pool:
+            results = list(pool.map(launch, range(len(ranks))))
+    if any(r.timed_out for r in results):
+        return CopyOutcome(task, "timeout", error=f"node {task.node}: no result within {task.timeout_s:.0f} s (killed)")
+    if any(not r.ok for r in results):
+        bad = next(r for r in results if not r.ok)
+        return CopyOutcome(task, "worker-error", error=f"node {task.node}: worker exited {bad.returncode}: {bad.tail(2)}")
+    result_local = local_dir / f"j{task.job.job_id}-c{task.copy}-result.json"
+    provider.get(task.node, f"{rd}/result-0.json", result_local)
+    result = json.loads(result_local.read_text())
+    ckpt_local = local_dir / f"j{task.job.job_id}-c{task.copy}-out.pt"
+    sha = provider.get(task.node, f"{rd}/out.pt", ckpt_local, expected_sha256=result.get("sha256"))
+    return CopyOutcome(
+        task, "ok",
+        steps_done=int(result["steps_done"]),
+        train_seconds=float(result["train_seconds"]),
+        wall_seconds=float(result.get("wall_seconds") or max(r.seconds for r in results)),
+        checkpoint=ckpt_local, sha256=sha, final_loss=result.get("final_loss"),
+    )
+
+
+def _gang_args(provider: NodeProvider, task: CopyTask) -> list[str]:
+    """Rendezvous of a multi-process gang at rank 0's node."""
+    master = provider.rendezvous_address(task.node)
+    if master in ("127.0.0.1", "localhost"):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+    else:
+        port = random.Random(f"{task.round}/{task.attempt}/{task.job.job_id}/{task.copy}").randrange(29500, 39500)
+    return ["--master-addr", master, "--master-port", str(port)]
+
+
+def evaluate_checkpoint(provider: NodeProvider, node: str, job: Job, checkpoint: Path, local_dir: Path,
+                        timeout_s: float) -> dict[str, Any] | None:
+    """Score a job's final model on its held-out split on ``node``; None if that failed."""
+    rd = f"eval/j{job.job_id}"
+    local_dir.mkdir(parents=True, exist_ok=True)
+    spec_local = local_dir / f"eval-j{job.job_id}-spec.json"
+    spec_local.write_text(json.dumps(dict(job.spec)))
+    try:
+        provider.put(node, spec_local, f"{rd}/spec.json")
+        provider.put(node, checkpoint, f"{rd}/in.pt")
+        res = provider.run(node, [*provider.python(node), "-m", WORKER_MODULE, "--spec", f"{rd}/spec.json",
+                                  "--steps", "0", "--deadline-s", f"{timeout_s:.0f}", "--checkpoint-in", f"{rd}/in.pt",
+                                  "--result", f"{rd}/result.json", "--checkpoint-out", f"{rd}/eval.pt", "--eval",
+                                  "--threads", "1"], timeout_s=timeout_s)
+        if not res.ok:
+            return None
+        out = local_dir / f"eval-j{job.job_id}.json"
+        provider.get(node, f"{rd}/result.json", out)
+        return json.loads(out.read_text()).get("metric")
+    except HadarError:
+        return None

@@ -1,0 +1,137 @@
+"""The coordinator's own durable state: rounds (plan, timings, status) and node health, in
+SQLite; events in an append-only JSONL file.
+
+Progress (steps, checkpoints) lives in the Job Tracker's database, which is the authority:
+a round counts once the tracker has closed it. The journal records the plan before dispatch
+and the timings after the tracker's close; everything per job (service time, time per GPU
+type, start and finish) is recomputed from both on start-up, so the two never need a joint
+transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS rounds (
+    round INTEGER PRIMARY KEY,
+    attempt INTEGER NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('planned', 'closed', 'aborted')),
+    plan TEXT NOT NULL,
+    started REAL NOT NULL,
+    ended REAL,
+    decision_s REAL NOT NULL,
+    timings TEXT
+);
+CREATE TABLE IF NOT EXISTS nodes (
+    name TEXT PRIMARY KEY,
+    up INTEGER NOT NULL,
+    since_round INTEGER NOT NULL,
+    error TEXT
+);
+"""
+
+
+@dataclass(frozen=True)
+class RoundRow:
+    round: int
+    attempt: int
+    status: str
+    plan: list[dict[str, Any]]
+    started: float
+    ended: float | None
+    decision_s: float
+    timings: dict[str, Any]
+
+
+class Journal:
+    """SQLite journal of rounds and node states (WAL, synchronous=FULL, one transaction a change)."""
+
+    def __init__(self, path: Path) -> None:
+        self.conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=FULL")
+        self.conn.executescript(SCHEMA)
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def _tx(self, sql: str, args: tuple) -> None:
+        with self._lock:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                self.conn.execute(sql, args)
+                self.conn.execute("COMMIT")
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+
+    def plan_round(self, round_: int, attempt: int, plan: list[dict[str, Any]], started: float, decision_s: float) -> None:
+        self._tx(
+            "INSERT OR REPLACE INTO rounds (round, attempt, status, plan, started, ended, decision_s, timings)"
+            " VALUES (?, ?, 'planned', ?, ?, NULL, ?, NULL)",
+            (round_, attempt, json.dumps(plan), started, decision_s),
+        )
+
+    def close_round(self, round_: int, ended: float, timings: dict[str, Any]) -> None:
+        self._tx("UPDATE rounds SET status = 'closed', ended = ?, timings = ? WHERE round = ?",
+                 (ended, json.dumps(timings), round_))
+
+    def abort_round(self, round_: int, ended: float) -> None:
+        self._tx("UPDATE rounds SET status = 'aborted', ended = ? WHERE round = ?", (ended, round_))
+
+    def rounds(self) -> list[RoundRow]:
+        with self._lock:
+            rows = self.conn.execute("SELECT * FROM rounds ORDER BY round").fetchall()
+        return [
+            RoundRow(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5], r[6], json.loads(r[7]) if r[7] else {})
+            for r in rows
+        ]
+
+    def round(self, round_: int) -> RoundRow | None:
+        return next((r for r in self.rounds() if r.round == round_), None)
+
+    def set_node(self, name: str, up: bool, round_: int, error: str | None = None) -> None:
+        self._tx("INSERT OR REPLACE INTO nodes (name, up, since_round, error) VALUES (?, ?, ?, ?)",
+                 (name, int(up), round_, error))
+
+    def node_states(self) -> dict[str, tuple[bool, int, str | None]]:
+        with self._lock:
+            rows = self.conn.execute("SELECT name, up, since_round, error FROM nodes").fetchall()
+        return {r[0]: (bool(r[1]), r[2], r[3]) for r in rows}
+
+
+class EventLog:
+    """Append-only JSONL: one line per dispatch, result, failure, aggregation, ... (fsynced)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def emit(self, kind: str, **fields: Any) -> dict[str, Any]:
+        event = {"t": round(time.time(), 3), "event": kind, **fields}
+        line = json.dumps(event, default=str) + "\n"
+        with self._lock, open(self.path, "a") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+        return event
+
+    def read(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        out = []
+        for line in self.path.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a line torn by a crash mid-write
+        return out
