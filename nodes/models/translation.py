@@ -55,7 +55,7 @@ SIZES = {
         enc_layers=2,
         dec_layers=2,
         ff=128,
-        max_len=24,
+        max_len=16,
         dropout=0.1,
     ),
     "paper": TranslationConfig(

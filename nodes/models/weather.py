@@ -42,7 +42,7 @@ SIZES = {
         d_model=16, heads=2, enc_layers=1, dec_layers=1, ff=32, t_in=12, t_out=4, dropout=0.0
     ),
     "small": WeatherConfig(
-        d_model=32, heads=4, enc_layers=2, dec_layers=2, ff=64, t_in=24, t_out=6, dropout=0.1
+        d_model=32, heads=2, enc_layers=2, dec_layers=2, ff=64, t_in=24, t_out=6, dropout=0.1
     ),
     "paper": WeatherConfig(
         d_model=128, heads=8, enc_layers=3, dec_layers=3, ff=512, t_in=48, t_out=12, dropout=0.1
