@@ -152,8 +152,12 @@ def restore(spec: Any, ckpt: dict[str, Any] | None, ckpt_path: str | None, devic
     return model, optimizer
 
 
-def _mean(xs: list[float]) -> float | None:
-    return sum(xs) / len(xs) if xs else None
+def loss_ends(losses: list[float]) -> tuple[float | None, float | None]:
+    """Mean loss of the first and of the last ``k = min(10, max(1, n // 2))`` steps."""
+    if not losses:
+        return None, None
+    k = min(10, max(1, len(losses) // 2))
+    return sum(losses[:k]) / k, sum(losses[-k:]) / k
 
 
 def run(a: argparse.Namespace, stop: _StopFlag, t0: float) -> dict[str, Any]:
@@ -214,6 +218,7 @@ def run(a: argparse.Namespace, stop: _StopFlag, t0: float) -> dict[str, Any]:
     if gang:
         dist.destroy_process_group()
 
+    first_loss, final_loss = loss_ends(outcome.losses)
     result: dict[str, Any] = {
         "status": "ok",
         "model": spec.model,
@@ -226,8 +231,8 @@ def run(a: argparse.Namespace, stop: _StopFlag, t0: float) -> dict[str, Any]:
         "train_seconds": outcome.train_seconds,
         "steps_per_second": (outcome.steps_done / outcome.train_seconds
                              if outcome.train_seconds > 0 else 0.0),
-        "first_loss": _mean(outcome.losses[:10]),
-        "final_loss": _mean(outcome.losses[-10:]),
+        "first_loss": first_loss,
+        "final_loss": final_loss,
         "checkpoint": ckpt_out,
         "sha256": sha,
         "device": str(device),

@@ -13,7 +13,7 @@ import torch
 
 from nodes.checkpoint import load_checkpoint, save_checkpoint, sha256_file
 from nodes.models import build_model
-from nodes.worker import main
+from nodes.worker import loss_ends, main
 from tests.runtime.helpers import finish, run_worker, start_worker, write_spec
 
 RESULT_FIELDS = {
@@ -182,3 +182,10 @@ def test_cuda_requested_without_a_gpu_exits_2(tmp_path: Path, capsys) -> None:
     assert capsys.readouterr().err.strip() == (
         "hadar-worker: error: --device: cuda requested but no CUDA GPU is available")
     assert json.loads((tmp_path / "r.json").read_text())["status"] == "error"
+
+
+def test_first_and_final_loss_average_the_ends_of_the_round() -> None:
+    assert loss_ends([]) == (None, None)
+    assert loss_ends([3.0]) == (3.0, 3.0)
+    assert loss_ends([4.0, 3.0, 2.0, 1.0]) == (3.5, 1.5)
+    assert loss_ends([float(i) for i in range(30)]) == (4.5, 24.5)
