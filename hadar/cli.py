@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "hadar.commands.cluster",
     "hadar.commands.estimate",
     "hadar.commands.export_gavel",
+    "hadar.commands.experiment",
 ]
 """Modules that contribute sub-commands (order = order in ``hadar --help``)."""
 

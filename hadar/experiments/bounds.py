@@ -1,0 +1,115 @@
+"""Lower bounds on the total time duration (TTD) of a batch of 1-GPU jobs (pure maths).
+
+Machines are the cluster's GPUs; ``rates[j, g]`` is job ``j``'s steps/s alone on GPU ``g`` (0 when it
+cannot run there) and ``steps[j]`` its total steps. ``x[j, g] >= 0`` is the time job ``j`` spends on
+GPU ``g``. Both bounds relax restart penalties, aggregation overheads, round (slot) boundaries and
+arrival times, so no schedule of the simulator can beat them:
+
+* ``fork_s`` (any policy, HadarE included): ``min T`` s.t. ``sum_g rates[j,g] x[j,g] >= steps[j]``
+  for every job and ``sum_j x[j,g] <= T`` for every GPU. Copies of a job may run at the same time on
+  different GPUs (forking), so this is the optimum of the divisible ("fluid") problem.
+* ``nofork_s`` (policies that run a job on one GPU at a time: Gavel, Hadar): the same LP plus
+  ``sum_g x[j,g] <= T`` for every job. This is Lawler & Labetoulle's LP for R|pmtn|Cmax, whose
+  optimum is attained by a preemptive schedule with free migration.
+* ``fastest_job_s``: ``max_j steps[j] / max_g rates[j,g]``, the longest job on its fastest GPU;
+  implied by (so never above) ``nofork_s``, reported because it is easy to check by hand.
+
+``sum_j steps[j] / sum_g rates[j,g]`` (every job on the whole cluster, one after another) is *not*
+a lower bound once the rates are not proportional across GPUs: it is a feasible fork schedule,
+hence >= ``fork_s``, with equality when they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import linprog
+
+from estimators.throughput import ThroughputModel
+from hadar.cluster import Cluster
+from hadar.jobs import Job
+
+
+@dataclass(frozen=True)
+class TtdBounds:
+    """Lower bounds on TTD in seconds; None when they do not apply (multi-GPU jobs)."""
+
+    fork_s: float | None
+    nofork_s: float | None
+    fastest_job_s: float | None
+
+    def for_policy(self, forks: bool) -> float | None:
+        """The bound that applies to a policy that forks jobs (``fork_s``) or not (``nofork_s``)."""
+        return self.fork_s if forks else self.nofork_s
+
+
+NO_BOUNDS = TtdBounds(None, None, None)
+
+
+def rate_matrix(jobs: Sequence[Job], cluster: Cluster, throughput: ThroughputModel) -> np.ndarray | None:
+    """``[job, GPU]`` steps/s of 1-GPU jobs, one column per GPU of the cluster (node order, then
+    type order); None when some job needs more than one GPU."""
+    if any(j.num_gpus != 1 for j in jobs):
+        return None
+    columns = [(h, cluster.type_index[k]) for h, node in enumerate(cluster.nodes)
+               for k, count in node.gpus.items() for _ in range(count)]
+    rows = []
+    for job in jobs:
+        cons, _ = throughput.cell_rates(job, cluster)
+        rows.append([float(cons[h, k]) for h, k in columns])
+    return np.array(rows, dtype=float).reshape(len(jobs), len(columns))
+
+
+def ttd_bounds(rates: np.ndarray, steps: Sequence[float]) -> TtdBounds:
+    """The three bounds for ``rates[j, g]`` and ``steps[j]`` (see the module docstring)."""
+    n = np.asarray(steps, dtype=float)
+    if rates.shape[0] == 0 or not (n > 0).any():
+        return TtdBounds(0.0, 0.0, 0.0)
+    best = rates.max(axis=1)
+    if (best[n > 0] <= 0).any():
+        raise ValueError("a job cannot run on any GPU")
+    fastest = float(np.max(np.where(n > 0, n / np.where(best > 0, best, 1.0), 0.0)))
+    return TtdBounds(_lp(rates, n, fork=True), _lp(rates, n, fork=False), fastest)
+
+
+def mix_bounds(jobs: Sequence[Job], cluster: Cluster, throughput: ThroughputModel) -> TtdBounds:
+    """:func:`ttd_bounds` of ``jobs`` on ``cluster``; :data:`NO_BOUNDS` for multi-GPU jobs."""
+    rates = rate_matrix(jobs, cluster, throughput)
+    if rates is None:
+        return NO_BOUNDS
+    return ttd_bounds(rates, [j.total_steps for j in jobs])
+
+
+def _lp(rates: np.ndarray, steps: np.ndarray, fork: bool) -> float:
+    jobs, gpus = rates.shape
+    nx = jobs * gpus
+    t = nx  # index of T
+    a_rows: list[np.ndarray] = []
+    b: list[float] = []
+    for j in range(jobs):
+        row = np.zeros(nx + 1)
+        row[j * gpus:(j + 1) * gpus] = -rates[j]
+        a_rows.append(row)
+        b.append(-steps[j])
+        if not fork:
+            row = np.zeros(nx + 1)
+            row[j * gpus:(j + 1) * gpus] = 1.0
+            row[t] = -1.0
+            a_rows.append(row)
+            b.append(0.0)
+    for g in range(gpus):
+        row = np.zeros(nx + 1)
+        row[g:nx:gpus] = 1.0
+        row[t] = -1.0
+        a_rows.append(row)
+        b.append(0.0)
+    cost = np.zeros(nx + 1)
+    cost[t] = 1.0
+    var_bounds = [(0.0, 0.0 if rates[j, g] <= 0 else None) for j in range(jobs) for g in range(gpus)]
+    res = linprog(cost, A_ub=np.vstack(a_rows), b_ub=np.array(b), bounds=[*var_bounds, (0.0, None)],
+                  method="highs")
+    if res.status != 0:
+        raise ValueError(f"TTD bound LP failed: {res.message}")
+    return float(res.fun)

@@ -1,0 +1,220 @@
+"""The physical experiment grid: (cluster, mix, policy, slot) cells, run in the simulator.
+
+A cell depends only on its inputs (the simulator and the policies are deterministic), so running
+the cells in worker processes gives the same rows as running them one by one. Rows hold no
+wall-clock measurements for that reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from functools import lru_cache
+from multiprocessing import get_context
+from typing import Any
+
+from estimators.composite import CompositeThroughput
+from estimators.throughput import ThroughputModel
+from hadar.cluster import Cluster
+from hadar.commands.common import load_scenario
+from hadar.errors import InputError
+from hadar.experiments.bounds import TtdBounds, mix_bounds
+from hadar.jobs import Job
+from hadar.policy import POLICY_REGISTRY, make_policy
+from hadar.simulator import SimConfig, simulate
+from hadar.simulator.metrics import summarize
+from hadar.workloads.physical import mix
+
+DEFAULT_CLUSTERS = ("aws-5node", "lab-5node")
+DEFAULT_MIXES = ("M-1", "M-3", "M-4", "M-5", "M-8", "M-10", "M-12")
+DEFAULT_POLICIES = ("gavel", "hadar", "hadare")
+DEFAULT_SLOTS = (90.0, 180.0, 360.0)
+DEFAULT_MAIN_SLOT = 360.0
+
+ROW_KEYS = ("cluster", "mix", "policy", "slot_s", "jobs", "completed", "ttd_s", "avg_jct_s", "min_jct_s",
+            "max_jct_s", "cru", "gpu_util_gavel", "restarts_per_job", "rounds")
+"""What :func:`run_cell` returns, in CSV column order."""
+
+
+@dataclass(frozen=True)
+class GridSpec:
+    """The grid: every cluster x mix x policy x slot. ``clusters`` are names or YAML paths."""
+
+    clusters: tuple[str, ...] = DEFAULT_CLUSTERS
+    mixes: tuple[str, ...] = DEFAULT_MIXES
+    policies: tuple[str, ...] = DEFAULT_POLICIES
+    slots: tuple[float, ...] = DEFAULT_SLOTS
+    main_slot: float = DEFAULT_MAIN_SLOT
+    restart_penalty: float = 10.0
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One simulation: plain, picklable values."""
+
+    cluster: str
+    mix: str
+    policy: str
+    slot: float
+    restart_penalty: float = 10.0
+
+
+def cells(spec: GridSpec) -> list[Cell]:
+    """Every cell of ``spec`` in output order (cluster, mix, policy, slot)."""
+    return [Cell(c, m, p, s, spec.restart_penalty)
+            for c in spec.clusters for m in spec.mixes for p in spec.policies for s in spec.slots]
+
+
+# -- argument parsing --------------------------------------------------------------------------
+def _names(text: str, option: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if not names:
+        raise InputError(f"{option}: nothing given")
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup is not None:
+        raise InputError(f"{option}: {dup!r} given twice")
+    return names
+
+
+def parse_mixes(text: str) -> tuple[str, ...]:
+    out = []
+    for name in _names(text, "--mixes"):
+        canonical = name.upper()
+        try:
+            mix(canonical)
+        except InputError:
+            raise InputError(f"--mixes: unknown workload mix {name!r} (M-1 ... M-12)") from None
+        out.append(canonical)
+    return tuple(out)
+
+
+def parse_policies(text: str) -> tuple[str, ...]:
+    names = _names(text, "--policies")
+    for n in names:
+        if n not in POLICY_REGISTRY:
+            raise InputError(f"--policies: unknown policy {n!r} (known: {', '.join(sorted(POLICY_REGISTRY))})")
+    return names
+
+
+def parse_slots(text: str, option: str = "--slots") -> tuple[float, ...]:
+    out = []
+    for s in _names(text, option):
+        try:
+            v = float(s)
+        except ValueError:
+            raise InputError(f"{option}: {s!r} is not a number of seconds") from None
+        if not v > 0 or v == float("inf"):
+            raise InputError(f"{option}: slot times must be positive (got {s})")
+        out.append(v)
+    if len(set(out)) != len(out):
+        raise InputError(f"{option}: a slot time is given twice")
+    return tuple(sorted(out))
+
+
+def parse_spec(clusters: str, mixes: str, policies: str, slots: str, main_slot: str | None,
+               restart_penalty: float = 10.0) -> GridSpec:
+    """A validated :class:`GridSpec` from the command-line strings (InputError on bad input).
+    ``main_slot`` None = 360 s if swept, else the longest slot."""
+    slot_list = parse_slots(slots)
+    if main_slot is None:
+        main = DEFAULT_MAIN_SLOT if DEFAULT_MAIN_SLOT in slot_list else slot_list[-1]
+    else:
+        main = parse_slots(main_slot, "--main-slot")[0]
+        if main not in slot_list:
+            raise InputError(f"--main-slot: {main:g} s is not one of --slots ({', '.join(f'{s:g}' for s in slot_list)})")
+    if restart_penalty < 0:
+        raise InputError(f"--restart-penalty: must be >= 0 (got {restart_penalty:g})")
+    spec = GridSpec(_names(clusters, "--clusters"), parse_mixes(mixes), parse_policies(policies), slot_list, main,
+                    restart_penalty)
+    names = [scenario(c, spec.mixes[0])[0].name for c in spec.clusters]  # loads (and checks) every cluster
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup is not None:
+        raise InputError(f"--clusters: cluster {dup!r} given twice")
+    for c in spec.clusters:
+        for m in spec.mixes:
+            scenario(c, m)
+    return spec
+
+
+# -- running -----------------------------------------------------------------------------------
+@lru_cache(maxsize=64)
+def scenario(cluster: str, mix_name: str) -> tuple[Cluster, tuple[Job, ...], ThroughputModel]:
+    """Cluster, jobs (paper size) and throughput model of one (cluster, mix), as ``hadar simulate``
+    builds them: Gavel's measured table where it covers the pair, the PMI/PCIe estimate elsewhere."""
+    ns = argparse.Namespace(cluster=cluster, workload=mix_name, throughputs=None, seed=0, size="paper")
+    c, jobs, throughput = load_scenario(ns)
+    return c, tuple(jobs), throughput
+
+
+def run_cell(cell: Cell) -> dict[str, Any]:
+    """Simulate one cell; its row (keys :data:`ROW_KEYS`)."""
+    cluster, jobs, throughput = scenario(cell.cluster, cell.mix)
+    config = SimConfig(round_length=cell.slot, restart_penalty=cell.restart_penalty)
+    result = simulate(cluster, list(jobs), make_policy(cell.policy), throughput, config)
+    s = summarize(result)
+    jct = [j.jct for j in result.jobs if j.jct is not None]
+    return {
+        "cluster": cluster.name, "mix": cell.mix, "policy": cell.policy, "slot_s": cell.slot,
+        "jobs": s["jobs"], "completed": s["completed"], "ttd_s": s["ttd_s"], "avg_jct_s": s["avg_jct_s"],
+        "min_jct_s": min(jct) if jct else None, "max_jct_s": max(jct) if jct else None, "cru": s["gru"],
+        "gpu_util_gavel": s["gpu_util_gavel"], "restarts_per_job": s["restarts_per_job"], "rounds": s["rounds"],
+    }
+
+
+def default_workers(n_cells: int) -> int:
+    return max(1, min(n_cells, os.cpu_count() or 1))
+
+
+def run_grid(spec: GridSpec, workers: int = 1,
+             on_done: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
+    """Rows of every cell in :func:`cells` order; ``workers`` > 1 uses that many processes.
+    ``on_done(done, total)`` is called as cells complete (in order)."""
+    todo = cells(spec)
+    return run_cells(todo, workers, on_done)
+
+
+def run_cells(todo: Sequence[Cell], workers: int = 1,
+              on_done: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    if workers <= 1 or len(todo) <= 1:
+        for cell in todo:
+            rows.append(run_cell(cell))
+            if on_done:
+                on_done(len(rows), len(todo))
+        return rows
+    chunk = max(1, len(todo) // (4 * workers))
+    with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=get_context("spawn")) as pool:
+        for row in pool.map(run_cell, todo, chunksize=chunk):
+            rows.append(row)
+            if on_done:
+                on_done(len(rows), len(todo))
+    return rows
+
+
+# -- per (cluster, mix) context ------------------------------------------------------------------
+def scenario_bounds(spec: GridSpec) -> dict[tuple[str, str], TtdBounds]:
+    """TTD lower bounds per (cluster name, mix)."""
+    out = {}
+    for c in spec.clusters:
+        for m in spec.mixes:
+            cluster, jobs, throughput = scenario(c, m)
+            out[(cluster.name, m)] = mix_bounds(jobs, cluster, throughput)
+    return out
+
+
+def estimated_pairs(spec: GridSpec) -> dict[tuple[str, str], list[tuple[str, str]]]:
+    """Per (cluster name, mix): the (workload, GPU type) pairs whose throughput is the PMI/PCIe
+    estimate rather than a measurement (workload = the mix's short name, e.g. ``MM``)."""
+    out: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for c in spec.clusters:
+        for m in spec.mixes:
+            cluster, jobs, throughput = scenario(c, m)
+            pairs: set[tuple[str, str]] = set()
+            if isinstance(throughput, CompositeThroughput):
+                short = {j.job_type: j.model or j.job_type for j in jobs}
+                pairs = {(short[t], k) for t, k in throughput.estimated_pairs(jobs, cluster)}
+            out[(cluster.name, m)] = sorted(pairs)
+    return out

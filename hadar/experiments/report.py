@@ -1,0 +1,165 @@
+"""Printing (rich tables) and writing (CSV/JSON) the physical experiment's results."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from hadar.experiments.grid import ROW_KEYS, GridSpec
+from hadar.experiments.paper import (
+    PAPER_AVERAGES,
+    PAPER_CLUSTERS,
+    TARGET_HADARE_CRU_MIN,
+    TARGET_HADARE_TTD_RATIO_MAX,
+    TARGET_MIXES,
+    paper_best_slot,
+    paper_value,
+)
+from hadar.experiments.tables import COMPARISONS, RATIO_METRICS, Row
+
+CSV_KEYS = (*ROW_KEYS, "lb_fork_s", "lb_nofork_s", "lb_fastest_job_s", "lb_s", "ttd_over_lb", "estimated")
+POLICY_TITLES = {"gavel": "Gavel", "hadar": "Hadar", "hadare": "HadarE"}
+MEAN_KEYS = (*[f"{m}_{p}_vs_{r}" for p, r in COMPARISONS for m, _, _ in RATIO_METRICS],
+             "hadare_ttd_over_hadar", "lb_fork_over_hadar_ttd", "hadare_cru")
+
+
+def estimated_text(pairs: Sequence[tuple[str, str]]) -> str:
+    """``MM on k80, t4, v100; IC on t4`` (workload -> GPU types whose figure is estimated)."""
+    by_model: dict[str, list[str]] = {}
+    for model, gpu in pairs:
+        by_model.setdefault(model, []).append(gpu)
+    return "; ".join(f"{m} on {', '.join(sorted(g))}" for m, g in sorted(by_model.items()))
+
+
+def _s(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.0f}"
+
+
+def _x(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}x"
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+# -- printing ----------------------------------------------------------------------------------
+def print_cluster(console: Console, cluster: str, slot: float, rows: Sequence[Row], comparisons: Sequence[Row],
+                  means: Mapping[str, float | None], targets: Sequence[Row], estimated: Sequence[tuple[str, str]]) -> None:
+    """The per-cluster block at the main slot: per mix and policy, ratios per mix with means and the
+    paper's figures, the targets, and which throughputs were estimated."""
+    mine = [r for r in rows if r["cluster"] == cluster and float(r["slot_s"]) == slot]
+    t = Table(title=f"{cluster}, slot {slot:g} s: per mix and policy (bound = lower bound on TTD for the policy)")
+    for col in ("mix", "policy", "CRU", "TTD (s)", "TTD bound (s)", "TTD / bound", "avg JCT (s)", "min-max JCT (s)",
+                "restarts/job"):
+        t.add_column(col, justify="left" if col in ("mix", "policy") else "right")
+    mixes = list(dict.fromkeys(r["mix"] for r in mine))
+    for m in mixes:
+        group = [r for r in mine if r["mix"] == m]
+        for i, r in enumerate(group):
+            done = "" if r["completed"] == r["jobs"] else f" ({r['completed']}/{r['jobs']} done)"
+            t.add_row(m if i == 0 else "", POLICY_TITLES.get(r["policy"], r["policy"]) + done, _pct(r["cru"]),
+                      _s(r["ttd_s"]), _s(r["lb_s"]), _x(r["ttd_over_lb"]), _s(r["avg_jct_s"]),
+                      f"{_s(r['min_jct_s'])}-{_s(r['max_jct_s'])}", f"{r['restarts_per_job']:.2f}",
+                      end_section=i == len(group) - 1)
+    console.print(t)
+
+    r = Table(title=f"{cluster}, slot {slot:g} s: ratios per mix (TTD/JCT: speed-up = reference / policy; "
+                    f"CRU: gain = policy / reference; > 1 favours the first policy)")
+    r.add_column("mix")
+    for p, ref in COMPARISONS:
+        for m, _, _ in RATIO_METRICS:
+            r.add_column(f"{m.upper()} {POLICY_TITLES[p]}\nvs {POLICY_TITLES[ref]}", justify="right")
+    r.add_column(f"HadarE TTD /\nHadar TTD\n(target <= {TARGET_HADARE_TTD_RATIO_MAX})", justify="right")
+    r.add_column("fork bound /\nHadar TTD\n(best possible)", justify="right")
+    ratio_keys = [f"{m}_{p}_vs_{ref}" for p, ref in COMPARISONS for m, _, _ in RATIO_METRICS]
+    for c in comparisons:
+        r.add_row(c["mix"], *[_x(c[k]) for k in ratio_keys], _pct(c["hadare_ttd_over_hadar"]),
+                  _pct(c["lb_fork_over_hadar_ttd"]), end_section=c is comparisons[-1])
+    r.add_row(f"mean ({len(comparisons)} mixes)", *[_x(means.get(k)) for k in ratio_keys],
+              _pct(means.get("hadare_ttd_over_hadar")), _pct(means.get("lb_fork_over_hadar_ttd")))
+    if cluster in PAPER_CLUSTERS:
+        r.add_row("paper (mean)", *[_x(paper_value(k, cluster)) for k in ratio_keys],
+                  f"{1 / PAPER_AVERAGES['ttd_hadare_vs_hadar'][PAPER_CLUSTERS[cluster]]:.3f}", "")
+    console.print(r)
+
+    if targets:
+        tt = Table(title=f"{cluster}, slot {slot:g} s: targets on {', '.join(TARGET_MIXES)}")
+        tt.add_column("target")
+        target_mixes = list(dict.fromkeys(x["mix"] for x in targets))
+        for m in target_mixes:
+            tt.add_column(m, justify="right")
+        tt.add_column("met")
+        for name in dict.fromkeys(x["target"] for x in targets):
+            cells = {x["mix"]: x for x in targets if x["target"] == name}
+            out = []
+            for m in target_mixes:
+                x = cells.get(m)
+                if x is None:
+                    out.append("-")
+                    continue
+                text = f"{x['value']:.3f} {'ok' if x['met'] else 'MISSED'}"
+                if not x["met"] and x.get("best_possible") is not None:
+                    text += f" (bound {x['best_possible']:.3f})"
+                out.append(text)
+            met = sum(1 for x in cells.values() if x["met"])
+            tt.add_row(name, *out, f"{met}/{len(cells)}")
+        console.print(tt)
+    console.print(f"[bold]{cluster}[/]: throughputs [bold]estimated[/] (PMI/PCIe cold-start estimate, Eq. 10) "
+                  f"rather than measured: {estimated_text(estimated) or 'none (all measured)'}")
+
+
+def print_slot_sweep(console: Console, cluster: str, sweeps: Mapping[str, Sequence[Row]], slots: Sequence[float]) -> None:
+    """Fig. 11/12 as numbers: CRU per slot per mix for each policy, best slot vs the paper's."""
+    t = Table(title=f"{cluster}: CRU per slot time (Fig. 11: HadarE, Fig. 12: Hadar)",
+              caption="best = slot time with the highest CRU (the paper's in brackets)")
+    t.add_column("mix")
+    for policy in sweeps:
+        for s in slots:
+            t.add_column(f"{POLICY_TITLES.get(policy, policy)}\n{s:g} s", justify="right")
+        t.add_column(f"{POLICY_TITLES.get(policy, policy)}\nbest (paper)", justify="right")
+    mixes = [x["mix"] for x in next(iter(sweeps.values()))]
+    for i, m in enumerate(mixes):
+        cells = [m]
+        for policy, rows in sweeps.items():
+            x = rows[i]
+            cells += [_pct(x["cru"][s]) for s in slots]
+            paper = paper_best_slot(policy, cluster, m)
+            best = "-" if x["best_slot_s"] is None else f"{x['best_slot_s']:g}"
+            cells.append(best + (f" ({paper})" if paper else ""))
+        t.add_row(*cells)
+    console.print(t)
+
+
+# -- files -------------------------------------------------------------------------------------
+def write_csv(path: Path, rows: Sequence[Row]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(CSV_KEYS)
+        for r in rows:
+            w.writerow(["" if r.get(k) is None else r[k] for k in CSV_KEYS])
+    return path
+
+
+def write_json(path: Path, spec: GridSpec, rows: Sequence[Row], summary: Mapping[str, Any],
+               meta: Mapping[str, Any]) -> Path:
+    doc = {
+        "experiment": "physical",
+        "grid": {"clusters": list(spec.clusters), "mixes": list(spec.mixes), "policies": list(spec.policies),
+                 "slots_s": list(spec.slots), "main_slot_s": spec.main_slot, "restart_penalty_s": spec.restart_penalty},
+        **meta,
+        "paper": {"averages": PAPER_AVERAGES, "targets": {"mixes": list(TARGET_MIXES),
+                                                          "hadare_cru_min": TARGET_HADARE_CRU_MIN,
+                                                          "hadare_ttd_ratio_max": TARGET_HADARE_TTD_RATIO_MAX}},
+        **summary,
+        "cells": list(rows),
+    }
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    return path
