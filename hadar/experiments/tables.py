@@ -63,7 +63,8 @@ def mix_comparison(idx: Mapping[Key, Row], cluster: str, mix: str, slot: float,
                    bounds: TtdBounds | None) -> Row:
     """One mix on one cluster at one slot: every ratio of :func:`ratio_keys`, HadarE's TTD as a
     fraction of Hadar's and its CRU (the issue's targets), and the TTD bounds; also
-    ``lb_fork_over_hadar_ttd``, the smallest fraction of Hadar's TTD any schedule can reach."""
+    ``lb_fork_over_hadar_ttd``, the smallest fraction of Hadar's TTD any schedule can reach, and its
+    inverse ``ttd_bound_vs_hadar``, the largest TTD speed-up over Hadar any schedule can reach."""
     out: Row = {"cluster": cluster, "mix": mix, "slot_s": slot}
     get = {p: idx.get((cluster, mix, p, slot)) for p in ("gavel", "hadar", "hadare")}
     for pol, ref in COMPARISONS:
@@ -76,6 +77,7 @@ def mix_comparison(idx: Mapping[Key, Row], cluster: str, mix: str, slot: float,
     for k in LB_KEYS:
         out[k] = getattr(bounds, k.removeprefix("lb_")) if bounds else None
     out["lb_fork_over_hadar_ttd"] = (out["lb_fork_s"] / hadar["ttd_s"]) if hadar and out["lb_fork_s"] else None
+    out["ttd_bound_vs_hadar"] = (hadar["ttd_s"] / out["lb_fork_s"]) if hadar and out["lb_fork_s"] else None
     return out
 
 

@@ -38,6 +38,7 @@ def test_ratios_favour_the_first_policy_when_above_one():
     assert m5["ttd_hadare_vs_gavel"] == pytest.approx(2.4)
     assert m5["hadare_ttd_over_hadar"] == pytest.approx(0.5)
     assert m5["lb_fork_over_hadar_ttd"] == pytest.approx(0.45)
+    assert m5["ttd_bound_vs_hadar"] == pytest.approx(1000 / 450)
     means = mean_over_mixes(comps, ["ttd_hadare_vs_hadar", "missing"])
     assert means["ttd_hadare_vs_hadar"] == pytest.approx((2.0 + 2000 / 1500) / 2)
     assert means["missing"] is None
