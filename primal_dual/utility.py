@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 DEFAULT_FLOOR = 1e-12
-"""Knob: smallest utility (relative to the weight). The sigmoid underflows to 0 for jobs that
-have waited more than ~140x their ideal duration; a floor keeps every job's payoff comparable and
-keeps the price range U_max/U_min finite (see ``prices.py``)."""
+"""Knob: scale of the utility floor (relative to the weight). The sigmoid underflows to 0 for
+jobs that have waited more than ~140x their ideal duration; below it the utility follows
+``floor x ideal / tau`` instead, which keeps the price range U_max/U_min finite (see
+``prices.py``) and still ranks a faster allocation above a slower one (a flat floor would let
+the price difference pick the slowest GPU)."""
 
 
 class Utility(Protocol):
@@ -40,7 +42,7 @@ class SigmoidUtility:
         ideal = max(ideal, 1e-9)
         z = self.gamma2 * (tau - ideal) / ideal
         u = 0.0 if z > 700.0 else 1.0 / (1.0 + math.exp(z))
-        return weight * max(u, self.floor)
+        return weight * max(u, _soft_floor(self.floor, tau, ideal))
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,12 @@ class InverseSlowdownUtility:
     name: str = "inverse-slowdown"
 
     def value(self, tau: float, weight: float, ideal: float) -> float:
-        return weight * max(min(1.0, ideal / max(tau, 1e-9)) if tau > 0 else 1.0, self.floor)
+        return weight * max(min(1.0, ideal / max(tau, 1e-9)) if tau > 0 else 1.0, _soft_floor(self.floor, tau, ideal))
+
+
+def _soft_floor(floor: float, tau: float, ideal: float) -> float:
+    """``floor x min(1, ideal / tau)``: tiny, but still decreasing in tau."""
+    return floor * min(1.0, ideal / max(tau, 1e-9))
 
 
 UTILITIES: dict[str, type] = {"sigmoid": SigmoidUtility, "inverse-slowdown": InverseSlowdownUtility}

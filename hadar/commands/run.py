@@ -35,6 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", metavar="RUNDIR", help="continue the run in RUNDIR after a crash or Ctrl-C")
     p.add_argument("--no-eval", action="store_true", help="do not score finished models on held-out data")
     p.add_argument("--no-live", action="store_true", help="one line per round instead of the live view")
+    p.add_argument("--cold-workers", action="store_true",
+                   help="start a fresh worker process every round instead of forking a warm per-node server")
     p.add_argument("--trust-new-hosts", action="store_true", help="SSH: accept and record unknown host keys")
     p.add_argument("--restart-penalty", type=float, default=RuntimeKnobs.restart_penalty_s,
                    help="what policies assume a restart costs, s (default: %(default)s)")
@@ -58,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = RunConfig(run_id=f"{rundir.name}-{secrets.token_hex(3)}"[-60:].lstrip(".-_") or "run",
                         cluster=args.cluster, workload=args.workload, size=args.size, policy=args.policy,
                         slot_s=args.slot, grace_s=args.grace, seed=args.seed, threads=args.threads,
-                        evaluate=not args.no_eval, started_at=time.time())
+                        evaluate=not args.no_eval, warm_workers=not args.cold_workers, started_at=time.time())
     knobs = RuntimeKnobs(args.restart_penalty, args.aggregation_overhead)
     view = None
     coordinator = Coordinator(rundir, cfg, provider_options=_provider_options(args), knobs=knobs)

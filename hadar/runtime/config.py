@@ -30,6 +30,8 @@ class RunConfig(BaseModel):
     """torch CPU threads per worker (0 = torch's default)."""
     evaluate: bool = True
     """Score each finished job's final model on its held-out split."""
+    warm_workers: bool = True
+    """Run workers through a warm per-node server (torch stays imported between rounds)."""
     probe_every: int = Field(default=1, ge=1)
     """Re-probe nodes marked down every this many rounds."""
     started_at: float

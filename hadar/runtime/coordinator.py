@@ -28,7 +28,13 @@ from hadar.errors import InputError
 from hadar.jobs import Job
 from hadar.policy import Assignment, Policy, RoundContext, make_policy
 from hadar.runtime.config import RunConfig
-from hadar.runtime.dispatch import CopyOutcome, CopyTask, evaluate_checkpoint, run_copy
+from hadar.runtime.dispatch import (
+    CopyOutcome,
+    CopyTask,
+    evaluate_checkpoint,
+    run_copy,
+    stop_warm_servers,
+)
 from hadar.runtime.history import copy_records, rebuild, statuses
 from hadar.runtime.journal import EventLog, Journal
 from hadar.workloads import load_workload, validate_workload
@@ -133,6 +139,8 @@ class Coordinator:
                 self._round(r)
                 r += 1
             self.events.emit("finish", rounds=r)
+            if self.cfg.warm_workers:
+                stop_warm_servers(self.provider, list(self.cluster.node_names))
         finally:
             if threading.current_thread() is threading.main_thread():
                 signal.signal(signal.SIGINT, prev)
@@ -235,7 +243,7 @@ class Coordinator:
             round=r, attempt=attempt, job=job, copy=a.copy, tracker_copy=tracker_copy, placement=a.placement,
             steps=max(1, math.ceil(budget)), deadline_s=self.cfg.slot_s, timeout_s=self.cfg.slot_s + self.cfg.grace_s,
             checkpoint_in=ckpt.path if ckpt else None, checkpoint_sha256=ckpt.sha256 if ckpt else None,
-            data_stream=idx, threads=self.cfg.threads,
+            data_stream=idx, threads=self.cfg.threads, warm=self.cfg.warm_workers,
         )
 
     def _dispatch(self, tasks: list[CopyTask], r: int, attempt: int) -> list[CopyOutcome]:
@@ -285,7 +293,8 @@ class Coordinator:
     def _evaluate(self, job_id: int, checkpoint: Path, cluster: Cluster) -> None:
         node = cluster.node_names[0]
         metric = evaluate_checkpoint(self.provider, node, self.by_id[job_id], checkpoint,
-                                     self.rundir / "incoming" / "eval", timeout_s=max(60.0, self.cfg.slot_s * 4))
+                                     self.rundir / "incoming" / "eval", timeout_s=max(60.0, self.cfg.slot_s * 4),
+                                     warm=self.cfg.warm_workers)
         self.events.emit("evaluation", job=job_id, node=node, metric=metric)
 
 

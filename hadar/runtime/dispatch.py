@@ -19,6 +19,13 @@ from nodes.provider import ChecksumMismatchError, NodeProvider
 WORKER_MODULE = "nodes.worker"
 
 
+def worker_command(provider: NodeProvider, node: str, warm: bool) -> list[str]:
+    """The argv prefix that runs one worker invocation on ``node``: through the node's warm
+    server (``nodes.warm``: torch stays imported between rounds) or as a fresh process."""
+    return [*provider.python(node), "-m", "nodes.warm", "run", "--"] if warm else [
+        *provider.python(node), "-m", WORKER_MODULE]
+
+
 @dataclass(frozen=True)
 class CopyTask:
     round: int
@@ -36,6 +43,7 @@ class CopyTask:
     checkpoint_sha256: str | None
     data_stream: int
     threads: int
+    warm: bool = True
 
     @property
     def ranks(self) -> list[tuple[str, str]]:
@@ -101,7 +109,7 @@ def _run(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOutcome
     def launch(rank: int) -> Any:
         node = ranks[rank][0]
         argv = [
-            *provider.python(node), "-m", WORKER_MODULE,
+            *worker_command(provider, node, task.warm),
             "--spec", f"{rd}/spec.json", "--steps", str(task.steps), "--deadline-s", f"{task.deadline_s:.3f}",
             "--result", f"{rd}/result-{rank}.json", "--speed-factor", f"{provider.speed_factor(node):g}",
             "--data-stream", str(task.data_stream), "--threads", str(task.threads),
@@ -151,7 +159,7 @@ def _gang_args(provider: NodeProvider, task: CopyTask) -> list[str]:
 
 
 def evaluate_checkpoint(provider: NodeProvider, node: str, job: Job, checkpoint: Path, local_dir: Path,
-                        timeout_s: float) -> dict[str, Any] | None:
+                        timeout_s: float, warm: bool = True) -> dict[str, Any] | None:
     """Score a job's final model on its held-out split on ``node``; None if that failed."""
     rd = f"eval/j{job.job_id}"
     local_dir.mkdir(parents=True, exist_ok=True)
@@ -160,7 +168,7 @@ def evaluate_checkpoint(provider: NodeProvider, node: str, job: Job, checkpoint:
     try:
         provider.put(node, spec_local, f"{rd}/spec.json")
         provider.put(node, checkpoint, f"{rd}/in.pt")
-        res = provider.run(node, [*provider.python(node), "-m", WORKER_MODULE, "--spec", f"{rd}/spec.json",
+        res = provider.run(node, [*worker_command(provider, node, warm), "--spec", f"{rd}/spec.json",
                                   "--steps", "0", "--deadline-s", f"{timeout_s:.0f}", "--checkpoint-in", f"{rd}/in.pt",
                                   "--result", f"{rd}/result.json", "--checkpoint-out", f"{rd}/eval.pt", "--eval",
                                   "--threads", "1"], timeout_s=timeout_s)
@@ -171,3 +179,12 @@ def evaluate_checkpoint(provider: NodeProvider, node: str, job: Job, checkpoint:
         return json.loads(out.read_text()).get("metric")
     except HadarError:
         return None
+
+
+def stop_warm_servers(provider: NodeProvider, nodes: list[str]) -> None:
+    """Let the nodes' warm servers exit (best effort: a node may be gone)."""
+    for node in nodes:
+        try:
+            provider.run(node, [*provider.python(node), "-m", "nodes.warm", "stop"], timeout_s=30)
+        except HadarError:
+            continue

@@ -116,8 +116,8 @@ class EventLog:
         self.path = path
         self._lock = threading.Lock()
 
-    def emit(self, kind: str, **fields: Any) -> dict[str, Any]:
-        event = {"t": round(time.time(), 3), "event": kind, **fields}
+    def emit(self, name: str, /, **fields: Any) -> dict[str, Any]:
+        event = {"t": round(time.time(), 3), "event": name, **fields}
         line = json.dumps(event, default=str) + "\n"
         with self._lock, open(self.path, "a") as fh:
             fh.write(line)

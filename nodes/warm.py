@@ -1,0 +1,240 @@
+"""A warm worker: one long-lived server per node keeps torch imported and forks a child per
+round, so a round's start-up costs milliseconds instead of seconds of ``import torch``.
+
+    python -m nodes.warm run -- <worker arguments>     # what the coordinator runs on a node
+    python -m nodes.warm serve --socket PATH           # started by ``run`` when none is up
+    python -m nodes.warm stop                          # let this directory's server exit
+
+``run`` (light: it never imports torch) connects to the server listening on
+``.hadar-warm.sock`` in its working directory, starting one if there is none, sends its
+arguments and waits. The server forks a child that runs :func:`nodes.worker.main` exactly as
+``python -m nodes.worker`` would, with the deadline counted from the client's start. The
+client relays the child's output and exit status. If the client goes away (the coordinator's
+timeout killed it), the server kills the child. The server exits after ``--idle-exit`` seconds
+without work. Everything else (files, results, exit codes) is the plain worker's contract.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SOCKET_NAME = ".hadar-warm.sock"
+IDLE_EXIT_S = 900.0
+
+
+# -- client ------------------------------------------------------------------------------------
+def client(worker_args: list[str], start_timeout_s: float = 120.0) -> int:
+    """Run one worker invocation through this directory's warm server; return its exit status."""
+    t0 = time.monotonic()
+    # relative to the working directory: AF_UNIX paths are limited to ~107 bytes
+    conn = _connect_or_spawn(Path(SOCKET_NAME), start_timeout_s)
+    request = {"argv": worker_args, "cwd": str(Path.cwd()), "t0": t0}
+    conn.sendall((json.dumps(request) + "\n").encode())
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = conn.recv(65536)
+        if not chunk:
+            print("hadar-warm: the warm server went away during the round", file=sys.stderr)
+            return 1
+        data += chunk
+    reply = json.loads(data)
+    sys.stdout.write(reply.get("stdout", ""))
+    sys.stderr.write(reply.get("stderr", ""))
+    rc = int(reply["returncode"])
+    return 128 - rc if rc < 0 else rc
+
+
+def _connect(sock_path: Path) -> socket.socket | None:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(str(sock_path))
+        return s
+    except OSError:
+        s.close()
+        return None
+
+
+def _connect_or_spawn(sock_path: Path, timeout_s: float) -> socket.socket:
+    conn = _connect(sock_path)
+    if conn is not None:
+        return conn
+    with open(sock_path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one spawner at a time (gang ranks on one node)
+        conn = _connect(sock_path)
+        if conn is None:
+            with contextlib.suppress(FileNotFoundError):
+                sock_path.unlink()
+            log_path = sock_path.with_suffix(".log")
+            with open(log_path, "ab") as log:
+                server = subprocess.Popen(
+                    [sys.executable, "-m", "nodes.warm", "serve", "--socket", str(sock_path)],
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True)
+            end = time.monotonic() + timeout_s
+            while conn is None and time.monotonic() < end and server.poll() is None:
+                time.sleep(0.05)
+                conn = _connect(sock_path)
+            if conn is None and server.poll() is not None:
+                tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
+                raise SystemExit(f"hadar-warm: the warm server exited with {server.returncode}: {tail[0]}")
+    if conn is None:
+        raise SystemExit(f"hadar-warm: no warm server answered on {sock_path} within {timeout_s:.0f} s")
+    return conn
+
+
+# -- server ------------------------------------------------------------------------------------
+class _Job:
+    def __init__(self, conn: socket.socket, pid: int, out: Path, err: Path) -> None:
+        self.conn, self.pid, self.out, self.err = conn, pid, out, err
+        self.killed_at: float | None = None
+
+
+def serve(sock_path: Path, idle_exit_s: float = IDLE_EXIT_S) -> None:
+    """Accept requests until idle for ``idle_exit_s``; fork one child per request."""
+    preload()
+
+    os.chdir(sock_path.resolve().parent)  # bind a short relative name (AF_UNIX path limit)
+    sock_path = Path(sock_path.name)
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with contextlib.suppress(FileNotFoundError):
+        sock_path.unlink()
+    srv.bind(str(sock_path))
+    srv.listen(64)
+    sel = selectors.DefaultSelector()
+    sel.register(srv, selectors.EVENT_READ, "accept")
+    pending: dict[socket.socket, bytes] = {}
+    jobs: dict[socket.socket, _Job] = {}
+    last_busy = time.monotonic()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        while True:
+            for key, _ in sel.select(timeout=0.05):
+                if key.data == "accept":
+                    conn, _ = srv.accept()
+                    pending[conn] = b""
+                    sel.register(conn, selectors.EVENT_READ, "conn")
+                    continue
+                conn = key.fileobj  # type: ignore[assignment]
+                chunk = b""
+                with contextlib.suppress(OSError):
+                    chunk = conn.recv(65536)
+                if conn in jobs:
+                    if not chunk:  # client gone: kill its child
+                        _stop(jobs[conn])
+                    continue
+                if not chunk:
+                    sel.unregister(conn)
+                    conn.close()
+                    pending.pop(conn, None)
+                    continue
+                pending[conn] += chunk
+                if pending[conn].endswith(b"\n"):
+                    jobs[conn] = _fork(json.loads(pending.pop(conn)), conn)
+            for conn, job in list(jobs.items()):
+                pid, status = os.waitpid(job.pid, os.WNOHANG)
+                if pid == 0:
+                    if job.killed_at is not None and time.monotonic() - job.killed_at > 5:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(job.pid, signal.SIGKILL)
+                    continue
+                rc = os.waitstatus_to_exitcode(status)
+                reply = {"returncode": rc, "stdout": _read(job.out), "stderr": _read(job.err)}
+                with contextlib.suppress(OSError):
+                    conn.sendall((json.dumps(reply) + "\n").encode())
+                sel.unregister(conn)
+                conn.close()
+                del jobs[conn]
+            if jobs or pending:
+                last_busy = time.monotonic()
+            elif time.monotonic() - last_busy > idle_exit_s or not sock_path.exists():
+                return
+    finally:
+        with contextlib.suppress(OSError):
+            sock_path.unlink()
+
+
+def preload() -> None:
+    """Import everything a worker imports lazily (torch, its optimizers' compile hooks, the models
+    and datasets) once in the server, before any fork. No tensor is created here."""
+    import importlib
+
+    for name in ("torch", "torch.optim", "torch._dynamo", "torch.nn.parallel", "torch.distributed",
+                 "nodes.worker", "nodes.models", "nodes.datasets", "nodes.checkpoint", "nodes.spec"):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+
+
+def _fork(request: dict, conn: socket.socket) -> _Job:
+    cwd = Path(request["cwd"])
+    stamp = f"{os.getpid()}-{time.monotonic_ns()}"
+    out, err = cwd / f".warm-{stamp}.out", cwd / f".warm-{stamp}.err"
+    pid = os.fork()
+    if pid == 0:  # the child: become the worker
+        code = 1
+        try:
+            os.setsid()
+            os.chdir(cwd)
+            fo, fe = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            os.dup2(fo, 1)
+            os.dup2(fe, 2)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            import nodes.worker as worker
+
+            # as `python -m nodes.worker` would, but the deadline counts from the client's start
+            code = worker._main(list(request["argv"]), float(request["t0"]))
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    return _Job(conn, pid, out, err)
+
+
+def _stop(job: _Job) -> None:
+    if job.killed_at is None:
+        job.killed_at = time.monotonic()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(job.pid, signal.SIGTERM)
+
+
+def _read(path: Path) -> str:
+    try:
+        text = path.read_text(errors="replace")
+        path.unlink()
+        return text
+    except OSError:
+        return ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="hadar-warm", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run one worker invocation through the warm server")
+    r.add_argument("worker_args", nargs=argparse.REMAINDER)
+    sub.add_parser("stop", help="ask this directory's warm server to exit once idle")
+    s = sub.add_parser("serve", help="the warm server (started by run)")
+    s.add_argument("--socket", required=True)
+    s.add_argument("--idle-exit", type=float, default=IDLE_EXIT_S)
+    a = p.parse_args(argv)
+    if a.cmd == "serve":
+        serve(Path(a.socket), a.idle_exit)
+        return 0
+    if a.cmd == "stop":
+        with contextlib.suppress(FileNotFoundError):
+            (Path.cwd() / SOCKET_NAME).unlink()  # the server exits when idle and its socket is gone
+        return 0
+    args = a.worker_args[1:] if a.worker_args[:1] == ["--"] else a.worker_args
+    return client(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

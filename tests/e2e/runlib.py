@@ -1,0 +1,116 @@
+"""Helpers for the end-to-end tests of ``hadar run``: real coordinator processes, real workers."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+LOCAL_3 = str(REPO / "cluster_configs" / "local-3node.yaml")
+
+
+def write_jobs(path: Path, steps: dict[str, int]) -> Path:
+    """A job file of tiny real-training jobs: {"LT": 60, "MM": 300, ...} (keys may repeat via 'MM#2')."""
+    jobs = []
+    for i, (name, n) in enumerate(steps.items()):
+        model = name.split("#")[0]
+        jobs.append({"id": i, "type": model, "gpus": 1, "steps": n,
+                     "spec": {"model": model, "size": "tiny", "data": "synthetic", "batch_size": 16,
+                              "lr": 0.001 if model != "IC" else 0.05, "seed": i}})
+    path.write_text(yaml.safe_dump({"jobs": jobs}))
+    return path
+
+
+def hadar(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hadar", *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=REPO)
+
+
+def start(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "hadar", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, cwd=REPO, start_new_session=True)
+
+
+def events(rundir: Path) -> list[dict[str, Any]]:
+    p = rundir / "events.jsonl"
+    if not p.exists():
+        return []
+    out = []
+    for line in p.read_text().splitlines():
+        with contextlib.suppress(json.JSONDecodeError):
+            out.append(json.loads(line))
+    return out
+
+
+def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None) -> None:
+    end = time.time() + timeout
+    while time.time() < end:
+        if predicate():
+            return
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"process ended before {what}: {proc.stdout.read() if proc.stdout else ''}")
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _proc(pid: str) -> tuple[str, bytes, int] | None:
+    try:
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        ppid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return cwd, cmd, ppid
+
+
+def worker_pids(rundir: Path, node: str) -> list[int]:
+    """Training processes of ``node`` in this run: plain workers, or children forked by the
+    node's warm server (same command line as their parent server)."""
+    base = str((rundir / "nodes").resolve())
+    procs = {int(p): info for p in os.listdir("/proc") if p.isdigit() and (info := _proc(p))}
+    out = []
+    for pid, (cwd, cmd, ppid) in procs.items():
+        if not (cwd.startswith(base) and cwd.rstrip("/").endswith(f"/{node}")):
+            continue
+        if b"nodes.worker" in cmd or b"nodes.warm" in cmd and b"serve" in cmd and ppid in procs and b"serve" in procs[ppid][1]:
+            out.append(pid)
+    return out
+
+
+def kill(pid: int) -> None:
+    os.kill(pid, signal.SIGKILL)
+
+
+def summary(rundir: Path) -> dict[str, Any]:
+    return json.loads((rundir / "summary.json").read_text())
+
+
+def steps_added(rundir: Path) -> dict[int, int]:
+    """Steps the tracker added per job, summed over the aggregation events (each round once)."""
+    total: dict[int, int] = {}
+    seen: set[tuple[int, int]] = set()
+    for e in events(rundir):
+        if e["event"] == "aggregation" and (e["round"], e["job"]) not in seen:
+            seen.add((e["round"], e["job"]))
+            total[e["job"]] = total.get(e["job"], 0) + e["steps_added"]
+    return total
+
+
+def tracker_progress(rundir: Path) -> dict[int, int]:
+    from tracker.tracker import JobTracker
+
+    t = JobTracker.open(rundir / "tracker.sqlite", rundir / "checkpoints")
+    try:
+        return {s.job_id: s.steps_done for s in t.jobs() if s.completed} | {
+            s.job_id: s.steps_done for s in t.jobs() if not s.completed}
+    finally:
+        t.close()

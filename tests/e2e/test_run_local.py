@@ -1,0 +1,122 @@
+"""``hadar run`` end to end on local nodes with real training of tiny models."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.e2e.runlib import (
+    LOCAL_3,
+    events,
+    hadar,
+    kill,
+    start,
+    steps_added,
+    summary,
+    tracker_progress,
+    wait_for,
+    worker_pids,
+    write_jobs,
+)
+
+pytestmark = pytest.mark.slow
+
+
+def test_m3_with_hadare_on_local_nodes_completes_and_reports_cru(tmp_path):
+    out = tmp_path / "run"
+    proc = hadar("run", "--cluster", LOCAL_3, "--workload", "M-3", "--size", "tiny", "--policy", "hadare",
+                 "--slot", "20", "--no-live", "--out", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    s = summary(out)
+    assert s["completed"] == s["jobs"] == 3
+    assert 0 < s["cru"] <= 1.0 and s["ttd_s"] > 0
+    assert tracker_progress(out) == {0: 300, 1: 250, 2: 250}
+    # every finished model was scored on held-out data
+    assert all(q["metric"] and q["value"] is not None for q in s["quality"].values())
+    for f in ("events.jsonl", "rounds.csv", "jobs.csv", "summary.json", "nodes_by_round.png", "cru_by_round.png"):
+        assert (out / f).is_file(), f
+    kinds = {e["event"] for e in events(out)}
+    assert {"dispatch", "result", "aggregation", "evaluation"} <= kinds
+    # hadar report redraws from the saved state and agrees
+    (out / "summary.json").unlink()
+    rep = hadar("report", str(out))
+    assert rep.returncode == 0, rep.stderr
+    assert summary(out)["cru"] == pytest.approx(s["cru"])
+
+
+def test_hadare_utilises_the_cluster_more_than_hadar(tmp_path):
+    jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 1500, "LT": 40, "MM#2": 40})
+    cru = {}
+    for policy in ("hadar", "hadare"):
+        out = tmp_path / policy
+        proc = hadar("run", "--cluster", LOCAL_3, "--workload", str(jobs), "--policy", policy, "--slot", "12",
+                     "--no-live", "--no-eval", "--out", str(out))
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert tracker_progress(out) == {0: 1500, 1: 40, 2: 40}
+        cru[policy] = summary(out)["cru"]
+    assert cru["hadare"] > cru["hadar"] + 0.1, cru
+
+
+def test_a_worker_killed_mid_round_loses_only_that_copys_round(tmp_path):
+    jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 2500, "LT": 600, "MM#2": 1500})
+    out = tmp_path / "run"
+    proc = start("run", "--cluster", LOCAL_3, "--workload", str(jobs), "--policy", "hadare", "--slot", "12",
+                 "--no-live", "--no-eval", "--out", str(out))
+    try:
+        wait_for(lambda: any(e["event"] == "dispatch" and e["round"] >= 1 for e in events(out)), 300,
+                 "round 1 to be dispatched", proc)
+        wait_for(lambda: worker_pids(out, "v100"), 60, "the v100 worker to start", proc)
+        victims = worker_pids(out, "v100")
+        killed_round = max(e["round"] for e in events(out) if e["event"] == "dispatch")
+        for pid in victims:
+            kill(pid)
+        assert proc.wait(timeout=900) == 0, proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    ev = events(out)
+    failures = [e for e in ev if e["event"] == "failure" and e["node"] == "v100" and e["round"] == killed_round]
+    assert failures and failures[0]["kind"] == "worker-error"
+    job = failures[0]["job"]
+    # the killed copy reported nothing that round, and no step was counted twice
+    assert not any(e["event"] == "result" and e["round"] == killed_round and e["node"] == "v100" for e in ev)
+    assert tracker_progress(out) == {0: 2500, 1: 600, 2: 1500}
+    assert steps_added(out) == {0: 2500, 1: 600, 2: 1500}
+    assert job in (0, 1, 2)
+    assert summary(out)["failures"] >= 1
+
+
+def test_coordinator_killed_with_sigkill_resumes_with_exact_step_counts(tmp_path):
+    jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 2000, "LT": 500, "MM#2": 1200})
+    out = tmp_path / "run"
+    proc = start("run", "--cluster", LOCAL_3, "--workload", str(jobs), "--policy", "hadare", "--slot", "12",
+                 "--no-live", "--no-eval", "--out", str(out))
+    try:
+        wait_for(lambda: any(e["event"] == "dispatch" and e["round"] >= 1 for e in events(out)), 300,
+                 "round 1 to be dispatched", proc)
+        kill(proc.pid)  # mid-round: workers are running, the round is not closed
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    before = tracker_progress(out)
+    assert sum(before.values()) < 2000 + 500 + 1200  # killed before the end
+    resumed = hadar("run", "--resume", str(out), "--no-live")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert tracker_progress(out) == {0: 2000, 1: 500, 2: 1200}
+    assert steps_added(out) == {0: 2000, 1: 500, 2: 1200}
+    ev = events(out)
+    assert any(e["event"] in ("aborted", "recovered") for e in ev)
+    assert sum(1 for e in ev if e["event"] == "start") == 2
+    assert json.loads((out / "summary.json").read_text())["completed"] == 3
+
+
+def test_bad_input_is_one_line_and_leaves_no_run(tmp_path):
+    out = tmp_path / "run"
+    bad = hadar("run", "--cluster", LOCAL_3, "--workload", "M-99", "--out", str(out), "--no-live")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1 and "M-99" in bad.stderr
+    assert not (out / "run.json").exists()
+    missing = hadar("run", "--resume", str(tmp_path / "nowhere"))
+    assert missing.returncode == 2 and "not a run directory" in missing.stderr
