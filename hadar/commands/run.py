@@ -116,7 +116,8 @@ def print_run_summary(summary: dict, rundir: Path, console: Console | None = Non
     t.add_row("average JCT", fmt(summary["avg_jct_s"]))
     t.add_row("cluster resource utilisation (CRU)", f"{summary['cru']:.3f}")
     t.add_row("rounds / failed copies", f"{summary['rounds']} / {summary['failures']}")
-    t.add_row("coordination overhead per round", fmt(summary["avg_overhead_s"]))
+    t.add_row("coordination per round (decide, stage, fetch, average)", fmt(summary["avg_coordination_s"]))
+    t.add_row("non-training time per round (adds worker start-up)", fmt(summary["avg_overhead_s"]))
     for jid, q in summary["quality"].items():
         if q["metric"]:
             t.add_row(f"job {jid} {q['metric']}", f"{q['value']:.4f}")

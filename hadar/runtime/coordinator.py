@@ -215,9 +215,13 @@ class Coordinator:
                              steps_total=res.steps_total, completed=res.completed,
                              checkpoint=str(res.checkpoint.path) if res.checkpoint else None,
                              sha256=res.checkpoint.sha256 if res.checkpoint else None)
+        longest_worker = max((c["wall_s"] for c in copies if c["kind"] == "ok"), default=0.0)
         timings = {
-            "copies": copies, "nodes_up": list(cluster.node_names),
-            "dispatch_collect_s": t_collect - t1, "close_s": t_end - t_close,
+            "copies": copies, "nodes_up": list(cluster.node_names), "decide_s": decision_s,
+            "dispatch_collect_s": t_collect - t1, "average_s": t_end - t_close,
+            # everything of the round that is not a worker running: decide, stage, fetch, average
+            "coordination_s": max(0.0, (t_end - t_start) - longest_worker),
+            # everything of the round that is not training (adds worker start-up and saving)
             "overhead_s": (t_end - t_start) - max((c["train_s"] for c in copies), default=0.0),
         }
         self.journal.close_round(r, t_end, timings)

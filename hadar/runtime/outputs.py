@@ -33,6 +33,7 @@ def collect(rundir: Path) -> tuple[RunConfig, list[dict[str, Any]], list[dict[st
     busy = sum(r["busy_s"] for r in rounds)
     avail = sum(r["nodes_up"] * r["duration"] for r in rounds)
     overheads = [r["overhead_s"] for r in rounds if r["overhead_s"] is not None]
+    coordination = [r["coordination_s"] for r in rounds if r["coordination_s"] is not None]
     summary = {
         "policy": cfg.policy, "cluster": cfg.cluster, "workload": cfg.workload, "size": cfg.size,
         "slot_s": cfg.slot_s, "jobs": len(jobs), "completed": len(done),
@@ -43,6 +44,7 @@ def collect(rundir: Path) -> tuple[RunConfig, list[dict[str, Any]], list[dict[st
         "failures": sum(r["failures"] for r in rounds),
         "avg_decision_s": float(np.mean([r["decision_s"] for r in rounds])) if rounds else None,
         "avg_overhead_s": float(np.mean(overheads)) if overheads else None,
+        "avg_coordination_s": float(np.mean(coordination)) if coordination else None,
         "quality": {str(j["id"]): {"metric": j["metric"], "value": j["metric_value"]} for j in jobs},
     }
     return cfg, rounds, jobs, summary
@@ -62,6 +64,7 @@ def _rounds(cfg: RunConfig, journal: Journal, tracker: JobTracker) -> list[dict[
             "nodes_up": nodes_up, "copies": len(copies), "failures": sum(c["kind"] not in ("ok",) for c in copies),
             "busy_s": busy, "cru": busy / (nodes_up * duration), "decision_s": row.decision_s,
             "overhead_s": row.timings.get("overhead_s"),
+            "coordination_s": row.timings.get("coordination_s"),
             "placements": {c["node"]: c["job"] for c in copies if c["kind"] == "ok"},
         })
     return out
@@ -95,7 +98,7 @@ def write_report(rundir: Path) -> dict[str, Any]:
     """Write rounds.csv, jobs.csv, summary.json and the two charts; returns the summary."""
     cfg, rounds, jobs, summary = collect(rundir)
     _csv(rundir / "rounds.csv", ["round", "attempt", "start", "duration", "nodes_up", "copies", "failures", "busy_s",
-                                 "cru", "decision_s", "overhead_s"], rounds)
+                                 "cru", "decision_s", "coordination_s", "overhead_s"], rounds)
     _csv(rundir / "jobs.csv", ["id", "model", "target_steps", "steps_done", "start", "finish", "jct", "completed",
                                "metric", "metric_value"], jobs)
     tmp = rundir / "summary.json.tmp"
