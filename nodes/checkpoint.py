@@ -11,7 +11,6 @@ with every tensor on the CPU, written atomically (temporary file + ``os.replace`
 
 from __future__ import annotations
 
-import hashlib
 import os
 import pickle
 import tempfile
@@ -23,18 +22,9 @@ from typing import Any
 import torch
 
 from hadar.errors import InputError
+from nodes.integrity import CHECKPOINT_FORMAT as FORMAT
+from nodes.integrity import sha256_file
 from nodes.models import build_model, canonical_model, check_size
-
-FORMAT = "hadar-ckpt-1"
-
-
-def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
-    """Hex sha256 of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _to_cpu(obj: Any) -> Any:

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hadar.cluster import Cluster, Node
 from nodes import health
+from nodes.integrity import sha256_file
 from nodes.provider import (
     ChecksumMismatchError,
     CommandResult,
@@ -38,7 +39,6 @@ from nodes.provider import (
     NodeTransferError,
     confine,
     load_section,
-    sha256_file,
 )
 
 DEFAULT_BASE_DIR = "~/.hadar/local-nodes"

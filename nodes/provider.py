@@ -12,7 +12,6 @@ coordinator dispatches a round's copies in parallel); calls for the same node ma
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import posixpath
 import re
@@ -90,15 +89,6 @@ class NodeHealth:
             "error": self.error,
             "seconds": round(self.seconds, 3),
         }
-
-
-def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
-    """Hex sha256 of a local file."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def check_run_id(run_id: str) -> str:

@@ -49,6 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from hadar.cluster import Cluster, Node
 from hadar.errors import HadarError, InputError, UnreachableNodeError
 from nodes import health
+from nodes.integrity import SHA256_RE, sha256_file
 from nodes.provider import (
     ChecksumMismatchError,
     CommandResult,
@@ -57,7 +58,6 @@ from nodes.provider import (
     NodeTransferError,
     confine,
     load_section,
-    sha256_file,
 )
 
 T = TypeVar("T")
@@ -639,7 +639,7 @@ class SshProvider(NodeProvider):
             self.settings.io_timeout_s,
         )
         digest = res.stdout.strip()[:64].lower()
-        if res.returncode != 0 or not re.fullmatch(r"[0-9a-f]{64}", digest):
+        if res.returncode != 0 or not SHA256_RE.fullmatch(digest):
             raise NodeTransferError(
                 f"{self._where(node)}: cannot hash {path}: {res.tail(1) or f'exit {res.returncode}'}"
             )

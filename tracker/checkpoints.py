@@ -1,15 +1,14 @@
-"""Checkpoint files in the ``hadar-ckpt-1`` format: hashing, verified loading, atomic writing.
+"""Checkpoint files in the ``hadar-ckpt-1`` format: verified loading and atomic writing.
 
 A checkpoint is ``torch.save({"format": "hadar-ckpt-1", "model": str|None, "size": str|None,
 "state_dict": {...}, "optimizer": {...}|None, "steps": int}, path)``; its sha256 (of the file's
-bytes) travels alongside it.
+bytes, :func:`nodes.integrity.sha256_file`) travels alongside it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import re
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -17,22 +16,12 @@ from typing import Any
 
 import torch
 
+from nodes.integrity import CHECKPOINT_FORMAT as FORMAT
+from nodes.integrity import CHUNK, sha256_file
 from tracker.crashpoints import crash_point
 from tracker.errors import CheckpointError
 
-FORMAT = "hadar-ckpt-1"
-SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 TMP_PREFIX = ".tmp-"
-_BLOCK = 1 << 20
-
-
-def sha256_file(path: str | os.PathLike[str]) -> str:
-    """Hex sha256 of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(_BLOCK):
-            h.update(block)
-    return h.hexdigest()
 
 
 def make_payload(
@@ -167,7 +156,7 @@ def copy_atomic(
     def write(f: Any) -> str:
         h = hashlib.sha256()
         with open(src, "rb") as s:
-            while block := s.read(_BLOCK):
+            while block := s.read(CHUNK):
                 h.update(block)
                 f.write(block)
         if h.hexdigest() != sha256:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nodes.integrity import SHA256_RE, sha256_file
 from tracker import ids
 from tracker.averaging import (
     MODES,
@@ -37,13 +38,11 @@ from tracker.averaging import (
     signature_difference,
 )
 from tracker.checkpoints import (
-    SHA256_RE,
     TMP_PREFIX,
     copy_atomic,
     load_checkpoint,
     make_payload,
     save_atomic,
-    sha256_file,
     verify_file,
 )
 from tracker.crashpoints import crash_point
