@@ -1,5 +1,6 @@
 """The node health probe: a self-contained Python snippet every provider runs with the node's
-interpreter, and the parser for what it prints (Python and torch versions, GPUs seen).
+interpreter, and the reading of what it prints (Python and torch versions, GPUs seen) as a
+:class:`~nodes.provider.NodeHealth`.
 
 GPUs come from ``nvidia-smi``; torch is only imported (to list the CUDA devices it can use) when
 there is an NVIDIA GPU, so a check of a CPU-only node takes well under a second."""
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 import json
 from typing import Any
+
+from nodes.provider import CommandResult, NodeHealth
 
 MARKER = "HADAR-HEALTH "
 
@@ -71,3 +74,29 @@ def failure_line(returncode: int, stdout: str, stderr: str, python: str) -> str:
     text = (stderr or stdout).strip().splitlines()
     last = text[-1] if text else "no output"
     return f"health probe with {python} exited {returncode}: {last}"
+
+
+def node_health(
+    node: str, address: str, res: CommandResult, seconds: float, timeout_s: float, python: str
+) -> NodeHealth:
+    """The health of a reachable ``node`` from the probe run ``res`` (started with ``python``):
+    its report, or an ``error`` saying why the probe did not report."""
+    report = parse(res.stdout)
+    if report is None:
+        err = (
+            f"health probe timed out after {timeout_s:g}s"
+            if res.timed_out
+            else failure_line(res.returncode, res.stdout, res.stderr, python)
+        )
+        return NodeHealth(node, True, address, error=err, seconds=seconds)
+    return NodeHealth(
+        node=node,
+        reachable=True,
+        address=address,
+        python=report.get("python"),
+        torch=report.get("torch"),
+        gpus=gpus_seen(report),
+        error="; ".join(report.get("notes") or []) or None,
+        seconds=seconds,
+        details=report,
+    )

@@ -22,7 +22,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -32,7 +31,6 @@ from hadar.cluster import Cluster, Node
 from nodes import health
 from nodes.integrity import sha256_file
 from nodes.provider import (
-    ChecksumMismatchError,
     CommandResult,
     NodeHealth,
     NodeProvider,
@@ -40,6 +38,7 @@ from nodes.provider import (
     confine,
     load_section,
 )
+from nodes.transfer import receive_verified, require_sha256
 
 DEFAULT_BASE_DIR = "~/.hadar/local-nodes"
 PROBE_TTL_S = 30.0
@@ -113,22 +112,12 @@ def _killpg(pgid: int, sig: int) -> None:
 def copy_verified(src: Path, dst: Path, node: str, expected: str | None = None) -> str:
     """Copy ``src`` to ``dst`` atomically (temp file + rename), hashing both ends."""
     want = sha256_file(src)
-    if expected is not None and want != expected.lower():
-        raise ChecksumMismatchError(
-            f"node {node}: {src} has sha256 {want[:12]}..., expected {expected[:12]}..."
-        )
+    if expected is not None:
+        require_sha256(want, expected, f"node {node}: {src}", "expected")
     dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(f".{dst.name}.part-{uuid.uuid4().hex[:8]}")
-    try:
-        shutil.copyfile(src, tmp)
-        got = sha256_file(tmp)
-        if got != want:
-            raise ChecksumMismatchError(
-                f"node {node}: copy of {src} has sha256 {got[:12]}..., source {want[:12]}..."
-            )
-        os.replace(tmp, dst)
-    finally:
-        tmp.unlink(missing_ok=True)
+    receive_verified(
+        dst, lambda tmp: shutil.copyfile(src, tmp), want, f"node {node}: copy of {src}", "source"
+    )
     return want
 
 
@@ -229,25 +218,7 @@ class LocalProvider(NodeProvider):
     def check(self, node: Node | str, timeout_s: float = 60.0) -> NodeHealth:
         n = self.node(node)
         res, seconds = self._probe(timeout_s)
-        report = health.parse(res.stdout)
-        if report is None:
-            err = (
-                f"health probe timed out after {timeout_s:g}s"
-                if res.timed_out
-                else health.failure_line(res.returncode, res.stdout, res.stderr, self._python[0])
-            )
-            return NodeHealth(n.name, True, "localhost", error=err, seconds=seconds)
-        return NodeHealth(
-            node=n.name,
-            reachable=True,
-            address="localhost",
-            python=report.get("python"),
-            torch=report.get("torch"),
-            gpus=health.gpus_seen(report),
-            error="; ".join(report.get("notes") or []) or None,
-            seconds=seconds,
-            details=report,
-        )
+        return health.node_health(n.name, "localhost", res, seconds, timeout_s, self._python[0])
 
     def remove_workdir(self, node: Node | str) -> None:
         shutil.rmtree(self.workdir(node), ignore_errors=True)

@@ -51,7 +51,6 @@ from hadar.errors import HadarError, InputError, UnreachableNodeError
 from nodes import health
 from nodes.integrity import SHA256_RE, sha256_file
 from nodes.provider import (
-    ChecksumMismatchError,
     CommandResult,
     NodeHealth,
     NodeProvider,
@@ -59,6 +58,7 @@ from nodes.provider import (
     confine,
     load_section,
 )
+from nodes.transfer import part_name, receive_verified, require_sha256
 
 T = TypeVar("T")
 # Failures reach the caller as one-line errors; keep paramiko's transport-thread tracebacks off
@@ -662,20 +662,15 @@ class SshProvider(NodeProvider):
         want = sha256_file(src)
 
         def transfer(client: paramiko.SSHClient) -> str:
-            tmp = posixpath.join(
-                posixpath.dirname(remote),
-                f".{posixpath.basename(remote)}.part-{uuid.uuid4().hex[:8]}",
-            )
+            tmp = posixpath.join(posixpath.dirname(remote), part_name(posixpath.basename(remote)))
             with self._sftp(client) as sftp:
                 self._ensure_dir(n, sftp, posixpath.dirname(remote))
                 try:
                     sftp.put(str(src), tmp, confirm=True)
                     got = self._remote_sha256(n, client, tmp)
-                    if got != want:
-                        raise ChecksumMismatchError(
-                            f"{self._where(n)}: uploaded {remote_rel_path} has sha256 "
-                            f"{got[:12]}..., local file {want[:12]}..."
-                        )
+                    require_sha256(
+                        got, want, f"{self._where(n)}: uploaded {remote_rel_path}", "local file"
+                    )
                     sftp.posix_rename(tmp, remote)
                 except BaseException:
                     with contextlib.suppress(Exception):
@@ -706,23 +701,16 @@ class SshProvider(NodeProvider):
                         f"{self._where(n)}: no file {remote_rel_path} in {self.workdir(n)}"
                     ) from None
                 theirs = self._remote_sha256(n, client, remote)
-                if expected_sha256 is not None and theirs != expected_sha256.lower():
-                    raise ChecksumMismatchError(
-                        f"{self._where(n)}: {remote_rel_path} has sha256 {theirs[:12]}..., "
-                        f"expected {expected_sha256[:12]}..."
-                    )
-                tmp = dst.with_name(f".{dst.name}.part-{uuid.uuid4().hex[:8]}")
-                try:
-                    sftp.get(remote, str(tmp))
-                    ours = sha256_file(tmp)
-                    if ours != theirs:
-                        raise ChecksumMismatchError(
-                            f"{self._where(n)}: downloaded {remote_rel_path} has sha256 "
-                            f"{ours[:12]}..., node says {theirs[:12]}..."
-                        )
-                    os.replace(tmp, dst)
-                finally:
-                    tmp.unlink(missing_ok=True)
+                where = self._where(n)
+                if expected_sha256 is not None:
+                    require_sha256(theirs, expected_sha256, f"{where}: {remote_rel_path}", "expected")
+                receive_verified(
+                    dst,
+                    lambda tmp: sftp.get(remote, str(tmp)),
+                    theirs,
+                    f"{where}: downloaded {remote_rel_path}",
+                    "node says",
+                )
             return theirs
 
         return self._retrying(n, f"get of {remote_rel_path}", transfer)
@@ -752,26 +740,8 @@ class SshProvider(NodeProvider):
             return NodeHealth(
                 n.name, False, address, error=str(exc), seconds=time.monotonic() - start
             )
-        report = health.parse(res.stdout)
         seconds = time.monotonic() - start
-        if report is None:
-            err = (
-                f"health probe timed out after {timeout_s:g}s"
-                if res.timed_out
-                else health.failure_line(res.returncode, res.stdout, res.stderr, py[0])
-            )
-            return NodeHealth(n.name, True, address, error=err, seconds=seconds)
-        return NodeHealth(
-            node=n.name,
-            reachable=True,
-            address=address,
-            python=report.get("python"),
-            torch=report.get("torch"),
-            gpus=health.gpus_seen(report),
-            error="; ".join(report.get("notes") or []) or None,
-            seconds=seconds,
-            details=report,
-        )
+        return health.node_health(n.name, address, res, seconds, timeout_s, py[0])
 
     def close(self) -> None:
         with self._conns_lock:
