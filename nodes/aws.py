@@ -44,7 +44,7 @@ from hadar.cluster import Cluster, Node
 from hadar.cluster_config import cluster_from_dict
 from hadar.errors import HadarError, InputError, UnreachableNodeError
 from nodes.provider import CommandResult, NodeHealth, NodeProvider, load_section
-from nodes.ssh import SshProvider, known_hosts_name
+from nodes.ssh import DEFAULT_KNOWN_HOSTS, SshProvider, known_hosts_name
 
 CLUSTER_TAG = "hadar-cluster"
 NODE_TAG = "hadar-node"
@@ -418,7 +418,7 @@ class AwsCluster:
             time.sleep(s.poll_interval_s)
 
     def known_hosts_path(self) -> Path:
-        return Path(os.path.expanduser(self.settings.known_hosts or "~/.ssh/known_hosts"))
+        return Path(os.path.expanduser(self.settings.known_hosts or DEFAULT_KNOWN_HOSTS))
 
     def record_console_host_keys(self, inst: Instance) -> int:
         """Record the host keys an instance printed on its console (cloud-init) in known_hosts,

@@ -65,6 +65,7 @@ T = TypeVar("T")
 # stderr unless the application configures logging itself.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 _KNOWN_HOSTS_LOCK = threading.Lock()
 
 
@@ -86,7 +87,7 @@ class SshSettings(BaseModel):
     user: str | None = None
     port: int | None = Field(default=None, ge=1, le=65535)
     identity_file: str | None = None
-    known_hosts: str = "~/.ssh/known_hosts"
+    known_hosts: str = DEFAULT_KNOWN_HOSTS
     ssh_config: str | None = "~/.ssh/config"
     trust_new_hosts: bool = False
     allow_agent: bool = True
