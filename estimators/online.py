@@ -34,6 +34,7 @@ from estimators.throughput import DEFAULT_UNCONSOLIDATED_PENALTY, ThroughputMode
 from hadar.cluster import Cluster
 from hadar.errors import InputError
 from hadar.jobs import Job
+from hadar.validation import load_json
 
 log = logging.getLogger(__name__)
 
@@ -226,12 +227,8 @@ class OnlineThroughput(ThroughputModel):
     def load(cls, path: str | Path, prior: ThroughputModel) -> OnlineThroughput:
         """Restore from :meth:`save`'s file; bad files raise a one-line InputError."""
         p = Path(path)
-        if not p.is_file():
-            raise InputError(f"{p}: online throughput state not found")
         try:
-            data = json.loads(p.read_text())
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{p}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
+            data = load_json(p, "online throughput state")
         except UnicodeDecodeError:
             raise InputError(f"{p}: not a text file") from None
         return cls.from_dict(data, prior, source=str(p))

@@ -22,6 +22,7 @@ from estimators.gpu_catalogue import canonical_gpu
 from hadar.cluster import Cluster
 from hadar.errors import InputError
 from hadar.jobs import Job, Placement
+from hadar.validation import load_json
 
 DEFAULT_UNCONSOLIDATED_PENALTY = 0.75
 """Knob: multi-node rate = this x consolidated rate, where the table has no unconsolidated entry."""
@@ -114,13 +115,7 @@ class GavelThroughputTable(ThroughputModel):
     @classmethod
     def from_file(cls, path: str | Path) -> GavelThroughputTable:
         p = Path(path)
-        if not p.is_file():
-            raise InputError(f"{p}: throughputs file not found")
-        try:
-            data = json.loads(p.read_text())
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{p}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
-        return cls.from_json(data, source=str(p))
+        return cls.from_json(load_json(p, "throughputs file"), source=str(p))
 
     @classmethod
     def bundled(cls) -> GavelThroughputTable:

@@ -1,7 +1,8 @@
-"""Turn pydantic and YAML/CSV parse errors into one-line InputErrors naming the file and field."""
+"""Turn pydantic and YAML/JSON parse errors into one-line InputErrors naming the file and field."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -52,3 +53,16 @@ def load_yaml(path: str | Path, what: str) -> Any:
     if not isinstance(data, dict):
         raise InputError(f"{p}: expected a mapping at the top level of the {what} file")
     return data
+
+
+def load_json(path: str | Path, what: str) -> Any:
+    """Parse a JSON file, raising one-line InputErrors for a missing file (``<path>: <what> not
+    found``) and syntax errors. Bytes that are not text raise UnicodeDecodeError, which callers
+    name in their own words."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{p}: {what} not found")
+    try:
+        return json.loads(p.read_text())
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{p}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
