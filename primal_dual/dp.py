@@ -60,6 +60,7 @@ class CandidateCache:
         self.bounds = bounds
         self._memo: dict[tuple[Hashable, bytes], list[Candidate]] = {}
         self._prices: dict[bytes, np.ndarray] = {}
+        self._last: tuple[np.ndarray, np.ndarray] | None = None
 
     def prices(self, free: np.ndarray, key: bytes | None = None) -> np.ndarray:
         """Current prices for a free state; all zero (where there is capacity) without bounds.
@@ -70,9 +71,16 @@ class CandidateCache:
         if p is None:
             if self.bounds is None:
                 p = np.where(self.capacity > 0, 0.0, np.inf)
+            elif self._last is not None and self._last[0].shape == free.shape:
+                # incremental: only nodes whose free GPUs changed since the last state get new prices
+                p = self._last[1].copy()
+                rows = np.flatnonzero((free != self._last[0]).any(axis=1))
+                if rows.size:
+                    p[rows] = price_matrix(self.bounds, self.capacity[rows] - free[rows], self.capacity[rows])
             else:
                 p = price_matrix(self.bounds, self.capacity - free, self.capacity)
             self._prices[key] = p
+            self._last = (free.copy(), p)
         return p
 
     def candidates(self, entry: QueueEntry, free: np.ndarray, key: bytes | None = None) -> list[Candidate]:

@@ -134,17 +134,20 @@ def relevant_nodes(req: JobRequest, free: np.ndarray, price: np.ndarray) -> np.n
     prices and rates are interchangeable and every construction breaks ties by position, so
     only the first W nodes of each identical group matter. Exact, not a heuristic."""
     if req.node_groups is not None and free.max(initial=0) < 64 and free.shape[1] <= 9:
-        # Prices follow from (capacity, free), capacity and rates from the static group.
+        # Prices follow from (capacity, free), capacity and rates from the static group: one
+        # integer key per node, and a stable sort keeps each group's nodes in position order.
         packed = (free.astype(np.int64) * (64 ** np.arange(free.shape[1]))).sum(axis=1)
-        _, group = np.unique(req.node_groups.astype(np.int64) * (64 ** free.shape[1]) + packed, return_inverse=True)
+        key = req.node_groups.astype(np.int64) * (64 ** free.shape[1]) + packed
+        order = np.argsort(key, kind="stable")
+        g_sorted = key[order]
     else:
         rows = np.ascontiguousarray(
             np.concatenate([free.astype(float), price, req.rates_cons, req.rates_unc], axis=1)
         )
         void = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
-        _, group = np.unique(void, return_inverse=True)
-    order = np.argsort(group, kind="stable")
-    g_sorted = group[order]
+        group = np.unique(void, return_inverse=True)[1].ravel()
+        order = np.argsort(group, kind="stable")
+        g_sorted = group[order]
     starts = np.flatnonzero(np.r_[True, g_sorted[1:] != g_sorted[:-1]])
     rank = np.arange(g_sorted.size) - np.repeat(starts, np.diff(np.r_[starts, g_sorted.size]))
     return np.sort(order[rank < req.num_gpus])

@@ -71,3 +71,19 @@ def test_dp_reports_inexact_when_the_beam_drops_states():
     assert narrow.total_payoff <= wide.total_payoff + 1e-12
     with pytest.raises(ValueError):
         plan_queue(entries, free, cache, beam=0)
+
+
+def test_incremental_prices_equal_a_full_recompute():
+    from primal_dual.prices import price_matrix
+
+    rng = np.random.default_rng(11)
+    cap = rng.integers(0, 5, size=(30, 3))
+    bounds = PriceBounds(u_min=np.array([1e-6, 1e-4, 1e-3]), u_max=np.array([1.0, 0.5, 2.0]))
+    cache = CandidateCache(cap, bounds)
+    free = cap.copy()
+    for _ in range(50):
+        h, k = rng.integers(0, 30), rng.integers(0, 3)
+        if free[h, k] > 0:
+            free = free.copy()
+            free[h, k] -= 1
+        np.testing.assert_allclose(cache.prices(free), price_matrix(bounds, cap - free, cap))
