@@ -76,7 +76,8 @@ class RoundContext:
     jobs: Sequence[JobStatus]
     """Arrived, unfinished jobs, ordered by (arrival, job id)."""
     current: Mapping[tuple[int, int], Placement]
-    """Last round's placements by (job id, copy); empty for jobs that were not running."""
+    """Last round's placements by (job id, copy); empty for jobs that were not running. Drivers
+    leave out placements on nodes that are not in ``cluster`` any more (down or gone)."""
     throughput: ThroughputModel
     restart_penalty: float = 10.0
 

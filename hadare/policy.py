@@ -122,7 +122,10 @@ def _primary_copies(ctx: RoundContext) -> dict[tuple[int, int], Placement]:
     """Each job's fastest copy of last round, as Hadar's running placement (copy 0): the job
     keeps that node, as Hadar keeps running jobs; its other copies are re-planned."""
     best: dict[int, tuple[float, Placement]] = {}
+    up = set(ctx.cluster.node_names)
     for (job_id, _), placement in ctx.current.items():
+        if not set(placement) <= up:  # its node left the cluster
+            continue
         try:
             job = ctx.status(job_id).job
         except KeyError:

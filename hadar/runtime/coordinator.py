@@ -161,6 +161,8 @@ class Coordinator:
         cluster = self._available_cluster(r)
         hist, current = rebuild(self.jobs, self.journal.rounds(), self.tracker, self.cfg.started_at)
         active = statuses(self.jobs, hist, self.tracker)
+        up = set(cluster.node_names)
+        current = {k: p for k, p in current.items() if set(p) <= up}  # nodes that left or are down
         ctx = RoundContext(now=t_start - self.cfg.started_at, round_index=r, round_length=self.cfg.slot_s,
                            cluster=cluster, jobs=tuple(active), current=current, throughput=self.throughput,
                            restart_penalty=self.knobs.restart_penalty_s)
