@@ -418,7 +418,10 @@ class AwsCluster:
             time.sleep(s.poll_interval_s)
 
     def known_hosts_path(self) -> Path:
-        return Path(os.path.expanduser(self.settings.known_hosts or DEFAULT_KNOWN_HOSTS))
+        """Where console host keys are recorded: the aws section's file, else the ssh section's
+        (the file the SSH side will check against), else ~/.ssh/known_hosts."""
+        ssh_side = (self.cluster.settings.get("ssh") or {}).get("known_hosts")
+        return Path(os.path.expanduser(self.settings.known_hosts or ssh_side or DEFAULT_KNOWN_HOSTS))
 
     def record_console_host_keys(self, inst: Instance) -> int:
         """Record the host keys an instance printed on its console (cloud-init) in known_hosts,
