@@ -114,3 +114,15 @@ def tracker_progress(rundir: Path) -> dict[int, int]:
             s.job_id: s.steps_done for s in t.jobs() if not s.completed}
     finally:
         t.close()
+
+
+def start_run(out: Path, workload: Path, cluster: str = LOCAL_3, slot: str = "12") -> subprocess.Popen:
+    """A HadarE run of ``workload`` in the background (no live view, no evaluation)."""
+    return start("run", "--cluster", cluster, "--workload", str(workload), "--policy", "hadare", "--slot", slot,
+                 "--no-live", "--no-eval", "--out", str(out))
+
+
+def wait_until_dispatched(out: Path, round_: int, proc: subprocess.Popen, timeout: float = 300) -> None:
+    """Block until the coordinator has dispatched round ``round_`` (or later)."""
+    wait_for(lambda: any(e["event"] == "dispatch" and e["round"] >= round_ for e in events(out)), timeout,
+             f"round {round_} to be dispatched", proc)

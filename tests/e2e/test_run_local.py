@@ -11,11 +11,12 @@ from tests.e2e.runlib import (
     events,
     hadar,
     kill,
-    start,
+    start_run,
     steps_added,
     summary,
     tracker_progress,
     wait_for,
+    wait_until_dispatched,
     worker_pids,
     write_jobs,
 )
@@ -61,11 +62,9 @@ def test_hadare_utilises_the_cluster_more_than_hadar(tmp_path):
 def test_a_worker_killed_mid_round_loses_only_that_copys_round(tmp_path):
     jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 2500, "LT": 600, "MM#2": 1500})
     out = tmp_path / "run"
-    proc = start("run", "--cluster", LOCAL_3, "--workload", str(jobs), "--policy", "hadare", "--slot", "12",
-                 "--no-live", "--no-eval", "--out", str(out))
+    proc = start_run(out, jobs)
     try:
-        wait_for(lambda: any(e["event"] == "dispatch" and e["round"] >= 1 for e in events(out)), 300,
-                 "round 1 to be dispatched", proc)
+        wait_until_dispatched(out, 1, proc)
         wait_for(lambda: worker_pids(out, "v100"), 60, "the v100 worker to start", proc)
         victims = worker_pids(out, "v100")
         killed_round = max(e["round"] for e in events(out) if e["event"] == "dispatch")
@@ -78,23 +77,19 @@ def test_a_worker_killed_mid_round_loses_only_that_copys_round(tmp_path):
     ev = events(out)
     failures = [e for e in ev if e["event"] == "failure" and e["node"] == "v100" and e["round"] == killed_round]
     assert failures and failures[0]["kind"] == "worker-error"
-    job = failures[0]["job"]
     # the killed copy reported nothing that round, and no step was counted twice
     assert not any(e["event"] == "result" and e["round"] == killed_round and e["node"] == "v100" for e in ev)
     assert tracker_progress(out) == {0: 2500, 1: 600, 2: 1500}
     assert steps_added(out) == {0: 2500, 1: 600, 2: 1500}
-    assert job in (0, 1, 2)
     assert summary(out)["failures"] >= 1
 
 
 def test_coordinator_killed_with_sigkill_resumes_with_exact_step_counts(tmp_path):
     jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 2000, "LT": 500, "MM#2": 1200})
     out = tmp_path / "run"
-    proc = start("run", "--cluster", LOCAL_3, "--workload", str(jobs), "--policy", "hadare", "--slot", "12",
-                 "--no-live", "--no-eval", "--out", str(out))
+    proc = start_run(out, jobs)
     try:
-        wait_for(lambda: any(e["event"] == "dispatch" and e["round"] >= 1 for e in events(out)), 300,
-                 "round 1 to be dispatched", proc)
+        wait_until_dispatched(out, 1, proc)
         kill(proc.pid)  # mid-round: workers are running, the round is not closed
         proc.wait(timeout=30)
     finally:
