@@ -113,6 +113,10 @@ def _make(alloc: np.ndarray, req: JobRequest, price: np.ndarray) -> Candidate | 
 PRUNE_ABOVE_NODES = 64
 """Clusters with more nodes are pruned to interchangeable-node representatives first."""
 
+SMALL_CELLS = 256
+"""States with at most this many [node, type] cells use the pure-Python construction
+(numpy's per-call overhead dominates there); larger ones the vectorised one. Same results."""
+
 
 def candidate_allocations(req: JobRequest, free: np.ndarray, price: np.ndarray) -> list[Candidate]:
     """All distinct FIND_ALLOC candidates for ``req`` on ``free`` GPUs at ``price`` (may be empty)."""
@@ -121,12 +125,16 @@ def candidate_allocations(req: JobRequest, free: np.ndarray, price: np.ndarray) 
         if keep.size < free.shape[0]:
             sub = JobRequest(req.num_gpus, req.rates_cons[keep], req.rates_unc[keep])
             out = []
-            for c in _candidates(sub, free[keep], price[keep]):
+            for c in _dispatch(sub, free[keep], price[keep]):
                 alloc = np.zeros_like(free)
                 alloc[keep] = c.alloc
                 out.append(Candidate(alloc, c.rate, c.unit_cost, c.nodes))
             return out
-    return _candidates(req, free, price)
+    return _dispatch(req, free, price)
+
+
+def _dispatch(req: JobRequest, free: np.ndarray, price: np.ndarray) -> list[Candidate]:
+    return _candidates_small(req, free, price) if free.size <= SMALL_CELLS else _candidates(req, free, price)
 
 
 def relevant_nodes(req: JobRequest, free: np.ndarray, price: np.ndarray) -> np.ndarray:
@@ -202,6 +210,74 @@ def _candidates(req: JobRequest, free: np.ndarray, price: np.ndarray) -> list[Ca
             add(_take(_cheapest_cells(sub.ravel(), flat_price, w), flat_free, w, shape))
         # (c) non-consolidated: the W cheapest eligible GPUs anywhere.
         add(_take(order, flat_free, w, shape))
+    return out
+
+
+def _candidates_small(req: JobRequest, free: np.ndarray, price: np.ndarray) -> list[Candidate]:
+    """:func:`_candidates` on Python lists: identical placements, rates and order; costs equal up
+    to float summation order."""
+    n_nodes, n_types = free.shape
+    f, p = free.tolist(), price.tolist()
+    rc, ru = req.rates_cons.tolist(), req.rates_unc.tolist()
+    w = req.num_gpus
+    runnable = [(h, k) for h in range(n_nodes) for k in range(n_types) if f[h][k] > 0 and rc[h][k] > 0]
+    if sum(f[h][k] for h, k in runnable) < w:
+        return []
+    out: list[Candidate] = []
+    seen: set[tuple] = set()
+
+    def add(take: list[tuple[int, int, int]]) -> None:
+        key = tuple(sorted(take))
+        if key in seen:
+            return
+        seen.add(key)
+        nodes = len({h for h, _, _ in key})
+        rates = rc if nodes == 1 else ru
+        rate = min(rates[h][k] for h, k, _ in key)
+        if rate <= 0:
+            return
+        alloc = np.zeros((n_nodes, n_types), dtype=np.int64)
+        for h, k, c in key:
+            alloc[h, k] = c
+        out.append(Candidate(alloc, float(rate), float(sum(p[h][k] * c for h, k, c in key)), nodes))
+
+    def take_from(cells: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+        need, taken = w, []
+        for h, k in cells:
+            t = min(f[h][k], need)
+            taken.append((h, k, t))
+            need -= t
+            if need == 0:
+                break
+        return taken
+
+    for level in sorted({rc[h][k] for h, k in runnable}, reverse=True):
+        eligible = [(h, k) for h, k in runnable if rc[h][k] >= level]
+        per_node = [0] * n_nodes
+        for h, k in eligible:
+            per_node[h] += f[h][k]
+        if sum(per_node) < w:
+            continue
+        order = sorted(eligible, key=lambda c: (p[c[0]][c[1]], c[0] * n_types + c[1]))
+        fits = [h for h in range(n_nodes) if per_node[h] >= w]
+        if fits:  # (a) consolidated on the cheapest node
+            best: tuple[float, list[tuple[int, int, int]]] | None = None
+            for h in fits:
+                cells = sorted((p[h][k], k) for hh, k in eligible if hh == h)
+                taken = take_from([(h, k) for _, k in cells])
+                cost = sum(p[hh][k] * t for hh, k, t in taken)
+                if best is None or cost < best[0]:
+                    best = (cost, taken)
+            add(best[1])  # type: ignore[index]
+        else:  # (b) fewest nodes
+            chosen, total = set(), 0
+            for h in sorted(range(n_nodes), key=lambda h: (-per_node[h], h)):
+                chosen.add(h)
+                total += per_node[h]
+                if total >= w:
+                    break
+            add(take_from([c for c in order if c[0] in chosen]))
+        add(take_from(order))  # (c) the W cheapest eligible GPUs anywhere
     return out
 
 

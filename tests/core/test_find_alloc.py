@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -83,3 +84,23 @@ def test_large_cluster_pruning_gives_the_same_candidates_as_the_full_search():
         assert [(c.alloc.tobytes(), c.rate, c.unit_cost) for c in full] == [
             (c.alloc.tobytes(), c.rate, c.unit_cost) for c in pruned
         ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(1, 7), st.integers(1, 3), st.integers(1, 9), st.integers(0, 2**31 - 1), st.booleans(),
+)
+def test_python_and_numpy_constructions_agree(nodes, types, w, seed, ties):
+    from primal_dual import find_alloc
+
+    rng = np.random.default_rng(seed)
+    cap = rng.integers(0, 5, size=(nodes, types))
+    free = np.minimum(cap, rng.integers(0, 5, size=cap.shape))
+    raw = rng.integers(1, 4, size=cap.shape) / 10 if ties else rng.random(cap.shape)
+    price = np.where(cap > 0, raw, np.inf)
+    cons = rng.choice([0.0, 1.0, 2.0, 3.5], size=cap.shape) if ties else rng.random(cap.shape) * 3
+    req = JobRequest(w, cons, cons * rng.uniform(0.3, 1.0))
+    fast = find_alloc._candidates_small(req, free, price)
+    ref = find_alloc._candidates(req, free, price)
+    assert [(c.alloc.tolist(), c.rate, c.nodes) for c in fast] == [(c.alloc.tolist(), c.rate, c.nodes) for c in ref]
+    assert [c.unit_cost for c in fast] == pytest.approx([c.unit_cost for c in ref], rel=1e-12)

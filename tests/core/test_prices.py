@@ -28,7 +28,7 @@ def test_price_is_monotone_in_allocation():
     bounds = PriceBounds(np.array([1e-12]), np.array([0.5]))
     cap = np.array([[8]])
     prices = [price_matrix(bounds, np.array([[g]]), cap)[0, 0] for g in range(9)]
-    assert all(a < b for a, b in zip(prices, prices[1:]))
+    assert all(a < b for a, b in zip(prices, prices[1:], strict=False))
     assert prices[0] == pytest.approx(1e-12) and prices[-1] == pytest.approx(0.5)
 
 
