@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.console import Console
 
 from hadar.errors import InputError
-from hadar.experiments import figures, grid, report, tables
+from hadar.experiments import grid, report, tables
 from hadar.experiments.grid import DEFAULT_CLUSTERS, DEFAULT_MIXES, DEFAULT_POLICIES, DEFAULT_SLOTS
 
 
@@ -105,6 +105,8 @@ def run_physical(args: argparse.Namespace) -> int:
             if sweeps:
                 report.print_slot_sweep(console, c, sweeps, spec.slots)
     files = [report.write_csv(out / "results.csv", rows)]
+    from hadar.experiments import figures  # matplotlib: loaded only when drawing
+
     files += figures.draw(rows, bounds, names, spec.mixes, spec.slots, spec.main_slot, out)
     wall = time.perf_counter() - t0
     files.append(report.write_json(out / "results.json", spec, rows, summary,

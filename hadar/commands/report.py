@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 
 from hadar.commands.run import print_run_summary
-from hadar.runtime.outputs import write_report
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,6 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from hadar.runtime.outputs import write_report  # brings torch (through the tracker)
+
     rundir = Path(args.rundir)
     print_run_summary(write_report(rundir), rundir)
     return 0

@@ -11,10 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hadar.errors import HadarError, InputError
-from hadar.runtime.config import RunConfig, load_config, save_config
-from hadar.runtime.coordinator import Coordinator, RuntimeKnobs, StopRequested
-from hadar.runtime.live import LiveView
-from hadar.runtime.outputs import write_report
+from hadar.runtime.config import RunConfig, RuntimeKnobs, load_config, save_config
 from hadar.workloads.mixes import SIZES
 
 
@@ -46,6 +43,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # imported here: they bring torch, which `hadar --help` and the other commands do not need
+    from hadar.runtime.coordinator import Coordinator, StopRequested
+    from hadar.runtime.live import LiveView
+    from hadar.runtime.outputs import write_report
+
     console = Console()
     if args.resume:
         rundir = Path(args.resume)
@@ -98,11 +100,11 @@ def _close(view) -> None:
         view.close()
 
 
-class _LineView(LiveView):
+def _LineView(jobs, console):  # noqa: N802 - a constructor
     """The live view without a live display (one line per round)."""
+    from hadar.runtime.live import LiveView
 
-    def __init__(self, jobs, console) -> None:
-        super().__init__(jobs, Console(file=console.file, force_terminal=False))
+    return LiveView(jobs, Console(file=console.file, force_terminal=False))
 
 
 def print_run_summary(summary: dict, rundir: Path, console: Console | None = None) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -55,3 +56,13 @@ def load_config(rundir: Path) -> RunConfig:
         raise InputError(f"{path}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
     except ValidationError as exc:
         raise from_validation_error(str(path), exc) from None
+
+
+@dataclass(frozen=True)
+class RuntimeKnobs:
+    """Policy-side estimates for real runs (documented in docs/runtime.md)."""
+
+    restart_penalty_s: float = 3.0
+    """What a policy assumes a checkpoint-restart costs: starting a worker and loading a model."""
+    aggregation_overhead_s: float = 2.0
+    """What HadarE assumes averaging costs a forked job per round on real nodes."""

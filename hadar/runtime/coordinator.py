@@ -16,7 +16,7 @@ import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from hadar.commands.common import load_table, throughput_for
 from hadar.errors import InputError
 from hadar.jobs import Job
 from hadar.policy import Assignment, Policy, RoundContext, make_policy
-from hadar.runtime.config import RunConfig
+from hadar.runtime.config import RunConfig, RuntimeKnobs
 from hadar.runtime.dispatch import (
     CopyOutcome,
     CopyTask,
@@ -42,16 +42,6 @@ from nodes.provider import NodeProvider, make_provider
 from tracker import ids
 from tracker.errors import ReportRejected
 from tracker.tracker import JobTracker
-
-
-@dataclass(frozen=True)
-class RuntimeKnobs:
-    """Policy-side estimates for real runs (documented in docs/runtime.md)."""
-
-    restart_penalty_s: float = 3.0
-    """What a policy assumes a checkpoint-restart costs: starting a worker and loading a model."""
-    aggregation_overhead_s: float = 2.0
-    """What HadarE assumes averaging costs a forked job per round on real nodes."""
 
 
 class StopRequested(Exception):
@@ -239,7 +229,9 @@ class Coordinator:
 
     def _task(self, a: Assignment, r: int, attempt: int, ctx: RoundContext) -> CopyTask:
         job = self.by_id[a.job_id]
-        idx = a.copy if a.copy > 0 else 1
+        # A forked copy's tracker id follows its node's position in the whole cluster file, so it
+        # stays the same while other nodes go down or come back; an unforked job is copy 1.
+        idx = self.cluster.node_index[min(a.placement)] + 1 if a.copy > 0 else 1
         tracker_copy = ids.copy_id(job.job_id, idx, self.cfg.max_job_count)
         self.tracker.register_copies(job.job_id, max(idx, 1))
         state = self.tracker.job_state(job.job_id)
