@@ -7,7 +7,6 @@ import argparse
 from estimators.throughput import GavelThroughputTable, ThroughputModel
 from hadar.cluster import Cluster
 from hadar.cluster_config import load_cluster
-from hadar.errors import InputError
 from hadar.jobs import Job
 from hadar.workloads import load_workload, validate_workload
 
@@ -56,23 +55,13 @@ def load_scenario(args: argparse.Namespace) -> tuple[Cluster, list[Job], Through
 
 
 def throughput_for(jobs: list[Job], cluster: Cluster, table: GavelThroughputTable) -> ThroughputModel:
-    """The measured table when it covers every (job type, GPU type) the run needs, else the
-    composite model (measured where available, PMI/PCIe estimate elsewhere)."""
-    covered = all(
-        table.measured(j.job_type, k, j.num_gpus) is not None or j.num_gpus not in table.gang_sizes(j.job_type)
-        for j in jobs
-        for k in cluster.gpu_types
-    ) and all(j.job_type in table.job_types for j in jobs)
-    if covered:
+    """The measured table when it covers every (job type, GPU count) of the run on every GPU
+    type of the cluster, else the composite model (measured where available, PMI/PCIe estimate
+    of Eq. 10 elsewhere). A (job type, GPU count) the table lacks is rejected later by
+    :func:`hadar.workloads.validate_workload`."""
+    from estimators.composite import CompositeThroughput
+
+    needed = {(j.job_type, j.num_gpus) for j in jobs}
+    if all(table.measured(jt, k, w) is not None for jt, w in needed for k in cluster.gpu_types):
         return table
-    try:
-        from estimators.composite import CompositeThroughput
-    except ImportError:
-        missing = next(
-            (j, k) for j in jobs for k in cluster.gpu_types if table.measured(j.job_type, k, j.num_gpus) is None
-        )
-        raise InputError(
-            f"{table.source}: no throughput for job {missing[0].job_id} on {missing[1]} "
-            f"({missing[0].job_type!r}, {missing[0].num_gpus}) and no estimator is installed"
-        ) from None
     return CompositeThroughput(table)
