@@ -12,6 +12,9 @@ k (``baselines.gavel_lp``). The *mechanism* turns it into rounds, as Gavel's sch
   the interval (``last reset == 0`` always allows a reset), and a round after one in which
   nothing was scheduled may always reset (Gavel: only once no arrivals remain; a policy cannot
   see future arrivals).
+* GPU types are walked fastest first, as Gavel walks ``v100, p100, k80``; "fastest" is measured
+  (:func:`fastest_first`) over every job type the throughput table measured, never read from a
+  GPU's name or datasheet; on Gavel's own table that is exactly Gavel's order.
 * Priority of job j on type k = ``x[j][k] / (time j received on k / time all jobs received on
   k)`` since the last reset; 0 when x = 0, the rate is 0 or j arrived after the last
   allocation. Per GPU type, fastest type first, jobs are sorted by (priority, deficit, x)
@@ -36,8 +39,7 @@ import numpy as np
 
 from baselines.gavel_lp import max_min_fairness, min_makespan
 from baselines.placement import fewest_nodes
-from estimators.gpu_catalogue import catalogue
-from hadar.jobs import JobStatus, Placement
+from hadar.jobs import Job, JobStatus, Placement
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
 from hadar.valuation import value_jobs
 
@@ -65,10 +67,19 @@ class GavelConfig:
             raise ValueError("seed_fraction must be >= 0")
 
 
-def fastest_first(gpu_types: Sequence[str]) -> list[str]:
-    """GPU types by datasheet FP32 TFLOPS, fastest first (Gavel walks v100, p100, k80)."""
-    cat = catalogue()
-    return sorted(gpu_types, key=lambda k: (-(cat[k].fp32_tflops if k in cat else 0.0), k))
+def fastest_first(gpu_types: Sequence[str], rates: np.ndarray) -> list[str]:
+    """GPU types ordered by the measured throughput of the given jobs, fastest first.
+
+    ``rates[job, type]`` (columns in ``gpu_types`` order). A type's score is the mean over the
+    jobs that can run somewhere of their rate on it relative to their best rate, so the order
+    follows the measurements, never a GPU's name or datasheet: over Gavel's K80/P100/V100 table it
+    is Gavel's own ``v100, p100, k80``. Ties keep the cluster's order."""
+    rates = np.asarray(rates, dtype=float).reshape(-1, len(gpu_types))
+    best = rates.max(axis=1, initial=0.0)
+    ok = best > 0
+    score = (rates[ok] / best[ok, None]).mean(axis=0) if ok.any() else np.zeros(len(gpu_types))
+    order = sorted(range(len(gpu_types)), key=lambda i: (-score[i], i))
+    return [gpu_types[i] for i in order]
 
 
 class GavelPolicy(Policy):
@@ -86,6 +97,7 @@ class GavelPolicy(Policy):
         self._need_update = False
         self._last_reset = 0.0
         self._scheduled_last: int | None = None
+        self._order_cache: dict[tuple, list[str]] = {}
 
     # -- the policy (overridden by the variants) -------------------------------------------
     def allocate(self, statuses: Sequence[JobStatus], T: np.ndarray, counts: np.ndarray, types: Sequence[str]) -> np.ndarray:
@@ -96,9 +108,11 @@ class GavelPolicy(Policy):
 
     # -- the mechanism -----------------------------------------------------------------------
     def decide(self, ctx: RoundContext) -> RoundPlan:
-        types = fastest_first(ctx.cluster.gpu_types)
+        in_cluster_order = _type_rates(ctx, ctx.cluster.gpu_types)
+        types = self._type_order(ctx, in_cluster_order)
+        order = [ctx.cluster.type_index[k] for k in types]
+        rates = {j: r[order] for j, r in in_cluster_order.items()}
         counts = np.array([ctx.cluster.gpus_of_type(k) for k in types])
-        rates = _type_rates(ctx, types)
         self._track(ctx, types, counts)
         solved = False
         if self._need_update and self._may_reset(ctx):
@@ -114,6 +128,21 @@ class GavelPolicy(Policy):
         info = {"lp_solved": solved, "allocated_jobs": len(self._x), "scheduled": len(assignments),
                 "idle_claimed_gpus": idle}
         return RoundPlan(tuple(sorted(assignments, key=lambda a: a.job_id)), info)
+
+    def _type_order(self, ctx: RoundContext, job_rates: Mapping[int, np.ndarray]) -> list[str]:
+        """The walk order, fastest type first, measured over every (job type, W) the throughput
+        model holds measurements for (static for a run, so it is cached), or over the jobs at hand
+        when it measured nothing."""
+        key = (ctx.cluster.gpu_types, id(ctx.throughput))
+        hit = self._order_cache.get(key)
+        if hit is None:
+            reference = ctx.throughput.reference_job_types()
+            if not reference:
+                return fastest_first(ctx.cluster.gpu_types, np.array([job_rates[s.job_id] for s in ctx.jobs]))
+            refs = [JobStatus(Job(-1 - i, jt, w, 1.0), 1.0) for i, (jt, w) in enumerate(reference)]
+            rows = np.array([v.type_rates for v in value_jobs(ctx, refs)])
+            hit = self._order_cache[key] = fastest_first(ctx.cluster.gpu_types, rows)
+        return hit
 
     def _track(self, ctx: RoundContext, types: Sequence[str], counts: np.ndarray) -> None:
         """Note arrivals, completions and cluster changes (they call for a new allocation)."""

@@ -1,10 +1,19 @@
 """Measured where available, Eq. 10 elsewhere: the throughput model simulations should use.
 
-A cell (job type, GPU type, gang size W) takes the table's consolidated figure when the table
-has it (0 included: "measured, cannot run"); the unconsolidated figure likewise, with the table's
-documented fallback (consolidated x penalty) when only the consolidated one is measured.
-Everything else comes from a :class:`PmiEstimator` anchored on the same table. The model records
-which (job type, GPU type) pairs it had to estimate so outputs can say "estimated".
+Each figure of a (job type, GPU type, gang size W) is taken from the measured table when the
+table has it, separately for the two placements a gang can have:
+
+* **consolidated** (the gang on one node): the table's figure for the GPU type. A measured 0
+  means "measured, cannot run" (e.g. out of memory) and is kept.
+* **multi-node** (W > 1, the gang across nodes): the table's ``*_unconsolidated`` figure; where
+  only the consolidated figure is measured, the table's documented fallback (consolidated x
+  penalty, so a consolidated 0 also forbids multi-node placements on that type); where neither is
+  measured, the estimate.
+
+Everything else comes from a :class:`PmiEstimator` anchored on the same table. A measured
+multi-node figure is never replaced by an estimate, even when the consolidated one is missing
+(e.g. 8-GPU jobs measured only across 4-GPU nodes), and an estimated consolidated figure is never
+below the measured multi-node one. :meth:`estimated_cells` lists every figure that is an estimate.
 """
 
 from __future__ import annotations
@@ -15,9 +24,12 @@ from collections.abc import Iterable
 import numpy as np
 
 from estimators.pmi import PmiEstimator, job_profile
-from estimators.throughput import GavelThroughputTable, ThroughputModel
+from estimators.throughput import EstimatedCell, GavelThroughputTable, ThroughputModel
 from hadar.cluster import Cluster
 from hadar.jobs import Job
+
+CONSOLIDATED = "consolidated"
+MULTI_NODE = "multi-node"
 
 
 class CompositeThroughput(ThroughputModel):
@@ -34,14 +46,32 @@ class CompositeThroughput(ThroughputModel):
         """True when the table has the consolidated figure for (job type, GPU type, W)."""
         return self.table.measured(job_type, gpu_type, num_gpus, True) is not None
 
+    def _estimated_placements(self, job_type: str, gpu_type: str, num_gpus: int, multi_node_possible: bool
+                              ) -> list[str]:
+        """Which of the two placements' figures are estimated for (job type, GPU type, W)."""
+        out = []
+        if self.table.measured(job_type, gpu_type, num_gpus, True) is None:
+            out.append(CONSOLIDATED)
+            if multi_node_possible and self.table.measured(job_type, gpu_type, num_gpus, False) is None:
+                out.append(MULTI_NODE)
+        return out
+
+    def estimated_cells(self, jobs: Iterable[Job], cluster: Cluster) -> list[EstimatedCell]:
+        multi = len(cluster.nodes) > 1
+        cells = {
+            EstimatedCell(j.job_type, k, j.num_gpus, where)
+            for j in jobs
+            for k in cluster.gpu_types
+            for where in self._estimated_placements(j.job_type, k, j.num_gpus, multi and j.num_gpus > 1)
+        }
+        return sorted(cells)
+
     def estimated_pairs(self, jobs: Iterable[Job], cluster: Cluster) -> list[tuple[str, str]]:
-        """Sorted (job type, GPU type) pairs of ``cluster`` whose figure for these jobs is estimated."""
-        return sorted(
-            {(j.job_type, k) for j in jobs for k in cluster.gpu_types if not self.is_measured(j.job_type, k, j.num_gpus)}
-        )
+        """Sorted (job type, GPU type) pairs of ``cluster`` with an estimated figure for these jobs."""
+        return sorted({(c.job_type, c.gpu_type) for c in self.estimated_cells(jobs, cluster)})
 
     def seen_estimated(self) -> list[tuple[str, str]]:
-        """Every estimated (job type, GPU type) pair ``cell_rates`` has served so far."""
+        """Every (job type, GPU type) pair with an estimated figure ``cell_rates`` has served so far."""
         with self._lock:
             return sorted(self._seen_estimated)
 
@@ -54,18 +84,27 @@ class CompositeThroughput(ThroughputModel):
         est_cons, est_unc = self.estimator.cell_rates(job, cluster)
         cons, unc = np.array(est_cons, dtype=float), np.array(est_unc, dtype=float)
         estimated = set()
+        jt, w = job.job_type, job.num_gpus
         for k, gpu in enumerate(cluster.gpu_types):
-            if self.is_measured(job.job_type, gpu, job.num_gpus):
-                cons[:, k] = self.table.lookup(job.job_type, gpu, job.num_gpus, True)
-                unc[:, k] = self.table.lookup(job.job_type, gpu, job.num_gpus, False)
-            else:
-                estimated.add((job.job_type, gpu))
+            measured_cons = self.table.measured(jt, gpu, w, True)
+            measured_unc = self.table.measured(jt, gpu, w, False)
+            if measured_cons is not None:
+                cons[:, k] = measured_cons
+                unc[:, k] = self.table.lookup(jt, gpu, w, False)
+                continue
+            estimated.add((jt, gpu))
+            if measured_unc is not None:
+                unc[:, k] = measured_unc
+                cons[:, k] = np.maximum(cons[:, k], measured_unc)
         cons.setflags(write=False)
         unc.setflags(write=False)
         with self._lock:
             self._seen_estimated |= estimated
             self._cells[key] = (cons, unc)
         return cons, unc
+
+    def reference_job_types(self) -> list[tuple[str, int]]:
+        return self.table.reference_job_types()
 
     def describe(self, job: Job, cluster: Cluster) -> str:
         measured = [k for k in cluster.gpu_types if self.is_measured(job.job_type, k, job.num_gpus)]

@@ -265,9 +265,6 @@ def build_report(
 ) -> ErrorReport:
     """Rows, summaries and rankings for ``holdouts`` on every GPU type of ``table``."""
     params = params or PmiParams()
-    for k, v in table_entries(table).items():
-        if not math.isfinite(v):
-            raise InputError(f"{table.source}: {k.gpu_type}: ({k.job_type!r}, {k.num_gpus}): throughput must be finite (got {v})")
     if params.reference_gpu not in table.gpu_types:
         have = ", ".join(sorted(table.gpu_types))
         raise InputError(f"--reference: {params.reference_gpu} is not measured in {table.source} (has {have})")

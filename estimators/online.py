@@ -22,7 +22,7 @@ import math
 import os
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from estimators.gpu_catalogue import canonical_gpu
-from estimators.throughput import DEFAULT_UNCONSOLIDATED_PENALTY, ThroughputModel
+from estimators.throughput import DEFAULT_UNCONSOLIDATED_PENALTY, EstimatedCell, ThroughputModel
 from hadar.cluster import Cluster
 from hadar.errors import InputError
 from hadar.jobs import Job
@@ -154,6 +154,13 @@ class OnlineThroughput(ThroughputModel):
         cons.setflags(write=False)
         unc.setflags(write=False)
         return cons, unc
+
+    def estimated_cells(self, jobs: Iterable[Job], cluster: Cluster) -> list[EstimatedCell]:
+        """The prior's estimated figures (a measurement replaces a cell only once it is observed)."""
+        return self.prior.estimated_cells(jobs, cluster)
+
+    def reference_job_types(self) -> list[tuple[str, int]]:
+        return self.prior.reference_job_types()
 
     def describe(self, job: Job, cluster: Cluster) -> str:
         with self._lock:

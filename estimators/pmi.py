@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -35,6 +35,7 @@ import numpy as np
 from estimators.gpu_catalogue import GpuSpec, canonical_gpu, catalogue
 from estimators.throughput import (
     DEFAULT_UNCONSOLIDATED_PENALTY,
+    EstimatedCell,
     GavelThroughputTable,
     ThroughputModel,
 )
@@ -482,6 +483,15 @@ class PmiEstimator(ThroughputModel):
             hit = (cons, unc)
             self._cells[key] = hit
         return hit
+
+    def estimated_cells(self, jobs: Iterable[Job], cluster: Cluster) -> list[EstimatedCell]:
+        """Every figure: this model measures nothing."""
+        multi = len(cluster.nodes) > 1
+        return sorted({
+            EstimatedCell(j.job_type, k, j.num_gpus, where)
+            for j in jobs for k in cluster.gpu_types
+            for where in (("consolidated", "multi-node") if multi and j.num_gpus > 1 else ("consolidated",))
+        })
 
     def describe(self, job: Job, cluster: Cluster) -> str:
         kinds = sorted({self.estimate(job, g).source for g in cluster.gpu_types})

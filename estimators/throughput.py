@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -26,6 +27,23 @@ from hadar.validation import load_json
 
 DEFAULT_UNCONSOLIDATED_PENALTY = 0.75
 """Knob: multi-node rate = this x consolidated rate, where the table has no unconsolidated entry."""
+
+UNCONSOLIDATED_SUFFIX = "_unconsolidated"
+"""Gavel's key suffix for multi-node measurements (``"v100_unconsolidated"``)."""
+
+
+@dataclass(frozen=True, order=True)
+class EstimatedCell:
+    """One throughput figure a model had to estimate because the measured table lacks it."""
+
+    job_type: str
+    gpu_type: str
+    num_gpus: int
+    placement: str
+    """``"consolidated"`` (the gang on one node) or ``"multi-node"``."""
+
+    def describe(self) -> str:
+        return f"{self.job_type} x{self.num_gpus} on {self.gpu_type} ({self.placement})"
 
 
 class ThroughputModel(ABC):
@@ -52,6 +70,15 @@ class ThroughputModel(ABC):
         cons, uncons = self.cell_rates(job, cluster)
         multi = int(used.any(axis=1).sum()) > 1
         return float((uncons if multi else cons)[used].min())
+
+    def estimated_cells(self, jobs: Iterable[Job], cluster: Cluster) -> list[EstimatedCell]:
+        """The figures for ``jobs`` on ``cluster`` that are estimates, not measurements (sorted)."""
+        return []
+
+    def reference_job_types(self) -> list[tuple[str, int]]:
+        """(job type, W) pairs this model holds measurements for (sorted; [] when it measured
+        nothing): the population over which GPU types can be ranked by measured speed."""
+        return []
 
     def best_rate(self, job: Job, cluster: Cluster) -> float:
         """The fastest consolidated rate anywhere in ``cluster`` (for ideal durations)."""
@@ -80,6 +107,11 @@ class GavelThroughputTable(ThroughputModel):
         source: str = "<table>",
         unconsolidated_penalty: float = DEFAULT_UNCONSOLIDATED_PENALTY,
     ) -> None:
+        for k, v in table.items():
+            if not 0 <= v < math.inf:
+                where = k.gpu_type + ("" if k.consolidated else UNCONSOLIDATED_SUFFIX)
+                raise InputError(f"{source}: {where}: ({k.job_type!r}, {k.num_gpus}): throughput must be finite "
+                                 f"and >= 0 (got {v!r})")
         self._table = dict(table)
         self.source = source
         self.unconsolidated_penalty = unconsolidated_penalty
@@ -94,20 +126,20 @@ class GavelThroughputTable(ThroughputModel):
         if not isinstance(data, Mapping):
             raise InputError(f"{source}: expected an object mapping GPU types to measurements")
         for raw_type, entries in data.items():
-            base, _, suffix = str(raw_type).partition("_")
-            if suffix not in ("", "unconsolidated"):
-                raise InputError(f"{source}: {raw_type}: unknown GPU key suffix {suffix!r}")
+            multi_node = str(raw_type).endswith(UNCONSOLIDATED_SUFFIX)
+            base = str(raw_type)[: -len(UNCONSOLIDATED_SUFFIX)] if multi_node else str(raw_type)
             gtype = canonical_gpu(base, field=f"{source}: {raw_type}")
             if not isinstance(entries, Mapping):
                 raise InputError(f"{source}: {raw_type}: expected an object of job keys")
             for key, value in entries.items():
                 job_type, w = _parse_key(key, f"{source}: {raw_type}")
                 rate = value.get("null") if isinstance(value, Mapping) else value
-                if not isinstance(rate, (int, float)) or rate < 0:
+                if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate < math.inf:
+                    # checked here too, so that the message names the file's own key
                     raise InputError(
-                        f"{source}: {raw_type}: {key}: throughput must be a number >= 0 (got {rate!r})"
+                        f"{source}: {raw_type}: {key}: throughput must be finite and >= 0 (got {rate!r})"
                     )
-                table[TableKey(job_type, gtype, w, suffix == "")] = float(rate)
+                table[TableKey(job_type, gtype, w, not multi_node)] = float(rate)
         if not table:
             raise InputError(f"{source}: no throughput measurements found")
         return cls(table, source=source)
@@ -135,6 +167,9 @@ class GavelThroughputTable(ThroughputModel):
             base = self.measured(job_type, gpu_type, num_gpus, True)
             v = None if base is None else base * self.unconsolidated_penalty
         return 0.0 if v is None else v
+
+    def reference_job_types(self) -> list[tuple[str, int]]:
+        return sorted({(k.job_type, k.num_gpus) for k in self._table})
 
     def gang_sizes(self, job_type: str) -> set[int]:
         return {k.num_gpus for k in self._table if k.job_type == job_type}

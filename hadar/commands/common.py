@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
-from estimators.throughput import GavelThroughputTable, ThroughputModel
+from estimators.throughput import EstimatedCell, GavelThroughputTable, ThroughputModel
 from hadar.cluster import Cluster
 from hadar.cluster_config import load_cluster
 from hadar.jobs import Job
@@ -38,6 +39,16 @@ def _non_negative(text: str) -> float:
     if v < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0 (got {text})")
     return v
+
+
+def estimates_note(cells: Sequence[EstimatedCell], limit: int = 6) -> str | None:
+    """One line naming the throughput figures a run had to estimate (None when all were measured)."""
+    if not cells:
+        return None
+    shown = "; ".join(c.describe() for c in cells[:limit])
+    more = f"; and {len(cells) - limit} more (summary.json: estimated_cells)" if len(cells) > limit else ""
+    return (f"note: {len(cells)} throughput figure(s) are not in the measured table and were estimated "
+            f"(PMI/PCIe, Eq. 10): {shown}{more}")
 
 
 def load_table(path: str | None) -> GavelThroughputTable:

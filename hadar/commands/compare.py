@@ -22,7 +22,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from rich.table import Table
 
 from estimators.throughput import ThroughputModel
 from hadar.cluster import Cluster
-from hadar.commands.common import add_scenario_args, load_scenario
+from hadar.commands.common import add_scenario_args, estimates_note, load_scenario
 from hadar.errors import InputError
 from hadar.jobs import Job, JobStatus
 from hadar.policy import POLICY_REGISTRY, RoundContext, make_policy
@@ -109,6 +109,9 @@ def run(args: argparse.Namespace) -> int:
     console = Console(width=max(170, Console().width))
     workers = args.jobs or max(1, min(len(policies), os.cpu_count() or 1))
     mode = "gavel-compatible" if args.gavel_compatible else "normal"
+    note = estimates_note(throughput.estimated_cells(jobs, cluster))
+    if note:
+        console.print(note, style="yellow", highlight=False)
     console.print(f"simulating {', '.join(policies)} on {cluster.name} / {args.workload} ({mode} mode, "
                   f"{workers} process{'es' if workers > 1 else ''})")
     t0 = time.perf_counter()
@@ -119,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
     decisions = measure_decision_times(cluster, jobs, throughput, [p for p in DECISION_POLICIES if p in POLICY_REGISTRY],
                                        sizes, args.round_length, args.gavel_compatible) if sizes else []
     meta = {"mode": mode, "reference": reference, "cluster": cluster.name, "workload": args.workload,
-            "seed": args.seed, "jobs": len(jobs), "wall_seconds": round(time.perf_counter() - t0, 3)}
+            "seed": args.seed, "jobs": len(jobs),
+            "estimated_cells": [asdict(c) for c in throughput.estimated_cells(jobs, cluster)], "wall_seconds": round(time.perf_counter() - t0, 3)}
     files = write_outputs(out, rows, decisions, meta)
     files += draw_figures(out, cluster, summaries, decisions, occupancy)
     print_table(console, rows, reference, mode, cluster.name, args.workload)

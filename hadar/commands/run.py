@@ -10,6 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from hadar.commands.common import estimates_note
 from hadar.errors import HadarError, InputError
 from hadar.runtime.config import RunConfig, RuntimeKnobs, load_config, save_config
 from hadar.workloads.mixes import SIZES
@@ -68,6 +69,9 @@ def run(args: argparse.Namespace) -> int:
     coordinator = Coordinator(rundir, cfg, provider_options=_provider_options(args), knobs=knobs)
     if not args.resume:
         save_config(cfg, rundir)
+    note = estimates_note(coordinator.estimated_cells)
+    if note:
+        console.print(note, style="yellow", highlight=False)
     try:
         if not args.no_live:
             view = LiveView(coordinator.by_id, console)

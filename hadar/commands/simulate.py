@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from hadar.commands.common import add_scenario_args, load_scenario
+from hadar.commands.common import add_scenario_args, estimates_note, load_scenario
 from hadar.policy import POLICY_REGISTRY, make_policy
 from hadar.simulator import SimConfig, simulate
 from hadar.simulator.metrics import summarize
@@ -32,6 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     policy = make_policy(args.policy)
     cluster, jobs, throughput = load_scenario(args)
+    note = estimates_note(throughput.estimated_cells(jobs, cluster))
+    if note:
+        Console(stderr=True).print(note, style="yellow", highlight=False, soft_wrap=True)
     config = SimConfig(round_length=args.round_length, restart_penalty=args.restart_penalty,
                        progress=not args.no_progress)
     if args.gavel_compatible:

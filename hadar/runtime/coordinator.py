@@ -16,7 +16,7 @@ import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,7 @@ class Coordinator:
         prior = throughput_for(self.jobs, self.cluster, table)
         validate_workload(self.jobs, self.cluster, prior, source=cfg.workload, table=table)
         self.throughput = OnlineThroughput(prior)
+        self.estimated_cells = prior.estimated_cells(self.jobs, self.cluster)
         self.policy: Policy = _make_policy(cfg.policy, self.knobs)
         rundir.mkdir(parents=True, exist_ok=True)
         self.events = EventLog(rundir / "events.jsonl")
@@ -122,7 +123,7 @@ class Coordinator:
         try:
             r = self.recover()
             self.events.emit("start", round=r, policy=self.cfg.policy, cluster=self.cluster.name,
-                             jobs=len(self.jobs))
+                             jobs=len(self.jobs), estimated_cells=[asdict(c) for c in self.estimated_cells])
             while not all(self.tracker.is_complete(j.job_id) for j in self.jobs):
                 if self._stop.is_set():
                     raise StopRequested()

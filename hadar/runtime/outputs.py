@@ -25,7 +25,8 @@ def collect(rundir: Path) -> tuple[RunConfig, list[dict[str, Any]], list[dict[st
     tracker = JobTracker.open(rundir / "tracker.sqlite", rundir / "checkpoints")
     try:
         rounds = _rounds(cfg, journal, tracker)
-        jobs = _jobs(cfg, journal, tracker, EventLog(rundir / "events.jsonl").read(), rounds)
+        events = EventLog(rundir / "events.jsonl").read()
+        jobs = _jobs(cfg, journal, tracker, events, rounds)
     finally:
         tracker.close()
         journal.close()
@@ -46,6 +47,7 @@ def collect(rundir: Path) -> tuple[RunConfig, list[dict[str, Any]], list[dict[st
         "avg_overhead_s": float(np.mean(overheads)) if overheads else None,
         "avg_coordination_s": float(np.mean(coordination)) if coordination else None,
         "quality": {str(j["id"]): {"metric": j["metric"], "value": j["metric_value"]} for j in jobs},
+        "estimated_cells": next((e.get("estimated_cells", []) for e in reversed(events) if e["event"] == "start"), []),
     }
     return cfg, rounds, jobs, summary
 

@@ -1,7 +1,7 @@
 """The simulation loop: rounds of ``round_length`` seconds, arrivals, checkpoint-restart
 penalties, jobs finishing mid-round, and the bookkeeping policies see in the next round.
 
-Semantics (documented in docs/simulator.md):
+Semantics (also in docs/hadar.md, section Simulator):
 
 * A round starts, arrived unfinished jobs are offered to the policy, its plan is validated
   (capacity, gang size, known jobs, at most one copy of a job per node) and run.
@@ -15,7 +15,9 @@ Semantics (documented in docs/simulator.md):
 * GPU busy time counts from the round start until a run stops (finished, budget spent or slot
   over), penalties included: the GPU is held.
 * Jobs arriving during a round wait for the next round; an idle cluster starts a round at the
-  next arrival.
+  next arrival. Rounds are numbered consecutively (0, 1, 2, ...): an idle gap between two rounds
+  is visible in their times, never as a missing round index, and does not count against
+  ``max_rounds`` (which bounds decision rounds).
 """
 
 from __future__ import annotations
@@ -102,17 +104,20 @@ def simulate(
     now = pending[0].arrival if pending else 0.0
     stall = 0
     progress = _Progress(len(jobs)) if cfg.progress else None
+    index = 0
     try:
-        for index in range(cfg.max_rounds):
+        while True:
             while pending and pending[0].arrival <= now:
                 arrived.append(pending.pop(0).job_id)
             active = [i for i in arrived if states[i].finish is None]
             if not active:
                 if not pending:
                     break
-                now = pending[0].arrival
+                now = pending[0].arrival  # an idle gap: no round is recorded and none is counted
                 current = {}
                 continue
+            if index >= cfg.max_rounds:
+                raise HadarError(f"simulation did not finish within {cfg.max_rounds} rounds")
             ctx = RoundContext(
                 now=now,
                 round_index=index,
@@ -139,8 +144,7 @@ def simulate(
                 raise HadarError(f"policy {policy.name} scheduled nothing for {stall} rounds; waiting jobs: {waiting}")
             current = new_current
             now += record.duration
-        else:
-            raise HadarError(f"simulation did not finish within {cfg.max_rounds} rounds")
+            index += 1
     finally:
         if progress:
             progress.close()
@@ -156,6 +160,7 @@ def simulate(
         placements=tuple(placements),
         config={k: v for k, v in asdict(cfg).items() if k != "progress"},
         gpu_busy_seconds=gpu_busy,
+        estimated_cells=tuple(throughput.estimated_cells(jobs, cluster)),
     )
 
 

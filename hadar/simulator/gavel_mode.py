@@ -17,11 +17,12 @@ Utilisation in Gavel's sense (mean over GPUs of busy time / elapsed time) is the
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
-from estimators.throughput import ThroughputModel
+from estimators.throughput import EstimatedCell, ThroughputModel
 from hadar.cluster import Cluster
 from hadar.jobs import Job
 from hadar.policy import Policy, make_policy
@@ -63,6 +64,12 @@ class ConsolidatedThroughput(ThroughputModel):
     def cell_rates(self, job: Job, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
         cons, _ = self.base.cell_rates(job, cluster)
         return cons, cons
+
+    def estimated_cells(self, jobs: Iterable[Job], cluster: Cluster) -> list[EstimatedCell]:
+        return [c for c in self.base.estimated_cells(jobs, cluster) if c.placement != "multi-node"]
+
+    def reference_job_types(self) -> list[tuple[str, int]]:
+        return self.base.reference_job_types()
 
     def describe(self, job: Job, cluster: Cluster) -> str:
         return f"{self.base.describe(job, cluster)}, consolidated rates only (Gavel-compatible)"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import numpy as np
 
 from hadar.simulator.records import SimulationResult
@@ -13,6 +15,7 @@ def summarize(result: SimulationResult) -> dict[str, object]:
     * ``ttd_s``: from the first arrival until the last job finishes.
     * ``gru``: busy GPU-seconds / (GPUs x seconds during which unfinished jobs existed).
     * ``gpu_util_gavel``: Gavel's definition, the mean over GPUs of busy time / elapsed time.
+    * ``estimated_cells``: the throughput figures that were estimated (not in the measured table).
     """
     jobs = result.jobs
     done = [j for j in jobs if j.finish is not None]
@@ -46,4 +49,5 @@ def summarize(result: SimulationResult) -> dict[str, object]:
         "avg_decision_s": stat(decisions, np.mean),
         "median_decision_s": stat(decisions, np.median),
         "max_decision_s": stat(decisions, np.max),
+        "estimated_cells": [asdict(c) for c in result.estimated_cells],
     }

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from estimators.throughput import EstimatedCell
+
 
 @dataclass(frozen=True)
 class JobRecord:
@@ -64,3 +66,5 @@ class SimulationResult:
     config: dict[str, Any]
     gpu_busy_seconds: dict[str, float] = field(default_factory=dict)
     """Per GPU ("node/type#i") busy seconds, for Gavel-style utilisation."""
+    estimated_cells: tuple[EstimatedCell, ...] = ()
+    """Throughput figures the run used that are estimates, not measurements."""

@@ -15,8 +15,15 @@ from hadar.simulator import SimConfig, simulate
 from tests.baselines.helpers import LM, R18, R50, TABLE, context, job, mixed_nodes, one_type, status
 
 
-def test_fastest_type_first():
-    assert fastest_first(("k80", "p100", "v100")) == ["v100", "p100", "k80"]
+def test_fastest_type_first_by_the_jobs_measured_throughputs():
+    # columns k80, p100, v100: Gavel's own order for jobs that are fastest on V100 ...
+    assert fastest_first(("k80", "p100", "v100"), np.array([[1.0, 3.0, 5.0], [2.0, 4.0, 8.0]])) == [
+        "v100", "p100", "k80"]
+    # ... but measured figures decide, not names: jobs fastest on the K80 column walk it first
+    assert fastest_first(("k80", "p100", "v100"), np.array([[9.0, 3.0, 5.0], [8.0, 1.0, 4.0]])) == [
+        "k80", "v100", "p100"]
+    # a job that cannot run anywhere does not count; ties keep the cluster's order
+    assert fastest_first(("a", "b"), np.array([[0.0, 0.0], [2.0, 2.0]])) == ["a", "b"]
 
 
 @pytest.mark.parametrize("name", ["gavel", "gavel-fifo", "gavel-makespan"])

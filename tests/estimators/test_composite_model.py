@@ -86,3 +86,43 @@ def test_rate_and_best_rate_work_through_the_interface(table: GavelThroughputTab
     model = CompositeThroughput(table)
     assert model.rate(job(R18), {"p3": {"v100": 1}}, aws) == table.measured(R18, "v100", 1)
     assert model.best_rate(job("MM"), aws) > 0
+
+
+def test_a_measured_multi_node_figure_is_used_when_the_consolidated_one_is_missing() -> None:
+    """8-GPU jobs measured only across 4-GPU T4 nodes: the table's 3.29 steps/s is what a
+    multi-node placement runs at, not the estimate; the estimated consolidated figure (no node
+    can hold the gang anyway) is flagged and never below the measured multi-node one."""
+    from estimators.throughput import TableKey
+
+    t = GavelThroughputTable({TableKey(R18, "t4", 8, False): 3.29, TableKey(R18, "v100", 1, True): 10.0},
+                             source="t")
+    cluster = Cluster("c", (Node("a", {"t4": 4}), Node("b", {"t4": 4})))
+    model = CompositeThroughput(t)
+    cons, unc = model.cell_rates(job(R18, 8), cluster)
+    assert np.all(unc == 3.29)
+    assert np.all(cons >= 3.29)
+    assert model.rate(job(R18, 8), {"a": {"t4": 4}, "b": {"t4": 4}}, cluster) == 3.29
+    cells = model.estimated_cells([job(R18, 8)], cluster)
+    assert [(c.gpu_type, c.num_gpus, c.placement) for c in cells] == [("t4", 8, "consolidated")]
+
+
+def test_estimated_cells_name_placement_and_gang_size(table: GavelThroughputTable, aws: Cluster) -> None:
+    model = CompositeThroughput(table)
+    cells = model.estimated_cells([job(R18), job("A3C", 2)], aws)
+    described = [c.describe() for c in cells]
+    assert f"{R18} x1 on t4 (consolidated)" in described
+    assert "A3C x2 on v100 (multi-node)" in described and "A3C x2 on v100 (consolidated)" in described
+    assert not any("x1" in d and "multi-node" in d for d in described)  # one GPU never spans nodes
+    assert table.estimated_cells([job(R18)], aws) == []  # the plain table estimates nothing
+
+
+def test_gpu_aliases_are_the_same_in_throughput_files_and_cluster_files() -> None:
+    """``titan_rtx`` names the Titan RTX in a cluster file; a throughputs file accepts it too,
+    with and without the ``_unconsolidated`` suffix."""
+    from hadar.cluster_config import cluster_from_dict
+
+    t = GavelThroughputTable.from_json({"titan_rtx": {"('A', 2)": {"null": 4.0}},
+                                        "titan_rtx_unconsolidated": {"('A', 2)": {"null": 3.0}}})
+    cluster = cluster_from_dict({"name": "c", "nodes": [{"name": "n", "gpus": {"titan_rtx": 2}}]}, "c.yaml")
+    (gpu,) = cluster.gpu_types
+    assert t.measured("A", gpu, 2, True) == 4.0 and t.measured("A", gpu, 2, False) == 3.0
