@@ -8,6 +8,13 @@ one job share their job type, so every copy's report refines the same figure.
 Measurements are single-node (consolidated) rates. The unconsolidated figure of an observed
 cell keeps the prior's multi-node ratio (``measured x prior_unc / prior_cons``).
 
+Calibration: the prior supplies *relative* speeds across GPU types, measurements the absolute
+scale. Once a (job type, W) has measured cells, its unmeasured cells are the prior times the
+geometric mean of measured / prior over the measured cells. Without this, a prior in other units
+(the paper-size models of Gavel's table against a tiny model on a lab box, or simply a machine
+faster than the table's) makes every measured cell look faster or slower than every unmeasured
+one, and HadarE would never fork a job onto a node it has not yet run on.
+
 Bad values: a measured rate that is NaN, infinite, zero or negative carries no information
 (e.g. a copy that had nothing to do this round) and is *skipped* with a logged warning; the
 call returns False and the state is unchanged. Arguments of the wrong kind (a non-number rate,
@@ -52,6 +59,13 @@ _ANY_GPU = "*"
 class _Entry:
     value: float
     count: int
+
+
+def _calibration(measured: Mapping[tuple[int, int], float], prior_cons: np.ndarray) -> float:
+    """Geometric mean of measured / prior over the measured cells the prior has a figure for
+    (1.0 when there is none)."""
+    logs = [math.log(v / float(prior_cons[c])) for c, v in measured.items() if float(prior_cons[c]) > 0]
+    return math.exp(sum(logs) / len(logs)) if logs else 1.0
 
 
 class OnlineThroughput(ThroughputModel):
@@ -133,24 +147,27 @@ class OnlineThroughput(ThroughputModel):
             }
         if not mine:
             return prior_cons, prior_unc
-        cons, unc = np.array(prior_cons, dtype=float), np.array(prior_unc, dtype=float)
         cap = cluster.capacity
+        measured: dict[tuple[int, int], float] = {}
         for h, node in enumerate(cluster.node_names):
             for k, gpu in enumerate(cluster.gpu_types):
                 v = mine.get((node, gpu))
                 if v is None and cap[h, k] > 0:
                     v = mine.get((node, _ANY_GPU))
-                if v is None:
-                    continue
-                pc = float(prior_cons[h, k])
-                if job.num_gpus == 1:
-                    ratio = 1.0
-                elif pc > 0:
-                    ratio = float(prior_unc[h, k]) / pc
-                else:
-                    ratio = DEFAULT_UNCONSOLIDATED_PENALTY
-                cons[h, k] = v
-                unc[h, k] = v * ratio
+                if v is not None:
+                    measured[h, k] = v
+        scale = _calibration(measured, prior_cons)
+        cons, unc = np.asarray(prior_cons, dtype=float) * scale, np.asarray(prior_unc, dtype=float) * scale
+        for (h, k), v in measured.items():
+            pc = float(prior_cons[h, k])
+            if job.num_gpus == 1:
+                ratio = 1.0
+            elif pc > 0:
+                ratio = float(prior_unc[h, k]) / pc
+            else:
+                ratio = DEFAULT_UNCONSOLIDATED_PENALTY
+            cons[h, k] = v
+            unc[h, k] = v * ratio
         cons.setflags(write=False)
         unc.setflags(write=False)
         return cons, unc

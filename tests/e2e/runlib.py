@@ -90,6 +90,20 @@ def kill(pid: int) -> None:
     os.kill(pid, signal.SIGKILL)
 
 
+def closed_rounds(rundir: Path) -> set[int]:
+    """Rounds whose aggregation the coordinator has logged."""
+    return {e["round"] for e in events(rundir) if e["event"] == "aggregation"}
+
+
+def stop_cleanly(proc: subprocess.Popen, timeout: float = 300) -> str:
+    """Ctrl-C a background run (it finishes the round in flight), check it exits 130, return its output."""
+    os.kill(proc.pid, signal.SIGINT)
+    rc = proc.wait(timeout=timeout)
+    output = proc.stdout.read() if proc.stdout else ""
+    assert rc == 130, output
+    return output
+
+
 def summary(rundir: Path) -> dict[str, Any]:
     return json.loads((rundir / "summary.json").read_text())
 
@@ -116,9 +130,10 @@ def tracker_progress(rundir: Path) -> dict[int, int]:
         t.close()
 
 
-def start_run(out: Path, workload: Path, cluster: str = LOCAL_3, slot: str = "12") -> subprocess.Popen:
-    """A HadarE run of ``workload`` in the background (no live view, no evaluation)."""
-    return start("run", "--cluster", cluster, "--workload", str(workload), "--policy", "hadare", "--slot", slot,
+def start_run(out: Path, workload: Path, cluster: str = LOCAL_3, slot: str = "12",
+              policy: str = "hadare") -> subprocess.Popen:
+    """A run of ``workload`` in the background (HadarE unless told; no live view, no evaluation)."""
+    return start("run", "--cluster", cluster, "--workload", str(workload), "--policy", policy, "--slot", slot,
                  "--no-live", "--no-eval", "--out", str(out))
 
 
