@@ -86,6 +86,7 @@ class GavelPolicy(Policy):
     """Gavel's heterogeneity-aware max-min fairness (``max_min_fairness_perf``)."""
 
     name = "gavel"
+    config_class = GavelConfig
     skip_zero_priority = False
 
     def __init__(self, config: GavelConfig | None = None, **knobs: object) -> None:

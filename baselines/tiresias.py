@@ -49,6 +49,7 @@ class TiresiasPolicy(Policy):
     """2D-LAS with two queues, PromoteKnob off, heterogeneity-unaware, preemptive per round."""
 
     name = "tiresias"
+    config_class = TiresiasConfig
 
     def __init__(self, config: TiresiasConfig | None = None, **knobs: object) -> None:
         self.config = config or TiresiasConfig(**knobs)  # type: ignore[arg-type]

@@ -27,6 +27,7 @@ class YarnCapacityPolicy(Policy):
     """Strict FIFO, non-preemptive, no backfilling."""
 
     name = "yarn-cs"
+    config_class = YarnConfig
 
     def __init__(self, config: YarnConfig | None = None, **knobs: object) -> None:
         self.config = config or YarnConfig(**knobs)  # type: ignore[arg-type]

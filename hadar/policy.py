@@ -92,6 +92,8 @@ class Policy(ABC):
     """A scheduling policy. Subclasses set ``name`` and implement :meth:`decide`."""
 
     name: ClassVar[str] = "policy"
+    config_class: ClassVar[type | None] = None
+    """The frozen dataclass of the policy's knobs (``--policy-opt`` converts values by its fields)."""
 
     @abstractmethod
     def decide(self, ctx: RoundContext) -> RoundPlan:
@@ -104,6 +106,7 @@ class Policy(ABC):
 
 POLICY_REGISTRY: dict[str, str] = {
     "hadar": "hadar.scheduler:HadarPolicy",
+    "hadar-legacy": "hadar.scheduler:HadarLegacyPolicy",
     "hadare": "hadare.policy:HadarEPolicy",
     "gavel": "baselines.gavel:GavelPolicy",
     "gavel-fifo": "baselines.gavel:GavelFifoPolicy",
@@ -114,14 +117,19 @@ POLICY_REGISTRY: dict[str, str] = {
 """Policy names the CLI accepts, mapped to ``module:Class`` (imported on demand)."""
 
 
-def make_policy(name: str, **options: Any) -> Policy:
-    """Instantiate a registered policy by name; unknown names are an InputError."""
+def policy_class(name: str) -> type[Policy]:
+    """The class of a registered policy; unknown names are an InputError."""
     target = POLICY_REGISTRY.get(name)
     if target is None:
         raise InputError(f"--policy: unknown policy {name!r} (known: {', '.join(sorted(POLICY_REGISTRY))})")
     module, _, cls = target.partition(":")
     try:
-        policy_cls = getattr(importlib.import_module(module), cls)
+        policy_cls: type[Policy] = getattr(importlib.import_module(module), cls)
     except (ImportError, AttributeError):
         raise InputError(f"--policy: policy {name!r} is not available in this installation") from None
-    return policy_cls(**options)
+    return policy_cls
+
+
+def make_policy(name: str, **options: Any) -> Policy:
+    """Instantiate a registered policy by name; unknown names are an InputError."""
+    return policy_class(name)(**options)

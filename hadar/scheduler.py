@@ -24,40 +24,84 @@ Each round:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from hadar.jobs import JobStatus, Placement
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
+from hadar.reference_rates import best_achievable_rate
 from hadar.valuation import JobValuation, queue_entry, round_price_bounds, single_node, value_jobs
 from primal_dual.dp import CandidateCache, QueueEntry, plan_queue
 from primal_dual.find_alloc import Candidate, best_candidate
-from primal_dual.utility import make_utility
+from primal_dual.lp_prices import type_prices
+from primal_dual.utility import UTILITIES, make_utility
+
+CRITICAL_TOLERANCE_ROUNDS = 0.01
+"""Jobs within 1 % of a round of the TTD bound count as on the critical path (rate estimates are
+continuous, so "exactly on the bound" needs a tolerance)."""
 
 
 @dataclass(frozen=True)
 class HadarConfig:
     """Knobs of the Hadar policy (defaults documented in docs/hadar.md)."""
 
-    utility: str = "sigmoid"
+    utility: str = "inverse-remaining"
     gamma2: float = 5.0
     eta: float = 1.0
-    hold_cost: bool = True
+    hold_cost: bool = False
     window_factor: float = 2.0
     window_min: int = 16
     window_max: int = 64
     beam: int = 32
     backfill: bool = True
-    replan: str = "upgrade"
+    replan: str = "preempt"
     upgrade_min_gain_s: float = 360.0
+    price_model: str = "lp"
+    """GPU prices: ``exponential`` (Eq. 5-7, rising as a node fills), ``lp`` (per type, the exact
+    dual of the round's allocation LP) or ``none`` (0: placement by utility alone)."""
+    ttd_guard: bool = True
+    """Critical-path rule: a job whose remaining time on its best placement reaches the lower bound
+    on the remaining TTD (it would extend the TTD if it waited) is placed first, on a placement
+    that keeps it within the bound."""
+    critical_slack_rounds: float = 0.0
+    """With ``ttd_guard``: also treat as critical the jobs within this many rounds of the bound
+    (0 = only the jobs on the critical path, up to a tolerance of 1 % of a round)."""
     single_node: bool = False
     """Place every job on one node when its gang fits on some node (HadarE's per-node copies)."""
 
+    @classmethod
+    def legacy(cls) -> HadarConfig:
+        """Hadar as first implemented: OASiS's sigmoid utility, non-preemptive (running jobs keep
+        their GPUs and only move onto idle ones), prices times the rounds a job holds its GPUs."""
+        return cls(utility="sigmoid", hold_cost=True, replan="upgrade", price_model="exponential",
+                   ttd_guard=False)
+
+    @classmethod
+    def preset(cls, name: str) -> HadarConfig:
+        """A named configuration: ``default`` or ``legacy``."""
+        if name == "default":
+            return cls()
+        if name == "legacy":
+            return cls.legacy()
+        raise ValueError(f"unknown preset {name!r} (known: default, legacy)")
+
     def __post_init__(self) -> None:
-        if self.replan not in ("never", "upgrade"):
-            raise ValueError("replan must be 'never' or 'upgrade'")
+        if self.replan not in ("never", "upgrade", "preempt"):
+            raise ValueError("replan must be 'never', 'upgrade' or 'preempt'")
+        if self.critical_slack_rounds < 0:
+            raise ValueError("critical_slack_rounds must be >= 0")
+        if self.utility not in UTILITIES:
+            raise ValueError(f"utility must be one of {', '.join(UTILITIES)} (got {self.utility!r})")
+        if self.price_model not in ("exponential", "lp", "none"):
+            raise ValueError("price_model must be 'exponential', 'lp' or 'none'")
+        if self.beam < 1:
+            raise ValueError("beam must be >= 1")
+        if self.eta < 1:
+            raise ValueError("eta must be >= 1")
+        if self.gamma2 <= 0 or self.window_factor <= 0 or self.upgrade_min_gain_s < 0:
+            raise ValueError("gamma2 and window_factor must be > 0, upgrade_min_gain_s >= 0")
         if self.window_min < 1 or self.window_max < self.window_min:
             raise ValueError("need 1 <= window_min <= window_max")
 
@@ -66,6 +110,7 @@ class HadarPolicy(Policy):
     """Task-level heterogeneity-aware primal-dual scheduling (Hadar)."""
 
     name = "hadar"
+    config_class = HadarConfig
 
     def __init__(self, config: HadarConfig | None = None, **knobs: object) -> None:
         self.config = config or HadarConfig(**knobs)  # type: ignore[arg-type]
@@ -73,25 +118,198 @@ class HadarPolicy(Policy):
         self.utility = make_utility(self.config.utility, **params)
 
     def decide(self, ctx: RoundContext) -> RoundPlan:
+        if hasattr(self.utility, "round_s") and self.utility.round_s != ctx.round_length:
+            self.utility = replace(self.utility, round_s=ctx.round_length)  # type: ignore[type-var]
+        if self.config.replan == "preempt":
+            return self._decide_preemptive(ctx)
         running, queued = split_running(ctx)
         vals = value_jobs(ctx, ctx.jobs)
         by_id = {v.status.job_id: v for v in vals}
         free = ctx.cluster.capacity.copy()
         for placement in running.values():
             free -= ctx.cluster.placement_matrix(placement)
-        bounds = round_price_bounds(vals, ctx, self.utility, self.config.eta)
-        entries = [
-            queue_entry(single_node(by_id[s.job_id], ctx.cluster) if self.config.single_node else by_id[s.job_id],
-                        ctx, self.utility, self.config.hold_cost)
-            for s in queued
-        ]
-        placed, info = admit(entries, free, ctx, bounds_cache=CandidateCache(ctx.cluster.capacity, bounds), config=self.config)
+        queued_vals = [single_node(by_id[s.job_id], ctx.cluster) if self.config.single_node else by_id[s.job_id]
+                       for s in queued]
+        entries = [queue_entry(v, ctx, self.utility, self.config.hold_cost) for v in queued_vals]
+        cache = self._prices(vals, queued_vals, entries, ctx, free)
+        placed, info = admit(entries, free, ctx, bounds_cache=cache, config=self.config)
         if self.config.replan == "upgrade":
             running, moved = upgrade_running(running, by_id, free, ctx, self.config.upgrade_min_gain_s)
             info["upgraded"] = moved
         assignments = [Assignment(j, p) for j, p in sorted(running.items())]
         assignments += [Assignment(key, ctx.cluster.placement_from_matrix(c.alloc)) for key, c in placed]
         return RoundPlan(tuple(sorted(assignments, key=lambda a: a.job_id)), info)
+
+
+    def _prices(self, known: list[JobValuation], bidders: list[JobValuation], entries: list[QueueEntry],
+                ctx: RoundContext, available: np.ndarray | None = None) -> CandidateCache:
+        """The round's GPU prices (``price_model``): Eq. 5-7 with bounds over the ``known`` jobs,
+        the LP dual over the ``bidders`` (the jobs being placed, on the ``available`` GPUs), or none."""
+        cap = ctx.cluster.capacity
+        if self.config.price_model == "exponential":
+            return CandidateCache(cap, round_price_bounds(known, ctx, self.utility, self.config.eta))
+        if self.config.price_model == "lp":
+            per_type = (cap if available is None else available).sum(axis=0)
+            return CandidateCache(cap, None, np.broadcast_to(round_type_prices(bidders, entries, ctx, per_type),
+                                                             cap.shape))
+        return CandidateCache(cap, None)
+
+    def _decide_preemptive(self, ctx: RoundContext) -> RoundPlan:
+        """Every job is (re-)planned each round (Algorithm 1 with preemption):
+
+        1. critical-path jobs (the TTD guard) are placed first, on idle GPUs when that meets their
+           deadline;
+        2. the DP (Algorithm 2) over all other jobs, running ones included, selects which run;
+        3. selected running jobs the DP keeps where they are stay on their GPUs (no restart); the
+           others take the placement the DP chose for them where it is still free, else the best
+           placement left;
+        4. GPUs still idle are backfilled at zero price, highest utility first;
+        5. a kept job moves onto faster idle GPUs only when that finishes it ``upgrade_min_gain_s``
+           sooner, restart included.
+        """
+        cfg = self.config
+        running, _ = split_running(ctx)
+        vals = value_jobs(ctx, ctx.jobs)
+        if cfg.single_node:
+            vals = [single_node(v, ctx.cluster) for v in vals]
+        held = {j: ctx.cluster.placement_matrix(p) for j, p in running.items()}
+        entries = [queue_entry(v, ctx, self.utility, cfg.hold_cost, keep=held.get(v.status.job_id),
+                               move_min_gain_s=cfg.upgrade_min_gain_s) for v in vals]
+        cache = self._prices(vals, vals, entries, ctx)
+        free = ctx.cluster.capacity.copy()
+        placed: dict[object, Candidate] = {}
+
+        def take(i: int, cand: Candidate) -> None:
+            placed[entries[i].key] = cand
+            free[...] = free - cand.alloc
+
+        def idle_for(job_id: object) -> np.ndarray:
+            """Free GPUs minus those other running jobs still hold (they may keep them)."""
+            out = free.copy()
+            for j, y in held.items():
+                if j != job_id and j not in placed:
+                    out -= y
+            return np.maximum(out, 0)
+
+        slack_s = (cfg.critical_slack_rounds + CRITICAL_TOLERANCE_ROUNDS) * ctx.round_length
+        crit = critical_jobs(vals, ctx, slack_s) if cfg.ttd_guard else []
+        for i, deadline in crit:
+            cand = deadline_candidate(entries[i], vals[i], idle_for(entries[i].key), cache, deadline, ctx,
+                                      strict=True)
+            cand = cand or deadline_candidate(entries[i], vals[i], free, cache, deadline, ctx)
+            if cand is not None:
+                take(i, cand)
+        rest = [i for i in range(len(entries)) if entries[i].key not in placed]
+        selected, info = admit([entries[i] for i in rest], free.copy(), ctx, cache, replace(cfg, backfill=False))
+        by_key = {entries[i].key: i for i in rest}
+        for key, planned in selected:  # running jobs the DP keeps where they are
+            i = by_key[key]
+            keep = entries[i].keep
+            if planned.kept and keep is not None and (keep <= free).all():
+                take(i, planned)
+        for key, planned in selected:  # the others where the DP put them, else the best left
+            i = by_key[key]
+            if key in placed or int(free.sum()) < entries[i].request.num_gpus:
+                continue
+            if (planned.alloc <= free).all():
+                take(i, planned)
+            else:
+                best = cache.best(entries[i], free)
+                if best is not None:
+                    take(i, best[0])
+        info["backfilled"] = backfill([e for e in entries if e.key not in placed], free, ctx,
+                                      lambda e, c: placed.__setitem__(e.key, c)) if cfg.backfill else 0
+        kept_jobs = {k: running[k] for k, c in placed.items() if c.kept}  # type: ignore[index]
+        moved_to, upgraded = upgrade_running(kept_jobs, {v.status.job_id: v for v in vals}, free, ctx,
+                                             cfg.upgrade_min_gain_s)
+        info.update(critical=sum(1 for i, _ in crit if entries[i].key in placed), upgraded=upgraded,
+                    preempted=sum(1 for j in running if j not in placed),
+                    moved=sum(1 for j in running if j in placed and not placed[j].kept))
+        assignments = [Assignment(k, moved_to[k] if k in moved_to else ctx.cluster.placement_from_matrix(c.alloc))
+                       for k, c in placed.items()]  # type: ignore[misc]
+        return RoundPlan(tuple(sorted(assignments, key=lambda a: a.job_id)), info)
+
+
+class HadarLegacyPolicy(HadarPolicy):
+    """Hadar with its original configuration (:meth:`HadarConfig.legacy`), for comparisons."""
+
+    name = "hadar-legacy"
+
+    def __init__(self, config: HadarConfig | None = None, **knobs: object) -> None:
+        super().__init__(config or replace(HadarConfig.legacy(), **knobs))  # type: ignore[arg-type]
+
+
+def round_type_prices(vals: list[JobValuation], entries: list[QueueEntry], ctx: RoundContext,
+                      gpus_per_type: np.ndarray) -> np.ndarray:
+    """Per-type prices: the dual of the round's allocation LP over every job (see
+    :mod:`primal_dual.lp_prices`); a job's value on a type is its utility at its fastest
+    placement on that type alone (kept placement: no restart)."""
+    cap = ctx.cluster.capacity
+    values = np.zeros((len(vals), cap.shape[1]))
+    for j, (v, e) in enumerate(zip(vals, entries, strict=True)):
+        rates = type_rates_alone(v, cap)
+        kept_type = None if e.keep is None else int(np.argmax(e.keep.sum(axis=0)))
+        for k in np.flatnonzero(rates > 0):
+            u = e.kept_utility if (k == kept_type and e.kept_utility is not None) else e.utility
+            values[j, k] = u(float(rates[k]))
+    gang = np.array([v.request.num_gpus for v in vals])
+    return type_prices(values, gang, gpus_per_type)
+
+
+def type_rates_alone(v: JobValuation, capacity: np.ndarray) -> np.ndarray:
+    """Per type, the gang's fastest rate on that type alone: consolidated on a node with W of them,
+    else across nodes when the type has W in all; 0 when it cannot hold the gang."""
+    w = v.request.num_gpus
+    cons = np.where(capacity >= w, v.request.rates_cons, 0.0).max(axis=0, initial=0.0)
+    unc = np.where(capacity > 0, v.request.rates_unc, 0.0).max(axis=0, initial=0.0)
+    unc = np.where(capacity.sum(axis=0) >= w, unc, 0.0)
+    return np.where(cons > 0, cons, unc)
+
+
+def critical_jobs(vals: list[JobValuation], ctx: RoundContext, slack_s: float) -> list[tuple[int, float]]:
+    """Jobs on the critical path of the remaining TTD, longest first, with their deadline (seconds
+    from now). The remaining TTD is at least ``L = max(longest remaining time on its best
+    placement, GPU-seconds of remaining work at best rates / GPUs)``; a job whose own best
+    remaining time is within ``slack_s`` of L extends the TTD if it waits, so it must run now at a
+    rate that finishes it by L."""
+    if not vals:
+        return []
+    gpus = max(1, ctx.cluster.total_gpus)
+    best = [best_remaining_s(v, ctx) for v in vals]
+    work = sum(v.status.job.num_gpus * t for v, t in zip(vals, best, strict=True) if math.isfinite(t))
+    finite = [t for t in best if math.isfinite(t)]
+    if not finite:
+        return []
+    bound = max(max(finite), work / gpus)
+    out = [(i, bound) for i, t in enumerate(best) if math.isfinite(t) and t >= bound - slack_s]
+    return sorted(out, key=lambda it: (-best[it[0]], it[0]))
+
+
+def best_remaining_s(v: JobValuation, ctx: RoundContext) -> float:
+    """Seconds the job still needs on the fastest placement the cluster can give its gang."""
+    rate = best_achievable_rate(v.request.rates_cons, v.request.rates_unc, ctx.cluster.capacity, v.request.num_gpus)
+    return v.status.remaining_steps / rate if rate > 0 else math.inf
+
+
+def deadline_candidate(entry: QueueEntry, v: JobValuation, free: np.ndarray, cache: CandidateCache,
+                       deadline_s: float, ctx: RoundContext, strict: bool = False) -> Candidate | None:
+    """The best-payoff candidate that finishes the job within ``deadline_s``; if none does, the
+    fastest candidate (ties: payoff), or None with ``strict``; None when nothing fits."""
+    if int(free.sum()) < entry.request.num_gpus:
+        return None
+    cands = cache.candidates(entry, free)
+    if not cands:
+        return None
+    rem = v.status.remaining_steps
+    penalty = ctx.restart_penalty if v.status.done_steps > 0 else 0.0
+
+    def finish(c: Candidate) -> float:
+        return rem / c.rate + (0.0 if c.kept else penalty)
+
+    ok = [c for c in cands if finish(c) <= deadline_s + 1e-6]
+    if ok:
+        return max(ok, key=entry.payoff)
+    return None if strict else max(cands, key=lambda c: (c.rate, entry.payoff(c)))
 
 
 def split_running(ctx: RoundContext) -> tuple[dict[int, Placement], list[JobStatus]]:
@@ -155,27 +373,8 @@ def admit(
             if best is not None:
                 commit(i, best[0])
                 greedy += 1
-    backfilled = 0
-    if config.backfill:
-        zero = CandidateCache(ctx.cluster.capacity, None)
-
-        def best_utility(i: int) -> Candidate | None:
-            if total_free < entries[i].request.num_gpus:
-                return None
-            b = best_candidate(zero.candidates(entries[i], free, key), lambda c, e=entries[i]: e.utility(c.rate))
-            return None if b is None else b[0]
-
-        rest = [i for i in range(len(entries)) if i not in taken]
-        scored = []
-        for i in rest:
-            c = best_utility(i)
-            if c is not None:
-                scored.append((-entries[i].utility(c.rate), i))
-        for _, i in sorted(scored):
-            c = best_utility(i)
-            if c is not None:
-                commit(i, c)
-                backfilled += 1
+    backfilled = backfill([entries[i] for i in range(len(entries)) if i not in taken], free, ctx,
+                          lambda e, c: placed.append((e.key, c))) if config.backfill else 0
     info: dict[str, object] = {
         "queue": len(entries),
         "eligible": len(standalone),
@@ -187,6 +386,33 @@ def admit(
         "backfilled": backfilled,
     }
     return placed, info
+
+
+def backfill(entries: list[QueueEntry], free: np.ndarray, ctx: RoundContext,
+             commit: Callable[[QueueEntry, Candidate], None]) -> int:
+    """Step 5: offer the GPUs still free, at zero price, to ``entries``, highest utility first.
+    Mutates ``free``; returns how many were placed."""
+    zero = CandidateCache(ctx.cluster.capacity, None)
+
+    def best(e: QueueEntry) -> Candidate | None:
+        if int(free.sum()) < e.request.num_gpus:
+            return None
+        b = best_candidate(zero.candidates(e, free), e.payoff)
+        return None if b is None else b[0]
+
+    scored = []
+    for i, e in enumerate(entries):
+        c = best(e)
+        if c is not None:
+            scored.append((-e.payoff(c), i))
+    done = 0
+    for _, i in sorted(scored):
+        c = best(entries[i])
+        if c is not None:
+            commit(entries[i], c)
+            free[...] = free - c.alloc
+            done += 1
+    return done
 
 
 def upgrade_running(

@@ -58,26 +58,48 @@ def queue_entry(
     hold_cost: bool,
     key: object | None = None,
     class_key: object | None = None,
+    keep: np.ndarray | None = None,
+    move_min_gain_s: float = 0.0,
 ) -> QueueEntry:
-    """The DP's view of a job: utility and hold-rounds as functions of the allocation's rate."""
+    """The DP's view of a job: utility and hold-rounds as functions of the allocation's rate.
+
+    A job that has made progress pays the checkpoint-restart penalty on any placement except
+    ``keep`` (its running placement, ``[node, type]``), which is offered as a candidate too; while
+    that placement is free, the job moves only to a placement that finishes it more than
+    ``move_min_gain_s`` sooner, restart included."""
     job = v.status.job
     remaining = v.status.remaining_steps
     penalty = ctx.restart_penalty if v.status.done_steps > 0 else 0.0
-    start = ctx.now - job.arrival + penalty
+    origin = ctx.now - job.arrival if utility.clock == "arrival" else 0.0
     weight, ideal, slot = job.weight, v.ideal, ctx.round_length
 
     def u(rate: float) -> float:
-        return utility.value(start + remaining / rate, weight, ideal)
+        return utility.value(origin + penalty + remaining / rate, weight, ideal)
+
+    def u_kept(rate: float) -> float:
+        # kept: no restart now, and one fewer later -- what a preemption would cost this job is
+        # charged to the preemption (U(T) - U(T + penalty)), so one is only worth its restart
+        t = origin + remaining / rate
+        restart = ctx.restart_penalty if v.status.done_steps > 0 else 0.0
+        return 2 * utility.value(t, weight, ideal) - utility.value(t + restart, weight, ideal)
 
     def hold(rate: float) -> float:
         return float(max(1, math.ceil(remaining / (rate * slot)))) if hold_cost else 1.0
 
+    move_min_rate = 0.0
+    if keep is not None:
+        kept_rate = ctx.throughput.rate(job, ctx.cluster.placement_from_matrix(keep), ctx.cluster)
+        budget = (remaining / kept_rate if kept_rate > 0 else math.inf) - move_min_gain_s - penalty
+        move_min_rate = remaining / budget if budget > 0 else math.inf
     return QueueEntry(
         key=job.job_id if key is None else key,
         request=v.request,
         class_key=(job.job_type, job.num_gpus) if class_key is None else class_key,
         utility=u,
         hold_rounds=hold,
+        keep=keep,
+        kept_utility=u_kept if keep is not None else None,
+        move_min_rate=move_min_rate,
     )
 
 
@@ -86,7 +108,8 @@ def round_price_bounds(
 ) -> PriceBounds:
     """Eq. 6-7 over the jobs known now (arrived and unfinished).
 
-    Ideal duration on type k = N_j / X[j][k]. The latest completion of job j is bounded by
+    Ideal duration on type k = N_j / X[j][k] (remaining steps / X[j][k] for utilities whose clock
+    is "now"). The latest completion of job j is bounded by
     running every known job one after another on its slowest usable type from now on.
     """
     n_types = len(ctx.cluster.gpu_types)
@@ -99,13 +122,15 @@ def round_price_bounds(
     ideal_u = np.zeros_like(rates)
     latest_u = np.zeros(len(vals))
     rounds = np.ones_like(rates)
+    from_now = utility.clock == "now"
     for j, v in enumerate(vals):
         job = v.status.job
+        steps = v.status.remaining_steps if from_now else job.total_steps
         for k in np.flatnonzero(runnable[j]):
-            dur = job.total_steps / rates[j, k]
+            dur = steps / rates[j, k]
             ideal_u[j, k] = utility.value(dur, job.weight, v.ideal)
             rounds[j, k] = math.ceil(dur / ctx.round_length)
-        latest_u[j] = utility.value(ctx.now - job.arrival + serial, job.weight, v.ideal)
+        latest_u[j] = utility.value(serial if from_now else ctx.now - job.arrival + serial, job.weight, v.ideal)
     w = np.array([v.status.job.num_gpus for v in vals])
     return price_bounds(ideal_u, latest_u, w, rounds, runnable, eta)
 

@@ -49,11 +49,17 @@ class HadarEConfig:
     max_job_count: int = DEFAULT_MAX_JOB_COUNT
     hadar: HadarConfig = HadarConfig()
 
+    @classmethod
+    def preset(cls, name: str) -> HadarEConfig:
+        """HadarE over a named Hadar configuration (``default`` or ``legacy``)."""
+        return cls(hadar=HadarConfig.preset(name))
+
 
 class HadarEPolicy(Policy):
     """Hadar with job forking (HadarE)."""
 
     name = "hadare"
+    config_class = HadarEConfig
 
     def __init__(self, config: HadarEConfig | None = None, **knobs: object) -> None:
         self.config = config or HadarEConfig(**knobs)  # type: ignore[arg-type]

@@ -19,7 +19,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from primal_dual.find_alloc import Candidate, JobRequest, best_candidate, candidate_allocations
+from primal_dual.find_alloc import (
+    Candidate,
+    JobRequest,
+    best_candidate,
+    candidate_allocations,
+    kept_candidate,
+)
 from primal_dual.prices import PriceBounds, price_matrix
 
 
@@ -37,9 +43,17 @@ class QueueEntry:
     class_key: Hashable
     utility: Callable[[float], float]
     hold_rounds: Callable[[float], float]
+    keep: np.ndarray | None = None
+    """A running job's current placement ``[node, type]``: offered as an extra candidate that pays
+    no checkpoint-restart (``kept_utility``) whenever its GPUs are free."""
+    kept_utility: Callable[[float], float] | None = None
+    move_min_rate: float = 0.0
+    """While the kept placement is free, another placement is offered only if it is at least this
+    fast (a move must be worth its restart); once the kept GPUs are taken, any placement is."""
 
     def payoff(self, cand: Candidate) -> float:
-        return self.utility(cand.rate) - cand.unit_cost * self.hold_rounds(cand.rate)
+        u = self.kept_utility(cand.rate) if cand.kept and self.kept_utility is not None else self.utility(cand.rate)
+        return u - cand.unit_cost * self.hold_rounds(cand.rate)
 
 
 @dataclass(frozen=True)
@@ -55,9 +69,13 @@ class DPResult:
 class CandidateCache:
     """Memo of FIND_ALLOC candidates by (job class, free state); prices depend only on the state."""
 
-    def __init__(self, capacity: np.ndarray, bounds: PriceBounds | None) -> None:
+    def __init__(self, capacity: np.ndarray, bounds: PriceBounds | None,
+                 fixed_prices: np.ndarray | None = None) -> None:
+        """Prices follow Eq. 5 from ``bounds``; or are ``fixed_prices[node, type]`` whatever the
+        state (e.g. the round LP's dual prices); or are 0 with neither."""
         self.capacity = capacity
         self.bounds = bounds
+        self.fixed = None if fixed_prices is None else np.where(capacity > 0, fixed_prices, np.inf)
         self._memo: dict[tuple[Hashable, bytes], list[Candidate]] = {}
         self._prices: dict[bytes, np.ndarray] = {}
         self._last: tuple[np.ndarray, np.ndarray] | None = None
@@ -66,6 +84,8 @@ class CandidateCache:
         """Current prices for a free state; all zero (where there is capacity) without bounds.
 
         ``key`` is ``free.tobytes()`` when the caller already has it."""
+        if self.fixed is not None:
+            return self.fixed
         key = free.tobytes() if key is None else key
         p = self._prices.get(key)
         if p is None:
@@ -84,11 +104,16 @@ class CandidateCache:
         return p
 
     def candidates(self, entry: QueueEntry, free: np.ndarray, key: bytes | None = None) -> list[Candidate]:
+        """FIND_ALLOC's candidates for ``entry`` on ``free``, plus its kept placement if it fits."""
         state = free.tobytes() if key is None else key
         hit = self._memo.get((entry.class_key, state))
         if hit is None:
             hit = candidate_allocations(entry.request, free, self.prices(free, state))
             self._memo[(entry.class_key, state)] = hit
+        if entry.keep is not None:
+            kept = kept_candidate(entry.keep, entry.request, free, self.prices(free, state))
+            if kept is not None:
+                return [kept, *(c for c in hit if c.rate >= entry.move_min_rate)]
         return hit
 
     def best(self, entry: QueueEntry, free: np.ndarray, key: bytes | None = None) -> tuple[Candidate, float] | None:

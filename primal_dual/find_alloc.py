@@ -40,6 +40,8 @@ class Candidate:
     rate: float
     unit_cost: float
     nodes: int
+    kept: bool = False
+    """The job's placement of last round, kept (no checkpoint-restart)."""
 
     @property
     def consolidated(self) -> bool:
@@ -100,14 +102,22 @@ def _cheapest_cells(flat_free: np.ndarray, flat_price: np.ndarray, w: int) -> np
     return np.concatenate([cheaper, at_kth])
 
 
-def _make(alloc: np.ndarray, req: JobRequest, price: np.ndarray) -> Candidate | None:
+def _make(alloc: np.ndarray, req: JobRequest, price: np.ndarray, kept: bool = False) -> Candidate | None:
     used = alloc > 0
     nodes = int(used.any(axis=1).sum())
     rates = req.rates_cons if nodes == 1 else req.rates_unc
     rate = float(rates[used].min())
     if rate <= 0:
         return None
-    return Candidate(alloc=alloc, rate=rate, unit_cost=float((price[used] * alloc[used]).sum()), nodes=nodes)
+    return Candidate(alloc=alloc, rate=rate, unit_cost=float((price[used] * alloc[used]).sum()), nodes=nodes,
+                     kept=kept)
+
+
+def kept_candidate(alloc: np.ndarray, req: JobRequest, free: np.ndarray, price: np.ndarray) -> Candidate | None:
+    """A running job's current placement as a candidate, if its GPUs are all free in ``free``."""
+    if not (alloc <= free).all():
+        return None
+    return _make(alloc, req, price, kept=True)
 
 
 PRUNE_ABOVE_NODES = 64

@@ -21,9 +21,12 @@ the price difference pick the slowest GPU)."""
 
 class Utility(Protocol):
     name: str
+    clock: str
+    """What ``tau`` is measured from: ``"arrival"`` (the job's completion time, JCT) or ``"now"``
+    (the time from this round's start to completion, the job's remaining completion time)."""
 
     def value(self, tau: float, weight: float, ideal: float) -> float:
-        """Utility of finishing ``tau`` seconds after arrival."""
+        """Utility of finishing ``tau`` seconds after the utility's clock origin."""
         ...
 
 
@@ -37,6 +40,7 @@ class SigmoidUtility:
     gamma2: float = 5.0
     floor: float = DEFAULT_FLOOR
     name: str = "sigmoid"
+    clock: str = "arrival"
 
     def value(self, tau: float, weight: float, ideal: float) -> float:
         ideal = max(ideal, 1e-9)
@@ -51,9 +55,59 @@ class InverseSlowdownUtility:
 
     floor: float = DEFAULT_FLOOR
     name: str = "inverse-slowdown"
+    clock: str = "arrival"
 
     def value(self, tau: float, weight: float, ideal: float) -> float:
         return weight * max(min(1.0, ideal / max(tau, 1e-9)) if tau > 0 else 1.0, _soft_floor(self.floor, tau, ideal))
+
+
+@dataclass(frozen=True)
+class InverseJctUtility:
+    """``w_j * scale / tau``, tau = the job's completion time from its arrival (JCT)."""
+
+    scale: float = 3600.0
+    name: str = "inverse-jct"
+    clock: str = "arrival"
+
+    def value(self, tau: float, weight: float, ideal: float) -> float:
+        return weight * self.scale / max(tau, 1e-9)
+
+
+@dataclass(frozen=True)
+class InverseRemainingUtility:
+    """``w_j * scale / tau``, tau = the time from now until the job completes.
+
+    The inverse-JCT form on the clock that matters for a decision taken now: time already spent
+    waiting is sunk and the same whatever this round decides. Maximising the sum over the admitted
+    jobs is the cmu rule (weighted shortest remaining processing time): each job's value is the
+    weighted fraction of its remaining work that one second of the allocation completes, which
+    is the myopically optimal order for the sum of weighted JCTs, and it values a faster GPU
+    exactly by the job's own speed-up there."""
+
+    scale: float = 3600.0
+    name: str = "inverse-remaining"
+    clock: str = "now"
+
+    def value(self, tau: float, weight: float, ideal: float) -> float:
+        return weight * self.scale / max(tau, 1e-9)
+
+
+@dataclass(frozen=True)
+class RoundProgressUtility:
+    """``w_j * round / max(tau, round)``, tau = the time from now until the job completes.
+
+    The inverse-remaining form with the round as the unit of service: the fraction of the job's
+    remaining work that one round of this allocation completes (capped at 1). Finishing earlier
+    within a round frees nothing (the round is the scheduling unit), so every allocation that
+    finishes the job this round is worth the same, and a job that will finish anyway does not
+    outbid, for the fastest GPUs, a long job that gains a whole round of progress there."""
+
+    round_s: float = 360.0
+    name: str = "round-progress"
+    clock: str = "now"
+
+    def value(self, tau: float, weight: float, ideal: float) -> float:
+        return weight * self.round_s / max(tau, self.round_s, 1e-9)
 
 
 def _soft_floor(floor: float, tau: float, ideal: float) -> float:
@@ -61,11 +115,17 @@ def _soft_floor(floor: float, tau: float, ideal: float) -> float:
     return floor * min(1.0, ideal / max(tau, 1e-9))
 
 
-UTILITIES: dict[str, type] = {"sigmoid": SigmoidUtility, "inverse-slowdown": InverseSlowdownUtility}
+UTILITIES: dict[str, type] = {
+    "sigmoid": SigmoidUtility,
+    "inverse-slowdown": InverseSlowdownUtility,
+    "inverse-jct": InverseJctUtility,
+    "inverse-remaining": InverseRemainingUtility,
+    "round-progress": RoundProgressUtility,
+}
 
 
 def make_utility(name: str, **params: float) -> Utility:
-    """A utility function by name (``sigmoid`` or ``inverse-slowdown``)."""
+    """A utility function by name (one of :data:`UTILITIES`)."""
     try:
         return UTILITIES[name](**params)
     except KeyError:

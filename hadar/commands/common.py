@@ -27,6 +27,15 @@ def add_scenario_args(p: argparse.ArgumentParser, default_cluster: str = "sim-60
                    help="checkpoint-restart penalty in seconds (default: %(default)s)")
 
 
+def add_policy_opt_arg(p: argparse.ArgumentParser, per_policy: bool = False) -> None:
+    """``--policy-opt KEY=VALUE`` (repeatable); with ``per_policy``, ``POLICY:KEY=VALUE``."""
+    form = "POLICY:KEY=VALUE" if per_policy else "KEY=VALUE"
+    p.add_argument("--policy-opt", action="append", default=[], metavar=form,
+                   help="a policy knob (repeatable), e.g. " + ("hadar:utility=sigmoid" if per_policy else
+                        "utility=sigmoid, replan=never, preset=legacy") + "; the knobs of each policy are in "
+                        "docs/hadar.md and docs/baselines.md")
+
+
 def _positive(text: str) -> float:
     v = float(text)
     if v <= 0:

@@ -18,12 +18,9 @@ import argparse
 import csv
 import json
 import math
-import os
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, replace
-from multiprocessing import get_context
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +29,20 @@ from rich.table import Table
 
 from estimators.throughput import ThroughputModel
 from hadar.cluster import Cluster
-from hadar.commands.common import add_scenario_args, estimates_note, load_scenario
+from hadar.commands.common import (
+    add_policy_opt_arg,
+    add_scenario_args,
+    estimates_note,
+    load_scenario,
+)
 from hadar.errors import InputError
 from hadar.jobs import Job, JobStatus
-from hadar.policy import POLICY_REGISTRY, RoundContext, make_policy
+from hadar.policy import POLICY_REGISTRY, RoundContext
+from hadar.policy_options import build_config, parse_pairs, policy_with_options
 from hadar.simulator import SimConfig, simulate
 from hadar.simulator.metrics import summarize
 from hadar.simulator.output import write_result
+from hadar.sweep import default_workers, run_cells
 
 DEFAULT_POLICIES = "hadar,gavel,tiresias,yarn-cs"
 DECISION_SIZES = (32, 64, 128, 256, 512, 1024, 2048)
@@ -62,6 +66,17 @@ METRICS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
 )
 """Table/CSV metrics: summary key, column title, formatter. Ratios are policy / reference."""
 
+FAIRNESS_METRICS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
+    ("avg_queueing_s", "avg queueing", _hours),
+    ("work_efficiency", "work efficiency", lambda v: f"{v:.2f}"),
+    ("rho_mean", "mean rho", lambda v: f"{v:.2f}"),
+    ("rho_median", "median rho", lambda v: f"{v:.2f}"),
+    ("rho_max", "max rho", lambda v: f"{v:.1f}"),
+    ("rho_above_1", "rho > 1", lambda v: f"{100 * v:.0f}%"),
+)
+"""The second table: queueing delay, work efficiency (1.0 = every job always on its fastest GPU
+type) and Themis's finish-time fairness rho (JCT over JCT with a 1/n share; > 1 is unfair)."""
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -72,9 +87,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_scenario_args(p)
     p.add_argument("--policies", default=DEFAULT_POLICIES,
                    help=f"comma-separated, from {', '.join(sorted(POLICY_REGISTRY))} (default: %(default)s)")
+    add_policy_opt_arg(p, per_policy=True)
     p.add_argument("--out", default="out/compare", help="output directory (default: %(default)s)")
-    p.add_argument("--jobs", type=int, default=None, metavar="N",
+    p.add_argument("--workers", "--jobs", dest="workers", type=int, default=None, metavar="N",
                    help="parallel processes (default: one per policy, at most the CPU count; 1 = one by one)")
+    p.add_argument("--ray-address", default=None, metavar="ADDR",
+                   help="run the policies as tasks on this Ray cluster instead (needs the ray extra)")
     p.add_argument("--gavel-compatible", action="store_true",
                    help="run every policy as Gavel's simulator does (see docs/baselines.md)")
     p.add_argument("--occupancy-policy", default="hadar", metavar="POLICY",
@@ -92,35 +110,37 @@ class RunSpec:
     scenario: dict[str, Any]
     gavel_compatible: bool
     out: str
+    options: dict[str, str] = field(default_factory=dict)
+    """``--policy-opt`` knobs of this policy."""
 
 
 def run(args: argparse.Namespace) -> int:
     policies = parse_policies(args.policies)
+    options = parse_policy_options(args.policy_opt, policies)
     sizes = parse_sizes(args.decision_sizes)
     occupancy = args.occupancy_policy if args.occupancy_policy in policies else None
     if occupancy is None and args.occupancy_policy != "hadar":
         raise InputError(f"--occupancy-policy: {args.occupancy_policy!r} is not one of --policies")
     occupancy = occupancy or policies[0]
-    if args.jobs is not None and args.jobs < 1:
-        raise InputError(f"--jobs: must be >= 1 (got {args.jobs})")
     scenario = {k: getattr(args, k) for k in SCENARIO_KEYS}
     cluster, jobs, throughput = load_scenario(argparse.Namespace(**scenario))  # bad input fails here, once
     out = Path(args.out)
     console = Console(width=max(170, Console().width))
-    workers = args.jobs or max(1, min(len(policies), os.cpu_count() or 1))
+    workers = default_workers(len(policies), args.workers)
     mode = "gavel-compatible" if args.gavel_compatible else "normal"
     note = estimates_note(throughput.estimated_cells(jobs, cluster))
     if note:
         console.print(note, style="yellow", highlight=False)
-    console.print(f"simulating {', '.join(policies)} on {cluster.name} / {args.workload} ({mode} mode, "
-                  f"{workers} process{'es' if workers > 1 else ''})")
+    where = f"Ray at {args.ray_address}" if args.ray_address else f"{workers} process{'es' if workers > 1 else ''}"
+    console.print(f"simulating {', '.join(policies)} on {cluster.name} / {args.workload} ({mode} mode, {where})")
     t0 = time.perf_counter()
-    specs = [RunSpec(p, scenario, args.gavel_compatible, str(out / p)) for p in policies]
-    summaries = run_all(specs, workers, on_done=lambda s, dt: console.print(f"  {s['policy']:>15} done ({dt:.1f} s)"))
+    specs = [RunSpec(p, scenario, args.gavel_compatible, str(out / p), options.get(p, {})) for p in policies]
+    summaries = run_all(specs, workers, args.ray_address,
+                        on_done=lambda s, dt: console.print(f"  {s['policy']:>15} done ({dt:.1f} s)"))
     reference = "hadar" if "hadar" in policies else policies[0]
     rows = comparison_rows(summaries, reference)
     decisions = measure_decision_times(cluster, jobs, throughput, [p for p in DECISION_POLICIES if p in POLICY_REGISTRY],
-                                       sizes, args.round_length, args.gavel_compatible) if sizes else []
+                                       sizes, args.round_length, args.gavel_compatible, options=options) if sizes else []
     meta = {"mode": mode, "reference": reference, "cluster": cluster.name, "workload": args.workload,
             "seed": args.seed, "jobs": len(jobs),
             "estimated_cells": [asdict(c) for c in throughput.estimated_cells(jobs, cluster)], "wall_seconds": round(time.perf_counter() - t0, 3)}
@@ -144,6 +164,23 @@ def parse_policies(text: str) -> list[str]:
     return names
 
 
+def parse_policy_options(items: Sequence[str], policies: Sequence[str]) -> dict[str, dict[str, str]]:
+    """``["hadar:utility=sigmoid", ...]`` -> ``{"hadar": {"utility": "sigmoid"}}``, each checked
+    against the policy's knobs (one-line errors)."""
+    per: dict[str, list[str]] = {}
+    for item in items:
+        policy, sep, pair = item.partition(":")
+        if not sep or "=" in policy:
+            raise InputError(f"--policy-opt: expected POLICY:KEY=VALUE (got {item!r})")
+        if policy not in policies:
+            raise InputError(f"--policy-opt: {policy!r} is not one of --policies ({', '.join(policies)})")
+        per.setdefault(policy, []).append(pair)
+    out = {p: parse_pairs(pairs) for p, pairs in per.items()}
+    for p, opts in out.items():
+        build_config(p, opts)
+    return out
+
+
 def parse_sizes(text: str) -> list[int]:
     try:
         sizes = [int(s) for s in text.split(",") if s.strip()]
@@ -161,9 +198,9 @@ def run_policy(spec: RunSpec) -> dict[str, Any]:
     if spec.gavel_compatible:
         from hadar.simulator.gavel_mode import setup
 
-        policy, config, throughput = setup(spec.policy, throughput, spec.scenario["round_length"])
+        policy, config, throughput = setup(spec.policy, throughput, spec.scenario["round_length"], spec.options)
     else:
-        policy = make_policy(spec.policy)
+        policy = policy_with_options(spec.policy, spec.options)
         config = SimConfig(round_length=spec.scenario["round_length"], restart_penalty=spec.scenario["restart_penalty"])
     result = simulate(cluster, jobs, policy, throughput, config)
     summary = summarize(result)
@@ -172,25 +209,12 @@ def run_policy(spec: RunSpec) -> dict[str, Any]:
     return summary
 
 
-def run_all(specs: Sequence[RunSpec], workers: int,
+def run_all(specs: Sequence[RunSpec], workers: int, ray_address: str | None = None,
             on_done: Callable[[dict[str, Any], float], None] | None = None) -> list[dict[str, Any]]:
-    """Summaries in ``specs`` order; ``workers`` > 1 runs them in that many processes."""
+    """Summaries in ``specs`` order (local processes, or Ray tasks with ``ray_address``)."""
     t0 = time.perf_counter()
-    if workers <= 1 or len(specs) <= 1:
-        out = []
-        for s in specs:
-            out.append(run_policy(s))
-            if on_done:
-                on_done(out[-1], time.perf_counter() - t0)
-        return out
-    with ProcessPoolExecutor(max_workers=min(workers, len(specs)), mp_context=get_context("spawn")) as pool:
-        futures = [pool.submit(run_policy, s) for s in specs]
-        results = []
-        for f in futures:
-            results.append(f.result())
-            if on_done:
-                on_done(results[-1], time.perf_counter() - t0)
-        return results
+    return run_cells(run_policy, specs, workers, ray_address,
+                     on_done=None if on_done is None else lambda _, s: on_done(s, time.perf_counter() - t0))
 
 
 def comparison_rows(summaries: Sequence[dict[str, Any]], reference: str) -> list[dict[str, Any]]:
@@ -199,7 +223,7 @@ def comparison_rows(summaries: Sequence[dict[str, Any]], reference: str) -> list
     rows = []
     for s in summaries:
         row = dict(s)
-        for key, _, _ in METRICS:
+        for key, _, _ in METRICS + FAIRNESS_METRICS:
             v, r = s.get(key), ref.get(key)
             row[f"{key}_ratio"] = (v / r) if (v is not None and r) else None
         rows.append(row)
@@ -213,7 +237,8 @@ def decision_queue(jobs: Sequence[Job], n: int) -> list[Job]:
 
 def measure_decision_times(cluster: Cluster, jobs: Sequence[Job], throughput: ThroughputModel,
                            policies: Sequence[str], sizes: Sequence[int], round_length: float = 360.0,
-                           gavel_compatible: bool = False, repeat: int = 1) -> list[tuple[str, int, float]]:
+                           gavel_compatible: bool = False, repeat: int = 1,
+                           options: Mapping[str, Mapping[str, str]] | None = None) -> list[tuple[str, int, float]]:
     """``(policy, queued jobs, median seconds)``: one decision on the empty cluster per repeat,
     each by a fresh policy instance (Gavel solves its LP, Hadar runs its DP)."""
     from hadar.simulator import gavel_mode
@@ -227,10 +252,10 @@ def measure_decision_times(cluster: Cluster, jobs: Sequence[Job], throughput: Th
                            jobs=tuple(JobStatus(j, j.total_steps) for j in queue), current={},
                            throughput=throughput, restart_penalty=0.0 if gavel_compatible else 10.0)
         for name in policies:
-            options = gavel_mode.policy_options(name) if gavel_compatible else {}
+            fixed = gavel_mode.policy_options(name) if gavel_compatible else {}
             times = []
             for _ in range(max(1, repeat)):
-                policy = make_policy(name, **options)
+                policy = policy_with_options(name, (options or {}).get(name), **fixed)
                 t = time.perf_counter()
                 policy.decide(ctx)
                 times.append(time.perf_counter() - t)
@@ -244,9 +269,9 @@ def write_outputs(out: Path, rows: Sequence[dict[str, Any]], decisions: Sequence
                   meta: dict[str, Any]) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     keys = ["policy", "jobs", "completed", "rounds"]
-    for key, _, _ in METRICS:
+    for key, _, _ in METRICS + FAIRNESS_METRICS:
         keys += [key, f"{key}_ratio"]
-    keys += ["gpu_util_gavel", "avg_queueing_s", "median_decision_s"]
+    keys += ["gpu_util_gavel", "median_decision_s"]
     csv_path = out / "compare.csv"
     with csv_path.open("w", newline="") as fh:
         w = csv.writer(fh)
@@ -291,19 +316,30 @@ def draw_figures(out: Path, cluster: Cluster, summaries: Sequence[dict[str, Any]
 
 def print_table(console: Console, rows: Sequence[dict[str, Any]], reference: str, mode: str, cluster: str,
                 workload: str) -> None:
-    table = Table(title=f"{workload} on {cluster} ({mode} mode); (x) = policy / {reference}")
+    """The comparison as two tables: completion and cost, then delay, efficiency and fairness."""
+    extra = ("util (Gavel)", "gpu_util_gavel") if mode == "gavel-compatible" else None
+    _metric_table(console, rows, METRICS, f"{workload} on {cluster} ({mode} mode); (x) = policy / {reference}",
+                  extra)
+    _metric_table(console, rows, FAIRNESS_METRICS, "queueing delay, work efficiency and finish-time fairness (rho)",
+                  None)
+
+
+def _metric_table(console: Console, rows: Sequence[dict[str, Any]],
+                  metrics: Sequence[tuple[str, str, Callable[[float], str]]], title: str,
+                  extra: tuple[str, str] | None) -> None:
+    table = Table(title=title)
     table.add_column("policy")
-    for _, title, _ in METRICS:
-        table.add_column(title, justify="right")
-    if mode == "gavel-compatible":
-        table.add_column("util (Gavel)", justify="right")
+    for _, name, _ in metrics:
+        table.add_column(name, justify="right")
+    if extra:
+        table.add_column(extra[0], justify="right")
     for r in rows:
         cells = [f"{r['policy']}" + ("" if r["completed"] == r["jobs"] else f" ({r['completed']}/{r['jobs']} done)")]
-        for key, _, fmt in METRICS:
+        for key, _, fmt in metrics:
             v, ratio = r.get(key), r.get(f"{key}_ratio")
             cells.append("-" if v is None else fmt(v) + ("" if ratio is None or not math.isfinite(ratio)
                                                          else f" ({ratio:.2f}x)"))
-        if mode == "gavel-compatible":
-            cells.append(f"{100 * r['gpu_util_gavel']:.1f}%")
+        if extra:
+            cells.append(f"{100 * r[extra[1]]:.1f}%")
         table.add_row(*cells)
     console.print(table)

@@ -1,4 +1,5 @@
-"""``hadar experiment physical``: the paper's physical evaluation (section VI) in the simulator.
+"""``hadar experiment physical``: the paper's physical evaluation (section VI) in the simulator;
+``hadar experiment load-sweep``: average JCT vs input job rate (docs/experiments.md).
 
 Runs every (cluster, mix, policy, slot) cell (in ``--jobs`` processes; same numbers as one by
 one), prints per cluster at the main slot the CRU/TTD/JCT table with lower bounds on TTD, the
@@ -10,13 +11,16 @@ throughputs were estimated; then the slot sweep (Fig. 11/12 as numbers). Writes 
 from __future__ import annotations
 
 import argparse
+import math
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
 
+from hadar.commands.common import add_policy_opt_arg
 from hadar.errors import InputError
-from hadar.experiments import grid, report, tables
+from hadar.experiments import grid, load_sweep, report, tables
 from hadar.experiments.grid import DEFAULT_CLUSTERS, DEFAULT_MIXES, DEFAULT_POLICIES, DEFAULT_SLOTS
 
 
@@ -43,6 +47,118 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="parallel processes (default: the CPU count; 1 = one by one)")
     ph.add_argument("--out", default="out/experiment-physical", help="output directory (default: %(default)s)")
     ph.set_defaults(func=run_physical)
+    ls = exp.add_parser(
+        "load-sweep", help="average JCT vs input job rate (Poisson arrivals), every policy, with saturation rates",
+        description="For each rate, the paper's Philly jobs (seeded) arrive as a Poisson process; every policy is "
+                    "simulated; JCT is measured over a steady-state window of jobs. Writes load_sweep.csv, "
+                    "load_sweep.json and load_sweep.png (JCT vs rate, one line per policy) into --out.")
+    ls.add_argument("--cluster", default="sim-60gpu", help="cluster YAML file or bundled name (default: %(default)s)")
+    ls.add_argument("--throughputs", default=None, help="throughputs JSON (default: Gavel's bundled measurements)")
+    ls.add_argument("--rates", default=",".join(f"{r:g}" for r in load_sweep.DEFAULT_RATES),
+                    help="input job rates in jobs/hour (default: %(default)s)")
+    ls.add_argument("--policies", default=",".join(load_sweep.DEFAULT_POLICIES), help="policies (default: %(default)s)")
+    ls.add_argument("--seeds", default="0", help="workload seeds, comma-separated (default: %(default)s)")
+    ls.add_argument("--num-jobs", type=int, default=load_sweep.DEFAULT_JOBS, metavar="N",
+                    help="jobs per trace (default: %(default)s)")
+    ls.add_argument("--window", default="{}:{}".format(*load_sweep.DEFAULT_WINDOW), metavar="A:B",
+                    help="measure jobs A..B-1 by arrival order (default: %(default)s)")
+    ls.add_argument("--round", dest="round_length", type=float, default=360.0,
+                    help="round length in seconds (default: %(default)s)")
+    ls.add_argument("--restart-penalty", type=float, default=10.0,
+                    help="checkpoint-restart penalty in seconds (default: %(default)s)")
+    add_policy_opt_arg(ls, per_policy=True)
+    ls.add_argument("--workers", type=int, default=None, metavar="N",
+                    help="parallel processes (default: the CPU count; 1 = one by one)")
+    ls.add_argument("--ray-address", default=None, metavar="ADDR",
+                    help="run the cells as tasks on this Ray cluster (needs the ray extra)")
+    ls.add_argument("--out", default="out/load-sweep", help="output directory (default: %(default)s)")
+    ls.set_defaults(func=run_load_sweep)
+
+
+def run_load_sweep(args: argparse.Namespace) -> int:
+    from hadar.cluster_config import load_cluster
+    from hadar.commands.compare import parse_policies, parse_policy_options
+    from hadar.sweep import default_workers, run_cells
+
+    policies = parse_policies(args.policies)
+    options = parse_policy_options(args.policy_opt, policies)
+    rates = _floats(args.rates, "--rates")
+    seeds = [int(s) for s in _ints(args.seeds, "--seeds")]
+    if args.num_jobs < 2:
+        raise InputError(f"--num-jobs: must be >= 2 (got {args.num_jobs})")
+    window = _window(args.window, args.num_jobs)
+    if not (args.round_length > 0 and math.isfinite(args.round_length)):
+        raise InputError(f"--round: must be a positive number of seconds (got {args.round_length})")
+    if not (args.restart_penalty >= 0 and math.isfinite(args.restart_penalty)):
+        raise InputError(f"--restart-penalty: must be >= 0 seconds (got {args.restart_penalty})")
+    cluster = load_cluster(args.cluster)  # bad input fails here, once
+    cells = [replace(c, options=options.get(c.policy, {})) for c in load_sweep.cells(
+        policies, rates, seeds, cluster=args.cluster, num_jobs=args.num_jobs, window=window,
+        round_length=args.round_length, restart_penalty=args.restart_penalty, throughputs=args.throughputs)]
+    load_sweep.run_cell(replace(cells[0], num_jobs=2, window=(0, 2)))  # workload/throughput errors, once
+    workers = default_workers(len(cells), args.workers)
+    console = Console(width=max(150, Console().width))
+    where = f"Ray at {args.ray_address}" if args.ray_address else f"{workers} process{'es' if workers > 1 else ''}"
+    console.print(f"load sweep: {len(policies)} policies x {len(rates)} rates x {len(seeds)} seed(s) = {len(cells)} "
+                  f"simulations of {args.num_jobs} jobs on {cluster.name} ({where}); window = jobs "
+                  f"{window[0]}..{window[1] - 1}")
+    t0 = time.perf_counter()
+    rows = run_cells(load_sweep.run_cell, cells, workers, args.ray_address,
+                     on_done=lambda c, r: console.print(
+                         f"  {c.policy:>14} {c.rate:6g} jobs/h seed {c.seed}: avg JCT "
+                         f"{(r['avg_jct_s'] or 0) / 3600:6.2f} h{' (saturated)' if r['saturated'] else ''}"
+                         f" [{r['wall_s']:.1f} s]"))
+    wall = time.perf_counter() - t0
+    out = Path(args.out)
+    saturation = {p: load_sweep.saturation_rate(rows, p) for p in policies}
+    sustained = {p: load_sweep.sustained_rate(rows, p) for p in policies}
+    files = load_sweep.write_outputs(out, rows, {
+        "cluster": cluster.name, "cluster_file": args.cluster, "policies": policies, "rates": rates,
+        "seeds": seeds, "num_jobs": args.num_jobs, "window": list(window), "round_length": args.round_length,
+        "restart_penalty": args.restart_penalty, "policy_options": options,
+        "saturation_growth": load_sweep.SATURATION_GROWTH, "saturates_at": saturation, "sustains_up_to": sustained,
+        "wall_seconds": round(wall, 3), "workers": workers, "ray_address": args.ray_address})
+    from hadar.plots import load_sweep_chart
+
+    title = (f"Average JCT vs input job rate: {args.num_jobs} Philly jobs (seed{'s' if len(seeds) > 1 else ''} "
+             f"{','.join(map(str, seeds))}) on {cluster.name}, window jobs {window[0]}..{window[1] - 1}")
+    files.append(load_sweep_chart(rows, out / "load_sweep.png", title, saturation))
+    load_sweep.print_table(console, rows, policies, rates, saturation)
+    console.print(f"{len(cells)} simulations in {wall:.1f} s; wrote {', '.join(f.name for f in files)} in {out}/")
+    return 0
+
+
+def _floats(text: str, option: str) -> list[float]:
+    try:
+        values = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"{option}: expected comma-separated numbers (got {text!r})") from None
+    if not values or any(not (v > 0 and math.isfinite(v)) for v in values):
+        raise InputError(f"{option}: expected positive finite numbers (got {text!r})")
+    if len(set(values)) != len(values):
+        raise InputError(f"{option}: a value is given twice ({text!r})")
+    return values
+
+
+def _ints(text: str, option: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"{option}: expected comma-separated whole numbers (got {text!r})") from None
+    if not values or len(set(values)) != len(values):
+        raise InputError(f"{option}: expected distinct whole numbers (got {text!r})")
+    return values
+
+
+def _window(text: str, num_jobs: int) -> tuple[int, int]:
+    a, sep, b = text.partition(":")
+    try:
+        start, end = int(a), int(b)
+    except ValueError:
+        raise InputError(f"--window: expected A:B, two whole numbers (got {text!r})") from None
+    if not sep or not 0 <= start < end <= num_jobs:
+        raise InputError(f"--window: need 0 <= A < B <= --num-jobs ({num_jobs}) (got {text!r})")
+    return start, end
 
 
 def _count(text: str | None, option: str) -> int | None:

@@ -10,8 +10,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from hadar.commands.common import estimates_note
+from hadar.commands.common import add_policy_opt_arg, estimates_note
 from hadar.errors import HadarError, InputError
+from hadar.policy_options import parse_pairs
 from hadar.runtime.config import RunConfig, RuntimeKnobs, load_config, save_config
 from hadar.workloads.mixes import SIZES
 
@@ -25,6 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workload", default="M-3", help="M-1..M-12 or a job file with training specs (default: %(default)s)")
     p.add_argument("--size", default="tiny", choices=SIZES, help="model/workload size (default: %(default)s)")
     p.add_argument("--policy", default="hadare", help="hadare, hadar, gavel, ... (default: %(default)s)")
+    add_policy_opt_arg(p)
     p.add_argument("--slot", type=float, default=30.0, help="round length in seconds (default: %(default)s)")
     p.add_argument("--grace", type=float, default=20.0, help="seconds past the slot before a copy counts as hung")
     p.add_argument("--seed", type=int, default=0)
@@ -62,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--out: {rundir} already holds a run (use --resume {rundir} or another --out)")
         cfg = RunConfig(run_id=f"{rundir.name}-{secrets.token_hex(3)}"[-60:].lstrip(".-_") or "run",
                         cluster=args.cluster, workload=args.workload, size=args.size, policy=args.policy,
+                        policy_options=parse_pairs(args.policy_opt),
                         slot_s=args.slot, grace_s=args.grace, seed=args.seed, threads=args.threads,
                         evaluate=not args.no_eval, warm_workers=not args.cold_workers, started_at=time.time())
     knobs = RuntimeKnobs(args.restart_penalty, args.aggregation_overhead)

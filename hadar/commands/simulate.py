@@ -8,8 +8,14 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from hadar.commands.common import add_scenario_args, estimates_note, load_scenario
-from hadar.policy import POLICY_REGISTRY, make_policy
+from hadar.commands.common import (
+    add_policy_opt_arg,
+    add_scenario_args,
+    estimates_note,
+    load_scenario,
+)
+from hadar.policy import POLICY_REGISTRY
+from hadar.policy_options import parse_pairs, policy_with_options
 from hadar.simulator import SimConfig, simulate
 from hadar.simulator.metrics import summarize
 from hadar.simulator.output import write_result
@@ -21,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "summary.json, jobs.csv, rounds.csv and placements.csv into --out.")
     add_scenario_args(p)
     p.add_argument("--policy", default="hadar", help=f"one of {', '.join(sorted(POLICY_REGISTRY))} (default: %(default)s)")
+    add_policy_opt_arg(p)
     p.add_argument("--out", default="out/simulate", help="output directory (default: %(default)s)")
     p.add_argument("--no-progress", action="store_true", help="do not show the progress bar")
     p.add_argument("--gavel-compatible", action="store_true",
@@ -30,7 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    policy = make_policy(args.policy)
+    options = parse_pairs(args.policy_opt)
+    policy = policy_with_options(args.policy, options)
     cluster, jobs, throughput = load_scenario(args)
     note = estimates_note(throughput.estimated_cells(jobs, cluster))
     if note:
@@ -40,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
     if args.gavel_compatible:
         from hadar.simulator.gavel_mode import setup
 
-        policy, config, throughput = setup(args.policy, throughput, args.round_length, progress=not args.no_progress)
+        policy, config, throughput = setup(args.policy, throughput, args.round_length, options,
+                                           progress=not args.no_progress)
     result = simulate(cluster, jobs, policy, throughput, config)
     summary = summarize(result)
     out = write_result(result, summary, args.out)

@@ -13,6 +13,7 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
 DPI = 120
 
@@ -126,4 +127,44 @@ def occupancy_chart(nodes: Sequence[tuple[str, Mapping[str, int]]], placements: 
     ax.set_xlabel("round")
     ax.set_ylabel("GPU (by node)")
     ax.set_title(title + " (colour = job id mod 20, white = idle)")
+    return _save(fig, path)
+
+
+def load_sweep_chart(rows: Sequence[Mapping[str, object]], path: str | Path, title: str,
+                     saturation: Mapping[str, float | None]) -> Path:
+    """Average JCT (hours, log scale) against the input job rate, one line per policy.
+
+    ``rows``: ``policy, rate, avg_jct_s, saturated`` per cell (one seed: the mean over seeds is
+    drawn when there are several); hollow markers = saturated (the backlog grows), and each
+    legend entry names the rate at which the policy saturates."""
+    by_policy: dict[str, dict[float, list[float]]] = {}
+    sat: dict[tuple[str, float], bool] = {}
+    for r in rows:
+        if r.get("avg_jct_s") is None:
+            continue
+        p, rate = str(r["policy"]), float(r["rate"])  # type: ignore[arg-type]
+        by_policy.setdefault(p, {}).setdefault(rate, []).append(float(r["avg_jct_s"]) / 3600.0)  # type: ignore[arg-type]
+        sat[(p, rate)] = sat.get((p, rate), False) or bool(r["saturated"])
+    fig = Figure(figsize=(7, 4.4))
+    ax = fig.add_subplot()
+    markers = "osD^vP*X"
+    for i, (p, pts) in enumerate(by_policy.items()):
+        rates = sorted(pts)
+        jct = [float(np.mean(pts[x])) for x in rates]
+        color = colormaps["tab10"](i)
+        s = saturation.get(p)
+        label = f"{p} (saturates at {s:g} jobs/h)" if s is not None else f"{p} (sustains every rate)"
+        ax.plot(rates, jct, color=color, label=label, lw=1.6)
+        for x, y in zip(rates, jct, strict=True):
+            hollow = sat[(p, x)]
+            ax.plot([x], [y], marker=markers[i % len(markers)], color=color, ms=6,
+                    markerfacecolor="white" if hollow else color)
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:.0e}"[0] in "235" else ""))
+    ax.set_xlabel("input job rate (jobs/hour)")
+    ax.set_ylabel("average JCT over the window (hours, log)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8, title="hollow marker = saturated (backlog grows)", title_fontsize=7)
     return _save(fig, path)

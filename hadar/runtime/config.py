@@ -22,6 +22,8 @@ class RunConfig(BaseModel):
     workload: str
     size: str = "tiny"
     policy: str = "hadare"
+    policy_options: dict[str, str] = Field(default_factory=dict)
+    """``--policy-opt`` knobs of the policy (kept so that a resumed run decides the same way)."""
     slot_s: float = Field(default=30.0, gt=0)
     grace_s: float = Field(default=20.0, ge=0)
     """Extra seconds past the slot before a silent copy is declared hung and killed."""

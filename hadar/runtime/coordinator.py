@@ -26,7 +26,8 @@ from hadar.cluster_config import load_cluster
 from hadar.commands.common import load_table, throughput_for
 from hadar.errors import InputError
 from hadar.jobs import Job
-from hadar.policy import Assignment, Policy, RoundContext, make_policy
+from hadar.policy import Assignment, Policy, RoundContext
+from hadar.policy_options import policy_with_options
 from hadar.runtime.config import RunConfig, RuntimeKnobs
 from hadar.runtime.dispatch import (
     CopyOutcome,
@@ -70,7 +71,7 @@ class Coordinator:
         validate_workload(self.jobs, self.cluster, prior, source=cfg.workload, table=table)
         self.throughput = OnlineThroughput(prior)
         self.estimated_cells = prior.estimated_cells(self.jobs, self.cluster)
-        self.policy: Policy = _make_policy(cfg.policy, self.knobs)
+        self.policy: Policy = _make_policy(cfg.policy, cfg.policy_options, self.knobs)
         rundir.mkdir(parents=True, exist_ok=True)
         self.events = EventLog(rundir / "events.jsonl")
         self.journal = Journal(rundir / "journal.sqlite")
@@ -302,10 +303,9 @@ def _plan_row(t: CopyTask) -> dict[str, Any]:
             "placement": {n: dict(p) for n, p in t.placement.items()}, "steps": t.steps}
 
 
-def _make_policy(name: str, knobs: RuntimeKnobs) -> Policy:
-    if name == "hadare":
-        return make_policy(name, aggregation_overhead_s=knobs.aggregation_overhead_s)
-    return make_policy(name)
+def _make_policy(name: str, options: dict[str, str], knobs: RuntimeKnobs) -> Policy:
+    fixed = {"aggregation_overhead_s": knobs.aggregation_overhead_s} if name == "hadare" else {}
+    return policy_with_options(name, options, **fixed)
 
 
 def _mtime(path: str) -> float | None:

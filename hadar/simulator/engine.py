@@ -31,6 +31,7 @@ from hadar.cluster import Cluster
 from hadar.errors import HadarError
 from hadar.jobs import Job, JobStatus, Placement
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
+from hadar.reference_rates import best_achievable_rate, equal_share_rate
 from hadar.simulator.progress_math import Run, time_to_reach
 from hadar.simulator.records import JobRecord, PlacementRecord, RoundRecord, SimulationResult
 
@@ -152,15 +153,22 @@ def simulate(
         policy=policy.name,
         cluster=cluster.name,
         total_gpus=cluster.total_gpus,
-        jobs=tuple(
-            JobRecord(s.job.job_id, s.job.job_type, s.job.num_gpus, s.job.arrival, s.start, s.finish, s.restarts)
-            for s in sorted(states.values(), key=lambda s: s.job.job_id)
-        ),
+        jobs=tuple(_job_record(s, cluster, throughput) for s in sorted(states.values(), key=lambda s: s.job.job_id)),
         rounds=tuple(rounds),
         placements=tuple(placements),
         config={k: v for k, v in asdict(cfg).items() if k != "progress"},
         gpu_busy_seconds=gpu_busy,
         estimated_cells=tuple(throughput.estimated_cells(jobs, cluster)),
+    )
+
+
+def _job_record(s: _JobState, cluster: Cluster, throughput: ThroughputModel) -> JobRecord:
+    cons, unc = throughput.cell_rates(s.job, cluster)
+    return JobRecord(
+        s.job.job_id, s.job.job_type, s.job.num_gpus, s.job.arrival, s.start, s.finish, s.restarts,
+        total_steps=float(s.job.total_steps),
+        best_rate=best_achievable_rate(cons, unc, cluster.capacity, s.job.num_gpus),
+        equal_share_rate=equal_share_rate(cons, cluster.capacity),
     )
 
 

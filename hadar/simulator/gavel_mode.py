@@ -17,7 +17,7 @@ Utilisation in Gavel's sense (mean over GPUs of busy time / elapsed time) is the
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -25,7 +25,7 @@ import numpy as np
 from estimators.throughput import EstimatedCell, ThroughputModel
 from hadar.cluster import Cluster
 from hadar.jobs import Job
-from hadar.policy import Policy, make_policy
+from hadar.policy import Policy
 from hadar.simulator.engine import SimConfig
 
 GAVEL_ROUND_S = 360.0
@@ -48,10 +48,14 @@ def policy_options(policy: str) -> dict[str, Any]:
 
 
 def setup(
-    policy: str, throughput: ThroughputModel, round_length: float = GAVEL_ROUND_S, **config: Any
+    policy: str, throughput: ThroughputModel, round_length: float = GAVEL_ROUND_S,
+    options: Mapping[str, str] | None = None, **config: Any
 ) -> tuple[Policy, SimConfig, ThroughputModel]:
-    """Policy, simulator config and throughput model of a Gavel-compatible run of ``policy``."""
-    return (make_policy(policy, **policy_options(policy)), sim_config(round_length, **config),
+    """Policy (with ``--policy-opt`` ``options``), simulator config and throughput model of a
+    Gavel-compatible run of ``policy``."""
+    from hadar.policy_options import policy_with_options
+
+    return (policy_with_options(policy, options, **policy_options(policy)), sim_config(round_length, **config),
             ConsolidatedThroughput(throughput))
 
 

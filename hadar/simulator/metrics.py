@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
 
 import numpy as np
 
-from hadar.simulator.records import SimulationResult
+from hadar.simulator.records import JobRecord, SimulationResult
 
 
 def summarize(result: SimulationResult) -> dict[str, object]:
-    """TTD, JCT statistics, queueing delay, GRU, restarts and decision times.
+    """TTD, JCT statistics, queueing delay, GRU, work efficiency, finish-time fairness, restarts
+    and decision times.
 
     * ``ttd_s``: from the first arrival until the last job finishes.
     * ``gru``: busy GPU-seconds / (GPUs x seconds during which unfinished jobs existed).
     * ``gpu_util_gavel``: Gavel's definition, the mean over GPUs of busy time / elapsed time.
+    * ``avg_queueing_s``: mean of (first start - arrival) over the jobs that started.
+    * ``work_efficiency``: GPU-seconds the jobs need at their best rates on this cluster over the
+      busy GPU-seconds they used (1.0 = every job always on its fastest placement, no restarts).
+    * ``rho_*``: finish-time fairness (Themis), see :func:`finish_time_fairness`.
     * ``estimated_cells``: the throughput figures that were estimated (not in the measured table).
     """
     jobs = result.jobs
@@ -32,6 +38,8 @@ def summarize(result: SimulationResult) -> dict[str, object]:
     def stat(a: np.ndarray, f) -> float | None:
         return float(f(a)) if a.size else None
 
+    need = sum(j.num_gpus * j.total_steps / j.best_rate for j in jobs if j.best_rate)
+    rho = finish_time_fairness(jobs, result.total_gpus)
     return {
         "policy": result.policy,
         "cluster": result.cluster,
@@ -43,6 +51,11 @@ def summarize(result: SimulationResult) -> dict[str, object]:
         "p99_jct_s": stat(jct, lambda a: np.percentile(a, 99)),
         "avg_queueing_s": stat(queueing, np.mean),
         "gru": float(busy / available) if available > 0 else 0.0,
+        "work_efficiency": float(need / busy) if busy > 0 else None,
+        "rho_mean": stat(rho, np.mean),
+        "rho_median": stat(rho, np.median),
+        "rho_max": stat(rho, np.max),
+        "rho_above_1": float(np.mean(rho > 1.0)) if rho.size else None,
         "gpu_util_gavel": gavel_util,
         "restarts_per_job": float(np.mean([j.restarts for j in jobs])) if jobs else 0.0,
         "rounds": len(result.rounds),
@@ -51,3 +64,34 @@ def summarize(result: SimulationResult) -> dict[str, object]:
         "max_decision_s": stat(decisions, np.max),
         "estimated_cells": [asdict(c) for c in result.estimated_cells],
     }
+
+
+def finish_time_fairness(jobs: Sequence[JobRecord], total_gpus: int) -> np.ndarray:
+    """Themis's rho per finished job: its JCT over its JCT with a 1/n share of the cluster.
+
+    ``n`` is the time-averaged number of unfinished arrived jobs (itself included) over the job's
+    lifetime [arrival, finish]; a 1/n share is ``G/n`` GPUs split over the types by GPU count, on
+    which a gang of W runs at its equal-share rate for a fraction ``min(1, G / (n W))`` of the time.
+    rho > 1: the job finished later than it would have with its fair share."""
+    done = [j for j in jobs if j.finish is not None]
+    if not done or total_gpus <= 0:
+        return np.zeros(0)
+    events = sorted([(j.arrival, 1) for j in done] + [(j.finish, -1) for j in done])  # type: ignore[misc]
+    times = np.array([t for t, _ in events], dtype=float)
+    active = np.cumsum([d for _, d in events])
+    # integral of the active count up to each event time
+    area = np.concatenate([[0.0], np.cumsum(active[:-1] * np.diff(times))])
+
+    def integral(t: float) -> float:
+        i = int(np.searchsorted(times, t, side="right")) - 1
+        return float(area[i] + active[i] * (t - times[i])) if i >= 0 else 0.0
+
+    out = []
+    for j in done:
+        jct = j.finish - j.arrival  # type: ignore[operator]
+        if jct <= 0 or not j.equal_share_rate:
+            continue
+        n = max(1.0, (integral(j.finish) - integral(j.arrival)) / jct)  # type: ignore[arg-type]
+        share = min(1.0, total_gpus / (n * j.num_gpus))
+        out.append(jct / (j.total_steps / (j.equal_share_rate * share)))
+    return np.array(out, dtype=float)

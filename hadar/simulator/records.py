@@ -17,6 +17,11 @@ class JobRecord:
     start: float | None
     finish: float | None
     restarts: int
+    total_steps: float = 0.0
+    best_rate: float | None = None
+    """Steps/s of the job's fastest placement on this cluster (for work efficiency)."""
+    equal_share_rate: float | None = None
+    """Steps/s with its time split over GPU types by GPU count (for finish-time fairness)."""
 
     @property
     def jct(self) -> float | None:

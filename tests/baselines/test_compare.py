@@ -49,6 +49,9 @@ def test_writes_tables_run_files_and_four_pngs(runs):
     assert float(rows[0]["ttd_s_ratio"]) == 1.0
     for r in rows:
         assert float(r["ttd_s_ratio"]) == pytest.approx(float(r["ttd_s"]) / float(rows[0]["ttd_s"]))
+        # delay, efficiency and fairness columns: in range and consistent with each other
+        assert float(r["avg_queueing_s"]) >= 0 and 0 < float(r["work_efficiency"]) <= 1 + 1e-9
+        assert 0 < float(r["rho_median"]) <= float(r["rho_max"]) and 0 <= float(r["rho_above_1"]) <= 1
     meta = json.loads((out / "compare.json").read_text())
     assert meta["reference"] == "hadar" and meta["mode"] == "normal"
     assert {(d["policy"], d["jobs"]) for d in meta["decision_times"]} == {

@@ -1,0 +1,31 @@
+"""A job's reference rates on a cluster, for metrics and policies (pure functions of rate arrays).
+
+* best achievable rate: the fastest placement the cluster can give the gang when empty;
+* equal-share rate: the job's rate when its time is spread over the GPU types in proportion to
+  their GPU counts (Gavel's ``T_equal``, the building block of a "1/n share of the cluster").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def best_achievable_rate(rates_cons: np.ndarray, rates_unc: np.ndarray, capacity: np.ndarray, w: int) -> float:
+    """Steps/s of the gang's fastest placement: consolidated on a node holding W GPUs of one type,
+    or across nodes (the unconsolidated rate) on a type with W GPUs in all; 0 if none exists."""
+    cons = np.where(capacity >= w, rates_cons, 0.0)
+    best = float(cons.max(initial=0.0))
+    enough = capacity.sum(axis=0) >= w
+    unc = np.where((capacity > 0) & enough[None, :], rates_unc, 0.0)
+    return max(best, float(unc.max(initial=0.0)))
+
+
+def equal_share_rate(rates_cons: np.ndarray, capacity: np.ndarray) -> float:
+    """``sum_k count_k / G * X_k``: the W-GPU rate with time split over types by GPU count
+    (``X_k`` the best consolidated rate on type k, 0 where the job cannot run)."""
+    counts = capacity.sum(axis=0).astype(float)
+    total = counts.sum()
+    if total <= 0:
+        return 0.0
+    per_type = np.where(capacity > 0, rates_cons, 0.0).max(axis=0)
+    return float((counts * per_type).sum() / total)

@@ -1,0 +1,52 @@
+"""Per-type GPU prices as the exact dual of one round's allocation LP (P2 -> P3 for one round).
+
+With every job re-planned each round, a round's allocation is an offline problem over the jobs
+present. Its LP relaxation, aggregated per GPU type k (C_k GPUs), with ``v[j,k]`` the utility of
+running job j's gang (W_j GPUs) on type k this round:
+
+    maximise   sum_jk v[j,k] x[j,k]
+    s.t.       sum_k x[j,k] <= 1                 (one placement per job)       dual mu_j >= 0
+               sum_j W_j x[j,k] <= C_k           (GPUs of type k)              dual p_k  >= 0
+               x >= 0
+
+Its dual is exactly the paper's P3: ``minimise sum_j mu_j + sum_k C_k p_k`` s.t.
+``mu_j >= v[j,k] - W_j p_k``, i.e. ``mu_j = max_k (v[j,k] - W_j p_k)^+`` is the job's payoff at
+prices ``p``. OASiS's exponential price function (Eq. 5-7) approximates these prices online, when
+allocations are fixed for a job's lifetime and future jobs are unknown; here they are computed
+exactly for the round (HiGHS). A job whose best payoff at these prices is positive is one the LP
+runs (complementary slackness); jobs compete for a type by how much more it is worth to them
+than the alternatives, so the fast GPUs go to the jobs with the largest advantage on them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import sparse
+from scipy.optimize import linprog
+
+
+def type_prices(values: np.ndarray, gang: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Optimal dual prices ``p[k] >= 0`` per GPU of type k (0 for an uncontended type).
+
+    ``values[j, k] > 0`` where job j can run on type k (else 0), ``gang[j]`` = W_j,
+    ``capacity[k]`` = C_k. Deterministic for given inputs."""
+    values = np.asarray(values, dtype=float)
+    n, m = values.shape if values.ndim == 2 else (0, len(capacity))
+    capacity = np.asarray(capacity, dtype=float)
+    if n == 0 or m == 0:
+        return np.zeros(m)
+    jj, kk = np.nonzero(values > 0)
+    if jj.size == 0:
+        return np.zeros(m)
+    w = np.asarray(gang, dtype=float)
+    nv = jj.size
+    rows = np.concatenate([jj, n + kk])
+    cols = np.concatenate([np.arange(nv), np.arange(nv)])
+    data = np.concatenate([np.ones(nv), w[jj]])
+    a_ub = sparse.csr_matrix((data, (rows, cols)), shape=(n + m, nv))
+    b_ub = np.concatenate([np.ones(n), capacity])
+    res = linprog(-values[jj, kk], A_ub=a_ub, b_ub=b_ub, bounds=(0, None), method="highs")
+    if res.status != 0:
+        return np.zeros(m)
+    duals = -np.asarray(res.ineqlin.marginals, dtype=float)[n:]
+    return np.maximum(duals, 0.0)

@@ -1,0 +1,60 @@
+"""Per-type prices from the dual of a round's allocation LP (primal_dual/lp_prices.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from primal_dual.lp_prices import type_prices
+
+
+def _payoffs(values, gang, prices):
+    return values - gang[:, None] * prices[None, :]
+
+
+def test_the_contended_gpu_is_priced_between_the_two_bids():
+    values, gang = np.array([[5.0], [3.0]]), np.array([1, 1])
+    p = type_prices(values, gang, np.array([1.0]))
+    assert 3.0 - 1e-9 <= p[0] <= 5.0 + 1e-9  # the winner's payoff >= 0, the loser's <= 0
+    assert type_prices(values, gang, np.array([2.0]))[0] == 0.0  # enough GPUs: no contention
+
+
+def test_prices_follow_comparative_advantage_not_queue_order():
+    # types (fast, slow), one GPU each; job 0 gains little on the fast type, job 1 a lot
+    values, gang = np.array([[10.0, 9.0], [10.0, 2.0]]), np.array([1, 1])
+    p = type_prices(values, gang, np.array([1.0, 1.0]))
+    pay = _payoffs(values, gang, p)
+    assert pay[1, 0] >= pay[1, 1] - 1e-9  # job 1 is best off on the fast type
+    assert pay[0, 1] >= pay[0, 0] - 1e-9  # job 0 is best off on the slow one
+    assert p[0] - p[1] >= 1.0 - 1e-9
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 8), st.integers(1, 3), st.integers(0, 2**31 - 1))
+def test_the_prices_are_optimal_duals(n, m, seed):
+    """Strong duality: the payoffs at these prices plus the priced capacity equal the LP's optimum
+    (solved here independently, dense), so no other prices could make the dual smaller."""
+    from scipy.optimize import linprog
+
+    rng = np.random.default_rng(seed)
+    values = rng.uniform(0, 10, size=(n, m)) * (rng.random((n, m)) > 0.2)
+    gang = rng.choice([1, 2, 4], size=n)
+    cap = rng.integers(1, 8, size=m).astype(float)
+    p = type_prices(values, gang, cap)
+    assert (p >= 0).all()
+    a = np.zeros((n + m, n * m))
+    for j in range(n):
+        for k in range(m):
+            a[j, j * m + k] = 1.0
+            a[n + k, j * m + k] = gang[j]
+    bounds = [(0, None if values[j, k] > 0 else 0) for j in range(n) for k in range(m)]
+    primal = -linprog(-values.ravel(), A_ub=a, b_ub=np.concatenate([np.ones(n), cap]), bounds=bounds,
+                      method="highs").fun
+    dual = np.maximum(_payoffs(values, gang, p).max(axis=1), 0).sum() + (cap * p).sum()
+    assert abs(dual - primal) <= 1e-6 * max(1.0, primal)
+
+
+def test_no_jobs_or_no_runnable_cells_cost_nothing():
+    assert type_prices(np.zeros((0, 2)), np.zeros(0), np.array([1.0, 1.0])).tolist() == [0.0, 0.0]
+    assert type_prices(np.zeros((3, 2)), np.ones(3), np.array([1.0, 1.0])).tolist() == [0.0, 0.0]

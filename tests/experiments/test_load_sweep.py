@@ -1,0 +1,113 @@
+"""``hadar experiment load-sweep``: Poisson arrivals from the paper's generator, JCT over a window,
+saturation, and identical numbers whether cells run one by one, in a process pool or on Ray."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from estimators.throughput import GavelThroughputTable
+from hadar.cli import main
+from hadar.experiments.load_sweep import poisson_arrivals, window_stats
+from hadar.simulator.records import JobRecord
+from hadar.workloads.philly import PhillyOptions, generate
+
+ARGS = ["experiment", "load-sweep", "--policies", "hadar,gavel", "--rates", "20,60", "--num-jobs", "40",
+        "--window", "10:30"]
+DETERMINISTIC = ["policy", "rate", "seed", "avg_jct_s", "median_jct_s", "p99_jct_s", "avg_queueing_s",
+                 "backlog_growth", "saturated", "ttd_s", "work_efficiency", "rho_mean", "restarts_per_job"]
+
+
+def _rows(out: Path) -> pd.DataFrame:
+    return pd.read_csv(out / "load_sweep.csv")[DETERMINISTIC]
+
+
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sweep") / "serial"
+    assert main([*ARGS, "--workers", "1", "--out", str(out)]) == 0
+    return out
+
+
+def test_writes_csv_json_and_plot(serial):
+    rows = _rows(serial)
+    assert sorted(set(rows.policy)) == ["gavel", "hadar"] and sorted(set(rows.rate)) == [20.0, 60.0]
+    assert (rows.avg_jct_s > 0).all()
+    meta = json.loads((serial / "load_sweep.json").read_text())
+    assert meta["window"] == [10, 30] and set(meta["saturates_at"]) == {"hadar", "gavel"}
+    assert (serial / "load_sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_process_pool_gives_identical_numbers(serial, tmp_path):
+    assert main([*ARGS, "--workers", "2", "--out", str(tmp_path / "pool")]) == 0
+    pd.testing.assert_frame_equal(_rows(serial), _rows(tmp_path / "pool"))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_local_ray_cluster_gives_identical_numbers(serial, tmp_path):
+    pytest.importorskip("ray")
+    ray_cli = shutil.which("ray", path=str(Path(sys.executable).parent))
+    assert ray_cli, "the ray extra installs the ray command next to python"
+    port = _free_port()
+    start = subprocess.run([ray_cli, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
+                            "--disable-usage-stats"], capture_output=True, text=True, timeout=180)
+    assert start.returncode == 0, start.stdout + start.stderr
+    try:
+        assert main([*ARGS, "--ray-address", f"127.0.0.1:{port}", "--out", str(tmp_path / "ray")]) == 0
+    finally:
+        subprocess.run([ray_cli, "stop", "--force"], capture_output=True, timeout=120)
+    pd.testing.assert_frame_equal(_rows(serial), _rows(tmp_path / "ray"))
+
+
+def test_an_unreachable_ray_address_is_exit_3_in_one_line(tmp_path, capsys):
+    pytest.importorskip("ray")
+    code = main([*ARGS, "--ray-address", f"127.0.0.1:{_free_port()}", "--out", str(tmp_path / "x")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 3 and len(err) == 1 and "--ray-address" in err[0]
+
+
+def test_every_rate_replays_the_same_jobs_time_scaled():
+    jobs = generate(GavelThroughputTable.bundled(), PhillyOptions(num_jobs=30, seed=4))
+    slow, fast = poisson_arrivals(jobs, 10.0, 4), poisson_arrivals(jobs, 40.0, 4)
+    assert [j.job_id for j in slow] == [j.job_id for j in fast] == [j.job_id for j in jobs]
+    assert slow[0].arrival == 0.0
+    assert [4 * f.arrival for f in fast] == pytest.approx([s.arrival for s in slow])
+    assert all(b.arrival >= a.arrival for a, b in zip(slow, slow[1:], strict=False))
+    assert poisson_arrivals(jobs, 10.0, 5)[5].arrival != slow[5].arrival  # the seed matters
+
+
+def _rec(i, arrival, finish):
+    return JobRecord(i, "t", 1, arrival, arrival, finish, 0)
+
+
+def test_window_statistics_and_saturation_by_hand():
+    # jobs arrive every 10 s; each takes 5 s: the backlog never grows
+    stable = [_rec(i, 10.0 * i, 10.0 * i + 5.0) for i in range(10)]
+    s = window_stats(stable, (2, 8))
+    assert s["window_jobs"] == 6 and s["avg_jct_s"] == 5.0 and not s["saturated"]
+    # each takes 30 s while they arrive every 10 s: 2 more unfinished jobs at the window's end
+    growing = [_rec(i, 10.0 * i, 40.0 * i + 30.0) for i in range(10)]
+    g = window_stats(growing, (2, 8))
+    assert g["saturated"] and g["backlog_growth"] > 0.2
+
+
+@pytest.mark.parametrize("bad", [["--window", "30:10"], ["--window", "0:999"], ["--rates", "0,10"],
+                                 ["--rates", "ten"], ["--seeds", "x"], ["--policies", "nope"],
+                                 ["--policy-opt", "hadar:beam=0"]])
+def test_bad_arguments_are_one_line_errors(bad, tmp_path, capsys):
+    code = main([*ARGS, *bad, "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert not (tmp_path / "o").exists()
