@@ -160,6 +160,20 @@ def select_device(choice: str, local_rank: int = 0) -> Any:
     return torch.device("cuda", local_rank)
 
 
+def gpu_identity(device: Any) -> dict[str, Any] | None:
+    """Which physical GPU a CUDA device is (name and UUID, as ``nvidia-smi`` shows them) and how
+    many devices this process sees; None on the CPU."""
+    if device.type != "cuda":
+        return None
+    import torch
+
+    props = torch.cuda.get_device_properties(device)
+    uuid = getattr(props, "uuid", None)
+    text = str(uuid) if uuid is not None else None
+    return {"name": props.name, "uuid": f"GPU-{text}" if text and not text.startswith("GPU-") else text,
+            "visible": torch.cuda.device_count()}
+
+
 def effective_precision(requested: str, device: Any) -> str:
     """The precision a round trains in: the spec's, except ``fp16`` on the CPU, which trains in
     ``fp32`` (CPU autocast supports bfloat16 well, float16 poorly). Reported in the result."""
@@ -279,6 +293,7 @@ def run(a: argparse.Namespace, stop: _StopFlag, t0: float) -> dict[str, Any]:
         "sha256": sha,
         "device": str(device),
         "precision": precision,
+        "gpu": gpu_identity(device),
         "env": {k: os.environ[k] for k in PINNING_ENV if k in os.environ},
         "speed_factor": a.speed_factor,
         "data_stream": a.data_stream,

@@ -120,9 +120,14 @@ def worker_cmd(*args: str | Path) -> list[str]:
     return [sys.executable, "-m", "nodes.worker", "--threads", "1", *map(str, args)]
 
 
-def start_worker(*args: str | Path, cwd: Path | None = None) -> subprocess.Popen[str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.Popen(worker_cmd(*args), cwd=cwd or REPO, env=env, text=True,
+def start_worker(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None,
+                 module: str = "nodes.worker") -> subprocess.Popen[str]:
+    """Start ``python -m nodes.worker`` (or ``module``, e.g. ``nodes.warm run --``) with this
+    process's environment plus ``env``."""
+    full = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {}))
+    argv = worker_cmd(*args)
+    argv[2:3] = module.split()
+    return subprocess.Popen(argv, cwd=cwd or REPO, env=full, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -132,5 +137,6 @@ def finish(proc: subprocess.Popen[str], result: Path | None, timeout: float = 12
     return WorkerRun(proc.returncode, out, err, res)
 
 
-def run_worker(*args: str | Path, result: Path | None = None, timeout: float = 120) -> WorkerRun:
-    return finish(start_worker(*args), result, timeout)
+def run_worker(*args: str | Path, result: Path | None = None, timeout: float = 120,
+               env: dict[str, str] | None = None) -> WorkerRun:
+    return finish(start_worker(*args, env=env), result, timeout)
