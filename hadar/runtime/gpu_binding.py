@@ -46,8 +46,11 @@ def bind(
             for gtype, count in per_type.items():
                 have = set(numbering[node].ids.get(gtype, ())) if node in numbering else set()
                 taken = used.setdefault((node, gtype), set())
-                kept = [i for i in previous.get(key, {}).get(node, {}).get(gtype, ())
-                        if i in have and i not in taken][:count]
+                kept = [
+                    i
+                    for i in previous.get(key, {}).get(node, {}).get(gtype, ())
+                    if i in have and i not in taken
+                ][:count]
                 taken.update(kept)
                 out.setdefault(key, {}).setdefault(node, {})[gtype] = tuple(kept)
     for n in order:  # pass 2: the lowest free ids for what is still missing
@@ -56,13 +59,15 @@ def bind(
             for gtype, count in per_type.items():
                 ids = numbering[node].ids.get(gtype, ()) if node in numbering else ()
                 taken = used[(node, gtype)]
-                kept = out[key][node][gtype]
-                free = [i for i in sorted(ids) if i not in taken][: count - len(kept)]
-                if len(kept) + len(free) < count:
-                    raise BindingError(f"node {node}: the round places more {gtype} GPUs than the node's "
-                                       f"{len(ids)} ({', '.join(map(str, ids)) or 'none'})")
+                held = out[key][node][gtype]
+                free = [i for i in sorted(ids) if i not in taken][: count - len(held)]
+                if len(held) + len(free) < count:
+                    raise BindingError(
+                        f"node {node}: the round places more {gtype} GPUs than the node's "
+                        f"{len(ids)} ({', '.join(map(str, ids)) or 'none'})"
+                    )
                 taken.update(free)
-                out[key][node][gtype] = tuple(sorted(kept + tuple(free)))
+                out[key][node][gtype] = tuple(sorted((*held, *free)))
     return out
 
 
@@ -73,14 +78,23 @@ def binding_from_plan(plan: Iterable[Mapping[str, Any]]) -> dict[Key, GpuIds]:
         gpus = row.get("gpus")
         if isinstance(gpus, Mapping):
             out[(int(row["job"]), int(row["copy"]))] = {
-                node: {k: tuple(int(i) for i in ids) for k, ids in per.items()} for node, per in gpus.items()}
+                node: {k: tuple(int(i) for i in ids) for k, ids in per.items()}
+                for node, per in gpus.items()
+            }
     return out
 
 
-def devices_of(gpus: GpuIds, numbering: Mapping[str, NodeGpus]) -> dict[str, dict[str, tuple[int, ...]]]:
+def devices_of(
+    gpus: GpuIds, numbering: Mapping[str, NodeGpus]
+) -> dict[str, dict[str, tuple[int, ...]]]:
     """The real device indices behind a copy's GPU ids (the same shape)."""
-    return {node: {k: tuple(numbering[node].device(i) if node in numbering else i for i in ids)
-                   for k, ids in per.items()} for node, per in gpus.items()}
+    return {
+        node: {
+            k: tuple(numbering[node].device(i) if node in numbering else i for i in ids)
+            for k, ids in per.items()
+        }
+        for node, per in gpus.items()
+    }
 
 
 @dataclass(frozen=True)

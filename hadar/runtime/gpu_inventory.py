@@ -77,9 +77,11 @@ class NodeGpus:
         return self.devices.get(gpu_id, gpu_id)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"ids": {k: list(v) for k, v in self.ids.items()},
-                "devices": {str(i): self.device(i) for v in self.ids.values() for i in v},
-                "emulated": self.emulated}
+        return {
+            "ids": {k: list(v) for k, v in self.ids.items()},
+            "devices": {str(i): self.device(i) for v in self.ids.values() for i in v},
+            "emulated": self.emulated,
+        }
 
 
 def gpu_report(details: Mapping[str, Any] | None) -> GpuReport:
@@ -90,8 +92,13 @@ def gpu_report(details: Mapping[str, Any] | None) -> GpuReport:
     for i, g in enumerate(details.get("gpus") or []):
         if isinstance(g, Mapping):
             mem = g.get("memory_mib")
-            gpus.append(SeenGpu(int(g.get("index", i)), str(g.get("name", "")),
-                                float(mem) if isinstance(mem, int | float) else None))
+            gpus.append(
+                SeenGpu(
+                    int(g.get("index", i)),
+                    str(g.get("name", "")),
+                    float(mem) if isinstance(mem, int | float) else None,
+                )
+            )
     if not gpus:  # a probe that only listed names
         gpus = [SeenGpu(i, str(n)) for i, n in enumerate(details.get("nvidia_smi") or [])]
     return GpuReport(tuple(gpus), details.get("smi_problem"))
@@ -137,7 +144,8 @@ def number_real(node: Node, report: GpuReport, taken: Mapping[int, str] | None =
         why = report.problem or "nvidia-smi lists no GPU"
         raise GpuMismatchError(
             f"node {node.name}: declares {declared} but shows no NVIDIA GPU ({why}); "
-            f"set emulate: true on the node to train on its CPU")
+            f"set emulate: true on the node to train on its CPU"
+        )
     by_index = {g.index: g for g in report.gpus}
     ids: dict[str, tuple[int, ...]] = {}
     if node.gpu_indices is not None:
@@ -145,16 +153,22 @@ def number_real(node: Node, report: GpuReport, taken: Mapping[int, str] | None =
             for i in node.gpu_indices[k]:
                 g = by_index.get(i)
                 if g is None:
-                    raise GpuMismatchError(f"node {node.name}: gpu_indices: {k} GPU {i} does not exist "
-                                           f"(nvidia-smi shows {report.listing()})")
+                    raise GpuMismatchError(
+                        f"node {node.name}: gpu_indices: {k} GPU {i} does not exist "
+                        f"(nvidia-smi shows {report.listing()})"
+                    )
                 if g.gpu_type != k:
-                    raise GpuMismatchError(f"node {node.name}: gpu_indices: GPU {i} is a {g.name}, "
-                                           f"not a {k} ({catalogue()[k].name})")
+                    raise GpuMismatchError(
+                        f"node {node.name}: gpu_indices: GPU {i} is a {g.name}, "
+                        f"not a {k} ({catalogue()[k].name})"
+                    )
                 if not _enough_memory(g, k):
                     raise GpuMismatchError(f"node {node.name}: {_memory_note(g, k)}")
                 if i in taken:
-                    raise GpuMismatchError(f"node {node.name}: gpu_indices: GPU {i} is already local node "
-                                           f"{taken[i]}'s (local nodes share this machine's GPUs)")
+                    raise GpuMismatchError(
+                        f"node {node.name}: gpu_indices: GPU {i} is already local node "
+                        f"{taken[i]}'s (local nodes share this machine's GPUs)"
+                    )
             ids[k] = tuple(node.gpu_indices[k])
         return NodeGpus(node.name, MappingProxyType(ids), MappingProxyType({}), False)
     for k, count in node.gpus.items():
@@ -168,7 +182,8 @@ def number_real(node: Node, report: GpuReport, taken: Mapping[int, str] | None =
             extra = f"; {'; '.join(notes)}" if notes else ""
             raise GpuMismatchError(
                 f"node {node.name}: declares {count}x {k} but nvidia-smi shows "
-                f"{len(usable) or 'none'} usable ({report.listing()}){extra}")
+                f"{len(usable) or 'none'} usable ({report.listing()}){extra}"
+            )
         ids[k] = tuple(g.index for g in sorted(usable, key=lambda g: g.index)[:count])
     return NodeGpus(node.name, MappingProxyType(ids), MappingProxyType({}), False)
 
@@ -183,8 +198,10 @@ def number_emulated(node: Node, report: GpuReport, offset: int = 0) -> NodeGpus:
     if node.gpu_indices is not None:
         missing = [i for v in base.ids.values() for i in v if i not in real]
         if missing:
-            raise GpuMismatchError(f"node {node.name}: gpu_indices: GPU {missing[0]} does not exist "
-                                   f"(nvidia-smi shows {report.listing()})")
+            raise GpuMismatchError(
+                f"node {node.name}: gpu_indices: GPU {missing[0]} does not exist "
+                f"(nvidia-smi shows {report.listing()})"
+            )
         return base
     order = [i for v in base.ids.values() for i in v]
     devices = {gid: real[(offset + n) % len(real)] for n, gid in enumerate(order)}

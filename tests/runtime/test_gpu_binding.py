@@ -25,17 +25,28 @@ from hadar.runtime.gpu_inventory import NodeGpus
 def numbering(node: str, emulated_on: int | None = None, **ids: tuple[int, ...]) -> NodeGpus:
     order = [i for v in ids.values() for i in v]
     devices = {} if emulated_on is None else {g: n % emulated_on for n, g in enumerate(order)}
-    return NodeGpus(node, MappingProxyType(dict(ids)), MappingProxyType(devices), emulated_on is not None)
+    return NodeGpus(
+        node, MappingProxyType(dict(ids)), MappingProxyType(devices), emulated_on is not None
+    )
 
 
 FOUR = {"a": numbering("a", v100=(0, 1, 2, 3)), "b": numbering("b", t4=(0, 1), k80=(2, 3))}
 
 
 def test_new_copies_get_the_lowest_free_ids_and_never_share() -> None:
-    out = bind([((1, 0), {"a": {"v100": 1}}), ((2, 0), {"a": {"v100": 2}}), ((3, 0), {"b": {"k80": 1, "t4": 2}})],
-               FOUR)
-    assert out == {(1, 0): {"a": {"v100": (0,)}}, (2, 0): {"a": {"v100": (1, 2)}},
-                   (3, 0): {"b": {"k80": (2,), "t4": (0, 1)}}}
+    out = bind(
+        [
+            ((1, 0), {"a": {"v100": 1}}),
+            ((2, 0), {"a": {"v100": 2}}),
+            ((3, 0), {"b": {"k80": 1, "t4": 2}}),
+        ],
+        FOUR,
+    )
+    assert out == {
+        (1, 0): {"a": {"v100": (0,)}},
+        (2, 0): {"a": {"v100": (1, 2)}},
+        (3, 0): {"b": {"k80": (2,), "t4": (0, 1)}},
+    }
 
 
 def test_a_copy_that_keeps_its_placement_keeps_its_ids() -> None:
@@ -45,23 +56,34 @@ def test_a_copy_that_keeps_its_placement_keeps_its_ids() -> None:
     assert out == {(1, 0): {"a": {"v100": (0, 2)}}, (2, 0): {"a": {"v100": (1, 3)}}}
     # shrinking keeps a subset, growing keeps all of them
     assert bind([((2, 0), {"a": {"v100": 1}})], FOUR, previous)[(2, 0)] == {"a": {"v100": (3,)}}
-    assert bind([((2, 0), {"a": {"v100": 3}})], FOUR, previous)[(2, 0)] == {"a": {"v100": (0, 1, 3)}}
+    assert bind([((2, 0), {"a": {"v100": 3}})], FOUR, previous)[(2, 0)] == {
+        "a": {"v100": (0, 1, 3)}
+    }
 
 
 def test_ids_the_node_no_longer_has_are_not_kept() -> None:
     smaller = {"a": numbering("a", v100=(0, 1))}
     assert bind([((2, 0), {"a": {"v100": 1}})], smaller, {(2, 0): {"a": {"v100": (3,)}}}) == {
-        (2, 0): {"a": {"v100": (0,)}}}
+        (2, 0): {"a": {"v100": (0,)}}
+    }
 
 
 def test_overbooking_a_node_is_an_error_naming_node_and_type() -> None:
-    with pytest.raises(BindingError, match=r"^node b: the round places more t4 GPUs than the node's 2 \(0, 1\)$"):
+    with pytest.raises(
+        BindingError, match=r"^node b: the round places more t4 GPUs than the node's 2 \(0, 1\)$"
+    ):
         bind([((1, 0), {"b": {"t4": 2}}), ((2, 0), {"b": {"t4": 1}})], FOUR)
 
 
-PLACEMENT = st.fixed_dictionaries({}, optional={"a": st.fixed_dictionaries({"v100": st.integers(1, 4)}),
-                                                "b": st.fixed_dictionaries({}, optional={"t4": st.integers(1, 2),
-                                                                                         "k80": st.integers(1, 2)})})
+PLACEMENT = st.fixed_dictionaries(
+    {},
+    optional={
+        "a": st.fixed_dictionaries({"v100": st.integers(1, 4)}),
+        "b": st.fixed_dictionaries(
+            {}, optional={"t4": st.integers(1, 2), "k80": st.integers(1, 2)}
+        ),
+    },
+)
 
 
 def feasible(requests: list) -> list:
@@ -77,8 +99,11 @@ def feasible(requests: list) -> list:
     return out
 
 
-ROUND = st.lists(st.tuples(st.tuples(st.integers(0, 6), st.integers(0, 2)), PLACEMENT),
-                 unique_by=lambda r: r[0], max_size=8).map(feasible)
+ROUND = st.lists(
+    st.tuples(st.tuples(st.integers(0, 6), st.integers(0, 2)), PLACEMENT),
+    unique_by=lambda r: r[0],
+    max_size=8,
+).map(feasible)
 
 
 @settings(max_examples=300, deadline=None)
@@ -103,7 +128,10 @@ def test_binding_properties(first: list, second: list) -> None:
 
 
 def test_the_journalled_plan_gives_back_the_binding() -> None:
-    plan = [{"job": 3, "copy": 0, "gpus": {"a": {"v100": [2, 3]}}}, {"job": 4, "copy": 1}]  # 2nd: older run
+    plan = [
+        {"job": 3, "copy": 0, "gpus": {"a": {"v100": [2, 3]}}},
+        {"job": 4, "copy": 1},
+    ]  # 2nd: older run
     assert binding_from_plan(plan) == {(3, 0): {"a": {"v100": (2, 3)}}}
 
 
@@ -111,11 +139,23 @@ def test_a_gang_rank_sees_its_nodes_devices_and_takes_its_local_rank() -> None:
     ranks = [("a", "v100"), ("a", "v100"), ("b", "k80"), ("b", "t4")]
     devices = {"a": {"v100": (3, 1)}, "b": {"k80": (2,), "t4": (0,)}}
     slots = rank_layout(ranks, devices)
-    assert slots == [RankSlot(0, "a", 0, 2, (3, 1)), RankSlot(1, "a", 1, 2, (3, 1)),
-                     RankSlot(2, "b", 0, 2, (2, 0)), RankSlot(3, "b", 1, 2, (2, 0))]
+    assert slots == [
+        RankSlot(0, "a", 0, 2, (3, 1)),
+        RankSlot(1, "a", 1, 2, (3, 1)),
+        RankSlot(2, "b", 0, 2, (2, 0)),
+        RankSlot(3, "b", 1, 2, (2, 0)),
+    ]
     env = worker_env(slots[3], 4, ("10.0.0.5", 29501))
-    assert env == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "2,0", "RANK": "3", "LOCAL_RANK": "1",
-                   "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "10.0.0.5", "MASTER_PORT": "29501"}
+    assert env == {
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "CUDA_VISIBLE_DEVICES": "2,0",
+        "RANK": "3",
+        "LOCAL_RANK": "1",
+        "WORLD_SIZE": "4",
+        "LOCAL_WORLD_SIZE": "2",
+        "MASTER_ADDR": "10.0.0.5",
+        "MASTER_PORT": "29501",
+    }
     single = worker_env(rank_layout([("a", "v100")], {"a": {"v100": (2,)}})[0], 1, None)
     assert single["CUDA_VISIBLE_DEVICES"] == "2" and "MASTER_ADDR" not in single
 

@@ -22,19 +22,39 @@ pytestmark = pytest.mark.gpu
 
 
 def args(tmp: Path, name: str, steps: int = 4, *extra: str | Path) -> list[str | Path]:
-    return ["--spec", tmp / "spec.json", "--steps", str(steps), "--deadline-s", "120",
-            "--checkpoint-out", tmp / f"{name}.pt", "--result", tmp / f"{name}.json", *extra]
+    return [
+        "--spec",
+        tmp / "spec.json",
+        "--steps",
+        str(steps),
+        "--deadline-s",
+        "120",
+        "--checkpoint-out",
+        tmp / f"{name}.pt",
+        "--result",
+        tmp / f"{name}.json",
+        *extra,
+    ]
 
 
 def smi_uuids() -> dict[int, str]:
-    out = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid", "--format=csv,noheader"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["nvidia-smi", "--query-gpu=index,uuid", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return {int(i): u.strip() for i, u in (line.split(",") for line in out.strip().splitlines())}
 
 
 def pin(index: int | str, rank: int = 0, local_rank: int = 0, world: int = 1) -> dict[str, str]:
-    return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": str(index), "RANK": str(rank),
-            "LOCAL_RANK": str(local_rank), "WORLD_SIZE": str(world)}
+    return {
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "CUDA_VISIBLE_DEVICES": str(index),
+        "RANK": str(rank),
+        "LOCAL_RANK": str(local_rank),
+        "WORLD_SIZE": str(world),
+    }
 
 
 def test_a_worker_trains_on_exactly_the_gpu_it_is_pinned_to(tmp_path: Path) -> None:
@@ -56,10 +76,19 @@ def test_a_warm_server_child_uses_the_gpu_of_its_request(tmp_path: Path) -> None
     uuids = smi_uuids()
     try:
         for n in range(2):  # the first request starts the server, the second is forked by it
-            run = finish(start_worker(*args(tmp_path, f"w{n}", 3), cwd=node, env=pin(max(uuids)),
-                                      module="nodes.warm run --"), tmp_path / f"w{n}.json")
+            run = finish(
+                start_worker(
+                    *args(tmp_path, f"w{n}", 3),
+                    cwd=node,
+                    env=pin(max(uuids)),
+                    module="nodes.warm run --",
+                ),
+                tmp_path / f"w{n}.json",
+            )
             assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-            assert run.result["device"] == "cuda:0" and run.result["gpu"]["uuid"] == uuids[max(uuids)]
+            assert (
+                run.result["device"] == "cuda:0" and run.result["gpu"]["uuid"] == uuids[max(uuids)]
+            )
     finally:
         finish(start_worker(cwd=node, module="nodes.warm stop"), None)
 
@@ -68,11 +97,15 @@ def test_a_local_rank_without_a_device_of_its_own_is_refused(tmp_path: Path) -> 
     """Two ranks on one GPU (the failure NCCL reports as ncclInvalidUsage) never start: the rank
     whose local rank has no visible device exits 2 with one line before joining the gang."""
     write_spec(tmp_path / "spec.json", model="RS")
-    env = dict(pin(0, rank=1, local_rank=1, world=2), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    env = dict(
+        pin(0, rank=1, local_rank=1, world=2), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port())
+    )
     run = run_worker(*args(tmp_path, "r1", 3), result=tmp_path / "r1.json", env=env)
     assert run.returncode == 2
-    assert run.stderr.strip() == ("hadar-worker: error: --local-rank: 1 needs 2 visible CUDA devices, this "
-                                  "process sees 1 (CUDA_VISIBLE_DEVICES=0)")
+    assert run.stderr.strip() == (
+        "hadar-worker: error: --local-rank: 1 needs 2 visible CUDA devices, this "
+        "process sees 1 (CUDA_VISIBLE_DEVICES=0)"
+    )
 
 
 @pytest.mark.gpu(count=2)
@@ -80,8 +113,12 @@ def test_a_two_rank_nccl_gang_gets_one_device_per_rank(tmp_path: Path) -> None:
     write_spec(tmp_path / "spec.json", model="IC")
     uuids = smi_uuids()
     port = str(free_port())
-    envs = {r: dict(pin("0,1", rank=r, local_rank=r, world=2), MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
-            for r in (0, 1)}
+    envs = {
+        r: dict(
+            pin("0,1", rank=r, local_rank=r, world=2), MASTER_ADDR="127.0.0.1", MASTER_PORT=port
+        )
+        for r in (0, 1)
+    }
     procs = {r: start_worker(*args(tmp_path, f"rank{r}", 6), env=envs[r]) for r in (0, 1)}
     runs = {r: finish(p, tmp_path / f"rank{r}.json") for r, p in procs.items()}
     for r, run in runs.items():
@@ -110,17 +147,33 @@ def test_gpu_and_cpu_copies_are_averaged_and_resume_anywhere(tmp_path: Path) -> 
     torch.manual_seed(0)
     init = build_model("IC", "tiny")
     # a checkpoint written with its tensors on the GPU (not through save_checkpoint) is read too
-    torch.save({"format": "hadar-ckpt-1", "model": "IC", "size": "tiny",
-                "state_dict": {k: v.cuda() for k, v in init.state_dict().items()}, "optimizer": None, "steps": 0},
-               tmp_path / "init.pt")
-    gpu = run_worker(*args(tmp_path, "gpu", 6, "--checkpoint-in", tmp_path / "init.pt", "--data-stream", "1"),
-                     result=tmp_path / "gpu.json", env=pin(0))
-    cpu = run_worker(*args(tmp_path, "cpu", 3, "--checkpoint-in", tmp_path / "init.pt", "--data-stream", "2"),
-                     result=tmp_path / "cpu.json", env={"CUDA_VISIBLE_DEVICES": ""})
+    torch.save(
+        {
+            "format": "hadar-ckpt-1",
+            "model": "IC",
+            "size": "tiny",
+            "state_dict": {k: v.cuda() for k, v in init.state_dict().items()},
+            "optimizer": None,
+            "steps": 0,
+        },
+        tmp_path / "init.pt",
+    )
+    gpu = run_worker(
+        *args(tmp_path, "gpu", 6, "--checkpoint-in", tmp_path / "init.pt", "--data-stream", "1"),
+        result=tmp_path / "gpu.json",
+        env=pin(0),
+    )
+    cpu = run_worker(
+        *args(tmp_path, "cpu", 3, "--checkpoint-in", tmp_path / "init.pt", "--data-stream", "2"),
+        result=tmp_path / "cpu.json",
+        env={"CUDA_VISIBLE_DEVICES": ""},
+    )
     assert gpu.returncode == 0 and cpu.returncode == 0, gpu.stderr[-2000:] + cpu.stderr[-2000:]
     assert (gpu.result["device"], cpu.result["device"]) == ("cuda:0", "cpu")
 
-    with JobTracker.open(tmp_path / "t.sqlite", tmp_path / "ckpt", max_job_count=10, averaging="steps") as t:
+    with JobTracker.open(
+        tmp_path / "t.sqlite", tmp_path / "ckpt", max_job_count=10, averaging="steps"
+    ) as t:
         t.register_job(1, 100, model="IC", size="tiny")
         c1, c2 = t.register_copies(1, 2)
         t.open_round(0)
@@ -135,10 +188,22 @@ def test_gpu_and_cpu_copies_are_averaged_and_resume_anywhere(tmp_path: Path) -> 
     w = "conv1.weight"
     assert torch.allclose(a[w], (6 * g[w] + 3 * c[w]) / 9, atol=1e-6)
     for name, env in (("on-gpu", pin(0)), ("on-cpu", {"CUDA_VISIBLE_DEVICES": ""})):
-        run = run_worker(*args(tmp_path, name, 2, "--checkpoint-in", avg.path), result=tmp_path / f"{name}.json",
-                         env=env)
+        run = run_worker(
+            *args(tmp_path, name, 2, "--checkpoint-in", avg.path),
+            result=tmp_path / f"{name}.json",
+            env=env,
+        )
         assert run.returncode == 0, run.stderr[-2000:]
         assert run.result["start_steps"] == 9 and run.result["end_steps"] == 11
-    save_checkpoint(tmp_path / "again.pt", model="IC", size="tiny", state_dict=init.cuda().state_dict(),
-                    optimizer=None, steps=0)
-    assert all(t.device.type == "cpu" for t in torch.load(tmp_path / "again.pt", weights_only=True)["state_dict"].values())
+    save_checkpoint(
+        tmp_path / "again.pt",
+        model="IC",
+        size="tiny",
+        state_dict=init.cuda().state_dict(),
+        optimizer=None,
+        steps=0,
+    )
+    assert all(
+        t.device.type == "cpu"
+        for t in torch.load(tmp_path / "again.pt", weights_only=True)["state_dict"].values()
+    )

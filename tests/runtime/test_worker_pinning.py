@@ -18,23 +18,49 @@ from tests.runtime.test_gang import free_port
 
 
 def args(tmp: Path, name: str, steps: int = 4, *extra: str) -> list[str | Path]:
-    return ["--spec", tmp / "spec.json", "--steps", str(steps), "--deadline-s", "120",
-            "--checkpoint-out", tmp / f"{name}.pt", "--result", tmp / f"{name}.json", *extra]
+    return [
+        "--spec",
+        tmp / "spec.json",
+        "--steps",
+        str(steps),
+        "--deadline-s",
+        "120",
+        "--checkpoint-out",
+        tmp / f"{name}.pt",
+        "--result",
+        tmp / f"{name}.json",
+        *extra,
+    ]
 
 
 def test_a_gang_joins_from_torchrun_variables_and_records_them(tmp_path: Path) -> None:
     write_spec(tmp_path / "spec.json", model="RS")
     port = str(free_port())
-    envs = {r: {"RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2",
-                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "CUDA_VISIBLE_DEVICES": "",
-                "CUDA_DEVICE_ORDER": "PCI_BUS_ID"} for r in (0, 1)}
+    envs = {
+        r: {
+            "RANK": str(r),
+            "LOCAL_RANK": str(r),
+            "WORLD_SIZE": "2",
+            "LOCAL_WORLD_SIZE": "2",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": port,
+            "CUDA_VISIBLE_DEVICES": "",
+            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        }
+        for r in (0, 1)
+    }
     procs = {r: start_worker(*args(tmp_path, f"rank{r}", 5), env=envs[r]) for r in (0, 1)}
     runs = {r: finish(p, tmp_path / f"rank{r}.json") for r, p in procs.items()}
     for r, run in runs.items():
         assert run.returncode == 0, run.stderr[-2000:]
         res = run.result
         # CUDA_VISIBLE_DEVICES="" hides every GPU: gloo on the CPU, also on a GPU machine
-        assert (res["rank"], res["world_size"], res["steps_done"], res["device"]) == (r, 2, 5, "cpu")
+        assert (res["rank"], res["world_size"], res["steps_done"], res["device"]) == (
+            r,
+            2,
+            5,
+            "cpu",
+        )
         assert res["env"] == envs[r]
     a = load_checkpoint(tmp_path / "rank0.pt", "RS", "tiny")["state_dict"]
     b = load_checkpoint(tmp_path / "rank1.pt", "RS", "tiny")["state_dict"]
@@ -48,12 +74,21 @@ def test_a_warm_server_hands_each_request_its_clients_environment(tmp_path: Path
     servers = []
     try:
         for n, visible in enumerate(["3", "1,2"]):
-            env = {"CUDA_VISIBLE_DEVICES": visible, "LOCAL_RANK": "0", "RANK": "0", "WORLD_SIZE": "1",
-                   "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+            env = {
+                "CUDA_VISIBLE_DEVICES": visible,
+                "LOCAL_RANK": "0",
+                "RANK": "0",
+                "WORLD_SIZE": "1",
+                "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+            }
             if torch.cuda.is_available():  # keep this test about the relay: train on the CPU
                 env["CUDA_VISIBLE_DEVICES"] = ""
-            run = finish(start_worker(*args(tmp_path, f"w{n}", 2), cwd=node, env=env, module="nodes.warm run --"),
-                         tmp_path / f"w{n}.json")
+            run = finish(
+                start_worker(
+                    *args(tmp_path, f"w{n}", 2), cwd=node, env=env, module="nodes.warm run --"
+                ),
+                tmp_path / f"w{n}.json",
+            )
             assert run.returncode == 0, run.stderr[-2000:]
             assert run.result["env"] == env
             servers.append(warm_servers(node))
@@ -89,40 +124,73 @@ def test_bf16_autocast_trains_on_the_cpu_and_fp16_falls_back_to_fp32(tmp_path: P
         assert f"on cpu ({expect})" in run.stdout
         ck = load_checkpoint(d / "p.pt", "MM", "tiny")
         # the parameters stay float32 (autocast computes in low precision, stores in full)
-        assert {t.dtype for t in ck["state_dict"].values() if t.is_floating_point()} == {torch.float32}
+        assert {t.dtype for t in ck["state_dict"].values() if t.is_floating_point()} == {
+            torch.float32
+        }
         assert ck["steps"] == 6
 
 
-def test_bad_precision_and_placement_variables_exit_2_with_one_line(tmp_path: Path, capsys,
-                                                                     monkeypatch) -> None:
+def test_bad_precision_and_placement_variables_exit_2_with_one_line(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
     spec = tmp_path / "spec.json"
     write_spec(spec, precision="fp8")
-    base = ["--spec", str(spec), "--steps", "1", "--deadline-s", "30", "--checkpoint-out", str(tmp_path / "c.pt"),
-            "--result", str(tmp_path / "r.json")]
+    base = [
+        "--spec",
+        str(spec),
+        "--steps",
+        "1",
+        "--deadline-s",
+        "30",
+        "--checkpoint-out",
+        str(tmp_path / "c.pt"),
+        "--result",
+        str(tmp_path / "r.json"),
+    ]
     assert main(base) == 2
     err = capsys.readouterr().err.strip()
-    assert err == f"hadar-worker: error: {spec}: precision: Input should be 'fp32', 'bf16' or 'fp16'"
+    assert (
+        err == f"hadar-worker: error: {spec}: precision: Input should be 'fp32', 'bf16' or 'fp16'"
+    )
     write_spec(spec)
     monkeypatch.setenv("RANK", "one")
     assert main(base) == 2
     assert capsys.readouterr().err.strip() == "hadar-worker: error: $RANK: not an integer: 'one'"
     monkeypatch.delenv("RANK")
     assert main([*base, "--local-rank", "-1"]) == 2
-    assert capsys.readouterr().err.strip() == "hadar-worker: error: --local-rank: must be >= 0, got -1"
+    assert (
+        capsys.readouterr().err.strip() == "hadar-worker: error: --local-rank: must be >= 0, got -1"
+    )
     assert json.loads((tmp_path / "r.json").read_text())["status"] == "error"
 
 
 def test_the_worker_reads_no_placement_it_was_not_given(tmp_path: Path) -> None:
     """Without torchrun variables a worker is rank 0 of 1 on local rank 0 (and records no env)."""
     write_spec(tmp_path / "spec.json", model="RS")
-    clean = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR",
-                                                             "MASTER_PORT", "CUDA_VISIBLE_DEVICES")}
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "RANK",
+            "LOCAL_RANK",
+            "WORLD_SIZE",
+            "MASTER_ADDR",
+            "MASTER_PORT",
+            "CUDA_VISIBLE_DEVICES",
+        )
+    }
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "nodes.worker", *map(str, args(tmp_path, "bare", 1))],
-                         env=dict(clean, PYTHONPATH=str(REPO)), cwd=REPO, capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "nodes.worker", *map(str, args(tmp_path, "bare", 1))],
+        env=dict(clean, PYTHONPATH=str(REPO)),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     res = json.loads((tmp_path / "bare.json").read_text())
     assert (res["rank"], res["world_size"]) == (0, 1)
