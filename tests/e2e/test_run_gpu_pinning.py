@@ -65,6 +65,24 @@ def local_cluster(path: Path, gpus: dict[str, int], emulate: bool = False) -> Pa
     return path
 
 
+def run_args(cluster: Path, jobs: Path, out: Path, slot: int) -> list[str]:
+    """``hadar run`` of ``jobs`` under Hadar (no forking: a gang stays one copy)."""
+    return [
+        "run",
+        "--cluster",
+        str(cluster),
+        "--workload",
+        str(jobs),
+        "--policy",
+        "hadar",
+        "--slot",
+        str(slot),
+        "--no-live",
+        "--out",
+        str(out),
+    ]
+
+
 def hadar(*args: str, path: str, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "hadar", *args],
@@ -156,19 +174,8 @@ def test_local_workers_and_gang_ranks_are_pinned_sticky_and_resumed(tmp_path: Pa
     # job 0 finishes in round 0; jobs 1 (1 GPU) and 2 (a 2-GPU gang) keep running
     jobs = write_jobs(tmp_path / "jobs.yaml", [("RS", 1, 20), ("RS", 1, 10**6), ("RS", 2, 10**6)])
     out = tmp_path / "run"
-    run = [
-        "--cluster",
-        str(cluster),
-        "--workload",
-        str(jobs),
-        "--policy",
-        "hadar",
-        "--slot",
-        "15",
-        "--no-live",
-    ]
     try:
-        proc = start("run", *run, "--out", str(out), path=path)
+        proc = start(*run_args(cluster, jobs, out, slot=15), path=path)
         interrupt_after_dispatch(proc, out, 1)
         proc = start("run", "--resume", str(out), "--no-live", path=path)
         interrupt_after_dispatch(proc, out, 2)
@@ -314,21 +321,7 @@ def test_ssh_workers_and_gang_ranks_are_pinned(tmp_path: Path) -> None:
         jobs = write_jobs(tmp_path / "jobs.yaml", [("RS", 1, 30), ("MM", 1, 30), ("RS", 2, 30)])
         out = tmp_path / "run"
         # the coordinator's own PATH has no nvidia-smi: what counts is the node's
-        res = hadar(
-            "run",
-            "--cluster",
-            str(cluster),
-            "--workload",
-            str(jobs),
-            "--policy",
-            "hadar",
-            "--slot",
-            "30",
-            "--no-live",
-            "--out",
-            str(out),
-            path=os.environ["PATH"],
-        )
+        res = hadar(*run_args(cluster, jobs, out, slot=30), path=os.environ["PATH"])
         assert res.returncode == 0, res.stdout + res.stderr
         seen = results(farm.servers[0].home)
     first = {(j, k): res for (r, j, k), res in seen.items() if r == 0}

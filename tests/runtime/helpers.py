@@ -140,3 +140,9 @@ def finish(proc: subprocess.Popen[str], result: Path | None, timeout: float = 12
 def run_worker(*args: str | Path, result: Path | None = None, timeout: float = 120,
                env: dict[str, str] | None = None) -> WorkerRun:
     return finish(start_worker(*args, env=env), result, timeout)
+
+
+def round_args(tmp: Path, name: str, steps: int = 4, *extra: str | Path) -> list[str | Path]:
+    """Worker arguments for one round: spec ``tmp/spec.json``, checkpoint and result ``tmp/name.*``."""
+    return ["--spec", tmp / "spec.json", "--steps", str(steps), "--deadline-s", "120",
+            "--checkpoint-out", tmp / f"{name}.pt", "--result", tmp / f"{name}.json", *extra]

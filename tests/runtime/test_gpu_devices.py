@@ -14,27 +14,11 @@ import torch
 
 from nodes.checkpoint import load_checkpoint, save_checkpoint, sha256_file
 from nodes.models import build_model
-from tests.runtime.helpers import finish, run_worker, start_worker, write_spec
+from tests.runtime.helpers import finish, round_args, run_worker, start_worker, write_spec
 from tests.runtime.test_gang import free_port
 from tracker import JobTracker
 
 pytestmark = pytest.mark.gpu
-
-
-def args(tmp: Path, name: str, steps: int = 4, *extra: str | Path) -> list[str | Path]:
-    return [
-        "--spec",
-        tmp / "spec.json",
-        "--steps",
-        str(steps),
-        "--deadline-s",
-        "120",
-        "--checkpoint-out",
-        tmp / f"{name}.pt",
-        "--result",
-        tmp / f"{name}.json",
-        *extra,
-    ]
 
 
 def smi_uuids() -> dict[int, str]:
@@ -61,7 +45,7 @@ def test_a_worker_trains_on_exactly_the_gpu_it_is_pinned_to(tmp_path: Path) -> N
     write_spec(tmp_path / "spec.json", model="IC")
     uuids = smi_uuids()
     last = max(uuids)  # on a one-GPU machine: index 0
-    run = run_worker(*args(tmp_path, "g", 5), result=tmp_path / "g.json", env=pin(last))
+    run = run_worker(*round_args(tmp_path, "g", 5), result=tmp_path / "g.json", env=pin(last))
     assert run.returncode == 0, run.stderr[-2000:]
     res = run.result
     assert res["device"] == "cuda:0" and res["steps_done"] == 5
@@ -78,7 +62,7 @@ def test_a_warm_server_child_uses_the_gpu_of_its_request(tmp_path: Path) -> None
         for n in range(2):  # the first request starts the server, the second is forked by it
             run = finish(
                 start_worker(
-                    *args(tmp_path, f"w{n}", 3),
+                    *round_args(tmp_path, f"w{n}", 3),
                     cwd=node,
                     env=pin(max(uuids)),
                     module="nodes.warm run --",
@@ -100,7 +84,7 @@ def test_a_local_rank_without_a_device_of_its_own_is_refused(tmp_path: Path) -> 
     env = dict(
         pin(0, rank=1, local_rank=1, world=2), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port())
     )
-    run = run_worker(*args(tmp_path, "r1", 3), result=tmp_path / "r1.json", env=env)
+    run = run_worker(*round_args(tmp_path, "r1", 3), result=tmp_path / "r1.json", env=env)
     assert run.returncode == 2
     assert run.stderr.strip() == (
         "hadar-worker: error: --local-rank: 1 needs 2 visible CUDA devices, this "
@@ -119,7 +103,7 @@ def test_a_two_rank_nccl_gang_gets_one_device_per_rank(tmp_path: Path) -> None:
         )
         for r in (0, 1)
     }
-    procs = {r: start_worker(*args(tmp_path, f"rank{r}", 6), env=envs[r]) for r in (0, 1)}
+    procs = {r: start_worker(*round_args(tmp_path, f"rank{r}", 6), env=envs[r]) for r in (0, 1)}
     runs = {r: finish(p, tmp_path / f"rank{r}.json") for r, p in procs.items()}
     for r, run in runs.items():
         assert run.returncode == 0, run.stderr[-3000:]
@@ -133,7 +117,7 @@ def test_a_two_rank_nccl_gang_gets_one_device_per_rank(tmp_path: Path) -> None:
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
 def test_mixed_precision_trains_on_the_gpu(tmp_path: Path, precision: str) -> None:
     write_spec(tmp_path / "spec.json", model="LT", precision=precision, lr=2e-3)
-    run = run_worker(*args(tmp_path, "mp", 30), result=tmp_path / "mp.json", env=pin(0))
+    run = run_worker(*round_args(tmp_path, "mp", 30), result=tmp_path / "mp.json", env=pin(0))
     assert run.returncode == 0, run.stderr[-2000:]
     res = run.result
     assert res["precision"] == precision and res["device"] == "cuda:0" and res["steps_done"] == 30
@@ -159,12 +143,16 @@ def test_gpu_and_cpu_copies_are_averaged_and_resume_anywhere(tmp_path: Path) -> 
         tmp_path / "init.pt",
     )
     gpu = run_worker(
-        *args(tmp_path, "gpu", 6, "--checkpoint-in", tmp_path / "init.pt", "--data-stream", "1"),
+        *round_args(
+            tmp_path, "gpu", 6, "--checkpoint-in", tmp_path / "init.pt", "--data-stream", "1"
+        ),
         result=tmp_path / "gpu.json",
         env=pin(0),
     )
     cpu = run_worker(
-        *args(tmp_path, "cpu", 3, "--checkpoint-in", tmp_path / "init.pt", "--data-stream", "2"),
+        *round_args(
+            tmp_path, "cpu", 3, "--checkpoint-in", tmp_path / "init.pt", "--data-stream", "2"
+        ),
         result=tmp_path / "cpu.json",
         env={"CUDA_VISIBLE_DEVICES": ""},
     )
@@ -189,7 +177,7 @@ def test_gpu_and_cpu_copies_are_averaged_and_resume_anywhere(tmp_path: Path) -> 
     assert torch.allclose(a[w], (6 * g[w] + 3 * c[w]) / 9, atol=1e-6)
     for name, env in (("on-gpu", pin(0)), ("on-cpu", {"CUDA_VISIBLE_DEVICES": ""})):
         run = run_worker(
-            *args(tmp_path, name, 2, "--checkpoint-in", avg.path),
+            *round_args(tmp_path, name, 2, "--checkpoint-in", avg.path),
             result=tmp_path / f"{name}.json",
             env=env,
         )

@@ -13,24 +13,8 @@ import torch
 
 from nodes.checkpoint import load_checkpoint
 from nodes.worker import main
-from tests.runtime.helpers import REPO, finish, run_worker, start_worker, write_spec
+from tests.runtime.helpers import REPO, finish, round_args, run_worker, start_worker, write_spec
 from tests.runtime.test_gang import free_port
-
-
-def args(tmp: Path, name: str, steps: int = 4, *extra: str) -> list[str | Path]:
-    return [
-        "--spec",
-        tmp / "spec.json",
-        "--steps",
-        str(steps),
-        "--deadline-s",
-        "120",
-        "--checkpoint-out",
-        tmp / f"{name}.pt",
-        "--result",
-        tmp / f"{name}.json",
-        *extra,
-    ]
 
 
 def test_a_gang_joins_from_torchrun_variables_and_records_them(tmp_path: Path) -> None:
@@ -49,7 +33,7 @@ def test_a_gang_joins_from_torchrun_variables_and_records_them(tmp_path: Path) -
         }
         for r in (0, 1)
     }
-    procs = {r: start_worker(*args(tmp_path, f"rank{r}", 5), env=envs[r]) for r in (0, 1)}
+    procs = {r: start_worker(*round_args(tmp_path, f"rank{r}", 5), env=envs[r]) for r in (0, 1)}
     runs = {r: finish(p, tmp_path / f"rank{r}.json") for r, p in procs.items()}
     for r, run in runs.items():
         assert run.returncode == 0, run.stderr[-2000:]
@@ -85,7 +69,7 @@ def test_a_warm_server_hands_each_request_its_clients_environment(tmp_path: Path
                 env["CUDA_VISIBLE_DEVICES"] = ""
             run = finish(
                 start_worker(
-                    *args(tmp_path, f"w{n}", 2), cwd=node, env=env, module="nodes.warm run --"
+                    *round_args(tmp_path, f"w{n}", 2), cwd=node, env=env, module="nodes.warm run --"
                 ),
                 tmp_path / f"w{n}.json",
             )
@@ -118,7 +102,9 @@ def test_bf16_autocast_trains_on_the_cpu_and_fp16_falls_back_to_fp32(tmp_path: P
         d = tmp_path / precision
         d.mkdir()
         write_spec(d / "spec.json", model="MM", precision=precision)
-        run = run_worker(*args(d, "p", 6), result=d / "p.json", env={"CUDA_VISIBLE_DEVICES": ""})
+        run = run_worker(
+            *round_args(d, "p", 6), result=d / "p.json", env={"CUDA_VISIBLE_DEVICES": ""}
+        )
         assert run.returncode == 0, run.stderr[-2000:]
         assert run.result["precision"] == expect and run.result["steps_done"] == 6
         assert f"on cpu ({expect})" in run.stdout
@@ -184,7 +170,7 @@ def test_the_worker_reads_no_placement_it_was_not_given(tmp_path: Path) -> None:
     import sys
 
     out = subprocess.run(
-        [sys.executable, "-m", "nodes.worker", *map(str, args(tmp_path, "bare", 1))],
+        [sys.executable, "-m", "nodes.worker", *map(str, round_args(tmp_path, "bare", 1))],
         env=dict(clean, PYTHONPATH=str(REPO)),
         cwd=REPO,
         capture_output=True,
