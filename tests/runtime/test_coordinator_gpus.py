@@ -45,7 +45,13 @@ def coordinator(tmp: Path, cluster: Path) -> Coordinator:
             }
         )
     )
-    cfg = RunConfig(run_id="gpus", cluster=str(cluster), workload=str(jobs), started_at=time.time())
+    cfg = RunConfig(
+        run_id="gpus",
+        cluster=str(cluster),
+        workload=str(jobs),
+        policy="hadar",
+        started_at=time.time(),
+    )
     return Coordinator(tmp / "run", cfg)
 
 

@@ -171,7 +171,7 @@ def test_the_worker_reads_no_placement_it_was_not_given(tmp_path: Path) -> None:
 
     out = subprocess.run(
         [sys.executable, "-m", "nodes.worker", *map(str, round_args(tmp_path, "bare", 1))],
-        env=dict(clean, PYTHONPATH=str(REPO)),
+        env=dict(clean, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])),
         cwd=REPO,
         capture_output=True,
         text=True,
