@@ -146,3 +146,11 @@ def round_args(tmp: Path, name: str, steps: int = 4, *extra: str | Path) -> list
     """Worker arguments for one round: spec ``tmp/spec.json``, checkpoint and result ``tmp/name.*``."""
     return ["--spec", tmp / "spec.json", "--steps", str(steps), "--deadline-s", "120",
             "--checkpoint-out", tmp / f"{name}.pt", "--result", tmp / f"{name}.json", *extra]
+
+
+def stop_warm_server(cwd: Path) -> None:
+    """Let the warm server of ``cwd`` exit (``python -m nodes.warm stop``)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-m", "nodes.warm", "stop"], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

@@ -14,7 +14,14 @@ import torch
 
 from nodes.checkpoint import load_checkpoint, save_checkpoint, sha256_file
 from nodes.models import build_model
-from tests.runtime.helpers import finish, round_args, run_worker, start_worker, write_spec
+from tests.runtime.helpers import (
+    finish,
+    round_args,
+    run_worker,
+    start_worker,
+    stop_warm_server,
+    write_spec,
+)
 from tests.runtime.test_gang import free_port
 from tracker import JobTracker
 
@@ -74,7 +81,7 @@ def test_a_warm_server_child_uses_the_gpu_of_its_request(tmp_path: Path) -> None
                 run.result["device"] == "cuda:0" and run.result["gpu"]["uuid"] == uuids[max(uuids)]
             )
     finally:
-        finish(start_worker(cwd=node, module="nodes.warm stop"), None)
+        stop_warm_server(node)
 
 
 def test_a_local_rank_without_a_device_of_its_own_is_refused(tmp_path: Path) -> None:

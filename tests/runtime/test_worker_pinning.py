@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,15 @@ import torch
 
 from nodes.checkpoint import load_checkpoint
 from nodes.worker import main
-from tests.runtime.helpers import REPO, finish, round_args, run_worker, start_worker, write_spec
+from tests.runtime.helpers import (
+    REPO,
+    finish,
+    round_args,
+    run_worker,
+    start_worker,
+    stop_warm_server,
+    write_spec,
+)
 from tests.runtime.test_gang import free_port
 
 
@@ -80,7 +89,11 @@ def test_a_warm_server_hands_each_request_its_clients_environment(tmp_path: Path
         # first client's environment): its child still saw the second client's
         assert len(servers[0]) == 1 and servers[1] == servers[0]
     finally:
-        finish(start_worker(cwd=node, module="nodes.warm stop"), None)
+        stop_warm_server(node)
+    end = time.monotonic() + 20
+    while warm_servers(node) and time.monotonic() < end:
+        time.sleep(0.1)
+    assert not warm_servers(node)  # stopped: nothing left running
 
 
 def warm_servers(cwd: Path) -> set[int]:
