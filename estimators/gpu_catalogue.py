@@ -22,6 +22,8 @@ class GpuSpec:
     tensor_tflops: float
     memory_gb: float
     pcie_gen: int
+    smi_pattern: str = ""
+    """Regular expression (case-insensitive search) matching this GPU's ``nvidia-smi`` names."""
 
 
 def _key(name: str) -> str:
@@ -42,6 +44,7 @@ def catalogue() -> dict[str, GpuSpec]:
             tensor_tflops=float(v["tensor_tflops"]),
             memory_gb=float(v["memory_gb"]),
             pcie_gen=int(v["pcie_gen"]),
+            smi_pattern=str(v.get("smi_pattern", "")),
         )
         for gid, v in raw.items()
     }
@@ -70,3 +73,12 @@ def canonical_gpu(name: str, field: str = "gpu type") -> str:
         known = ", ".join(sorted(catalogue()))
         raise InputError(f"{field}: unknown GPU type {name!r} (known: {known})")
     return gid
+
+
+def gpu_for_smi_name(name: str) -> str | None:
+    """The catalogue id of the GPU ``nvidia-smi`` calls ``name`` (``"Tesla V100-SXM2-16GB"`` ->
+    ``"v100"``), or None when no catalogue type matches."""
+    for gid, spec in catalogue().items():
+        if spec.smi_pattern and re.search(spec.smi_pattern, name, flags=re.IGNORECASE):
+            return gid
+    return None

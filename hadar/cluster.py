@@ -27,6 +27,12 @@ class Node:
     instance_type: str | None = None
     speed_factor: float = 1.0
     extra: Mapping[str, Any] = field(default_factory=dict)
+    emulate: bool = False
+    """The declared GPUs are emulated (real runs: on whatever the machine has) and not checked
+    against the GPUs the node shows."""
+    gpu_indices: Mapping[str, tuple[int, ...]] | None = None
+    """The device indices (as ``nvidia-smi`` numbers them) of each declared GPU type, if the
+    cluster file pins them; else they are matched from ``nvidia-smi`` (docs/runtime.md)."""
 
     @property
     def num_gpus(self) -> int:

@@ -16,6 +16,9 @@ Schema (unknown keys are rejected so typos surface)::
         identity_file: ~/.ssh/id_ed25519
         instance_type: p3.2xlarge  # aws
         speed_factor: 0.5          # local: emulate a GPU this fraction as fast
+        emulate: true              # declared GPUs are emulated, not checked against the machine's
+                                   # (default: true for provider local, false for ssh and aws)
+        gpu_indices: {v100: [0, 1, 2, 3]}   # nvidia-smi indices of each type (default: matched)
     ssh: {...}                     # provider sections, validated by the providers
     aws: {...}
     local: {...}
@@ -26,7 +29,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from estimators.gpu_catalogue import canonical_gpu
 from hadar.cluster import Cluster, Node
@@ -49,6 +52,8 @@ class _NodeSpec(BaseModel):
     identity_file: str | None = None
     instance_type: str | None = None
     speed_factor: float = Field(default=1.0, gt=0.0, le=1.0)
+    emulate: bool | None = None
+    gpu_indices: dict[str, list[int]] | None = None
 
     @field_validator("count")
     @classmethod
@@ -72,6 +77,44 @@ class _NodeSpec(BaseModel):
                 raise ValueError(f"{name}: GPU count must be a positive integer (got {count!r})")
             out[gid] = out.get(gid, 0) + count
         return out
+
+    @field_validator("gpu_indices")
+    @classmethod
+    def _indices_valid(cls, v: dict[str, list[int]] | None) -> dict[str, list[int]] | None:
+        if v is None:
+            return None
+        out: dict[str, list[int]] = {}
+        for name, indices in v.items():
+            try:
+                gid = canonical_gpu(name, field=str(name))
+            except InputError as exc:
+                raise ValueError(str(exc)) from None
+            if not isinstance(indices, list) or any(
+                not isinstance(i, int) or isinstance(i, bool) or i < 0 for i in indices
+            ):
+                raise ValueError(f"{name}: a list of device indices >= 0 (got {indices!r})")
+            out[gid] = out.get(gid, []) + indices
+        seen = [i for indices in out.values() for i in indices]
+        dup = next((i for i in seen if seen.count(i) > 1), None)
+        if dup is not None:
+            raise ValueError(f"device index {dup} is listed twice")
+        return out
+
+    @model_validator(mode="after")
+    def _indices_match_gpus(self) -> _NodeSpec:
+        if self.gpu_indices is None:
+            return self
+        for gid, indices in self.gpu_indices.items():
+            if gid not in self.gpus:
+                raise ValueError(f"gpu_indices: {gid} is not among the node's gpus")
+            if len(indices) != self.gpus[gid]:
+                raise ValueError(
+                    f"gpu_indices: {gid} lists {len(indices)} indices for {self.gpus[gid]} GPUs"
+                )
+        missing = [gid for gid in self.gpus if gid not in self.gpu_indices]
+        if missing:
+            raise ValueError(f"gpu_indices: no indices for {', '.join(missing)}")
+        return self
 
 
 class _ClusterSpec(BaseModel):
@@ -107,6 +150,9 @@ def cluster_from_dict(data: dict[str, Any], source: str = "<cluster>") -> Cluste
                     identity_file=ns.identity_file,
                     instance_type=ns.instance_type,
                     speed_factor=ns.speed_factor,
+                    emulate=spec.provider == "local" if ns.emulate is None else ns.emulate,
+                    gpu_indices=None if ns.gpu_indices is None
+                    else {gid: tuple(ix) for gid, ix in ns.gpu_indices.items()},
                 )
             )
     try:

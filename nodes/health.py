@@ -2,7 +2,8 @@
 interpreter, and the reading of what it prints (Python and torch versions, GPUs seen) as a
 :class:`~nodes.provider.NodeHealth`.
 
-GPUs come from ``nvidia-smi``; torch is only imported (to list the CUDA devices it can use) when
+GPUs come from ``nvidia-smi`` (index, name and memory of each, numbered as ``nvidia-smi`` numbers
+them, which is the order ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` gives CUDA too); torch is only imported (to list the CUDA devices it can use) when
 there is an NVIDIA GPU, so a check of a CPU-only node takes well under a second."""
 
 from __future__ import annotations
@@ -23,16 +24,29 @@ try:
     out["torch"] = version("torch").split("+")[0]
 except PackageNotFoundError:
     out["notes"].append("torch is not installed")
+out["gpus"], out["smi_problem"] = [], None
 smi = shutil.which("nvidia-smi")
 if smi:
     try:
-        r = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader"],
+        r = subprocess.run([smi, "--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=20)
-        out["nvidia_smi"] = [l.strip() for l in r.stdout.decode(errors="replace").splitlines() if l.strip()]
+        for l in r.stdout.decode(errors="replace").splitlines():
+            f = [x.strip() for x in l.split(",")]
+            if len(f) >= 3 and f[0].isdigit():
+                try:
+                    mem = float(f[-1])
+                except ValueError:
+                    mem = None
+                out["gpus"].append({"index": int(f[0]), "name": ",".join(f[1:-1]), "memory_mib": mem})
+        out["nvidia_smi"] = [g["name"] for g in out["gpus"]]
         if r.returncode != 0:
-            out["notes"].append("nvidia-smi exited %d" % r.returncode)
+            out["smi_problem"] = "nvidia-smi exited %d" % r.returncode
     except Exception as exc:
-        out["notes"].append("nvidia-smi: %s" % type(exc).__name__)
+        out["smi_problem"] = "nvidia-smi: %s" % type(exc).__name__
+    if out["smi_problem"]:
+        out["notes"].append(out["smi_problem"])
+else:
+    out["smi_problem"] = "nvidia-smi not found"
 # Importing torch costs seconds: do it only when there is evidence of an NVIDIA GPU, to report
 # whether torch can actually use it.
 if out["torch"] and (out["nvidia_smi"] or os.path.exists("/dev/nvidia0")):

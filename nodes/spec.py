@@ -4,7 +4,8 @@
 
 ``model`` (IC, LM, LT, RS, MM; any case), ``size`` (tiny, small, paper), ``data`` (a dataset
 path or ``"synthetic"``), ``batch_size`` (> 0, per rank) and ``lr`` (> 0) are required; ``seed``
-(>= 0) defaults to 0. Unknown fields are rejected.
+(>= 0) defaults to 0; ``precision`` (``fp32``, ``bf16``, ``fp16``) defaults to ``fp32`` (mixed precision
+off). Unknown fields are rejected.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ class JobSpec(BaseModel):
     batch_size: int = Field(gt=0)
     lr: float = Field(gt=0)
     seed: int = Field(default=0, ge=0)
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    """Mixed precision: ``bf16`` or ``fp16`` autocast (fp16 with gradient scaling, CUDA only)."""
 
 
 def parse_spec(raw: Any, source: str = "spec") -> JobSpec:

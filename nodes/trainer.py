@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -80,6 +81,16 @@ def average_buffers(model: nn.Module) -> None:
             buf.div_(world)
 
 
+def mixed_precision(precision: str, device: torch.device) -> tuple[Callable[[], Any], Any]:
+    """The autocast context factory and gradient scaler of a precision: ``fp32`` neither,
+    ``bf16`` autocast to bfloat16, ``fp16`` autocast to float16 with a gradient scaler (a
+    disabled scaler is a no-op pass-through)."""
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    enabled = dtype is not None
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+    return (lambda: torch.autocast(device.type, dtype=dtype, enabled=enabled)), scaler
+
+
 def train_round(
     *,
     entry: ModelEntry,
@@ -95,6 +106,7 @@ def train_round(
     rank: int = 0,
     world_size: int = 1,
     clock: Callable[[], float] = time.monotonic,
+    precision: str = "fp32",
 ) -> RoundOutcome:
     """Train ``model`` (wrapped in DDP when ``world_size > 1``) for up to ``max_steps`` steps.
 
@@ -104,6 +116,7 @@ def train_round(
     first step's start to the last step's end, so in a gang it includes waiting for slower ranks.
     """
     out = RoundOutcome()
+    autocast, scaler = mixed_precision(precision, device)
     reserve = save_reserve_seconds(model, optimizer)
     gang = world_size > 1
     period = 0.0  # duration of the last iteration, consensus waits included
@@ -130,12 +143,15 @@ def train_round(
             first_start = prev_end = step_start
         batch = to_device(data.train_batch(start_steps + out.steps_done, rank, world_size), device)
         compute_start = clock()
-        loss = entry.loss(model, batch)
+        with autocast():
+            loss = entry.loss(model, batch)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        scaler.scale(loss).backward()
         if entry.grad_clip:
+            scaler.unscale_(optimizer)
             nn.utils.clip_grad_norm_(model.parameters(), entry.grad_clip)
-        optimizer.step()
+        scaler.step(optimizer)
+        scaler.update()
         out.losses.append(float(loss.detach()))
         if device.type == "cuda":
             torch.cuda.synchronize(device)

@@ -7,7 +7,9 @@ round, so a round's start-up costs milliseconds instead of seconds of ``import t
 
 ``run`` (light: it never imports torch) connects to the server listening on
 ``.hadar-warm.sock`` in its working directory, starting one if there is none, sends its
-arguments and waits. The server forks a child that runs :func:`nodes.worker.main` exactly as
+arguments and environment and waits. The server forks a child that takes the client's
+environment (``CUDA_VISIBLE_DEVICES``, ``RANK``, ...: the server never initialises CUDA, so the
+child's CUDA sees only its devices) and runs :func:`nodes.worker.main` exactly as
 ``python -m nodes.worker`` would, with the deadline counted from the client's start. The
 client relays the child's output and exit status. If the client goes away (the coordinator's
 timeout killed it), the server kills the child. The server exits after ``--idle-exit`` seconds
@@ -39,7 +41,7 @@ def client(worker_args: list[str], start_timeout_s: float = 120.0) -> int:
     t0 = time.monotonic()
     # relative to the working directory: AF_UNIX paths are limited to ~107 bytes
     conn = _connect_or_spawn(Path(SOCKET_NAME), start_timeout_s)
-    request = {"argv": worker_args, "cwd": str(Path.cwd()), "t0": t0}
+    request = {"argv": worker_args, "cwd": str(Path.cwd()), "t0": t0, "env": dict(os.environ)}
     conn.sendall((json.dumps(request) + "\n").encode())
     data = b""
     while not data.endswith(b"\n"):
@@ -188,6 +190,9 @@ def _fork(request: dict, conn: socket.socket) -> _Job:
             os.dup2(fo, 1)
             os.dup2(fe, 2)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            if isinstance(request.get("env"), dict):  # the client's: CUDA_VISIBLE_DEVICES, RANK, ...
+                os.environ.clear()
+                os.environ.update({str(k): str(v) for k, v in request["env"].items()})
             import nodes.worker as worker
 
             # as `python -m nodes.worker` would, but the deadline counts from the client's start

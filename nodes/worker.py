@@ -3,7 +3,10 @@
     python -m nodes.worker --spec spec.json --steps N --deadline-s SECONDS \
         --checkpoint-out ckpt.pt --result result.json [--checkpoint-in prev.pt] \
         [--speed-factor F] [--device auto|cpu|cuda] [--data-stream K] [--eval] [--threads T] \
-        [--rank R --world-size W --master-addr A --master-port P]
+        [--rank R --world-size W --local-rank L --master-addr A --master-port P]
+
+Gang and device options default to torchrun's environment variables (RANK, WORLD_SIZE,
+LOCAL_RANK, MASTER_ADDR, MASTER_PORT); the coordinator sets those and CUDA_VISIBLE_DEVICES.
 
 Exit codes: 0 done (also after SIGTERM: it stops at the next step boundary and still writes the
 checkpoint and the result), 2 bad spec, arguments, data or checkpoint (one line on stderr),
@@ -67,11 +70,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-stream", type=int, default=0, help="data order stream (HadarE copy index)")
     p.add_argument("--eval", action="store_true", help="score the held-out split after training")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch default)")
-    p.add_argument("--rank", type=int, default=0)
-    p.add_argument("--world-size", type=int, default=1)
-    p.add_argument("--master-addr", help="rendezvous host of a gang (world size > 1)")
-    p.add_argument("--master-port", type=int, help="rendezvous port of a gang (world size > 1)")
+    env = os.environ
+    p.add_argument("--rank", type=int, default=_env_int("RANK", 0), help="gang rank (default: $RANK or 0)")
+    p.add_argument("--world-size", type=int, default=_env_int("WORLD_SIZE", 1),
+                   help="gang size (default: $WORLD_SIZE or 1)")
+    p.add_argument("--local-rank", type=int, default=_env_int("LOCAL_RANK", 0),
+                   help="this process's CUDA device among the visible ones (default: $LOCAL_RANK or 0)")
+    p.add_argument("--master-addr", default=env.get("MASTER_ADDR") or None,
+                   help="rendezvous host of a gang (world size > 1; default: $MASTER_ADDR)")
+    p.add_argument("--master-port", type=int, default=_env_int("MASTER_PORT", None),
+                   help="rendezvous port of a gang (world size > 1; default: $MASTER_PORT)")
     return p
+
+
+PINNING_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "RANK", "LOCAL_RANK", "WORLD_SIZE",
+               "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+"""The environment that places a worker (torchrun's conventions); recorded in the result."""
+
+
+def _env_int(name: str, default: int | None) -> int | None:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise InputError(f"${name}: not an integer: {raw!r}") from None
 
 
 def check_args(a: argparse.Namespace) -> None:
@@ -89,6 +113,8 @@ def check_args(a: argparse.Namespace) -> None:
         raise InputError(f"--world-size: must be >= 1, got {a.world_size}")
     if not 0 <= a.rank < a.world_size:
         raise InputError(f"--rank: must be in [0, {a.world_size}), got {a.rank}")
+    if a.local_rank < 0:
+        raise InputError(f"--local-rank: must be >= 0, got {a.local_rank}")
     if a.world_size > 1 and (not a.master_addr or a.master_port is None):
         raise InputError("--master-addr/--master-port: required when --world-size > 1")
     if a.master_port is not None and not 0 < a.master_port < 65536:
@@ -116,15 +142,42 @@ class _StopFlag:
         self.set = True
 
 
-def select_device(choice: str) -> Any:
-    """``auto``: the GPU if there is one, else the CPU; ``cuda`` without a GPU is bad input."""
+def select_device(choice: str, local_rank: int = 0) -> Any:
+    """``auto``: the visible CUDA device of this local rank if there is a GPU, else the CPU;
+    ``cuda`` without a GPU, or a local rank without a visible device, is bad input."""
     import torch
 
     if choice == "cuda" and not torch.cuda.is_available():
         raise InputError("--device: cuda requested but no CUDA GPU is available")
-    if choice == "cuda" or (choice == "auto" and torch.cuda.is_available()):
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
+    if choice == "cpu" or not torch.cuda.is_available():
+        return torch.device("cpu")
+    visible = torch.cuda.device_count()
+    if local_rank >= visible:
+        shown = os.environ.get("CUDA_VISIBLE_DEVICES")
+        raise InputError(f"--local-rank: {local_rank} needs {local_rank + 1} visible CUDA devices, this process "
+                         f"sees {visible} (CUDA_VISIBLE_DEVICES={shown if shown is not None else 'unset'})")
+    torch.cuda.set_device(local_rank)
+    return torch.device("cuda", local_rank)
+
+
+def gpu_identity(device: Any) -> dict[str, Any] | None:
+    """Which physical GPU a CUDA device is (name and UUID, as ``nvidia-smi`` shows them) and how
+    many devices this process sees; None on the CPU."""
+    if device.type != "cuda":
+        return None
+    import torch
+
+    props = torch.cuda.get_device_properties(device)
+    uuid = getattr(props, "uuid", None)
+    text = str(uuid) if uuid is not None else None
+    return {"name": props.name, "uuid": f"GPU-{text}" if text and not text.startswith("GPU-") else text,
+            "visible": torch.cuda.device_count()}
+
+
+def effective_precision(requested: str, device: Any) -> str:
+    """The precision a round trains in: the spec's, except ``fp16`` on the CPU, which trains in
+    ``fp32`` (CPU autocast supports bfloat16 well, float16 poorly). Reported in the result."""
+    return "fp32" if requested == "fp16" and device.type != "cuda" else requested
 
 
 def restore(spec: Any, ckpt: dict[str, Any] | None, ckpt_path: str | None, device: Any) -> tuple[Any, Any]:
@@ -176,7 +229,7 @@ def run(a: argparse.Namespace, stop: _StopFlag, t0: float) -> dict[str, Any]:
     spec = load_spec(a.spec)
     if a.threads:
         torch.set_num_threads(a.threads)
-    device = select_device(a.device)
+    device = select_device(a.device, a.local_rank)
     ckpt = load_checkpoint(a.checkpoint_in, spec.model, spec.size) if a.checkpoint_in else None
     start_steps = ckpt["steps"] if ckpt else 0
     entry = get_entry(spec.model)
@@ -195,12 +248,15 @@ def run(a: argparse.Namespace, stop: _StopFlag, t0: float) -> dict[str, Any]:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise RuntimeError(f"rank {a.rank}: could not join the gang at tcp://{a.master_addr}:"
                                f"{a.master_port}: {first}") from None
+    precision = effective_precision(spec.precision, device)
     print(f"{PROG}: rank {a.rank}/{a.world_size} training {spec.model}/{spec.size} on {device} "
-          f"from step {start_steps} (budget {a.steps} steps, deadline {a.deadline_s:g} s)", flush=True)
+          f"({precision}) from step {start_steps} (budget {a.steps} steps, deadline {a.deadline_s:g} s)",
+          flush=True)
     outcome = train_round(entry=entry, model=wrap_ddp(model, device) if gang else model,
                           optimizer=optimizer, data=data, device=device, start_steps=start_steps,
                           max_steps=a.steps, deadline=deadline, speed_factor=a.speed_factor,
-                          stop_requested=lambda: stop.set, rank=a.rank, world_size=a.world_size)
+                          stop_requested=lambda: stop.set, rank=a.rank, world_size=a.world_size,
+                          precision=precision)
     if gang:
         average_buffers(model)
 
@@ -236,6 +292,9 @@ def run(a: argparse.Namespace, stop: _StopFlag, t0: float) -> dict[str, Any]:
         "checkpoint": ckpt_out,
         "sha256": sha,
         "device": str(device),
+        "precision": precision,
+        "gpu": gpu_identity(device),
+        "env": {k: os.environ[k] for k in PINNING_ENV if k in os.environ},
         "speed_factor": a.speed_factor,
         "data_stream": a.data_stream,
         "rank": a.rank,

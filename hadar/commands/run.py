@@ -71,6 +71,11 @@ def run(args: argparse.Namespace) -> int:
     view = None
     coordinator = Coordinator(rundir, cfg, provider_options=_provider_options(args), knobs=knobs)
     if not args.resume:
+        try:
+            coordinator.preflight()  # nodes and their GPUs match the cluster file, before run.json
+        except HadarError:
+            coordinator.close()
+            raise
         save_config(cfg, rundir)
     note = estimates_note(coordinator.estimated_cells)
     if note:

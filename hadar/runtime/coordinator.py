@@ -36,6 +36,14 @@ from hadar.runtime.dispatch import (
     run_copy,
     stop_warm_servers,
 )
+from hadar.runtime.gpu_binding import bind, binding_from_plan, devices_of, eval_env
+from hadar.runtime.gpu_inventory import (
+    GpuMismatchError,
+    GpuReport,
+    NodeGpus,
+    gpu_report,
+    number_nodes,
+)
 from hadar.runtime.history import copy_records, rebuild, statuses
 from hadar.runtime.journal import EventLog, Journal
 from hadar.workloads import load_workload, validate_workload
@@ -84,6 +92,9 @@ class Coordinator:
         self.provider: NodeProvider = make_provider(self.cluster, cfg.run_id, **self._provider_kwargs())
         self._stop = threading.Event()
         self._abandon = threading.Event()
+        self._gpus: dict[str, NodeGpus] = {}
+        """Each probed node's numbered GPUs (hadar/runtime/gpu_inventory.py), this process's."""
+        self._preflight_done = False
 
     # -- set-up and recovery ------------------------------------------------------------------
     def _provider_kwargs(self) -> dict[str, Any]:
@@ -91,6 +102,13 @@ class Coordinator:
         if self.cluster.provider == "local":
             opts.setdefault("base_dir", str(self.rundir / "nodes"))
         return opts
+
+    def preflight(self) -> None:
+        """Probe the nodes and number their GPUs before any round is dispatched: a node whose
+        GPUs do not match the cluster file is bad input (GpuMismatchError, one line)."""
+        if not self._preflight_done:
+            last_closed = self.tracker.last_closed_round()
+            self._available_cluster(0 if last_closed is None else last_closed + 1)
 
     def recover(self) -> int:
         """Reconcile journal and tracker after a restart; returns the next round number."""
@@ -122,6 +140,7 @@ class Coordinator:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, self._on_sigint)
         try:
+            self.preflight()
             r = self.recover()
             self.events.emit("start", round=r, policy=self.cfg.policy, cluster=self.cluster.name,
                              jobs=len(self.jobs), estimated_cells=[asdict(c) for c in self.estimated_cells])
@@ -136,9 +155,13 @@ class Coordinator:
         finally:
             if threading.current_thread() is threading.main_thread():
                 signal.signal(signal.SIGINT, prev)
-            self.provider.close()
-            self.tracker.close()
-            self.journal.close()
+            self.close()
+
+    def close(self) -> None:
+        """Release the provider's connections and the databases."""
+        self.provider.close()
+        self.tracker.close()
+        self.journal.close()
 
     def _on_sigint(self, *_: object) -> None:
         if self._stop.is_set():
@@ -151,7 +174,8 @@ class Coordinator:
     def _round(self, r: int) -> None:
         t_start = time.time()
         cluster = self._available_cluster(r)
-        hist, current = rebuild(self.jobs, self.journal.rounds(), self.tracker, self.cfg.started_at)
+        rows = self.journal.rounds()
+        hist, current = rebuild(self.jobs, rows, self.tracker, self.cfg.started_at)
         active = statuses(self.jobs, hist, self.tracker)
         up = set(cluster.node_names)
         current = {k: p for k, p in current.items() if set(p) <= up}  # nodes that left or are down
@@ -162,13 +186,16 @@ class Coordinator:
         plan = self.policy.decide(ctx)
         decision_s = time.perf_counter() - t0
         attempt = self._attempt(r)
-        tasks = [self._task(a, r, attempt, ctx) for a in plan.assignments]
+        last = next((row for row in reversed(rows) if row.status == "closed"), None)
+        gpus = bind([((a.job_id, a.copy), a.placement) for a in plan.assignments], self._gpus,
+                    binding_from_plan(last.plan) if last else {})
+        tasks = [self._task(a, r, attempt, gpus[(a.job_id, a.copy)]) for a in plan.assignments]
         self.journal.plan_round(r, attempt, [_plan_row(t) for t in tasks], t_start, decision_s)
         if self.tracker.current_round() != r:
             self.tracker.open_round(r)
         for t in tasks:
             self.events.emit("dispatch", round=r, attempt=attempt, job=t.job.job_id, copy=t.copy,
-                             node=t.node, placement=t.placement, steps=t.steps)
+                             node=t.node, placement=t.placement, steps=t.steps, gpus=t.gpus, devices=t.devices)
         if self.view is not None:
             self.view.start_round(r, ctx, tasks)
         t1 = time.time()
@@ -229,7 +256,7 @@ class Coordinator:
         row = self.journal.round(r)
         return 0 if row is None else row.attempt + 1
 
-    def _task(self, a: Assignment, r: int, attempt: int, ctx: RoundContext) -> CopyTask:
+    def _task(self, a: Assignment, r: int, attempt: int, gpus: dict[str, dict[str, tuple[int, ...]]]) -> CopyTask:
         job = self.by_id[a.job_id]
         # A forked copy's tracker id follows its node's position in the whole cluster file, so it
         # stays the same while other nodes go down or come back; an unforked job is copy 1.
@@ -243,7 +270,8 @@ class Coordinator:
             round=r, attempt=attempt, job=job, copy=a.copy, tracker_copy=tracker_copy, placement=a.placement,
             steps=max(1, math.ceil(budget)), deadline_s=self.cfg.slot_s, timeout_s=self.cfg.slot_s + self.cfg.grace_s,
             checkpoint_in=ckpt.path if ckpt else None, checkpoint_sha256=ckpt.sha256 if ckpt else None,
-            data_stream=idx, threads=self.cfg.threads, warm=self.cfg.warm_workers,
+            data_stream=idx, threads=self.cfg.threads, gpus=gpus, devices=devices_of(gpus, self._gpus),
+            warm=self.cfg.warm_workers,
         )
 
     def _dispatch(self, tasks: list[CopyTask], r: int, attempt: int) -> list[CopyOutcome]:
@@ -265,17 +293,22 @@ class Coordinator:
         if mtime != self._cluster_mtime:
             new = load_cluster(self.cfg.cluster)
             self.events.emit("cluster-changed", round=r, nodes=list(new.node_names))
+            # a node declared differently is probed and numbered again
+            self._gpus = {n: g for n, g in self._gpus.items()
+                          if n in new.node_index and n in self.cluster.node_index and new.node(n) == self.cluster.node(n)}
             self.cluster, self._cluster_mtime = new, mtime
             self.provider.close()
             self.provider = make_provider(self.cluster, self.cfg.run_id, **self._provider_kwargs())
         offered = {n.name for n in self.provider.nodes()} & set(self.cluster.node_names)
         states = self.journal.node_states()
         up = []
+        probed: dict[str, GpuReport] = {}
         for name in self.cluster.node_names:
             if name not in offered:
                 continue
             known = states.get(name)
-            if known is None or (not known[0] and (r - known[1]) % self.cfg.probe_every == 0):
+            if (known is None or (known[0] and name not in self._gpus)
+                    or (not known[0] and (r - known[1]) % self.cfg.probe_every == 0)):
                 health = self.provider.check(name, timeout_s=min(30.0, self.cfg.slot_s))
                 self.journal.set_node(name, health.reachable, r, health.error)
                 if known is not None and health.reachable:
@@ -284,23 +317,45 @@ class Coordinator:
                     self.events.emit("node-down", round=r, node=name, error=health.error)
                 if health.reachable:
                     up.append(name)
+                    probed[name] = gpu_report(health.details)
             elif known[0]:
                 up.append(name)
+        rejected = self._number_gpus(probed, r)
+        up = [n for n in up if n not in rejected]
         if not up:
             raise InputError(f"{self.cfg.cluster}: no node of cluster {self.cluster.name} is reachable")
         return self.cluster.subset(up)
+
+    def _number_gpus(self, probed: dict[str, GpuReport], r: int) -> set[str]:
+        """Number the GPUs of the nodes just probed (a thin hook: gpu_inventory does the work).
+        Before the first round a mismatch is bad input; later it leaves the node down. Returns
+        the nodes left out."""
+        numbered, problems = number_nodes(
+            [self.cluster.node(n) for n in probed], probed, shared_machine=self.cluster.provider == "local",
+            numbered={n: g for n, g in self._gpus.items() if n not in probed})
+        if problems and not self._preflight_done:
+            raise GpuMismatchError(next(iter(problems.values())))
+        self._preflight_done = True
+        for name, why in problems.items():
+            self.journal.set_node(name, False, r, why)
+            self.events.emit("node-down", round=r, node=name, error=why)
+        for name, g in numbered.items():
+            self._gpus[name] = g
+            self.events.emit("gpus", round=r, node=name, **g.as_dict())
+        return set(problems)
 
     def _evaluate(self, job_id: int, checkpoint: Path, cluster: Cluster) -> None:
         node = cluster.node_names[0]
         metric = evaluate_checkpoint(self.provider, node, self.by_id[job_id], checkpoint,
                                      self.rundir / "incoming" / "eval", timeout_s=max(60.0, self.cfg.slot_s * 4),
-                                     warm=self.cfg.warm_workers)
+                                     warm=self.cfg.warm_workers, env=eval_env(self._gpus.get(node)))
         self.events.emit("evaluation", job=job_id, node=node, metric=metric)
 
 
 def _plan_row(t: CopyTask) -> dict[str, Any]:
     return {"job": t.job.job_id, "copy": t.copy, "tracker_copy": t.tracker_copy, "node": t.node,
-            "placement": {n: dict(p) for n, p in t.placement.items()}, "steps": t.steps}
+            "placement": {n: dict(p) for n, p in t.placement.items()}, "steps": t.steps,
+            "gpus": t.gpus, "devices": t.devices}
 
 
 def _make_policy(name: str, options: dict[str, str], knobs: RuntimeKnobs) -> Policy:

@@ -1,12 +1,15 @@
 """Running one job (or HadarE copy) for one round on its node(s): stage the spec and the
-job's consolidated checkpoint, run the worker (one process per GPU of a gang), fetch the result
-and the new checkpoint verified by sha256. Failures become outcomes, never exceptions."""
+job's consolidated checkpoint, run the worker (one process per GPU of a gang, each pinned to its
+GPUs by ``CUDA_VISIBLE_DEVICES`` and placed in the gang by torchrun's ``RANK``, ``LOCAL_RANK``,
+``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``), fetch the result and the new checkpoint
+verified by sha256. Failures become outcomes, never exceptions."""
 
 from __future__ import annotations
 
 import json
 import random
 import socket
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +17,7 @@ from typing import Any
 
 from hadar.errors import HadarError, UnreachableNodeError
 from hadar.jobs import Job, Placement
+from hadar.runtime.gpu_binding import GpuIds, rank_layout, worker_env
 from nodes.provider import ChecksumMismatchError, NodeProvider
 
 WORKER_MODULE = "nodes.worker"
@@ -43,6 +47,10 @@ class CopyTask:
     checkpoint_sha256: str | None
     data_stream: int
     threads: int
+    gpus: GpuIds
+    """The GPU ids the copy holds, ``{node: {type: ids}}`` (journalled; sticky across rounds)."""
+    devices: GpuIds
+    """The real device indices behind ``gpus`` (what ``CUDA_VISIBLE_DEVICES`` lists)."""
     warm: bool = True
 
     @property
@@ -104,10 +112,12 @@ def _run(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOutcome
         provider.put(node, spec_local, f"{rd}/spec.json")
         if task.checkpoint_in is not None:
             provider.put(node, task.checkpoint_in, f"{rd}/in.pt")
-    gang = _gang_args(provider, task) if len(ranks) > 1 else []
+    master = _rendezvous(provider, task) if len(ranks) > 1 else None
+    slots = rank_layout(ranks, task.devices)
 
     def launch(rank: int) -> Any:
         node = ranks[rank][0]
+        env = worker_env(slots[rank], len(ranks), master)
         argv = [
             *worker_command(provider, node, task.warm),
             "--spec", f"{rd}/spec.json", "--steps", str(task.steps), "--deadline-s", f"{task.deadline_s:.3f}",
@@ -118,9 +128,7 @@ def _run(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOutcome
             argv += ["--checkpoint-out", f"{rd}/out.pt"]
         if task.checkpoint_in is not None:
             argv += ["--checkpoint-in", f"{rd}/in.pt"]
-        if gang:
-            argv += ["--rank", str(rank), "--world-size", str(len(ranks)), *gang]
-        return provider.run(node, argv, timeout_s=task.timeout_s)
+        return provider.run(node, argv, timeout_s=task.timeout_s, env=env)
 
     if len(ranks) == 1:
         results = [launch(0)]
@@ -146,8 +154,8 @@ def _run(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOutcome
     )
 
 
-def _gang_args(provider: NodeProvider, task: CopyTask) -> list[str]:
-    """Rendezvous of a multi-process gang at rank 0's node."""
+def _rendezvous(provider: NodeProvider, task: CopyTask) -> tuple[str, int]:
+    """Rendezvous of a multi-process gang at rank 0's node: (MASTER_ADDR, MASTER_PORT)."""
     master = provider.rendezvous_address(task.node)
     if master in ("127.0.0.1", "localhost"):
         with socket.socket() as s:
@@ -155,11 +163,12 @@ def _gang_args(provider: NodeProvider, task: CopyTask) -> list[str]:
             port = s.getsockname()[1]
     else:
         port = random.Random(f"{task.round}/{task.attempt}/{task.job.job_id}/{task.copy}").randrange(29500, 39500)
-    return ["--master-addr", master, "--master-port", str(port)]
+    return master, port
 
 
 def evaluate_checkpoint(provider: NodeProvider, node: str, job: Job, checkpoint: Path, local_dir: Path,
-                        timeout_s: float, warm: bool = True) -> dict[str, Any] | None:
+                        timeout_s: float, warm: bool = True, env: Mapping[str, str] | None = None,
+                        ) -> dict[str, Any] | None:
     """Score a job's final model on its held-out split on ``node``; None if that failed."""
     rd = f"eval/j{job.job_id}"
     local_dir.mkdir(parents=True, exist_ok=True)
@@ -171,7 +180,7 @@ def evaluate_checkpoint(provider: NodeProvider, node: str, job: Job, checkpoint:
         res = provider.run(node, [*worker_command(provider, node, warm), "--spec", f"{rd}/spec.json",
                                   "--steps", "0", "--deadline-s", f"{timeout_s:.0f}", "--checkpoint-in", f"{rd}/in.pt",
                                   "--result", f"{rd}/result.json", "--checkpoint-out", f"{rd}/eval.pt", "--eval",
-                                  "--threads", "1"], timeout_s=timeout_s)
+                                  "--threads", "1"], timeout_s=timeout_s, env=env)
         if not res.ok:
             return None
         out = local_dir / f"eval-j{job.job_id}.json"

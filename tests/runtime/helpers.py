@@ -120,9 +120,14 @@ def worker_cmd(*args: str | Path) -> list[str]:
     return [sys.executable, "-m", "nodes.worker", "--threads", "1", *map(str, args)]
 
 
-def start_worker(*args: str | Path, cwd: Path | None = None) -> subprocess.Popen[str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.Popen(worker_cmd(*args), cwd=cwd or REPO, env=env, text=True,
+def start_worker(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None,
+                 module: str = "nodes.worker") -> subprocess.Popen[str]:
+    """Start ``python -m nodes.worker`` (or ``module``, e.g. ``nodes.warm run --``) with this
+    process's environment plus ``env``."""
+    full = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {}))
+    argv = worker_cmd(*args)
+    argv[2:3] = module.split()
+    return subprocess.Popen(argv, cwd=cwd or REPO, env=full, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -132,5 +137,20 @@ def finish(proc: subprocess.Popen[str], result: Path | None, timeout: float = 12
     return WorkerRun(proc.returncode, out, err, res)
 
 
-def run_worker(*args: str | Path, result: Path | None = None, timeout: float = 120) -> WorkerRun:
-    return finish(start_worker(*args), result, timeout)
+def run_worker(*args: str | Path, result: Path | None = None, timeout: float = 120,
+               env: dict[str, str] | None = None) -> WorkerRun:
+    return finish(start_worker(*args, env=env), result, timeout)
+
+
+def round_args(tmp: Path, name: str, steps: int = 4, *extra: str | Path) -> list[str | Path]:
+    """Worker arguments for one round: spec ``tmp/spec.json``, checkpoint and result ``tmp/name.*``."""
+    return ["--spec", tmp / "spec.json", "--steps", str(steps), "--deadline-s", "120",
+            "--checkpoint-out", tmp / f"{name}.pt", "--result", tmp / f"{name}.json", *extra]
+
+
+def stop_warm_server(cwd: Path) -> None:
+    """Let the warm server of ``cwd`` exit (``python -m nodes.warm stop``)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-m", "nodes.warm", "stop"], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

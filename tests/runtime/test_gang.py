@@ -1,6 +1,8 @@
-"""A 2-worker gang on localhost: two real worker processes joined by torch.distributed (gloo)
-train one job with DistributedDataParallel, each rank on its own data shard and at its own
-emulated speed, and end with identical parameters."""
+"""A 2-worker gang on localhost: two real worker processes joined by torch.distributed (gloo,
+on the CPU also on a machine with a GPU: one GPU cannot hold two NCCL ranks; the NCCL gang is
+``test_gpu_devices.py::test_a_two_rank_nccl_gang_gets_one_device_per_rank``) train one job with
+DistributedDataParallel, each rank on its own data shard and at its own emulated speed, and end
+with identical parameters."""
 
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ def test_two_rank_gang_trains_with_ddp_and_ends_identical(tmp_path: Path) -> Non
         r: start_worker("--spec", tmp_path / "spec.json", "--steps", "8", "--deadline-s", "120",
                         "--checkpoint-out", tmp_path / f"rank{r}.pt", "--result", tmp_path / f"rank{r}.json",
                         "--rank", str(r), "--world-size", "2", "--master-addr", "127.0.0.1",
-                        "--master-port", port, "--speed-factor", speeds[r])
+                        "--master-port", port, "--speed-factor", speeds[r], "--device", "cpu")
         for r in (0, 1)
     }
     runs = {r: finish(p, tmp_path / f"rank{r}.json") for r, p in procs.items()}

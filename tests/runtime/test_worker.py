@@ -46,13 +46,15 @@ def test_a_round_honours_the_step_budget_then_the_next_resumes_until_the_deadlin
         assert isinstance(res[key], typ), (key, res.get(key))
     assert res["status"] == "ok" and res["stopped_by"] == "steps"
     assert (res["steps_done"], res["start_steps"], res["end_steps"]) == (6, 0, 6)
-    assert (res["device"], res["rank"], res["world_size"]) == ("cpu", 0, 1)
+    # the device the worker must pick: local rank 0's visible GPU when CUDA is usable, else the CPU
+    expected = "cuda:0" if torch.cuda.is_available() else "cpu"
+    assert (res["device"], res["rank"], res["world_size"], res["precision"]) == (expected, 0, 1, "fp32")
     assert res["sha256"] == sha256_file(tmp_path / "r0.pt")
     assert 0 < res["train_seconds"] < res["wall_seconds"] < 120
     assert res["steps_per_second"] == pytest.approx(6 / res["train_seconds"])
     assert math.isfinite(res["final_loss"]) and res["metric"]["name"] == "accuracy"
     assert 0.0 <= res["metric"]["value"] <= 1.0
-    assert "training IC/tiny on cpu from step 0" in r0.stdout
+    assert f"training IC/tiny on {expected} (fp32) from step 0" in r0.stdout
     ck0 = load_checkpoint(tmp_path / "r0.pt", "IC", "tiny")
     assert ck0["steps"] == 6 and ck0["optimizer"] is not None
 
