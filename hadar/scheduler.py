@@ -38,6 +38,10 @@ from primal_dual.find_alloc import Candidate, best_candidate
 from primal_dual.lp_prices import type_prices
 from primal_dual.utility import UTILITIES, make_utility
 
+DEFAULT_MAX_WAIT_S = 24 * 3600.0
+"""Default starvation bound: a day. It almost never binds on the paper's workloads (where the
+utility already favours short jobs) but guarantees that no job is held back indefinitely."""
+
 CRITICAL_TOLERANCE_ROUNDS = 0.01
 """Jobs within 1 % of a round of the TTD bound count as on the critical path (rate estimates are
 continuous, so "exactly on the bound" needs a tolerance)."""
@@ -68,6 +72,10 @@ class HadarConfig:
     critical_slack_rounds: float = 0.0
     """With ``ttd_guard``: also treat as critical the jobs within this many rounds of the bound
     (0 = only the jobs on the critical path, up to a tolerance of 1 % of a round)."""
+    max_wait_s: float | None = DEFAULT_MAX_WAIT_S
+    """Starvation bound (``replan=preempt``): a job that has not started within this many seconds
+    of its arrival is placed before every other job, on its best placement, as soon as its gang
+    fits on the cluster (running jobs yield their GPUs if need be). None = no bound."""
     single_node: bool = False
     """Place every job on one node when its gang fits on some node (HadarE's per-node copies)."""
 
@@ -92,6 +100,8 @@ class HadarConfig:
             raise ValueError("replan must be 'never', 'upgrade' or 'preempt'")
         if self.critical_slack_rounds < 0:
             raise ValueError("critical_slack_rounds must be >= 0")
+        if self.max_wait_s is not None and not (math.isfinite(self.max_wait_s) and self.max_wait_s > 0):
+            raise ValueError("max_wait_s must be a positive number of seconds (or None)")
         if self.utility not in UTILITIES:
             raise ValueError(f"utility must be one of {', '.join(UTILITIES)} (got {self.utility!r})")
         if self.price_model not in ("exponential", "lp", "none"):
@@ -191,8 +201,12 @@ class HadarPolicy(Policy):
                     out -= y
             return np.maximum(out, 0)
 
+        for i in overdue_jobs(vals, ctx, cfg.max_wait_s):  # the starvation bound comes first
+            cands = cache.candidates(entries[i], free) if int(free.sum()) >= entries[i].request.num_gpus else []
+            if cands:  # whatever its payoff: the fastest placement (ties: payoff)
+                take(i, max(cands, key=lambda c, e=entries[i]: (c.rate, e.payoff(c))))
         slack_s = (cfg.critical_slack_rounds + CRITICAL_TOLERANCE_ROUNDS) * ctx.round_length
-        crit = critical_jobs(vals, ctx, slack_s) if cfg.ttd_guard else []
+        crit = [(i, d) for i, d in critical_jobs(vals, ctx, slack_s) if entries[i].key not in placed] if cfg.ttd_guard else []
         for i, deadline in crit:
             cand = deadline_candidate(entries[i], vals[i], idle_for(entries[i].key), cache, deadline, ctx,
                                       strict=True)
@@ -264,6 +278,16 @@ def type_rates_alone(v: JobValuation, capacity: np.ndarray) -> np.ndarray:
     unc = np.where(capacity > 0, v.request.rates_unc, 0.0).max(axis=0, initial=0.0)
     unc = np.where(capacity.sum(axis=0) >= w, unc, 0.0)
     return np.where(cons > 0, cons, unc)
+
+
+def overdue_jobs(vals: list[JobValuation], ctx: RoundContext, max_wait_s: float | None) -> list[int]:
+    """Indices of the jobs that have not started and would exceed ``max_wait_s`` of waiting by
+    the end of this round, longest-waiting first."""
+    if max_wait_s is None:
+        return []
+    waited = {i: ctx.now - v.status.job.arrival for i, v in enumerate(vals) if v.status.first_start is None}
+    late = [i for i, w in waited.items() if w + ctx.round_length > max_wait_s]
+    return sorted(late, key=lambda i: (-waited[i], i))
 
 
 def critical_jobs(vals: list[JobValuation], ctx: RoundContext, slack_s: float) -> list[tuple[int, float]]:
