@@ -74,7 +74,7 @@ class InverseJctUtility:
 
 
 @dataclass(frozen=True)
-class InverseRemainingUtility:
+class InverseRemainingUtility(InverseJctUtility):
     """``w_j * scale / tau``, tau = the time from now until the job completes.
 
     The inverse-JCT form on the clock that matters for a decision taken now: time already spent
@@ -84,12 +84,8 @@ class InverseRemainingUtility:
     is the myopically optimal order for the sum of weighted JCTs, and it values a faster GPU
     exactly by the job's own speed-up there."""
 
-    scale: float = 3600.0
     name: str = "inverse-remaining"
     clock: str = "now"
-
-    def value(self, tau: float, weight: float, ideal: float) -> float:
-        return weight * self.scale / max(tau, 1e-9)
 
 
 @dataclass(frozen=True)
