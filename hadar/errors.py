@@ -25,3 +25,8 @@ def where(source: str | None, field: str | None) -> str:
     """Format ``file: field`` prefixes for error messages, skipping the missing parts."""
     parts = [p for p in (source, field) if p]
     return ": ".join(parts)
+
+
+class MissingExtraError(InputError):
+    """A command needs an optional dependency that is not installed (``pip install
+    'hadar-scheduler[EXTRA]'``). Exit 2: the request cannot be served by this installation."""

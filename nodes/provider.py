@@ -12,7 +12,6 @@ coordinator dispatches a round's copies in parallel); calls for the same node ma
 
 from __future__ import annotations
 
-import importlib
 import posixpath
 import re
 from abc import ABC, abstractmethod
@@ -25,6 +24,7 @@ from pydantic import BaseModel, ValidationError, create_model
 
 from hadar.cluster import Cluster, Node
 from hadar.errors import HadarError, InputError
+from hadar.extras import require
 from hadar.validation import from_validation_error
 
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -228,5 +228,6 @@ def make_provider(cluster: Cluster, run_id: str, **options: Any) -> NodeProvider
             f"{where}: {cluster.provider!r} clusters have no nodes to run on "
             f"(use one of {', '.join(PROVIDER_MODULES)})"
         )
-    cls = importlib.import_module(module).PROVIDER
+    where = cluster.source or cluster.name
+    cls = require(module, f"{where}: the {cluster.provider} provider").PROVIDER
     return cls(cluster, run_id, **options)

@@ -12,6 +12,7 @@ from pathlib import Path
 from hadar.cluster import Cluster
 from hadar.cluster_config import load_cluster
 from hadar.errors import InputError
+from hadar.extras import require
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -64,7 +65,7 @@ def _config_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _aws_cluster(path: str):  # -> nodes.aws.AwsCluster
-    from nodes.aws import AwsCluster
+    AwsCluster = require("nodes.aws", f"{path}: hadar cluster").AwsCluster
 
     cluster: Cluster = load_cluster(path)
     if cluster.provider != "aws":
@@ -126,9 +127,9 @@ def run_down(args: argparse.Namespace) -> int:
 
 
 def run_status(args: argparse.Namespace) -> int:
+    aws = _aws_cluster(args.config)
     from nodes.aws import ACTIVE_STATES, ALL_STATES
 
-    aws = _aws_cluster(args.config)
     instances = aws.instances(ALL_STATES if args.all else ACTIVE_STATES)
     _print_instances(_console(), f"{aws.cluster.name}: {len(instances)} instances", instances)
     return 0

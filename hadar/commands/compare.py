@@ -36,6 +36,7 @@ from hadar.commands.common import (
     load_scenario,
 )
 from hadar.errors import InputError
+from hadar.extras import plots_missing_note
 from hadar.jobs import Job, JobStatus
 from hadar.policy import POLICY_REGISTRY, RoundContext
 from hadar.policy_options import build_config, parse_pairs, policy_with_options
@@ -145,7 +146,11 @@ def run(args: argparse.Namespace) -> int:
             "seed": args.seed, "jobs": len(jobs),
             "estimated_cells": [asdict(c) for c in throughput.estimated_cells(jobs, cluster)], "wall_seconds": round(time.perf_counter() - t0, 3)}
     files = write_outputs(out, rows, decisions, meta)
-    files += draw_figures(out, cluster, summaries, decisions, occupancy)
+    no_plots = plots_missing_note("figures")
+    if no_plots:
+        console.print(no_plots, style="yellow", markup=False, highlight=False, soft_wrap=True)
+    else:
+        files += draw_figures(out, cluster, summaries, decisions, occupancy)
     print_table(console, rows, reference, mode, cluster.name, args.workload)
     console.print(f"wrote {', '.join(str(f.relative_to(out)) for f in files)} and {', '.join(policies)}/ in {out}/")
     return 0

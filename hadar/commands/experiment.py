@@ -22,6 +22,7 @@ from hadar.commands.common import add_policy_opt_arg
 from hadar.errors import InputError
 from hadar.experiments import grid, load_sweep, report, tables
 from hadar.experiments.grid import DEFAULT_CLUSTERS, DEFAULT_MIXES, DEFAULT_POLICIES, DEFAULT_SLOTS
+from hadar.extras import plots_missing_note
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -118,11 +119,15 @@ def run_load_sweep(args: argparse.Namespace) -> int:
         "restart_penalty": args.restart_penalty, "policy_options": options,
         "saturation_growth": load_sweep.SATURATION_GROWTH, "saturates_at": saturation, "sustains_up_to": sustained,
         "wall_seconds": round(wall, 3), "workers": workers, "ray_address": args.ray_address})
-    from hadar.plots import load_sweep_chart
+    no_plots = plots_missing_note("load_sweep.png")
+    if no_plots:
+        console.print(no_plots, style="yellow", markup=False, highlight=False, soft_wrap=True)
+    else:
+        from hadar.plots import load_sweep_chart
 
-    title = (f"Average JCT vs input job rate: {args.num_jobs} Philly jobs (seed{'s' if len(seeds) > 1 else ''} "
-             f"{','.join(map(str, seeds))}) on {cluster.name}, window jobs {window[0]}..{window[1] - 1}")
-    files.append(load_sweep_chart(rows, out / "load_sweep.png", title, saturation))
+        title = (f"Average JCT vs input job rate: {args.num_jobs} Philly jobs (seed{'s' if len(seeds) > 1 else ''} "
+                 f"{','.join(map(str, seeds))}) on {cluster.name}, window jobs {window[0]}..{window[1] - 1}")
+        files.append(load_sweep_chart(rows, out / "load_sweep.png", title, saturation))
     load_sweep.print_table(console, rows, policies, rates, saturation)
     console.print(f"{len(cells)} simulations in {wall:.1f} s; wrote {', '.join(f.name for f in files)} in {out}/")
     return 0
@@ -221,9 +226,13 @@ def run_physical(args: argparse.Namespace) -> int:
             if sweeps:
                 report.print_slot_sweep(console, c, sweeps, spec.slots)
     files = [report.write_csv(out / "results.csv", rows)]
-    from hadar.experiments import figures  # matplotlib: loaded only when drawing
+    no_plots = plots_missing_note("figures")
+    if no_plots:
+        console.print(no_plots, style="yellow", markup=False, highlight=False, soft_wrap=True)
+    else:
+        from hadar.experiments import figures  # matplotlib: loaded only when drawing
 
-    files += figures.draw(rows, bounds, names, spec.mixes, spec.slots, spec.main_slot, out)
+        files += figures.draw(rows, bounds, names, spec.mixes, spec.slots, spec.main_slot, out)
     wall = time.perf_counter() - t0
     files.append(report.write_json(out / "results.json", spec, rows, summary,
                                    {"workers": workers, "simulation_seconds": round(sim_seconds, 3),

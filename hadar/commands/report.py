@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from hadar.commands.run import print_run_summary
+from hadar.extras import require
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,6 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    require("torch", "hadar report (reads the run's tracker)")
     from hadar.runtime.outputs import write_report  # brings torch (through the tracker)
 
     rundir = Path(args.rundir)

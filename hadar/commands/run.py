@@ -12,6 +12,7 @@ from rich.table import Table
 
 from hadar.commands.common import add_policy_opt_arg, estimates_note
 from hadar.errors import HadarError, InputError
+from hadar.extras import plots_missing_note, require
 from hadar.policy_options import parse_pairs
 from hadar.runtime.config import RunConfig, RuntimeKnobs, load_config, save_config
 from hadar.workloads.mixes import SIZES
@@ -47,6 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # imported here: they bring torch, which `hadar --help` and the other commands do not need
+    require("torch", "hadar run (real training)")
     from hadar.runtime.coordinator import Coordinator, StopRequested
     from hadar.runtime.live import LiveView
     from hadar.runtime.outputs import write_report
@@ -136,4 +138,7 @@ def print_run_summary(summary: dict, rundir: Path, console: Console | None = Non
         if q["metric"]:
             t.add_row(f"job {jid} {q['metric']}", f"{q['value']:.4f}")
     console.print(t)
-    console.print(f"results in {rundir}/ (summary.json, jobs.csv, rounds.csv, events.jsonl, *.png)")
+    no_plots = plots_missing_note("charts")
+    if no_plots:
+        console.print(no_plots, style="yellow", markup=False, highlight=False, soft_wrap=True)
+    console.print(f"results in {rundir}/ (summary.json, jobs.csv, rounds.csv, events.jsonl{'' if no_plots else ', *.png'})")

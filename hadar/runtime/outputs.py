@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from hadar.extras import plots_missing_note
 from hadar.runtime.config import RunConfig, load_config
 from hadar.runtime.history import copy_records
 from hadar.runtime.journal import EventLog, Journal
@@ -106,7 +107,8 @@ def write_report(rundir: Path) -> dict[str, Any]:
     tmp = rundir / "summary.json.tmp"
     tmp.write_text(json.dumps(summary, indent=2) + "\n")
     os.replace(tmp, rundir / "summary.json")
-    _charts(rundir, cfg, rounds)
+    if plots_missing_note("charts") is None:  # else print_run_summary says why there are none
+        _charts(rundir, cfg, rounds)
     return summary
 
 
