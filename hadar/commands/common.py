@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from estimators.throughput import EstimatedCell, GavelThroughputTable, ThroughputModel
+from estimators.throughput import EstimatedCell, ThroughputModel
+from hadar import scenario
 from hadar.cluster import Cluster
-from hadar.cluster_config import load_cluster
 from hadar.jobs import Job
-from hadar.workloads import load_workload, validate_workload
 
 
 def add_scenario_args(p: argparse.ArgumentParser, default_cluster: str = "sim-60gpu",
@@ -60,28 +59,8 @@ def estimates_note(cells: Sequence[EstimatedCell], limit: int = 6) -> str | None
             f"(PMI/PCIe, Eq. 10): {shown}{more}")
 
 
-def load_table(path: str | None) -> GavelThroughputTable:
-    return GavelThroughputTable.bundled() if path is None else GavelThroughputTable.from_file(path)
-
-
 def load_scenario(args: argparse.Namespace) -> tuple[Cluster, list[Job], ThroughputModel]:
-    """Cluster, validated jobs and the throughput model the jobs need on that cluster."""
-    cluster = load_cluster(args.cluster)
-    table = load_table(args.throughputs)
-    jobs = load_workload(args.workload, table, seed=args.seed, size=getattr(args, "size", "paper"))
-    throughput = throughput_for(jobs, cluster, table)
-    validate_workload(jobs, cluster, throughput, source=args.workload, table=table)
-    return cluster, jobs, throughput
-
-
-def throughput_for(jobs: list[Job], cluster: Cluster, table: GavelThroughputTable) -> ThroughputModel:
-    """The measured table when it covers every (job type, GPU count) of the run on every GPU
-    type of the cluster, else the composite model (measured where available, PMI/PCIe estimate
-    of Eq. 10 elsewhere). A (job type, GPU count) the table lacks is rejected later by
-    :func:`hadar.workloads.validate_workload`."""
-    from estimators.composite import CompositeThroughput
-
-    needed = {(j.job_type, j.num_gpus) for j in jobs}
-    if all(table.measured(jt, k, w) is not None for jt, w in needed for k in cluster.gpu_types):
-        return table
-    return CompositeThroughput(table)
+    """:func:`hadar.scenario.load_scenario` from the scenario flags (``--cluster``, ``--workload``,
+    ``--throughputs``, ``--seed``, and ``--size`` where the command has it)."""
+    return scenario.load_scenario(args.cluster, args.workload, args.throughputs, seed=args.seed,
+                                  size=getattr(args, "size", "paper"))

@@ -40,9 +40,7 @@ from hadar.extras import plots_missing_note
 from hadar.jobs import Job, JobStatus
 from hadar.policy import POLICY_REGISTRY, RoundContext
 from hadar.policy_options import build_config, parse_pairs, policy_with_options
-from hadar.simulator import SimConfig, simulate
-from hadar.simulator.metrics import summarize
-from hadar.simulator.output import write_result
+from hadar.simulator.metrics import comparison_rows
 from hadar.sweep import default_workers, run_cells
 
 DEFAULT_POLICIES = "hadar,gavel,tiresias,yarn-cs"
@@ -139,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     summaries = run_all(specs, workers, args.ray_address,
                         on_done=lambda s, dt: console.print(f"  {s['policy']:>15} done ({dt:.1f} s)"))
     reference = "hadar" if "hadar" in policies else policies[0]
-    rows = comparison_rows(summaries, reference)
+    rows = comparison_rows(summaries, reference, [key for key, _, _ in METRICS + FAIRNESS_METRICS])
     decisions = measure_decision_times(cluster, jobs, throughput, [p for p in DECISION_POLICIES if p in POLICY_REGISTRY],
                                        sizes, args.round_length, args.gavel_compatible, options=options) if sizes else []
     meta = {"mode": mode, "reference": reference, "cluster": cluster.name, "workload": args.workload,
@@ -199,19 +197,12 @@ def parse_sizes(text: str) -> list[int]:
 # -- running ---------------------------------------------------------------------------------
 def run_policy(spec: RunSpec) -> dict[str, Any]:
     """Simulate one policy, write its run files into ``spec.out``; return its summary."""
-    cluster, jobs, throughput = load_scenario(argparse.Namespace(**spec.scenario))
-    if spec.gavel_compatible:
-        from hadar.simulator.gavel_mode import setup
+    from hadar import api
 
-        policy, config, throughput = setup(spec.policy, throughput, spec.scenario["round_length"], spec.options)
-    else:
-        policy = policy_with_options(spec.policy, spec.options)
-        config = SimConfig(round_length=spec.scenario["round_length"], restart_penalty=spec.scenario["restart_penalty"])
-    result = simulate(cluster, jobs, policy, throughput, config)
-    summary = summarize(result)
-    summary["policy"] = spec.policy
-    write_result(result, summary, spec.out)
-    return summary
+    sim = api.simulate(policy=spec.policy, policy_options=spec.options, gavel_compatible=spec.gavel_compatible,
+                       **spec.scenario)
+    sim.save(spec.out)
+    return sim.summary
 
 
 def run_all(specs: Sequence[RunSpec], workers: int, ray_address: str | None = None,
@@ -220,19 +211,6 @@ def run_all(specs: Sequence[RunSpec], workers: int, ray_address: str | None = No
     t0 = time.perf_counter()
     return run_cells(run_policy, specs, workers, ray_address,
                      on_done=None if on_done is None else lambda _, s: on_done(s, time.perf_counter() - t0))
-
-
-def comparison_rows(summaries: Sequence[dict[str, Any]], reference: str) -> list[dict[str, Any]]:
-    """One row per policy: the summary plus ``<metric>_ratio`` = value / reference value."""
-    ref = next(s for s in summaries if s["policy"] == reference)
-    rows = []
-    for s in summaries:
-        row = dict(s)
-        for key, _, _ in METRICS + FAIRNESS_METRICS:
-            v, r = s.get(key), ref.get(key)
-            row[f"{key}_ratio"] = (v / r) if (v is not None and r) else None
-        rows.append(row)
-    return rows
 
 
 def decision_queue(jobs: Sequence[Job], n: int) -> list[Job]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from hadar.commands.common import load_table
+from hadar.scenario import load_table
 from hadar.workloads import load_workload
 from hadar.workloads.gavel_trace import check_in_table, gavel_steps, write_trace
 

@@ -12,13 +12,9 @@ from hadar.commands.common import (
     add_policy_opt_arg,
     add_scenario_args,
     estimates_note,
-    load_scenario,
 )
 from hadar.policy import POLICY_REGISTRY
-from hadar.policy_options import parse_pairs, policy_with_options
-from hadar.simulator import SimConfig, simulate
-from hadar.simulator.metrics import summarize
-from hadar.simulator.output import write_result
+from hadar.policy_options import parse_pairs
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,23 +33,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    options = parse_pairs(args.policy_opt)
-    policy = policy_with_options(args.policy, options)
-    cluster, jobs, throughput = load_scenario(args)
-    note = estimates_note(throughput.estimated_cells(jobs, cluster))
+    from hadar import api
+
+    sim = api.simulate(args.cluster, args.workload, args.policy, throughputs=args.throughputs, seed=args.seed,
+                       round_length=args.round_length, restart_penalty=args.restart_penalty,
+                       policy_options=parse_pairs(args.policy_opt), gavel_compatible=args.gavel_compatible,
+                       progress=not args.no_progress)
+    note = estimates_note(sim.records.estimated_cells)
     if note:
         Console(stderr=True).print(note, style="yellow", highlight=False, soft_wrap=True)
-    config = SimConfig(round_length=args.round_length, restart_penalty=args.restart_penalty,
-                       progress=not args.no_progress)
-    if args.gavel_compatible:
-        from hadar.simulator.gavel_mode import setup
-
-        policy, config, throughput = setup(args.policy, throughput, args.round_length, options,
-                                           progress=not args.no_progress)
-    result = simulate(cluster, jobs, policy, throughput, config)
-    summary = summarize(result)
-    out = write_result(result, summary, args.out)
-    print_summary(summary, Path(out))
+    print_summary(sim.summary, sim.save(args.out))
     return 0
 
 

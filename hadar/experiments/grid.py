@@ -7,7 +7,6 @@ wall-clock measurements for that reason.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -21,11 +20,11 @@ from typing import Any
 from estimators.composite import CompositeThroughput
 from estimators.throughput import ThroughputModel
 from hadar.cluster import Cluster
-from hadar.commands.common import load_scenario
 from hadar.errors import InputError
 from hadar.experiments.bounds import TtdBounds, mix_bounds
 from hadar.jobs import Job
 from hadar.policy import POLICY_REGISTRY, make_policy
+from hadar.scenario import load_scenario
 from hadar.simulator import SimConfig, simulate
 from hadar.simulator.metrics import summarize
 from hadar.workloads.physical import mix
@@ -146,8 +145,7 @@ def parse_spec(clusters: str, mixes: str, policies: str, slots: str, main_slot: 
 def scenario(cluster: str, mix_name: str) -> tuple[Cluster, tuple[Job, ...], ThroughputModel]:
     """Cluster, jobs (paper size) and throughput model of one (cluster, mix), as ``hadar simulate``
     builds them: Gavel's measured table where it covers the pair, the PMI/PCIe estimate elsewhere."""
-    ns = argparse.Namespace(cluster=cluster, workload=mix_name, throughputs=None, seed=0, size="paper")
-    c, jobs, throughput = load_scenario(ns)
+    c, jobs, throughput = load_scenario(cluster, mix_name)
     return c, tuple(jobs), throughput
 
 

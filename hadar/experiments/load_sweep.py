@@ -92,8 +92,8 @@ def run_cell(cell: SweepCell) -> dict[str, Any]:
     import time
 
     from hadar.cluster_config import load_cluster
-    from hadar.commands.common import load_table, throughput_for
     from hadar.policy_options import policy_with_options
+    from hadar.scenario import load_table, throughput_for
     from hadar.simulator import SimConfig, simulate
     from hadar.simulator.metrics import summarize
     from hadar.workloads.philly import PhillyOptions, generate

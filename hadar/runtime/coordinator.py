@@ -23,7 +23,6 @@ from typing import Any
 from estimators.online import OnlineThroughput
 from hadar.cluster import Cluster
 from hadar.cluster_config import load_cluster
-from hadar.commands.common import load_table, throughput_for
 from hadar.errors import InputError
 from hadar.jobs import Job
 from hadar.policy import Assignment, Policy, RoundContext
@@ -46,6 +45,7 @@ from hadar.runtime.gpu_inventory import (
 )
 from hadar.runtime.history import copy_records, rebuild, statuses
 from hadar.runtime.journal import EventLog, Journal
+from hadar.scenario import load_table, throughput_for
 from hadar.workloads import load_workload, validate_workload
 from nodes.provider import NodeProvider, make_provider
 from tracker import ids

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict
+from typing import Any
 
 import numpy as np
 
@@ -95,3 +96,21 @@ def finish_time_fairness(jobs: Sequence[JobRecord], total_gpus: int) -> np.ndarr
         share = min(1.0, total_gpus / (n * j.num_gpus))
         out.append(jct / (j.total_steps / (j.equal_share_rate * share)))
     return np.array(out, dtype=float)
+
+
+def comparison_rows(summaries: Sequence[dict[str, Any]], reference: str,
+                    keys: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """One row per summary (policy): the summary plus ``<key>_ratio`` = value / the reference
+    policy's value for each of ``keys`` (default: every numeric metric); None where either
+    value is missing or the reference's is 0."""
+    ref = next(s for s in summaries if s["policy"] == reference)
+    if keys is None:
+        keys = [k for k, v in ref.items() if isinstance(v, (int, float, np.number)) and not isinstance(v, bool)]
+    rows = []
+    for s in summaries:
+        row = dict(s)
+        for key in keys:
+            v, r = s.get(key), ref.get(key)
+            row[f"{key}_ratio"] = (v / r) if (v is not None and r) else None
+        rows.append(row)
+    return rows

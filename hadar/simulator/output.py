@@ -1,51 +1,55 @@
-"""Write a run's records: summary.json, jobs.csv, rounds.csv, placements.csv."""
+"""A simulation's records as tables (pandas), and the files a run writes: summary.json,
+jobs.csv, rounds.csv, placements.csv. One schema for the files and the Python API."""
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
 
 from hadar.simulator.records import SimulationResult
 
 JOB_COLUMNS = ["id", "type", "gpus", "arrival", "start", "finish", "jct", "queueing_delay", "restarts"]
 ROUND_COLUMNS = ["round", "time", "duration", "busy_gpus", "busy_gpu_seconds", "running_jobs", "queued_jobs",
                  "decision_seconds"]
+PLACEMENT_COLUMNS = ["round", "time", "job", "copy", "node", "gpu_type", "count"]
+CSV_DECIMALS = 6
+"""Floats in the CSV files are rounded to this many decimals (the frames keep full precision)."""
 
 
-def write_result(result: SimulationResult, summary: dict[str, Any], out: str | Path) -> Path:
+def result_frames(result: SimulationResult) -> dict[str, pd.DataFrame]:
+    """``{"jobs", "rounds", "placements"}``: one row per job, round and placement (the CSV columns)."""
+    jobs = pd.DataFrame(
+        [[j.job_id, j.job_type, j.num_gpus, j.arrival, j.start, j.finish, j.jct, j.queueing_delay, j.restarts]
+         for j in result.jobs], columns=JOB_COLUMNS)
+    rounds = pd.DataFrame(
+        [[r.index, r.time, r.duration, r.busy_gpus, r.busy_gpu_seconds, r.running_jobs, r.queued_jobs,
+          r.decision_seconds] for r in result.rounds], columns=ROUND_COLUMNS)
+    placements = pd.DataFrame(
+        [[p.round_index, p.time, p.job_id, p.copy, p.node, p.gpu_type, p.count] for p in result.placements],
+        columns=PLACEMENT_COLUMNS)
+    for frame, floats in ((jobs, JOB_COLUMNS[3:8]), (rounds, ["time", "duration", "busy_gpu_seconds",
+                                                               "decision_seconds"]), (placements, ["time"])):
+        frame[floats] = frame[floats].astype(float)  # None -> NaN, one dtype per column
+    return {"jobs": jobs, "rounds": rounds, "placements": placements}
+
+
+def write_result(result: SimulationResult, summary: dict[str, Any], out: str | Path,
+                 frames: dict[str, pd.DataFrame] | None = None) -> Path:
     """Write all files into ``out`` (created if needed); each file is replaced atomically."""
     d = Path(out)
     d.mkdir(parents=True, exist_ok=True)
-    _atomic(d / "summary.json", json.dumps({**summary, "config": result.config}, indent=2) + "\n")
-    _write_csv(d / "jobs.csv", JOB_COLUMNS, (
-        [j.job_id, j.job_type, j.num_gpus, j.arrival, j.start, j.finish, j.jct, j.queueing_delay, j.restarts]
-        for j in result.jobs
-    ))
-    _write_csv(d / "rounds.csv", ROUND_COLUMNS, (
-        [r.index, r.time, r.duration, r.busy_gpus, r.busy_gpu_seconds, r.running_jobs, r.queued_jobs,
-         r.decision_seconds]
-        for r in result.rounds
-    ))
-    _write_csv(d / "placements.csv", ["round", "time", "job", "copy", "node", "gpu_type", "count"], (
-        [p.round_index, p.time, p.job_id, p.copy, p.node, p.gpu_type, p.count] for p in result.placements
-    ))
+    write_atomic(d / "summary.json", json.dumps({**summary, "config": result.config}, indent=2) + "\n")
+    for name, frame in (frames or result_frames(result)).items():
+        write_atomic(d / f"{name}.csv", frame.round(CSV_DECIMALS).to_csv(index=False, na_rep=""))
     return d
 
 
-def _write_csv(path: Path, header: list[str], rows) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(header)
-        for row in rows:
-            w.writerow(["" if v is None else (round(v, 6) if isinstance(v, float) else v) for v in row])
-    os.replace(tmp, path)
-
-
-def _atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` so a reader never sees half a file."""
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(text)
     os.replace(tmp, path)

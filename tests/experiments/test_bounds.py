@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from hadar.cluster import Cluster, Node
-from hadar.commands.common import load_table, throughput_for
 from hadar.experiments.bounds import NO_BOUNDS, mix_bounds, rate_matrix, ttd_bounds
 from hadar.jobs import Job
 from hadar.policy import make_policy
+from hadar.scenario import load_table, throughput_for
 from hadar.simulator import SimConfig, simulate
 from hadar.simulator.metrics import summarize
 from hadar.workloads.mixes import mix_jobs

@@ -14,8 +14,8 @@ import pytest
 from estimators.composite import CompositeThroughput
 from hadar.cli import main
 from hadar.cluster_config import load_cluster
-from hadar.commands.common import load_table, throughput_for
 from hadar.policy import make_policy
+from hadar.scenario import load_table, throughput_for
 from hadar.simulator import SimConfig, simulate
 from hadar.simulator.metrics import summarize
 from hadar.workloads.mixes import mix_jobs

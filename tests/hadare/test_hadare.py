@@ -3,9 +3,9 @@ import pytest
 from estimators.throughput import GavelThroughputTable
 from hadar.cluster import Cluster, Node
 from hadar.cluster_config import load_cluster
-from hadar.commands.common import throughput_for
 from hadar.jobs import Job, JobStatus
 from hadar.policy import RoundContext
+from hadar.scenario import throughput_for
 from hadar.scheduler import HadarPolicy
 from hadar.simulator import simulate
 from hadar.simulator.engine import validate_plan

@@ -1,0 +1,114 @@
+"""The Python API: simulate or compare policies from a notebook or script.
+
+    >>> from hadar import simulate, compare
+    >>> run = simulate("sim-60gpu", "philly-48", policy="hadar", seed=1)
+    >>> run.summary["avg_jct_s"], run.jobs.head()
+    >>> table = compare("sim-60gpu", "philly-48", policies=("hadar", "gavel")).table
+
+Every part of a scenario may be a name/path (as on the command line) or an object (a
+:class:`~hadar.cluster.Cluster`, a list of :class:`~hadar.jobs.Job`, a measured table, a
+:class:`~hadar.policy.Policy`). Results carry pandas DataFrames with the same columns as the
+CSV files the CLI writes (``docs/outputs.md``). The CLI's ``simulate`` and ``compare`` run on
+these functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from hadar.errors import InputError
+from hadar.policy import Policy
+from hadar.policy_options import policy_with_options
+from hadar.scenario import ClusterLike, TableLike, WorkloadLike, load_scenario
+from hadar.simulator import SimConfig
+from hadar.simulator import simulate as run_simulator
+from hadar.simulator.metrics import comparison_rows, summarize
+from hadar.simulator.output import result_frames, write_result
+from hadar.simulator.records import SimulationResult
+
+DEFAULT_ROUND_S = 360.0
+"""Round (slot) length in seconds: the paper's six minutes."""
+DEFAULT_RESTART_PENALTY_S = 10.0
+"""Seconds a job loses when it is moved or resumed (checkpoint-restart)."""
+
+
+@dataclass(frozen=True)
+class Simulation:
+    """One policy's simulated run: the headline summary and the per-job/round/placement tables."""
+
+    summary: dict[str, Any]
+    jobs: pd.DataFrame
+    rounds: pd.DataFrame
+    placements: pd.DataFrame
+    records: SimulationResult
+    """The raw records (dataclasses), for code that wants more than the tables."""
+
+    def save(self, out: str | Path) -> Path:
+        """Write summary.json, jobs.csv, rounds.csv and placements.csv into ``out``."""
+        frames = {"jobs": self.jobs, "rounds": self.rounds, "placements": self.placements}
+        return write_result(self.records, self.summary, out, frames)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Several policies on one scenario: ``table`` has one row per policy (summary metrics and
+    ``<metric>_ratio`` against ``reference``), ``runs`` each policy's :class:`Simulation`."""
+
+    table: pd.DataFrame
+    runs: dict[str, Simulation]
+    reference: str
+
+
+def simulate(cluster: ClusterLike = "sim-60gpu", workload: WorkloadLike = "philly-480",
+             policy: str | Policy = "hadar", *, throughputs: TableLike = None, seed: int = 0,
+             size: str = "paper", round_length: float = DEFAULT_ROUND_S,
+             restart_penalty: float = DEFAULT_RESTART_PENALTY_S,
+             policy_options: Mapping[str, str] | None = None, gavel_compatible: bool = False,
+             progress: bool = False) -> Simulation:
+    """Replay ``workload`` on ``cluster`` under ``policy`` (deterministic for a given ``seed``).
+
+    ``policy_options`` are the ``--policy-opt`` knobs as strings (``{"utility": "sigmoid"}``);
+    ``gavel_compatible`` runs as Gavel's own simulator does (``docs/baselines.md``)."""
+    if isinstance(policy, Policy):
+        if policy_options or gavel_compatible:
+            raise InputError("policy_options and gavel_compatible need a policy name, not a Policy object")
+        chosen = policy
+    else:
+        chosen = policy_with_options(policy, policy_options)  # a bad name or knob fails before any loading
+    c, jobs, throughput = load_scenario(cluster, workload, throughputs, seed=seed, size=size)
+    config = SimConfig(round_length=round_length, restart_penalty=restart_penalty, progress=progress)
+    if gavel_compatible:
+        from hadar.simulator.gavel_mode import setup
+
+        chosen, config, throughput = setup(str(policy), throughput, round_length, policy_options, progress=progress)
+    result = run_simulator(c, jobs, chosen, throughput, config)
+    summary = summarize(result)
+    if isinstance(policy, str):
+        summary["policy"] = policy
+    frames = result_frames(result)
+    return Simulation(summary, frames["jobs"], frames["rounds"], frames["placements"], result)
+
+
+def compare(cluster: ClusterLike = "sim-60gpu", workload: WorkloadLike = "philly-480",
+            policies: Sequence[str] = ("hadar", "gavel", "tiresias", "yarn-cs"), *,
+            reference: str | None = None, policy_options: Mapping[str, Mapping[str, str]] | None = None,
+            **scenario: Any) -> Comparison:
+    """Simulate each of ``policies`` on the same scenario (one after another, in this process);
+    ``scenario`` takes :func:`simulate`'s keyword arguments. ``reference`` (default: ``hadar``
+    when compared, else the first policy) is the denominator of the ratio columns. For many
+    policies or sweeps in parallel processes or on Ray, use ``hadar compare`` or
+    :func:`hadar.sweep.run_cells`."""
+    if not policies:
+        raise InputError("compare: no policy given")
+    ref = reference or ("hadar" if "hadar" in policies else policies[0])
+    if ref not in policies:
+        raise InputError(f"compare: reference {ref!r} is not one of the policies ({', '.join(policies)})")
+    runs = {p: simulate(cluster, workload, p, policy_options=(policy_options or {}).get(p), **scenario)
+            for p in policies}
+    table = pd.DataFrame(comparison_rows([r.summary for r in runs.values()], ref)).set_index("policy")
+    return Comparison(table, runs, ref)

@@ -1,0 +1,59 @@
+"""A scenario: the cluster, the validated jobs and the throughput model a run needs.
+
+Shared by the CLI, the Python API (:mod:`hadar.api`), the experiments and the runtime; each
+part may be given by name/path (as on the command line) or as an object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from estimators.throughput import GavelThroughputTable, ThroughputModel
+from hadar.cluster import Cluster
+from hadar.cluster_config import load_cluster
+from hadar.jobs import Job
+from hadar.workloads import load_workload, validate_workload
+
+ClusterLike = Cluster | str | Path
+"""A :class:`Cluster`, a cluster YAML path, or a bundled name like ``"sim-60gpu"``."""
+WorkloadLike = Sequence[Job] | str | Path
+"""Jobs, a job-list/trace path, or a name: ``philly-N``, ``philly-N-arrivals``, ``M-1``..``M-12``."""
+TableLike = GavelThroughputTable | str | Path | None
+"""A measured table, a throughputs JSON path in Gavel's schema, or None for Gavel's bundled table."""
+
+
+def load_table(path: TableLike) -> GavelThroughputTable:
+    """The measured throughput table (Gavel's bundled measurements when ``path`` is None)."""
+    if isinstance(path, GavelThroughputTable):
+        return path
+    return GavelThroughputTable.bundled() if path is None else GavelThroughputTable.from_file(path)
+
+
+def load_scenario(cluster: ClusterLike, workload: WorkloadLike, throughputs: TableLike = None, seed: int = 0,
+                  size: str = "paper") -> tuple[Cluster, list[Job], ThroughputModel]:
+    """Cluster, validated jobs and the throughput model the jobs need on that cluster. Bad input
+    is one :class:`~hadar.errors.InputError` line naming the file and field."""
+    c = cluster if isinstance(cluster, Cluster) else load_cluster(cluster)
+    table = load_table(throughputs)
+    if isinstance(workload, (str, Path)):
+        source = str(workload)
+        jobs = load_workload(source, table, seed=seed, size=size)
+    else:
+        source, jobs = "jobs", list(workload)
+    throughput = throughput_for(jobs, c, table)
+    validate_workload(jobs, c, throughput, source=source, table=table)
+    return c, jobs, throughput
+
+
+def throughput_for(jobs: Sequence[Job], cluster: Cluster, table: GavelThroughputTable) -> ThroughputModel:
+    """The measured table when it covers every (job type, GPU count) of the run on every GPU
+    type of the cluster, else the composite model (measured where available, PMI/PCIe estimate
+    of Eq. 10 elsewhere). A (job type, GPU count) the table lacks is rejected later by
+    :func:`hadar.workloads.validate_workload`."""
+    from estimators.composite import CompositeThroughput
+
+    needed = {(j.job_type, j.num_gpus) for j in jobs}
+    if all(table.measured(jt, k, w) is not None for jt, w in needed for k in cluster.gpu_types):
+        return table
+    return CompositeThroughput(table)
