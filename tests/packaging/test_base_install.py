@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -84,9 +85,12 @@ def test_an_ssh_cluster_without_paramiko_names_the_file_and_the_extra(tmp_path):
 def test_a_built_wheel_installs_in_a_fresh_venv_and_simulates_with_defaults(tmp_path):
     """pip install of the wheel (base dependencies only, from the package index), then
     ``hadar simulate`` with the bundled cluster, run from a directory that is not the checkout."""
+    source = tmp_path / "src"  # a copy: building writes build/ and *.egg-info next to the sources
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".venv", ".git", "build", "*.egg-info", "__pycache__", ".hypothesis", ".whl", "runs", "out"))
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                    "-w", str(wheels), str(ROOT)], check=True, capture_output=True, timeout=300)
+                    "-w", str(wheels), str(source)], check=True, capture_output=True, timeout=300)
     wheel, = wheels.glob("hadar_scheduler-*.whl")
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
