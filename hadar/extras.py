@@ -17,7 +17,7 @@ DISTRIBUTION = "hadar-scheduler"
 """The name on the package index (``hadar`` there is an unrelated project)."""
 
 EXTRA_OF_MODULE = {"torch": "train", "paramiko": "ssh", "boto3": "aws", "botocore": "aws",
-                   "matplotlib": "plots", "ray": "ray"}
+                   "matplotlib": "plots", "ray": "ray", "tenacity": "ssh"}
 """Top-level module -> the extra that installs it."""
 
 

@@ -26,12 +26,10 @@ from __future__ import annotations
 import base64
 import contextlib
 import errno
-import getpass
 import hashlib
 import logging
 import os
 import posixpath
-import re
 import select
 import shlex
 import socket
@@ -39,12 +37,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import paramiko
-from pydantic import BaseModel, ConfigDict, Field
+import tenacity
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from hadar.cluster import Cluster, Node
 from hadar.errors import HadarError, InputError, UnreachableNodeError
@@ -58,31 +56,55 @@ from nodes.provider import (
     confine,
     load_section,
 )
+from nodes.ssh_env import ENV_NAME_RE, capture_command, captured_changes, env_prefix
+from nodes.ssh_route import Endpoint, Route, pick_route, resolve
 from nodes.transfer import part_name, receive_verified, require_sha256
 
 T = TypeVar("T")
 # Failures reach the caller as one-line errors; keep paramiko's transport-thread tracebacks off
 # stderr unless the application configures logging itself.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 _KNOWN_HOSTS_LOCK = threading.Lock()
 
 
-class SshNodeSettings(BaseModel):
-    """Per-node overrides under ``ssh.nodes.<node>``."""
+class _NodeEnvironment(BaseModel):
+    """Keys a node may set for itself or inherit from the ``ssh:`` section."""
 
     model_config = ConfigDict(extra="forbid")
+
+    env: dict[str, str] = Field(default_factory=dict)
+    setup: list[str] | None = None
+    login_shell: bool | None = None
+    proxy_jump: str | None = None
+    proxy_command: str | None = None
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_names(cls, v: Any) -> Any:
+        if isinstance(v, Mapping):
+            for key in v:
+                if not ENV_NAME_RE.match(str(key)):
+                    raise ValueError(f"invalid environment variable name {key!r}")
+            return {str(k): str(val) for k, val in v.items()}
+        return v
+
+    @field_validator("setup", mode="before")
+    @classmethod
+    def _setup_lines(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
+
+
+class SshNodeSettings(_NodeEnvironment):
+    """Per-node overrides under ``ssh.nodes.<node>`` (``env`` adds to the section's)."""
 
     python: str | None = None
     remote_base: str | None = None
     rendezvous_address: str | None = None
 
 
-class SshSettings(BaseModel):
+class SshSettings(_NodeEnvironment):
     """The ``ssh:`` section of a cluster file."""
-
-    model_config = ConfigDict(extra="forbid")
 
     user: str | None = None
     port: int | None = Field(default=None, ge=1, le=65535)
@@ -98,22 +120,10 @@ class SshSettings(BaseModel):
     connect_attempts: int = Field(default=3, ge=1, le=20)
     retry_backoff_s: float = Field(default=0.5, ge=0)
     kill_grace_s: float = Field(default=3.0, ge=0)
+    setup_timeout_s: float = Field(default=1800.0, gt=0)
     remote_base: str = "~/.hadar/runs"
     python: str = "python3"
     nodes: dict[str, SshNodeSettings] = Field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """Where and as whom to connect for one node, after merging all configuration sources."""
-
-    host: str
-    port: int
-    user: str
-    key_files: tuple[str, ...]
-
-    def __str__(self) -> str:
-        return f"{self.host}:{self.port}"
 
 
 def fingerprint(key: paramiko.PKey) -> str:
@@ -165,6 +175,27 @@ class _ConnectionLost(Exception):
         self.started = started
 
 
+class _JumpFailed(Exception):
+    """Connecting to a ProxyJump hop failed (``cause`` says why)."""
+
+    def __init__(self, hop: Endpoint, cause: BaseException) -> None:
+        super().__init__(str(hop))
+        self.hop = hop
+        self.cause = cause
+
+
+class _Retry(Exception):
+    """An idempotent operation lost its connection (``reason``); tenacity runs it again."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class NodeSetupError(UnreachableNodeError):
+    """A node's ``setup:`` commands failed: the node cannot run work in this run (exit 3)."""
+
+
 # Exceptions that mean the connection (or the channel under an operation) went away, even if
 # the transport has not noticed yet.
 _LOST_TYPES = (
@@ -179,11 +210,16 @@ _LOST_TYPES = (
 
 def _transient_reason(exc: BaseException, timeout_s: float) -> str | None:
     """A short reason if ``exc`` is a transient network failure worth retrying, else None."""
+    if isinstance(exc, _JumpFailed):
+        reason = _transient_reason(exc.cause, timeout_s)
+        return f"jump host {exc.hop}: {reason}" if reason else None
     if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
         codes = {getattr(e, "errno", None) for e in exc.errors.values()}
         if codes & {errno.ECONNREFUSED}:
             return "connection refused"
         return "could not connect"
+    if isinstance(exc, paramiko.ChannelException):
+        return f"the jump host could not connect: {exc.text or 'channel open failed'}"
     if isinstance(exc, ConnectionRefusedError):
         return "connection refused"
     if isinstance(exc, ConnectionResetError | BrokenPipeError | ConnectionAbortedError):
@@ -210,7 +246,7 @@ def _transient_reason(exc: BaseException, timeout_s: float) -> str | None:
 
 
 class _Conn:
-    """One node's SSH connection (one Transport), re-established when it dies."""
+    """One node's (or jump host's) SSH connection (one Transport), re-established when it dies."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -248,7 +284,10 @@ class SshProvider(NodeProvider):
         self._trust_override = trust_new_hosts
         self._apply_settings(cluster, settings)
         self._conns: dict[str, _Conn] = {}
+        self._jumps: dict[Endpoint, _Conn] = {}
         self._conns_lock = threading.Lock()
+        self._run_env: dict[str, dict[str, str]] = {}
+        self._setup_locks: dict[str, threading.Lock] = {}
 
     def _apply_settings(self, cluster: Cluster, settings: SshSettings | None = None) -> None:
         s = settings or load_section(cluster, "ssh", SshSettings)
@@ -276,24 +315,28 @@ class SshProvider(NodeProvider):
             raise InputError(f"{path}: cannot parse SSH config: {exc}") from None
 
     def endpoint(self, node: Node | str) -> Endpoint:
-        """The merged connection settings of a node (node entry > ssh section > ~/.ssh/config)."""
+        """The merged connection settings of a node (node entry > ssh section > ~/.ssh/config),
+        with its route: ProxyJump hops or a ProxyCommand (ssh.nodes.<node> > ssh > ssh_config)."""
         n = self.node(node)
         s = self.settings
-        alias = n.address or n.name
-        cfg: dict[str, Any] = dict(self._ssh_config.lookup(alias)) if self._ssh_config else {}
-        host = str(cfg.get("hostname") or alias)
-        port = n.port or s.port or int(cfg.get("port", 22))
-        user = n.user or s.user or cfg.get("user") or getpass.getuser()
-        explicit = n.identity_file or s.identity_file
-        if explicit:
-            path = os.path.expanduser(explicit)
-            if not os.path.isfile(path):
-                raise InputError(f"node {n.name}: identity_file {explicit} not found")
-            keys: tuple[str, ...] = (path,)
-        else:
-            found = (os.path.expanduser(p) for p in cfg.get("identityfile", []))
-            keys = tuple(p for p in found if os.path.isfile(p))
-        return Endpoint(host=host, port=int(port), user=str(user), key_files=keys)
+        ns = self._node_settings(n)
+        source = self.cluster.source or self.cluster.name
+        where, route = pick_route(
+            [
+                (f"{source}: ssh.nodes.{n.name}", Route(ns.proxy_jump, ns.proxy_command)),
+                (f"{source}: ssh", Route(s.proxy_jump, s.proxy_command)),
+            ]
+        )
+        return resolve(
+            n.address or n.name,
+            config=self._ssh_config,
+            port=n.port or s.port,
+            user=n.user or s.user,
+            explicit_key=n.identity_file or s.identity_file,
+            route=route,
+            route_where=where,
+            where=f"node {n.name}",
+        )
 
     def _node_settings(self, node: Node) -> SshNodeSettings:
         return self.settings.nodes.get(node.name) or SshNodeSettings()
@@ -308,7 +351,7 @@ class SshProvider(NodeProvider):
 
     def update_cluster(self, cluster: Cluster) -> None:
         """Swap in a new node list and ssh settings (cloud churn); connections of changed or
-        gone nodes close, the others stay open."""
+        gone nodes close (and their setup runs again on next use), the others stay open."""
         self._apply_settings(cluster)
         self.cluster = cluster
         with self._conns_lock:
@@ -317,6 +360,7 @@ class SshProvider(NodeProvider):
                 if gone or (conn.endpoint and conn.endpoint != self.endpoint(name)):
                     conn.drop()
                     del self._conns[name]
+                    self._run_env.pop(name, None)
 
     # -- connections -----------------------------------------------------------------------
     def _conn(self, name: str) -> _Conn:
@@ -326,8 +370,57 @@ class SshProvider(NodeProvider):
     def _where(self, node: Node, ep: Endpoint | None = None) -> str:
         return f"node {node.name} ({ep or self.endpoint(node)})"
 
-    def _connect_once(self, node: Node, ep: Endpoint) -> paramiko.SSHClient:
+    def _retry_policy(self, retry: tenacity.retry_base) -> tenacity.Retrying:
+        """Bounded exponential backoff: ``retry_backoff_s`` x 1, 2, 4 ... (at most 8 s)."""
         s = self.settings
+        return tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(s.connect_attempts),
+            wait=tenacity.wait_exponential(multiplier=s.retry_backoff_s, min=0, max=8.0),
+            retry=retry,
+            reraise=True,
+        )
+
+    def _sock(self, ep: Endpoint) -> Any:
+        """The socket-like object the connection to ``ep`` runs over (None: plain TCP)."""
+        if ep.proxy_command is not None:
+            # OpenSSH runs ProxyCommand through the shell; paramiko splits it, so hand it to sh
+            return paramiko.ProxyCommand(f"sh -c {shlex.quote(ep.proxy_command)}")
+        if ep.jump is None:
+            return None
+        try:
+            transport = self._jump_client(ep.jump).get_transport()
+        except _JumpFailed:
+            raise
+        except Exception as exc:
+            raise _JumpFailed(ep.jump, exc) from None
+        if transport is None:
+            raise _JumpFailed(ep.jump, _ConnectionLost())
+        return transport.open_channel(
+            "direct-tcpip",
+            (ep.host, ep.port),
+            ("127.0.0.1", 0),
+            timeout=self.settings.connect_timeout_s,
+        )
+
+    def _jump_client(self, hop: Endpoint) -> paramiko.SSHClient:
+        """A live connection to a ProxyJump hop, shared by every node behind it."""
+        with self._conns_lock:
+            conn = self._jumps.setdefault(hop, _Conn())
+        with conn.lock:
+            if not conn.alive():
+                conn.drop()
+                try:
+                    conn.client = self._connect_once(hop)
+                except _JumpFailed:
+                    raise
+                except Exception as exc:
+                    raise _JumpFailed(hop, exc) from None
+            assert conn.client is not None
+            return conn.client
+
+    def _connect_once(self, ep: Endpoint) -> paramiko.SSHClient:
+        s = self.settings
+        sock = self._sock(ep)
         client = paramiko.SSHClient()
         if self.known_hosts.is_file():
             client.load_host_keys(str(self.known_hosts))
@@ -344,9 +437,13 @@ class SshProvider(NodeProvider):
                 channel_timeout=s.connect_timeout_s,
                 allow_agent=s.allow_agent,
                 look_for_keys=s.look_for_keys,
+                sock=sock,
             )
         except BaseException:
             client.close()
+            if sock is not None:
+                with contextlib.suppress(Exception):
+                    sock.close()
             raise
         transport = client.get_transport()
         if transport is not None and s.keepalive_s:
@@ -355,6 +452,10 @@ class SshProvider(NodeProvider):
 
     def _fatal(self, node: Node, ep: Endpoint, exc: BaseException) -> UnreachableNodeError:
         where = self._where(node, ep)
+        if isinstance(exc, _JumpFailed):
+            hop_error = self._fatal(node, exc.hop, exc.cause)
+            detail = str(hop_error).removeprefix(f"{self._where(node, exc.hop)}: ")
+            return UnreachableNodeError(f"{where}: jump host {exc.hop}: {detail}")
         if isinstance(exc, _UnknownHostKey):
             return UnreachableNodeError(
                 f"{where}: unknown host key {exc.key.get_name()} {fingerprint(exc.key)} "
@@ -396,38 +497,36 @@ class SshProvider(NodeProvider):
             conn.drop()
             ep = self.endpoint(node)
             s = self.settings
-            reason = ""
-            for attempt in range(s.connect_attempts):
-                if attempt:
-                    time.sleep(min(s.retry_backoff_s * 2 ** (attempt - 1), 8.0))
-                try:
-                    client = self._connect_once(node, ep)
-                except Exception as exc:
-                    transient = _transient_reason(exc, s.connect_timeout_s)
-                    if transient is None:
-                        raise self._fatal(node, ep, exc) from None
-                    reason = transient
-                    continue
-                conn.client, conn.endpoint = client, ep
-                return client
-            raise UnreachableNodeError(
-                f"{self._where(node, ep)}: unreachable after {s.connect_attempts} attempts: {reason}"
+            transient = tenacity.retry_if_exception(
+                lambda e: _transient_reason(e, s.connect_timeout_s) is not None
             )
+            try:
+                client = self._retry_policy(transient)(self._connect_once, ep)
+            except Exception as exc:
+                reason = _transient_reason(exc, s.connect_timeout_s)
+                if reason is None:
+                    raise self._fatal(node, ep, exc) from None
+                raise UnreachableNodeError(
+                    f"{self._where(node, ep)}: unreachable after {s.connect_attempts} attempts: {reason}"
+                ) from None
+            conn.client, conn.endpoint = client, ep
+            return client
 
     def _retrying(self, node: Node, what: str, op: Callable[[paramiko.SSHClient], T]) -> T:
         """Run an idempotent operation; if the connection dies, reconnect and run it again."""
         s = self.settings
-        lost: str | None = None
-        for attempt in range(s.connect_attempts):
+        lost: list[str] = []
+
+        def once() -> T:
             try:
                 client = self._client(node)
             except UnreachableNodeError as exc:
-                if lost is None:
+                if not lost:
                     raise
                 where = self._where(node)
                 detail = str(exc).removeprefix(f"{where}: ")
                 raise UnreachableNodeError(
-                    f"{where}: connection lost during {what} ({lost}); reconnecting failed: {detail}"
+                    f"{where}: connection lost during {what} ({lost[-1]}); reconnecting failed: {detail}"
                 ) from None
             try:
                 return op(client)
@@ -443,13 +542,15 @@ class SshProvider(NodeProvider):
                         ) from None
                     raise
                 self._conn(node.name).drop()
-                lost = _transient_reason(exc, s.io_timeout_s) or type(exc).__name__
-                if attempt + 1 == s.connect_attempts:
-                    raise UnreachableNodeError(
-                        f"{self._where(node)}: connection lost during {what}: {lost}"
-                    ) from None
-                time.sleep(min(s.retry_backoff_s * 2**attempt, 8.0))
-        raise AssertionError("unreachable")  # pragma: no cover
+                lost.append(_transient_reason(exc, s.io_timeout_s) or type(exc).__name__)
+                raise _Retry(lost[-1]) from exc
+
+        try:
+            return self._retry_policy(tenacity.retry_if_exception_type(_Retry))(once)
+        except _Retry as exc:
+            raise UnreachableNodeError(
+                f"{self._where(node)}: connection lost during {what}: {exc.reason}"
+            ) from None
 
     @contextlib.contextmanager
     def _sftp(self, client: paramiko.SSHClient) -> Iterator[paramiko.SFTPClient]:
@@ -588,14 +689,21 @@ class SshProvider(NodeProvider):
         for key in env or {}:
             if not ENV_NAME_RE.match(key):
                 raise InputError(f"node {n.name}: invalid environment variable name {key!r}")
+        full_env = {**self.run_env(n), **(env or {})}
+        cmd = env_prefix(full_env) + " ".join(shlex.quote(str(a)) for a in argv)
+        return self._run_in_workdir(n, cmd, timeout_s, argv[0])
+
+    def _run_in_workdir(
+        self, n: Node, cmd: str, timeout_s: float | None, what: str
+    ) -> CommandResult:
+        """Run shell text ``cmd`` in its own process group in the workdir; on timeout (or
+        Ctrl-C) the group gets TERM, then KILL."""
         wd = self.workdir(n)
         pidfile = posixpath.join(wd, ".hadar", f"pid-{uuid.uuid4().hex[:12]}")
-        assigns = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in (env or {}).items())
-        cmd = " ".join(shlex.quote(str(a)) for a in argv)
         q = shlex.quote
         script = (
             f"mkdir -p {q(posixpath.dirname(pidfile))} && cd {q(wd)} || exit 125\n"
-            f"setsid env {assigns} {cmd} </dev/null &\n"
+            f"setsid {cmd} </dev/null &\n"
             f"p=$!; echo $p > {q(pidfile)}\n"
             f"wait $p; rc=$?; rm -f {q(pidfile)}; exit $rc\n"
         )
@@ -611,16 +719,55 @@ class SshProvider(NodeProvider):
                     raise  # the command never reached the node: safe to retry
                 self._conn(n.name).drop()
                 raise UnreachableNodeError(
-                    f"{self._where(n)}: connection lost while running {argv[0]}"
+                    f"{self._where(n)}: connection lost while running {what}"
                 ) from None
 
         # Only the start is retried; a connection drop while the command runs is final
         # (running it twice could double a round's work).
         try:
-            return self._retrying(n, f"start of {argv[0]}", attempt)
+            return self._retrying(n, f"start of {what}", attempt)
         except KeyboardInterrupt:
             self._kill_group(n, pidfile)
             raise
+
+    # -- per-run environment ---------------------------------------------------------------
+    def _environment(self, n: Node) -> tuple[list[str], bool, dict[str, str]]:
+        """``(setup lines, login shell?, static env)`` of a node (node keys win)."""
+        s, ns = self.settings, self._node_settings(n)
+        setup = ns.setup if ns.setup is not None else (s.setup or [])
+        login = ns.login_shell if ns.login_shell is not None else bool(s.login_shell)
+        return list(setup), login, {**s.env, **ns.env}
+
+    def run_env(self, node: Node | str) -> dict[str, str]:
+        """The variables every command of this run gets on ``node``: what its ``setup:`` (and
+        login shell, if asked) set, then ``env:``. The setup runs on first use, once per run;
+        a failure raises :class:`NodeSetupError` naming the node, exit code and output."""
+        n = self.node(node)
+        with self._conns_lock:
+            lock = self._setup_locks.setdefault(n.name, threading.Lock())
+        with lock:
+            if n.name in self._run_env:
+                return self._run_env[n.name]
+            setup, login, static = self._environment(n)
+            captured: dict[str, str] = {}
+            if setup or login:
+                t = self.settings.setup_timeout_s
+                res = self._run_in_workdir(
+                    n, env_prefix(static) + f"sh -c {shlex.quote(capture_command(setup, login))}",
+                    t, "setup",
+                )
+                where = self._where(n)
+                if res.timed_out:
+                    raise NodeSetupError(f"{where}: setup timed out after {t:g}s: {res.tail(2)}")
+                changes = captured_changes(res.stdout) if res.returncode == 0 else None
+                if changes is None:
+                    raise NodeSetupError(
+                        f"{where}: setup failed (exit {res.returncode}): "
+                        f"{res.tail(2) or 'no output'}"
+                    )
+                captured = changes
+            self._run_env[n.name] = {**captured, **static}
+            return self._run_env[n.name]
 
     def _remote_sha256(self, node: Node, client: paramiko.SSHClient, path: str) -> str:
         py = " ".join(shlex.quote(a) for a in self.python(node))
@@ -735,7 +882,9 @@ class SshProvider(NodeProvider):
         address = str(ep)
         try:
             py = self.python(n)
-            cmd = " ".join(shlex.quote(a) for a in [*py, "-c", health.SNIPPET])
+            cmd = env_prefix(self.run_env(n)) + " ".join(
+                shlex.quote(a) for a in [*py, "-c", health.SNIPPET]
+            )
             res = self._retrying(n, "health check", lambda c: self._exec(n, c, cmd, timeout_s))
         except UnreachableNodeError as exc:
             return NodeHealth(
@@ -746,9 +895,10 @@ class SshProvider(NodeProvider):
 
     def close(self) -> None:
         with self._conns_lock:
-            for conn in self._conns.values():
+            for conn in [*self._conns.values(), *self._jumps.values()]:
                 conn.drop()
             self._conns.clear()
+            self._jumps.clear()
 
 
 PROVIDER = SshProvider
