@@ -23,9 +23,7 @@ IGNORED = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "PS1", "PS2", "PS4"})
 def capture_command(setup: Sequence[str], login_shell: bool) -> str:
     """A shell command printing the environment before (NUL-separated), a marker, and after the
     ``setup`` lines (run with ``set -e`` in one shell; their stdout goes to stderr)."""
-    body = "\n".join(
-        ["set -e", "exec 3>&1 1>&2 </dev/null", *setup, "exec 1>&3 3>&-", "env -0"]
-    )
+    body = "\n".join(["set -e", "exec 3>&1 1>&2 </dev/null", *setup, "exec 1>&3 3>&-", "env -0"])
     shell = '"${SHELL:-/bin/sh}" -l -c' if login_shell else "sh -c"
     return f"env -0; printf '\\0%s\\0' {MARKER}; exec {shell} {shlex.quote(body)}"
 

@@ -61,7 +61,9 @@ def parse_hops(spec: str, where: str) -> list[tuple[str | None, str, int | None]
         m = _HOP_RE.match(text)
         port = int(m["port"]) if m and m["port"] else None
         if not m or (port is not None and not 1 <= port <= 65535):
-            raise InputError(f"{where}: bad ProxyJump hop {raw.strip()!r} (want [user@]host[:port])")
+            raise InputError(
+                f"{where}: bad ProxyJump hop {raw.strip()!r} (want [user@]host[:port])"
+            )
         hops.append((m["user"], m["host"].strip("[]"), port))
     if len(hops) > MAX_HOPS:
         raise InputError(f"{where}: more than {MAX_HOPS} ProxyJump hops")
@@ -120,7 +122,10 @@ def resolve(
         if not keys and fallback_key and os.path.isfile(os.path.expanduser(fallback_key)):
             keys = (os.path.expanduser(fallback_key),)
     if route.proxy_jump is None and route.proxy_command is None:
-        route, route_where = Route(cfg.get("proxyjump"), cfg.get("proxycommand")), f"ssh_config Host {alias}"
+        route, route_where = (
+            Route(cfg.get("proxyjump"), cfg.get("proxycommand")),
+            f"ssh_config Host {alias}",
+        )
     if _disabled(route.proxy_jump) or _disabled(route.proxy_command):
         route = Route()
     jump: Endpoint | None = None
