@@ -18,6 +18,12 @@ the cluster's tag. Credentials and region come from the standard AWS chain (envi
     root_volume_gb: null              python: python3          remote_base: null
     known_hosts: null                 trust_new_hosts: false   # passed to the SSH side
     wait_timeout_s: 900               ssh_wait_timeout_s: 600  poll_interval_s: 5
+    spot: false                       spot_max_price: null     # USD/hour cap for spot
+    setup: [pip install hadar]        setup_timeout_s: 1800    # run once per instance after boot
+    max_attempts: 10                  ssh_port: 22             # botocore adaptive retries
+
+boto3 does the mechanics: a paginator lists instances, waiters wait for ``running`` and
+``terminated``, and the client retries throttled calls in botocore's ``adaptive`` mode.
 """
 
 from __future__ import annotations
@@ -26,18 +32,24 @@ import base64
 import binascii
 import contextlib
 import datetime as dt
+import hashlib
+import json
+import math
 import os
 import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import boto3
 import botocore.exceptions
+import botocore.waiter
 import yaml
+from botocore.config import Config
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from hadar.cluster import Cluster, Node
@@ -60,6 +72,8 @@ CAPACITY_CODES = {
     "InstanceLimitExceeded": "instance quota exceeded",
     "VcpuLimitExceeded": "vCPU quota exceeded",
     "MaxSpotInstanceCountExceeded": "spot quota exceeded",
+    "SpotMaxPriceTooLow": "spot price above aws.spot_max_price",
+    "InsufficientCapacity": "no capacity",
     "Unsupported": "not offered here",
     "InvalidInstanceType": "not offered here",
     "InvalidInstanceType.NotFound": "not offered here",
@@ -109,6 +123,22 @@ class AwsSettings(BaseModel):
     wait_timeout_s: float = Field(default=900.0, gt=0)
     ssh_wait_timeout_s: float = Field(default=600.0, gt=0)
     poll_interval_s: float = Field(default=5.0, gt=0)
+    spot: bool = False
+    spot_max_price: str | None = Field(default=None, pattern=r"^\d+(\.\d+)?$")
+    setup: list[str] | None = None
+    setup_timeout_s: float = Field(default=1800.0, gt=0)
+    max_attempts: int = Field(default=10, ge=1, le=50)
+    ssh_port: int = Field(default=22, ge=1, le=65535)
+
+    @field_validator("setup", mode="before")
+    @classmethod
+    def _setup_lines(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
+
+    @field_validator("spot_max_price", mode="before")
+    @classmethod
+    def _price_text(cls, v: Any) -> Any:
+        return str(v) if isinstance(v, int | float) and not isinstance(v, bool) else v
 
     @field_validator("tags", mode="before")
     @classmethod
@@ -132,6 +162,8 @@ class Instance:
     public_ip: str | None
     private_ip: str | None
     launch_time: dt.datetime | None = None
+    cluster: str = ""
+    lifecycle: str = "on-demand"  # or "spot"
 
     def address(self, which: str = "public") -> str | None:
         return (self.public_ip or self.private_ip) if which == "public" else self.private_ip
@@ -214,7 +246,14 @@ class AwsCluster:
             s = self.settings
             try:
                 session = boto3.Session(profile_name=s.profile, region_name=s.region)
-                self._client = session.client("ec2", endpoint_url=self.endpoint_url)
+                config = Config(
+                    retries={"mode": "adaptive", "max_attempts": s.max_attempts},
+                    connect_timeout=30,
+                    read_timeout=60,
+                )
+                self._client = session.client(
+                    "ec2", endpoint_url=self.endpoint_url, config=config
+                )
             except botocore.exceptions.ProfileNotFound:
                 raise InputError(
                     f"{self.source}: aws.profile: AWS profile {s.profile!r} not found"
@@ -251,32 +290,33 @@ class AwsCluster:
             {"Name": "instance-state-name", "Values": list(states)},
         ]
         out: list[Instance] = []
-        token: str | None = None
-        while True:
-            kwargs: dict[str, Any] = {"Filters": filters}
-            if token:
-                kwargs["NextToken"] = token
-            page = self._call("describe_instances", **kwargs)
-            for res in page.get("Reservations", []):
-                for inst in res.get("Instances", []):
-                    tags = {t["Key"]: t["Value"] for t in inst.get("Tags", [])}
-                    if tags.get(CLUSTER_TAG) != self.cluster.name:
-                        continue
-                    out.append(
-                        Instance(
-                            instance_id=inst["InstanceId"],
-                            node=tags.get(NODE_TAG, ""),
-                            instance_type=inst.get("InstanceType", ""),
-                            state=inst.get("State", {}).get("Name", "unknown"),
-                            public_ip=inst.get("PublicIpAddress"),
-                            private_ip=inst.get("PrivateIpAddress"),
-                            launch_time=inst.get("LaunchTime"),
-                        )
-                    )
-            token = page.get("NextToken")
-            if not token:
-                break
+        try:
+            pages = self.ec2.get_paginator("describe_instances").paginate(Filters=filters)
+            for page in pages:
+                for res in page.get("Reservations", []):
+                    out.extend(self._instance(inst) for inst in res.get("Instances", []))
+        except botocore.exceptions.ClientError as exc:
+            kind, code, text = error_line(exc)
+            raise AwsError(f"EC2 describe_instances: {kind}: {code}: {text}") from None
+        except botocore.exceptions.BotoCoreError as exc:
+            raise botocore_error("describe_instances", exc) from None
+        out = [i for i in out if i.cluster == self.cluster.name]
         return sorted(out, key=lambda i: (self._order(i.node), i.instance_id))
+
+    @staticmethod
+    def _instance(inst: Mapping[str, Any]) -> Instance:
+        tags = {t["Key"]: t["Value"] for t in inst.get("Tags", [])}
+        return Instance(
+            instance_id=inst["InstanceId"],
+            node=tags.get(NODE_TAG, ""),
+            instance_type=inst.get("InstanceType", ""),
+            state=inst.get("State", {}).get("Name", "unknown"),
+            public_ip=inst.get("PublicIpAddress"),
+            private_ip=inst.get("PrivateIpAddress"),
+            launch_time=inst.get("LaunchTime"),
+            cluster=tags.get(CLUSTER_TAG, ""),
+            lifecycle=inst.get("InstanceLifecycle", "on-demand"),
+        )
 
     def _order(self, node: str) -> int:
         return self.cluster.node_index.get(node, len(self.cluster.nodes))
@@ -324,6 +364,14 @@ class AwsCluster:
             args["BlockDeviceMappings"] = [
                 {"DeviceName": "/dev/sda1", "Ebs": {"VolumeSize": s.root_volume_gb}}
             ]
+        if s.spot:
+            spot: dict[str, Any] = {
+                "SpotInstanceType": "one-time",
+                "InstanceInterruptionBehavior": "terminate",
+            }
+            if s.spot_max_price:
+                spot["MaxPrice"] = s.spot_max_price
+            args["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": spot}
         return args
 
     def up(
@@ -346,6 +394,9 @@ class AwsCluster:
                 resp = self.ec2.run_instances(**self._launch_args(node))
             except botocore.exceptions.ClientError as exc:
                 kind, code, text = error_line(exc)
+                if self.settings.spot and kind in ("no capacity", "spot quota exceeded"):
+                    kind = f"{kind} for spot instances"
+                    text = f"{text} (retry later, pick another instance type or subnet, or set aws.spot: false)"
                 failures.setdefault((str(node.instance_type), kind, code, text), []).append(
                     node.name
                 )
@@ -354,7 +405,8 @@ class AwsCluster:
                 raise botocore_error("run_instances", exc) from None
             inst = resp["Instances"][0]
             expected[node.name] = inst["InstanceId"]
-            log(f"{node.name}: launched {inst['InstanceId']} ({node.instance_type})")
+            market = " spot" if self.settings.spot else ""
+            log(f"{node.name}: launched {inst['InstanceId']} ({node.instance_type}{market})")
         if failures:
             lines = [
                 f"{itype} (node{'s' if len(names) > 1 else ''} {', '.join(names)}): {kind}: {code}: {text}"
@@ -372,30 +424,51 @@ class AwsCluster:
         return instances
 
     def wait_running(self, expected: Mapping[str, str]) -> list[Instance]:
-        """Poll until each node's instance (``expected``: node -> instance id) is running, in
-        node order. An instance that stops or terminates meanwhile is an error; one that is not
-        listed yet (EC2 is eventually consistent) is waited for."""
+        """Wait (boto3's ``instance_running`` waiter) until each node's instance (``expected``:
+        node -> instance id) runs; returns them in node order. An instance that stops or
+        terminates meanwhile is an error naming its node."""
         s = self.settings
-        deadline = time.monotonic() + s.wait_timeout_s
-        while True:
-            found = {i.instance_id: i for i in self.instances(ALL_STATES)}
-            current = {node: found.get(iid) for node, iid in expected.items()}
-            broken = [
-                f"node {node}: instance {i.instance_id} is {i.state}"
-                for node, i in current.items()
-                if i is not None and i.state in ("shutting-down", "terminated", "stopping", "stopped")
-            ]
-            if broken:
-                raise AwsError("; ".join(broken) + " (while waiting for it to run)")
-            waiting = [n for n, i in current.items() if i is None or i.state != "running"]
-            if not waiting:
-                return [i for n in self.cluster.node_names if (i := current.get(n)) is not None]
-            if time.monotonic() > deadline:
-                states = ", ".join(
-                    f"{n} ({current[n].state if current[n] else 'not listed yet'})" for n in waiting
-                )
-                raise AwsError(f"instances not running after {s.wait_timeout_s:g}s: {states}")
-            time.sleep(s.poll_interval_s)
+        if not expected:
+            return []
+        try:
+            self.ec2.get_waiter("instance_running").wait(
+                InstanceIds=list(expected.values()),
+                WaiterConfig={
+                    "Delay": s.poll_interval_s,
+                    "MaxAttempts": max(1, math.ceil(s.wait_timeout_s / s.poll_interval_s)),
+                },
+            )
+        except botocore.exceptions.WaiterError as exc:
+            self._explain_wait_failure(expected, exc)
+        except botocore.exceptions.BotoCoreError as exc:
+            raise botocore_error("describe_instances", exc) from None
+        found = {i.instance_id: i for i in self.instances(ALL_STATES)}
+        return [found[expected[n]] for n in self.cluster.node_names if expected.get(n) in found]
+
+    def _explain_wait_failure(
+        self, expected: Mapping[str, str], exc: botocore.exceptions.WaiterError
+    ) -> None:
+        found = {i.instance_id: i for i in self.instances(ALL_STATES)}
+        current = {node: found.get(iid) for node, iid in expected.items()}
+        broken = [
+            f"node {node}: instance {i.instance_id} is {i.state}"
+            for node, i in current.items()
+            if i is not None and i.state in ("shutting-down", "terminated", "stopping", "stopped")
+        ]
+        if broken:
+            raise AwsError("; ".join(broken) + " (while waiting for it to run)")
+        last = getattr(exc, "last_response", None) or {}
+        if "Error" in last:
+            err = last["Error"]
+            raise AwsError(f"EC2 describe_instances: {err.get('Code')}: {err.get('Message')}")
+        states = ", ".join(
+            f"{n} ({i.state if i else 'not listed yet'})"
+            for n, i in current.items()
+            if i is None or i.state != "running"
+        )
+        raise AwsError(
+            f"instances not running after {self.settings.wait_timeout_s:g}s: {states}"
+        )
 
     def wait_ssh(self, instances: Sequence[Instance], timeout_s: float | None = None) -> None:
         """Poll until every instance answers on port 22; learn host keys from the console."""
@@ -405,13 +478,15 @@ class AwsCluster:
         while waiting:
             for name, inst in list(waiting.items()):
                 addr = inst.address(s.address)
-                if addr and ssh_banner(addr, 22, min(5.0, s.poll_interval_s)):
+                if addr and ssh_banner(addr, s.ssh_port, min(5.0, s.poll_interval_s)):
                     self.record_console_host_keys(inst)
                     del waiting[name]
             if not waiting:
                 return
             if time.monotonic() > deadline:
-                where = ", ".join(f"{n} ({i.address(s.address)}:22)" for n, i in waiting.items())
+                where = ", ".join(
+                    f"{n} ({i.address(s.address)}:{s.ssh_port})" for n, i in waiting.items()
+                )
                 raise UnreachableNodeError(
                     f"not reachable over SSH after {timeout_s or s.ssh_wait_timeout_s:g}s: {where}"
                 )
@@ -440,15 +515,16 @@ class AwsCluster:
         path = self.known_hosts_path()
         path.parent.mkdir(parents=True, exist_ok=True)
         existing = path.read_text() if path.is_file() else ""
-        name = known_hosts_name(addr, 22)
+        name = known_hosts_name(addr, self.settings.ssh_port)
         new = [f"{name} {kt} {b64}\n" for kt, b64 in keys if f"{name} {kt} {b64}" not in existing]
         with open(path, "a") as f:
             f.writelines(new)
         return len(new)
 
     # -- teardown --------------------------------------------------------------------------
-    def down(self, log: Callable[[str], None] = lambda _m: None) -> list[str]:
-        """Terminate every instance tagged for this cluster (none: nothing to do)."""
+    def down(self, log: Callable[[str], None] = lambda _m: None, wait: bool = True) -> list[str]:
+        """Terminate every instance tagged for this cluster (none: nothing to do) and, with
+        ``wait``, block until EC2 reports them terminated (boto3's waiter)."""
         victims = self.instances(ACTIVE_STATES)
         if not victims:
             return []
@@ -456,7 +532,80 @@ class AwsCluster:
         self._call("terminate_instances", InstanceIds=ids)
         for i in victims:
             log(f"{i.node or '?'}: terminating {i.instance_id} ({i.instance_type}, was {i.state})")
+        if wait:
+            s = self.settings
+            try:
+                self.ec2.get_waiter("instance_terminated").wait(
+                    InstanceIds=ids,
+                    WaiterConfig={
+                        "Delay": s.poll_interval_s,
+                        "MaxAttempts": max(1, math.ceil(s.wait_timeout_s / s.poll_interval_s)),
+                    },
+                )
+            except botocore.exceptions.WaiterError as exc:
+                raise AwsError(
+                    f"termination requested for {len(ids)} instances but not confirmed after "
+                    f"{s.wait_timeout_s:g}s ({exc.kwargs.get('reason', exc)}); "
+                    f"check with `hadar cluster status`"
+                ) from None
         return ids
+
+    # -- setup after boot ------------------------------------------------------------------
+    def run_setup(
+        self, instances: Sequence[Instance], log: Callable[[str], None] = lambda _m: None
+    ) -> None:
+        """Run ``aws.setup`` over SSH on every instance, in parallel, once per instance: a
+        marker file in ``~/.hadar`` (named by the commands' hash) skips instances that already
+        ran the same commands. Failures: one :class:`AwsError` with one line per instance."""
+        setup = self.settings.setup
+        if not setup or not instances:
+            return
+        digest = hashlib.sha256(json.dumps(setup).encode()).hexdigest()[:12]
+        marker = f'"$HOME/.hadar/setup-{digest}.done"'
+        script = "\n".join(
+            [
+                f"if [ -f {marker} ]; then echo HADAR-SETUP-SKIPPED; exit 0; fi",
+                "set -e",
+                *setup,
+                f'mkdir -p "$HOME/.hadar"; touch {marker}',
+            ]
+        )
+        data = self.ssh_cluster_dict(instances)
+        ssh_side = dict(data["ssh"])
+        ssh_side.pop("setup", None)  # the per-run setup may need what this one installs
+        ssh_side["nodes"] = {
+            k: {kk: vv for kk, vv in v.items() if kk != "setup"}
+            for k, v in (ssh_side.get("nodes") or {}).items()
+        }
+        cluster = cluster_from_dict({**data, "ssh": ssh_side}, source=f"{self.source} (setup)")
+        by_node = {i.node: i for i in instances}
+        timeout = self.settings.setup_timeout_s
+
+        def one(node: Node) -> str | None:
+            inst = by_node[node.name]
+            try:
+                res = ssh.run(node, ["sh", "-c", script], timeout)
+            except HadarError as exc:
+                return f"{node.name} ({inst.instance_id}): {exc}"
+            if res.timed_out:
+                return f"{node.name} ({inst.instance_id}): setup timed out after {timeout:g}s"
+            if res.returncode != 0:
+                return (
+                    f"{node.name} ({inst.instance_id}): setup failed (exit {res.returncode}): "
+                    f"{res.tail(2) or 'no output'}"
+                )
+            done = "already set up" if "HADAR-SETUP-SKIPPED" in res.stdout else "setup done"
+            log(f"{node.name}: {done} ({res.seconds:.1f}s)")
+            return None
+
+        with SshProvider(cluster, "hadar-setup") as ssh, ThreadPoolExecutor(8) as pool:
+            failures = [f for f in pool.map(one, cluster.nodes) if f]
+        if failures:
+            raise AwsError(
+                f"setup failed on {len(failures)} of {len(instances)} instances (fix aws.setup "
+                f"and re-run `hadar cluster up`; finished instances are skipped):\n  "
+                + "\n  ".join(failures)
+            )
 
     # -- the SSH view ----------------------------------------------------------------------
     def ssh_cluster_dict(
@@ -479,7 +628,7 @@ class AwsCluster:
                 "gpus": dict(node.gpus),
                 "pcie_gen": node.pcie_gen,
                 "address": inst.address(s.address),
-                "port": 22,
+                "port": s.ssh_port,
                 "user": s.ssh_user,
                 "instance_type": inst.instance_type,
             }

@@ -1,8 +1,9 @@
 """``hadar cluster up|down|status --config FILE``: EC2 instances for a ``provider: aws`` cluster.
 
 ``up`` launches one instance per node (skipping nodes that already have one), waits until they
-run and answer on SSH, and writes the SSH cluster file; ``down`` terminates exactly the
-instances tagged for the cluster (a second ``down`` has nothing to do); ``status`` lists them."""
+run and answer on SSH, runs ``aws.setup`` on each, and writes the SSH cluster file; ``down``
+asks, then terminates exactly the instances tagged for the cluster (a second ``down`` has
+nothing to do; ``-y`` skips the question); ``status`` lists them."""
 
 from __future__ import annotations
 
@@ -43,8 +44,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     up.set_defaults(func=run_up)
 
-    down = actions.add_parser("down", help="terminate the instances tagged for this cluster")
+    down = actions.add_parser(
+        "down",
+        help="terminate the instances tagged for this cluster (asks first)",
+        description="List the live instances tagged for the cluster, ask for confirmation "
+        "(unless -y), terminate them and wait until EC2 reports them terminated. Without a "
+        "terminal on stdin, -y is required.",
+    )
     _config_arg(down)
+    down.add_argument(
+        "-y", "--yes", action="store_true", help="terminate without asking for confirmation"
+    )
+    down.add_argument(
+        "--no-wait", action="store_true", help="do not wait until the instances are terminated"
+    )
     down.set_defaults(func=run_down)
 
     status = actions.add_parser("status", help="list the instances tagged for this cluster")
@@ -105,6 +118,11 @@ def run_up(args: argparse.Namespace) -> int:
     if not args.no_wait_ssh:
         console.print(f"waiting for SSH on {len(instances)} instances...")
         aws.wait_ssh(instances, args.ssh_wait_timeout)
+        if aws.settings.setup:
+            console.print(f"running aws.setup on {len(instances)} instances...")
+            aws.run_setup(instances, log=console.print)
+    elif aws.settings.setup:
+        console.print("aws.setup not run (--no-wait-ssh): run `hadar cluster up` again to run it")
     aws.write_ssh_cluster(out, instances)
     _print_instances(console, f"{name}: {len(instances)} instances running", instances)
     console.print(
@@ -114,11 +132,38 @@ def run_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def confirm_termination(question: str, assume_yes: bool) -> bool:
+    """Ask on the terminal; without one (and without ``-y``) refuse with one line (exit 2)."""
+    import sys
+
+    if assume_yes:
+        return True
+    if not sys.stdin.isatty():
+        raise InputError(
+            f"{question.rstrip('?')}: refusing without confirmation "
+            f"(stdin is not a terminal); pass -y to terminate"
+        )
+    try:
+        answer = input(f"{question} [y/N] ").strip().lower()
+    except EOFError:
+        return False
+    return answer in ("y", "yes")
+
+
 def run_down(args: argparse.Namespace) -> int:
+    from nodes.aws import ACTIVE_STATES
+
     aws = _aws_cluster(args.config)
     console = _console()
-    ids = aws.down(log=console.print)
     name = aws.cluster.name
+    live = aws.instances(ACTIVE_STATES)
+    if live:
+        _print_instances(console, f"{name}: {len(live)} instances to terminate", live)
+        question = f"terminate {len(live)} instances of cluster {name}?"
+        if not confirm_termination(question, args.yes):
+            console.print("nothing terminated")
+            return 1
+    ids = aws.down(log=console.print, wait=not args.no_wait)
     if not ids:
         console.print(f"nothing to do: no live instances tagged hadar-cluster={name}")
     else:

@@ -104,14 +104,14 @@ def test_up_status_down_with_the_bundled_config(aws_env: MotoServer, tmp_path: P
     status = capsys.readouterr().out
     assert all(i["InstanceId"] in status for i in ours)
 
-    assert main(["cluster", "down", "--config", "aws-5node"]) == 0
+    assert main(["cluster", "down", "--config", "aws-5node", "-y"]) == 0
     assert "terminated 5 instances of cluster aws-5node" in capsys.readouterr().out
     states = {i["InstanceId"]: i["State"]["Name"] for i in describe(ec2)}
     assert all(states[i["InstanceId"]] in ("shutting-down", "terminated") for i in ours)
     assert states[foreign] == "running" and states[untagged] == "running"
 
     # idempotent: a second down has nothing to do and succeeds
-    assert main(["cluster", "down", "--config", "aws-5node"]) == 0
+    assert main(["cluster", "down", "--config", "aws-5node", "-y"]) == 0
     assert "nothing to do" in capsys.readouterr().out
     assert states[foreign] == describe(ec2, **{"instance-id": [foreign]})[0]["State"]["Name"] == "running"
 
@@ -319,4 +319,4 @@ def test_ssh_section_of_an_aws_cluster_carries_over(aws_env: MotoServer, tmp_pat
     assert ssh["python"] == "/opt/venv/bin/python"  # set in the aws section: wins
     assert ssh["nodes"]["b"]["remote_base"] == "/scratch"
     assert set(ssh["nodes"]["b"]) == {"remote_base", "rendezvous_address"}
-    assert main(["cluster", "down", "--config", str(cfg)]) == 0
+    assert main(["cluster", "down", "--config", str(cfg), "-y"]) == 0
