@@ -61,6 +61,7 @@ from nodes.ssh import DEFAULT_KNOWN_HOSTS, SshProvider, known_hosts_name
 CLUSTER_TAG = "hadar-cluster"
 NODE_TAG = "hadar-node"
 ENDPOINT_ENV = "HADAR_AWS_ENDPOINT_URL"
+PAGE_SIZE = 200  # instances per describe_instances page
 ACTIVE_STATES = ("pending", "running", "stopping", "stopped")
 ALL_STATES = (*ACTIVE_STATES, "shutting-down", "terminated")
 
@@ -78,6 +79,7 @@ CAPACITY_CODES = {
     "InvalidInstanceType": "not offered here",
     "InvalidInstanceType.NotFound": "not offered here",
 }
+THROTTLE_CODES = {"RequestLimitExceeded", "Throttling", "ThrottlingException"}
 PERMISSION_CODES = {
     "UnauthorizedOperation",
     "AuthFailure",
@@ -180,6 +182,8 @@ def error_line(exc: botocore.exceptions.ClientError) -> tuple[str, str, str]:
         return CAPACITY_CODES[code], code, text
     if code in PERMISSION_CODES:
         return "permission denied", code, text
+    if code in THROTTLE_CODES:
+        return "throttled (still, after aws.max_attempts tries)", code, text
     return "error", code, text
 
 
@@ -247,7 +251,7 @@ class AwsCluster:
             try:
                 session = boto3.Session(profile_name=s.profile, region_name=s.region)
                 config = Config(
-                    retries={"mode": "adaptive", "max_attempts": s.max_attempts},
+                    retries={"mode": "adaptive", "total_max_attempts": s.max_attempts},
                     connect_timeout=30,
                     read_timeout=60,
                 )
@@ -291,7 +295,9 @@ class AwsCluster:
         ]
         out: list[Instance] = []
         try:
-            pages = self.ec2.get_paginator("describe_instances").paginate(Filters=filters)
+            pages = self.ec2.get_paginator("describe_instances").paginate(
+                Filters=filters, PaginationConfig={"PageSize": PAGE_SIZE}
+            )
             for page in pages:
                 for res in page.get("Reservations", []):
                     out.extend(self._instance(inst) for inst in res.get("Instances", []))
