@@ -1,9 +1,12 @@
-"""The GPU catalogue (``estimators/data/gpus.yaml``): known GPU types and their datasheet figures."""
+"""The GPU catalogue (``estimators/data/gpus.yaml``): known GPU types and their datasheet figures,
+plus GPU types a user declares (a cluster file's ``gpu_types:``, see :mod:`estimators.user_gpus`),
+registered for the rest of the process with :func:`register_gpu`."""
 
 from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 
@@ -26,14 +29,49 @@ class GpuSpec:
     """Regular expression (case-insensitive search) matching this GPU's ``nvidia-smi`` names."""
 
 
-def _key(name: str) -> str:
+def gpu_key(name: str) -> str:
     """Normalise a user-written GPU name: case, spaces and underscores do not matter."""
     return re.sub(r"[\s_]+", "-", name.strip().lower())
 
 
-@functools.lru_cache(maxsize=1)
+# GPU types declared by the user in this process: id -> (spec, aliases, where declared)
+_USER: dict[str, tuple[GpuSpec, tuple[str, ...], str]] = {}
+
+
 def catalogue() -> dict[str, GpuSpec]:
-    """All GPU types of the catalogue, by canonical id."""
+    """All GPU types (the bundled catalogue, then the user's), by canonical id."""
+    return {**_bundled(), **{gid: spec for gid, (spec, _, _) in _USER.items()}}
+
+
+def register_gpu(spec: GpuSpec, aliases: tuple[str, ...] = (), where: str = "") -> None:
+    """Make a user-declared GPU type known (idempotent for identical figures). A name that
+    is already a catalogue GPU, or declared elsewhere with other figures, is an InputError."""
+    for name in (spec.id, *aliases):
+        known = _bundled_aliases().get(gpu_key(name)) or _bundled_aliases().get(
+            gpu_key(name).replace("-", "")
+        )
+        if known is not None:
+            raise InputError(
+                f"{where}: {name!r} is already the catalogue's {known!r} "
+                f"({_bundled()[known].name}); use that name or pick another"
+            )
+    previous = _USER.get(spec.id)
+    if previous is not None and (previous[0], previous[1]) != (spec, aliases):
+        raise InputError(
+            f"{where}: GPU type {spec.id!r} already declared with other figures in {previous[2]}"
+        )
+    _USER[spec.id] = (spec, aliases, where)
+    _aliases.cache_clear()
+
+
+def forget_user_gpus() -> None:
+    """Drop every user-declared GPU type (tests; a long-lived process loading other files)."""
+    _USER.clear()
+    _aliases.cache_clear()
+
+
+@functools.lru_cache(maxsize=1)
+def _bundled() -> dict[str, GpuSpec]:
     text = resources.files("estimators").joinpath("data/gpus.yaml").read_text()
     raw = yaml.safe_load(text)["gpus"]
     return {
@@ -51,15 +89,25 @@ def catalogue() -> dict[str, GpuSpec]:
 
 
 @functools.lru_cache(maxsize=1)
-def _aliases() -> dict[str, str]:
+def _bundled_aliases() -> dict[str, str]:
     text = resources.files("estimators").joinpath("data/gpus.yaml").read_text()
     raw = yaml.safe_load(text)["gpus"]
+    return _alias_table((gid, [gid, *v.get("aliases", [])]) for gid, v in raw.items())
+
+
+def _alias_table(entries: Iterable[tuple[str, Iterable[str]]]) -> dict[str, str]:
     table: dict[str, str] = {}
-    for gid, v in raw.items():
-        for name in [gid, *v.get("aliases", [])]:
-            table[_key(name)] = gid
-            table[_key(name).replace("-", "")] = gid
+    for gid, names in entries:
+        for name in names:
+            table[gpu_key(name)] = gid
+            table[gpu_key(name).replace("-", "")] = gid
     return table
+
+
+@functools.lru_cache(maxsize=1)
+def _aliases() -> dict[str, str]:
+    user = _alias_table((gid, [gid, *al]) for gid, (_, al, _) in _USER.items())
+    return {**_bundled_aliases(), **user}
 
 
 def canonical_gpu(name: str, field: str = "gpu type") -> str:
@@ -67,11 +115,14 @@ def canonical_gpu(name: str, field: str = "gpu type") -> str:
 
     Raises InputError naming ``field`` when the type is unknown.
     """
-    k = _key(str(name))
+    k = gpu_key(str(name))
     gid = _aliases().get(k) or _aliases().get(k.replace("-", ""))
     if gid is None:
         known = ", ".join(sorted(catalogue()))
-        raise InputError(f"{field}: unknown GPU type {name!r} (known: {known})")
+        raise InputError(
+            f"{field}: unknown GPU type {name!r} (known: {known}; declare your own under the "
+            f"cluster file's gpu_types:)"
+        )
     return gid
 
 

@@ -19,6 +19,7 @@ Schema (unknown keys are rejected so typos surface)::
         emulate: true              # declared GPUs are emulated, not checked against the machine's
                                    # (default: true for provider local, false for ssh and aws)
         gpu_indices: {v100: [0, 1, 2, 3]}   # nvidia-smi indices of each type (default: matched)
+    gpu_types: {...} | FILE        # GPU types the catalogue lacks (estimators/user_gpus.py)
     ssh: {...}                     # provider sections, validated by the providers
     aws: {...}
     local: {...}
@@ -32,6 +33,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from estimators.gpu_catalogue import canonical_gpu
+from estimators.user_gpus import resolve_gpu_types
 from hadar.cluster import Cluster, Node
 from hadar.errors import InputError
 from hadar.validation import from_validation_error, load_yaml
@@ -123,14 +125,22 @@ class _ClusterSpec(BaseModel):
     name: str = Field(min_length=1)
     provider: Literal["simulated", "local", "ssh", "aws"] = "simulated"
     description: str | None = None
+    gpu_types: dict[str, Any] | str | None = None
     nodes: list[_NodeSpec] = Field(min_length=1)
     ssh: dict[str, Any] = Field(default_factory=dict)
     aws: dict[str, Any] = Field(default_factory=dict)
     local: dict[str, Any] = Field(default_factory=dict)
 
 
-def cluster_from_dict(data: dict[str, Any], source: str = "<cluster>") -> Cluster:
-    """Validate a parsed cluster mapping; errors name ``source`` and the offending field."""
+def cluster_from_dict(
+    data: dict[str, Any], source: str = "<cluster>", base_dir: Path | None = None
+) -> Cluster:
+    """Validate a parsed cluster mapping; errors name ``source`` and the offending field.
+    ``gpu_types`` (a file name is relative to ``base_dir``) is registered before the nodes are
+    read, so they (and later a throughputs table) may name those GPUs."""
+    gpu_types: dict[str, Any] = {}
+    if isinstance(data, dict) and data.get("gpu_types") is not None:
+        gpu_types = resolve_gpu_types(data["gpu_types"], source, base_dir)
     try:
         spec = _ClusterSpec.model_validate(data)
     except ValidationError as exc:
@@ -160,7 +170,12 @@ def cluster_from_dict(data: dict[str, Any], source: str = "<cluster>") -> Cluste
             name=spec.name,
             nodes=tuple(nodes),
             provider=spec.provider,
-            settings={"ssh": spec.ssh, "aws": spec.aws, "local": spec.local},
+            settings={
+                "ssh": spec.ssh,
+                "aws": spec.aws,
+                "local": spec.local,
+                **({"gpu_types": gpu_types} if gpu_types else {}),
+            },
             source=source,
         )
     except ValueError as exc:
@@ -170,7 +185,7 @@ def cluster_from_dict(data: dict[str, Any], source: str = "<cluster>") -> Cluste
 def load_cluster(path: str | Path) -> Cluster:
     """Load a cluster YAML file; bundled names like ``sim-60gpu`` resolve to ``cluster_configs/``."""
     p = resolve_cluster_path(path)
-    return cluster_from_dict(load_yaml(p, "cluster"), source=str(path))
+    return cluster_from_dict(load_yaml(p, "cluster"), source=str(path), base_dir=p.parent)
 
 
 def bundled_configs_dir() -> Path:

@@ -659,13 +659,14 @@ class AwsCluster:
                 overrides[name] = {**overrides.get(name, {}), **extra}
         if overrides:
             ssh["nodes"] = {k: v for k, v in overrides.items() if k in present}
-        return {
+        out: dict[str, Any] = {
             "name": self.cluster.name,
             "provider": "ssh",
             "description": f"EC2 instances of {self.cluster.name} launched by hadar cluster up",
-            "nodes": nodes,
-            "ssh": ssh,
         }
+        if self.cluster.settings.get("gpu_types"):  # the user's own GPU types travel along
+            out["gpu_types"] = dict(self.cluster.settings["gpu_types"])
+        return {**out, "nodes": nodes, "ssh": ssh}
 
     def write_ssh_cluster(self, path: str | Path, instances: Sequence[Instance]) -> Path:
         """Write the SSH cluster YAML for ``instances`` (a header lists the instance ids)."""
