@@ -1,24 +1,38 @@
-"""SSH provider (paramiko): nodes are machines reached over SSH.
+"""SSH provider (paramiko): nodes are machines reached over SSH, directly or through a bastion.
 
 Where a node's connection settings come from, first match wins:
 the node entry (``address``, ``port``, ``user``, ``identity_file``), the cluster file's ``ssh:``
 section, then ``~/.ssh/config`` (``Host`` aliases with ``HostName``, ``Port``, ``User``,
-``IdentityFile``). Keys from a running SSH agent are tried too. Host keys are checked strictly
-against ``known_hosts``: an unknown key is refused unless ``trust_new_hosts`` is set (then it is
+``IdentityFile``, ``ProxyJump``, ``ProxyCommand``). The route (ProxyJump hops or a
+ProxyCommand) comes from ``ssh.nodes.<node>``, then ``ssh:``, then ``~/.ssh/config``; jump
+hosts are themselves looked up in ``~/.ssh/config`` and share one connection per hop. Keys from
+a running SSH agent are tried too. Host keys (of every hop) are checked strictly against
+``known_hosts``: an unknown key is refused unless ``trust_new_hosts`` is set (then it is
 recorded), a changed key is always refused. All remote files live in
 ``<remote_base>/<run-id>/<node>/``; paths that try to leave it are refused.
+
+Environment: ``setup:`` lines run once per run on each node (first use), in one shell, in the
+node's workdir (``set -e``); the variables they set (``conda activate`` ...) are kept for every
+later command of the run, as are those of the user's login shell with ``login_shell: true``;
+``env:`` adds fixed variables. Connection retries use tenacity (bounded exponential backoff).
 
 ``ssh:`` section keys (all optional)::
 
     user: ubuntu                  port: 22                 identity_file: ~/.ssh/id_ed25519
     known_hosts: ~/.ssh/known_hosts                        trust_new_hosts: false
     ssh_config: ~/.ssh/config     # null: do not read one
+    proxy_jump: me@bastion.lab:22 # OpenSSH syntax, comma-separated hops; or
+    proxy_command: ssh -W %h:%p bastion                    # (not both; "none": off)
     allow_agent: true             look_for_keys: true      # paramiko's ~/.ssh/id_* lookup
     connect_timeout_s: 10         io_timeout_s: 120        keepalive_s: 15
     connect_attempts: 3           retry_backoff_s: 0.5     kill_grace_s: 3
     remote_base: ~/.hadar/runs    python: python3
-    nodes:                        # per-node overrides
-      gpu1: {python: /opt/venv/bin/python, remote_base: /scratch/hadar, rendezvous_address: 10.0.0.5}
+    env: {OMP_NUM_THREADS: "4"}   login_shell: false
+    setup: [source ~/miniconda3/etc/profile.d/conda.sh, conda activate hadar]
+    setup_timeout_s: 1800
+    nodes:                        # per-node overrides (env adds to the section's)
+      gpu1: {python: /opt/venv/bin/python, remote_base: /scratch/hadar, rendezvous_address: 10.0.0.5,
+             proxy_jump: me@other-bastion, env: {CUDA_VISIBLE_DEVICES: "0"}, setup: [...]}
 """
 
 from __future__ import annotations

@@ -1,0 +1,30 @@
+"""The example cluster files in docs/examples/ stay valid (they are what users copy)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from estimators.gpu_catalogue import forget_user_gpus
+from hadar.cluster_config import load_cluster
+from nodes.aws import AwsSettings
+from nodes.provider import load_section
+from nodes.ssh import SshSettings
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
+
+
+def test_lab_bastion_example() -> None:
+    try:
+        cluster = load_cluster(EXAMPLES / "lab-bastion.yaml")
+        assert cluster.node("turing-1").gpus == {"rtx-2080-ti": 4}
+        assert cluster.node("ada").gpus == {"l4": 2}
+    finally:
+        forget_user_gpus()
+    ssh = load_section(cluster, "ssh", SshSettings)
+    assert ssh.proxy_jump and ssh.setup and ssh.nodes["volta"].proxy_jump == "none"
+
+
+def test_aws_spot_example() -> None:
+    cluster = load_cluster(EXAMPLES / "aws-spot.yaml")
+    aws = load_section(cluster, "aws", AwsSettings)
+    assert aws.spot and aws.spot_max_price == "0.60" and len(aws.setup or []) == 2
