@@ -155,3 +155,47 @@ def test_jump_host_failures_name_the_jump_host(bastion: Bastion) -> None:
 def test_bad_proxy_jump_is_one_line(bastion: Bastion) -> None:
     with pytest.raises(InputError, match=r"lab.yaml: ssh: bad ProxyJump hop 'a@b:99999'"):
         provider(bastion, proxy_jump="a@b:99999").endpoint(NODE)
+
+
+def test_nodes_check_through_the_bastion_with_a_conda_like_setup(
+    bastion: Bastion, tmp_path: Path
+) -> None:
+    """What a lab admin runs: `hadar nodes check` on a cluster file behind the bastion, whose
+    setup activates an environment; then the same with a setup that fails (exit 3)."""
+    import json
+    import sys
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    env_dir = tmp_path / "envs" / "hadar"
+    (env_dir / "bin").mkdir(parents=True)
+    (env_dir / "bin" / "python").symlink_to(sys.executable)
+    (env_dir / "activate").write_text(f'export PATH="{env_dir}/bin:$PATH"\n')
+    data = bastion.cluster_dict(python="python", setup=[f". {env_dir}/activate"])
+    cfg = tmp_path / "lab.yaml"
+    cfg.write_text(yaml.safe_dump(data))
+
+    def check() -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "hadar", "nodes", "check", "--cluster", str(cfg), "--json"],
+            capture_output=True,
+            text=True,
+            cwd=root,
+            timeout=180,
+        )
+
+    res = check()
+    assert res.returncode == 0, res.stdout + res.stderr
+    row = json.loads(res.stdout)
+    assert row["reachable"] and row["python"] == ".".join(map(str, sys.version_info[:3]))
+    assert row["address"] == f"127.0.0.1:{bastion.target.port} via 127.0.0.1:{bastion.jump.port}"
+
+    data["ssh"]["setup"] = ["conda activate no-such-env"]
+    cfg.write_text(yaml.safe_dump(data))
+    res = check()
+    assert res.returncode == 3
+    row = json.loads(res.stdout)
+    assert not row["reachable"]
+    assert row["error"].startswith(f"node {NODE} (127.0.0.1:{bastion.target.port} via ")
+    assert "setup failed (exit 127): " in row["error"] and "conda" in row["error"]
