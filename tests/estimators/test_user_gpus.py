@@ -39,6 +39,16 @@ def _forget() -> Iterator[None]:
     forget_user_gpus()
 
 
+def simulate(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "hadar", "simulate", "--no-progress", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+
+
 def write_cluster(path: Path, gpu_types, nodes=None) -> Path:
     data = {
         "name": "lab",
@@ -71,28 +81,17 @@ def test_declared_gpus_are_usable_in_nodes_and_a_measured_table(tmp_path: Path) 
         + "".join(f"{i},{JOB},{1 + i % 2},{2000 + 500 * i}\n" for i in range(6))
     )
     out = tmp_path / "out"
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hadar",
-            "simulate",
-            "--cluster",
-            str(cluster_file),
-            "--workload",
-            str(tmp_path / "jobs.csv"),
-            "--throughputs",
-            str(tmp_path / "measured.json"),
-            "--out",
-            str(out),
-            "--no-progress",
-            "--round",
-            "60",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
+    res = simulate(
+        "--cluster",
+        str(cluster_file),
+        "--workload",
+        str(tmp_path / "jobs.csv"),
+        "--throughputs",
+        str(tmp_path / "measured.json"),
+        "--out",
+        str(out),
+        "--round",
+        "60",
     )
     assert res.returncode == 0, res.stderr
     summary = json.loads((out / "summary.json").read_text())
@@ -163,25 +162,7 @@ def test_incomplete_declarations_are_one_line_errors(
     path = write_cluster(
         tmp_path / "lab.yaml", gpu_types, nodes=[{"name": "a", "gpus": {"v100": 1}}]
     )
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hadar",
-            "simulate",
-            "--cluster",
-            str(path),
-            "--workload",
-            "philly-8",
-            "--out",
-            str(tmp_path / "o"),
-            "--no-progress",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
+    res = simulate("--cluster", str(path), "--workload", "philly-8", "--out", str(tmp_path / "o"))
     assert res.returncode == 2
     err = res.stderr.strip()
     assert err.startswith("hadar: error: ") and message in err and "\n" not in err, err

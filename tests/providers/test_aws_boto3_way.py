@@ -252,23 +252,27 @@ def test_setup_runs_once_per_instance_over_ssh(tmp_path: Path) -> None:
     counter = tmp_path / "count"
     with SshdFarm.start(tmp_path / "farm", n=1) as farm:
         server = farm.servers[0]
-        ssh = {
-            "allow_agent": False,
-            "look_for_keys": False,
-            "connect_attempts": 1,
-            "setup": ["exit 9"],
-        }  # the per-run setup is not the after-boot one
-        cfg = write_config(
-            tmp_path / "boot.yaml",
-            ssh=ssh,
-            ssh_user=farm.user,
-            identity_file=str(farm.client_key),
-            known_hosts=str(farm.known_hosts),
-            ssh_port=server.port,
-            python=farm.python,
-            setup=[f"echo booted >> {counter}", "echo installing"],
-        )
-        aws = AwsCluster(load_cluster(cfg))
+
+        def config(name: str, setup: list[str]) -> Path:
+            # the ssh section's per-run setup must not run in the after-boot step
+            ssh = {
+                "allow_agent": False,
+                "look_for_keys": False,
+                "connect_attempts": 1,
+                "setup": ["exit 9"],
+            }
+            return write_config(
+                tmp_path / name,
+                ssh=ssh,
+                ssh_user=farm.user,
+                identity_file=str(farm.client_key),
+                known_hosts=str(farm.known_hosts),
+                ssh_port=server.port,
+                python=farm.python,
+                setup=setup,
+            )
+
+        aws = AwsCluster(load_cluster(config("boot.yaml", [f"echo booted >> {counter}"])))
         now = dt.datetime.now(dt.timezone.utc)
         inst = Instance("i-0abc", "g", "g4dn.xlarge", "running", "127.0.0.1", "127.0.0.1", now)
         lines: list[str] = []
@@ -277,15 +281,7 @@ def test_setup_runs_once_per_instance_over_ssh(tmp_path: Path) -> None:
         assert counter.read_text() == "booted\n"  # the second call found the marker
         assert lines[0].startswith("g: setup done") and lines[1].startswith("g: already set up")
 
-        failing = write_config(
-            tmp_path / "boot2.yaml",
-            ssh=ssh,
-            ssh_user=farm.user,
-            identity_file=str(farm.client_key),
-            known_hosts=str(farm.known_hosts),
-            ssh_port=server.port,
-            setup=["echo 'E: Unable to locate package cuda' >&2", "false"],
-        )
+        failing = config("boot2.yaml", ["echo 'E: Unable to locate package cuda' >&2", "false"])
         with pytest.raises(AwsError) as err:
             AwsCluster(load_cluster(failing)).run_setup([inst])
         assert str(err.value).splitlines()[1:] == [
