@@ -409,12 +409,22 @@ class SshProvider(NodeProvider):
             raise _JumpFailed(ep.jump, exc) from None
         if transport is None:
             raise _JumpFailed(ep.jump, _ConnectionLost())
-        return transport.open_channel(
-            "direct-tcpip",
-            (ep.host, ep.port),
-            ("127.0.0.1", 0),
-            timeout=self.settings.connect_timeout_s,
-        )
+        try:
+            return transport.open_channel(
+                "direct-tcpip",
+                (ep.host, ep.port),
+                ("127.0.0.1", 0),
+                timeout=self.settings.connect_timeout_s,
+            )
+        except paramiko.ChannelException:
+            raise  # the jump host is fine; it could not reach the node
+        except (paramiko.SSHException, EOFError, OSError):
+            # the jump connection died under us: drop it so the retry opens a new one
+            with self._conns_lock:
+                dead = self._jumps.pop(ep.jump, None)
+            if dead is not None:
+                dead.drop()
+            raise _JumpFailed(ep.jump, _ConnectionLost()) from None
 
     def _jump_client(self, hop: Endpoint) -> paramiko.SSHClient:
         """A live connection to a ProxyJump hop, shared by every node behind it."""

@@ -199,3 +199,33 @@ def test_nodes_check_through_the_bastion_with_a_conda_like_setup(
     assert not row["reachable"]
     assert row["error"].startswith(f"node {NODE} (127.0.0.1:{bastion.target.port} via ")
     assert "setup failed (exit 127): " in row["error"] and "conda" in row["error"]
+
+
+def test_a_dropped_bastion_connection_is_reopened(bastion: Bastion) -> None:
+    import contextlib
+    import signal
+
+    from tests.fixtures.sshd import descendants
+
+    assert bastion.proc is not None
+    with provider(bastion) as p:
+        assert netns_interfaces(p) == ["lo"]
+        jumps_before, _ = bastion.logins()
+        # kill the jump host's sessions (the bastion drops us, and keeps listening): every
+        # process under the namespace's helper except the hidden node's sshd and its sessions
+        target = str(bastion.target.config_path).encode()
+        keep: set[int] = set()
+        for pid in descendants(bastion.proc.pid):
+            try:
+                if target in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    keep |= {pid, *descendants(pid)}
+            except OSError:
+                continue
+        assert keep, "the hidden node's sshd was not found"
+        victims = [pid for pid in descendants(bastion.proc.pid) if pid not in keep]
+        assert victims
+        for pid in victims:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        assert netns_interfaces(p) == ["lo"]  # reconnected through a new jump session
+        assert bastion.logins()[0] == jumps_before + 1
