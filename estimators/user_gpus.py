@@ -10,6 +10,8 @@ them. In a cluster file::
         pcie_gen: 3                    # required, 1..6
         tensor_tflops: 53.8            # optional (0: no tensor cores, the estimate uses FP32)
         aliases: [2080ti]              # optional other spellings
+        smi_pattern: 'RTX 2080 Ti'     # optional regex for nvidia-smi's name (`hadar nodes check`);
+                                       # default: the id's words (rtx-2080-ti: RTX 2080 Ti)
     gpu_types: my-gpus.yaml            # ... or a file (relative to the cluster file) holding
                                        #     the same mapping under `gpus:`
 """
@@ -21,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from estimators.gpu_catalogue import GpuSpec, gpu_key, register_gpu
 from hadar.errors import InputError
@@ -41,6 +43,23 @@ class UserGpu(BaseModel):
     pcie_gen: int = Field(ge=1, le=6)
     tensor_tflops: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     aliases: list[str] = Field(default_factory=list)
+    smi_pattern: str | None = None
+
+    @field_validator("smi_pattern")
+    @classmethod
+    def _compiles(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                re.compile(v)
+            except re.error as exc:
+                raise ValueError(f"not a regular expression ({exc})") from None
+        return v
+
+
+def default_smi_pattern(gpu_id: str) -> str:
+    """``rtx-2080-ti`` -> a case-insensitive pattern matching ``NVIDIA GeForce RTX 2080 Ti``."""
+    words = [re.escape(w) for w in re.split(r"[-_\s]+", gpu_id) if w]
+    return r"\b" + r"[\s_-]?".join(words) + r"\b"
 
 
 class _Declarations(BaseModel):
@@ -85,6 +104,7 @@ def resolve_gpu_types(value: Any, source: str, base_dir: Path | None) -> dict[st
             tensor_tflops=gpu.tensor_tflops,
             memory_gb=gpu.memory_gb,
             pcie_gen=gpu.pcie_gen,
+            smi_pattern=gpu.smi_pattern or default_smi_pattern(gid),
         )
         register_gpu(spec, tuple(gpu.aliases), where=f"{where}: {prefix}.{raw_id}")
         out[gid] = gpu.model_dump(exclude_defaults=True)

@@ -235,3 +235,29 @@ def test_aws_ssh_file_carries_the_declarations(tmp_path: Path) -> None:
     assert ssh["gpu_types"]["l4"] == MY_GPUS["l4"]
     forget_user_gpus()  # a fresh process reading only the SSH file
     assert cluster_from_dict(ssh, source="cloud-ssh.yaml").node("g6").gpus == {"l4": 1}
+
+
+def test_nodes_check_recognises_declared_gpus_by_their_nvidia_smi_name(tmp_path: Path) -> None:
+    from estimators.gpu_catalogue import gpu_for_smi_name
+
+    gpus = {
+        **MY_GPUS,
+        "mi-gpu": {
+            "fp32_tflops": 1,
+            "memory_gb": 1,
+            "pcie_gen": 4,
+            "smi_pattern": r"Instinct MI250X?",
+        },
+    }
+    load_cluster(write_cluster(tmp_path / "lab.yaml", gpus))
+    assert gpu_for_smi_name("NVIDIA GeForce RTX 2080 Ti") == "rtx-2080-ti"
+    assert gpu_for_smi_name("NVIDIA L4") == "l4"
+    assert gpu_for_smi_name("NVIDIA L40S") is None
+    assert gpu_for_smi_name("AMD Instinct MI250X") == "mi-gpu"
+    assert gpu_for_smi_name("Tesla V100-SXM2-16GB") == "v100"  # the catalogue's still win
+    forget_user_gpus()
+    bad = {"l4": {**MY_GPUS["l4"], "smi_pattern": "L4("}}
+    with pytest.raises(
+        InputError, match=r"lab2.yaml: gpu_types.l4.smi_pattern: not a regular expression"
+    ):
+        load_cluster(write_cluster(tmp_path / "lab2.yaml", bad))
