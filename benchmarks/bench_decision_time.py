@@ -56,7 +56,7 @@ def time_compare() -> float:
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-m", "hadar", "compare", "--cluster", "sim-60gpu", "--workload", "philly-480",
-                        "--policies", "hadar,gavel,tiresias,yarn-cs", "--jobs", "2", "--out", tmp],
+                        "--policies", "hadar,gavel,tiresias,yarn-cs", "--workers", "2", "--out", tmp],
                        check=True, stdout=subprocess.DEVNULL)
         return time.perf_counter() - t0
 

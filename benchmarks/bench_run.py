@@ -48,7 +48,7 @@ def main() -> None:
     if a.only in (None, "overhead"):
         out = base / "overhead"
         run(out, "--cluster", cluster, "--workload", "M-5", "--size", "small", "--policy", "hadare",
-            "--slot", str(a.slot), "--no-eval")
+            "--round", str(a.slot), "--no-eval")
         rs = rounds(out)[1:]  # round 0 also starts the warm servers: reported separately
         coord = [float(r["coordination_s"]) for r in rs]
         first = rounds(out)[0]
@@ -61,7 +61,7 @@ def main() -> None:
         print(f"{'policy':8} {'CRU':>6} {'TTD s':>8} {'avg JCT s':>10} {'rounds':>7}")
         for policy in ("hadare", "hadar", "gavel"):
             s = run(base / f"demo-{policy}", "--cluster", cluster, "--workload", "M-5", "--size", "small",
-                    "--policy", policy, "--slot", str(a.slot), "--no-eval")
+                    "--policy", policy, "--round", str(a.slot), "--no-eval")
             print(f"{policy:8} {s['cru']:6.3f} {s['ttd_s']:8.1f} {s['avg_jct_s']:10.1f} {s['rounds']:7d}", flush=True)
 
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from estimators.throughput import EstimatedCell, ThroughputModel
 from hadar import scenario
 from hadar.cluster import Cluster
+from hadar.commands.options import add_restart_penalty_arg, add_round_arg, add_size_arg
 from hadar.jobs import Job
 
 
@@ -20,10 +21,9 @@ def add_scenario_args(p: argparse.ArgumentParser, default_cluster: str = "sim-60
     p.add_argument("--throughputs", default=None,
                    help="throughputs JSON in Gavel's schema (default: Gavel's bundled measurements)")
     p.add_argument("--seed", type=int, default=0, help="workload sampling seed (default: %(default)s)")
-    p.add_argument("--round", dest="round_length", type=_positive, default=360.0,
-                   help="round (slot) length in seconds (default: %(default)s)")
-    p.add_argument("--restart-penalty", type=_non_negative, default=10.0,
-                   help="checkpoint-restart penalty in seconds (default: %(default)s)")
+    add_size_arg(p)
+    add_round_arg(p)
+    add_restart_penalty_arg(p)
 
 
 def add_policy_opt_arg(p: argparse.ArgumentParser, per_policy: bool = False) -> None:
@@ -33,20 +33,6 @@ def add_policy_opt_arg(p: argparse.ArgumentParser, per_policy: bool = False) -> 
                    help="a policy knob (repeatable), e.g. " + ("hadar:utility=sigmoid" if per_policy else
                         "utility=sigmoid, replan=never, preset=legacy") + "; the knobs of each policy are in "
                         "docs/hadar.md and docs/baselines.md")
-
-
-def _positive(text: str) -> float:
-    v = float(text)
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive (got {text})")
-    return v
-
-
-def _non_negative(text: str) -> float:
-    v = float(text)
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0 (got {text})")
-    return v
 
 
 def estimates_note(cells: Sequence[EstimatedCell], limit: int = 6) -> str | None:

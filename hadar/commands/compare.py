@@ -35,6 +35,7 @@ from hadar.commands.common import (
     estimates_note,
     load_scenario,
 )
+from hadar.commands.options import add_out_arg, add_workers_arg, output_dir
 from hadar.errors import InputError
 from hadar.extras import plots_missing_note
 from hadar.jobs import Job, JobStatus
@@ -46,7 +47,7 @@ from hadar.sweep import default_workers, run_cells
 DEFAULT_POLICIES = "hadar,gavel,tiresias,yarn-cs"
 DECISION_SIZES = (32, 64, 128, 256, 512, 1024, 2048)
 DECISION_POLICIES = ("hadar", "gavel")
-SCENARIO_KEYS = ("cluster", "workload", "throughputs", "seed", "round_length", "restart_penalty")
+SCENARIO_KEYS = ("cluster", "workload", "throughputs", "seed", "size", "round_length", "restart_penalty")
 
 
 def _hours(v: float) -> str:
@@ -87,9 +88,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--policies", default=DEFAULT_POLICIES,
                    help=f"comma-separated, from {', '.join(sorted(POLICY_REGISTRY))} (default: %(default)s)")
     add_policy_opt_arg(p, per_policy=True)
-    p.add_argument("--out", default="out/compare", help="output directory (default: %(default)s)")
-    p.add_argument("--workers", "--jobs", dest="workers", type=int, default=None, metavar="N",
-                   help="parallel processes (default: one per policy, at most the CPU count; 1 = one by one)")
+    add_out_arg(p, "compare")
+    add_workers_arg(p, "one per policy, at most the CPU count")
     p.add_argument("--ray-address", default=None, metavar="ADDR",
                    help="run the policies as tasks on this Ray cluster instead (needs the ray extra)")
     p.add_argument("--gavel-compatible", action="store_true",
@@ -123,8 +123,10 @@ def run(args: argparse.Namespace) -> int:
     occupancy = occupancy or policies[0]
     scenario = {k: getattr(args, k) for k in SCENARIO_KEYS}
     cluster, jobs, throughput = load_scenario(argparse.Namespace(**scenario))  # bad input fails here, once
-    out = Path(args.out)
+    out, replacing = output_dir(args.out, args.out_stem)
     console = Console(width=max(170, Console().width))
+    if replacing:
+        console.print(replacing, style="yellow", markup=False, highlight=False)
     workers = default_workers(len(policies), args.workers)
     mode = "gavel-compatible" if args.gavel_compatible else "normal"
     note = estimates_note(throughput.estimated_cells(jobs, cluster))

@@ -14,15 +14,23 @@ import argparse
 import math
 import time
 from dataclasses import replace
-from pathlib import Path
 
 from rich.console import Console
 
 from hadar.commands.common import add_policy_opt_arg
+from hadar.commands.options import (
+    add_alias,
+    add_out_arg,
+    add_restart_penalty_arg,
+    add_round_arg,
+    add_workers_arg,
+    output_dir,
+)
 from hadar.errors import InputError
 from hadar.experiments import grid, load_sweep, report, tables
 from hadar.experiments.grid import DEFAULT_CLUSTERS, DEFAULT_MIXES, DEFAULT_POLICIES, DEFAULT_SLOTS
 from hadar.extras import plots_missing_note
+from hadar.sweep import default_workers
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -38,15 +46,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="comma-separated cluster names or YAML files (default: %(default)s)")
     ph.add_argument("--mixes", default=",".join(DEFAULT_MIXES), help="workload mixes M-1 ... M-12 (default: %(default)s)")
     ph.add_argument("--policies", default=",".join(DEFAULT_POLICIES), help="policies (default: %(default)s)")
-    ph.add_argument("--slots", default=",".join(f"{s:g}" for s in DEFAULT_SLOTS),
-                    help="slot (round) times in seconds for the sweep (default: %(default)s)")
-    ph.add_argument("--main-slot", default=None, metavar="SECONDS",
-                    help="slot of the main tables and Fig. 8-10; one of --slots (default: 360 if swept, else the longest)")
-    ph.add_argument("--restart-penalty", default="10", metavar="SECONDS",
-                    help="checkpoint-restart penalty in seconds (default: %(default)s)")
-    ph.add_argument("--jobs", default=None, metavar="N",
-                    help="parallel processes (default: the CPU count; 1 = one by one)")
-    ph.add_argument("--out", default="out/experiment-physical", help="output directory (default: %(default)s)")
+    ph.add_argument("--rounds", dest="slots", default=",".join(f"{s:g}" for s in DEFAULT_SLOTS), metavar="LIST",
+                    help="round (slot) lengths in seconds for the sweep (default: %(default)s)")
+    add_alias(ph, "--slots", "--rounds", "slots")
+    ph.add_argument("--main-round", dest="main_slot", default=None, metavar="SECONDS",
+                    help="round length of the main tables and Fig. 8-10; one of --rounds (default: 360 if swept, "
+                         "else the longest)")
+    add_alias(ph, "--main-slot", "--main-round", "main_slot")
+    add_restart_penalty_arg(ph)
+    add_workers_arg(ph, "the CPU count")
+    add_out_arg(ph, "experiment-physical")
     ph.set_defaults(func=run_physical)
     ls = exp.add_parser(
         "load-sweep", help="average JCT vs input job rate (Poisson arrivals), every policy, with saturation rates",
@@ -63,23 +72,20 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="jobs per trace (default: %(default)s)")
     ls.add_argument("--window", default="{}:{}".format(*load_sweep.DEFAULT_WINDOW), metavar="A:B",
                     help="measure jobs A..B-1 by arrival order (default: %(default)s)")
-    ls.add_argument("--round", dest="round_length", type=float, default=360.0,
-                    help="round length in seconds (default: %(default)s)")
-    ls.add_argument("--restart-penalty", type=float, default=10.0,
-                    help="checkpoint-restart penalty in seconds (default: %(default)s)")
+    add_round_arg(ls)
+    add_restart_penalty_arg(ls)
     add_policy_opt_arg(ls, per_policy=True)
-    ls.add_argument("--workers", type=int, default=None, metavar="N",
-                    help="parallel processes (default: the CPU count; 1 = one by one)")
+    add_workers_arg(ls, "the CPU count")
     ls.add_argument("--ray-address", default=None, metavar="ADDR",
                     help="run the cells as tasks on this Ray cluster (needs the ray extra)")
-    ls.add_argument("--out", default="out/load-sweep", help="output directory (default: %(default)s)")
+    add_out_arg(ls, "load-sweep")
     ls.set_defaults(func=run_load_sweep)
 
 
 def run_load_sweep(args: argparse.Namespace) -> int:
     from hadar.cluster_config import load_cluster
     from hadar.commands.compare import parse_policies, parse_policy_options
-    from hadar.sweep import default_workers, run_cells
+    from hadar.sweep import run_cells
 
     policies = parse_policies(args.policies)
     options = parse_policy_options(args.policy_opt, policies)
@@ -110,7 +116,9 @@ def run_load_sweep(args: argparse.Namespace) -> int:
                          f"{(r['avg_jct_s'] or 0) / 3600:6.2f} h{' (saturated)' if r['saturated'] else ''}"
                          f" [{r['wall_s']:.1f} s]"))
     wall = time.perf_counter() - t0
-    out = Path(args.out)
+    out, replacing = output_dir(args.out, args.out_stem)
+    if replacing:
+        console.print(replacing, style="yellow", markup=False, highlight=False)
     saturation = {p: load_sweep.saturation_rate(rows, p) for p in policies}
     sustained = {p: load_sweep.sustained_rate(rows, p) for p in policies}
     files = load_sweep.write_outputs(out, rows, {
@@ -166,33 +174,15 @@ def _window(text: str, num_jobs: int) -> tuple[int, int]:
     return start, end
 
 
-def _count(text: str | None, option: str) -> int | None:
-    if text is None:
-        return None
-    try:
-        v = int(text)
-    except ValueError:
-        raise InputError(f"{option}: expected a whole number (got {text!r})") from None
-    if v < 1:
-        raise InputError(f"{option}: must be >= 1 (got {v})")
-    return v
-
-
-def _seconds(text: str, option: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise InputError(f"{option}: expected seconds (got {text!r})") from None
-
-
 def run_physical(args: argparse.Namespace) -> int:
-    workers_arg = _count(args.jobs, "--jobs")
     spec = grid.parse_spec(args.clusters, args.mixes, args.policies, args.slots, args.main_slot,
-                           _seconds(args.restart_penalty, "--restart-penalty"))
-    out = Path(args.out)
+                           args.restart_penalty)
+    out, replacing = output_dir(args.out, args.out_stem)
     console = Console(width=max(180, Console().width))
+    if replacing:
+        console.print(replacing, style="yellow", markup=False, highlight=False)
     todo = grid.cells(spec)
-    workers = workers_arg or grid.default_workers(len(todo))
+    workers = default_workers(len(todo), args.workers)
     console.print(f"physical experiment: {len(todo)} cells ({len(spec.clusters)} clusters x {len(spec.mixes)} mixes x "
                   f"{len(spec.policies)} policies x {len(spec.slots)} slots) in {workers} "
                   f"process{'es' if workers > 1 else ''}")

@@ -11,11 +11,19 @@ from rich.console import Console
 from rich.table import Table
 
 from hadar.commands.common import add_policy_opt_arg, estimates_note
+from hadar.commands.options import (
+    RUN_ROUND_S,
+    RUN_SIZE,
+    SIM_RESTART_PENALTY_S,
+    add_policy_arg,
+    add_restart_penalty_arg,
+    add_round_arg,
+    add_size_arg,
+)
 from hadar.errors import HadarError, InputError
 from hadar.extras import plots_missing_note, require
 from hadar.policy_options import parse_pairs
 from hadar.runtime.config import RunConfig, RuntimeKnobs, load_config, save_config
-from hadar.workloads.mixes import SIZES
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,12 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "killed run continues with --resume RUNDIR.")
     p.add_argument("--cluster", default="cluster_configs/local-3node.yaml", help="cluster file (default: %(default)s)")
     p.add_argument("--workload", default="M-3", help="M-1..M-12 or a job file with training specs (default: %(default)s)")
-    p.add_argument("--size", default="tiny", choices=SIZES, help="model/workload size (default: %(default)s)")
-    p.add_argument("--policy", default="hadare", help="hadare, hadar, gavel, ... (default: %(default)s)")
+    add_size_arg(p, RUN_SIZE)
+    add_policy_arg(p, "hadare")
     add_policy_opt_arg(p)
-    p.add_argument("--slot", type=float, default=30.0, help="round length in seconds (default: %(default)s)")
-    p.add_argument("--grace", type=float, default=20.0, help="seconds past the slot before a copy counts as hung")
-    p.add_argument("--seed", type=int, default=0)
+    add_round_arg(p, RUN_ROUND_S, old="--slot")
+    p.add_argument("--grace", type=float, default=20.0, help="seconds past the round before a copy counts as hung")
+    p.add_argument("--seed", type=int, default=0, help="workload and training seed (default: %(default)s)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per worker (default: %(default)s)")
     p.add_argument("--out", help="run directory (default: runs/<policy>-<time>)")
     p.add_argument("--resume", metavar="RUNDIR", help="continue the run in RUNDIR after a crash or Ctrl-C")
@@ -39,8 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cold-workers", action="store_true",
                    help="start a fresh worker process every round instead of forking a warm per-node server")
     p.add_argument("--trust-new-hosts", action="store_true", help="SSH: accept and record unknown host keys")
-    p.add_argument("--restart-penalty", type=float, default=RuntimeKnobs.restart_penalty_s,
-                   help="what policies assume a restart costs, s (default: %(default)s)")
+    add_restart_penalty_arg(p, RuntimeKnobs.restart_penalty_s, what="what policies assume a restart costs on "
+                            f"real nodes (the simulator charges {SIM_RESTART_PENALTY_S:g})")
     p.add_argument("--aggregation-overhead", type=float, default=RuntimeKnobs.aggregation_overhead_s,
                    help="what HadarE assumes averaging costs per round, s (default: %(default)s)")
     p.set_defaults(func=run)
@@ -59,15 +67,13 @@ def run(args: argparse.Namespace) -> int:
         cfg = load_config(rundir)
         console.print(f"resuming {rundir} ({cfg.policy} on {cfg.cluster}, workload {cfg.workload})")
     else:
-        if args.slot <= 0:
-            raise InputError(f"--slot: must be positive (got {args.slot:g})")
         rundir = Path(args.out or f"runs/{args.policy}-{time.strftime('%Y%m%d-%H%M%S')}")
         if (rundir / "run.json").exists():
             raise InputError(f"--out: {rundir} already holds a run (use --resume {rundir} or another --out)")
         cfg = RunConfig(run_id=f"{rundir.name}-{secrets.token_hex(3)}"[-60:].lstrip(".-_") or "run",
                         cluster=args.cluster, workload=args.workload, size=args.size, policy=args.policy,
                         policy_options=parse_pairs(args.policy_opt),
-                        slot_s=args.slot, grace_s=args.grace, seed=args.seed, threads=args.threads,
+                        slot_s=args.round_length, grace_s=args.grace, seed=args.seed, threads=args.threads,
                         evaluate=not args.no_eval, warm_workers=not args.cold_workers, started_at=time.time())
     knobs = RuntimeKnobs(args.restart_penalty, args.aggregation_overhead)
     view = None

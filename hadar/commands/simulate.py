@@ -13,7 +13,7 @@ from hadar.commands.common import (
     add_scenario_args,
     estimates_note,
 )
-from hadar.policy import POLICY_REGISTRY
+from hadar.commands.options import add_out_arg, add_policy_arg, announce, output_dir
 from hadar.policy_options import parse_pairs
 
 
@@ -22,9 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Replay a workload on a cluster under one policy; print a summary and write "
                                    "summary.json, jobs.csv, rounds.csv and placements.csv into --out.")
     add_scenario_args(p)
-    p.add_argument("--policy", default="hadar", help=f"one of {', '.join(sorted(POLICY_REGISTRY))} (default: %(default)s)")
+    add_policy_arg(p, "hadar")
     add_policy_opt_arg(p)
-    p.add_argument("--out", default="out/simulate", help="output directory (default: %(default)s)")
+    add_out_arg(p, "simulate")
     p.add_argument("--no-progress", action="store_true", help="do not show the progress bar")
     p.add_argument("--gavel-compatible", action="store_true",
                    help="run as Gavel's simulator does (no restart penalty, rounds end with their longest job, "
@@ -36,13 +36,15 @@ def run(args: argparse.Namespace) -> int:
     from hadar import api
 
     sim = api.simulate(args.cluster, args.workload, args.policy, throughputs=args.throughputs, seed=args.seed,
-                       round_length=args.round_length, restart_penalty=args.restart_penalty,
+                       size=args.size, round_length=args.round_length, restart_penalty=args.restart_penalty,
                        policy_options=parse_pairs(args.policy_opt), gavel_compatible=args.gavel_compatible,
                        progress=not args.no_progress)
     note = estimates_note(sim.records.estimated_cells)
     if note:
         Console(stderr=True).print(note, style="yellow", highlight=False, soft_wrap=True)
-    print_summary(sim.summary, sim.save(args.out))
+    out, replacing = output_dir(args.out, args.out_stem)
+    announce(replacing, Console(stderr=True))
+    print_summary(sim.summary, sim.save(out))
     return 0
 
 

@@ -100,7 +100,7 @@ def parse_policies(text: str) -> tuple[str, ...]:
     return names
 
 
-def parse_slots(text: str, option: str = "--slots") -> tuple[float, ...]:
+def parse_slots(text: str, option: str = "--rounds") -> tuple[float, ...]:
     out = []
     for s in _names(text, option):
         try:
@@ -123,9 +123,9 @@ def parse_spec(clusters: str, mixes: str, policies: str, slots: str, main_slot: 
     if main_slot is None:
         main = DEFAULT_MAIN_SLOT if DEFAULT_MAIN_SLOT in slot_list else slot_list[-1]
     else:
-        main = parse_slots(main_slot, "--main-slot")[0]
+        main = parse_slots(main_slot, "--main-round")[0]
         if main not in slot_list:
-            raise InputError(f"--main-slot: {main:g} s is not one of --slots ({', '.join(f'{s:g}' for s in slot_list)})")
+            raise InputError(f"--main-round: {main:g} s is not one of --rounds ({', '.join(f'{s:g}' for s in slot_list)})")
     if restart_penalty < 0:
         raise InputError(f"--restart-penalty: must be >= 0 (got {restart_penalty:g})")
     spec = GridSpec(_names(clusters, "--clusters"), parse_mixes(mixes), parse_policies(policies), slot_list, main,

@@ -18,7 +18,7 @@ TIMING = ("avg_decision_s", "median_decision_s", "max_decision_s")
 
 def _compare(out: Path, jobs: int) -> int:
     return main(["compare", "--cluster", "sim-60gpu", "--workload", "philly-48", "--policies", ",".join(POLICIES),
-                 "--out", str(out), "--jobs", str(jobs), "--decision-sizes", "32,64"])
+                 "--out", str(out), "--workers", str(jobs), "--decision-sizes", "32,64"])
 
 
 @pytest.fixture(scope="module")

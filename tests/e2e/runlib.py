@@ -133,7 +133,7 @@ def tracker_progress(rundir: Path) -> dict[int, int]:
 def start_run(out: Path, workload: Path, cluster: str = LOCAL_3, slot: str = "12",
               policy: str = "hadare") -> subprocess.Popen:
     """A run of ``workload`` in the background (HadarE unless told; no live view, no evaluation)."""
-    return start("run", "--cluster", cluster, "--workload", str(workload), "--policy", policy, "--slot", slot,
+    return start("run", "--cluster", cluster, "--workload", str(workload), "--policy", policy, "--round", slot,
                  "--no-live", "--no-eval", "--out", str(out))
 
 

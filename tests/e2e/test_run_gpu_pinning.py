@@ -75,7 +75,7 @@ def run_args(cluster: Path, jobs: Path, out: Path, slot: int) -> list[str]:
         str(jobs),
         "--policy",
         "hadar",
-        "--slot",
+        "--round",
         str(slot),
         "--no-live",
         "--out",

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.slow
 def test_m3_with_hadare_on_local_nodes_completes_and_reports_cru(tmp_path):
     out = tmp_path / "run"
     proc = hadar("run", "--cluster", LOCAL_3, "--workload", "M-3", "--size", "tiny", "--policy", "hadare",
-                 "--slot", "20", "--no-live", "--out", str(out))
+                 "--round", "20", "--no-live", "--out", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     s = summary(out)
     assert s["completed"] == s["jobs"] == 3

@@ -29,7 +29,7 @@ PNGS = ("fig8_cru.png", "fig9_ttd.png", "fig10_jct.png", "fig11_cru_slots_hadare
 
 def _args(out: Path, jobs: int) -> list[str]:
     return ["experiment", "physical", "--clusters", ",".join(CLUSTERS), "--mixes", ",".join(MIXES),
-            "--policies", ",".join(POLICIES), "--slots", "180,360", "--main-slot", "360", "--jobs", str(jobs),
+            "--policies", ",".join(POLICIES), "--rounds", "180,360", "--main-round", "360", "--workers", str(jobs),
             "--out", str(out)]
 
 
@@ -161,15 +161,15 @@ def test_estimated_pairs_are_reported_for_lab(runs):
 @pytest.mark.parametrize("change,needle", [
     (("--mixes", "M-5,M-13"), "--mixes: unknown workload mix 'M-13'"),
     (("--clusters", "aws-5node,nosuch"), "nosuch: cluster file not found"),
-    (("--slots", "0,360"), "--slots: slot times must be positive"),
-    (("--slots", "-90"), "--slots: slot times must be positive"),
-    (("--slots", "abc"), "--slots: 'abc' is not a number"),
-    (("--main-slot", "90"), "--main-slot: 90 s is not one of --slots"),
+    (("--rounds", "0,360"), "--rounds: slot times must be positive"),
+    (("--rounds", "-90"), "--rounds: slot times must be positive"),
+    (("--rounds", "abc"), "--rounds: 'abc' is not a number"),
+    (("--main-round", "90"), "--main-round: 90 s is not one of --rounds"),
     (("--policies", "hadar,slurm"), "--policies: unknown policy 'slurm'"),
-    (("--jobs", "0"), "--jobs: must be >= 1"),
+    (("--workers", "0"), "--workers: must be >= 1"),
 ])
 def test_bad_arguments_are_one_line_exit_2(tmp_path, capsys, change, needle):
-    args = ["experiment", "physical", "--clusters", "aws-5node", "--mixes", "M-1", "--slots", "360",
+    args = ["experiment", "physical", "--clusters", "aws-5node", "--mixes", "M-1", "--rounds", "360",
             "--out", str(tmp_path / "out")]
     i = args.index(change[0]) if change[0] in args else None
     if i is None:

@@ -1,0 +1,157 @@
+"""Flags every sub-command spells the same way: one name, one default and one help text per
+concept (round length, restart penalty, workload size, worker processes, output directory),
+plus the global ``--log-level``/``--debug`` and the help formatter that shows every default.
+
+Defaults that differ between the simulator and real training are named here side by side, with
+the reason, so that ``--help`` of each command says which one applies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+SIM_ROUND_S = 360.0
+"""Simulated round length: the paper's 6-minute rounds (simulate, compare, experiments)."""
+RUN_ROUND_S = 30.0
+"""Real-training round length: wall-clock seconds, short enough for the tiny/small models."""
+SIM_RESTART_PENALTY_S = 10.0
+"""Simulated checkpoint-restart cost (the paper's figure for its models)."""
+SIM_SIZE = "paper"
+"""Mixes M-1..M-12 at the paper's model sizes in the simulator."""
+RUN_SIZE = "tiny"
+"""Mixes at the tiny size for real training on CPUs."""
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Appends ``(default: X)`` to every option whose help does not already mention its default
+    (flags, ``--help`` and options without a default are left as they are)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "%(default)" in text or "default" in text or not shows_default(action):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def shows_default(action: argparse.Action) -> bool:
+    """Whether ``--help`` should name this action's default (a value, not a flag or nothing)."""
+    return (action.default not in (None, argparse.SUPPRESS, []) and action.nargs != 0
+            and action.help != argparse.SUPPRESS)
+
+
+class _DeprecatedAlias(argparse.Action):
+    """An old spelling that still works (hidden from ``--help``) and says which flag replaces it."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, replacement: str = "", **kwargs: Any) -> None:
+        self.replacement = replacement
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(f"hadar: warning: {option_string} is deprecated, use {self.replacement}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_alias(p: argparse.ArgumentParser, old: str, new: str, dest: str, convert: Any = None) -> None:
+    """Keep ``old`` working as a hidden, deprecated spelling of ``new`` (same ``dest``)."""
+    p.add_argument(old, dest=dest, action=_DeprecatedAlias, replacement=new, type=convert,
+                   default=argparse.SUPPRESS, metavar=new.lstrip("-").upper())
+
+
+def positive(text: str) -> float:
+    """argparse type: a positive number."""
+    v = float(text)
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be positive (got {text})")
+    return v
+
+
+def non_negative(text: str) -> float:
+    """argparse type: a number >= 0."""
+    v = float(text)
+    if not v >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 (got {text})")
+    return v
+
+
+def add_round_arg(p: argparse.ArgumentParser, default: float = SIM_ROUND_S, old: str | None = None) -> None:
+    """``--round SECONDS`` (dest ``round_length``); ``old`` is a deprecated spelling kept working."""
+    where = (f"in wall-clock seconds of training; the simulator's rounds default to {SIM_ROUND_S:g}"
+             if default == RUN_ROUND_S else f"in simulated seconds; hadar run's default to {RUN_ROUND_S:g}")
+    p.add_argument("--round", dest="round_length", type=positive, default=default, metavar="SECONDS",
+                   help=f"round length {where} (default: %(default)s)")
+    if old:
+        add_alias(p, old, "--round", "round_length", positive)
+
+
+def add_restart_penalty_arg(p: argparse.ArgumentParser, default: float = SIM_RESTART_PENALTY_S,
+                            what: str = "the simulated checkpoint-restart cost") -> None:
+    p.add_argument("--restart-penalty", type=non_negative, default=default, metavar="SECONDS",
+                   help=f"{what}, in seconds (default: %(default)s)")
+
+
+def add_size_arg(p: argparse.ArgumentParser, default: str = SIM_SIZE) -> None:
+    from hadar.workloads.mixes import SIZES
+
+    other = RUN_SIZE if default == SIM_SIZE else SIM_SIZE
+    p.add_argument("--size", default=default, choices=SIZES,
+                   help=f"model size of the mixes M-1..M-12 (default: %(default)s; "
+                        f"{'hadar run' if default == SIM_SIZE else 'the simulator'} defaults to {other})")
+
+
+def add_workers_arg(p: argparse.ArgumentParser, default_text: str) -> None:
+    """``--workers N`` (parallel processes); the old ``--jobs`` stays as a hidden alias."""
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help=f"parallel processes (default: {default_text}; 1 = one by one)")
+    add_alias(p, "--jobs", "--workers", "workers", int)
+
+
+def add_policy_arg(p: argparse.ArgumentParser, default: str) -> None:
+    """``--policy`` with the registered policies as choices (listed in ``--help``)."""
+    from hadar.policy import POLICY_REGISTRY
+
+    p.add_argument("--policy", default=default, choices=sorted(POLICY_REGISTRY), metavar="POLICY",
+                   help=f"one of {', '.join(sorted(POLICY_REGISTRY))} (default: %(default)s)")
+
+
+def add_out_arg(p: argparse.ArgumentParser, stem: str) -> None:
+    """``--out DIR``; without it a new ``out/<stem>-<time>`` directory (see :func:`output_dir`)."""
+    p.set_defaults(out_stem=stem)
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help=f"output directory (default: a new out/{stem}-YYYYmmdd-HHMMSS; "
+                        "an existing --out is replaced, and the command says so)")
+
+
+def output_dir(out: str | None, stem: str, now: float | None = None) -> tuple[Path, str | None]:
+    """Where a command writes, and a note when it replaces earlier results.
+
+    Without ``out``: ``out/<stem>-<YYYYmmdd-HHMMSS>``, suffixed ``-2``, ``-3``... if that exists,
+    so a run never lands on another's files. With ``out``: that directory, and a note naming it
+    when it already holds files (results are replaced file by file, never silently)."""
+    if out is not None:
+        path = Path(out)
+        held = path.is_dir() and any(path.iterdir())
+        return path, f"note: replacing the results in {path}/" if held else None
+    base = Path("out") / f"{stem}-{time.strftime('%Y%m%d-%H%M%S', time.localtime(now))}"
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    return path, None
+
+
+def add_global_args(p: argparse.ArgumentParser, top: bool) -> None:
+    """``--log-level`` and ``--debug``, on ``hadar`` and on every sub-command (either place works;
+    on sub-commands their default is SUPPRESS so they do not reset what ``hadar --debug`` set)."""
+    g = p.add_argument_group("diagnostics")
+    g.add_argument("--log-level", choices=LOG_LEVELS, type=str.lower,
+                   default="warning" if top else argparse.SUPPRESS,
+                   help="how much the libraries and the runtime log to stderr (default: warning)")
+    g.add_argument("--debug", action="store_true", default=False if top else argparse.SUPPRESS,
+                   help="show the traceback behind an error (and log at debug level)")
