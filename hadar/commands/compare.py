@@ -35,7 +35,7 @@ from hadar.commands.common import (
     estimates_note,
     load_scenario,
 )
-from hadar.commands.options import add_out_arg, add_workers_arg, output_dir
+from hadar.commands.options import add_out_arg, add_workers_arg, announce, output_dir
 from hadar.errors import InputError
 from hadar.extras import plots_missing_note
 from hadar.jobs import Job, JobStatus
@@ -125,8 +125,7 @@ def run(args: argparse.Namespace) -> int:
     cluster, jobs, throughput = load_scenario(argparse.Namespace(**scenario))  # bad input fails here, once
     out, replacing = output_dir(args.out, args.out_stem)
     console = Console(width=max(170, Console().width))
-    if replacing:
-        console.print(replacing, style="yellow", markup=False, highlight=False)
+    announce(replacing, console)
     workers = default_workers(len(policies), args.workers)
     mode = "gavel-compatible" if args.gavel_compatible else "normal"
     note = estimates_note(throughput.estimated_cells(jobs, cluster))

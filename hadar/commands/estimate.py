@@ -27,9 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--throughputs", metavar="FILE",
                    help="Gavel-schema throughputs JSON (default: Gavel's bundled K80/P100/V100 table)")
-    p.add_argument("--reference", default="v100", metavar="GPU", help="reference GPU type of X_ref (default v100)")
+    p.add_argument("--reference", default="v100", metavar="GPU", help="reference GPU type of X_ref (default: %(default)s)")
     p.add_argument("--holdout", default=",".join(HOLDOUTS), metavar="LIST",
-                   help=f"comma-separated hold-outs among {', '.join(HOLDOUTS)} (default: all)")
+                   help="comma-separated hold-outs (default: %(default)s, all of them)")
     p.add_argument("--variants", action="store_true", help="also score a few PMI variants (TFLOPS choice, exponent)")
     p.add_argument("--out", metavar="DIR", help="write estimate_error_cells.csv, _summary.csv and .json here")
     p.set_defaults(func=run)

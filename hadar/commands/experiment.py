@@ -24,6 +24,7 @@ from hadar.commands.options import (
     add_restart_penalty_arg,
     add_round_arg,
     add_workers_arg,
+    announce,
     output_dir,
 )
 from hadar.errors import InputError
@@ -117,8 +118,7 @@ def run_load_sweep(args: argparse.Namespace) -> int:
                          f" [{r['wall_s']:.1f} s]"))
     wall = time.perf_counter() - t0
     out, replacing = output_dir(args.out, args.out_stem)
-    if replacing:
-        console.print(replacing, style="yellow", markup=False, highlight=False)
+    announce(replacing, console)
     saturation = {p: load_sweep.saturation_rate(rows, p) for p in policies}
     sustained = {p: load_sweep.sustained_rate(rows, p) for p in policies}
     files = load_sweep.write_outputs(out, rows, {
@@ -179,8 +179,7 @@ def run_physical(args: argparse.Namespace) -> int:
                            args.restart_penalty)
     out, replacing = output_dir(args.out, args.out_stem)
     console = Console(width=max(180, Console().width))
-    if replacing:
-        console.print(replacing, style="yellow", markup=False, highlight=False)
+    announce(replacing, console)
     todo = grid.cells(spec)
     workers = default_workers(len(todo), args.workers)
     console.print(f"physical experiment: {len(todo)} cells ({len(spec.clusters)} clusters x {len(spec.mixes)} mixes x "

@@ -13,7 +13,10 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 SIM_ROUND_S = 360.0
 """Simulated round length: the paper's 6-minute rounds (simulate, compare, experiments)."""
@@ -41,27 +44,49 @@ class DefaultsHelpFormatter(argparse.HelpFormatter):
 
 def shows_default(action: argparse.Action) -> bool:
     """Whether ``--help`` should name this action's default (a value, not a flag or nothing)."""
-    return (action.default not in (None, argparse.SUPPRESS, []) and action.nargs != 0
-            and action.help != argparse.SUPPRESS)
+    return (
+        action.default not in (None, argparse.SUPPRESS, [])
+        and action.nargs != 0
+        and action.help != argparse.SUPPRESS
+    )
 
 
 class _DeprecatedAlias(argparse.Action):
     """An old spelling that still works (hidden from ``--help``) and says which flag replaces it."""
 
-    def __init__(self, option_strings: Sequence[str], dest: str, replacement: str = "", **kwargs: Any) -> None:
+    def __init__(
+        self, option_strings: Sequence[str], dest: str, replacement: str = "", **kwargs: Any
+    ) -> None:
         self.replacement = replacement
         super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
-        print(f"hadar: warning: {option_string} is deprecated, use {self.replacement}", file=sys.stderr)
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        print(
+            f"hadar: warning: {option_string} is deprecated, use {self.replacement}",
+            file=sys.stderr,
+        )
         setattr(namespace, self.dest, values)
 
 
-def add_alias(p: argparse.ArgumentParser, old: str, new: str, dest: str, convert: Any = None) -> None:
+def add_alias(
+    p: argparse.ArgumentParser, old: str, new: str, dest: str, convert: Any = None
+) -> None:
     """Keep ``old`` working as a hidden, deprecated spelling of ``new`` (same ``dest``)."""
-    p.add_argument(old, dest=dest, action=_DeprecatedAlias, replacement=new, type=convert,
-                   default=argparse.SUPPRESS, metavar=new.lstrip("-").upper())
+    p.add_argument(
+        old,
+        dest=dest,
+        action=_DeprecatedAlias,
+        replacement=new,
+        type=convert,
+        default=argparse.SUPPRESS,
+        metavar=new.lstrip("-").upper(),
+    )
 
 
 def positive(text: str) -> float:
@@ -80,35 +105,63 @@ def non_negative(text: str) -> float:
     return v
 
 
-def add_round_arg(p: argparse.ArgumentParser, default: float = SIM_ROUND_S, old: str | None = None) -> None:
+def add_round_arg(
+    p: argparse.ArgumentParser, default: float = SIM_ROUND_S, old: str | None = None
+) -> None:
     """``--round SECONDS`` (dest ``round_length``); ``old`` is a deprecated spelling kept working."""
-    where = (f"in wall-clock seconds of training; the simulator's rounds default to {SIM_ROUND_S:g}"
-             if default == RUN_ROUND_S else f"in simulated seconds; hadar run's default to {RUN_ROUND_S:g}")
-    p.add_argument("--round", dest="round_length", type=positive, default=default, metavar="SECONDS",
-                   help=f"round length {where} (default: %(default)s)")
+    where = (
+        f"in wall-clock seconds of training; the simulator's rounds default to {SIM_ROUND_S:g}"
+        if default == RUN_ROUND_S
+        else f"in simulated seconds; hadar run's rounds default to {RUN_ROUND_S:g}"
+    )
+    p.add_argument(
+        "--round",
+        dest="round_length",
+        type=positive,
+        default=default,
+        metavar="SECONDS",
+        help=f"round length {where} (default: %(default)s)",
+    )
     if old:
         add_alias(p, old, "--round", "round_length", positive)
 
 
-def add_restart_penalty_arg(p: argparse.ArgumentParser, default: float = SIM_RESTART_PENALTY_S,
-                            what: str = "the simulated checkpoint-restart cost") -> None:
-    p.add_argument("--restart-penalty", type=non_negative, default=default, metavar="SECONDS",
-                   help=f"{what}, in seconds (default: %(default)s)")
+def add_restart_penalty_arg(
+    p: argparse.ArgumentParser,
+    default: float = SIM_RESTART_PENALTY_S,
+    what: str = "the simulated checkpoint-restart cost",
+) -> None:
+    p.add_argument(
+        "--restart-penalty",
+        type=non_negative,
+        default=default,
+        metavar="SECONDS",
+        help=f"{what}, in seconds (default: %(default)s)",
+    )
 
 
 def add_size_arg(p: argparse.ArgumentParser, default: str = SIM_SIZE) -> None:
     from hadar.workloads.mixes import SIZES
 
     other = RUN_SIZE if default == SIM_SIZE else SIM_SIZE
-    p.add_argument("--size", default=default, choices=SIZES,
-                   help=f"model size of the mixes M-1..M-12 (default: %(default)s; "
-                        f"{'hadar run' if default == SIM_SIZE else 'the simulator'} defaults to {other})")
+    p.add_argument(
+        "--size",
+        default=default,
+        choices=SIZES,
+        help=f"model size of the mixes M-1..M-12 (default: %(default)s; "
+        f"{'hadar run' if default == SIM_SIZE else 'the simulator'} defaults to {other})",
+    )
 
 
 def add_workers_arg(p: argparse.ArgumentParser, default_text: str) -> None:
     """``--workers N`` (parallel processes); the old ``--jobs`` stays as a hidden alias."""
-    p.add_argument("--workers", type=int, default=None, metavar="N",
-                   help=f"parallel processes (default: {default_text}; 1 = one by one)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"parallel processes (default: {default_text}; 1 = one by one)",
+    )
     add_alias(p, "--jobs", "--workers", "workers", int)
 
 
@@ -116,16 +169,25 @@ def add_policy_arg(p: argparse.ArgumentParser, default: str) -> None:
     """``--policy`` with the registered policies as choices (listed in ``--help``)."""
     from hadar.policy import POLICY_REGISTRY
 
-    p.add_argument("--policy", default=default, choices=sorted(POLICY_REGISTRY), metavar="POLICY",
-                   help=f"one of {', '.join(sorted(POLICY_REGISTRY))} (default: %(default)s)")
+    p.add_argument(
+        "--policy",
+        default=default,
+        choices=sorted(POLICY_REGISTRY),
+        metavar="POLICY",
+        help=f"one of {', '.join(sorted(POLICY_REGISTRY))} (default: %(default)s)",
+    )
 
 
 def add_out_arg(p: argparse.ArgumentParser, stem: str) -> None:
     """``--out DIR``; without it a new ``out/<stem>-<time>`` directory (see :func:`output_dir`)."""
     p.set_defaults(out_stem=stem)
-    p.add_argument("--out", default=None, metavar="DIR",
-                   help=f"output directory (default: a new out/{stem}-YYYYmmdd-HHMMSS; "
-                        "an existing --out is replaced, and the command says so)")
+    p.add_argument(
+        "--out",
+        default=None,
+        metavar="DIR",
+        help=f"output directory (default: a new out/{stem}-YYYYmmdd-HHMMSS; "
+        "an existing --out is replaced, and the command says so)",
+    )
 
 
 def output_dir(out: str | None, stem: str, now: float | None = None) -> tuple[Path, str | None]:
@@ -146,12 +208,26 @@ def output_dir(out: str | None, stem: str, now: float | None = None) -> tuple[Pa
     return path, None
 
 
+def announce(note: str | None, console: Console) -> None:
+    """Print ``note`` (from :func:`output_dir`) on one line, when there is one."""
+    if note:
+        console.print(note, style="yellow", markup=False, highlight=False, soft_wrap=True)
+
+
 def add_global_args(p: argparse.ArgumentParser, top: bool) -> None:
     """``--log-level`` and ``--debug``, on ``hadar`` and on every sub-command (either place works;
     on sub-commands their default is SUPPRESS so they do not reset what ``hadar --debug`` set)."""
     g = p.add_argument_group("diagnostics")
-    g.add_argument("--log-level", choices=LOG_LEVELS, type=str.lower,
-                   default="warning" if top else argparse.SUPPRESS,
-                   help="how much the libraries and the runtime log to stderr (default: warning)")
-    g.add_argument("--debug", action="store_true", default=False if top else argparse.SUPPRESS,
-                   help="show the traceback behind an error (and log at debug level)")
+    g.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        type=str.lower,
+        default="warning" if top else argparse.SUPPRESS,
+        help="how much the libraries and the runtime log to stderr (default: warning)",
+    )
+    g.add_argument(
+        "--debug",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
+        help="show the traceback behind an error (and log at debug level)",
+    )
