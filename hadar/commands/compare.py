@@ -149,7 +149,10 @@ def run(args: argparse.Namespace) -> int:
     if no_plots:
         console.print(no_plots, style="yellow", markup=False, highlight=False, soft_wrap=True)
     else:
-        files += draw_figures(out, cluster, summaries, decisions, occupancy)
+        from hadar.plots.simulation import scenario_text
+
+        files += draw_figures(out, cluster, summaries, decisions, occupancy,
+                              scenario_text(args.workload, cluster.name, args.seed))
     print_table(console, rows, reference, mode, cluster.name, args.workload)
     console.print(f"wrote {', '.join(str(f.relative_to(out)) for f in files)} and {', '.join(policies)}/ in {out}/")
     return 0
@@ -275,26 +278,26 @@ def write_outputs(out: Path, rows: Sequence[dict[str, Any]], decisions: Sequence
 
 
 def draw_figures(out: Path, cluster: Cluster, summaries: Sequence[dict[str, Any]],
-                 decisions: Sequence[tuple[str, int, float]], occupancy: str) -> list[Path]:
+                 decisions: Sequence[tuple[str, int, float]], occupancy: str, scenario: str) -> list[Path]:
+    """Fig. 3-5 and the occupancy chart of ``occupancy``; ``scenario`` (workload, cluster, seed)
+    is in every title."""
     from hadar import plots
+    from hadar.plots.simulation import finish_times, placements
 
     finish: dict[str, list[float]] = {}
     totals: dict[str, int] = {}
     for s in summaries:
-        with (out / s["policy"] / "jobs.csv").open(newline="") as fh:
-            recs = list(csv.DictReader(fh))
-        first = min(float(r["arrival"]) for r in recs)
-        finish[s["policy"]] = [float(r["finish"]) - first for r in recs if r["finish"]]
-        totals[s["policy"]] = len(recs)
-    with (out / occupancy / "placements.csv").open(newline="") as fh:
-        placed = [(int(r["round"]), int(r["job"]), r["node"], r["gpu_type"], int(r["count"])) for r in csv.DictReader(fh)]
+        finish[s["policy"]], totals[s["policy"]] = finish_times(out / s["policy"])
     rounds = next(s["rounds"] for s in summaries if s["policy"] == occupancy)
     return [
-        plots.gru_bars({s["policy"]: s["gru"] for s in summaries}, out / "fig3_gru.png"),
-        plots.completion_cdf(finish, totals, out / "fig4_completion.png"),
-        plots.decision_time_curve(decisions, out / "fig5_decision_time.png"),
-        plots.occupancy_chart([(n.name, dict(n.gpus)) for n in cluster.nodes], placed, rounds,
-                              out / f"occupancy_{occupancy}.png", title=f"GPU occupancy by round: {occupancy}"),
+        plots.gru_bars({s["policy"]: s["gru"] for s in summaries}, out / "fig3_gru.png",
+                       title=f"GPU resource utilisation (GRU): {scenario}"),
+        plots.completion_cdf(finish, totals, out / "fig4_completion.png",
+                             title=f"Cumulative fraction of jobs completed: {scenario}"),
+        plots.decision_time_curve(decisions, out / "fig5_decision_time.png",
+                                  title=f"Decision time of one round vs queued jobs ({cluster.name})"),
+        plots.occupancy_chart([(n.name, dict(n.gpus)) for n in cluster.nodes], placements(out / occupancy), rounds,
+                              out / f"occupancy_{occupancy}.png", title=f"GPU occupancy: {occupancy}, {scenario}"),
     ]
 
 

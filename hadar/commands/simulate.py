@@ -14,13 +14,15 @@ from hadar.commands.common import (
     estimates_note,
 )
 from hadar.commands.options import add_out_arg, add_policy_arg, announce, output_dir
+from hadar.extras import plots_missing_note
 from hadar.policy_options import parse_pairs
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("simulate", help="run the trace-driven simulator",
                        description="Replay a workload on a cluster under one policy; print a summary and write "
-                                   "summary.json, jobs.csv, rounds.csv and placements.csv into --out.")
+                                   "summary.json, jobs.csv, rounds.csv, placements.csv and three PNGs (completion CDF, "
+                                   "GPU occupancy by job, GPU use over time) into --out.")
     add_scenario_args(p)
     add_policy_arg(p, "hadar")
     add_policy_opt_arg(p)
@@ -45,6 +47,16 @@ def run(args: argparse.Namespace) -> int:
     out, replacing = output_dir(args.out, args.out_stem)
     announce(replacing, Console(stderr=True))
     print_summary(sim.summary, sim.save(out))
+    no_plots = plots_missing_note("figures")
+    if no_plots:
+        Console().print(no_plots, style="yellow", markup=False, highlight=False, soft_wrap=True)
+    else:
+        from hadar.cluster_config import load_cluster
+        from hadar.plots.simulation import draw_run, scenario_text
+
+        cluster = load_cluster(args.cluster)
+        files = draw_run(out, cluster, sim.summary, scenario_text(args.workload, cluster.name, args.seed))
+        Console().print(f"figures: {', '.join(f.name for f in files)}", highlight=False)
     return 0
 
 

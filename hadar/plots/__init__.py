@@ -6,6 +6,8 @@ from hadar.plots.figures import (
     gru_bars,
     load_sweep_chart,
     occupancy_chart,
+    utilisation_chart,
 )
 
-__all__ = ["completion_cdf", "decision_time_curve", "gru_bars", "load_sweep_chart", "occupancy_chart"]
+__all__ = ["completion_cdf", "decision_time_curve", "gru_bars", "load_sweep_chart", "occupancy_chart",
+           "utilisation_chart"]
