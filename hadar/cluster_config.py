@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from estimators.gpu_catalogue import canonical_gpu
 from hadar.cluster import Cluster, Node
 from hadar.errors import InputError
+from hadar.safe_paths import check_safe_name
 from hadar.validation import from_validation_error, load_yaml
 
 PROVIDERS = ("simulated", "local", "ssh", "aws")
@@ -54,6 +55,8 @@ class _NodeSpec(BaseModel):
     speed_factor: float = Field(default=1.0, gt=0.0, le=1.0)
     emulate: bool | None = None
     gpu_indices: dict[str, list[int]] | None = None
+
+    _name_safe = field_validator("name")(check_safe_name)  # node names become directory names
 
     @field_validator("count")
     @classmethod
@@ -127,6 +130,8 @@ class _ClusterSpec(BaseModel):
     ssh: dict[str, Any] = Field(default_factory=dict)
     aws: dict[str, Any] = Field(default_factory=dict)
     local: dict[str, Any] = Field(default_factory=dict)
+
+    _name_safe = field_validator("name")(check_safe_name)
 
 
 def cluster_from_dict(data: dict[str, Any], source: str = "<cluster>") -> Cluster:

@@ -288,7 +288,9 @@ class SshProvider(NodeProvider):
         if explicit:
             path = os.path.expanduser(explicit)
             if not os.path.isfile(path):
-                raise InputError(f"node {n.name}: identity_file {explicit} not found")
+                raise InputError(
+                    f"node {n.name} ({host}:{int(port)}): identity_file {explicit} not found"
+                )
             keys: tuple[str, ...] = (path,)
         else:
             found = (os.path.expanduser(p) for p in cfg.get("identityfile", []))
@@ -479,7 +481,7 @@ class SshProvider(NodeProvider):
         if base == "~" or base.startswith("~/") or not base.startswith("/"):
             rest = base[2:] if base.startswith("~/") else ("" if base == "~" else base)
             base = posixpath.join(self._home(n), rest) if rest else self._home(n)
-        return posixpath.join(posixpath.normpath(base), self.run_id, n.name)
+        return posixpath.join(posixpath.normpath(base), self.run_id, self.dir_name(n))
 
     def _remote(self, node: Node, rel: str) -> str:
         return posixpath.join(self.workdir(node), confine(node.name, rel))

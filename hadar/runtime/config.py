@@ -10,6 +10,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hadar.errors import InputError
+from hadar.runtime.identity import RunIdentity
 from hadar.validation import from_validation_error
 
 
@@ -39,6 +40,21 @@ class RunConfig(BaseModel):
     """Re-probe nodes marked down every this many rounds."""
     started_at: float
     """Wall-clock start of the run (Unix seconds); TTD and JCT count from here."""
+    restart_penalty_s: float = Field(default=3.0, ge=0)
+    """What a policy assumes a checkpoint-restart costs (fixed for the run)."""
+    aggregation_overhead_s: float = Field(default=2.0, ge=0)
+    """What HadarE assumes averaging costs per round (fixed for the run)."""
+    identity: RunIdentity | None = None
+    """Digests of the cluster file, workload, size and policy; ``--resume`` refuses a mismatch."""
+
+    @property
+    def knobs(self) -> RuntimeKnobs:
+        return RuntimeKnobs(self.restart_penalty_s, self.aggregation_overhead_s)
+
+    def all_policy_options(self) -> dict[str, str]:
+        """Everything that configures the policy: ``--policy-opt`` pairs and the runtime knobs."""
+        return {**self.policy_options, "restart_penalty_s": f"{self.restart_penalty_s:g}",
+                "aggregation_overhead_s": f"{self.aggregation_overhead_s:g}"}
 
 
 def save_config(cfg: RunConfig, rundir: Path) -> None:
