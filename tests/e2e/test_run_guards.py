@@ -206,30 +206,26 @@ def test_a_truncated_journal_is_exit_2_naming_it(copied_run: Path) -> None:
     assert db.read_bytes() == before  # refused, not repaired or rewritten
 
 
-def test_a_journal_truncated_to_nothing_is_exit_2_not_lost_history(copied_run: Path) -> None:
-    db = copied_run / "journal.sqlite"
+@pytest.mark.parametrize(("emptied", "other"), [("journal.sqlite", "tracker.sqlite"),
+                                              ("tracker.sqlite", "journal.sqlite")])
+def test_a_state_file_truncated_to_nothing_is_exit_2_not_lost_history(copied_run: Path, emptied: str,
+                                                                      other: str) -> None:
+    db = copied_run / emptied
     db.write_bytes(b"")
     proc = resume(copied_run)
     assert proc.returncode == 2
     assert one_line(proc) == (f"hadar: error: {db}: has no record of round {_last_round(copied_run)}, which "
-                              f"tracker.sqlite closed (the file was truncated or replaced)")
+                              f"{other} closed (the file was truncated or replaced)")
 
 
 def test_a_damaged_tracker_is_exit_2_naming_it(copied_run: Path) -> None:
     db = copied_run / "tracker.sqlite"
-    page = sqlite3.connect(db).execute("PRAGMA page_size").fetchone()[0]
+    conn = sqlite3.connect(db)
+    page = conn.execute("PRAGMA page_size").fetchone()[0]
+    conn.close()
     with db.open("r+b") as fh:  # overwrite the header of the second page (a b-tree page)
         fh.seek(page)
         fh.write(b"\xa5" * 16)
     proc = resume(copied_run)
     assert proc.returncode == 2
     assert one_line(proc).startswith(f"hadar: error: {db.resolve()}: damaged state file (")
-
-
-def test_a_tracker_truncated_to_nothing_is_exit_2_not_a_fresh_start(copied_run: Path) -> None:
-    db = copied_run / "tracker.sqlite"
-    db.write_bytes(b"")
-    proc = resume(copied_run)
-    assert proc.returncode == 2
-    assert one_line(proc) == (f"hadar: error: {db}: has no record of round {_last_round(copied_run)}, which "
-                              f"journal.sqlite closed (the file was truncated or replaced)")

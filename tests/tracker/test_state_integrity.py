@@ -31,7 +31,9 @@ def _damage(path: Path, how: str) -> None:
         with path.open("r+b") as fh:
             fh.truncate(size // 2)
     elif how == "page-overwritten":
-        page = sqlite3.connect(path).execute("PRAGMA page_size").fetchone()[0]
+        conn = sqlite3.connect(path)
+        page = conn.execute("PRAGMA page_size").fetchone()[0]
+        conn.close()
         with path.open("r+b") as fh:
             fh.seek(page)
             fh.write(b"\xa5" * 32)
