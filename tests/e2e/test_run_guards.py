@@ -103,7 +103,7 @@ def test_run_json_records_digests_of_the_run_inputs(finished_run: Path) -> None:
     identity = run_json(finished_run)["identity"]
     assert set(identity) == {"cluster_sha256", "workload_sha256", "size", "policy", "policy_options"}
     assert identity["size"] == "tiny" and identity["policy"] == "hadare"
-    assert identity["policy_options"] == {"restart_penalty_s": 3.0, "aggregation_overhead_s": 2.0}
+    assert identity["policy_options"] == {"restart_penalty_s": "3", "aggregation_overhead_s": "2"}
     assert all(len(identity[k]) == 64 for k in ("cluster_sha256", "workload_sha256"))
 
 
@@ -147,6 +147,9 @@ def test_resume_refuses_other_policy_options(copied_run: Path) -> None:
     assert proc.returncode == 2
     assert one_line(proc) == ("hadar: error: --restart-penalty: 9 differs from this run's 3 (policy options are "
                               "fixed for a run; start a new run with --out to change them)")
+    proc = resume(copied_run, "--policy-opt", "window=8")
+    assert proc.returncode == 2
+    assert one_line(proc).startswith("hadar: error: --policy-opt: window=8 differs from this run's none (")
     assert resume(copied_run, "--restart-penalty", "3", "--no-eval").returncode == 0  # repeating them is fine
 
 
