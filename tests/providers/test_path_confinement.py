@@ -114,7 +114,8 @@ def test_dispatch_stops_on_a_path_escape_instead_of_retrying_it(tmp_path: Path) 
               spec={"model": "MM", "size": "tiny", "data": "synthetic", "batch_size": 4, "lr": 0.01})
     task = CopyTask(round=3, attempt=0, job=job, copy=0, tracker_copy=1, placement={"v100": {"v100": 1}},
                     steps=1, deadline_s=5, timeout_s=10, checkpoint_in=None, checkpoint_sha256=None,
-                    data_stream=1, threads=1, warm=False)
+                    data_stream=1, threads=1, gpus={"v100": {"v100": (0,)}}, devices={"v100": {"v100": (0,)}},
+                    warm=False)
     with pytest.raises(PathEscapeError, match="r0003-a0/j7-c0/spec.json"):
         run_copy(p, task, tmp_path / "incoming")
     assert list(outside.iterdir()) == []
