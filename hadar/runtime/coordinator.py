@@ -393,8 +393,7 @@ def _plan_row(t: CopyTask) -> dict[str, Any]:
 
 
 def _make_policy(name: str, options: dict[str, str], knobs: RuntimeKnobs) -> Policy:
-    fixed = {"aggregation_overhead_s": knobs.aggregation_overhead_s} if name == "hadare" else {}
-    return policy_with_options(name, options, **fixed)
+    return policy_with_options(name, options, **knobs.fixed_for(name))
 
 
 def _mtime(path: str) -> float | None:

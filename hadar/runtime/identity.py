@@ -35,7 +35,8 @@ class RunIdentity(BaseModel):
     size: str
     policy: str
     policy_options: dict[str, str]
-    """``--policy-opt`` pairs and the runtime knobs (restart penalty, aggregation overhead)."""
+    """Every knob of the policy's config (``--policy-opt`` pairs applied, defaults included) and
+    the runtime knobs (restart penalty, aggregation overhead)."""
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -76,11 +77,16 @@ def check_same_run(recorded: RunIdentity, now: RunIdentity, source: str, *, clus
         raise InputError(f"{source}: workload differs from the one this run started with (digest "
                          f"{short(recorded.workload_sha256)}, now {short(now.workload_sha256)} for "
                          f"{workload}); {new_run}")
-    for field in ("size", "policy", "policy_options"):
+    for field in ("size", "policy"):
         was, is_ = getattr(recorded, field), getattr(now, field)
         if was != is_:
-            raise InputError(f"{source}: {field.replace('_', ' ')} differs from the run's "
-                             f"({was} at the start, now {is_}); {new_run}")
+            raise InputError(f"{source}: {field} differs from the run's ({was} at the start, now {is_}); {new_run}")
+    changed = sorted(k for k in {*recorded.policy_options, *now.policy_options}
+                     if recorded.policy_options.get(k) != now.policy_options.get(k))
+    if changed:
+        was = " ".join(f"{k}={recorded.policy_options.get(k, '(none)')}" for k in changed)
+        is_ = " ".join(f"{k}={now.policy_options.get(k, '(none)')}" for k in changed)
+        raise InputError(f"{source}: policy options differ from the run's ({was} at the start, now {is_}); {new_run}")
     if recorded.cluster_sha256 != now.cluster_sha256 and not force:
         raise InputError(f"{source}: cluster file {cluster_file} changed since the run last used it (digest "
                          f"{short(recorded.cluster_sha256)}, now {short(now.cluster_sha256)}); pass --force "

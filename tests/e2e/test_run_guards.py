@@ -103,7 +103,10 @@ def test_run_json_records_digests_of_the_run_inputs(finished_run: Path) -> None:
     identity = run_json(finished_run)["identity"]
     assert set(identity) == {"cluster_sha256", "workload_sha256", "size", "policy", "policy_options"}
     assert identity["size"] == "tiny" and identity["policy"] == "hadare"
-    assert identity["policy_options"] == {"restart_penalty_s": "3", "aggregation_overhead_s": "2"}
+    options = identity["policy_options"]
+    assert options["restart_penalty_s"] == "3" and options["aggregation_overhead_s"] == "2"
+    # every knob of the policy's config, defaults included (the starvation bound among them)
+    assert options["hadar.max_wait_s"] == "86400" and options["hadar.utility"] == "inverse-remaining"
     assert all(len(identity[k]) == 64 for k in ("cluster_sha256", "workload_sha256"))
 
 
@@ -151,6 +154,16 @@ def test_resume_refuses_other_policy_options(copied_run: Path) -> None:
     assert proc.returncode == 2
     assert one_line(proc).startswith("hadar: error: --policy-opt: window=8 differs from this run's none (")
     assert resume(copied_run, "--restart-penalty", "3", "--no-eval").returncode == 0  # repeating them is fine
+
+
+def test_resume_refuses_run_json_edited_to_other_policy_options(copied_run: Path) -> None:
+    """A knob the run never named (the starvation bound, at its default) is part of its identity too."""
+    edit_run_json(copied_run, policy_options={"max_wait_s": "3600"})
+    proc = resume(copied_run)
+    assert proc.returncode == 2
+    assert one_line(proc) == (f"hadar: error: {copied_run / 'run.json'}: policy options differ from the run's "
+                              f"(hadar.max_wait_s=86400 at the start, now hadar.max_wait_s=3600); start a new run "
+                              f"with --out instead")
 
 
 def test_resume_with_forged_digests_is_caught_by_the_tracker_jobs(copied_run: Path, tmp_path: Path) -> None:
