@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hadar.runtime.identity import cluster_digest, workload_digest
 from tests.e2e.runlib import LOCAL_3, events, hadar, write_jobs
 
 SLOT = "5"
@@ -25,6 +26,12 @@ def one_line(proc) -> str:
     return err
 
 
+def refused(proc) -> str:
+    """The one line of a command refused as bad input (exit 2)."""
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    return one_line(proc)
+
+
 def run_json(rundir: Path) -> dict:
     return json.loads((rundir / "run.json").read_text())
 
@@ -33,6 +40,15 @@ def edit_run_json(rundir: Path, **changes: object) -> None:
     data = run_json(rundir)
     data.update(changes)
     (rundir / "run.json").write_text(json.dumps(data, indent=2))
+
+
+def repoint_run_json(rundir: Path, field: str, path: Path) -> None:
+    """Point ``run.json``'s workload or cluster at ``path`` and forge the matching digest."""
+    data = run_json(rundir)
+    data[field] = str(path)
+    digest = workload_digest(str(path), data["seed"]) if field == "workload" else cluster_digest(str(path))
+    data["identity"][f"{field}_sha256"] = digest
+    (rundir / "run.json").write_text(json.dumps(data))
 
 
 @pytest.fixture(scope="module")
@@ -70,9 +86,8 @@ def test_a_node_name_that_escapes_is_exit_2_before_anything_is_written(tmp_path:
     out = tmp_path / "deep" / "er" / "run"
     proc = hadar("run", "--cluster", str(path), "--workload", str(jobs), "--slot", SLOT, "--no-live", "--no-eval",
                  "--out", str(out), timeout=120)
-    assert proc.returncode == 2
-    assert one_line(proc) == (f"hadar: error: {path}: nodes[1].name: {node!r} is not a safe name (use 1-128 "
-                              f"letters, digits, '.', '_' or '-', starting with a letter or digit)")
+    assert refused(proc) == (f"hadar: error: {path}: nodes[1].name: {node!r} is not a safe name (use 1-128 "
+                             f"letters, digits, '.', '_' or '-', starting with a letter or digit)")
     assert not out.exists() and not Path("/tmp/hadar-escaped-node").exists()
     assert [p for p in tmp_path.rglob("*escaped*")] == []
 
@@ -92,8 +107,7 @@ def test_a_spec_the_worker_would_reject_is_exit_2_before_any_round(tmp_path: Pat
     out = tmp_path / "run"
     proc = hadar("run", "--cluster", LOCAL_3, "--workload", str(jobs), "--slot", SLOT, "--no-live", "--no-eval",
                  "--out", str(out), timeout=120)
-    assert proc.returncode == 2
-    assert one_line(proc).startswith(f"hadar: error: {jobs}: job 1: {expected}")
+    assert refused(proc).startswith(f"hadar: error: {jobs}: job 1: {expected}")
     assert not [e for e in events(out) if e["event"] == "dispatch"]
     assert not (out / "run.json").exists()
 
@@ -147,12 +161,10 @@ def test_resume_refuses_another_size_or_policy(copied_run: Path, field: str, val
 
 def test_resume_refuses_other_policy_options(copied_run: Path) -> None:
     proc = resume(copied_run, "--restart-penalty", "9")
-    assert proc.returncode == 2
-    assert one_line(proc) == ("hadar: error: --restart-penalty: 9 differs from this run's 3 (policy options are "
-                              "fixed for a run; start a new run with --out to change them)")
+    assert refused(proc) == ("hadar: error: --restart-penalty: 9 differs from this run's 3 (policy options are "
+                             "fixed for a run; start a new run with --out to change them)")
     proc = resume(copied_run, "--policy-opt", "window=8")
-    assert proc.returncode == 2
-    assert one_line(proc).startswith("hadar: error: --policy-opt: window=8 differs from this run's none (")
+    assert refused(proc).startswith("hadar: error: --policy-opt: window=8 differs from this run's none (")
     assert resume(copied_run, "--restart-penalty", "3", "--no-eval").returncode == 0  # repeating them is fine
 
 
@@ -160,43 +172,30 @@ def test_resume_refuses_run_json_edited_to_other_policy_options(copied_run: Path
     """A knob the run never named (the starvation bound, at its default) is part of its identity too."""
     edit_run_json(copied_run, policy_options={"max_wait_s": "3600"})
     proc = resume(copied_run)
-    assert proc.returncode == 2
-    assert one_line(proc) == (f"hadar: error: {copied_run / 'run.json'}: policy options differ from the run's "
-                              f"(hadar.max_wait_s=86400 at the start, now hadar.max_wait_s=3600); start a new run "
-                              f"with --out instead")
+    assert refused(proc) == (f"hadar: error: {copied_run / 'run.json'}: policy options differ from the run's "
+                             f"(hadar.max_wait_s=86400 at the start, now hadar.max_wait_s=3600); start a new run "
+                             f"with --out instead")
 
 
 def test_resume_with_forged_digests_is_caught_by_the_tracker_jobs(copied_run: Path, tmp_path: Path) -> None:
     """A hostile edit that also rewrites the digest: the tracker's jobs are not the workload's."""
     other = write_jobs(tmp_path / "other.yaml", {"LT": 40})
-    data = run_json(copied_run)
-    from hadar.runtime.identity import workload_digest
-
-    data["workload"] = str(other)
-    data["identity"]["workload_sha256"] = workload_digest(str(other), data["seed"])
-    (copied_run / "run.json").write_text(json.dumps(data))
+    repoint_run_json(copied_run, "workload", other)
     proc = resume(copied_run)
-    assert proc.returncode == 2
-    assert one_line(proc) == (f"hadar: error: {copied_run / 'tracker.sqlite'}: job 0 is MM/tiny with 40 steps in "
-                              f"the tracker but LT/tiny with 40 steps in workload {other}: not the workload this "
-                              f"run started with")
+    assert refused(proc) == (f"hadar: error: {copied_run / 'tracker.sqlite'}: job 0 is MM/tiny with 40 steps in "
+                             f"the tracker but LT/tiny with 40 steps in workload {other}: not the workload this "
+                             f"run started with")
 
 
 def test_a_cluster_file_changed_while_stopped_needs_force(copied_run: Path, tmp_path: Path) -> None:
     cluster = tmp_path / "c.yaml"
     shutil.copy(LOCAL_3, cluster)
-    data = run_json(copied_run)
-    from hadar.runtime.identity import cluster_digest
-
-    data["cluster"] = str(cluster)
-    data["identity"]["cluster_sha256"] = cluster_digest(str(cluster))
-    (copied_run / "run.json").write_text(json.dumps(data))
+    repoint_run_json(copied_run, "cluster", cluster)
     assert resume(copied_run, "--no-eval").returncode == 0  # same contents, another path: the same run
     cluster.write_text(cluster.read_text().replace("speed_factor: 0.25", "speed_factor: 0.2"))
     proc = resume(copied_run, "--no-eval")
-    assert proc.returncode == 2
-    assert one_line(proc).startswith(f"hadar: error: {copied_run / 'run.json'}: cluster file {cluster} changed "
-                                     f"since the run last used it (digest ")
+    assert refused(proc).startswith(f"hadar: error: {copied_run / 'run.json'}: cluster file {cluster} changed "
+                                    f"since the run last used it (digest ")
     assert "pass --force" in proc.stderr
     forced = resume(copied_run, "--no-eval", "--force")
     assert forced.returncode == 0, forced.stdout + forced.stderr
@@ -217,8 +216,7 @@ def test_a_truncated_journal_is_exit_2_naming_it(copied_run: Path) -> None:
         fh.truncate(size // 2)
     before = db.read_bytes()
     proc = resume(copied_run)
-    assert proc.returncode == 2
-    assert one_line(proc).startswith(f"hadar: error: {db}: damaged state file (")
+    assert refused(proc).startswith(f"hadar: error: {db}: damaged state file (")
     assert db.read_bytes() == before  # refused, not repaired or rewritten
 
 
@@ -229,9 +227,8 @@ def test_a_state_file_truncated_to_nothing_is_exit_2_not_lost_history(copied_run
     db = copied_run / emptied
     db.write_bytes(b"")
     proc = resume(copied_run)
-    assert proc.returncode == 2
-    assert one_line(proc) == (f"hadar: error: {db}: has no record of round {_last_round(copied_run)}, which "
-                              f"{other} closed (the file was truncated or replaced)")
+    assert refused(proc) == (f"hadar: error: {db}: has no record of round {_last_round(copied_run)}, which "
+                             f"{other} closed (the file was truncated or replaced)")
 
 
 def test_a_damaged_tracker_is_exit_2_naming_it(copied_run: Path) -> None:
@@ -243,5 +240,4 @@ def test_a_damaged_tracker_is_exit_2_naming_it(copied_run: Path) -> None:
         fh.seek(page)
         fh.write(b"\xa5" * 16)
     proc = resume(copied_run)
-    assert proc.returncode == 2
-    assert one_line(proc).startswith(f"hadar: error: {db.resolve()}: damaged state file (")
+    assert refused(proc).startswith(f"hadar: error: {db.resolve()}: damaged state file (")
