@@ -70,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     level = "debug" if args.debug else args.log_level
     logging.basicConfig(level=level.upper(), format="%(levelname)s %(name)s: %(message)s", force=True)
+    if level != "debug":  # paramiko logs every failed handshake with a traceback; hadar reports it in one line
+        logging.getLogger("paramiko").setLevel(logging.CRITICAL)
     try:
         return int(args.func(args) or 0)
     except HadarError as exc:

@@ -36,6 +36,7 @@ from estimators.gpu_catalogue import canonical_gpu
 from estimators.user_gpus import resolve_gpu_types
 from hadar.cluster import Cluster, Node
 from hadar.errors import InputError
+from hadar.safe_paths import check_safe_name
 from hadar.validation import from_validation_error, load_yaml
 
 PROVIDERS = ("simulated", "local", "ssh", "aws")
@@ -56,6 +57,8 @@ class _NodeSpec(BaseModel):
     speed_factor: float = Field(default=1.0, gt=0.0, le=1.0)
     emulate: bool | None = None
     gpu_indices: dict[str, list[int]] | None = None
+
+    _name_safe = field_validator("name")(check_safe_name)  # node names become directory names
 
     @field_validator("count")
     @classmethod
@@ -130,6 +133,8 @@ class _ClusterSpec(BaseModel):
     ssh: dict[str, Any] = Field(default_factory=dict)
     aws: dict[str, Any] = Field(default_factory=dict)
     local: dict[str, Any] = Field(default_factory=dict)
+
+    _name_safe = field_validator("name")(check_safe_name)
 
 
 def cluster_from_dict(

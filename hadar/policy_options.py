@@ -76,6 +76,30 @@ def build_config(name: str, options: Mapping[str, str], **fixed: Any) -> Any:
         raise InputError(f"--policy-opt: {exc}") from None
 
 
+def effective_options(name: str, options: Mapping[str, str] | None = None, **fixed: Any) -> dict[str, str]:
+    """Every knob of policy ``name``'s config once ``options`` are applied, defaults included, as
+    ``{"field": "value", "nested.field": "value"}`` (what a run's identity records: a knob added
+    later, like ``max_wait_s``, is covered without being named)."""
+    config_cls = getattr(policy_class(name), "config_class", None)
+    if config_cls is None:
+        if options:
+            build_config(name, options)  # raises: the policy has no options
+        return {}
+    config = build_config(name, options or {}, **fixed)
+    out: dict[str, str] = {}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if dataclasses.is_dataclass(value):
+            out.update({f"{f.name}.{g.name}": _text(getattr(value, g.name)) for g in dataclasses.fields(value)})
+        else:
+            out[f.name] = _text(value)
+    return out
+
+
+def _text(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def known_options(name: str) -> list[str]:
     """Option names ``--policy-opt`` accepts for policy ``name`` (for help texts)."""
     config_cls = getattr(policy_class(name), "config_class", None)

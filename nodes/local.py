@@ -28,6 +28,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from hadar.cluster import Cluster, Node
+from hadar.safe_paths import confined
 from nodes import health
 from nodes.integrity import sha256_file
 from nodes.provider import (
@@ -145,12 +146,18 @@ class LocalProvider(NodeProvider):
         self._probe_cache: tuple[CommandResult, float] | None = None
 
     def workdir(self, node: Node | str) -> str:
-        return str(self.base_dir / self.run_id / self.node(node).name)
+        name = self.dir_name(node)
+        return str(confined(self.base_dir, self.run_id, name, what=f"node {name}: working directory"))
 
     def _workdir(self, node: Node | str) -> Path:
         wd = Path(self.workdir(node))
         wd.mkdir(parents=True, exist_ok=True)
         return wd
+
+    def _file(self, node: Node, rel: str) -> Path:
+        """``rel`` inside the node's working directory, refused if it (or a symlink on the way)
+        leads outside it."""
+        return confined(self._workdir(node), confine(node.name, rel), what=f"node {node.name}: file")
 
     def python(self, node: Node | str) -> list[str]:
         self.node(node)
@@ -169,8 +176,7 @@ class LocalProvider(NodeProvider):
 
     def put(self, node: Node | str, local_path: str | Path, remote_rel_path: str) -> str:
         n = self.node(node)
-        rel = confine(n.name, remote_rel_path)
-        return copy_verified(Path(local_path), self._workdir(n) / rel, n.name)
+        return copy_verified(Path(local_path), self._file(n, remote_rel_path), n.name)
 
     def get(
         self,
@@ -180,15 +186,14 @@ class LocalProvider(NodeProvider):
         expected_sha256: str | None = None,
     ) -> str:
         n = self.node(node)
-        rel = confine(n.name, remote_rel_path)
-        src = self._workdir(n) / rel
+        src = self._file(n, remote_rel_path)
         if not src.is_file():
-            raise NodeTransferError(f"node {n.name}: no file {rel} in {self.workdir(n)}")
+            raise NodeTransferError(f"node {n.name}: no file {remote_rel_path} in {self.workdir(n)}")
         return copy_verified(src, Path(local_path), n.name, expected_sha256)
 
     def sha256(self, node: Node | str, remote_rel_path: str) -> str:
         n = self.node(node)
-        return sha256_file(self._workdir(n) / confine(n.name, remote_rel_path))
+        return sha256_file(self._file(n, remote_rel_path))
 
     def run(
         self,
@@ -221,7 +226,7 @@ class LocalProvider(NodeProvider):
         return health.node_health(n.name, "localhost", res, seconds, timeout_s, self._python[0])
 
     def remove_workdir(self, node: Node | str) -> None:
-        shutil.rmtree(self.workdir(node), ignore_errors=True)
+        shutil.rmtree(self.workdir(node), ignore_errors=True)  # confined: never outside base_dir
 
 
 PROVIDER = LocalProvider

@@ -13,7 +13,6 @@ coordinator dispatches a round's copies in parallel); calls for the same node ma
 from __future__ import annotations
 
 import posixpath
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,9 +24,8 @@ from pydantic import BaseModel, ValidationError, create_model
 from hadar.cluster import Cluster, Node
 from hadar.errors import HadarError, InputError
 from hadar.extras import require
+from hadar.safe_paths import SAFE_NAME_RULE, PathEscapeError, is_safe_name
 from hadar.validation import from_validation_error
-
-RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 class NodeTransferError(HadarError):
@@ -40,7 +38,7 @@ class ChecksumMismatchError(NodeTransferError):
     """The sha256 of a transferred file differs between the two ends (or from the expected one)."""
 
 
-class RemotePathError(InputError):
+class RemotePathError(PathEscapeError):
     """A node-relative path tried to leave the run's working directory."""
 
 
@@ -93,10 +91,8 @@ class NodeHealth:
 
 def check_run_id(run_id: str) -> str:
     """Run ids become directory names on every node: letters, digits, ``._-`` only."""
-    if not isinstance(run_id, str) or not RUN_ID_RE.match(run_id) or run_id in {".", ".."}:
-        raise InputError(
-            f"run id {run_id!r}: use 1-128 letters, digits, '.', '_' or '-' (not starting with '.')"
-        )
+    if not is_safe_name(run_id):
+        raise InputError(f"run id {run_id!r}: {SAFE_NAME_RULE}")
     return run_id
 
 
@@ -149,6 +145,14 @@ class NodeProvider(ABC):
             return self.cluster.node(node)
         except KeyError:
             raise InputError(f"unknown node {node!r} in cluster {self.cluster.name}") from None
+
+    def dir_name(self, node: Node | str) -> str:
+        """The node's name as the last component of its working directory; a name outside the
+        safe character set (a cluster built in code, not loaded from a file) is refused."""
+        name = self.node(node).name
+        if not is_safe_name(name):
+            raise RemotePathError(f"node {name!r}: not a safe directory name ({SAFE_NAME_RULE})")
+        return name
 
     def speed_factor(self, node: Node | str) -> float:
         """The fraction of its GPU's speed a node emulates (pass to the worker's --speed-factor)."""

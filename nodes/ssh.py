@@ -259,6 +259,16 @@ def _transient_reason(exc: BaseException, timeout_s: float) -> str | None:
     return None
 
 
+def _silent_server(exc: BaseException, elapsed_s: float, timeout_s: float) -> bool:
+    """Whether a failed connect was a server that accepted TCP but never completed the SSH
+    handshake in time (paramiko then reports the banner or session state, not a timeout)."""
+    return (
+        isinstance(exc, paramiko.SSHException)
+        and not isinstance(exc, paramiko.AuthenticationException | paramiko.BadHostKeyException)
+        and elapsed_s >= 0.9 * timeout_s
+    )
+
+
 class _Conn:
     """One node's (or jump host's) SSH connection (one Transport), re-established when it dies."""
 
@@ -449,6 +459,7 @@ class SshProvider(NodeProvider):
         if self.known_hosts.is_file():
             client.load_host_keys(str(self.known_hosts))
         client.set_missing_host_key_policy(_HostKeyPolicy(self.known_hosts, s.trust_new_hosts))
+        start = time.monotonic()
         try:
             client.connect(
                 ep.host,
@@ -463,11 +474,13 @@ class SshProvider(NodeProvider):
                 look_for_keys=s.look_for_keys,
                 sock=sock,
             )
-        except BaseException:
+        except BaseException as exc:
             client.close()
             if sock is not None:
                 with contextlib.suppress(Exception):
                     sock.close()
+            if _silent_server(exc, time.monotonic() - start, s.connect_timeout_s):
+                raise TimeoutError("no SSH handshake within the connect timeout") from exc
             raise
         transport = client.get_transport()
         if transport is not None and s.keepalive_s:
@@ -600,11 +613,12 @@ class SshProvider(NodeProvider):
     # -- paths -----------------------------------------------------------------------------
     def workdir(self, node: Node | str) -> str:
         n = self.node(node)
+        name = self.dir_name(n)
         base = self._node_settings(n).remote_base or self.settings.remote_base
         if base == "~" or base.startswith("~/") or not base.startswith("/"):
             rest = base[2:] if base.startswith("~/") else ("" if base == "~" else base)
             base = posixpath.join(self._home(n), rest) if rest else self._home(n)
-        return posixpath.join(posixpath.normpath(base), self.run_id, n.name)
+        return posixpath.join(posixpath.normpath(base), self.run_id, name)
 
     def _remote(self, node: Node, rel: str) -> str:
         return posixpath.join(self.workdir(node), confine(node.name, rel))

@@ -114,7 +114,9 @@ def resolve(
     if explicit_key:
         path = os.path.expanduser(explicit_key)
         if not os.path.isfile(path):
-            raise InputError(f"{where or 'host ' + alias}: identity_file {explicit_key} not found")
+            raise InputError(
+                f"{where or 'host ' + alias} ({host}:{the_port}): identity_file {explicit_key} not found"
+            )
         keys: tuple[str, ...] = (path,)
     else:
         found = (os.path.expanduser(p) for p in cfg.get("identityfile", []))

@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from hadar.state_db import open_state_db
+
 SCHEMA_VERSION = 1
 
 SCHEMA = """
@@ -79,10 +81,8 @@ class Store:
 
     def __init__(self, db_path: Path) -> None:
         self.db_path = db_path
-        self.conn = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
+        self.conn = open_state_db(db_path)  # refuses a damaged file (integrity check)
         self.conn.row_factory = sqlite3.Row
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=FULL")
         self.conn.execute("PRAGMA foreign_keys=ON")
 
     def close(self) -> None:

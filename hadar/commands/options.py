@@ -130,13 +130,17 @@ def add_restart_penalty_arg(
     p: argparse.ArgumentParser,
     default: float = SIM_RESTART_PENALTY_S,
     what: str = "the simulated checkpoint-restart cost",
+    *,
+    unset: bool = False,
 ) -> None:
+    """``--restart-penalty``; with ``unset`` the parsed value is None unless the flag is given
+    (so that ``--resume`` can tell a repeated value from the default), ``default`` is shown."""
     p.add_argument(
         "--restart-penalty",
         type=non_negative,
-        default=default,
+        default=None if unset else default,
         metavar="SECONDS",
-        help=f"{what}, in seconds (default: %(default)s)",
+        help=f"{what}, in seconds (default: {default})",
     )
 
 

@@ -19,11 +19,13 @@ from hadar.commands.options import (
     add_restart_penalty_arg,
     add_round_arg,
     add_size_arg,
+    non_negative,
 )
 from hadar.errors import HadarError, InputError
 from hadar.extras import plots_missing_note, require
 from hadar.policy_options import parse_pairs
 from hadar.runtime.config import RunConfig, RuntimeKnobs, load_config, save_config
+from hadar.runtime.identity import RunIdentity, check_same_run, run_identity
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -47,10 +49,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cold-workers", action="store_true",
                    help="start a fresh worker process every round instead of forking a warm per-node server")
     p.add_argument("--trust-new-hosts", action="store_true", help="SSH: accept and record unknown host keys")
-    add_restart_penalty_arg(p, RuntimeKnobs.restart_penalty_s, what="what policies assume a restart costs on "
-                            f"real nodes (the simulator charges {SIM_RESTART_PENALTY_S:g})")
-    p.add_argument("--aggregation-overhead", type=float, default=RuntimeKnobs.aggregation_overhead_s,
-                   help="what HadarE assumes averaging costs per round, s (default: %(default)s)")
+    p.add_argument("--force", action="store_true",
+                   help="with --resume: continue although the cluster file changed while the run was stopped "
+                        "(a different workload, size or policy is never accepted)")
+    add_restart_penalty_arg(p, RuntimeKnobs.restart_penalty_s, unset=True,
+                            what="what policies assume a restart costs on real nodes, fixed for a run "
+                            f"(the simulator charges {SIM_RESTART_PENALTY_S:g})")
+    p.add_argument("--aggregation-overhead", type=non_negative, default=None, metavar="SECONDS",
+                   help="what HadarE assumes averaging costs per round, fixed for a run, in seconds "
+                        f"(default: {RuntimeKnobs.aggregation_overhead_s})")
     p.set_defaults(func=run)
 
 
@@ -65,26 +72,34 @@ def run(args: argparse.Namespace) -> int:
     if args.resume:
         rundir = Path(args.resume)
         cfg = load_config(rundir)
+        _check_options_unchanged(args, cfg)
+        if cfg.identity is not None:  # before anything opens the run's state
+            check_same_run(cfg.identity, current_identity(cfg), str(rundir / "run.json"), cluster_file=cfg.cluster,
+                           workload=cfg.workload, force=args.force)
         console.print(f"resuming {rundir} ({cfg.policy} on {cfg.cluster}, workload {cfg.workload})")
     else:
         rundir = Path(args.out or f"runs/{args.policy}-{time.strftime('%Y%m%d-%H%M%S')}")
         if (rundir / "run.json").exists():
             raise InputError(f"--out: {rundir} already holds a run (use --resume {rundir} or another --out)")
+        defaults = RuntimeKnobs()
         cfg = RunConfig(run_id=f"{rundir.name}-{secrets.token_hex(3)}"[-60:].lstrip(".-_") or "run",
                         cluster=args.cluster, workload=args.workload, size=args.size, policy=args.policy,
                         policy_options=parse_pairs(args.policy_opt),
                         slot_s=args.round_length, grace_s=args.grace, seed=args.seed, threads=args.threads,
-                        evaluate=not args.no_eval, warm_workers=not args.cold_workers, started_at=time.time())
-    knobs = RuntimeKnobs(args.restart_penalty, args.aggregation_overhead)
+                        evaluate=not args.no_eval, warm_workers=not args.cold_workers, started_at=time.time(),
+                        restart_penalty_s=_given(args.restart_penalty, defaults.restart_penalty_s),
+                        aggregation_overhead_s=_given(args.aggregation_overhead, defaults.aggregation_overhead_s))
     view = None
-    coordinator = Coordinator(rundir, cfg, provider_options=_provider_options(args), knobs=knobs)
+    coordinator = Coordinator(rundir, cfg, provider_options=_provider_options(args))
     if not args.resume:
         try:
             coordinator.preflight()  # nodes and their GPUs match the cluster file, before run.json
         except HadarError:
             coordinator.close()
             raise
-        save_config(cfg, rundir)
+    identity = current_identity(cfg)  # recorded once the coordinator accepted the inputs
+    if cfg.identity != identity:
+        save_config(cfg.model_copy(update={"identity": identity}), rundir)
     note = estimates_note(coordinator.estimated_cells)
     if note:
         console.print(note, style="yellow", highlight=False)
@@ -109,6 +124,34 @@ def run(args: argparse.Namespace) -> int:
     summary = write_report(rundir)
     print_run_summary(summary, rundir, console)
     return 0
+
+
+def _given(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
+def _check_options_unchanged(args: argparse.Namespace, cfg: RunConfig) -> None:
+    """Policy options are part of what a run is: ``--resume`` may repeat them, not change them."""
+    for flag, value, recorded in (("--restart-penalty", args.restart_penalty, cfg.restart_penalty_s),
+                                  ("--aggregation-overhead", args.aggregation_overhead, cfg.aggregation_overhead_s)):
+        if value is not None and value != recorded:
+            raise InputError(f"{flag}: {value:g} differs from this run's {recorded:g} ({FIXED})")
+    given = parse_pairs(args.policy_opt)
+    if given and given != cfg.policy_options:
+        raise InputError(f"--policy-opt: {_pairs(given)} differs from this run's {_pairs(cfg.policy_options) or 'none'} "
+                         f"({FIXED})")
+
+
+FIXED = "policy options are fixed for a run; start a new run with --out to change them"
+
+
+def _pairs(options: dict[str, str]) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted(options.items()))
+
+
+def current_identity(cfg: RunConfig) -> RunIdentity:
+    """The identity of ``cfg``'s inputs as they are now."""
+    return run_identity(cfg.cluster, cfg.workload, cfg.seed, cfg.size, cfg.policy, cfg.all_policy_options())
 
 
 def _provider_options(args: argparse.Namespace) -> dict:

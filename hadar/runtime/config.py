@@ -10,6 +10,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hadar.errors import InputError
+from hadar.policy_options import effective_options
+from hadar.runtime.identity import RunIdentity
 from hadar.validation import from_validation_error
 
 
@@ -39,6 +41,23 @@ class RunConfig(BaseModel):
     """Re-probe nodes marked down every this many rounds."""
     started_at: float
     """Wall-clock start of the run (Unix seconds); TTD and JCT count from here."""
+    restart_penalty_s: float = Field(default=3.0, ge=0)
+    """What a policy assumes a checkpoint-restart costs (fixed for the run)."""
+    aggregation_overhead_s: float = Field(default=2.0, ge=0)
+    """What HadarE assumes averaging costs per round (fixed for the run)."""
+    identity: RunIdentity | None = None
+    """Digests of the cluster file, workload, size and policy; ``--resume`` refuses a mismatch."""
+
+    @property
+    def knobs(self) -> RuntimeKnobs:
+        return RuntimeKnobs(self.restart_penalty_s, self.aggregation_overhead_s)
+
+    def all_policy_options(self) -> dict[str, str]:
+        """Everything that configures the policy: every knob of its config once the
+        ``--policy-opt`` pairs are applied (defaults included) and the runtime knobs."""
+        knobs = effective_options(self.policy, self.policy_options, **self.knobs.fixed_for(self.policy))
+        return {**knobs, "restart_penalty_s": f"{self.restart_penalty_s:g}",
+                "aggregation_overhead_s": f"{self.aggregation_overhead_s:g}"}
 
 
 def save_config(cfg: RunConfig, rundir: Path) -> None:
@@ -68,3 +87,7 @@ class RuntimeKnobs:
     """What a policy assumes a checkpoint-restart costs: starting a worker and loading a model."""
     aggregation_overhead_s: float = 2.0
     """What HadarE assumes averaging costs a forked job per round on real nodes."""
+
+    def fixed_for(self, policy: str) -> dict[str, float]:
+        """The knobs that go into policy ``policy``'s config (HadarE's averaging cost)."""
+        return {"aggregation_overhead_s": self.aggregation_overhead_s} if policy == "hadare" else {}

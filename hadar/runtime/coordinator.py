@@ -23,11 +23,11 @@ from typing import Any
 from estimators.online import OnlineThroughput
 from hadar.cluster import Cluster
 from hadar.cluster_config import load_cluster
-from hadar.errors import InputError
+from hadar.errors import InputError, UnreachableNodeError
 from hadar.jobs import Job
 from hadar.policy import Assignment, Policy, RoundContext
 from hadar.policy_options import policy_with_options
-from hadar.runtime.config import RunConfig, RuntimeKnobs
+from hadar.runtime.config import RunConfig, RuntimeKnobs, load_config, save_config
 from hadar.runtime.dispatch import (
     CopyOutcome,
     CopyTask,
@@ -44,10 +44,12 @@ from hadar.runtime.gpu_inventory import (
     number_nodes,
 )
 from hadar.runtime.history import copy_records, rebuild, statuses
-from hadar.runtime.journal import EventLog, Journal
+from hadar.runtime.identity import check_tracker_jobs, cluster_digest
+from hadar.runtime.journal import EventLog, Journal, check_state_files
 from hadar.scenario import load_table, throughput_for
 from hadar.workloads import load_workload, validate_workload
 from nodes.provider import NodeProvider, make_provider
+from nodes.spec import JobSpec, parse_spec
 from tracker import ids
 from tracker.errors import ReportRejected
 from tracker.tracker import JobTracker
@@ -64,16 +66,14 @@ class Coordinator:
                  knobs: RuntimeKnobs | None = None, view: Any = None) -> None:
         self.rundir = rundir
         self.cfg = cfg
-        self.knobs = knobs or RuntimeKnobs()
+        self.knobs = knobs or cfg.knobs
         self.provider_options = dict(provider_options or {})
         self.view = view
         self.cluster = load_cluster(cfg.cluster)
         self._cluster_mtime = _mtime(cfg.cluster)
         table = load_table(None)
         self.jobs: list[Job] = load_workload(cfg.workload, table, seed=cfg.seed, size=cfg.size)
-        for j in self.jobs:
-            if not j.spec.get("model"):
-                raise InputError(f"{cfg.workload}: job {j.job_id}: no training spec (real runs need model, size, data)")
+        self.specs = {j.job_id: _job_spec(j, cfg.workload) for j in self.jobs}
         self.by_id = {j.job_id: j for j in self.jobs}
         prior = throughput_for(self.jobs, self.cluster, table)
         validate_workload(self.jobs, self.cluster, prior, source=cfg.workload, table=table)
@@ -85,10 +85,15 @@ class Coordinator:
         self.journal = Journal(rundir / "journal.sqlite")
         self.tracker = JobTracker.open(rundir / "tracker.sqlite", rundir / "checkpoints",
                                        max_job_count=cfg.max_job_count, averaging="steps")
-        known = {s.job_id for s in self.tracker.jobs()}
+        check_state_files(self.journal, self.tracker.last_closed_round(), rundir / "tracker.sqlite")
+        registered = self.tracker.jobs()
+        check_tracker_jobs([(s.job_id, s.target_steps, s.model, s.size) for s in registered], self.jobs,
+                           str(rundir / "tracker.sqlite"), cfg.workload)
+        known = {s.job_id for s in registered}
         for j in self.jobs:
             if j.job_id not in known:
-                self.tracker.register_job(j.job_id, int(j.total_steps), model=j.spec["model"], size=j.spec.get("size"))
+                spec = self.specs[j.job_id]
+                self.tracker.register_job(j.job_id, int(j.total_steps), model=spec.model, size=spec.size)
         self.provider: NodeProvider = make_provider(self.cluster, cfg.run_id, **self._provider_kwargs())
         self._stop = threading.Event()
         self._abandon = threading.Event()
@@ -297,6 +302,7 @@ class Coordinator:
             self._gpus = {n: g for n, g in self._gpus.items()
                           if n in new.node_index and n in self.cluster.node_index and new.node(n) == self.cluster.node(n)}
             self.cluster, self._cluster_mtime = new, mtime
+            self._record_cluster_digest()
             self.provider.close()
             self.provider = make_provider(self.cluster, self.cfg.run_id, **self._provider_kwargs())
         offered = {n.name for n in self.provider.nodes()} & set(self.cluster.node_names)
@@ -323,7 +329,10 @@ class Coordinator:
         rejected = self._number_gpus(probed, r)
         up = [n for n in up if n not in rejected]
         if not up:
-            raise InputError(f"{self.cfg.cluster}: no node of cluster {self.cluster.name} is reachable")
+            states = self.journal.node_states()
+            reasons = "; ".join(_down_reason(n, states.get(n), self.cluster.provider) for n in self.cluster.node_names)
+            raise UnreachableNodeError(f"{self.cfg.cluster}: no node of cluster {self.cluster.name} is reachable: "
+                                       f"{reasons}")
         return self.cluster.subset(up)
 
     def _number_gpus(self, probed: dict[str, GpuReport], r: int) -> set[str]:
@@ -344,12 +353,37 @@ class Coordinator:
             self.events.emit("gpus", round=r, node=name, **g.as_dict())
         return set(problems)
 
+    def _record_cluster_digest(self) -> None:
+        """A cluster file change seen during the run is part of the run: record its digest in
+        run.json so ``--resume`` accepts it."""
+        if not (self.rundir / "run.json").is_file():
+            return
+        cfg = load_config(self.rundir)
+        if cfg.identity is not None:
+            identity = cfg.identity.model_copy(update={"cluster_sha256": cluster_digest(cfg.cluster)})
+            save_config(cfg.model_copy(update={"identity": identity}), self.rundir)
+
     def _evaluate(self, job_id: int, checkpoint: Path, cluster: Cluster) -> None:
         node = cluster.node_names[0]
         metric = evaluate_checkpoint(self.provider, node, self.by_id[job_id], checkpoint,
                                      self.rundir / "incoming" / "eval", timeout_s=max(60.0, self.cfg.slot_s * 4),
                                      warm=self.cfg.warm_workers, env=eval_env(self._gpus.get(node)))
         self.events.emit("evaluation", job=job_id, node=node, metric=metric)
+
+
+def _down_reason(node: str, state: tuple[bool, int, str | None] | None, provider: str) -> str:
+    """Why ``node`` is down, on one line (its last health-check error names host:port)."""
+    if state is None:
+        return f"node {node}: not offered by the {provider} provider"
+    return " ".join((state[2] or f"node {node}: down since round {state[1]}").split())
+
+
+def _job_spec(job: Job, workload: str) -> JobSpec:
+    """The job's training spec, validated as the worker will (before any round is dispatched)."""
+    if not job.spec:
+        raise InputError(f"{workload}: job {job.job_id}: no training spec (real runs need model, size, data, "
+                         f"batch_size, lr)")
+    return parse_spec(dict(job.spec), f"{workload}: job {job.job_id}: spec")
 
 
 def _plan_row(t: CopyTask) -> dict[str, Any]:
@@ -359,8 +393,7 @@ def _plan_row(t: CopyTask) -> dict[str, Any]:
 
 
 def _make_policy(name: str, options: dict[str, str], knobs: RuntimeKnobs) -> Policy:
-    fixed = {"aggregation_overhead_s": knobs.aggregation_overhead_s} if name == "hadare" else {}
-    return policy_with_options(name, options, **fixed)
+    return policy_with_options(name, options, **knobs.fixed_for(name))
 
 
 def _mtime(path: str) -> float | None:

@@ -18,6 +18,7 @@ from typing import Any
 from hadar.errors import HadarError, UnreachableNodeError
 from hadar.jobs import Job, Placement
 from hadar.runtime.gpu_binding import GpuIds, rank_layout, worker_env
+from hadar.safe_paths import PathEscapeError
 from nodes.provider import ChecksumMismatchError, NodeProvider
 
 WORKER_MODULE = "nodes.worker"
@@ -90,10 +91,13 @@ class CopyOutcome:
 
 
 def run_copy(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOutcome:
-    """Execute ``task``; the new checkpoint lands in ``local_dir``."""
+    """Execute ``task``; the new checkpoint lands in ``local_dir``. A path that would leave the
+    node's working directory (a planted symlink) is not a copy failure: it stops the run."""
     local_dir.mkdir(parents=True, exist_ok=True)
     try:
         return _run(provider, task, local_dir)
+    except PathEscapeError:
+        raise
     except UnreachableNodeError as exc:
         return CopyOutcome(task, "unreachable", error=str(exc))
     except ChecksumMismatchError as exc:

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from hadar.state_db import StateFileError, open_state_db
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS rounds (
@@ -55,9 +56,8 @@ class Journal:
     """SQLite journal of rounds and node states (WAL, synchronous=FULL, one transaction a change)."""
 
     def __init__(self, path: Path) -> None:
-        self.conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=FULL")
+        self.path = path
+        self.conn = open_state_db(path)
         self.conn.executescript(SCHEMA)
         self._lock = threading.Lock()
 
@@ -107,6 +107,20 @@ class Journal:
         with self._lock:
             rows = self.conn.execute("SELECT name, up, since_round, error FROM nodes").fetchall()
         return {r[0]: (bool(r[1]), r[2], r[3]) for r in rows}
+
+
+def check_state_files(journal: Journal, tracker_last_closed: int | None, tracker_path: Path) -> None:
+    """The journal plans every round before the tracker opens it and closes it only after the
+    tracker did; either file lacking a round the other has means it lost history (truncated,
+    replaced or recreated empty). One line naming the file that lost it."""
+    rows = {r.round: r.status for r in journal.rounds()}
+    if tracker_last_closed is not None and tracker_last_closed not in rows:
+        raise StateFileError(f"{journal.path}: has no record of round {tracker_last_closed}, which "
+                             f"{tracker_path.name} closed (the file was truncated or replaced)")
+    closed = [r for r, status in rows.items() if status == "closed"]
+    if closed and (tracker_last_closed is None or max(closed) > tracker_last_closed):
+        raise StateFileError(f"{tracker_path}: has no record of round {max(closed)}, which {journal.path.name} "
+                             f"closed (the file was truncated or replaced)")
 
 
 class EventLog:

@@ -15,15 +15,23 @@ from hadar.cluster import Cluster
 from hadar.errors import InputError
 from hadar.jobs import Job
 
+PHILLY_RE = re.compile(r"philly-(\d+)(-arrivals)?")
+MIX_RE = re.compile(r"[Mm]-\d+")
+
+
+def is_builtin(name: str) -> bool:
+    """Whether ``name`` is a generated workload (``philly-N``, a mix) rather than a file."""
+    return bool(PHILLY_RE.fullmatch(name) or MIX_RE.fullmatch(name))
+
 
 def load_workload(name: str, table: GavelThroughputTable, seed: int = 0, size: str = "paper") -> list[Job]:
     """Resolve a workload name or file into jobs (not yet validated against a cluster)."""
-    m = re.fullmatch(r"philly-(\d+)(-arrivals)?", name)
+    m = PHILLY_RE.fullmatch(name)
     if m:
         from hadar.workloads.philly import PhillyOptions, generate
 
         return generate(table, PhillyOptions(num_jobs=int(m.group(1)), seed=seed, keep_arrivals=bool(m.group(2))))
-    if re.fullmatch(r"[Mm]-\d+", name):
+    if MIX_RE.fullmatch(name):
         from hadar.workloads.mixes import mix_jobs
 
         return mix_jobs(name.upper(), size=size)

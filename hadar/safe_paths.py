@@ -1,0 +1,45 @@
+"""Names that become parts of file paths, and paths built from them, kept inside their root.
+
+Node names, cluster names and run ids end up as directory names (``RUNDIR/nodes/<run>/<node>``,
+``~/.hadar/runs/<run>/<node>`` on an SSH host). They are restricted to a safe character set
+where the file that names them is loaded (:func:`check_safe_name`), and every path built from
+them is resolved and checked to stay under its root where it is built (:func:`confined`), so a
+name like ``../../x``, an absolute path or a planted symlink cannot move a run's files elsewhere.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from hadar.errors import InputError
+
+SAFE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+SAFE_NAME_RULE = "use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+
+class PathEscapeError(InputError):
+    """A path built from input resolves outside the directory it must stay in."""
+
+
+def is_safe_name(value: object) -> bool:
+    """Whether ``value`` may be used as one path component."""
+    return isinstance(value, str) and bool(SAFE_NAME_RE.match(value))
+
+
+def check_safe_name(value: str) -> str:
+    """``value`` if it is a safe path component, else ``ValueError`` (for pydantic validators)."""
+    if not is_safe_name(value):
+        raise ValueError(f"{value!r} is not a safe name ({SAFE_NAME_RULE})")
+    return value
+
+
+def confined(root: Path, *parts: str, what: str) -> Path:
+    """``root/parts...`` resolved (symlinks followed); :class:`PathEscapeError` naming ``what``
+    if that lands outside ``root`` (itself resolved)."""
+    base = root.resolve()
+    path = base.joinpath(*parts).resolve()
+    if not path.is_relative_to(base):
+        shown = "/".join(parts)
+        raise PathEscapeError(f"{what}: {shown!r} resolves to {path}, outside {base}")
+    return path
