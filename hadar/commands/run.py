@@ -39,6 +39,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cold-workers", action="store_true",
                    help="start a fresh worker process every round instead of forking a warm per-node server")
     p.add_argument("--trust-new-hosts", action="store_true", help="SSH: accept and record unknown host keys")
+    p.add_argument("--keep-checkpoints", type=int, default=2, metavar="K",
+                   help="verified checkpoints kept per job, the latest and K-1 to roll back to (default: %(default)s)")
+    p.add_argument("--stall-rounds", type=int, default=5, metavar="N",
+                   help="give up a job (or stop the run) after N rounds in a row without progress (default: %(default)s)")
+    p.add_argument("--keep-node-dirs", action="store_true",
+                   help="keep the nodes' work directories after the run completes (deleted by default)")
     p.add_argument("--restart-penalty", type=float, default=RuntimeKnobs.restart_penalty_s,
                    help="what policies assume a restart costs, s (default: %(default)s)")
     p.add_argument("--aggregation-overhead", type=float, default=RuntimeKnobs.aggregation_overhead_s,
@@ -50,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     # imported here: they bring torch, which `hadar --help` and the other commands do not need
     require("torch", "hadar run (real training)")
     from hadar.runtime.coordinator import Coordinator, StopRequested
+    from hadar.runtime.faults import RunStalledError
     from hadar.runtime.live import LiveView
     from hadar.runtime.outputs import write_report
 
@@ -57,10 +64,15 @@ def run(args: argparse.Namespace) -> int:
     if args.resume:
         rundir = Path(args.resume)
         cfg = load_config(rundir)
+        if args.keep_node_dirs:
+            cfg = cfg.model_copy(update={"keep_node_dirs": True})
         console.print(f"resuming {rundir} ({cfg.policy} on {cfg.cluster}, workload {cfg.workload})")
     else:
         if args.slot <= 0:
             raise InputError(f"--slot: must be positive (got {args.slot:g})")
+        for flag, value in (("--keep-checkpoints", args.keep_checkpoints), ("--stall-rounds", args.stall_rounds)):
+            if value < 1:
+                raise InputError(f"{flag}: must be at least 1 (got {value})")
         rundir = Path(args.out or f"runs/{args.policy}-{time.strftime('%Y%m%d-%H%M%S')}")
         if (rundir / "run.json").exists():
             raise InputError(f"--out: {rundir} already holds a run (use --resume {rundir} or another --out)")
@@ -68,7 +80,9 @@ def run(args: argparse.Namespace) -> int:
                         cluster=args.cluster, workload=args.workload, size=args.size, policy=args.policy,
                         policy_options=parse_pairs(args.policy_opt),
                         slot_s=args.slot, grace_s=args.grace, seed=args.seed, threads=args.threads,
-                        evaluate=not args.no_eval, warm_workers=not args.cold_workers, started_at=time.time())
+                        evaluate=not args.no_eval, warm_workers=not args.cold_workers,
+                        keep_checkpoints=args.keep_checkpoints, stall_rounds=args.stall_rounds,
+                        keep_node_dirs=args.keep_node_dirs, started_at=time.time())
     knobs = RuntimeKnobs(args.restart_penalty, args.aggregation_overhead)
     view = None
     coordinator = Coordinator(rundir, cfg, provider_options=_provider_options(args), knobs=knobs)
@@ -96,6 +110,10 @@ def run(args: argparse.Namespace) -> int:
         _close(view)
         console.print(f"abandoned the current round; continue with: hadar run --resume {rundir}")
         return 130
+    except RunStalledError:
+        _close(view)
+        write_report(rundir)  # what did finish is reported; the error line says what did not
+        raise
     except HadarError:
         _close(view)
         raise

@@ -1,8 +1,10 @@
 """Running one job (or HadarE copy) for one round on its node(s): stage the spec and the
-job's consolidated checkpoint, run the worker (one process per GPU of a gang, each pinned to its
-GPUs by ``CUDA_VISIBLE_DEVICES`` and placed in the gang by torchrun's ``RANK``, ``LOCAL_RANK``,
-``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``), fetch the result and the new checkpoint
-verified by sha256. Failures become outcomes, never exceptions."""
+job's consolidated checkpoint (refused unless the bytes sent match its recorded sha256), run the
+worker (one process per GPU of a gang, each pinned to its GPUs by ``CUDA_VISIBLE_DEVICES`` and
+placed in the gang by torchrun's ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``,
+``MASTER_PORT``), fetch the result and the new checkpoint verified by sha256. Failures become
+outcomes, never exceptions (except the run directory's own I/O errors, which the coordinator
+turns into one-line stops)."""
 
 from __future__ import annotations
 
@@ -111,7 +113,7 @@ def _run(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOutcome
     for node in nodes:
         provider.put(node, spec_local, f"{rd}/spec.json")
         if task.checkpoint_in is not None:
-            provider.put(node, task.checkpoint_in, f"{rd}/in.pt")
+            put_checkpoint(provider, node, task.checkpoint_in, task.checkpoint_sha256, f"{rd}/in.pt")
     master = _rendezvous(provider, task) if len(ranks) > 1 else None
     slots = rank_layout(ranks, task.devices)
 
@@ -154,6 +156,15 @@ def _run(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOutcome
     )
 
 
+def put_checkpoint(provider: NodeProvider, node: str, path: Path, sha256: str | None, remote: str) -> None:
+    """Send a consolidated checkpoint; raise ChecksumMismatchError (the worker is then never
+    started on it) unless the bytes sent hash to the sha256 the Job Tracker recorded."""
+    sent = provider.put(node, path, remote)
+    if sha256 is not None and sent != sha256:
+        raise ChecksumMismatchError(f"node {node}: checkpoint {path} has sha256 {sent[:12]}..., recorded "
+                                    f"{sha256[:12]}...; not used")
+
+
 def _rendezvous(provider: NodeProvider, task: CopyTask) -> tuple[str, int]:
     """Rendezvous of a multi-process gang at rank 0's node: (MASTER_ADDR, MASTER_PORT)."""
     master = provider.rendezvous_address(task.node)
@@ -166,9 +177,9 @@ def _rendezvous(provider: NodeProvider, task: CopyTask) -> tuple[str, int]:
     return master, port
 
 
-def evaluate_checkpoint(provider: NodeProvider, node: str, job: Job, checkpoint: Path, local_dir: Path,
-                        timeout_s: float, warm: bool = True, env: Mapping[str, str] | None = None,
-                        ) -> dict[str, Any] | None:
+def evaluate_checkpoint(provider: NodeProvider, node: str, job: Job, checkpoint: Path, sha256: str | None,
+                        local_dir: Path, timeout_s: float, warm: bool = True,
+                        env: Mapping[str, str] | None = None) -> dict[str, Any] | None:
     """Score a job's final model on its held-out split on ``node``; None if that failed."""
     rd = f"eval/j{job.job_id}"
     local_dir.mkdir(parents=True, exist_ok=True)
@@ -176,7 +187,7 @@ def evaluate_checkpoint(provider: NodeProvider, node: str, job: Job, checkpoint:
     spec_local.write_text(json.dumps(dict(job.spec)))
     try:
         provider.put(node, spec_local, f"{rd}/spec.json")
-        provider.put(node, checkpoint, f"{rd}/in.pt")
+        put_checkpoint(provider, node, checkpoint, sha256, f"{rd}/in.pt")
         res = provider.run(node, [*worker_command(provider, node, warm), "--spec", f"{rd}/spec.json",
                                   "--steps", "0", "--deadline-s", f"{timeout_s:.0f}", "--checkpoint-in", f"{rd}/in.pt",
                                   "--result", f"{rd}/result.json", "--checkpoint-out", f"{rd}/eval.pt", "--eval",
