@@ -48,6 +48,8 @@ from hadar.runtime.faults import (
     RunStalledError,
     likely_cause,
     node_resource_error,
+    placement_nodes,
+    repeated_failures,
     resource_error,
     run_stalled,
     stalled_jobs,
@@ -115,6 +117,9 @@ class Coordinator:
         self._preflight_done = False
         self.failed: dict[int, str] = {}
         """Jobs given up this session (no progress for ``stall_rounds`` rounds): job -> cause."""
+        self.withheld: dict[tuple[int, tuple[str, ...]], str] = {}
+        """(job, nodes) not dispatched again this session: its copy there failed the same way
+        ``stall_rounds`` rounds in a row -> why."""
         self._first_round = 0
         self._eval_tried: set[int] = set()
 
@@ -257,9 +262,11 @@ class Coordinator:
         decision_s = time.perf_counter() - t0
         attempt = self._attempt(r)
         last = next((row for row in reversed(rows) if row.status == "closed"), None)
-        gpus = bind([((a.job_id, a.copy), a.placement) for a in plan.assignments], self._gpus,
+        withheld = [a for a in plan.assignments if (a.job_id, placement_nodes(a.placement)) in self.withheld]
+        kept = [a for a in plan.assignments if a not in withheld]
+        gpus = bind([((a.job_id, a.copy), a.placement) for a in kept], self._gpus,
                     binding_from_plan(last.plan) if last else {})
-        tasks = [self._task(a, r, attempt, gpus[(a.job_id, a.copy)]) for a in plan.assignments]
+        tasks = [self._task(a, r, attempt, gpus[(a.job_id, a.copy)]) for a in kept]
         self.journal.plan_round(r, attempt, [_plan_row(t) for t in tasks], t_start, decision_s)
         if self.tracker.current_round() != r:
             self.tracker.open_round(r)
@@ -271,7 +278,11 @@ class Coordinator:
         t1 = time.time()
         outcomes = self._dispatch(tasks, r, attempt)
         t_collect = time.time()
-        copies = []
+        copies: list[dict[str, Any]] = [
+            {"job": a.job_id, "copy": a.copy, "node": a.nodes[0], "placement": a.placement, "kind": "withheld",
+             "steps": 0, "error": self.withheld[(a.job_id, placement_nodes(a.placement))][:300],
+             "train_s": 0.0, "wall_s": 0.0}
+            for a in withheld]
         for o in outcomes:
             kind = o.kind
             if o.ok:
@@ -348,6 +359,15 @@ class Coordinator:
                              note="not dispatched again in this session; the other jobs go on")
             if self.view is not None:
                 self.view.note(f"job {job} given up after {n} rounds without progress: {cause}")
+        for (job, nodes), copies in repeated_failures(rounds, n).items():
+            if (job, nodes) in self.withheld or job in self.failed or self.tracker.is_complete(job):
+                continue
+            kind, cause = copies[-1].get("kind"), likely_cause(copies, self.cfg.slot_s, self.cfg.warm_workers)
+            self.withheld[(job, nodes)] = f"job {job} failed on {'+'.join(nodes)} ({kind}) {n} rounds in a row: {cause}"
+            self.events.emit("copy-withheld", round=r, job=job, nodes=list(nodes), rounds=n, kind=kind, cause=cause,
+                             note="not dispatched on these nodes again in this session; the job goes on elsewhere")
+            if self.view is not None:
+                self.view.note(self.withheld[(job, nodes)] + "; not dispatched there again")
 
     def _drop_incoming(self, r: int, attempt: int) -> None:
         """Delete a finished round's fetched copy checkpoints (the tracker has consolidated them)."""

@@ -1,5 +1,6 @@
 """How a real run notices that it cannot go on: rounds without progress (per job and for the
-whole run, with the likely cause) and resource errors (disk full, read-only, permission
+whole run, with the likely cause), copies that fail the same way round after round on the same
+nodes, and resource errors (disk full, read-only, permission
 denied) turned into one-line errors. Pure functions over the journal's round records."""
 
 from __future__ import annotations
@@ -116,6 +117,32 @@ def run_stalled(rounds: Sequence[Sequence[Copy]], n: int) -> list[Copy] | None:
     return [c for cs in busy for c in cs]
 
 
+def placement_nodes(placement: Mapping[str, Mapping[str, int]]) -> tuple[str, ...]:
+    """The nodes a placement uses, sorted: with the job id, what makes a dispatch identical."""
+    return tuple(sorted(n for n, per in placement.items() if sum(per.values()) > 0))
+
+
+def repeated_failures(rounds: Sequence[Sequence[Copy]], n: int) -> dict[tuple[int, tuple[str, ...]], list[Copy]]:
+    """(job, nodes) whose copy failed the same way (same kind) in each of the last ``n`` rounds
+    in which that job ran on exactly those nodes, with those copies. ``rounds`` oldest first;
+    rounds in which the pair did not run (or was withheld) neither count nor reset its streak."""
+    streak: dict[tuple[int, tuple[str, ...]], list[Copy]] = {}
+    settled: set[tuple[int, tuple[str, ...]]] = set()
+    for copies in reversed(rounds):
+        for c in copies:
+            key = (int(c["job"]), placement_nodes(c["placement"]))
+            if c.get("kind") == "withheld" or key in settled:
+                continue
+            s = streak.setdefault(key, [])
+            if c.get("kind") == "ok" or (s and s[0].get("kind") != c.get("kind")):
+                settled.add(key)
+                continue
+            s.append(c)
+            if len(s) >= n:
+                settled.add(key)
+    return {k: list(reversed(v)) for k, v in streak.items() if len(v) >= n}
+
+
 def likely_cause(copies: Sequence[Copy], slot_s: float, warm: bool) -> str:
     """The most likely reason these copies made no progress, in words, for the stop line."""
     kinds = {c.get("kind") for c in copies}
@@ -123,6 +150,8 @@ def likely_cause(copies: Sequence[Copy], slot_s: float, warm: bool) -> str:
     last = f" (last error: {errors[-1][:200]})" if errors else ""
     if kinds & {"corrupt-checkpoint", "mismatched-checkpoint"} or any("checkpoint" in e.lower() for e in errors):
         return f"unreadable or mismatched checkpoint{last}"
+    if kinds == {"withheld"}:
+        return f"every placement the policy chose had failed the same way {len(copies)} times before{last}"
     if kinds == {"ok"}:
         hint = "use a longer --slot" + ("" if warm else " or drop --cold-workers")
         return f"slot shorter than worker start-up: copies trained 0 steps in {slot_s:g} s slots; {hint}"
