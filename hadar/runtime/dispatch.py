@@ -147,6 +147,7 @@ def _run(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOutcome
     result = json.loads(result_local.read_text())
     ckpt_local = local_dir / f"j{task.job.job_id}-c{task.copy}-out.pt"
     sha = provider.get(task.node, f"{rd}/out.pt", ckpt_local, expected_sha256=result.get("sha256"))
+    remove_checkpoints(provider, nodes, [f"{rd}/in.pt", f"{rd}/out.pt"])
     return CopyOutcome(
         task, "ok",
         steps_done=int(result["steps_done"]),
@@ -154,6 +155,16 @@ def _run(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOutcome
         wall_seconds=float(result.get("wall_seconds") or max(r.seconds for r in results)),
         checkpoint=ckpt_local, sha256=sha, final_loss=result.get("final_loss"),
     )
+
+
+def remove_checkpoints(provider: NodeProvider, nodes: list[str], paths: list[str]) -> None:
+    """Delete a copy's checkpoints on its nodes once fetched, so that rounds do not pile them up
+    there (the small spec and result files stay with the work directory). Best effort."""
+    for node in nodes:
+        try:
+            provider.run(node, ["rm", "-f", "--", *paths], timeout_s=30)
+        except HadarError:
+            continue
 
 
 def put_checkpoint(provider: NodeProvider, node: str, path: Path, sha256: str | None, remote: str) -> None:
@@ -196,6 +207,7 @@ def evaluate_checkpoint(provider: NodeProvider, node: str, job: Job, checkpoint:
             return None
         out = local_dir / f"eval-j{job.job_id}.json"
         provider.get(node, f"{rd}/result.json", out)
+        remove_checkpoints(provider, [node], [f"{rd}/in.pt", f"{rd}/eval.pt"])
         return json.loads(out.read_text()).get("metric")
     except HadarError:
         return None

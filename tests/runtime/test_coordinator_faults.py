@@ -15,6 +15,7 @@ import yaml
 from hadar.runtime.config import RunConfig, RuntimeKnobs
 from hadar.runtime.coordinator import Coordinator
 from nodes.provider import NodeTransferError
+from tests.e2e.runlib import write_jobs
 
 pytestmark = pytest.mark.slow
 
@@ -37,29 +38,7 @@ def _coordinator(tmp: Path) -> Coordinator:
             }
         )
     )
-    jobs = tmp / "jobs.yaml"
-    jobs.write_text(
-        yaml.safe_dump(
-            {
-                "jobs": [
-                    {
-                        "id": 0,
-                        "type": "MM",
-                        "gpus": 1,
-                        "steps": STEPS,
-                        "spec": {
-                            "model": "MM",
-                            "size": "tiny",
-                            "data": "synthetic",
-                            "batch_size": 16,
-                            "lr": 0.001,
-                            "seed": 0,
-                        },
-                    }
-                ]
-            }
-        )
-    )
+    jobs = write_jobs(tmp / "jobs.yaml", {"MM": STEPS})
     cfg = RunConfig(
         run_id="withheld",
         cluster=str(cluster),
@@ -69,6 +48,7 @@ def _coordinator(tmp: Path) -> Coordinator:
         grace_s=30.0,
         evaluate=False,
         stall_rounds=3,
+        keep_node_dirs=True,
         started_at=time.time(),
     )
     # free restarts and averaging: HadarE forks the job onto every node, the broken one included
@@ -102,3 +82,8 @@ def test_a_copy_failing_the_same_way_is_withheld_and_the_job_finishes_elsewhere(
     assert sum(e["steps_added"] for e in ev if e["event"] == "aggregation") == STEPS
     assert not [e for e in ev if e["event"] in ("job-failed", "stalled")] and c.failed == {}
     assert max(e["round"] for e in ev if e["event"] == "dispatch") > withheld[0]["round"]
+    # keep_node_dirs: the nodes' work directories stay with each copy's files, less the
+    # checkpoints (deleted once fetched)
+    nodes = tmp_path / "run" / "nodes" / "withheld"
+    assert {p.parent.parent.parent.name for p in nodes.rglob("result-0.json")} == {"v100", "t4"}
+    assert not list(nodes.rglob("*.pt"))
