@@ -1,11 +1,11 @@
 """Real-run benchmarks of ``hadar run`` on local nodes (tiny/small PyTorch models, CPU).
 
 1. Coordination overhead per round (decide + stage + fetch + average), 5 local nodes, tiny
-   models, HadarE: median and max over rounds, against the slot time.
+   models, HadarE: median and max over rounds, against the round length.
 2. Demo: mix M-5 at small size on local-5node (emulated V100 / 2x K80 / 2x T4 speeds): CRU and
    TTD for hadare vs hadar vs gavel.
 
-    .venv/bin/python benchmarks/bench_run.py [--only overhead|demo] [--slot 30] [--out out/bench-run]
+    .venv/bin/python benchmarks/bench_run.py [--only overhead|demo] [--round 30] [--out out/bench-run]
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def rounds(out: Path) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", choices=["overhead", "demo"])
-    ap.add_argument("--slot", type=float, default=30.0)
+    ap.add_argument("--round", dest="slot", type=float, default=30.0, help="round length, s")
     ap.add_argument("--out", default="out/bench-run")
     a = ap.parse_args()
     base = Path(a.out)
@@ -52,12 +52,12 @@ def main() -> None:
         rs = rounds(out)[1:]  # round 0 also starts the warm servers: reported separately
         coord = [float(r["coordination_s"]) for r in rs]
         first = rounds(out)[0]
-        print(f"coordination overhead per round, 5 local nodes, small M-5, hadare, slot {a.slot:g} s:")
+        print(f"coordination overhead per round, 5 local nodes, small M-5, hadare, round {a.slot:g} s:")
         print(f"  median {statistics.median(coord):.2f} s, max {max(coord):.2f} s over {len(coord)} rounds "
-              f"({100 * statistics.median(coord) / a.slot:.1f}% of the slot); "
+              f"({100 * statistics.median(coord) / a.slot:.1f}% of the round); "
               f"round 0 (warm servers start) {float(first['coordination_s']):.2f} s")
     if a.only in (None, "demo"):
-        print(f"demo: M-5 small on local-5node, slot {a.slot:g} s")
+        print(f"demo: M-5 small on local-5node, round {a.slot:g} s")
         print(f"{'policy':8} {'CRU':>6} {'TTD s':>8} {'avg JCT s':>10} {'rounds':>7}")
         for policy in ("hadare", "hadar", "gavel"):
             s = run(base / f"demo-{policy}", "--cluster", cluster, "--workload", "M-5", "--size", "small",

@@ -10,7 +10,16 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["CheckpointRef", "JobRoundResult", "JobState", "JobTracker", "Report", "RoundSummary"]
+__all__ = [
+    "CheckpointRef",
+    "JobRoundResult",
+    "JobState",
+    "JobTracker",
+    "Quarantine",
+    "Report",
+    "Rollback",
+    "RoundSummary",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -23,6 +23,7 @@ STAGES = (
     "close:in_tx",
     "close:committed",
     "close:pruned",
+    "rollback:in_tx",
 )
 _hits: dict[str, int] = {}
 

@@ -13,6 +13,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from hadar.state_db import open_state_db
 
@@ -165,7 +166,8 @@ class Store:
         ).fetchall()
 
     def referenced_paths(self, keep_history: bool) -> set[str]:
-        """Relative paths of tracker-owned checkpoints that must be kept."""
+        """Relative paths of tracker-owned checkpoints that must be kept: every job's latest
+        (and every one ever written with ``keep_history``)."""
         paths = {r[0] for r in self.conn.execute("SELECT ckpt_path FROM jobs") if r[0]}
         if keep_history:
             paths |= {r[0] for r in self.conn.execute("SELECT initial_path FROM jobs") if r[0]}
@@ -173,6 +175,21 @@ class Store:
                 r[0] for r in self.conn.execute("SELECT ckpt_path FROM consolidations") if r[0]
             }
         return paths
+
+    def checkpoint_history(self, job_id: int) -> list[dict[str, Any]]:
+        """The job's checkpoints, newest first: ``{path, sha256, round, steps}`` of every round
+        that wrote one, then the initial checkpoint (round None, 0 steps) if it has one."""
+        rows = self.conn.execute(
+            "SELECT ckpt_path, ckpt_sha256, round, steps_total FROM consolidations"
+            " WHERE job_id = ? AND ckpt_round = round AND ckpt_path IS NOT NULL ORDER BY round DESC",
+            (job_id,),
+        ).fetchall()
+        out = [{"path": r[0], "sha256": r[1], "round": int(r[2]), "steps": int(r[3])} for r in rows]
+        job = self.job(job_id)
+        if job is not None and job["initial_path"]:
+            out.append({"path": job["initial_path"], "sha256": job["initial_sha256"], "round": None,
+                        "steps": 0})
+        return out
 
     # -- writes (call inside transaction()) ------------------------------------------------
     def insert_job(
@@ -285,5 +302,14 @@ class Store:
         if completed:
             self.conn.execute("UPDATE copies SET discarded = 1 WHERE job_id = ?", (job_id,))
 
+    def reopen_job(self, job_id: int) -> None:
+        """Mark a job incomplete again and its copies active (after a rollback)."""
+        self.conn.execute("UPDATE jobs SET completed = 0 WHERE job_id = ?", (job_id,))
+        self.conn.execute("UPDATE copies SET discarded = 0 WHERE job_id = ?", (job_id,))
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
     def set_round_closed(self, round_: int) -> None:
         self.conn.execute("UPDATE rounds SET state = 'closed' WHERE round = ?", (round_,))
+

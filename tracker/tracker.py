@@ -7,7 +7,14 @@ checkpoint directory. Protocol of :meth:`JobTracker.close_round` (crash-safe, id
    write the result to a temporary file, fsync, rename to ``job-<id>/round-<r>-<sha256>.pt``;
 2. in ONE transaction: consolidation rows, jobs' steps/checkpoint/completed flags, discarded
    copies of completed jobs, round marked closed;
-3. delete superseded checkpoints (unless ``keep_history``).
+3. delete checkpoints that fell out of the retention window (each job keeps its latest and
+   the ``keep_checkpoints - 1`` before it; every one with ``keep_history``).
+
+Checkpoints are verified at rest as well as in transit: :meth:`JobTracker.verified_checkpoint`
+checks a job's latest file against its recorded sha256 and, if it is missing or damaged, moves
+it to ``<checkpoint_dir>/quarantine/`` and rolls the job back to its newest good checkpoint,
+moving ``steps_done`` back in the same transaction (so steps are never counted without the
+parameters that hold them).
 
 A crash before step 2 commits leaves the round open (re-run ``close_round``); files written by
 the interrupted attempt are unreferenced and removed by :meth:`JobTracker.open`. A crash after
@@ -24,7 +31,7 @@ import os
 import re
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +47,7 @@ from tracker.averaging import (
 from tracker.checkpoints import (
     TMP_PREFIX,
     copy_atomic,
+    fsync_dir,
     load_checkpoint,
     make_payload,
     save_atomic,
@@ -64,6 +72,9 @@ from tracker.store import SCHEMA_VERSION, Store
 
 OWNED_NAME_RE = re.compile(r"^(initial|round-\d+)-[0-9a-f]{64}\.pt$")
 """Names of checkpoint files the tracker owns inside ``<checkpoint_dir>/job-<id>/``."""
+QUARANTINE_DIR = "quarantine"
+"""Damaged checkpoints are moved to ``<checkpoint_dir>/quarantine/job-<id>/``."""
+DEFAULT_KEEP_CHECKPOINTS = 2
 
 
 @dataclass(frozen=True)
@@ -118,9 +129,36 @@ class JobRoundResult:
 
 
 @dataclass(frozen=True)
+class Quarantine:
+    """A damaged or missing checkpoint set aside: where it was, where it went (None when it was
+    missing), and why."""
+
+    job_id: int
+    path: Path
+    moved_to: Path | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class Rollback:
+    """A job moved back to its newest good checkpoint (``checkpoint`` None: its initial state)."""
+
+    job_id: int
+    quarantined: tuple[Quarantine, ...]
+    from_steps: int
+    to_steps: int
+    checkpoint: CheckpointRef | None
+    reopened: bool
+    """The job had completed and is running again."""
+
+
+@dataclass(frozen=True)
 class RoundSummary:
     round: int
     jobs: Mapping[int, JobRoundResult]
+    quarantined: tuple[Quarantine, ...] = ()
+    """Previous checkpoints found damaged while closing this round (set aside; the copies'
+    parameters were still averaged, only integer counters restarted from the copies')."""
 
 
 def _int(value: Any, what: str, error: type[Exception]) -> int:
@@ -144,6 +182,7 @@ class JobTracker:
         self.max_job_count = int(meta["max_job_count"])
         self.averaging = meta["averaging"]
         self.keep_history = meta["keep_history"] == "1"
+        self.keep_checkpoints = int(meta["keep_checkpoints"])
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
@@ -155,13 +194,14 @@ class JobTracker:
         max_job_count: int | None = None,
         averaging: str | None = None,
         keep_history: bool | None = None,
+        keep_checkpoints: int | None = None,
     ) -> JobTracker:
         """Open (creating if needed) the tracker at ``db_path``, checkpoints in ``checkpoint_dir``.
 
         Settings left None take the stored value (or the default for a new database:
-        max_job_count=1000, averaging="steps", keep_history=False); a value that contradicts
-        the database raises TrackerConfigError. Removes orphaned temporary and unreferenced
-        checkpoint files left by a crash.
+        max_job_count=1000, averaging="steps", keep_history=False, keep_checkpoints=2); a value
+        that contradicts the database raises TrackerConfigError. Removes orphaned temporary and
+        unreferenced checkpoint files left by a crash.
         """
         db = Path(db_path).resolve()
         ckpt_dir = Path(checkpoint_dir).resolve()
@@ -169,6 +209,11 @@ class JobTracker:
             max_job_count = ids.check_max_job_count(max_job_count)
         if averaging is not None and averaging not in MODES:
             raise TrackerConfigError(f"averaging: {averaging!r} is not one of {', '.join(MODES)}")
+        if keep_checkpoints is not None and (
+            isinstance(keep_checkpoints, bool) or not isinstance(keep_checkpoints, int)
+            or keep_checkpoints < 1
+        ):
+            raise TrackerConfigError(f"keep_checkpoints: must be an integer >= 1, got {keep_checkpoints!r}")
         db.parent.mkdir(parents=True, exist_ok=True)
         ckpt_dir.mkdir(parents=True, exist_ok=True)
         lock_fd = os.open(f"{db}.lock", os.O_RDWR | os.O_CREAT, 0o644)
@@ -182,7 +227,7 @@ class JobTracker:
         try:
             store = Store(db)
             try:
-                cls._check_meta(store, db, max_job_count, averaging, keep_history)
+                cls._check_meta(store, db, max_job_count, averaging, keep_history, keep_checkpoints)
                 tracker = cls(store, ckpt_dir, lock_fd)
             except BaseException:
                 store.close()
@@ -200,18 +245,21 @@ class JobTracker:
         max_job_count: int | None,
         averaging: str | None,
         keep_history: bool | None,
+        keep_checkpoints: int | None,
     ) -> None:
         wanted = {
             "max_job_count": None if max_job_count is None else str(max_job_count),
             "averaging": averaging,
             "keep_history": None if keep_history is None else str(int(bool(keep_history))),
+            "keep_checkpoints": None if keep_checkpoints is None else str(keep_checkpoints),
+        }
+        defaults = {
+            "max_job_count": str(ids.DEFAULT_MAX_JOB_COUNT),
+            "averaging": "steps",
+            "keep_history": "0",
+            "keep_checkpoints": str(DEFAULT_KEEP_CHECKPOINTS),
         }
         if not store.is_initialized():
-            defaults = {
-                "max_job_count": str(ids.DEFAULT_MAX_JOB_COUNT),
-                "averaging": "steps",
-                "keep_history": "0",
-            }
             store.initialize({k: v if v is not None else defaults[k] for k, v in wanted.items()})
             return
         meta = store.meta()
@@ -219,6 +267,10 @@ class JobTracker:
             raise TrackerConfigError(
                 f"{db}: schema version {meta.get('schema_version')}, this tracker reads {SCHEMA_VERSION}"
             )
+        if "keep_checkpoints" not in meta:  # a database written before retention was a setting
+            with store.transaction():
+                store.set_meta("keep_checkpoints", wanted["keep_checkpoints"] or "1")
+            meta = store.meta()
         for key, value in wanted.items():
             if value is not None and meta[key] != value:
                 raise TrackerConfigError(f"{db}: {key} is {meta[key]} in the database, not {value}")
@@ -245,9 +297,27 @@ class JobTracker:
     def _ref(self, rel: str | None, sha: str | None, round_: int | None) -> CheckpointRef | None:
         return None if rel is None or sha is None else CheckpointRef(self._abs(rel), sha, round_)
 
+    def _retained(self) -> set[str]:
+        """Owned checkpoints to keep: every job's latest and the ``keep_checkpoints - 1`` newest
+        older ones still on disk (all of them with ``keep_history``)."""
+        keep = self._store.referenced_paths(self.keep_history)
+        if self.keep_history or self.keep_checkpoints < 2:
+            return keep
+        for job in self._store.jobs():
+            latest, latest_round = job["ckpt_path"], job["ckpt_round"]
+            if latest is None:
+                continue
+            older = [
+                h["path"] for h in self._store.checkpoint_history(int(job["job_id"]))
+                if h["path"] != latest and (latest_round is not None and (h["round"] is None or h["round"] < latest_round))
+                and self._abs(h["path"]).exists()
+            ]
+            keep |= set(older[: self.keep_checkpoints - 1])
+        return keep
+
     def _remove_orphans(self) -> None:
         """Delete temp files and unreferenced owned checkpoints under ``job-*/`` directories."""
-        keep = self._store.referenced_paths(self.keep_history)
+        keep = self._retained()
         for job_dir in self.checkpoint_dir.glob("job-*"):
             if not job_dir.is_dir():
                 continue
@@ -524,13 +594,21 @@ class JobTracker:
                 raise
             crash_point("close:committed")
             if not self.keep_history:
-                keep = self._store.referenced_paths(False)
-                for plan in plans:
-                    old = plan["superseded"]
-                    if old is not None and old not in keep:
-                        self._abs(old).unlink(missing_ok=True)
+                self._prune([plan["row"]["job_id"] for plan in plans])
             crash_point("close:pruned")
-            return self.round_summary(r)
+            quarantined = tuple(q for plan in plans for q in plan["quarantined"])
+            return replace(self.round_summary(r), quarantined=quarantined)
+
+    def _prune(self, job_ids: list[int]) -> None:
+        """Delete the jobs' owned checkpoints that fell out of the retention window."""
+        keep = self._retained()
+        for job_id in job_ids:
+            job_dir = self.checkpoint_dir / f"job-{job_id}"
+            if not job_dir.is_dir():
+                continue
+            for f in job_dir.iterdir():
+                if OWNED_NAME_RE.match(f.name) and f"{job_dir.name}/{f.name}" not in keep:
+                    f.unlink(missing_ok=True)
 
     def _consolidate(
         self, r: int, job_id: int, reps: list[Report], written: list[Path]
@@ -542,14 +620,19 @@ class JobTracker:
         total = job["steps_done"] + added
         completed = total >= job["target_steps"]
         rel, sha = job["ckpt_path"], job["ckpt_sha256"]
-        superseded = None
+        quarantined: list[Quarantine] = []
         if reported > 0:
             what = f"round {r} job {job_id}"
             base = None
             if rel is not None:
-                base = load_checkpoint(self._abs(rel), sha, f"{what} previous checkpoint")[
-                    "state_dict"
-                ]
+                try:
+                    base = load_checkpoint(self._abs(rel), sha, f"{what} previous checkpoint")[
+                        "state_dict"
+                    ]
+                except CheckpointError as exc:
+                    # damaged at rest since the copies were sent a verified copy of it: their
+                    # parameters hold every step, only integer counters lose their base
+                    quarantined.append(self._quarantine(job_id, rel, str(exc)))
             loaded = [
                 (load_checkpoint(x.checkpoint, x.sha256, f"round {r} copy {x.copy_id}"), x.steps)
                 for x in reps
@@ -571,7 +654,7 @@ class JobTracker:
                 "close",
             )
             written.append(final)
-            superseded, rel = rel, f"job-{job_id}/{final.name}"
+            rel = f"job-{job_id}/{final.name}"
         ckpt_round = r if reported > 0 else job["ckpt_round"]
         return {
             "row": {
@@ -593,7 +676,7 @@ class JobTracker:
                 "sha256": sha,
                 "ckpt_round": ckpt_round,
             },
-            "superseded": superseded,
+            "quarantined": quarantined,
         }
 
     def round_summary(self, round_: int) -> RoundSummary:
@@ -660,6 +743,77 @@ class JobTracker:
         with self._mutex:
             self._job_row(job_id)
             return [int(r["copy_id"]) for r in self._store.copies(job_id) if not r["discarded"]]
+
+    # -- verification at rest and rollback ---------------------------------------------------
+    def verified_checkpoint(self, job_id: int) -> tuple[CheckpointRef | None, Rollback | None]:
+        """The job's latest checkpoint after checking it against its recorded sha256.
+
+        A missing or damaged file is quarantined and the job rolled back to its newest
+        checkpoint that verifies (or to its initial state, steps 0, when none does): its
+        ``steps_done``, checkpoint and completed flag change in one transaction. Returns the
+        checkpoint to use and the rollback (None when the latest file was good). Raises
+        RoundError if the job has reports in the open round (roll back between rounds only).
+        """
+        with self._mutex:
+            job = self._job_row(job_id)
+            rel, sha = job["ckpt_path"], job["ckpt_sha256"]
+            latest = self._ref(rel, sha, job["ckpt_round"])
+            if latest is None:
+                return None, None
+            what = f"job {job_id}"
+            try:
+                verify_file(latest.path, latest.sha256, what)
+                return latest, None
+            except CheckpointError as exc:
+                problem = str(exc)
+            open_r = self._store.open_round()
+            if open_r is not None and any(
+                int(x["job_id"]) == job_id for x in self._store.reports(open_r)
+            ):
+                raise RoundError(f"{what}: {problem}; it has reports in open round {open_r}")
+            bad = [self._quarantine(job_id, rel, problem)]
+            target = None
+            for cand in self._store.checkpoint_history(job_id):
+                if cand["path"] == rel:
+                    continue
+                ref = CheckpointRef(self._abs(cand["path"]), cand["sha256"], cand["round"])
+                if not ref.path.exists():
+                    continue  # pruned earlier or already quarantined
+                try:
+                    verify_file(ref.path, ref.sha256, what)
+                except CheckpointError as exc:
+                    bad.append(self._quarantine(job_id, cand["path"], str(exc)))
+                    continue
+                target = (ref, cand["steps"])
+                break
+            ref, steps = target if target is not None else (None, 0)
+            with self._store.transaction():
+                self._store.set_job_progress(
+                    job_id, steps, False,
+                    None if ref is None else str(ref.path.relative_to(self.checkpoint_dir)),
+                    None if ref is None else ref.sha256,
+                    None if ref is None else ref.round,
+                )
+                self._store.reopen_job(job_id)
+                crash_point("rollback:in_tx")
+            return ref, Rollback(job_id, tuple(bad), int(job["steps_done"]), steps, ref,
+                                 bool(job["completed"]))
+
+    def _quarantine(self, job_id: int, rel: str, reason: str) -> Quarantine:
+        """Move an owned checkpoint aside to ``quarantine/`` (if it still exists)."""
+        src = self._abs(rel)
+        moved: Path | None = None
+        if src.exists():
+            qdir = self.checkpoint_dir / QUARANTINE_DIR / f"job-{job_id}"
+            qdir.mkdir(parents=True, exist_ok=True)
+            moved = qdir / src.name
+            n = 1
+            while moved.exists():
+                moved = qdir / f"{src.name}.{n}"
+                n += 1
+            os.replace(src, moved)
+            fsync_dir(src.parent)
+        return Quarantine(job_id, src, moved, reason)
 
     def verify_checkpoints(self) -> list[str]:
         """Problems with the jobs' latest checkpoint files (missing or sha256 mismatch)."""

@@ -58,6 +58,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--aggregation-overhead", type=non_negative, default=None, metavar="SECONDS",
                    help="what HadarE assumes averaging costs per round, fixed for a run, in seconds "
                         f"(default: {RuntimeKnobs.aggregation_overhead_s})")
+    p.add_argument("--keep-checkpoints", type=int, default=2, metavar="K",
+                   help="verified checkpoints kept per job, the latest and K-1 to roll back to (default: %(default)s)")
+    p.add_argument("--stall-rounds", type=int, default=5, metavar="N",
+                   help="give up a job (or stop the run) after N rounds in a row without progress (default: %(default)s)")
+    p.add_argument("--keep-node-dirs", action="store_true",
+                   help="keep the nodes' work directories after the run completes (deleted by default)")
     p.set_defaults(func=run)
 
 
@@ -65,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
     # imported here: they bring torch, which `hadar --help` and the other commands do not need
     require("torch", "hadar run (real training)")
     from hadar.runtime.coordinator import Coordinator, StopRequested
+    from hadar.runtime.faults import RunStalledError
     from hadar.runtime.live import LiveView
     from hadar.runtime.outputs import write_report
 
@@ -76,8 +83,13 @@ def run(args: argparse.Namespace) -> int:
         if cfg.identity is not None:  # before anything opens the run's state
             check_same_run(cfg.identity, current_identity(cfg), str(rundir / "run.json"), cluster_file=cfg.cluster,
                            workload=cfg.workload, force=args.force)
+        if args.keep_node_dirs:
+            cfg = cfg.model_copy(update={"keep_node_dirs": True})
         console.print(f"resuming {rundir} ({cfg.policy} on {cfg.cluster}, workload {cfg.workload})")
     else:
+        for flag, value in (("--keep-checkpoints", args.keep_checkpoints), ("--stall-rounds", args.stall_rounds)):
+            if value < 1:
+                raise InputError(f"{flag}: must be at least 1 (got {value})")
         rundir = Path(args.out or f"runs/{args.policy}-{time.strftime('%Y%m%d-%H%M%S')}")
         if (rundir / "run.json").exists():
             raise InputError(f"--out: {rundir} already holds a run (use --resume {rundir} or another --out)")
@@ -87,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
                         policy_options=parse_pairs(args.policy_opt),
                         slot_s=args.round_length, grace_s=args.grace, seed=args.seed, threads=args.threads,
                         evaluate=not args.no_eval, warm_workers=not args.cold_workers, started_at=time.time(),
+                        keep_checkpoints=args.keep_checkpoints, stall_rounds=args.stall_rounds,
+                        keep_node_dirs=args.keep_node_dirs,
                         restart_penalty_s=_given(args.restart_penalty, defaults.restart_penalty_s),
                         aggregation_overhead_s=_given(args.aggregation_overhead, defaults.aggregation_overhead_s))
     view = None
@@ -117,6 +131,10 @@ def run(args: argparse.Namespace) -> int:
         _close(view)
         console.print(f"abandoned the current round; continue with: hadar run --resume {rundir}")
         return 130
+    except RunStalledError:
+        _close(view)
+        write_report(rundir)  # what did finish is reported; the error line says what did not
+        raise
     except HadarError:
         _close(view)
         raise

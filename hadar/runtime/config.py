@@ -39,6 +39,12 @@ class RunConfig(BaseModel):
     """Run workers through a warm per-node server (torch stays imported between rounds)."""
     probe_every: int = Field(default=1, ge=1)
     """Re-probe nodes marked down every this many rounds."""
+    keep_checkpoints: int = Field(default=2, ge=1)
+    """Verified checkpoints kept per job (the latest and the ones a damaged one rolls back to)."""
+    stall_rounds: int = Field(default=5, ge=1)
+    """Rounds in a row without progress after which a job is given up (or the run stopped)."""
+    keep_node_dirs: bool = False
+    """Keep the nodes' work directories after a run completes (deleted by default)."""
     started_at: float
     """Wall-clock start of the run (Unix seconds); TTD and JCT count from here."""
     restart_penalty_s: float = Field(default=3.0, ge=0)

@@ -7,12 +7,21 @@ start-up (``hadar run --resume``) a round the tracker closed but the journal did
 finalised from the tracker's reports; a round the tracker did not close is aborted (its partial
 reports withdrawn) and planned again as a new attempt, so no completed step is lost and none is
 counted twice. Worker files of different attempts never collide (``r<round>-a<attempt>/``).
+
+Faults that would otherwise stall a run (``hadar/runtime/faults.py``): every job's checkpoint is
+verified against its recorded sha256 at the start of each round (a damaged one is quarantined
+and the job rolled back) and again as it is sent; a job with no progress for ``stall_rounds``
+rounds is given up (the others go on), a whole run without progress stops with one line and the
+likely cause; a full, read-only or unwritable run or node directory stops it with one line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+import shutil
 import signal
+import sqlite3
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -35,6 +44,16 @@ from hadar.runtime.dispatch import (
     run_copy,
     stop_warm_servers,
 )
+from hadar.runtime.faults import (
+    RunStalledError,
+    likely_cause,
+    node_resource_error,
+    placement_nodes,
+    repeated_failures,
+    resource_error,
+    run_stalled,
+    stalled_jobs,
+)
 from hadar.runtime.gpu_binding import bind, binding_from_plan, devices_of, eval_env
 from hadar.runtime.gpu_inventory import (
     GpuMismatchError,
@@ -52,7 +71,7 @@ from nodes.provider import NodeProvider, make_provider
 from nodes.spec import JobSpec, parse_spec
 from tracker import ids
 from tracker.errors import ReportRejected
-from tracker.tracker import JobTracker
+from tracker.tracker import JobTracker, Quarantine, Rollback
 
 
 class StopRequested(Exception):
@@ -84,7 +103,8 @@ class Coordinator:
         self.events = EventLog(rundir / "events.jsonl")
         self.journal = Journal(rundir / "journal.sqlite")
         self.tracker = JobTracker.open(rundir / "tracker.sqlite", rundir / "checkpoints",
-                                       max_job_count=cfg.max_job_count, averaging="steps")
+                                       max_job_count=cfg.max_job_count, averaging="steps",
+                                       keep_checkpoints=cfg.keep_checkpoints)
         check_state_files(self.journal, self.tracker.last_closed_round(), rundir / "tracker.sqlite")
         registered = self.tracker.jobs()
         check_tracker_jobs([(s.job_id, s.target_steps, s.model, s.size) for s in registered], self.jobs,
@@ -100,6 +120,13 @@ class Coordinator:
         self._gpus: dict[str, NodeGpus] = {}
         """Each probed node's numbered GPUs (hadar/runtime/gpu_inventory.py), this process's."""
         self._preflight_done = False
+        self.failed: dict[int, str] = {}
+        """Jobs given up this session (no progress for ``stall_rounds`` rounds): job -> cause."""
+        self.withheld: dict[tuple[int, tuple[str, ...]], str] = {}
+        """(job, nodes) not dispatched again this session: its copy there failed the same way
+        ``stall_rounds`` rounds in a row -> why."""
+        self._first_round = 0
+        self._eval_tried: set[int] = set()
 
     # -- set-up and recovery ------------------------------------------------------------------
     def _provider_kwargs(self) -> dict[str, Any]:
@@ -129,6 +156,7 @@ class Coordinator:
                 for rep in self.tracker.reports(row.round):
                     self.tracker.withdraw_report(row.round, rep.copy_id)
                 self.journal.abort_round(row.round, time.time())
+                self._drop_incoming(row.round, row.attempt)
                 self.events.emit("aborted", round=row.round, attempt=row.attempt,
                                  note="coordinator restarted mid-round; the round is planned again")
                 next_round = row.round
@@ -140,33 +168,77 @@ class Coordinator:
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self) -> None:
-        """Run rounds until every job is complete. Raises StopRequested after a clean Ctrl-C."""
+        """Run rounds until every job is complete (or given up), then score the finished models.
+        Raises StopRequested after a clean Ctrl-C, RunStalledError when the run or a job made
+        no progress, RunResourceError when a directory is full, read-only or not writable."""
         prev = signal.getsignal(signal.SIGINT)
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, self._on_sigint)
+        finished = False
         try:
-            self.preflight()
-            r = self.recover()
-            self.events.emit("start", round=r, policy=self.cfg.policy, cluster=self.cluster.name,
-                             jobs=len(self.jobs), estimated_cells=[asdict(c) for c in self.estimated_cells])
-            while not all(self.tracker.is_complete(j.job_id) for j in self.jobs):
+            try:
+                finished = self._run_rounds()
+            except (OSError, sqlite3.OperationalError) as exc:
+                err = resource_error(exc, self.rundir, [self.rundir / "tracker.sqlite"])
+                if err is None:
+                    raise
+                raise err from None
+        finally:
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGINT, prev)
+            self._shutdown(clean_nodes=finished and not self.failed)
+        if self.failed:
+            lines = "; ".join(f"job {j}: {cause}" for j, cause in sorted(self.failed.items()))
+            raise RunStalledError(
+                f"{len(self.failed)} job(s) made no progress in {self.cfg.stall_rounds} rounds in a row and were "
+                f"given up ({lines}); the other jobs finished; retry them with: hadar run --resume {self.rundir}")
+
+    def _run_rounds(self) -> bool:
+        self.preflight()
+        r = self.recover()
+        self._first_round = r
+        self.events.emit("start", round=r, policy=self.cfg.policy, cluster=self.cluster.name,
+                         jobs=len(self.jobs), estimated_cells=[asdict(c) for c in self.estimated_cells])
+        while True:
+            while not self._all_done():
                 if self._stop.is_set():
                     raise StopRequested()
                 self._round(r)
                 r += 1
-            self.events.emit("finish", rounds=r)
+            if self._evaluate_pending(r):
+                break  # else a finished job's checkpoint was damaged: it was rolled back and trains again
+        self.events.emit("finish", rounds=r)
+        return True
+
+    def _all_done(self) -> bool:
+        return all(self.tracker.is_complete(j.job_id) or j.job_id in self.failed for j in self.jobs)
+
+    def _shutdown(self, clean_nodes: bool) -> None:
+        """Stop the nodes' warm servers, delete their work directories after a completed run
+        (unless ``keep_node_dirs``), release connections and databases. Best effort."""
+        nodes = list(self.cluster.node_names)
+        with contextlib.suppress(Exception):
             if self.cfg.warm_workers:
-                stop_warm_servers(self.provider, list(self.cluster.node_names))
-        finally:
-            if threading.current_thread() is threading.main_thread():
-                signal.signal(signal.SIGINT, prev)
-            self.close()
+                stop_warm_servers(self.provider, nodes)
+        if clean_nodes:
+            with contextlib.suppress(Exception):
+                shutil.rmtree(self.rundir / "incoming", ignore_errors=True)
+            if not self.cfg.keep_node_dirs:
+                for node in nodes:
+                    with contextlib.suppress(Exception):
+                        self.provider.remove_workdir(node)
+                with contextlib.suppress(OSError):
+                    local_root = self.rundir / "nodes"
+                    for d in sorted(local_root.rglob("*"), reverse=True):
+                        d.rmdir()  # empty folders the local provider left; a file stops it
+                    local_root.rmdir()
+        self.close()
 
     def close(self) -> None:
-        """Release the provider's connections and the databases."""
-        self.provider.close()
-        self.tracker.close()
-        self.journal.close()
+        """Release the provider's connections and the databases (best effort: each is tried)."""
+        for close in (self.provider.close, self.tracker.close, self.journal.close):
+            with contextlib.suppress(Exception):
+                close()
 
     def _on_sigint(self, *_: object) -> None:
         if self._stop.is_set():
@@ -179,9 +251,12 @@ class Coordinator:
     def _round(self, r: int) -> None:
         t_start = time.time()
         cluster = self._available_cluster(r)
+        for j in self.jobs:
+            if j.job_id not in self.failed and not self.tracker.is_complete(j.job_id):
+                self._verified_checkpoint(j.job_id, r)
         rows = self.journal.rounds()
         hist, current = rebuild(self.jobs, rows, self.tracker, self.cfg.started_at)
-        active = statuses(self.jobs, hist, self.tracker)
+        active = [s for s in statuses(self.jobs, hist, self.tracker) if s.job.job_id not in self.failed]
         up = set(cluster.node_names)
         current = {k: p for k, p in current.items() if set(p) <= up}  # nodes that left or are down
         ctx = RoundContext(now=t_start - self.cfg.started_at, round_index=r, round_length=self.cfg.slot_s,
@@ -192,9 +267,11 @@ class Coordinator:
         decision_s = time.perf_counter() - t0
         attempt = self._attempt(r)
         last = next((row for row in reversed(rows) if row.status == "closed"), None)
-        gpus = bind([((a.job_id, a.copy), a.placement) for a in plan.assignments], self._gpus,
+        withheld = [a for a in plan.assignments if (a.job_id, placement_nodes(a.placement)) in self.withheld]
+        kept = [a for a in plan.assignments if a not in withheld]
+        gpus = bind([((a.job_id, a.copy), a.placement) for a in kept], self._gpus,
                     binding_from_plan(last.plan) if last else {})
-        tasks = [self._task(a, r, attempt, gpus[(a.job_id, a.copy)]) for a in plan.assignments]
+        tasks = [self._task(a, r, attempt, gpus[(a.job_id, a.copy)]) for a in kept]
         self.journal.plan_round(r, attempt, [_plan_row(t) for t in tasks], t_start, decision_s)
         if self.tracker.current_round() != r:
             self.tracker.open_round(r)
@@ -206,7 +283,11 @@ class Coordinator:
         t1 = time.time()
         outcomes = self._dispatch(tasks, r, attempt)
         t_collect = time.time()
-        copies = []
+        copies: list[dict[str, Any]] = [
+            {"job": a.job_id, "copy": a.copy, "node": a.nodes[0], "placement": a.placement, "kind": "withheld",
+             "steps": 0, "error": self.withheld[(a.job_id, placement_nodes(a.placement))][:300],
+             "train_s": 0.0, "wall_s": 0.0}
+            for a in withheld]
         for o in outcomes:
             kind = o.kind
             if o.ok:
@@ -229,6 +310,7 @@ class Coordinator:
                     self.events.emit("node-down", round=r, node=o.task.node, error=o.error)
             copies.append({"job": o.task.job.job_id, "copy": o.task.copy, "node": o.task.node,
                            "placement": o.task.placement, "kind": kind, "steps": o.steps_done if o.ok else 0,
+                           "error": None if o.ok else (o.error or "")[:300],
                            "train_s": o.train_seconds if o.ok else 0.0,
                            "wall_s": o.wall_seconds if o.ok else min(time.time() - t1, self.cfg.slot_s)})
             if self.view is not None:
@@ -236,6 +318,8 @@ class Coordinator:
         t_close = time.time()
         summary = self.tracker.close_round(r)
         t_end = time.time()
+        for q in summary.quarantined:
+            self._log_quarantine(q, r)
         for job_id, res in summary.jobs.items():
             self.events.emit("aggregation", round=r, job=job_id, copies=len(res.copies), steps_added=res.steps_added,
                              steps_total=res.steps_total, completed=res.completed,
@@ -251,11 +335,71 @@ class Coordinator:
             "overhead_s": (t_end - t_start) - max((c["train_s"] for c in copies), default=0.0),
         }
         self.journal.close_round(r, t_end, timings)
+        self._drop_incoming(r, attempt)
         if self.view is not None:
             self.view.end_round(r, self.tracker.progress())
-        for job_id, res in summary.jobs.items():
-            if res.completed and self.cfg.evaluate and res.checkpoint is not None:
-                self._evaluate(job_id, res.checkpoint.path, cluster)
+        err = node_resource_error(copies, self.provider.workdir, self.rundir)
+        if err is not None:
+            raise err
+        self._check_progress(r)
+        self._evaluate_pending(r, cluster)
+
+    def _check_progress(self, r: int) -> None:
+        """Give up jobs without progress for ``stall_rounds`` rounds; stop a run without any."""
+        n = self.cfg.stall_rounds
+        rounds = [copy_records(row, self.tracker) for row in self.journal.rounds()
+                  if row.status == "closed" and row.round >= self._first_round]
+        stuck = run_stalled(rounds, n)
+        if stuck is not None:
+            cause = likely_cause(stuck, self.cfg.slot_s, self.cfg.warm_workers)
+            self.events.emit("stalled", round=r, rounds=n, cause=cause)
+            raise RunStalledError(f"{self.rundir}: no job made progress in {n} rounds in a row; likely cause: "
+                                  f"{cause}. State saved; fix it and continue with: hadar run --resume {self.rundir}")
+        for job, copies in stalled_jobs(rounds, n).items():
+            if job in self.failed or self.tracker.is_complete(job):
+                continue
+            cause = likely_cause(copies, self.cfg.slot_s, self.cfg.warm_workers)
+            self.failed[job] = cause
+            self.events.emit("job-failed", round=r, job=job, rounds=n, cause=cause,
+                             note="not dispatched again in this session; the other jobs go on")
+            if self.view is not None:
+                self.view.note(f"job {job} given up after {n} rounds without progress: {cause}")
+        for (job, nodes), copies in repeated_failures(rounds, n).items():
+            if (job, nodes) in self.withheld or job in self.failed or self.tracker.is_complete(job):
+                continue
+            kind, cause = copies[-1].get("kind"), likely_cause(copies, self.cfg.slot_s, self.cfg.warm_workers)
+            self.withheld[(job, nodes)] = f"job {job} failed on {'+'.join(nodes)} ({kind}) {n} rounds in a row: {cause}"
+            self.events.emit("copy-withheld", round=r, job=job, nodes=list(nodes), rounds=n, kind=kind, cause=cause,
+                             note="not dispatched on these nodes again in this session; the job goes on elsewhere")
+            if self.view is not None:
+                self.view.note(self.withheld[(job, nodes)] + "; not dispatched there again")
+
+    def _drop_incoming(self, r: int, attempt: int) -> None:
+        """Delete a finished round's fetched copy checkpoints (the tracker has consolidated them)."""
+        shutil.rmtree(self.rundir / "incoming" / f"r{r:04d}-a{attempt}", ignore_errors=True)
+
+    def _verified_checkpoint(self, job_id: int, r: int | None) -> Any:
+        """The job's checkpoint checked against its recorded sha256, rolled back if damaged."""
+        ref, rb = self.tracker.verified_checkpoint(job_id)
+        if rb is not None:
+            self._log_rollback(rb, r)
+        return ref
+
+    def _log_quarantine(self, q: Quarantine, r: int | None) -> None:
+        self.events.emit("quarantine", round=r, job=q.job_id, path=str(q.path),
+                         moved_to=None if q.moved_to is None else str(q.moved_to), reason=q.reason)
+
+    def _log_rollback(self, rb: Rollback, r: int | None) -> None:
+        for q in rb.quarantined:
+            self._log_quarantine(q, r)
+        to = "its initial state" if rb.checkpoint is None else f"checkpoint of round {rb.checkpoint.round}"
+        self.events.emit("rollback", round=r, job=rb.job_id, from_steps=rb.from_steps, to_steps=rb.to_steps,
+                         steps_removed=rb.from_steps - rb.to_steps, reopened=rb.reopened,
+                         checkpoint=None if rb.checkpoint is None else str(rb.checkpoint.path),
+                         note=f"damaged checkpoint quarantined; job {rb.job_id} continues from {to}")
+        if self.view is not None:
+            self.view.note(f"job {rb.job_id}: damaged checkpoint quarantined, rolled back from "
+                           f"{rb.from_steps} to {rb.to_steps} steps ({to})")
 
     def _attempt(self, r: int) -> int:
         row = self.journal.round(r)
@@ -270,7 +414,7 @@ class Coordinator:
         self.tracker.register_copies(job.job_id, max(idx, 1))
         state = self.tracker.job_state(job.job_id)
         budget = state.remaining_steps if a.step_budget is None else min(a.step_budget, state.remaining_steps)
-        ckpt = self.tracker.latest_checkpoint(job.job_id)
+        ckpt = self.tracker.latest_checkpoint(job.job_id)  # verified at the start of the round
         return CopyTask(
             round=r, attempt=attempt, job=job, copy=a.copy, tracker_copy=tracker_copy, placement=a.placement,
             steps=max(1, math.ceil(budget)), deadline_s=self.cfg.slot_s, timeout_s=self.cfg.slot_s + self.cfg.grace_s,
@@ -363,12 +507,31 @@ class Coordinator:
             identity = cfg.identity.model_copy(update={"cluster_sha256": cluster_digest(cfg.cluster)})
             save_config(cfg.model_copy(update={"identity": identity}), self.rundir)
 
-    def _evaluate(self, job_id: int, checkpoint: Path, cluster: Cluster) -> None:
-        node = cluster.node_names[0]
-        metric = evaluate_checkpoint(self.provider, node, self.by_id[job_id], checkpoint,
-                                     self.rundir / "incoming" / "eval", timeout_s=max(60.0, self.cfg.slot_s * 4),
-                                     warm=self.cfg.warm_workers, env=eval_env(self._gpus.get(node)))
-        self.events.emit("evaluation", job=job_id, node=node, metric=metric)
+    def _evaluate_pending(self, r: int, cluster: Cluster | None = None) -> bool:
+        """Score every finished job not yet scored (also after a restart: an interrupted
+        evaluation is redone). Returns False if a finished job's checkpoint was damaged and the
+        job rolled back to train again."""
+        if not self.cfg.evaluate:
+            return True
+        scored = {e.get("job") for e in self.events.read() if e.get("event") == "evaluation" and e.get("metric")}
+        pending = [j.job_id for j in self.jobs if j.job_id not in scored and j.job_id not in self._eval_tried
+                   and self.tracker.is_complete(j.job_id)]
+        all_good = True
+        for job_id in pending:
+            ckpt = self._verified_checkpoint(job_id, r)
+            if not self.tracker.is_complete(job_id):
+                all_good = False
+                continue
+            if ckpt is None:
+                continue
+            cluster = cluster or self._available_cluster(r)
+            self._eval_tried.add(job_id)
+            node = cluster.node_names[0]
+            metric = evaluate_checkpoint(self.provider, node, self.by_id[job_id], ckpt.path, ckpt.sha256,
+                                         self.rundir / "incoming" / "eval", timeout_s=max(60.0, self.cfg.slot_s * 4),
+                                         warm=self.cfg.warm_workers, env=eval_env(self._gpus.get(node)))
+            self.events.emit("evaluation", job=job_id, node=node, metric=metric)
+        return all_good
 
 
 def _down_reason(node: str, state: tuple[bool, int, str | None] | None, provider: str) -> str:

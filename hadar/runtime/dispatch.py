@@ -1,8 +1,10 @@
 """Running one job (or HadarE copy) for one round on its node(s): stage the spec and the
-job's consolidated checkpoint, run the worker (one process per GPU of a gang, each pinned to its
-GPUs by ``CUDA_VISIBLE_DEVICES`` and placed in the gang by torchrun's ``RANK``, ``LOCAL_RANK``,
-``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``), fetch the result and the new checkpoint
-verified by sha256. Failures become outcomes, never exceptions."""
+job's consolidated checkpoint (refused unless the bytes sent match its recorded sha256), run the
+worker (one process per GPU of a gang, each pinned to its GPUs by ``CUDA_VISIBLE_DEVICES`` and
+placed in the gang by torchrun's ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``,
+``MASTER_PORT``), fetch the result and the new checkpoint verified by sha256. Failures become
+outcomes, never exceptions (except the run directory's own I/O errors, which the coordinator
+turns into one-line stops)."""
 
 from __future__ import annotations
 
@@ -115,7 +117,7 @@ def _run(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOutcome
     for node in nodes:
         provider.put(node, spec_local, f"{rd}/spec.json")
         if task.checkpoint_in is not None:
-            provider.put(node, task.checkpoint_in, f"{rd}/in.pt")
+            put_checkpoint(provider, node, task.checkpoint_in, task.checkpoint_sha256, f"{rd}/in.pt")
     master = _rendezvous(provider, task) if len(ranks) > 1 else None
     slots = rank_layout(ranks, task.devices)
 
@@ -149,6 +151,7 @@ def _run(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOutcome
     result = json.loads(result_local.read_text())
     ckpt_local = local_dir / f"j{task.job.job_id}-c{task.copy}-out.pt"
     sha = provider.get(task.node, f"{rd}/out.pt", ckpt_local, expected_sha256=result.get("sha256"))
+    remove_checkpoints(provider, nodes, [f"{rd}/in.pt", f"{rd}/out.pt"])
     return CopyOutcome(
         task, "ok",
         steps_done=int(result["steps_done"]),
@@ -156,6 +159,25 @@ def _run(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOutcome
         wall_seconds=float(result.get("wall_seconds") or max(r.seconds for r in results)),
         checkpoint=ckpt_local, sha256=sha, final_loss=result.get("final_loss"),
     )
+
+
+def remove_checkpoints(provider: NodeProvider, nodes: list[str], paths: list[str]) -> None:
+    """Delete a copy's checkpoints on its nodes once fetched, so that rounds do not pile them up
+    there (the small spec and result files stay with the work directory). Best effort."""
+    for node in nodes:
+        try:
+            provider.run(node, ["rm", "-f", "--", *paths], timeout_s=30)
+        except HadarError:
+            continue
+
+
+def put_checkpoint(provider: NodeProvider, node: str, path: Path, sha256: str | None, remote: str) -> None:
+    """Send a consolidated checkpoint; raise ChecksumMismatchError (the worker is then never
+    started on it) unless the bytes sent hash to the sha256 the Job Tracker recorded."""
+    sent = provider.put(node, path, remote)
+    if sha256 is not None and sent != sha256:
+        raise ChecksumMismatchError(f"node {node}: checkpoint {path} has sha256 {sent[:12]}..., recorded "
+                                    f"{sha256[:12]}...; not used")
 
 
 def _rendezvous(provider: NodeProvider, task: CopyTask) -> tuple[str, int]:
@@ -170,9 +192,9 @@ def _rendezvous(provider: NodeProvider, task: CopyTask) -> tuple[str, int]:
     return master, port
 
 
-def evaluate_checkpoint(provider: NodeProvider, node: str, job: Job, checkpoint: Path, local_dir: Path,
-                        timeout_s: float, warm: bool = True, env: Mapping[str, str] | None = None,
-                        ) -> dict[str, Any] | None:
+def evaluate_checkpoint(provider: NodeProvider, node: str, job: Job, checkpoint: Path, sha256: str | None,
+                        local_dir: Path, timeout_s: float, warm: bool = True,
+                        env: Mapping[str, str] | None = None) -> dict[str, Any] | None:
     """Score a job's final model on its held-out split on ``node``; None if that failed."""
     rd = f"eval/j{job.job_id}"
     local_dir.mkdir(parents=True, exist_ok=True)
@@ -180,7 +202,7 @@ def evaluate_checkpoint(provider: NodeProvider, node: str, job: Job, checkpoint:
     spec_local.write_text(json.dumps(dict(job.spec)))
     try:
         provider.put(node, spec_local, f"{rd}/spec.json")
-        provider.put(node, checkpoint, f"{rd}/in.pt")
+        put_checkpoint(provider, node, checkpoint, sha256, f"{rd}/in.pt")
         res = provider.run(node, [*worker_command(provider, node, warm), "--spec", f"{rd}/spec.json",
                                   "--steps", "0", "--deadline-s", f"{timeout_s:.0f}", "--checkpoint-in", f"{rd}/in.pt",
                                   "--result", f"{rd}/result.json", "--checkpoint-out", f"{rd}/eval.pt", "--eval",
@@ -189,6 +211,7 @@ def evaluate_checkpoint(provider: NodeProvider, node: str, job: Job, checkpoint:
             return None
         out = local_dir / f"eval-j{job.job_id}.json"
         provider.get(node, f"{rd}/result.json", out)
+        remove_checkpoints(provider, [node], [f"{rd}/in.pt", f"{rd}/eval.pt"])
         return json.loads(out.read_text()).get("metric")
     except HadarError:
         return None

@@ -71,7 +71,8 @@ class Journal:
                 self.conn.execute(sql, args)
                 self.conn.execute("COMMIT")
             except BaseException:
-                self.conn.execute("ROLLBACK")
+                if self.conn.in_transaction:  # SQLite may have rolled back already (disk full)
+                    self.conn.execute("ROLLBACK")
                 raise
 
     def plan_round(self, round_: int, attempt: int, plan: list[dict[str, Any]], started: float, decision_s: float) -> None:

@@ -66,9 +66,11 @@ def local_cluster(path: Path, gpus: dict[str, int], emulate: bool = False) -> Pa
 
 
 def run_args(cluster: Path, jobs: Path, out: Path, slot: int) -> list[str]:
-    """``hadar run`` of ``jobs`` under Hadar (no forking: a gang stays one copy)."""
+    """``hadar run`` of ``jobs`` under Hadar (no forking: a gang stays one copy), keeping the
+    nodes' work directories after the run (the tests read the workers' results there)."""
     return [
         "run",
+        "--keep-node-dirs",
         "--cluster",
         str(cluster),
         "--workload",

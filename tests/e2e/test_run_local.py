@@ -42,6 +42,17 @@ def test_m3_with_hadare_on_local_nodes_completes_and_reports_cru(tmp_path):
         assert (out / f).is_file(), f
     kinds = {e["event"] for e in events(out)}
     assert {"dispatch", "result", "aggregation", "evaluation"} <= kinds
+    # disk after the run: the live checkpoint and K-1 = 1 older one per job (--keep-checkpoints 2),
+    # no other checkpoint anywhere in the run directory, no node dirs, no fetched copies
+    kept = []
+    for job in (0, 1, 2):
+        written = list(dict.fromkeys(e["checkpoint"] for e in events(out)
+                                     if e["event"] == "aggregation" and e["job"] == job and e["checkpoint"]))
+        assert written
+        assert sorted(str(p) for p in (out / "checkpoints" / f"job-{job}").iterdir()) == sorted(written[-2:])
+        kept += written[-2:]
+    assert sorted(str(p) for p in out.rglob("*.pt")) == sorted(kept)
+    assert not (out / "nodes").exists() and not (out / "incoming").exists()
     # hadar report redraws from the saved state and agrees
     (out / "summary.json").unlink()
     rep = hadar("report", str(out))

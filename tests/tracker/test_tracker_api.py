@@ -69,7 +69,14 @@ def test_round_sums_steps_and_writes_step_weighted_checkpoint(tracker: JobTracke
     _report(tracker, env, 1, 11, 3, saved["state_dict"])
     res1 = tracker.close_round(1).jobs[1]
     assert int(_load(res1.checkpoint.path)["state_dict"]["1.num_batches_tracked"]) == 9
-    assert not res.checkpoint.path.exists(), "superseded checkpoint is pruned by default"
+    assert res.checkpoint.path.exists(), "the default retention keeps the previous checkpoint"
+    tracker.open_round(2)
+    _report(tracker, env, 2, 11, 1, saved["state_dict"])
+    res2 = tracker.close_round(2).jobs[1]
+    assert not res.checkpoint.path.exists(), "a checkpoint two rounds old is pruned by default"
+    assert sorted(p.name for p in (env.ckpt / "job-1").iterdir()) == sorted(
+        [res1.checkpoint.path.name, res2.checkpoint.path.name]
+    )
 
 
 def test_step_cap_completion_and_discarded_copies(tracker: JobTracker, env) -> None:
@@ -180,7 +187,7 @@ def test_initial_checkpoint_is_copied_and_fixes_signature_and_base(
     _report(tracker, env, 0, cids[1], 3, init)
     res = tracker.close_round(0).jobs[1]
     assert int(_load(res.checkpoint.path)["state_dict"]["1.num_batches_tracked"]) == 105
-    assert not state.checkpoint.path.exists()
+    assert state.checkpoint.path.exists()  # the initial one is now the previous checkpoint (keep 2)
 
 
 def test_first_report_fixes_model_size_and_signature(tracker: JobTracker, env) -> None:

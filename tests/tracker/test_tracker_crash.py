@@ -129,9 +129,16 @@ def _check_final(root: Path, reference: dict) -> None:
     assert state == {k: v for k, v in reference.items() if k != "_seconds"}
     totals = {row[0]: row[5] for row in state["jobs"]}  # job_id, ..., steps_done
     assert totals == crash_child.TARGETS
-    latest = {row[7]: row[8] for row in state["jobs"]}  # ckpt_path -> ckpt_sha256
-    assert {str(p.relative_to(ckpt)) for p in ckpt.rglob("*") if p.is_file()} == set(latest)
-    for rel, sha in latest.items():
+    # retention (default 2): each job's latest checkpoint and the one before it, nothing else
+    kept: dict[str, str] = {}
+    for row in state["jobs"]:
+        written = [(c[7], c[8]) for c in reversed(state["consolidations"]) if c[1] == row[0] and c[9] == c[0]]
+        if row[10] is not None:  # initial checkpoint, older than every round's
+            written.append((row[10], row[11]))
+        assert written[0] == (row[7], row[8]), f"job {row[0]}: latest is not the newest written"
+        kept |= dict(written[:2])
+    assert {str(p.relative_to(ckpt)) for p in ckpt.rglob("*") if p.is_file()} == set(kept)
+    for rel, sha in kept.items():
         assert file_sha(ckpt / rel) == sha
 
 
@@ -147,7 +154,8 @@ def reference(tmp_path_factory) -> dict:
 
 def test_chain_covers_every_crash_point() -> None:
     names = {s.rsplit(":", 1)[0] if s.rsplit(":", 1)[1].isdigit() else s for s in CHAIN}
-    assert names == set(STAGES)
+    # the rollback stage needs a damaged checkpoint: test_tracker_rollback.py kills there
+    assert names | {"rollback:in_tx"} == set(STAGES)
 
 
 def test_sigkill_at_every_stage_then_resume(tmp_path: Path, reference: dict) -> None:

@@ -1,0 +1,230 @@
+"""``hadar run`` survives damage to what it has stored: checkpoints damaged while the coordinator
+was down, rounds without progress, a full or read-only run directory, a kill during the final
+evaluation. Real coordinator processes, real workers, SIGKILL, real files and filesystems."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sqlite3
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.e2e.runlib import (
+    LOCAL_3,
+    closed_rounds,
+    events,
+    hadar,
+    kill,
+    start,
+    start_run,
+    steps_added,
+    summary,
+    tracker_progress,
+    wait_for,
+    write_jobs,
+)
+
+pytestmark = pytest.mark.slow
+
+TARGETS = {0: 600, 1: 200, 2: 400}
+
+
+def _jobs(tmp_path: Path) -> Path:
+    return write_jobs(tmp_path / "jobs.yaml", {"MM": TARGETS[0], "LT": TARGETS[1], "MM#2": TARGETS[2]})
+
+
+def _latest(rundir: Path) -> dict[int, tuple[str, int, int]]:
+    """{job: (checkpoint path, steps_done, completed)} read straight from the tracker database."""
+    conn = sqlite3.connect(f"file:{rundir / 'tracker.sqlite'}?mode=ro", uri=True)
+    try:
+        rows = conn.execute("SELECT job_id, ckpt_path, steps_done, completed FROM jobs").fetchall()
+    finally:
+        conn.close()
+    return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
+
+def _kill_after_two_written_rounds(out: Path, jobs: Path, slot: str = "6") -> int:
+    """Run until some unfinished job has two consolidated checkpoints, SIGKILL the coordinator
+    mid-round; return that job's id."""
+    proc = start_run(out, jobs, slot=slot)
+    try:
+        def ready() -> bool:
+            written: dict[int, int] = {}
+            for e in events(out):
+                if e["event"] == "aggregation" and e["steps_added"] > 0 and not e["completed"]:
+                    written[e["job"]] = written.get(e["job"], 0) + 1
+            return any(n >= 2 for n in written.values()) and any(
+                e["event"] == "dispatch" and e["round"] > max(closed_rounds(out)) for e in events(out))
+
+        wait_for(ready, 300, "a job with two checkpoints and the next round dispatched", proc)
+        kill(proc.pid)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    state = _latest(out)
+    return next(j for j, (path, _, done) in sorted(state.items()) if path and not done
+                and sum(1 for e in events(out) if e["event"] == "aggregation" and e["job"] == j
+                        and e["steps_added"] > 0) >= 2)
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate"])
+def test_checkpoint_damaged_while_down_is_quarantined_and_rolled_back(tmp_path, damage):
+    out = tmp_path / "run"
+    job = _kill_after_two_written_rounds(out, _jobs(tmp_path))
+    rel, steps_before, _ = _latest(out)[job]
+    ckpt = out / "checkpoints" / rel
+    data = bytearray(ckpt.read_bytes())
+    if damage == "flip":
+        for i in range(len(data) // 2, len(data) // 2 + 16):
+            data[i] ^= 0xFF
+        ckpt.write_bytes(bytes(data))
+    else:
+        ckpt.write_bytes(bytes(data[: len(data) // 3]))
+
+    resumed = hadar("run", "--resume", str(out), "--no-live", timeout=600)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert tracker_progress(out) == TARGETS  # exact: the rolled-back steps were redone once
+    ev = events(out)
+    (q,) = [e for e in ev if e["event"] == "quarantine"]
+    assert q["job"] == job and q["path"] == str(ckpt.resolve()) and "sha256" in q["reason"]
+    assert Path(q["moved_to"]).is_file() and not ckpt.exists()
+    (rb,) = [e for e in ev if e["event"] == "rollback"]
+    assert rb["job"] == job and rb["from_steps"] == steps_before and 0 < rb["to_steps"] < steps_before
+    added = steps_added(out)
+    assert added[job] - rb["steps_removed"] == TARGETS[job]
+    assert {j: n for j, n in added.items() if j != job} == {j: n for j, n in TARGETS.items() if j != job}
+    # no copy ever failed on the damaged file: it was never sent
+    assert not [e for e in ev if e["event"] == "failure"]
+
+
+def test_run_without_progress_stops_with_one_line_and_the_cause(tmp_path):
+    # 1 s slots with a fresh worker process each round: start-up eats the slot, 0 steps trained
+    out = tmp_path / "run"
+    jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 500})
+    proc = hadar("run", "--cluster", LOCAL_3, "--workload", str(jobs), "--round", "1", "--grace", "30",
+                 "--cold-workers", "--stall-rounds", "2", "--no-live", "--no-eval", "--out", str(out), timeout=300)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    err = proc.stderr.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "no job made progress in 2 rounds" in err[0] and "slot shorter than worker start-up" in err[0]
+    assert "--cold-workers" in err[0] and f"--resume {out}" in err[0]
+    assert sorted(closed_rounds(out)) == [0, 1]
+    assert [e["event"] for e in events(out)].count("stalled") == 1
+
+
+def test_a_job_failing_every_round_is_given_up_and_the_others_finish(tmp_path):
+    jobs_file = tmp_path / "jobs.yaml"
+    write_jobs(jobs_file, {"MM": 300, "LT": 100})
+    doc = yaml.safe_load(jobs_file.read_text())
+    doc["jobs"][1]["spec"]["data"] = str(tmp_path / "no-such-dataset")  # fails on the node
+    jobs_file.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "run"
+    proc = hadar("run", "--cluster", LOCAL_3, "--workload", str(jobs_file), "--round", "6", "--stall-rounds", "2",
+                 "--no-live", "--no-eval", "--out", str(out), timeout=600)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    err = proc.stderr.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "job 1: failing job spec or worker" in err[0] and "no-such-dataset" in err[0]
+    assert tracker_progress(out) == {0: 300, 1: 0}
+    failed = [e for e in events(out) if e["event"] == "job-failed"]
+    assert [e["job"] for e in failed] == [1]
+    # job 1 was dispatched exactly stall-rounds times, then never again
+    assert len({e["round"] for e in events(out) if e["event"] == "dispatch" and e["job"] == 1}) == 2
+    assert summary(out)["completed"] == 1
+
+
+def test_kill_during_final_evaluation_is_redone_on_resume(tmp_path):
+    out = tmp_path / "run"
+    jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 40, "LT": 30})
+    proc = start("run", "--cluster", LOCAL_3, "--workload", str(jobs), "--round", "8", "--no-live", "--out", str(out))
+    try:
+        # the last aggregation marks both complete; the evaluations (seconds each) follow it
+        wait_for(lambda: {e["job"] for e in events(out) if e["event"] == "aggregation" and e["completed"]} == {0, 1},
+                 300, "both jobs to complete", proc)
+        kill(proc.pid)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    evaluated = {e["job"] for e in events(out) if e["event"] == "evaluation"}
+    assert tracker_progress(out) == {0: 40, 1: 30}
+    assert evaluated != {0, 1}, "the kill landed after both evaluations; nothing to redo"
+    resumed = hadar("run", "--resume", str(out), "--no-live", timeout=300)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    quality = summary(out)["quality"]
+    assert all(q["metric"] and q["value"] is not None for q in quality.values()), quality
+    again = [e["job"] for e in events(out) if e["event"] == "evaluation"]
+    assert sorted(again) == [0, 1], "each job scored once: the finished one is not redone"
+
+
+# -- a full or read-only run directory (real filesystems mounted by the test) -------------------
+
+def _mount(*args: str) -> None:
+    """Run mount(8); skip the test where this machine does not allow it (not root, container)."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("needs root and mount(8) to make a size-limited or read-only filesystem")
+    res = subprocess.run(["mount", *args], capture_output=True, text=True)
+    if res.returncode != 0:
+        pytest.skip(f"this machine does not allow mount {' '.join(args)}: {res.stderr.strip()}")
+
+
+def _fill(mnt: Path) -> Path:
+    """Take every free byte of the filesystem; return the filler file."""
+    filler = mnt / "filler"
+    with open(filler, "wb", buffering=0) as fh:
+        for chunk in (1 << 20, 4096, 1):
+            with contextlib.suppress(OSError):
+                while True:
+                    fh.write(b"\0" * chunk)
+    return filler
+
+
+@pytest.mark.parametrize("fault", ["full", "read-only"])
+def test_full_or_read_only_run_directory_stops_with_one_line_and_resumes(tmp_path, fault):
+    mnt = tmp_path / "fs"
+    mnt.mkdir()
+    out = mnt / "run"
+    if fault == "full":  # a 48 MB tmpfs that the test fills once the run is under way
+        _mount("-t", "tmpfs", "-o", "size=48m", f"hadar-test-{uuid.uuid4().hex[:6]}", str(mnt))
+    else:  # the run directory read-only from now on: a read-only bind mount over it
+        out.mkdir()
+        _mount("--bind", str(out), str(out))
+        subprocess.run(["umount", str(out)], check=True)
+    try:
+        proc = start_run(out, _jobs(tmp_path), slot="6")
+        try:
+            wait_for(lambda: 0 in closed_rounds(out) and any(e["event"] == "dispatch" and e["round"] == 1
+                                                              for e in events(out)), 300, "round 1 dispatched", proc)
+            if fault == "full":
+                filler = _fill(mnt)
+            else:
+                subprocess.run(["mount", "--bind", str(out), str(out)], check=True)
+                subprocess.run(["mount", "-o", "remount,bind,ro", str(out)], check=True)
+            rc = proc.wait(timeout=300)
+            output = proc.stdout.read()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert rc == 5, output
+        assert "Traceback" not in output
+        lines = [ln for ln in output.splitlines() if ln.startswith("hadar: error:")]
+        assert len(lines) == 1, output
+        what = "no space left on device" if fault == "full" else "read-only file system"
+        assert what in lines[0] and str(out) in lines[0] and f"--resume {out}" in lines[0], lines[0]
+        if fault == "full":
+            filler.unlink()
+        else:
+            subprocess.run(["umount", str(out)], check=True)
+        resumed = hadar("run", "--resume", str(out), "--no-live", timeout=600)
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        assert tracker_progress(out) == TARGETS
+        assert steps_added(out) == TARGETS
+    finally:
+        subprocess.run(["umount", "-R", "-l", str(out if fault != "full" else mnt)], capture_output=True)
