@@ -1,14 +1,16 @@
 """The ``hadar`` command line. Each sub-command lives in ``hadar/commands/<name>.py`` and exposes
 ``register(subparsers)``; this module only wires them and turns HadarErrors into one-line
-messages with their exit code (2 for bad input), never a traceback."""
+messages with their exit code (2 for bad input), never a traceback. Usage errors (an unknown
+flag, a value its ``type=`` refuses) are one line too, not argparse's usage block."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
-from hadar.errors import HadarError
+from hadar.errors import HadarError, InputError
 
 COMMAND_MODULES = [
     "hadar.commands.simulate",
@@ -24,8 +26,22 @@ COMMAND_MODULES = [
 """Modules that contribute sub-commands (order = order in ``hadar --help``)."""
 
 
+class UsageError(InputError):
+    """A command line argparse refused (exit code 2, like every bad input)."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line naming the command, raised as
+    :class:`UsageError` instead of printing the usage block and exiting (sub-command parsers
+    inherit the class)."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.partition(" ")[2]
+        raise UsageError(f"{command + ': ' if command else ''}{message} (see: {self.prog} --help)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="hadar",
         description="Heterogeneity-aware scheduling of deep-learning training jobs (Hadar/HadarE).",
     )
@@ -36,16 +52,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; returns its exit code (0 ok, 2 bad input, 3 unreachable node)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # --help exits through argparse
+            return exc.code if isinstance(exc.code, int) else 0
         return int(args.func(args) or 0)
     except HadarError as exc:
-        print(f"hadar: error: {exc}", file=sys.stderr)
+        print(f"hadar: error: {_one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("hadar: interrupted", file=sys.stderr)
         return 130
+
+
+def _one_line(message: str) -> str:
+    """The message on one line (a file's text quoted in it may hold newlines)."""
+    return " ".join(message.split()) if "\n" in message or "\r" in message else message
 
 
 if __name__ == "__main__":

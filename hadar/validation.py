@@ -1,4 +1,10 @@
-"""Turn pydantic and YAML/JSON parse errors into one-line InputErrors naming the file and field."""
+"""The input boundary's shared pieces: limits on magnitudes, reading a text file safely, and
+turning pydantic and YAML/JSON parse errors into one-line InputErrors naming the file and field.
+
+Every number a file or flag gives must be finite and within the limits below (docs/inputs.md);
+they reject values no real cluster or workload has, long before they could overflow, exhaust
+memory or keep a simulation running for ever.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,28 @@ import yaml
 from pydantic import ValidationError
 
 from hadar.errors import InputError
+
+MAX_FILE_BYTES = 256 * 2**20
+"""Largest input file read (cluster, job list, trace, throughputs): 256 MiB."""
+MAX_SEED = 2**63 - 1
+MAX_JOB_ID = 2**63 - 1
+"""Job ids are stored as SQLite INTEGERs (64-bit signed)."""
+MAX_JOBS = 100_000
+"""Jobs in one workload (``philly-N``, a job list or a trace)."""
+MAX_GPUS_PER_NODE = 1024
+"""GPUs of one type on one node (the largest real servers hold 16)."""
+MAX_GANG_GPUS = 65_536
+"""GPUs one job may ask for."""
+MAX_NODES = 100_000
+"""Nodes in one cluster file (after ``count`` expansion)."""
+MAX_STEPS = 1e12
+"""Total steps of one job (real training runs take at most millions)."""
+MAX_SECONDS = 10 * 365 * 86400.0
+"""Largest time a file may give (an arrival): ten years, in seconds."""
+MAX_WEIGHT = 1e6
+"""Largest job priority weight."""
+MIN_THROUGHPUT, MAX_THROUGHPUT = 1e-6, 1e9
+"""A measured throughput is 0 (cannot run) or within these bounds, in steps/s."""
 
 
 def field_path(loc: tuple[Any, ...]) -> str:
@@ -35,16 +63,41 @@ def from_validation_error(source: str, exc: ValidationError) -> InputError:
         msg = "missing required field"
     elif err["type"] == "extra_forbidden":
         msg = "unknown field"
+    elif err["type"] == "string_pattern_mismatch":
+        msg = "must be 1-63 letters, digits, '.', '-' or '_', starting with a letter or digit"
+    value = err.get("input")
+    if err["type"] not in ("missing", "extra_forbidden") and isinstance(value, (int, float, str)) \
+            and "got " not in msg:
+        shown = repr(value)
+        msg += f" (got {shown[:40] + '...' if len(shown) > 40 else shown})"
     return InputError(f"{source}: {field_path(tuple(err['loc']))}: {msg}")
+
+
+def read_text(path: str | Path, what: str) -> str:
+    """A text file's contents: InputError when it is missing, not a regular file, larger than
+    :data:`MAX_FILE_BYTES`, unreadable or not UTF-8 (``what`` names it: "cluster file")."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{p}: {what} not found" if not p.exists() else f"{p}: {what} is not a regular file")
+    try:
+        size = p.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise InputError(f"{p}: {what} is {size / 2**20:.0f} MiB; at most {MAX_FILE_BYTES // 2**20} MiB is read")
+        return p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{p}: not a UTF-8 text file (byte {exc.start} is 0x{exc.object[exc.start]:02x})") from None
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read {what}: {exc.strerror or exc}") from None
 
 
 def load_yaml(path: str | Path, what: str) -> Any:
     """Parse a YAML file, raising one-line InputErrors for missing files and syntax errors."""
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{p}: {what} file not found")
+    text = read_text(p, f"{what} file")
     try:
-        data = yaml.safe_load(p.read_text())
+        data = yaml.safe_load(text)
+    except RecursionError:
+        raise InputError(f"{p}: malformed YAML: nested too deeply") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -57,12 +110,12 @@ def load_yaml(path: str | Path, what: str) -> Any:
 
 def load_json(path: str | Path, what: str) -> Any:
     """Parse a JSON file, raising one-line InputErrors for a missing file (``<path>: <what> not
-    found``) and syntax errors. Bytes that are not text raise UnicodeDecodeError, which callers
-    name in their own words."""
+    found``), bytes that are not UTF-8 text and syntax errors."""
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{p}: {what} not found")
+    text = read_text(p, what)
     try:
-        return json.loads(p.read_text())
+        return json.loads(text)
+    except RecursionError:
+        raise InputError(f"{p}: malformed JSON: nested too deeply") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{p}: malformed JSON at line {exc.lineno}: {exc.msg}") from None

@@ -8,7 +8,10 @@ from collections.abc import Sequence
 from estimators.throughput import EstimatedCell, ThroughputModel
 from hadar import scenario
 from hadar.cluster import Cluster
+from hadar.commands import argtypes
 from hadar.jobs import Job
+from hadar.simulator.engine import DEFAULT_HORIZON_S
+from hadar.validation import MAX_SECONDS
 
 
 def add_scenario_args(p: argparse.ArgumentParser, default_cluster: str = "sim-60gpu",
@@ -19,11 +22,15 @@ def add_scenario_args(p: argparse.ArgumentParser, default_cluster: str = "sim-60
                    help="philly-N, philly-N-arrivals, M-1..M-12, or a .csv/.yaml job list (default: %(default)s)")
     p.add_argument("--throughputs", default=None,
                    help="throughputs JSON in Gavel's schema (default: Gavel's bundled measurements)")
-    p.add_argument("--seed", type=int, default=0, help="workload sampling seed (default: %(default)s)")
-    p.add_argument("--round", dest="round_length", type=_positive, default=360.0,
-                   help="round (slot) length in seconds (default: %(default)s)")
-    p.add_argument("--restart-penalty", type=_non_negative, default=10.0,
-                   help="checkpoint-restart penalty in seconds (default: %(default)s)")
+    p.add_argument("--seed", type=argtypes.seed, default=0, help="workload sampling seed (default: %(default)s)")
+    p.add_argument("--round", dest="round_length", type=argtypes.seconds(1, 7 * argtypes.DAY), default=360.0,
+                   help="round (slot) length in seconds, 1 s to 7 days (default: %(default)s)")
+    p.add_argument("--restart-penalty", type=argtypes.seconds(0, argtypes.DAY), default=10.0,
+                   help="checkpoint-restart penalty in seconds, shorter than a round (default: %(default)s)")
+    p.add_argument("--horizon", dest="horizon_s", type=argtypes.seconds(1, MAX_SECONDS, units=True),
+                   default=DEFAULT_HORIZON_S,
+                   help="simulated time by which every job must have finished, in seconds or with a unit "
+                        "(90m, 36h, 30d); a workload that cannot finish by then is an error (default: 365d)")
 
 
 def add_policy_opt_arg(p: argparse.ArgumentParser, per_policy: bool = False) -> None:
@@ -33,20 +40,6 @@ def add_policy_opt_arg(p: argparse.ArgumentParser, per_policy: bool = False) -> 
                    help="a policy knob (repeatable), e.g. " + ("hadar:utility=sigmoid" if per_policy else
                         "utility=sigmoid, replan=never, preset=legacy") + "; the knobs of each policy are in "
                         "docs/hadar.md and docs/baselines.md")
-
-
-def _positive(text: str) -> float:
-    v = float(text)
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive (got {text})")
-    return v
-
-
-def _non_negative(text: str) -> float:
-    v = float(text)
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0 (got {text})")
-    return v
 
 
 def estimates_note(cells: Sequence[EstimatedCell], limit: int = 6) -> str | None:
@@ -61,6 +54,8 @@ def estimates_note(cells: Sequence[EstimatedCell], limit: int = 6) -> str | None
 
 def load_scenario(args: argparse.Namespace) -> tuple[Cluster, list[Job], ThroughputModel]:
     """:func:`hadar.scenario.load_scenario` from the scenario flags (``--cluster``, ``--workload``,
-    ``--throughputs``, ``--seed``, and ``--size`` where the command has it)."""
+    ``--throughputs``, ``--seed``, ``--size``, ``--round``, ``--restart-penalty`` and ``--horizon``
+    where the command has them)."""
+    scenario.check_round(getattr(args, "round_length", None), getattr(args, "restart_penalty", 0.0))
     return scenario.load_scenario(args.cluster, args.workload, args.throughputs, seed=args.seed,
-                                  size=getattr(args, "size", "paper"))
+                                  size=getattr(args, "size", "paper"), horizon_s=getattr(args, "horizon_s", None))

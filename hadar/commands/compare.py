@@ -29,6 +29,7 @@ from rich.table import Table
 
 from estimators.throughput import ThroughputModel
 from hadar.cluster import Cluster
+from hadar.commands import argtypes
 from hadar.commands.common import (
     add_policy_opt_arg,
     add_scenario_args,
@@ -42,11 +43,12 @@ from hadar.policy import POLICY_REGISTRY, RoundContext
 from hadar.policy_options import build_config, parse_pairs, policy_with_options
 from hadar.simulator.metrics import comparison_rows
 from hadar.sweep import default_workers, run_cells
+from hadar.validation import MAX_JOBS
 
 DEFAULT_POLICIES = "hadar,gavel,tiresias,yarn-cs"
 DECISION_SIZES = (32, 64, 128, 256, 512, 1024, 2048)
 DECISION_POLICIES = ("hadar", "gavel")
-SCENARIO_KEYS = ("cluster", "workload", "throughputs", "seed", "round_length", "restart_penalty")
+SCENARIO_KEYS = ("cluster", "workload", "throughputs", "seed", "round_length", "restart_penalty", "horizon_s")
 
 
 def _hours(v: float) -> str:
@@ -87,8 +89,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--policies", default=DEFAULT_POLICIES,
                    help=f"comma-separated, from {', '.join(sorted(POLICY_REGISTRY))} (default: %(default)s)")
     add_policy_opt_arg(p, per_policy=True)
-    p.add_argument("--out", default="out/compare", help="output directory (default: %(default)s)")
-    p.add_argument("--workers", "--jobs", dest="workers", type=int, default=None, metavar="N",
+    p.add_argument("--out", default="out/compare", type=argtypes.out_dir, help="output directory (default: %(default)s)")
+    p.add_argument("--workers", "--jobs", dest="workers", type=argtypes.count(1, 256, "processes"), default=None,
+                   metavar="N",
                    help="parallel processes (default: one per policy, at most the CPU count; 1 = one by one)")
     p.add_argument("--ray-address", default=None, metavar="ADDR",
                    help="run the policies as tasks on this Ray cluster instead (needs the ray extra)")
@@ -189,8 +192,8 @@ def parse_sizes(text: str) -> list[int]:
         sizes = [int(s) for s in text.split(",") if s.strip()]
     except ValueError:
         raise InputError(f"--decision-sizes: expected comma-separated integers (got {text!r})") from None
-    if any(s < 1 for s in sizes):
-        raise InputError("--decision-sizes: sizes must be >= 1")
+    if any(not 1 <= s <= MAX_JOBS for s in sizes):
+        raise InputError(f"--decision-sizes: sizes must be whole numbers of jobs in [1, {MAX_JOBS}] (got {text!r})")
     return sizes
 
 

@@ -18,11 +18,13 @@ from pathlib import Path
 
 from rich.console import Console
 
+from hadar.commands import argtypes
 from hadar.commands.common import add_policy_opt_arg
 from hadar.errors import InputError
 from hadar.experiments import grid, load_sweep, report, tables
 from hadar.experiments.grid import DEFAULT_CLUSTERS, DEFAULT_MIXES, DEFAULT_POLICIES, DEFAULT_SLOTS
 from hadar.extras import plots_missing_note
+from hadar.validation import MAX_JOBS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -46,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="checkpoint-restart penalty in seconds (default: %(default)s)")
     ph.add_argument("--jobs", default=None, metavar="N",
                     help="parallel processes (default: the CPU count; 1 = one by one)")
-    ph.add_argument("--out", default="out/experiment-physical", help="output directory (default: %(default)s)")
+    ph.add_argument("--out", default="out/experiment-physical", type=argtypes.out_dir, help="output directory (default: %(default)s)")
     ph.set_defaults(func=run_physical)
     ls = exp.add_parser(
         "load-sweep", help="average JCT vs input job rate (Poisson arrivals), every policy, with saturation rates",
@@ -59,20 +61,20 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="input job rates in jobs/hour (default: %(default)s)")
     ls.add_argument("--policies", default=",".join(load_sweep.DEFAULT_POLICIES), help="policies (default: %(default)s)")
     ls.add_argument("--seeds", default="0", help="workload seeds, comma-separated (default: %(default)s)")
-    ls.add_argument("--num-jobs", type=int, default=load_sweep.DEFAULT_JOBS, metavar="N",
+    ls.add_argument("--num-jobs", type=argtypes.count(2, MAX_JOBS, "jobs"), default=load_sweep.DEFAULT_JOBS, metavar="N",
                     help="jobs per trace (default: %(default)s)")
     ls.add_argument("--window", default="{}:{}".format(*load_sweep.DEFAULT_WINDOW), metavar="A:B",
                     help="measure jobs A..B-1 by arrival order (default: %(default)s)")
-    ls.add_argument("--round", dest="round_length", type=float, default=360.0,
+    ls.add_argument("--round", dest="round_length", type=argtypes.seconds(1, 7 * argtypes.DAY), default=360.0,
                     help="round length in seconds (default: %(default)s)")
-    ls.add_argument("--restart-penalty", type=float, default=10.0,
+    ls.add_argument("--restart-penalty", type=argtypes.seconds(0, argtypes.DAY), default=10.0,
                     help="checkpoint-restart penalty in seconds (default: %(default)s)")
     add_policy_opt_arg(ls, per_policy=True)
-    ls.add_argument("--workers", type=int, default=None, metavar="N",
+    ls.add_argument("--workers", type=argtypes.count(1, 256, "processes"), default=None, metavar="N",
                     help="parallel processes (default: the CPU count; 1 = one by one)")
     ls.add_argument("--ray-address", default=None, metavar="ADDR",
                     help="run the cells as tasks on this Ray cluster (needs the ray extra)")
-    ls.add_argument("--out", default="out/load-sweep", help="output directory (default: %(default)s)")
+    ls.add_argument("--out", default="out/load-sweep", type=argtypes.out_dir, help="output directory (default: %(default)s)")
     ls.set_defaults(func=run_load_sweep)
 
 
@@ -173,16 +175,19 @@ def _count(text: str | None, option: str) -> int | None:
         v = int(text)
     except ValueError:
         raise InputError(f"{option}: expected a whole number (got {text!r})") from None
-    if v < 1:
-        raise InputError(f"{option}: must be >= 1 (got {v})")
+    if not 1 <= v <= 1024:
+        raise InputError(f"{option}: must be >= 1 and <= 1024 (got {v})")
     return v
 
 
 def _seconds(text: str, option: str) -> float:
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise InputError(f"{option}: expected seconds (got {text!r})") from None
+    if not 0 <= value <= argtypes.DAY:
+        raise InputError(f"{option}: must be a finite number of seconds in [0, 86400] (got {text!r})")
+    return value
 
 
 def run_physical(args: argparse.Namespace) -> int:

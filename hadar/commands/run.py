@@ -10,6 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from hadar.commands import argtypes
 from hadar.commands.common import add_policy_opt_arg, estimates_note
 from hadar.errors import HadarError, InputError
 from hadar.extras import plots_missing_note, require
@@ -28,20 +29,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--size", default="tiny", choices=SIZES, help="model/workload size (default: %(default)s)")
     p.add_argument("--policy", default="hadare", help="hadare, hadar, gavel, ... (default: %(default)s)")
     add_policy_opt_arg(p)
-    p.add_argument("--slot", type=float, default=30.0, help="round length in seconds (default: %(default)s)")
-    p.add_argument("--grace", type=float, default=20.0, help="seconds past the slot before a copy counts as hung")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=1, help="torch threads per worker (default: %(default)s)")
-    p.add_argument("--out", help="run directory (default: runs/<policy>-<time>)")
+    p.add_argument("--slot", type=argtypes.seconds(0, argtypes.DAY, lo_open=True), default=30.0,
+                   help="round length in seconds (default: %(default)s)")
+    p.add_argument("--grace", type=argtypes.seconds(0, argtypes.DAY), default=20.0,
+                   help="seconds past the slot before a copy counts as hung")
+    p.add_argument("--seed", type=argtypes.seed, default=0)
+    p.add_argument("--threads", type=argtypes.count(1, 1024, "threads"), default=1,
+                   help="torch threads per worker (default: %(default)s)")
+    p.add_argument("--out", type=argtypes.out_dir, help="run directory (default: runs/<policy>-<time>)")
     p.add_argument("--resume", metavar="RUNDIR", help="continue the run in RUNDIR after a crash or Ctrl-C")
     p.add_argument("--no-eval", action="store_true", help="do not score finished models on held-out data")
     p.add_argument("--no-live", action="store_true", help="one line per round instead of the live view")
     p.add_argument("--cold-workers", action="store_true",
                    help="start a fresh worker process every round instead of forking a warm per-node server")
     p.add_argument("--trust-new-hosts", action="store_true", help="SSH: accept and record unknown host keys")
-    p.add_argument("--restart-penalty", type=float, default=RuntimeKnobs.restart_penalty_s,
+    p.add_argument("--restart-penalty", type=argtypes.seconds(0, argtypes.DAY), default=RuntimeKnobs.restart_penalty_s,
                    help="what policies assume a restart costs, s (default: %(default)s)")
-    p.add_argument("--aggregation-overhead", type=float, default=RuntimeKnobs.aggregation_overhead_s,
+    p.add_argument("--aggregation-overhead", type=argtypes.seconds(0, argtypes.DAY),
+                   default=RuntimeKnobs.aggregation_overhead_s,
                    help="what HadarE assumes averaging costs per round, s (default: %(default)s)")
     p.set_defaults(func=run)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from hadar.commands import argtypes
 from hadar.commands.common import (
     add_policy_opt_arg,
     add_scenario_args,
@@ -24,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_scenario_args(p)
     p.add_argument("--policy", default="hadar", help=f"one of {', '.join(sorted(POLICY_REGISTRY))} (default: %(default)s)")
     add_policy_opt_arg(p)
-    p.add_argument("--out", default="out/simulate", help="output directory (default: %(default)s)")
+    p.add_argument("--out", default="out/simulate", type=argtypes.out_dir, help="output directory (default: %(default)s)")
     p.add_argument("--no-progress", action="store_true", help="do not show the progress bar")
     p.add_argument("--gavel-compatible", action="store_true",
                    help="run as Gavel's simulator does (no restart penalty, rounds end with their longest job, "
@@ -38,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     sim = api.simulate(args.cluster, args.workload, args.policy, throughputs=args.throughputs, seed=args.seed,
                        round_length=args.round_length, restart_penalty=args.restart_penalty,
                        policy_options=parse_pairs(args.policy_opt), gavel_compatible=args.gavel_compatible,
-                       progress=not args.no_progress)
+                       progress=not args.no_progress, horizon_s=args.horizon_s)
     note = estimates_note(sim.records.estimated_cells)
     if note:
         Console(stderr=True).print(note, style="yellow", highlight=False, soft_wrap=True)

@@ -35,6 +35,7 @@ from typing import Any
 from estimators.throughput import GavelThroughputTable
 from hadar.errors import InputError
 from hadar.jobs import Job
+from hadar.validation import read_text
 
 COLUMNS_10 = ("job_type", "command", "working_dir", "num_steps_arg", "needs_data_dir", "total_steps",
               "scale_factor", "priority_weight", "SLO", "arrival_time")
@@ -95,12 +96,7 @@ def family_of(job_type: str) -> str:
 def read_trace(path: str | Path, table: GavelThroughputTable | None = None) -> list[Job]:
     """Parse a 10- or 7-column Gavel trace. With ``table``, every (job type, W) must be in it."""
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{p}: trace file not found")
-    try:
-        text = p.read_text()
-    except UnicodeDecodeError:
-        raise InputError(f"{p}: not a text file") from None
+    text = read_text(p, "trace file")
     jobs: list[Job] = []
     prev_arrival = -math.inf
     for lineno, line in enumerate(text.splitlines(), start=1):
