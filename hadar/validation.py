@@ -9,11 +9,12 @@ memory or keep a simulation running for ever.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BeforeValidator, ValidationError
 
 from hadar.errors import InputError
 
@@ -38,6 +39,37 @@ MAX_WEIGHT = 1e6
 """Largest job priority weight."""
 MIN_THROUGHPUT, MAX_THROUGHPUT = 1e-6, 1e9
 """A measured throughput is 0 (cannot run) or within these bounds, in steps/s."""
+
+
+def bounded(lo: float, hi: float, *, lo_open: bool = False, integer: bool = False, unit: str = "") -> Any:
+    """A pydantic field type for a number read from a file: a number or numeric text, finite,
+    ``lo <= v <= hi`` (``lo < v`` with ``lo_open``), whole with ``integer``. Its messages read
+    ``must be an integer >= 1 (got '0')``, ``not a finite number ('inf')``, ``must be <= 1e+12 steps``."""
+    kind = "an integer " if integer else ""
+    suffix = f" {unit}" if unit else ""
+
+    def check(value: Any) -> float | int:
+        raw = value
+        if isinstance(value, str):
+            try:
+                value = float(value.strip())
+            except ValueError:
+                raise ValueError(f"not a number (got {raw!r})") from None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"must be a number (got {raw!r})")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"not a finite number (got {raw!r})")
+        if lo_open and not value > lo:
+            raise ValueError(f"must be {kind}> {lo:g}{suffix} (got {raw!r})")
+        if not lo_open and not value >= lo:
+            raise ValueError(f"must be {kind}>= {lo:g}{suffix} (got {raw!r})")
+        if value > hi:
+            raise ValueError(f"must be {kind}<= {hi:g}{suffix} (got {raw!r})")
+        if integer and value != int(value):
+            raise ValueError(f"must be {kind}>= {lo:g}{suffix} (got {raw!r})")
+        return int(value) if integer else float(value)
+
+    return Annotated[int if integer else float, BeforeValidator(check)]
 
 
 def field_path(loc: tuple[Any, ...]) -> str:

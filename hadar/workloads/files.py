@@ -24,6 +24,7 @@ from hadar.validation import (
     MAX_SECONDS,
     MAX_STEPS,
     MAX_WEIGHT,
+    bounded,
     from_validation_error,
     load_yaml,
     read_text,
@@ -36,9 +37,9 @@ class _JobSpec(BaseModel):
     id: int = Field(ge=0, le=MAX_JOB_ID)
     type: str = Field(min_length=1, max_length=200)
     gpus: int = Field(ge=1, le=MAX_GANG_GPUS)
-    steps: float = Field(gt=0, le=MAX_STEPS)
-    arrival: float = Field(default=0.0, ge=0, le=MAX_SECONDS)
-    weight: float = Field(default=1.0, gt=0, le=MAX_WEIGHT)
+    steps: bounded(0, MAX_STEPS, lo_open=True, unit="steps")  # type: ignore[valid-type]
+    arrival: bounded(0, MAX_SECONDS, unit="s") = 0.0  # type: ignore[valid-type]
+    weight: bounded(0, MAX_WEIGHT, lo_open=True) = 1.0  # type: ignore[valid-type]
     model: str | None = None
     size_class: str | None = None
     spec: dict[str, Any] | None = None
