@@ -69,8 +69,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _one_line(message: str) -> str:
-    """The message on one line (a file's text quoted in it may hold newlines)."""
-    return " ".join(message.split()) if "\n" in message or "\r" in message else message
+    """The message on one printable line: text quoted from a file or the command line may hold
+    newlines or other control characters, which are shown escaped (``\\n``, ``\\x0c``)."""
+    if message.isprintable():
+        return message
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in message)
 
 
 if __name__ == "__main__":
