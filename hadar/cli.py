@@ -56,9 +56,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
         try:
-            args = parser.parse_args(argv)
+            args, extras = parser.parse_known_args(argv)
         except SystemExit as exc:  # --help exits through argparse
             return exc.code if isinstance(exc.code, int) else 0
+        if extras:  # named after the sub-command, whose --help lists what it takes
+            raise UsageError(f"{args.command}: unrecognized arguments: {' '.join(extras)} "
+                             f"(see: hadar {args.command} --help)")
         return int(args.func(args) or 0)
     except HadarError as exc:
         print(f"hadar: error: {_one_line(str(exc))}", file=sys.stderr)
