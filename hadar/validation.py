@@ -20,6 +20,8 @@ from hadar.errors import InputError
 
 MAX_FILE_BYTES = 256 * 2**20
 """Largest input file read (cluster, job list, trace, throughputs): 256 MiB."""
+MAX_YAML_VALUES = 5_000_000
+"""Values a YAML file may expand to through aliases (a "billion laughs" file expands to 10^9)."""
 MAX_SEED = 2**63 - 1
 MAX_JOB_ID = 2**63 - 1
 """Job ids are stored as SQLite INTEGERs (64-bit signed)."""
@@ -122,19 +124,55 @@ def read_text(path: str | Path, what: str) -> str:
         raise InputError(f"{p}: cannot read {what}: {exc.strerror or exc}") from None
 
 
+class _CountingLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, counting the aliases (``*name``) the document uses."""
+
+    aliases = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+        return super().compose_node(parent, index)
+
+
+def _expanded_size_at_most(data: Any, budget: int) -> bool:
+    """Whether ``data`` has at most ``budget`` values once shared references (YAML aliases) are
+    counted each time they occur; stops counting at the budget."""
+    stack, seen = [data], 0
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > budget:
+            return False
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return True
+
+
 def load_yaml(path: str | Path, what: str) -> Any:
-    """Parse a YAML file, raising one-line InputErrors for missing files and syntax errors."""
+    """Parse a YAML file, raising one-line InputErrors for missing files, syntax errors, numbers
+    too long to convert and alias bombs (aliases expanding to more than MAX_YAML_VALUES values)."""
     p = Path(path)
     text = read_text(p, f"{what} file")
+    loader = _CountingLoader(text)
     try:
-        data = yaml.safe_load(text)
+        data = loader.get_single_data()
     except RecursionError:
         raise InputError(f"{p}: malformed YAML: nested too deeply") from None
+    except ValueError as exc:  # int("9" * 5000): Python's limit on digits
+        raise InputError(f"{p}: malformed YAML: {str(exc).split(';')[0]}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise InputError(f"{p}: malformed YAML{at}: {problem}") from None
+    finally:
+        loader.dispose()
+    if loader.aliases and not _expanded_size_at_most(data, MAX_YAML_VALUES):
+        raise InputError(f"{p}: YAML aliases expand to more than {MAX_YAML_VALUES:,} values")
     if not isinstance(data, dict):
         raise InputError(f"{p}: expected a mapping at the top level of the {what} file")
     return data
@@ -149,5 +187,8 @@ def load_json(path: str | Path, what: str) -> Any:
         return json.loads(text)
     except RecursionError:
         raise InputError(f"{p}: malformed JSON: nested too deeply") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{p}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
+    except ValueError as exc:  # int("9" * 5000): Python's limit on digits
+        if isinstance(exc, json.JSONDecodeError):
+            raise InputError(f"{p}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
+        raise InputError(f"{p}: malformed JSON: {str(exc).split(';')[0]}") from None
+

@@ -20,7 +20,8 @@ Semantics (also in docs/hadar.md, section Simulator):
   ``max_rounds`` (which bounds decision rounds).
 * A simulation stops with :class:`SimulationLimitError` (a one-line error, exit code 2) when
   simulated time reaches ``horizon_s`` or ``max_rounds`` rounds have run with jobs unfinished,
-  instead of running for ever (e.g. a job of 1e30 steps).
+  instead of running for ever (e.g. a job of 1e30 steps), and when the policy leaves the cluster
+  idle for ``stall_rounds`` rounds while jobs wait (it cannot place them).
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ class PolicyError(HadarError):
 
 
 class SimulationLimitError(InputError):
-    """The workload did not finish within the simulation's horizon or round limit."""
+    """The workload did not finish within the simulation's horizon or round limit, or the
+    policy cannot place it on the cluster."""
 
 
 @dataclass(frozen=True)
@@ -160,8 +162,11 @@ def simulate(
                 progress.update(sum(1 for s in states.values() if s.finish is not None), now)
             stall = stall + 1 if not plan.assignments else 0
             if stall >= cfg.stall_rounds:
-                waiting = ", ".join(str(i) for i in active[:5])
-                raise HadarError(f"policy {policy.name} scheduled nothing for {stall} rounds; waiting jobs: {waiting}")
+                waiting = ", ".join(str(i) for i in active[:5]) + (", ..." if len(active) > 5 else "")
+                raise SimulationLimitError(
+                    f"policy {policy.name} cannot place job(s) {waiting} on cluster {cluster.name}: it scheduled "
+                    f"nothing for {stall} rounds on an idle cluster (e.g. a gang larger than the GPUs of any one "
+                    f"type, for a policy that runs a job on one GPU type)")
             current = new_current
             now += record.duration
             index += 1

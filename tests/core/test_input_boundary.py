@@ -174,3 +174,13 @@ def test_the_round_loop_stops_at_the_horizon():
     result = simulate(cluster, jobs, make_policy("hadar"), table, SimConfig())
     assert all(j.finish is not None for j in result.jobs)
     assert json.loads(json.dumps(result.config))["horizon_s"] == 365 * 86400
+
+
+def test_a_policy_that_can_never_place_a_job_is_a_one_line_error(scene, capsys):
+    """Found by the fuzz suite: a 2-GPU job on a node with one V100 and one P100 fits Hadar (mixed
+    types) but never Gavel (one GPU type per job); the simulation stops with exit 2, not 1."""
+    (scene / "c.yaml").write_text("name: c\nnodes:\n  - {name: a, gpus: {v100: 1, p100: 1}}\n")
+    (scene / "jobs.csv").write_text(f"id,type,gpus,steps\n0,{R18},1,5000\n1,LM (batch size 20),2,3000\n")
+    argv = simulate_argv(scene, workload=str(scene / "jobs.csv"))
+    one_line_error(capsys, main([*argv, "--policy", "gavel"]), "policy gavel cannot place job(s) 1 on cluster c")
+    assert main([*argv, "--policy", "hadar"]) == 0

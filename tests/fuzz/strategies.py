@@ -9,6 +9,7 @@ UTF-8, non-finite numbers, absurd magnitudes, wrong types, misspelt keys and tru
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import yaml
@@ -21,7 +22,7 @@ JOB_TYPES = ("ResNet-18 (batch size 64)", "LM (batch size 20)", "Transformer (ba
 
 NON_FINITE = ("nan", "inf", "-inf", "NaN", "Infinity", "1e309", "-1e999")
 ABSURD_NUMBERS = ("1e30", "1e22", "10000000000000000000000", "-1", "-0.0", "0", "1e-300", "5e-324",
-                  str(2**64), str(10**400))
+                  str(2**64), str(10**400), "9" * 5000)
 GARBAGE_TEXT = ("", " ", "x", "1,5", "0x10", "1_000", "--", "٣", "\x00", "1e", "e5", "12abc", "None", "null",
                 "[]", "{}", "'", '"', "\\", "\t", "a\nb")
 
@@ -201,10 +202,10 @@ def serialized(draw, data: Any, fmt: str, broken: bool) -> bytes:
 @st.composite
 def corrupted(draw, raw: bytes, broken: bool) -> bytes:
     """``raw`` as is, or (when broken) truncated, spliced with bytes that are not UTF-8, deeply
-    nested, replaced by random bytes, or empty."""
+    nested, a number too long to convert, an alias bomb, replaced by random bytes, or empty."""
     if not broken or draw(st.integers(0, 2)) > 0:
         return raw
-    how = draw(st.integers(0, 5))
+    how = draw(st.integers(0, 7))
     if how == 0:
         return raw[: draw(st.integers(0, len(raw)))]
     if how == 1:
@@ -217,7 +218,17 @@ def corrupted(draw, raw: bytes, broken: bool) -> bytes:
         return b"[" * depth + b"]" * depth
     if how == 4:
         return b""
+    if how == 5:
+        return re.sub(rb"\d+", b"9" * 5000, raw, count=1)
+    if how == 6:
+        return ALIAS_BOMB + raw
     return raw.replace(b":", b"", 1)
+
+
+ALIAS_BOMB = b"".join(
+    [b"x0: &x0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"]
+    + [f"x{i}: &x{i} [{', '.join([f'*x{i - 1}'] * 9)}]\n".encode() for i in range(1, 9)])
+"""A "billion laughs" YAML prefix: eight levels of nine aliases (9^9 values once expanded)."""
 
 
 # -- command-line values ---------------------------------------------------------------------
