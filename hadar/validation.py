@@ -74,6 +74,16 @@ def bounded(lo: float, hi: float, *, lo_open: bool = False, integer: bool = Fals
     return Annotated[int if integer else float, BeforeValidator(check)]
 
 
+Steps = bounded(0, MAX_STEPS, lo_open=True, unit="steps")
+"""A job's total steps in a file."""
+Seconds = bounded(0, MAX_SECONDS, unit="s")
+"""A time in a file (an arrival), in seconds."""
+Weight = bounded(0, MAX_WEIGHT, lo_open=True)
+"""A job's priority weight."""
+GangGpus = bounded(1, MAX_GANG_GPUS, integer=True, unit="GPUs")
+"""The GPUs one job asks for."""
+
+
 def field_path(loc: tuple[Any, ...]) -> str:
     """``('nodes', 2, 'gpus', 'v200')`` -> ``nodes[2].gpus.v200``."""
     out = ""

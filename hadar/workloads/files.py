@@ -18,13 +18,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from hadar.errors import InputError
 from hadar.jobs import Job
 from hadar.validation import (
-    MAX_GANG_GPUS,
     MAX_JOB_ID,
     MAX_JOBS,
-    MAX_SECONDS,
-    MAX_STEPS,
-    MAX_WEIGHT,
-    bounded,
+    GangGpus,
+    Seconds,
+    Steps,
+    Weight,
     from_validation_error,
     load_yaml,
     read_text,
@@ -36,10 +35,10 @@ class _JobSpec(BaseModel):
 
     id: int = Field(ge=0, le=MAX_JOB_ID)
     type: str = Field(min_length=1, max_length=200)
-    gpus: int = Field(ge=1, le=MAX_GANG_GPUS)
-    steps: bounded(0, MAX_STEPS, lo_open=True, unit="steps")  # type: ignore[valid-type]
-    arrival: bounded(0, MAX_SECONDS, unit="s") = 0.0  # type: ignore[valid-type]
-    weight: bounded(0, MAX_WEIGHT, lo_open=True) = 1.0  # type: ignore[valid-type]
+    gpus: GangGpus  # type: ignore[valid-type]
+    steps: Steps  # type: ignore[valid-type]
+    arrival: Seconds = 0.0  # type: ignore[valid-type]
+    weight: Weight = 1.0  # type: ignore[valid-type]
     model: str | None = None
     size_class: str | None = None
     spec: dict[str, Any] | None = None

@@ -38,11 +38,12 @@ from estimators.throughput import GavelThroughputTable
 from hadar.errors import InputError
 from hadar.jobs import Job
 from hadar.validation import (
-    MAX_GANG_GPUS,
     MAX_JOBS,
     MAX_SECONDS,
-    MAX_STEPS,
-    MAX_WEIGHT,
+    GangGpus,
+    Seconds,
+    Steps,
+    Weight,
     bounded,
     from_validation_error,
     read_text,
@@ -147,11 +148,11 @@ class TraceRow(BaseModel):
     working_dir: str = ""
     num_steps_arg: str
     needs_data_dir: bounded(0, 1, integer=True)  # type: ignore[valid-type]
-    total_steps: bounded(0, MAX_STEPS, lo_open=True, unit="steps")  # type: ignore[valid-type]
-    scale_factor: bounded(1, MAX_GANG_GPUS, integer=True, unit="GPUs")  # type: ignore[valid-type]
-    priority_weight: bounded(0, MAX_WEIGHT, lo_open=True) = 1.0  # type: ignore[valid-type]
+    total_steps: Steps  # type: ignore[valid-type]
+    scale_factor: GangGpus  # type: ignore[valid-type]
+    priority_weight: Weight = 1.0  # type: ignore[valid-type]
     SLO: bounded(-1, MAX_SECONDS, unit="s") = -1.0  # type: ignore[valid-type]
-    arrival_time: bounded(0, MAX_SECONDS, unit="s")  # type: ignore[valid-type]
+    arrival_time: Seconds  # type: ignore[valid-type]
 
 
 def _parse_line(cols: list[str], job_id: int, where: str) -> Job:
