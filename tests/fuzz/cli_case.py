@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import signal
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -31,16 +32,22 @@ class CaseTimeout(BaseException):
 
 @contextlib.contextmanager
 def time_limit(seconds: float) -> Iterator[None]:
+    """Raise :class:`CaseTimeout` after ``seconds``. An outer SIGALRM timer (pytest-timeout's
+    signal method) is put back afterwards, less the time spent here."""
+
     def expire(signum, frame):  # noqa: ARG001 - signal handler signature
         raise CaseTimeout(f"command still running after {seconds:g} s")
 
-    old = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    start = time.monotonic()
+    old_handler = signal.signal(signal.SIGALRM, expire)
+    old_delay, old_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+        signal.signal(signal.SIGALRM, old_handler)
+        if old_delay > 0:
+            signal.setitimer(signal.ITIMER_REAL, max(old_delay - (time.monotonic() - start), 0.001), old_interval)
 
 
 @dataclass(frozen=True)
