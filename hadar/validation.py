@@ -167,8 +167,9 @@ def load_yaml(path: str | Path, what: str) -> Any:
     too long to convert and alias bombs (aliases expanding to more than MAX_YAML_VALUES values)."""
     p = Path(path)
     text = read_text(p, f"{what} file")
-    loader = _CountingLoader(text)
+    loader = None
     try:
+        loader = _CountingLoader(text)  # its reader refuses control characters already
         data = loader.get_single_data()
     except RecursionError:
         raise InputError(f"{p}: malformed YAML: nested too deeply") from None
@@ -177,10 +178,11 @@ def load_yaml(path: str | Path, what: str) -> Any:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise InputError(f"{p}: malformed YAML{at}: {problem}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if loader.aliases and not _expanded_size_at_most(data, MAX_YAML_VALUES):
         raise InputError(f"{p}: YAML aliases expand to more than {MAX_YAML_VALUES:,} values")
     if not isinstance(data, dict):
