@@ -85,7 +85,7 @@ def test_other_cluster_magnitudes(scene, capsys, yaml_text, needles):
 
 
 def test_a_nan_throughput(scene, capsys):
-    (scene / "tp.json").write_text('{"v100": {"(\'%s\', 1)": {"null": NaN}}}' % R18)
+    (scene / "tp.json").write_text('{"v100": {"(\'' + R18 + '\', 1)": {"null": NaN}}}')
     one_line_error(capsys, main(simulate_argv(scene, "--throughputs", str(scene / "tp.json"))),
                    "tp.json: v100: ('ResNet-18 (batch size 64)', 1): throughput must be finite")
 
