@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from estimators.throughput import GavelThroughputTable
+from hadar import api
 from hadar.cli import main
 from hadar.cluster_config import cluster_from_dict
 from hadar.commands import argtypes
+from hadar.errors import InputError
 from hadar.policy import make_policy
 from hadar.simulator import SimConfig, simulate
 from hadar.simulator.engine import SimulationLimitError
@@ -162,6 +164,17 @@ def test_a_workload_beyond_the_horizon_in_total(scene, capsys):
     (scene / "jobs.csv").write_text("id,type,gpus,steps\n" + rows)
     one_line_error(capsys, main(simulate_argv(scene, "--horizon", "7d", workload=str(scene / "jobs.csv"))),
                    "the 40 jobs need at least", "GPU-hours", "within the horizon of 7.0 days (--horizon)")
+
+
+def test_the_python_api_checks_the_horizon_and_the_round_too(scene):
+    rows = "".join(f"{i},{R18},4,2000000\n" for i in range(40))
+    (scene / "jobs.csv").write_text("id,type,gpus,steps\n" + rows)
+    with pytest.raises(InputError, match=r"within the horizon of 7\.0 days"):
+        api.simulate(scene / "c.yaml", scene / "jobs.csv", horizon_s=7 * 86400)
+    with pytest.raises(InputError, match="must be shorter than a round"):
+        api.simulate(scene / "c.yaml", "philly-3", round_length=60, restart_penalty=60)
+    run = api.simulate(scene / "c.yaml", "philly-3", horizon_s=30 * 86400)
+    assert run.summary["completed"] == 3 and run.records.config["horizon_s"] == 30 * 86400
 
 
 def test_the_round_loop_stops_at_the_horizon():
