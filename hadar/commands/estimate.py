@@ -15,8 +15,8 @@ from estimators.error_report import (
 from estimators.gpu_catalogue import canonical_gpu
 from estimators.pmi import PmiParams
 from hadar.commands import argtypes
-from hadar.commands.common import load_table
 from hadar.errors import InputError
+from hadar.scenario import load_table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
