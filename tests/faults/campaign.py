@@ -69,6 +69,8 @@ class RunFigures:
     kills: list[Kill] = field(default_factory=list)
     lives: int = 0
     completed: bool = False
+    round_mismatches: int = 0
+    """(round, job) pairs where the tracker added other than the committed reports' steps."""
     steps_retrained: int = 0
     """Steps workers trained in attempts a kill aborted (redone after the resume, by design)."""
 
@@ -104,6 +106,7 @@ class CampaignFigures:
             "steps trained and committed": sum(sum(r.reported_steps.values()) for r in self.runs),
             "steps lost": sum(r.steps_lost for r in self.runs),
             "steps double-counted": sum(r.steps_double_counted for r in self.runs),
+            "rounds where tracker and reports differ": sum(r.round_mismatches for r in self.runs),
             "steps retrained after a kill": sum(r.steps_retrained for r in self.runs),
             "kills by the last event logged": dict(sorted(phases.items())),
             "wall time (s)": round(self.wall_s, 1),
@@ -185,7 +188,8 @@ def logged(out: Path, kind: str, nth: int, after: int) -> Callable[[], bool]:
 
 def account(out: Path, figures: RunFigures) -> None:
     """Fill both step ledgers of ``figures`` from the run directory ``out``."""
-    from nodes.checkpoint import load_checkpoint
+    from tracker.checkpoints import load_checkpoint
+    from tracker.errors import RoundError
     from tracker.tracker import JobTracker
 
     committed: dict[int, dict[int, int]] = {}  # round -> job -> steps added, from the tracker
@@ -193,17 +197,17 @@ def account(out: Path, figures: RunFigures) -> None:
     try:
         last = tracker.last_closed_round()
         for r in range(0 if last is None else last + 1):
-            with contextlib.suppress(Exception):  # a round number that never closed has no summary
+            with contextlib.suppress(RoundError):  # a round number that never closed has no summary
                 committed[r] = {
                     j: res.steps_added for j, res in tracker.round_summary(r).jobs.items()
                 }
         for state in tracker.jobs():
             figures.tracker_steps[state.job_id] = state.steps_done
-            ckpt = state.checkpoint
+            ckpt = state.checkpoint  # verified against its sha256 and format as it is loaded
             figures.checkpoint_steps[state.job_id] = (
-                load_checkpoint(ckpt.path, state.model or "", state.size or "")["steps"]
-                if ckpt is not None and state.model and state.size
-                else None
+                None
+                if ckpt is None
+                else load_checkpoint(ckpt.path, ckpt.sha256, f"job {state.job_id}")["steps"]
             )
     finally:
         tracker.close()
@@ -213,7 +217,9 @@ def account(out: Path, figures: RunFigures) -> None:
         attempts = [a for (rr, a) in reports if rr == r]
         last_attempt = reports.get((r, max(attempts)), {}) if attempts else {}
         for j in figures.targets:
-            totals[j] += min(last_attempt.get(j, 0), figures.targets[j] - totals[j])
+            added = min(last_attempt.get(j, 0), figures.targets[j] - totals[j])
+            totals[j] += added
+            figures.round_mismatches += added != committed[r].get(j, 0)
         figures.steps_retrained += sum(
             sum(reports[(r, a)].values()) for a in attempts if a != max(attempts)
         )

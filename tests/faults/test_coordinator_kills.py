@@ -29,7 +29,7 @@ def test_sigkilled_coordinator_resumes_with_no_step_lost_or_counted_twice(tmp_pa
     assert run.tracker_steps == run.targets
     assert run.checkpoint_steps == run.targets
     assert run.reported_steps == run.targets
-    assert run.steps_lost == 0 and run.steps_double_counted == 0
+    assert run.steps_lost == 0 and run.steps_double_counted == 0 and run.round_mismatches == 0
     # the coordinator's aggregation log, each round once, adds up to the targets too
     assert steps_added(out) == run.targets
     assert not run_pids(out)  # nothing of the run is left running
@@ -52,4 +52,3 @@ def test_reports_belong_to_the_latest_attempt_of_their_round():
         {"event": "result", "round": 0, "job": 1, "steps": 7},
     ]
     assert reported_by_attempt(log) == {(0, 0): {0: 40}, (0, 1): {0: 35, 1: 7}}
-
