@@ -251,8 +251,5 @@ class OnlineThroughput(ThroughputModel):
     def load(cls, path: str | Path, prior: ThroughputModel) -> OnlineThroughput:
         """Restore from :meth:`save`'s file; bad files raise a one-line InputError."""
         p = Path(path)
-        try:
-            data = load_json(p, "online throughput state")
-        except UnicodeDecodeError:
-            raise InputError(f"{p}: not a text file") from None
+        data = load_json(p, "online throughput state")
         return cls.from_dict(data, prior, source=str(p))

@@ -15,15 +15,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import BeforeValidator, RootModel, ValidationError
 
 from estimators.gpu_catalogue import canonical_gpu
 from hadar.cluster import Cluster
 from hadar.errors import InputError
 from hadar.jobs import Job, Placement
-from hadar.validation import load_json
+from hadar.validation import MAX_THROUGHPUT, MIN_THROUGHPUT, load_json
 
 DEFAULT_UNCONSOLIDATED_PENALTY = 0.75
 """Knob: multi-node rate = this x consolidated rate, where the table has no unconsolidated entry."""
@@ -122,24 +123,27 @@ class GavelThroughputTable(ThroughputModel):
     # -- loading ---------------------------------------------------------------------------
     @classmethod
     def from_json(cls, data: Mapping[str, Any], source: str = "<json>") -> GavelThroughputTable:
-        table: dict[TableKey, float] = {}
+        """Validate a parsed throughputs file (:class:`ThroughputFile`); errors name the file,
+        the GPU type and the job key."""
         if not isinstance(data, Mapping):
             raise InputError(f"{source}: expected an object mapping GPU types to measurements")
-        for raw_type, entries in data.items():
-            multi_node = str(raw_type).endswith(UNCONSOLIDATED_SUFFIX)
-            base = str(raw_type)[: -len(UNCONSOLIDATED_SUFFIX)] if multi_node else str(raw_type)
+        try:
+            parsed = ThroughputFile.model_validate(data).root
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ": ".join(str(p) for p in err["loc"] if p != "null")
+            msg = err["msg"].removeprefix("Value error, ")
+            if err["type"] in ("dict_type", "model_type"):
+                msg = "expected an object of job keys" if len(err["loc"]) == 1 else msg
+            raise InputError(f"{source}: {loc}: {msg}") from None
+        table: dict[TableKey, float] = {}
+        for raw_type, entries in parsed.items():
+            multi_node = raw_type.endswith(UNCONSOLIDATED_SUFFIX)
+            base = raw_type[: -len(UNCONSOLIDATED_SUFFIX)] if multi_node else raw_type
             gtype = canonical_gpu(base, field=f"{source}: {raw_type}")
-            if not isinstance(entries, Mapping):
-                raise InputError(f"{source}: {raw_type}: expected an object of job keys")
-            for key, value in entries.items():
+            for key, rate in entries.items():
                 job_type, w = _parse_key(key, f"{source}: {raw_type}")
-                rate = value.get("null") if isinstance(value, Mapping) else value
-                if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate < math.inf:
-                    # checked here too, so that the message names the file's own key
-                    raise InputError(
-                        f"{source}: {raw_type}: {key}: throughput must be finite and >= 0 (got {rate!r})"
-                    )
-                table[TableKey(job_type, gtype, w, not multi_node)] = float(rate)
+                table[TableKey(job_type, gtype, w, not multi_node)] = rate
         if not table:
             raise InputError(f"{source}: no throughput measurements found")
         return cls(table, source=source)
@@ -188,6 +192,22 @@ class GavelThroughputTable(ThroughputModel):
 
     def describe(self, job: Job, cluster: Cluster) -> str:
         return f"measured ({self.source})"
+
+
+def _measurement(value: Any) -> Any:
+    """Gavel's ``{"null": rate, <co-location keys>...}`` entry (or a bare rate) -> the rate, checked:
+    finite, and 0 (cannot run) or within [MIN_THROUGHPUT, MAX_THROUGHPUT] steps/s."""
+    rate = value.get("null") if isinstance(value, Mapping) else value
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate < math.inf:
+        raise ValueError(f"throughput must be finite and >= 0 (got {rate!r})")
+    if rate != 0 and not MIN_THROUGHPUT <= rate <= MAX_THROUGHPUT:
+        raise ValueError(f"throughput must be 0 or within [{MIN_THROUGHPUT:g}, {MAX_THROUGHPUT:g}] steps/s "
+                         f"(got {rate!r})")
+    return float(rate)
+
+
+ThroughputFile = RootModel[dict[str, dict[str, Annotated[float, BeforeValidator(_measurement)]]]]
+"""Gavel's ``simulation_throughputs.json``: GPU type -> ``"('Job type', W)"`` -> measurement."""
 
 
 def _parse_key(key: str, where: str) -> tuple[str, int]:

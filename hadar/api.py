@@ -24,9 +24,10 @@ import pandas as pd
 from hadar.errors import InputError
 from hadar.policy import Policy
 from hadar.policy_options import policy_with_options
-from hadar.scenario import ClusterLike, TableLike, WorkloadLike, load_scenario
+from hadar.scenario import ClusterLike, TableLike, WorkloadLike, check_round, load_scenario
 from hadar.simulator import SimConfig
 from hadar.simulator import simulate as run_simulator
+from hadar.simulator.engine import DEFAULT_HORIZON_S
 from hadar.simulator.metrics import comparison_rows, summarize
 from hadar.simulator.output import result_frames, write_result
 from hadar.simulator.records import SimulationResult
@@ -69,23 +70,27 @@ def simulate(cluster: ClusterLike = "sim-60gpu", workload: WorkloadLike = "phill
              size: str = "paper", round_length: float = DEFAULT_ROUND_S,
              restart_penalty: float = DEFAULT_RESTART_PENALTY_S,
              policy_options: Mapping[str, str] | None = None, gavel_compatible: bool = False,
-             progress: bool = False) -> Simulation:
+             progress: bool = False, horizon_s: float = DEFAULT_HORIZON_S) -> Simulation:
     """Replay ``workload`` on ``cluster`` under ``policy`` (deterministic for a given ``seed``).
 
     ``policy_options`` are the ``--policy-opt`` knobs as strings (``{"utility": "sigmoid"}``);
-    ``gavel_compatible`` runs as Gavel's own simulator does (``docs/baselines.md``)."""
+    ``gavel_compatible`` runs as Gavel's own simulator does (``docs/baselines.md``). A workload
+    that cannot finish within ``horizon_s`` seconds of simulated time is an InputError."""
     if isinstance(policy, Policy):
         if policy_options or gavel_compatible:
             raise InputError("policy_options and gavel_compatible need a policy name, not a Policy object")
         chosen = policy
     else:
         chosen = policy_with_options(policy, policy_options)  # a bad name or knob fails before any loading
-    c, jobs, throughput = load_scenario(cluster, workload, throughputs, seed=seed, size=size)
-    config = SimConfig(round_length=round_length, restart_penalty=restart_penalty, progress=progress)
+    check_round(round_length, restart_penalty)
+    c, jobs, throughput = load_scenario(cluster, workload, throughputs, seed=seed, size=size, horizon_s=horizon_s)
+    config = SimConfig(round_length=round_length, restart_penalty=restart_penalty, progress=progress,
+                       horizon_s=horizon_s)
     if gavel_compatible:
         from hadar.simulator.gavel_mode import setup
 
-        chosen, config, throughput = setup(str(policy), throughput, round_length, policy_options, progress=progress)
+        chosen, config, throughput = setup(str(policy), throughput, round_length, policy_options, progress=progress,
+                                           horizon_s=horizon_s)
     result = run_simulator(c, jobs, chosen, throughput, config)
     summary = summarize(result)
     if isinstance(policy, str):

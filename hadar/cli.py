@@ -1,6 +1,8 @@
 """The ``hadar`` command line. Each sub-command lives in ``hadar/commands/<name>.py`` and exposes
 ``register(subparsers)``; this module only wires them and turns HadarErrors into one-line
-messages with their exit code (2 for bad input), never a traceback (unless ``--debug``)."""
+messages with their exit code (2 for bad input), never a traceback (unless ``--debug``). Usage
+errors (an unknown flag, a value its ``type=`` refuses) are one line too, not argparse's usage
+block."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from collections.abc import Iterator
 from typing import NoReturn
 
 from hadar.commands.options import DefaultsHelpFormatter, add_global_args
-from hadar.errors import HadarError
+from hadar.errors import HadarError, InputError
 
 COMMAND_MODULES = [
     "hadar.commands.simulate",
@@ -29,15 +31,22 @@ COMMAND_MODULES = [
 """Modules that contribute sub-commands (order = order in ``hadar --help``)."""
 
 
-class HadarParser(argparse.ArgumentParser):
-    """A parser whose usage errors are one line, like every other bad input (exit 2)."""
+class UsageError(InputError):
+    """A command line argparse refused (exit code 2, like every bad input)."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line naming the command, raised as
+    :class:`UsageError` instead of printing the usage block and exiting (sub-command parsers
+    inherit the class)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        command = self.prog.partition(" ")[2]
+        raise UsageError(f"{command + ': ' if command else ''}{message} (see: {self.prog} --help)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = HadarParser(
+    parser = OneLineParser(
         prog="hadar",
         description="Heterogeneity-aware scheduling of deep-learning training jobs (Hadar/HadarE).",
         formatter_class=DefaultsHelpFormatter,
@@ -66,22 +75,38 @@ def sub_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentPa
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; returns its exit code (0 ok, 2 bad input, 3 unreachable node)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    level = "debug" if args.debug else args.log_level
-    logging.basicConfig(level=level.upper(), format="%(levelname)s %(name)s: %(message)s", force=True)
-    if level != "debug":  # paramiko logs every failed handshake with a traceback; hadar reports it in one line
-        logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+    args = argparse.Namespace(debug=False)
     try:
+        try:
+            args, extras = parser.parse_known_args(argv)
+        except SystemExit as exc:  # --help exits through argparse
+            return exc.code if isinstance(exc.code, int) else 0
+        if extras:  # named after the sub-command, whose --help lists what it takes
+            raise UsageError(f"{args.command}: unrecognized arguments: {' '.join(extras)} "
+                             f"(see: hadar {args.command} --help)")
+        level = "debug" if args.debug else args.log_level
+        logging.basicConfig(level=level.upper(), format="%(levelname)s %(name)s: %(message)s", force=True)
+        if level != "debug":  # paramiko logs every failed handshake with a traceback; hadar reports it in one line
+            logging.getLogger("paramiko").setLevel(logging.CRITICAL)
         return int(args.func(args) or 0)
     except HadarError as exc:
-        if args.debug:
+        if getattr(args, "debug", False):
             traceback.print_exc()
-        print(f"hadar: error: {exc}", file=sys.stderr)
+        print(f"hadar: error: {_one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("hadar: interrupted", file=sys.stderr)
         return 130
+
+
+def _one_line(message: str) -> str:
+    """The message on one printable line: text quoted from a file or the command line may hold
+    newlines or other control characters, which are shown escaped (``\\n``, ``\\x0c``)."""
+    if message.isprintable():
+        return message
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in message)
 
 
 if __name__ == "__main__":

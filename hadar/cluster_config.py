@@ -37,15 +37,22 @@ from estimators.user_gpus import resolve_gpu_types
 from hadar.cluster import Cluster, Node
 from hadar.errors import InputError
 from hadar.safe_paths import check_safe_name
-from hadar.validation import from_validation_error, load_yaml
+from hadar.validation import (
+    MAX_GPUS_PER_NODE,
+    MAX_NODES,
+    from_validation_error,
+    load_yaml,
+)
 
 PROVIDERS = ("simulated", "local", "ssh", "aws")
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
+"""Cluster and node names: they become file, directory and tag names (letters, digits, ``.-_``)."""
 
 
 class _NodeSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    name: str = Field(min_length=1)
+    name: str = Field(pattern=NAME_PATTERN)
     count: int = 1
     gpus: dict[str, int]
     pcie_gen: int = Field(default=3, ge=1, le=6)
@@ -54,7 +61,7 @@ class _NodeSpec(BaseModel):
     user: str | None = None
     identity_file: str | None = None
     instance_type: str | None = None
-    speed_factor: float = Field(default=1.0, gt=0.0, le=1.0)
+    speed_factor: float = Field(default=1.0, ge=0.001, le=1.0)
     emulate: bool | None = None
     gpu_indices: dict[str, list[int]] | None = None
 
@@ -63,8 +70,8 @@ class _NodeSpec(BaseModel):
     @field_validator("count")
     @classmethod
     def _count_positive(cls, v: int) -> int:
-        if v < 1:
-            raise ValueError(f"must be a positive integer (got {v})")
+        if not 1 <= v <= MAX_NODES:
+            raise ValueError(f"must be a positive integer of at most {MAX_NODES:,} nodes (got {v})")
         return v
 
     @field_validator("gpus")
@@ -80,6 +87,8 @@ class _NodeSpec(BaseModel):
                 raise ValueError(str(exc)) from None
             if not isinstance(count, int) or isinstance(count, bool) or count < 1:
                 raise ValueError(f"{name}: GPU count must be a positive integer (got {count!r})")
+            if count > MAX_GPUS_PER_NODE:
+                raise ValueError(f"{name}: at most {MAX_GPUS_PER_NODE} GPUs of a type per node (got {count})")
             out[gid] = out.get(gid, 0) + count
         return out
 
@@ -123,9 +132,9 @@ class _NodeSpec(BaseModel):
 
 
 class _ClusterSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    name: str = Field(min_length=1)
+    name: str = Field(pattern=NAME_PATTERN)
     provider: Literal["simulated", "local", "ssh", "aws"] = "simulated"
     description: str | None = None
     gpu_types: dict[str, Any] | str | None = None
@@ -150,6 +159,9 @@ def cluster_from_dict(
         spec = _ClusterSpec.model_validate(data)
     except ValidationError as exc:
         raise from_validation_error(source, exc) from None
+    total = sum(ns.count for ns in spec.nodes)
+    if total > MAX_NODES:
+        raise InputError(f"{source}: nodes: {total:,} nodes; at most {MAX_NODES:,} are accepted")
     nodes: list[Node] = []
     for ns in spec.nodes:
         names = [ns.name] if ns.count == 1 else [f"{ns.name}-{i}" for i in range(ns.count)]

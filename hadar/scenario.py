@@ -12,8 +12,9 @@ from pathlib import Path
 from estimators.throughput import GavelThroughputTable, ThroughputModel
 from hadar.cluster import Cluster
 from hadar.cluster_config import load_cluster
+from hadar.errors import InputError
 from hadar.jobs import Job
-from hadar.workloads import load_workload, validate_workload
+from hadar.workloads import check_horizon, load_workload, validate_workload
 
 ClusterLike = Cluster | str | Path
 """A :class:`Cluster`, a cluster YAML path, or a bundled name like ``"sim-60gpu"``."""
@@ -31,9 +32,10 @@ def load_table(path: TableLike) -> GavelThroughputTable:
 
 
 def load_scenario(cluster: ClusterLike, workload: WorkloadLike, throughputs: TableLike = None, seed: int = 0,
-                  size: str = "paper") -> tuple[Cluster, list[Job], ThroughputModel]:
+                  size: str = "paper", horizon_s: float | None = None) -> tuple[Cluster, list[Job], ThroughputModel]:
     """Cluster, validated jobs and the throughput model the jobs need on that cluster. Bad input
-    is one :class:`~hadar.errors.InputError` line naming the file and field."""
+    is one :class:`~hadar.errors.InputError` line naming the file and field; with ``horizon_s``, so
+    is a workload no policy could finish within that much simulated time."""
     c = cluster if isinstance(cluster, Cluster) else load_cluster(cluster)
     table = load_table(throughputs)
     if isinstance(workload, (str, Path)):
@@ -43,7 +45,16 @@ def load_scenario(cluster: ClusterLike, workload: WorkloadLike, throughputs: Tab
         source, jobs = "jobs", list(workload)
     throughput = throughput_for(jobs, c, table)
     validate_workload(jobs, c, throughput, source=source, table=table)
+    if horizon_s is not None:
+        check_horizon(jobs, c, throughput, horizon_s, source=source)
     return c, jobs, throughput
+
+
+def check_round(round_length: float | None, restart_penalty: float) -> None:
+    """A restart penalty as long as a round would leave a restarted job no time to progress."""
+    if round_length is not None and restart_penalty >= round_length:
+        raise InputError(f"--restart-penalty: {restart_penalty:g} s must be shorter than a round "
+                         f"(--round {round_length:g} s), else a restarted job never progresses")
 
 
 def throughput_for(jobs: Sequence[Job], cluster: Cluster, table: GavelThroughputTable) -> ThroughputModel:

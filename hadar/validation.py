@@ -1,15 +1,87 @@
-"""Turn pydantic and YAML/JSON parse errors into one-line InputErrors naming the file and field."""
+"""The input boundary's shared pieces: limits on magnitudes, reading a text file safely, and
+turning pydantic and YAML/JSON parse errors into one-line InputErrors naming the file and field.
+
+Every number a file or flag gives must be finite and within the limits below (docs/inputs.md);
+they reject values no real cluster or workload has, long before they could overflow, exhaust
+memory or keep a simulation running for ever.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BeforeValidator, ValidationError
 
 from hadar.errors import InputError
+
+MAX_FILE_BYTES = 256 * 2**20
+"""Largest input file read (cluster, job list, trace, throughputs): 256 MiB."""
+MAX_YAML_VALUES = 5_000_000
+"""Values a YAML file may expand to through aliases (a "billion laughs" file expands to 10^9)."""
+MAX_SEED = 2**63 - 1
+MAX_JOB_ID = 2**63 - 1
+"""Job ids are stored as SQLite INTEGERs (64-bit signed)."""
+MAX_JOBS = 100_000
+"""Jobs in one workload (``philly-N``, a job list or a trace)."""
+MAX_GPUS_PER_NODE = 1024
+"""GPUs of one type on one node (the largest real servers hold 16)."""
+MAX_GANG_GPUS = 65_536
+"""GPUs one job may ask for."""
+MAX_NODES = 100_000
+"""Nodes in one cluster file (after ``count`` expansion)."""
+MAX_STEPS = 1e12
+"""Total steps of one job (real training runs take at most millions)."""
+MAX_SECONDS = 10 * 365 * 86400.0
+"""Largest time a file may give (an arrival): ten years, in seconds."""
+MAX_WEIGHT = 1e6
+"""Largest job priority weight."""
+MIN_THROUGHPUT, MAX_THROUGHPUT = 1e-6, 1e9
+"""A measured throughput is 0 (cannot run) or within these bounds, in steps/s."""
+
+
+def bounded(lo: float, hi: float, *, lo_open: bool = False, integer: bool = False, unit: str = "") -> Any:
+    """A pydantic field type for a number read from a file: a number or numeric text, finite,
+    ``lo <= v <= hi`` (``lo < v`` with ``lo_open``), whole with ``integer``. Its messages read
+    ``must be an integer >= 1 (got '0')``, ``not a finite number ('inf')``, ``must be <= 1e+12 steps``."""
+    kind = "an integer " if integer else ""
+    suffix = f" {unit}" if unit else ""
+
+    def check(value: Any) -> float | int:
+        raw = value
+        if isinstance(value, str):
+            try:
+                value = float(value.strip())
+            except ValueError:
+                raise ValueError(f"not a number (got {raw!r})") from None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"must be a number (got {raw!r})")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"not a finite number (got {raw!r})")
+        if lo_open and not value > lo:
+            raise ValueError(f"must be {kind}> {lo:g}{suffix} (got {raw!r})")
+        if not lo_open and not value >= lo:
+            raise ValueError(f"must be {kind}>= {lo:g}{suffix} (got {raw!r})")
+        if value > hi:
+            raise ValueError(f"must be {kind}<= {hi:g}{suffix} (got {raw!r})")
+        if integer and value != int(value):
+            raise ValueError(f"must be {kind}>= {lo:g}{suffix} (got {raw!r})")
+        return int(value) if integer else float(value)
+
+    return Annotated[int if integer else float, BeforeValidator(check)]
+
+
+Steps = bounded(0, MAX_STEPS, lo_open=True, unit="steps")
+"""A job's total steps in a file."""
+Seconds = bounded(0, MAX_SECONDS, unit="s")
+"""A time in a file (an arrival), in seconds."""
+Weight = bounded(0, MAX_WEIGHT, lo_open=True)
+"""A job's priority weight."""
+GangGpus = bounded(1, MAX_GANG_GPUS, integer=True, unit="GPUs")
+"""The GPUs one job asks for."""
 
 
 def field_path(loc: tuple[Any, ...]) -> str:
@@ -35,21 +107,84 @@ def from_validation_error(source: str, exc: ValidationError) -> InputError:
         msg = "missing required field"
     elif err["type"] == "extra_forbidden":
         msg = "unknown field"
+    elif err["type"] == "string_pattern_mismatch":
+        msg = "must be 1-63 letters, digits, '.', '-' or '_', starting with a letter or digit"
+    value = err.get("input")
+    if err["type"] not in ("missing", "extra_forbidden") and isinstance(value, (int, float, str)) \
+            and "got " not in msg:
+        shown = repr(value)
+        msg += f" (got {shown[:40] + '...' if len(shown) > 40 else shown})"
     return InputError(f"{source}: {field_path(tuple(err['loc']))}: {msg}")
 
 
-def load_yaml(path: str | Path, what: str) -> Any:
-    """Parse a YAML file, raising one-line InputErrors for missing files and syntax errors."""
+def read_text(path: str | Path, what: str) -> str:
+    """A text file's contents: InputError when it is missing, not a regular file, larger than
+    :data:`MAX_FILE_BYTES`, unreadable or not UTF-8 (``what`` names it: "cluster file")."""
     p = Path(path)
     if not p.is_file():
-        raise InputError(f"{p}: {what} file not found")
+        raise InputError(f"{p}: {what} not found" if not p.exists() else f"{p}: {what} is not a regular file")
     try:
-        data = yaml.safe_load(p.read_text())
+        size = p.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise InputError(f"{p}: {what} is {size / 2**20:.0f} MiB; at most {MAX_FILE_BYTES // 2**20} MiB is read")
+        return p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{p}: not a UTF-8 text file (byte {exc.start} is 0x{exc.object[exc.start]:02x})") from None
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read {what}: {exc.strerror or exc}") from None
+
+
+class _CountingLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, counting the aliases (``*name``) the document uses."""
+
+    aliases = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+        return super().compose_node(parent, index)
+
+
+def _expanded_size_at_most(data: Any, budget: int) -> bool:
+    """Whether ``data`` has at most ``budget`` values once shared references (YAML aliases) are
+    counted each time they occur; stops counting at the budget."""
+    stack, seen = [data], 0
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > budget:
+            return False
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return True
+
+
+def load_yaml(path: str | Path, what: str) -> Any:
+    """Parse a YAML file, raising one-line InputErrors for missing files, syntax errors, numbers
+    too long to convert and alias bombs (aliases expanding to more than MAX_YAML_VALUES values)."""
+    p = Path(path)
+    text = read_text(p, f"{what} file")
+    loader = None
+    try:
+        loader = _CountingLoader(text)  # its reader refuses control characters already
+        data = loader.get_single_data()
+    except RecursionError:
+        raise InputError(f"{p}: malformed YAML: nested too deeply") from None
+    except ValueError as exc:  # int("9" * 5000): Python's limit on digits
+        raise InputError(f"{p}: malformed YAML: {str(exc).split(';')[0]}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise InputError(f"{p}: malformed YAML{at}: {problem}") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+    if loader.aliases and not _expanded_size_at_most(data, MAX_YAML_VALUES):
+        raise InputError(f"{p}: YAML aliases expand to more than {MAX_YAML_VALUES:,} values")
     if not isinstance(data, dict):
         raise InputError(f"{p}: expected a mapping at the top level of the {what} file")
     return data
@@ -57,12 +192,15 @@ def load_yaml(path: str | Path, what: str) -> Any:
 
 def load_json(path: str | Path, what: str) -> Any:
     """Parse a JSON file, raising one-line InputErrors for a missing file (``<path>: <what> not
-    found``) and syntax errors. Bytes that are not text raise UnicodeDecodeError, which callers
-    name in their own words."""
+    found``), bytes that are not UTF-8 text and syntax errors."""
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{p}: {what} not found")
+    text = read_text(p, what)
     try:
-        return json.loads(p.read_text())
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{p}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
+        return json.loads(text)
+    except RecursionError:
+        raise InputError(f"{p}: malformed JSON: nested too deeply") from None
+    except ValueError as exc:  # int("9" * 5000): Python's limit on digits
+        if isinstance(exc, json.JSONDecodeError):
+            raise InputError(f"{p}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
+        raise InputError(f"{p}: malformed JSON: {str(exc).split(';')[0]}") from None
+

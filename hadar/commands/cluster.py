@@ -12,6 +12,7 @@ from pathlib import Path
 
 from hadar.cluster import Cluster
 from hadar.cluster_config import load_cluster
+from hadar.commands import argtypes
 from hadar.errors import InputError
 from hadar.extras import require
 
@@ -33,12 +34,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument(
         "--out",
         metavar="FILE",
+        type=argtypes.out_file,
         help="SSH cluster file to write (default: ./<cluster name>-ssh.yaml)",
     )
     up.add_argument("--no-wait-ssh", action="store_true", help="do not wait for SSH to answer")
     up.add_argument(
         "--ssh-wait-timeout",
-        type=float,
+        type=argtypes.seconds(0, 86400, lo_open=True),
         metavar="S",
         help="seconds to wait for SSH (default: aws.ssh_wait_timeout_s)",
     )

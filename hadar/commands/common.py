@@ -8,8 +8,11 @@ from collections.abc import Sequence
 from estimators.throughput import EstimatedCell, ThroughputModel
 from hadar import scenario
 from hadar.cluster import Cluster
+from hadar.commands import argtypes
 from hadar.commands.options import add_restart_penalty_arg, add_round_arg, add_size_arg
 from hadar.jobs import Job
+from hadar.simulator.engine import DEFAULT_HORIZON_S
+from hadar.validation import MAX_SECONDS
 
 
 def add_scenario_args(p: argparse.ArgumentParser, default_cluster: str = "sim-60gpu",
@@ -20,10 +23,14 @@ def add_scenario_args(p: argparse.ArgumentParser, default_cluster: str = "sim-60
                    help="philly-N, philly-N-arrivals, M-1..M-12, or a .csv/.yaml job list (default: %(default)s)")
     p.add_argument("--throughputs", default=None,
                    help="throughputs JSON in Gavel's schema (default: Gavel's bundled measurements)")
-    p.add_argument("--seed", type=int, default=0, help="workload sampling seed (default: %(default)s)")
+    p.add_argument("--seed", type=argtypes.seed, default=0, help="workload sampling seed (default: %(default)s)")
     add_size_arg(p)
     add_round_arg(p)
     add_restart_penalty_arg(p)
+    p.add_argument("--horizon", dest="horizon_s", type=argtypes.seconds(1, MAX_SECONDS, units=True),
+                   default=DEFAULT_HORIZON_S,
+                   help="simulated time by which every job must have finished, in seconds or with a unit "
+                        "(90m, 36h, 30d); a workload that cannot finish by then is an error (default: %(default)s, 365 days)")
 
 
 def add_policy_opt_arg(p: argparse.ArgumentParser, per_policy: bool = False) -> None:
@@ -47,6 +54,8 @@ def estimates_note(cells: Sequence[EstimatedCell], limit: int = 6) -> str | None
 
 def load_scenario(args: argparse.Namespace) -> tuple[Cluster, list[Job], ThroughputModel]:
     """:func:`hadar.scenario.load_scenario` from the scenario flags (``--cluster``, ``--workload``,
-    ``--throughputs``, ``--seed``, and ``--size`` where the command has it)."""
+    ``--throughputs``, ``--seed``, ``--size``, ``--round``, ``--restart-penalty`` and ``--horizon``
+    where the command has them)."""
+    scenario.check_round(getattr(args, "round_length", None), getattr(args, "restart_penalty", 0.0))
     return scenario.load_scenario(args.cluster, args.workload, args.throughputs, seed=args.seed,
-                                  size=getattr(args, "size", "paper"))
+                                  size=getattr(args, "size", "paper"), horizon_s=getattr(args, "horizon_s", None))

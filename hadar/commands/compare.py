@@ -43,11 +43,13 @@ from hadar.policy import POLICY_REGISTRY, RoundContext
 from hadar.policy_options import build_config, parse_pairs, policy_with_options
 from hadar.simulator.metrics import comparison_rows
 from hadar.sweep import default_workers, run_cells
+from hadar.validation import MAX_JOBS
 
 DEFAULT_POLICIES = "hadar,gavel,tiresias,yarn-cs"
 DECISION_SIZES = (32, 64, 128, 256, 512, 1024, 2048)
 DECISION_POLICIES = ("hadar", "gavel")
-SCENARIO_KEYS = ("cluster", "workload", "throughputs", "seed", "size", "round_length", "restart_penalty")
+SCENARIO_KEYS = ("cluster", "workload", "throughputs", "seed", "size", "round_length", "restart_penalty",
+                 "horizon_s")
 
 
 def _hours(v: float) -> str:
@@ -193,8 +195,8 @@ def parse_sizes(text: str) -> list[int]:
         sizes = [int(s) for s in text.split(",") if s.strip()]
     except ValueError:
         raise InputError(f"--decision-sizes: expected comma-separated integers (got {text!r})") from None
-    if any(s < 1 for s in sizes):
-        raise InputError("--decision-sizes: sizes must be >= 1")
+    if any(not 1 <= s <= MAX_JOBS for s in sizes):
+        raise InputError(f"--decision-sizes: sizes must be whole numbers of jobs in [1, {MAX_JOBS}] (got {text!r})")
     return sizes
 
 

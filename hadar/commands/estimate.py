@@ -14,8 +14,9 @@ from estimators.error_report import (
 )
 from estimators.gpu_catalogue import canonical_gpu
 from estimators.pmi import PmiParams
-from estimators.throughput import GavelThroughputTable
+from hadar.commands import argtypes
 from hadar.errors import InputError
+from hadar.scenario import load_table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--holdout", default=",".join(HOLDOUTS), metavar="LIST",
                    help="comma-separated hold-outs (default: %(default)s, all of them)")
     p.add_argument("--variants", action="store_true", help="also score a few PMI variants (TFLOPS choice, exponent)")
-    p.add_argument("--out", metavar="DIR", help="write estimate_error_cells.csv, _summary.csv and .json here")
+    p.add_argument("--out", metavar="DIR", type=argtypes.out_dir, help="write estimate_error_cells.csv, _summary.csv and .json here")
     p.set_defaults(func=run)
 
 
@@ -43,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     bad = [h for h in holdouts if h not in HOLDOUTS]
     if bad or not holdouts:
         raise InputError(f"--holdout: unknown hold-out {bad[0] if bad else ''!r} (choose from {', '.join(HOLDOUTS)})")
-    table = _load_table(args.throughputs)
+    table = load_table(args.throughputs)
     if args.out:
         make_out_dir(args.out)
     report = build_report(table, params, holdouts)
@@ -54,12 +55,3 @@ def run(args: argparse.Namespace) -> int:
         paths = write_outputs(report, args.out, variants)
         console.print("wrote " + ", ".join(str(p) for p in paths))
     return 0
-
-
-def _load_table(path: str | None) -> GavelThroughputTable:
-    if path is None:
-        return GavelThroughputTable.bundled()
-    try:
-        return GavelThroughputTable.from_file(path)
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not a UTF-8 text file") from None

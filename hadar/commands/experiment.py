@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from rich.console import Console
 
+from hadar.commands import argtypes
 from hadar.commands.common import add_policy_opt_arg
 from hadar.commands.options import (
     add_alias,
@@ -32,6 +33,7 @@ from hadar.experiments import grid, load_sweep, report, tables
 from hadar.experiments.grid import DEFAULT_CLUSTERS, DEFAULT_MIXES, DEFAULT_POLICIES, DEFAULT_SLOTS
 from hadar.extras import plots_missing_note
 from hadar.sweep import default_workers
+from hadar.validation import MAX_JOBS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -69,7 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="input job rates in jobs/hour (default: %(default)s)")
     ls.add_argument("--policies", default=",".join(load_sweep.DEFAULT_POLICIES), help="policies (default: %(default)s)")
     ls.add_argument("--seeds", default="0", help="workload seeds, comma-separated (default: %(default)s)")
-    ls.add_argument("--num-jobs", type=int, default=load_sweep.DEFAULT_JOBS, metavar="N",
+    ls.add_argument("--num-jobs", type=argtypes.count(2, MAX_JOBS, "jobs"), default=load_sweep.DEFAULT_JOBS, metavar="N",
                     help="jobs per trace (default: %(default)s)")
     ls.add_argument("--window", default="{}:{}".format(*load_sweep.DEFAULT_WINDOW), metavar="A:B",
                     help="measure jobs A..B-1 by arrival order (default: %(default)s)")

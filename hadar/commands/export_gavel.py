@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from hadar.commands import argtypes
 from hadar.scenario import load_table
 from hadar.workloads import load_workload
 from hadar.workloads.gavel_trace import check_in_table, gavel_steps, write_trace
@@ -16,8 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "Gavel's own simulator. Every (job type, GPU count) must be in the throughputs table, since "
                     "Gavel cannot replay a job without one.")
     p.add_argument("--workload", default="philly-480", help="workload to export (default: %(default)s)")
-    p.add_argument("--out", required=True, metavar="FILE", help="trace file to write")
-    p.add_argument("--seed", type=int, default=0, help="workload sampling seed (default: %(default)s)")
+    p.add_argument("--out", required=True, metavar="FILE", type=argtypes.out_file, help="trace file to write")
+    p.add_argument("--seed", type=argtypes.seed, default=0, help="workload sampling seed (default: %(default)s)")
     p.add_argument("--throughputs", default=None,
                    help="throughputs JSON in Gavel's schema (default: Gavel's bundled measurements)")
     p.set_defaults(func=run)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from hadar.cluster import Cluster, Node
 from hadar.cluster_config import load_cluster
+from hadar.commands import argtypes
 from hadar.errors import InputError, UnreachableNodeError
 from hadar.runtime.gpu_inventory import GpuReport, NodeGpus, gpu_report, number_nodes
 
@@ -44,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     c.add_argument(
         "--timeout",
-        type=float,
+        type=argtypes.seconds(0, 86400, lo_open=True),
         default=60.0,
         metavar="S",
         help="per-node probe timeout in seconds (default: %(default)s)",

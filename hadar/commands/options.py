@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hadar.commands import argtypes
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -29,6 +31,8 @@ SIM_SIZE = "paper"
 RUN_SIZE = "tiny"
 """Mixes at the tiny size for real training on CPUs."""
 LOG_LEVELS = ("debug", "info", "warning", "error")
+WORKERS = argtypes.count(1, 256, "processes")
+"""``--workers``: parallel processes."""
 
 
 class DefaultsHelpFormatter(argparse.HelpFormatter):
@@ -89,26 +93,15 @@ def add_alias(
     )
 
 
-def positive(text: str) -> float:
-    """argparse type: a positive number."""
-    v = float(text)
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"must be positive (got {text})")
-    return v
-
-
-def non_negative(text: str) -> float:
-    """argparse type: a number >= 0."""
-    v = float(text)
-    if not v >= 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0 (got {text})")
-    return v
-
-
 def add_round_arg(
     p: argparse.ArgumentParser, default: float = SIM_ROUND_S, old: str | None = None
 ) -> None:
     """``--round SECONDS`` (dest ``round_length``); ``old`` is a deprecated spelling kept working."""
+    round_type = (
+        argtypes.seconds(0, argtypes.DAY, lo_open=True)
+        if default == RUN_ROUND_S
+        else argtypes.seconds(1, 7 * argtypes.DAY)
+    )
     where = (
         f"in wall-clock seconds of training; the simulator's rounds default to {SIM_ROUND_S:g}"
         if default == RUN_ROUND_S
@@ -117,13 +110,13 @@ def add_round_arg(
     p.add_argument(
         "--round",
         dest="round_length",
-        type=positive,
+        type=round_type,
         default=default,
         metavar="SECONDS",
         help=f"round length {where} (default: %(default)s)",
     )
     if old:
-        add_alias(p, old, "--round", "round_length", positive)
+        add_alias(p, old, "--round", "round_length", round_type)
 
 
 def add_restart_penalty_arg(
@@ -137,7 +130,7 @@ def add_restart_penalty_arg(
     (so that ``--resume`` can tell a repeated value from the default), ``default`` is shown."""
     p.add_argument(
         "--restart-penalty",
-        type=non_negative,
+        type=argtypes.seconds(0, argtypes.DAY),
         default=None if unset else default,
         metavar="SECONDS",
         help=f"{what}, in seconds (default: {default})",
@@ -161,12 +154,12 @@ def add_workers_arg(p: argparse.ArgumentParser, default_text: str) -> None:
     """``--workers N`` (parallel processes); the old ``--jobs`` stays as a hidden alias."""
     p.add_argument(
         "--workers",
-        type=int,
+        type=WORKERS,
         default=None,
         metavar="N",
         help=f"parallel processes (default: {default_text}; 1 = one by one)",
     )
-    add_alias(p, "--jobs", "--workers", "workers", int)
+    add_alias(p, "--jobs", "--workers", "workers", WORKERS)
 
 
 def add_policy_arg(p: argparse.ArgumentParser, default: str) -> None:
@@ -188,6 +181,7 @@ def add_out_arg(p: argparse.ArgumentParser, stem: str) -> None:
     p.add_argument(
         "--out",
         default=None,
+        type=argtypes.out_dir,
         metavar="DIR",
         help=f"output directory (default: a new out/{stem}-YYYYmmdd-HHMMSS; "
         "an existing --out is replaced, and the command says so)",

@@ -10,6 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from hadar.commands import argtypes
 from hadar.commands.common import add_policy_opt_arg, estimates_note
 from hadar.commands.options import (
     RUN_ROUND_S,
@@ -19,7 +20,6 @@ from hadar.commands.options import (
     add_restart_penalty_arg,
     add_round_arg,
     add_size_arg,
-    non_negative,
 )
 from hadar.errors import HadarError, InputError
 from hadar.extras import plots_missing_note, require
@@ -39,10 +39,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_policy_arg(p, "hadare")
     add_policy_opt_arg(p)
     add_round_arg(p, RUN_ROUND_S, old="--slot")
-    p.add_argument("--grace", type=float, default=20.0, help="seconds past the round before a copy counts as hung")
-    p.add_argument("--seed", type=int, default=0, help="workload and training seed (default: %(default)s)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads per worker (default: %(default)s)")
-    p.add_argument("--out", help="run directory (default: runs/<policy>-<time>)")
+    p.add_argument("--grace", type=argtypes.seconds(0, argtypes.DAY), default=20.0, help="seconds past the round before a copy counts as hung")
+    p.add_argument("--seed", type=argtypes.seed, default=0, help="workload and training seed (default: %(default)s)")
+    p.add_argument("--threads", type=argtypes.count(1, 1024, "threads"), default=1, help="torch threads per worker (default: %(default)s)")
+    p.add_argument("--out", type=argtypes.out_dir, help="run directory (default: runs/<policy>-<time>)")
     p.add_argument("--resume", metavar="RUNDIR", help="continue the run in RUNDIR after a crash or Ctrl-C")
     p.add_argument("--no-eval", action="store_true", help="do not score finished models on held-out data")
     p.add_argument("--no-live", action="store_true", help="one line per round instead of the live view")
@@ -55,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_restart_penalty_arg(p, RuntimeKnobs.restart_penalty_s, unset=True,
                             what="what policies assume a restart costs on real nodes, fixed for a run "
                             f"(the simulator charges {SIM_RESTART_PENALTY_S:g})")
-    p.add_argument("--aggregation-overhead", type=non_negative, default=None, metavar="SECONDS",
+    p.add_argument("--aggregation-overhead", type=argtypes.seconds(0, argtypes.DAY), default=None, metavar="SECONDS",
                    help="what HadarE assumes averaging costs per round, fixed for a run, in seconds "
                         f"(default: {RuntimeKnobs.aggregation_overhead_s})")
     p.add_argument("--keep-checkpoints", type=int, default=2, metavar="K",

@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     sim = api.simulate(args.cluster, args.workload, args.policy, throughputs=args.throughputs, seed=args.seed,
                        size=args.size, round_length=args.round_length, restart_penalty=args.restart_penalty,
                        policy_options=parse_pairs(args.policy_opt), gavel_compatible=args.gavel_compatible,
-                       progress=not args.no_progress)
+                       progress=not args.no_progress, horizon_s=args.horizon_s)
     note = estimates_note(sim.records.estimated_cells)
     if note:
         Console(stderr=True).print(note, style="yellow", highlight=False, soft_wrap=True)

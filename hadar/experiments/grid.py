@@ -107,8 +107,8 @@ def parse_slots(text: str, option: str = "--rounds") -> tuple[float, ...]:
             v = float(s)
         except ValueError:
             raise InputError(f"{option}: {s!r} is not a number of seconds") from None
-        if not v > 0 or v == float("inf"):
-            raise InputError(f"{option}: slot times must be positive (got {s})")
+        if not 1 <= v <= 7 * 86400:
+            raise InputError(f"{option}: slot times must be positive, from 1 s to 7 days (got {s})")
         out.append(v)
     if len(set(out)) != len(out):
         raise InputError(f"{option}: a slot time is given twice")

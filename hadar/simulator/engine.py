@@ -18,6 +18,10 @@ Semantics (also in docs/hadar.md, section Simulator):
   next arrival. Rounds are numbered consecutively (0, 1, 2, ...): an idle gap between two rounds
   is visible in their times, never as a missing round index, and does not count against
   ``max_rounds`` (which bounds decision rounds).
+* A simulation stops with :class:`SimulationLimitError` (a one-line error, exit code 2) when
+  simulated time reaches ``horizon_s`` or ``max_rounds`` rounds have run with jobs unfinished,
+  instead of running for ever (e.g. a job of 1e30 steps), and when the policy leaves the cluster
+  idle for ``stall_rounds`` rounds while jobs wait (it cannot place them).
 """
 
 from __future__ import annotations
@@ -28,16 +32,24 @@ from dataclasses import asdict, dataclass, field, replace
 
 from estimators.throughput import ThroughputModel
 from hadar.cluster import Cluster
-from hadar.errors import HadarError
+from hadar.errors import HadarError, InputError
 from hadar.jobs import Job, JobStatus, Placement
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
 from hadar.reference_rates import best_achievable_rate, equal_share_rate
 from hadar.simulator.progress_math import Run, time_to_reach
 from hadar.simulator.records import JobRecord, PlacementRecord, RoundRecord, SimulationResult
 
+DEFAULT_HORIZON_S = 365 * 86400.0
+"""Knob: simulated time by which every job must have finished (one year)."""
+
 
 class PolicyError(HadarError):
     """A policy returned an impossible plan (a bug in the policy, never a user error)."""
+
+
+class SimulationLimitError(InputError):
+    """The workload did not finish within the simulation's horizon or round limit, or the
+    policy cannot place it on the cluster."""
 
 
 @dataclass(frozen=True)
@@ -48,15 +60,19 @@ class SimConfig:
     """``slot``: every round lasts round_length; ``longest-job``: a round ends when its longest
     run ends (Gavel's simulator)."""
     max_rounds: int = 200_000
+    horizon_s: float = DEFAULT_HORIZON_S
+    """Simulated time (from 0) by which every job must have finished, else an error."""
     stall_rounds: int = 2_000
     """Give up (error) after this many consecutive rounds with jobs waiting and nothing running."""
     progress: bool = False
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.round_length <= 0:
-            raise ValueError("round_length must be positive")
-        if self.restart_penalty < 0:
+        if not 0 < self.round_length < float("inf"):
+            raise ValueError("round_length must be positive and finite")
+        if not 0 < self.horizon_s < float("inf"):
+            raise ValueError("horizon_s must be positive and finite")
+        if not 0 <= self.restart_penalty < float("inf"):
             raise ValueError("restart_penalty must be >= 0")
         if self.round_end not in ("slot", "longest-job"):
             raise ValueError("round_end must be 'slot' or 'longest-job'")
@@ -117,8 +133,13 @@ def simulate(
                 now = pending[0].arrival  # an idle gap: no round is recorded and none is counted
                 current = {}
                 continue
-            if index >= cfg.max_rounds:
-                raise HadarError(f"simulation did not finish within {cfg.max_rounds} rounds")
+            if index >= cfg.max_rounds or now >= cfg.horizon_s:
+                unfinished = sum(1 for s in states.values() if s.finish is None)
+                limit = (f"{cfg.max_rounds} rounds" if index >= cfg.max_rounds
+                         else f"the horizon of {cfg.horizon_s / 86400:g} days of simulated time (--horizon)")
+                raise SimulationLimitError(
+                    f"simulation of {policy.name} stopped at {now / 3600:,.1f} h: {unfinished} of {len(states)} "
+                    f"jobs unfinished after {limit}; shorten the workload or raise the limit")
             ctx = RoundContext(
                 now=now,
                 round_index=index,
@@ -141,8 +162,11 @@ def simulate(
                 progress.update(sum(1 for s in states.values() if s.finish is not None), now)
             stall = stall + 1 if not plan.assignments else 0
             if stall >= cfg.stall_rounds:
-                waiting = ", ".join(str(i) for i in active[:5])
-                raise HadarError(f"policy {policy.name} scheduled nothing for {stall} rounds; waiting jobs: {waiting}")
+                waiting = ", ".join(str(i) for i in active[:5]) + (", ..." if len(active) > 5 else "")
+                raise SimulationLimitError(
+                    f"policy {policy.name} cannot place job(s) {waiting} on cluster {cluster.name}: it scheduled "
+                    f"nothing for {stall} rounds on an idle cluster (e.g. a gang larger than the GPUs of any one "
+                    f"type, for a policy that runs a job on one GPU type)")
             current = new_current
             now += record.duration
             index += 1

@@ -78,6 +78,38 @@ def validate_workload(
             )
 
 
+def check_horizon(jobs: Sequence[Job], cluster: Cluster, throughput: ThroughputModel, horizon_s: float,
+                  source: str) -> None:
+    """Reject, up front, a workload no policy could finish within ``horizon_s`` of simulated time.
+
+    Two lower bounds, valid for every policy (HadarE's per-node copies included): a job cannot
+    finish before its arrival plus its steps at its best rate spread over as many copies as the
+    cluster could hold; and all jobs together need their GPU-seconds at best rates, at most
+    ``total GPUs x horizon`` of which exist. (Run after :func:`validate_workload`.)
+    """
+    gpu_seconds = 0.0
+    for job in jobs:
+        rate = throughput.best_rate(job, cluster)
+        copies = max(1, min(len(cluster.nodes), cluster.total_gpus // job.num_gpus))
+        finish = job.arrival + job.total_steps / (rate * copies)
+        if finish > horizon_s:
+            raise InputError(
+                f"{source}: job {job.job_id}: cannot finish before {_days(finish)} of simulated time "
+                f"({job.total_steps:g} steps at {rate:g} steps/s at best, arriving at {job.arrival:g} s), "
+                f"beyond the horizon of {_days(horizon_s)} (--horizon)")
+        gpu_seconds += job.total_steps * job.num_gpus / rate
+    first = min((j.arrival for j in jobs), default=0.0)
+    if first + gpu_seconds / cluster.total_gpus > horizon_s:
+        raise InputError(
+            f"{source}: the {len(jobs)} jobs need at least {gpu_seconds / 3600:,.0f} GPU-hours at their best rates, "
+            f"more than cluster {cluster.name}'s {cluster.total_gpus} GPUs deliver within the horizon of "
+            f"{_days(horizon_s)} (--horizon)")
+
+
+def _days(seconds: float) -> str:
+    return f"{seconds / 86400:,.1f} days" if seconds >= 86400 else f"{seconds / 3600:,.2f} h"
+
+
 def _estimator_knows(job_type: str) -> bool:
     from estimators.pmi import parse_job_type
     from hadar.workloads.physical import PHYSICAL_WORKLOADS

@@ -8,6 +8,7 @@ arrival, weight, spec}, ...]`` where ``spec`` (YAML only) is the training spec r
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -16,18 +17,28 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hadar.errors import InputError
 from hadar.jobs import Job
-from hadar.validation import from_validation_error, load_yaml
+from hadar.validation import (
+    MAX_JOB_ID,
+    MAX_JOBS,
+    GangGpus,
+    Seconds,
+    Steps,
+    Weight,
+    from_validation_error,
+    load_yaml,
+    read_text,
+)
 
 
 class _JobSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    id: int = Field(ge=0)
-    type: str = Field(min_length=1)
-    gpus: int = Field(ge=1)
-    steps: float = Field(gt=0)
-    arrival: float = Field(default=0.0, ge=0)
-    weight: float = Field(default=1.0, gt=0)
+    id: int = Field(ge=0, le=MAX_JOB_ID)
+    type: str = Field(min_length=1, max_length=200)
+    gpus: GangGpus  # type: ignore[valid-type]
+    steps: Steps  # type: ignore[valid-type]
+    arrival: Seconds = 0.0  # type: ignore[valid-type]
+    weight: Weight = 1.0  # type: ignore[valid-type]
     model: str | None = None
     size_class: str | None = None
     spec: dict[str, Any] | None = None
@@ -36,6 +47,8 @@ class _JobSpec(BaseModel):
 
 def jobs_from_records(records: list[dict[str, Any]], source: str, row_label: str = "jobs") -> list[Job]:
     """Validate job records; errors name ``source`` and the record's field."""
+    if len(records) > MAX_JOBS:
+        raise InputError(f"{source}: {len(records)} jobs; at most {MAX_JOBS:,} are accepted")
     jobs: list[Job] = []
     seen: set[int] = set()
     for i, rec in enumerate(records):
@@ -60,19 +73,20 @@ def jobs_from_records(records: list[dict[str, Any]], source: str, row_label: str
 def load_job_file(path: str | Path) -> list[Job]:
     """Load a CSV or YAML job list."""
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{p}: workload file not found")
     if p.suffix.lower() in (".yaml", ".yml"):
         data = load_yaml(p, "workload")
         if not isinstance(data.get("jobs"), list):
             raise InputError(f"{p}: jobs: missing required field (a list of jobs)")
         return jobs_from_records(data["jobs"], str(p))
     if p.suffix.lower() == ".csv":
-        with p.open(newline="") as fh:
-            reader = csv.DictReader(fh)
+        reader = csv.DictReader(io.StringIO(read_text(p, "workload file"), newline=""))
+        try:
             missing = {"id", "type", "gpus", "steps"} - set(reader.fieldnames or [])
             if missing:
                 raise InputError(f"{p}: header: missing column(s) {', '.join(sorted(missing))}")
             rows = [{k: v for k, v in r.items() if v not in (None, "")} for r in reader]
+        except csv.Error as exc:
+            raise InputError(f"{p}: line {reader.line_num}: malformed CSV: {exc}") from None
         return jobs_from_records(rows, str(p), row_label="row")
+    read_text(p, "workload file")  # a missing or unreadable file says so first
     raise InputError(f"{p}: unsupported workload file type (use .csv, .yaml or .yml)")

@@ -32,9 +32,22 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from estimators.throughput import GavelThroughputTable
 from hadar.errors import InputError
 from hadar.jobs import Job
+from hadar.validation import (
+    MAX_JOBS,
+    MAX_SECONDS,
+    GangGpus,
+    Seconds,
+    Steps,
+    Weight,
+    bounded,
+    from_validation_error,
+    read_text,
+)
 
 COLUMNS_10 = ("job_type", "command", "working_dir", "num_steps_arg", "needs_data_dir", "total_steps",
               "scale_factor", "priority_weight", "SLO", "arrival_time")
@@ -95,12 +108,7 @@ def family_of(job_type: str) -> str:
 def read_trace(path: str | Path, table: GavelThroughputTable | None = None) -> list[Job]:
     """Parse a 10- or 7-column Gavel trace. With ``table``, every (job type, W) must be in it."""
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{p}: trace file not found")
-    try:
-        text = p.read_text()
-    except UnicodeDecodeError:
-        raise InputError(f"{p}: not a text file") from None
+    text = read_text(p, "trace file")
     jobs: list[Job] = []
     prev_arrival = -math.inf
     for lineno, line in enumerate(text.splitlines(), start=1):
@@ -115,6 +123,8 @@ def read_trace(path: str | Path, table: GavelThroughputTable | None = None) -> l
         if table is not None:
             check_in_table(job, table, where)
         jobs.append(job)
+        if len(jobs) > MAX_JOBS:
+            raise InputError(f"{p}: more than {MAX_JOBS:,} jobs; at most {MAX_JOBS:,} are accepted")
     if not jobs:
         raise InputError(f"{p}: no jobs")
     return jobs
@@ -128,47 +138,39 @@ def check_in_table(job: Job, table: GavelThroughputTable, where: str) -> None:
         raise InputError(f"{where}: {table.source} has no entry for ({job.job_type!r}, {job.num_gpus})")
 
 
+class TraceRow(BaseModel):
+    """One line of a Gavel trace (the 10 columns; a 7-column line gets Gavel's defaults)."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    job_type: str = Field(min_length=1, max_length=200)
+    command: str
+    working_dir: str = ""
+    num_steps_arg: str
+    needs_data_dir: bounded(0, 1, integer=True)  # type: ignore[valid-type]
+    total_steps: Steps  # type: ignore[valid-type]
+    scale_factor: GangGpus  # type: ignore[valid-type]
+    priority_weight: Weight = 1.0  # type: ignore[valid-type]
+    SLO: bounded(-1, MAX_SECONDS, unit="s") = -1.0  # type: ignore[valid-type]
+    arrival_time: Seconds  # type: ignore[valid-type]
+
+
 def _parse_line(cols: list[str], job_id: int, where: str) -> Job:
     if len(cols) == len(COLUMNS_10):
         rec = dict(zip(COLUMNS_10, cols, strict=True))
     elif len(cols) == len(COLUMNS_7):
         rec = dict(zip(COLUMNS_7, cols, strict=True))
-        rec.update(working_dir="", priority_weight="1", SLO="-1")
     else:
         raise InputError(f"{where}: expected 10 (or 7) tab-separated columns, got {len(cols)}")
-    job_type = rec["job_type"].strip()
-    if not job_type:
-        raise InputError(f"{where}: job_type: empty")
-    steps = _number(rec, "total_steps", where)
-    scale = _number(rec, "scale_factor", where)
-    weight = _number(rec, "priority_weight", where)
-    arrival = _number(rec, "arrival_time", where)
-    slo = _number(rec, "SLO", where)
-    needs = _number(rec, "needs_data_dir", where)
-    if steps <= 0:
-        raise InputError(f"{where}: total_steps: must be > 0 (got {rec['total_steps']!r})")
-    if scale < 1 or scale != int(scale):
-        raise InputError(f"{where}: scale_factor: must be an integer >= 1 (got {rec['scale_factor']!r})")
-    if weight <= 0:
-        raise InputError(f"{where}: priority_weight: must be > 0 (got {rec['priority_weight']!r})")
-    if arrival < 0:
-        raise InputError(f"{where}: arrival_time: must be >= 0 (got {rec['arrival_time']!r})")
-    if needs not in (0, 1):
-        raise InputError(f"{where}: needs_data_dir: must be 0 or 1 (got {rec['needs_data_dir']!r})")
-    gavel = {"command": rec["command"], "working_dir": rec["working_dir"], "num_steps_arg": rec["num_steps_arg"],
-             "needs_data_dir": bool(needs), "SLO": slo}
-    return Job(job_id=job_id, job_type=job_type, num_gpus=int(scale), total_steps=steps, arrival=arrival,
-               weight=weight, model=family_of(job_type), spec=MappingProxyType({"gavel": MappingProxyType(gavel)}))
-
-
-def _number(rec: dict[str, str], key: str, where: str) -> float:
     try:
-        v = float(rec[key])
-    except ValueError:
-        raise InputError(f"{where}: {key}: not a number ({rec[key]!r})") from None
-    if not math.isfinite(v):
-        raise InputError(f"{where}: {key}: not a finite number ({rec[key]!r})")
-    return v
+        row = TraceRow.model_validate(rec)
+    except ValidationError as exc:
+        raise from_validation_error(where, exc) from None
+    gavel = {"command": rec["command"], "working_dir": rec.get("working_dir", ""),
+             "num_steps_arg": rec["num_steps_arg"], "needs_data_dir": bool(row.needs_data_dir), "SLO": row.SLO}
+    return Job(job_id=job_id, job_type=row.job_type, num_gpus=row.scale_factor, total_steps=row.total_steps,
+               arrival=row.arrival_time, weight=row.priority_weight, model=family_of(row.job_type),
+               spec=MappingProxyType({"gavel": MappingProxyType(gavel)}))
 
 
 # -- writing ---------------------------------------------------------------------------------

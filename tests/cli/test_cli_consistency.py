@@ -137,19 +137,17 @@ def test_policy_lists_its_choices_and_rejects_others_in_one_line(path, capsys):
         "one of gavel, gavel-fifo, gavel-makespan, hadar, hadar-legacy, hadare, tiresias, yarn-cs"
         in help_text
     )
-    with pytest.raises(SystemExit) as exit_:
-        build_parser().parse_args([*path, "--policy", "slurm"])
-    assert exit_.value.code == 2
+    assert main([*path, "--policy", "slurm"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "invalid choice: 'slurm'" in err[0] and "'hadare'" in err[0]
 
 
 def test_usage_errors_are_one_line(capsys):
-    with pytest.raises(SystemExit):
-        build_parser().parse_args(["simulate", "--round", "-5"])
+    assert main(["simulate", "--round", "-5"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
-        "hadar simulate: error: argument --round: must be positive (got -5) (see hadar simulate --help)"
+        "hadar: error: simulate: argument --round: must be a finite number of seconds in [1, 604800] "
+        "(got '-5') (see: hadar simulate --help)"
     ]
 
 

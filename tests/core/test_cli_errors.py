@@ -26,6 +26,7 @@ def assert_one_line_error(proc, *needles):
     "cluster_yaml, needles",
     [
         ("name: c\nnodes: [\n", ["malformed YAML", "line"]),
+        ("name: c\x01\nnodes: []\n", ["malformed YAML", "unacceptable character #x0001"]),
         ("name: c\nnodes:\n  - {name: a}\n", ["nodes[0].gpus", "missing"]),
         ("name: c\nnodes:\n  - {name: a, gpus: {v200: 4}}\n", ["nodes[0].gpus", "unknown GPU type 'v200'"]),
         ("name: c\nnodes:\n  - {name: a, gpus: {v100: 0}}\n", ["nodes[0].gpus", "positive"]),

@@ -51,14 +51,15 @@ def events(rundir: Path) -> list[dict[str, Any]]:
     return out
 
 
-def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None) -> None:
+def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None,
+             poll_s: float = 0.2) -> None:
     end = time.time() + timeout
     while time.time() < end:
         if predicate():
             return
         if proc is not None and proc.poll() is not None:
             raise AssertionError(f"process ended before {what}: {proc.stdout.read() if proc.stdout else ''}")
-        time.sleep(0.2)
+        time.sleep(poll_s)
     raise AssertionError(f"timed out waiting for {what}")
 
 
@@ -84,6 +85,14 @@ def worker_pids(rundir: Path, node: str) -> list[int]:
         if b"nodes.worker" in cmd or b"nodes.warm" in cmd and b"serve" in cmd and ppid in procs and b"serve" in procs[ppid][1]:
             out.append(pid)
     return out
+
+
+def run_pids(rundir: Path) -> list[int]:
+    """Every process working in one of this run's node directories (workers, warm servers and
+    their children), e.g. to end what a SIGKILLed coordinator left behind."""
+    base = str((rundir / "nodes").resolve())
+    return [int(p) for p in os.listdir("/proc")
+            if p.isdigit() and (info := _proc(p)) and (info[0] + "/").startswith(base + "/")]
 
 
 def kill(pid: int) -> None:

@@ -1,0 +1,124 @@
+"""``argparse`` ``type=`` functions: every number and path a flag takes is checked where it enters.
+
+Numbers must be finite and inside a documented range, and the message names the unit
+(``--round: must be a finite number of seconds in [1, 604800] (got 'nan')``). Output paths are
+checked before any work starts: an existing file where a directory is wanted (or the reverse),
+or a path whose parent cannot be created, is refused at parse time. argparse turns the
+``ArgumentTypeError`` into one line and exit code 2 (see :mod:`hadar.cli`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from hadar.validation import MAX_SEED
+
+MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
+_UNITS = {"": 1.0, "s": 1.0, "m": MINUTE, "min": MINUTE, "h": HOUR, "d": DAY}
+_UNIT_RE = re.compile(r"(.*?\d\.?)\s*(s|m|min|h|d)", re.IGNORECASE)
+
+
+def _range_text(lo: float, hi: float, lo_open: bool) -> str:
+    return f"{'(' if lo_open else '['}{lo:g}, {hi:g}]"
+
+
+def seconds(lo: float, hi: float, *, lo_open: bool = False, units: bool = False) -> Callable[[str], float]:
+    """A type for a duration in seconds within ``[lo, hi]`` (``(lo, hi]`` with ``lo_open``).
+    With ``units``, ``90m``, ``36h`` and ``30d`` are accepted too."""
+
+    def parse(text: str) -> float:
+        value = _duration(text) if units else _float(text)
+        inside = value is not None and math.isfinite(value) and (lo < value if lo_open else lo <= value) \
+            and value <= hi
+        if not inside:
+            suffix = " (or with a unit: 90m, 36h, 30d)" if units else ""
+            raise argparse.ArgumentTypeError(
+                f"must be a finite number of seconds in {_range_text(lo, hi, lo_open)}{suffix} (got {text!r})")
+        return float(value)  # type: ignore[arg-type]
+
+    parse.__name__ = "seconds"
+    return parse
+
+
+def count(lo: int, hi: int, what: str = "") -> Callable[[str], int]:
+    """A type for a whole number in ``[lo, hi]``; ``what`` is its unit (``processes``, ``GPUs``)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            value = None
+        if value is None or not lo <= value <= hi:
+            unit = f" of {what}" if what else ""
+            raise argparse.ArgumentTypeError(f"must be a whole number{unit} in [{lo}, {hi}] (got {text!r})")
+        return value
+
+    parse.__name__ = "count"
+    return parse
+
+
+seed = count(0, MAX_SEED)
+"""``--seed``: a non-negative 64-bit integer."""
+
+
+def out_dir(text: str) -> str:
+    """``--out DIR``: a directory that exists or can be created (checked now, created later)."""
+    path = Path(text)
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty path")
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is an existing file, not a directory")
+    _check_creatable(path, text)
+    return text
+
+
+def out_file(text: str) -> str:
+    """``--out FILE``: a file that can be written (its directory exists or can be created)."""
+    path = Path(text)
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty path")
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a directory, not a file")
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            raise argparse.ArgumentTypeError(f"{text} is not writable")
+        return text
+    _check_creatable(path.parent, text)
+    return text
+
+
+def _check_creatable(path: Path, text: str) -> None:
+    """Raise unless ``path`` is a writable directory or could be created below its nearest
+    existing ancestor. Probed by creating (and removing) a scratch directory there, so read-only
+    file systems and pseudo file systems such as /proc are caught too."""
+    ancestor = path.absolute()
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise argparse.ArgumentTypeError(f"cannot create {text}: {ancestor} is a file, not a directory")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".hadar-probe-", dir=ancestor))
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"cannot create {text}: {ancestor}: {exc.strerror or exc}") from None
+
+
+def _float(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _duration(text: str) -> float | None:
+    """Seconds from ``3600``, ``90m``, ``36h`` or ``30d`` (None when not a duration)."""
+    m = _UNIT_RE.fullmatch(text.strip())
+    if m is None:
+        return _float(text)
+    value = _float(m.group(1))
+    return None if value is None else value * _UNITS[m.group(2).lower()]
