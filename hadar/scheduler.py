@@ -164,6 +164,20 @@ class HadarPolicy(Policy):
                                                              cap.shape))
         return CandidateCache(cap, None)
 
+    def round_problem(self, ctx: RoundContext, held: Mapping[int, np.ndarray]
+                      ) -> tuple[list[JobValuation], list[QueueEntry], CandidateCache]:
+        """What a preemptive round plans over: every job's valuation and DP entry (a running job's
+        ``held[job_id]`` placement is its kept candidate) and the round's prices."""
+        cfg = self.config
+        if hasattr(self.utility, "round_s") and self.utility.round_s != ctx.round_length:
+            self.utility = replace(self.utility, round_s=ctx.round_length)  # type: ignore[type-var]
+        vals = value_jobs(ctx, ctx.jobs)
+        if cfg.single_node:
+            vals = [single_node(v, ctx.cluster) for v in vals]
+        entries = [queue_entry(v, ctx, self.utility, cfg.hold_cost, keep=held.get(v.status.job_id),
+                               move_min_gain_s=cfg.upgrade_min_gain_s) for v in vals]
+        return vals, entries, self._prices(vals, vals, entries, ctx)
+
     def _decide_preemptive(self, ctx: RoundContext) -> RoundPlan:
         """Every job is (re-)planned each round (Algorithm 1 with preemption):
 
@@ -179,13 +193,8 @@ class HadarPolicy(Policy):
         """
         cfg = self.config
         running, _ = split_running(ctx)
-        vals = value_jobs(ctx, ctx.jobs)
-        if cfg.single_node:
-            vals = [single_node(v, ctx.cluster) for v in vals]
         held = {j: ctx.cluster.placement_matrix(p) for j, p in running.items()}
-        entries = [queue_entry(v, ctx, self.utility, cfg.hold_cost, keep=held.get(v.status.job_id),
-                               move_min_gain_s=cfg.upgrade_min_gain_s) for v in vals]
-        cache = self._prices(vals, vals, entries, ctx)
+        vals, entries, cache = self.round_problem(ctx, held)
         free = ctx.cluster.capacity.copy()
         placed: dict[object, Candidate] = {}
 
