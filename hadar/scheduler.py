@@ -164,6 +164,20 @@ class HadarPolicy(Policy):
                                                              cap.shape))
         return CandidateCache(cap, None)
 
+    def round_problem(self, ctx: RoundContext, held: Mapping[int, np.ndarray]
+                      ) -> tuple[list[JobValuation], list[QueueEntry], CandidateCache]:
+        """What a preemptive round plans over: every job's valuation and DP entry (a running job's
+        ``held[job_id]`` placement is its kept candidate) and the round's prices."""
+        cfg = self.config
+        if hasattr(self.utility, "round_s") and self.utility.round_s != ctx.round_length:
+            self.utility = replace(self.utility, round_s=ctx.round_length)  # type: ignore[type-var]
+        vals = value_jobs(ctx, ctx.jobs)
+        if cfg.single_node:
+            vals = [single_node(v, ctx.cluster) for v in vals]
+        entries = [queue_entry(v, ctx, self.utility, cfg.hold_cost, keep=held.get(v.status.job_id),
+                               move_min_gain_s=cfg.upgrade_min_gain_s) for v in vals]
+        return vals, entries, self._prices(vals, vals, entries, ctx)
+
     def _decide_preemptive(self, ctx: RoundContext) -> RoundPlan:
         """Every job is (re-)planned each round (Algorithm 1 with preemption):
 
@@ -179,13 +193,8 @@ class HadarPolicy(Policy):
         """
         cfg = self.config
         running, _ = split_running(ctx)
-        vals = value_jobs(ctx, ctx.jobs)
-        if cfg.single_node:
-            vals = [single_node(v, ctx.cluster) for v in vals]
         held = {j: ctx.cluster.placement_matrix(p) for j, p in running.items()}
-        entries = [queue_entry(v, ctx, self.utility, cfg.hold_cost, keep=held.get(v.status.job_id),
-                               move_min_gain_s=cfg.upgrade_min_gain_s) for v in vals]
-        cache = self._prices(vals, vals, entries, ctx)
+        vals, entries, cache = self.round_problem(ctx, held)
         free = ctx.cluster.capacity.copy()
         placed: dict[object, Candidate] = {}
 
@@ -260,8 +269,11 @@ def round_type_prices(vals: list[JobValuation], entries: list[QueueEntry], ctx: 
     placement on that type alone (kept placement: no restart)."""
     cap = ctx.cluster.capacity
     values = np.zeros((len(vals), cap.shape[1]))
+    per_request: dict[int, np.ndarray] = {}  # jobs of one class share their request object
     for j, (v, e) in enumerate(zip(vals, entries, strict=True)):
-        rates = type_rates_alone(v, cap)
+        rates = per_request.get(id(v.request))
+        if rates is None:
+            rates = per_request[id(v.request)] = type_rates_alone(v, cap)
         kept_type = None if e.keep is None else int(np.argmax(e.keep.sum(axis=0)))
         for k in np.flatnonzero(rates > 0):
             u = e.kept_utility if (k == kept_type and e.kept_utility is not None) else e.utility
@@ -299,7 +311,8 @@ def critical_jobs(vals: list[JobValuation], ctx: RoundContext, slack_s: float) -
     if not vals:
         return []
     gpus = max(1, ctx.cluster.total_gpus)
-    best = [best_remaining_s(v, ctx) for v in vals]
+    rates: dict[int, float] = {}  # per request object: jobs of one class share theirs
+    best = [best_remaining_s(v, ctx, rates) for v in vals]
     work = sum(v.status.job.num_gpus * t for v, t in zip(vals, best, strict=True) if math.isfinite(t))
     finite = [t for t in best if math.isfinite(t)]
     if not finite:
@@ -309,9 +322,15 @@ def critical_jobs(vals: list[JobValuation], ctx: RoundContext, slack_s: float) -
     return sorted(out, key=lambda it: (-best[it[0]], it[0]))
 
 
-def best_remaining_s(v: JobValuation, ctx: RoundContext) -> float:
-    """Seconds the job still needs on the fastest placement the cluster can give its gang."""
-    rate = best_achievable_rate(v.request.rates_cons, v.request.rates_unc, ctx.cluster.capacity, v.request.num_gpus)
+def best_remaining_s(v: JobValuation, ctx: RoundContext, memo: dict[int, float] | None = None) -> float:
+    """Seconds the job still needs on the fastest placement the cluster can give its gang
+    (``memo``: best rates by ``id(request)``, shared across calls of one round)."""
+    rate = None if memo is None else memo.get(id(v.request))
+    if rate is None:
+        rate = best_achievable_rate(v.request.rates_cons, v.request.rates_unc, ctx.cluster.capacity,
+                                    v.request.num_gpus)
+        if memo is not None:
+            memo[id(v.request)] = rate
     return v.status.remaining_steps / rate if rate > 0 else math.inf
 
 

@@ -166,9 +166,16 @@ def relevant_nodes(req: JobRequest, free: np.ndarray, price: np.ndarray) -> np.n
         group = np.unique(void, return_inverse=True)[1].ravel()
         order = np.argsort(group, kind="stable")
         g_sorted = group[order]
-    starts = np.flatnonzero(np.r_[True, g_sorted[1:] != g_sorted[:-1]])
-    rank = np.arange(g_sorted.size) - np.repeat(starts, np.diff(np.r_[starts, g_sorted.size]))
-    return np.sort(order[rank < req.num_gpus])
+    return np.sort(order[rank_in_runs(g_sorted) < req.num_gpus])
+
+
+def rank_in_runs(sorted_keys: np.ndarray) -> np.ndarray:
+    """Each element's position within its run of equal keys (0 for the first of each run)."""
+    index = np.arange(sorted_keys.size)
+    new_run = np.empty(sorted_keys.size, dtype=bool)
+    new_run[:1] = True
+    np.not_equal(sorted_keys[1:], sorted_keys[:-1], out=new_run[1:])
+    return index - np.maximum.accumulate(np.where(new_run, index, 0))
 
 
 def static_node_groups(capacity: np.ndarray, rates_cons: np.ndarray, rates_unc: np.ndarray) -> np.ndarray:
@@ -271,14 +278,22 @@ def _candidates_small(req: JobRequest, free: np.ndarray, price: np.ndarray) -> l
         order = sorted(eligible, key=lambda c: (p[c[0]][c[1]], c[0] * n_types + c[1]))
         fits = [h for h in range(n_nodes) if per_node[h] >= w]
         if fits:  # (a) consolidated on the cheapest node
-            best: tuple[float, list[tuple[int, int, int]]] | None = None
+            types_on: dict[int, list[int]] = {}  # eligible types per node, in cell order
+            for h, k in eligible:
+                types_on.setdefault(h, []).append(k)
+            best: tuple[float, list[tuple[float, int]], int] | None = None
             for h in fits:
-                cells = sorted((p[h][k], k) for hh, k in eligible if hh == h)
-                taken = take_from([(h, k) for _, k in cells])
-                cost = sum(p[hh][k] * t for hh, k, t in taken)
+                cells = sorted((p[h][k], k) for k in types_on[h])
+                need, cost = w, 0.0  # take_from's cost, without building its list
+                for price_hk, k in cells:
+                    t = min(f[h][k], need)
+                    cost += price_hk * t
+                    need -= t
+                    if need == 0:
+                        break
                 if best is None or cost < best[0]:
-                    best = (cost, taken)
-            add(best[1])  # type: ignore[index]
+                    best = (cost, cells, h)
+            add(take_from([(best[2], k) for _, k in best[1]]))  # type: ignore[index]
         else:  # (b) fewest nodes
             chosen, total = set(), 0
             for h in sorted(range(n_nodes), key=lambda h: (-per_node[h], h)):

@@ -86,6 +86,30 @@ def test_large_cluster_pruning_gives_the_same_candidates_as_the_full_search():
         ]
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.integers(65, 160), st.integers(1, 3), st.sampled_from([1, 2, 4, 8, 16]), st.integers(0, 2**31 - 1))
+def test_pruning_equals_the_full_search_on_random_large_clusters(nodes, types, w, seed):
+    """Above PRUNE_ABOVE_NODES nodes, candidates come from a few representatives per group of
+    interchangeable nodes (free GPUs, prices, rates); they must equal the unpruned construction's."""
+    from primal_dual import find_alloc
+
+    rng = np.random.default_rng(seed)
+    cap = np.zeros((nodes, types), dtype=int)
+    cap[np.arange(nodes), rng.integers(0, types, nodes)] = rng.choice([4, 8], nodes)
+    free = np.minimum(cap, rng.integers(0, 9, cap.shape))
+    type_price = rng.choice([0.5, 1.0, 2.0], types)  # per-type prices, as the round LP sets them
+    price = np.where(cap > 0, type_price[None, :], np.inf)
+    cons = np.tile(rng.uniform(0.5, 3.0, types), (nodes, 1))
+    groups = find_alloc.static_node_groups(cap, cons, cons * 0.5)
+    req = JobRequest(w, cons, cons * 0.5, groups)
+    if w == 1:  # at most 3 types x 2 sizes x 9 free counts = 54 groups, one node each
+        assert find_alloc.relevant_nodes(req, free, price).size <= 54 < nodes
+    full = find_alloc._candidates(req, free, price)
+    pruned = find_alloc.candidate_allocations(req, free, price)
+    assert [(c.alloc.tobytes(), c.rate, c.nodes) for c in full] == [(c.alloc.tobytes(), c.rate, c.nodes) for c in pruned]
+    assert [c.unit_cost for c in pruned] == pytest.approx([c.unit_cost for c in full], rel=1e-12)
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     st.integers(1, 7), st.integers(1, 3), st.integers(1, 9), st.integers(0, 2**31 - 1), st.booleans(),

@@ -31,10 +31,29 @@ def test_prices_follow_comparative_advantage_not_queue_order():
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(1, 8), st.integers(1, 3), st.integers(0, 2**31 - 1))
+@given(st.integers(1, 60), st.integers(1, 3), st.integers(0, 2**31 - 1))
 def test_the_prices_are_optimal_duals(n, m, seed):
     """Strong duality: the payoffs at these prices plus the priced capacity equal the LP's optimum
     (solved here independently, dense), so no other prices could make the dual smaller."""
+    _check_strong_duality(n, m, seed)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 60), st.integers(1, 3), st.integers(0, 2**31 - 1))
+def test_the_interior_point_prices_are_optimal_duals_too(n, m, seed):
+    """LPs over more than INTERIOR_POINT_ABOVE_JOBS jobs go to HiGHS's interior-point method
+    (lowered to 0 here); its prices must be optimal duals as well."""
+    import primal_dual.lp_prices as lp
+
+    saved = lp.INTERIOR_POINT_ABOVE_JOBS
+    lp.INTERIOR_POINT_ABOVE_JOBS = 0
+    try:
+        _check_strong_duality(n, m, seed)
+    finally:
+        lp.INTERIOR_POINT_ABOVE_JOBS = saved
+
+
+def _check_strong_duality(n: int, m: int, seed: int) -> None:
     from scipy.optimize import linprog
 
     rng = np.random.default_rng(seed)

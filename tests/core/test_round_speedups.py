@@ -1,0 +1,77 @@
+"""Speed-ups of the default round leave its decisions unchanged.
+
+Jobs of one class share their ``JobRequest`` object, and the round's per-type rates and best
+remaining times are computed once per request object. The reference here gives every job its own
+copy of its request (so nothing is shared) and must yield the same prices and the same plans."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+import hadar.scheduler as scheduler
+from hadar.cluster_config import load_cluster
+from hadar.jobs import JobStatus
+from hadar.policy import RoundContext, RoundPlan
+from hadar.scheduler import HadarPolicy
+from hadar.valuation import JobValuation, value_jobs
+from hadar.workloads.philly import PhillyOptions, generate
+from tests.core.helpers import TABLE
+
+
+def unshared(vals: list[JobValuation]) -> list[JobValuation]:
+    """The same valuations, each with its own copy of its request."""
+    return [replace(v, request=replace(v.request)) for v in vals]
+
+
+def random_round(seed: int) -> RoundContext:
+    rng = np.random.default_rng(seed)
+    jobs = generate(TABLE, PhillyOptions(num_jobs=int(rng.integers(10, 300)), seed=seed))
+    statuses = tuple(JobStatus(j, max(1, int(j.total_steps * rng.uniform(0.05, 1.0))))
+                     for j in sorted(jobs, key=lambda j: (j.arrival, j.job_id)))
+    now = max(j.arrival for j in jobs)
+    return RoundContext(now=now, round_index=1, round_length=360.0, cluster=load_cluster("sim-60gpu"),
+                        jobs=statuses, current={}, throughput=TABLE)
+
+
+def two_rounds(ctx: RoundContext) -> tuple[RoundPlan, RoundPlan]:
+    first = HadarPolicy().decide(ctx)
+    # the next round, with the first round's jobs running (kept candidates, restarts)
+    nxt = RoundContext(ctx.now + 360.0, 2, 360.0, ctx.cluster, ctx.jobs, first.allocation(), TABLE)
+    return first, HadarPolicy().decide(nxt)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_round_plans_equal_those_without_shared_requests(seed, monkeypatch):
+    ctx = random_round(seed)
+    shared = two_rounds(ctx)
+    assert len({id(v.request) for v in value_jobs(ctx, ctx.jobs)}) < len(ctx.jobs)  # sharing happens
+    monkeypatch.setattr(scheduler, "value_jobs", lambda c, jobs: unshared(value_jobs(c, jobs)))
+    reference = two_rounds(ctx)
+    for got, want in zip(shared, reference, strict=True):
+        assert got.assignments == want.assignments
+        assert got.info == want.info
+
+
+def test_round_prices_and_critical_jobs_equal_those_without_shared_requests(monkeypatch):
+    ctx = random_round(99)
+    policy = HadarPolicy()
+    vals, entries, _ = policy.round_problem(ctx, {})
+    gpus = ctx.cluster.capacity.sum(axis=0)
+    lp_values, solve = [], scheduler.type_prices
+    monkeypatch.setattr(scheduler, "type_prices", lambda values, *a: lp_values.append(values) or solve(values, *a))
+    got = scheduler.round_type_prices(vals, entries, ctx, gpus)
+    for v, e, row in zip(vals, entries, lp_values[0], strict=True):  # each job's own rates, utilities
+        alone = scheduler.type_rates_alone(v, ctx.cluster.capacity)
+        assert row.tolist() == [e.utility(float(r)) if r > 0 else 0.0 for r in alone]
+    want = scheduler.round_type_prices(unshared(vals), entries, ctx, gpus)
+    assert got.tolist() == want.tolist()
+    assert (got > 0).any()  # the round is contended: prices are not trivially zero
+    slack = 10 * ctx.round_length
+    assert scheduler.critical_jobs(vals, ctx, slack) == scheduler.critical_jobs(unshared(vals), ctx, slack)
+    memo: dict[int, float] = {}
+    for v in vals:
+        assert scheduler.best_remaining_s(v, ctx, memo) == scheduler.best_remaining_s(v, ctx)
+    assert len(memo) < len(vals)  # the memo is shared by the jobs of one class
