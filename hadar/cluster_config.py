@@ -45,14 +45,12 @@ from hadar.validation import (
 )
 
 PROVIDERS = ("simulated", "local", "ssh", "aws")
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
-"""Cluster and node names: they become file, directory and tag names (letters, digits, ``.-_``)."""
 
 
 class _NodeSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    name: str = Field(pattern=NAME_PATTERN)
+    name: str
     count: int = 1
     gpus: dict[str, int]
     pcie_gen: int = Field(default=3, ge=1, le=6)
@@ -134,7 +132,7 @@ class _NodeSpec(BaseModel):
 class _ClusterSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    name: str = Field(pattern=NAME_PATTERN)
+    name: str
     provider: Literal["simulated", "local", "ssh", "aws"] = "simulated"
     description: str | None = None
     gpu_types: dict[str, Any] | str | None = None

@@ -14,8 +14,9 @@ from pathlib import Path
 
 from hadar.errors import InputError
 
-SAFE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-SAFE_NAME_RULE = "use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
+SAFE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+SAFE_NAME_RULE = "use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit"
+"""Names become file, directory and tag names; 63 is a DNS label's and an AWS tag key's safe length."""
 
 
 class PathEscapeError(InputError):

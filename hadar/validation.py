@@ -107,11 +107,9 @@ def from_validation_error(source: str, exc: ValidationError) -> InputError:
         msg = "missing required field"
     elif err["type"] == "extra_forbidden":
         msg = "unknown field"
-    elif err["type"] == "string_pattern_mismatch":
-        msg = "must be 1-63 letters, digits, '.', '-' or '_', starting with a letter or digit"
     value = err.get("input")
     if err["type"] not in ("missing", "extra_forbidden") and isinstance(value, (int, float, str)) \
-            and "got " not in msg:
+            and "got " not in msg and not msg.startswith(repr(value)):
         shown = repr(value)
         msg += f" (got {shown[:40] + '...' if len(shown) > 40 else shown})"
     return InputError(f"{source}: {field_path(tuple(err['loc']))}: {msg}")

@@ -86,7 +86,7 @@ def test_a_node_name_that_escapes_is_exit_2_before_anything_is_written(tmp_path:
     out = tmp_path / "deep" / "er" / "run"
     proc = hadar("run", "--cluster", str(path), "--workload", str(jobs), "--round", SLOT, "--no-live", "--no-eval",
                  "--out", str(out), timeout=120)
-    assert refused(proc) == (f"hadar: error: {path}: nodes[1].name: {node!r} is not a safe name (use 1-128 "
+    assert refused(proc) == (f"hadar: error: {path}: nodes[1].name: {node!r} is not a safe name (use 1-63 "
                              f"letters, digits, '.', '_' or '-', starting with a letter or digit)")
     assert not out.exists() and not Path("/tmp/hadar-escaped-node").exists()
     assert [p for p in tmp_path.rglob("*escaped*")] == []

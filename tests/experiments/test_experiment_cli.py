@@ -166,7 +166,7 @@ def test_estimated_pairs_are_reported_for_lab(runs):
     (("--rounds", "abc"), "--rounds: 'abc' is not a number"),
     (("--main-round", "90"), "--main-round: 90 s is not one of --rounds"),
     (("--policies", "hadar,slurm"), "--policies: unknown policy 'slurm'"),
-    (("--workers", "0"), "--workers: must be >= 1"),
+    (("--workers", "0"), "--workers: must be a whole number of processes in [1, 256]"),
 ])
 def test_bad_arguments_are_one_line_exit_2(tmp_path, capsys, change, needle):
     args = ["experiment", "physical", "--clusters", "aws-5node", "--mixes", "M-1", "--rounds", "360",

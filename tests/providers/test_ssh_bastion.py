@@ -170,7 +170,9 @@ def test_nodes_check_through_the_bastion_with_a_conda_like_setup(
     root = Path(__file__).resolve().parents[2]
     env_dir = tmp_path / "envs" / "hadar"
     (env_dir / "bin").mkdir(parents=True)
-    (env_dir / "bin" / "python").symlink_to(sys.executable)
+    python = env_dir / "bin" / "python"  # a launcher, as an environment's python is (a bare
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')  # symlink would lose the venv)
+    python.chmod(0o755)
     (env_dir / "activate").write_text(f'export PATH="{env_dir}/bin:$PATH"\n')
     data = bastion.cluster_dict(python="python", setup=[f". {env_dir}/activate"])
     cfg = tmp_path / "lab.yaml"

@@ -159,9 +159,9 @@ def test_bad_specs_exit_2_naming_the_field(tmp_path: Path, capsys) -> None:
     for raw, needle in [
         (dict(good, epochs=3), "epochs: unknown field"),
         ({k: v for k, v in good.items() if k != "lr"}, "lr: missing required field"),
-        (dict(good, size="large"), "size: Input should be 'tiny', 'small' or 'paper'"),
-        (dict(good, batch_size=0), "batch_size: Input should be greater than 0"),
-        (dict(good, batch_size="8"), "batch_size: Input should be a valid integer"),
+        (dict(good, size="large"), "size: Input should be 'tiny', 'small' or 'paper' (got 'large')"),
+        (dict(good, batch_size=0), "batch_size: Input should be greater than 0 (got 0)"),
+        (dict(good, batch_size="8"), "batch_size: Input should be a valid integer (got '8')"),
     ]:
         spec.write_text(json.dumps(raw))
         assert main(argv) == 2
