@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from primal_dual.find_alloc import (
+    PRUNE_ABOVE_NODES,
+    SMALL_CELLS,
     Candidate,
     JobRequest,
     best_candidate,
@@ -27,6 +29,7 @@ from primal_dual.find_alloc import (
     kept_candidate,
 )
 from primal_dual.prices import PriceBounds, price_matrix
+from primal_dual.static_alloc import StaticPriceAllocator
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,11 @@ class CandidateCache:
         self._memo: dict[tuple[Hashable, bytes], list[Candidate]] = {}
         self._prices: dict[bytes, np.ndarray] = {}
         self._last: tuple[np.ndarray, np.ndarray] | None = None
+        self.static = self.fixed is not None or bounds is None
+        """Prices do not depend on the free state: per-class price orders and kept placements'
+        costs are computed once (same candidates as rebuilding them per state)."""
+        self._allocators: dict[Hashable, StaticPriceAllocator] = {}
+        self._kept: dict[int, tuple[QueueEntry, Candidate | None]] = {}
 
     def prices(self, free: np.ndarray, key: bytes | None = None) -> np.ndarray:
         """Current prices for a free state; all zero (where there is capacity) without bounds.
@@ -108,13 +116,34 @@ class CandidateCache:
         state = free.tobytes() if key is None else key
         hit = self._memo.get((entry.class_key, state))
         if hit is None:
-            hit = candidate_allocations(entry.request, free, self.prices(free, state))
+            if self.static and free.shape[0] <= PRUNE_ABOVE_NODES and free.size <= SMALL_CELLS:
+                hit = self._allocator(entry, free).candidates(free.ravel().tolist())
+            else:
+                hit = candidate_allocations(entry.request, free, self.prices(free, state))
             self._memo[(entry.class_key, state)] = hit
         if entry.keep is not None:
-            kept = kept_candidate(entry.keep, entry.request, free, self.prices(free, state))
+            kept = self._kept_candidate(entry, free, state)
             if kept is not None:
                 return [kept, *(c for c in hit if c.rate >= entry.move_min_rate)]
         return hit
+
+    def _allocator(self, entry: QueueEntry, free: np.ndarray) -> StaticPriceAllocator:
+        alloc = self._allocators.get(entry.class_key)
+        if alloc is None:
+            alloc = self._allocators[entry.class_key] = StaticPriceAllocator(entry.request, self.prices(free))
+        return alloc
+
+    def _kept_candidate(self, entry: QueueEntry, free: np.ndarray, state: bytes) -> Candidate | None:
+        """``entry``'s kept placement as a candidate if its GPUs are free; with static prices its
+        rate and cost are computed once per entry."""
+        keep = entry.keep
+        assert keep is not None
+        if not self.static:
+            return kept_candidate(keep, entry.request, free, self.prices(free, state))
+        hit = self._kept.get(id(entry))
+        if hit is None or hit[0] is not entry:
+            hit = self._kept[id(entry)] = (entry, kept_candidate(keep, entry.request, keep, self.prices(free, state)))
+        return hit[1] if hit[1] is not None and bool((keep <= free).all()) else None
 
     def best(self, entry: QueueEntry, free: np.ndarray, key: bytes | None = None) -> tuple[Candidate, float] | None:
         return best_candidate(self.candidates(entry, free, key), entry.payoff)

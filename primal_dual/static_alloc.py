@@ -1,0 +1,101 @@
+"""FIND_ALLOC for one job class at prices that do not depend on the free state.
+
+The round LP's prices (and the zero prices of backfill and upgrades) are fixed for a whole round,
+so everything FIND_ALLOC sorts by price can be sorted once per (job class, round) instead of once
+per DP state: the runnable cells in price order, and each node's cells in price order. What is
+left per state is filtering those lists by the GPUs still free. The placements, rates, costs and
+their order are exactly those of :func:`primal_dual.find_alloc._candidates_small` (property-tested
+in ``tests/core/test_static_alloc.py``), including the float summation order of the costs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from primal_dual.find_alloc import Candidate, JobRequest
+
+
+class StaticPriceAllocator:
+    """FIND_ALLOC's candidates of one request at fixed ``price[node, type]``, for any free state."""
+
+    def __init__(self, req: JobRequest, price: np.ndarray) -> None:
+        n_nodes, n_types = req.rates_cons.shape
+        self.shape = (n_nodes, n_types)
+        self.w = req.num_gpus
+        p = price.tolist()
+        self._rc = req.rates_cons.tolist()
+        self._ru = req.rates_unc.tolist()
+        self._p = p
+        rc = self._rc
+        cells = [(h, k) for h in range(n_nodes) for k in range(n_types) if rc[h][k] > 0]
+        # the runnable cells cheapest first, ties by position: (node, type, flat index, rate)
+        ranked = sorted(cells, key=lambda c: (p[c[0]][c[1]], c[0] * n_types + c[1]))
+        self._order = [(h, k, h * n_types + k, rc[h][k]) for h, k in ranked]
+
+    def candidates(self, flat_free: list[int]) -> list[Candidate]:
+        """All distinct candidates on the free GPUs ``flat_free`` (``free.ravel().tolist()``)."""
+        w = self.w
+        live = [c for c in self._order if flat_free[c[2]] > 0]
+        if sum(flat_free[c[2]] for c in live) < w:
+            return []
+        out: list[Candidate] = []
+        seen: set[tuple] = set()
+        for level in sorted({c[3] for c in live}, reverse=True):
+            order = [c for c in live if c[3] >= level]
+            per_node: dict[int, int] = {}
+            on_node: dict[int, list[tuple[int, int, int, float]]] = {}  # each node's cells, in price order
+            for c in order:
+                h = c[0]
+                per_node[h] = per_node.get(h, 0) + flat_free[c[2]]
+                on_node.setdefault(h, []).append(c)
+            if sum(per_node.values()) < w:
+                continue
+            fits = sorted(h for h, n in per_node.items() if n >= w)
+            if fits:  # (a) consolidated on the cheapest node (first node on ties)
+                best_h, best_cost = -1, 0.0
+                for h in fits:
+                    need, cost = w, 0.0
+                    for _, k, i, _ in on_node[h]:
+                        t = min(flat_free[i], need)
+                        cost += self._p[h][k] * t
+                        need -= t
+                        if need == 0:
+                            break
+                    if best_h < 0 or cost < best_cost:
+                        best_h, best_cost = h, cost
+                self._add(on_node[best_h], flat_free, seen, out)
+            else:  # (b) fewest nodes: the nodes with the most eligible GPUs first
+                chosen, total = set(), 0
+                for h in sorted(per_node, key=lambda h: (-per_node[h], h)):
+                    chosen.add(h)
+                    total += per_node[h]
+                    if total >= w:
+                        break
+                self._add([c for c in order if c[0] in chosen], flat_free, seen, out)
+            self._add(order, flat_free, seen, out)  # (c) the W cheapest eligible GPUs anywhere
+        return out
+
+    def _add(self, cells: list[tuple[int, int, int, float]], flat_free: list[int], seen: set[tuple],
+             out: list[Candidate]) -> None:
+        """Take W GPUs from ``cells`` in order; append the placement unless seen or of rate 0."""
+        need, taken = self.w, []
+        for h, k, i, _ in cells:
+            t = min(flat_free[i], need)
+            taken.append((h, k, t))
+            need -= t
+            if need == 0:
+                break
+        key = tuple(sorted(taken))
+        if key in seen:
+            return
+        seen.add(key)
+        nodes = len({h for h, _, _ in key})
+        rates = self._rc if nodes == 1 else self._ru
+        rate = min(rates[h][k] for h, k, _ in key)
+        if rate <= 0:
+            return
+        alloc = np.zeros(self.shape, dtype=np.int64)
+        p = self._p
+        for h, k, c in key:
+            alloc[h, k] = c
+        out.append(Candidate(alloc, float(rate), float(sum(p[h][k] * c for h, k, c in key)), nodes))
