@@ -130,7 +130,7 @@ class CandidateCache:
     def _allocator(self, entry: QueueEntry, free: np.ndarray) -> StaticPriceAllocator:
         alloc = self._allocators.get(entry.class_key)
         if alloc is None:
-            alloc = self._allocators[entry.class_key] = StaticPriceAllocator(entry.request, self.prices(free))
+            alloc = self._allocators[entry.class_key] = StaticPriceAllocator(entry.request, self.prices(free), self.capacity)
         return alloc
 
     def _kept_candidate(self, entry: QueueEntry, free: np.ndarray, state: bytes) -> Candidate | None:

@@ -12,28 +12,36 @@ from __future__ import annotations
 
 import numpy as np
 
-from primal_dual.find_alloc import Candidate, JobRequest
+from primal_dual.find_alloc import Candidate, JobRequest, _candidates_small
 
 
 class StaticPriceAllocator:
     """FIND_ALLOC's candidates of one request at fixed ``price[node, type]``, for any free state."""
 
-    def __init__(self, req: JobRequest, price: np.ndarray) -> None:
+    def __init__(self, req: JobRequest, price: np.ndarray, capacity: np.ndarray) -> None:
         n_nodes, n_types = req.rates_cons.shape
         self.shape = (n_nodes, n_types)
         self.w = req.num_gpus
+        self._req, self._price = req, price
         p = price.tolist()
         self._rc = req.rates_cons.tolist()
         self._ru = req.rates_unc.tolist()
         self._p = p
-        rc = self._rc
-        cells = [(h, k) for h in range(n_nodes) for k in range(n_types) if rc[h][k] > 0]
+        rc, cap = self._rc, capacity.tolist()
+        cells = [(h, k) for h in range(n_nodes) for k in range(n_types) if rc[h][k] > 0 and cap[h][k] > 0]
         # the runnable cells cheapest first, ties by position: (node, type, flat index, rate)
         ranked = sorted(cells, key=lambda c: (p[c[0]][c[1]], c[0] * n_types + c[1]))
         self._order = [(h, k, h * n_types + k, rc[h][k]) for h, k in ranked]
+        self._no_capacity = [h * n_types + k for h in range(n_nodes) for k in range(n_types)
+                             if rc[h][k] > 0 and cap[h][k] <= 0]
+        self._single: dict[int, Candidate] = {}  # W = 1: the candidate on each cell
 
     def candidates(self, flat_free: list[int]) -> list[Candidate]:
         """All distinct candidates on the free GPUs ``flat_free`` (``free.ravel().tolist()``)."""
+        if any(flat_free[i] for i in self._no_capacity):  # free GPUs beyond capacity: no shortcuts
+            return _candidates_small(self._req, np.array(flat_free).reshape(self.shape), self._price)
+        if self.w == 1:
+            return self._single_gpu(flat_free)
         w = self.w
         live = [c for c in self._order if flat_free[c[2]] > 0]
         if sum(flat_free[c[2]] for c in live) < w:
@@ -73,6 +81,26 @@ class StaticPriceAllocator:
                         break
                 self._add([c for c in order if c[0] in chosen], flat_free, seen, out)
             self._add(order, flat_free, seen, out)  # (c) the W cheapest eligible GPUs anywhere
+        return out
+
+    def _single_gpu(self, flat_free: list[int]) -> list[Candidate]:
+        """W = 1: each level's candidates are the cheapest eligible cell (the consolidated and the
+        cheapest-anywhere placements coincide), i.e. the cells whose rate exceeds that of every
+        cheaper live cell, fastest level first."""
+        records, top = [], 0.0
+        for c in self._order:
+            if c[3] > top and flat_free[c[2]] > 0:
+                records.append(c)
+                top = c[3]
+        out = []
+        for h, k, i, rate in reversed(records):
+            cand = self._single.get(i)
+            if cand is None:
+                alloc = np.zeros(self.shape, dtype=np.int64)
+                alloc[h, k] = 1
+                alloc.flags.writeable = False
+                cand = self._single[i] = Candidate(alloc, float(rate), float(sum([self._p[h][k] * 1])), 1)
+            out.append(cand)
         return out
 
     def _add(self, cells: list[tuple[int, int, int, float]], flat_free: list[int], seen: set[tuple],
