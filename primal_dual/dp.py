@@ -152,6 +152,7 @@ class CandidateCache:
 @dataclass
 class _State:
     free: np.ndarray
+    total: int  # free GPUs in all
     value: float
     count: int
     chain: tuple | None  # linked list: (previous chain, (index, candidate, payoff))
@@ -170,7 +171,8 @@ def plan_queue(
     if beam < 1:
         raise ValueError("beam must be >= 1")
     skey = state_key or (lambda f: f.tobytes())
-    frontier: dict[bytes, _State] = {skey(free): _State(free.copy(), 0.0, 0, None)}
+    frontier: dict[bytes, _State] = {skey(free): _State(free.copy(), int(free.sum()), 0.0, 0, None)}
+    exact_keys = state_key is None  # frontier keys are the memo's state keys
     exact = True
     states = 1
     peak = 1
@@ -179,14 +181,16 @@ def plan_queue(
         nxt: dict[bytes, _State] = {}
         for key, st in frontier.items():
             _merge(nxt, key, st)  # skip job i
-            if int(st.free.sum()) < need:
+            if st.total < need:
                 continue
-            best = cache.best(entry, st.free)
+            best = cache.best(entry, st.free, key if exact_keys else None)
             if best is None:
                 continue
             cand, pay = best
             new_free = st.free - cand.alloc
-            _merge(nxt, skey(new_free), _State(new_free, st.value + pay, st.count + 1, (st.chain, (i, cand, pay))))
+            took = int(cand.alloc.sum()) if cand.kept else need  # FIND_ALLOC's take exactly the gang
+            _merge(nxt, skey(new_free), _State(new_free, st.total - took, st.value + pay, st.count + 1,
+                                               (st.chain, (i, cand, pay))))
         states += len(nxt)
         if len(nxt) > beam:
             exact = False

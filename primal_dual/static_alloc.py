@@ -10,6 +10,8 @@ in ``tests/core/test_static_alloc.py``), including the float summation order of 
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 import numpy as np
 
 from primal_dual.find_alloc import Candidate, JobRequest, _candidates_small
@@ -32,13 +34,15 @@ class StaticPriceAllocator:
         # the runnable cells cheapest first, ties by position: (node, type, flat index, rate)
         ranked = sorted(cells, key=lambda c: (p[c[0]][c[1]], c[0] * n_types + c[1]))
         self._order = [(h, k, h * n_types + k, rc[h][k]) for h, k in ranked]
-        self._no_capacity = [h * n_types + k for h in range(n_nodes) for k in range(n_types)
-                             if rc[h][k] > 0 and cap[h][k] <= 0]
+        no_capacity = [h * n_types + k for h in range(n_nodes) for k in range(n_types)
+                       if rc[h][k] > 0 and cap[h][k] <= 0]
+        self._no_capacity = itemgetter(*no_capacity, no_capacity[0]) if no_capacity else None
+        """Runnable cells with no capacity (never free on a valid state), as one tuple lookup."""
         self._single: dict[int, Candidate] = {}  # W = 1: the candidate on each cell
 
     def candidates(self, flat_free: list[int]) -> list[Candidate]:
         """All distinct candidates on the free GPUs ``flat_free`` (``free.ravel().tolist()``)."""
-        if any(flat_free[i] for i in self._no_capacity):  # free GPUs beyond capacity: no shortcuts
+        if self._no_capacity is not None and any(self._no_capacity(flat_free)):  # beyond capacity: no shortcut
             return _candidates_small(self._req, np.array(flat_free).reshape(self.shape), self._price)
         if self.w == 1:
             return self._single_gpu(flat_free)
