@@ -30,20 +30,30 @@ class StaticPriceAllocator:
         self._ru = req.rates_unc.tolist()
         self._p = p
         rc, cap = self._rc, capacity.tolist()
-        cells = [(h, k) for h in range(n_nodes) for k in range(n_types) if rc[h][k] > 0 and cap[h][k] > 0]
+        cells = [
+            (h, k) for h in range(n_nodes) for k in range(n_types) if rc[h][k] > 0 and cap[h][k] > 0
+        ]
         # the runnable cells cheapest first, ties by position: (node, type, flat index, rate)
         ranked = sorted(cells, key=lambda c: (p[c[0]][c[1]], c[0] * n_types + c[1]))
         self._order = [(h, k, h * n_types + k, rc[h][k]) for h, k in ranked]
-        no_capacity = [h * n_types + k for h in range(n_nodes) for k in range(n_types)
-                       if rc[h][k] > 0 and cap[h][k] <= 0]
+        no_capacity = [
+            h * n_types + k
+            for h in range(n_nodes)
+            for k in range(n_types)
+            if rc[h][k] > 0 and cap[h][k] <= 0
+        ]
         self._no_capacity = itemgetter(*no_capacity, no_capacity[0]) if no_capacity else None
         """Runnable cells with no capacity (never free on a valid state), as one tuple lookup."""
         self._single: dict[int, Candidate] = {}  # W = 1: the candidate on each cell
 
     def candidates(self, flat_free: list[int]) -> list[Candidate]:
         """All distinct candidates on the free GPUs ``flat_free`` (``free.ravel().tolist()``)."""
-        if self._no_capacity is not None and any(self._no_capacity(flat_free)):  # beyond capacity: no shortcut
-            return _candidates_small(self._req, np.array(flat_free).reshape(self.shape), self._price)
+        if self._no_capacity is not None and any(
+            self._no_capacity(flat_free)
+        ):  # beyond capacity: no shortcut
+            return _candidates_small(
+                self._req, np.array(flat_free).reshape(self.shape), self._price
+            )
         if self.w == 1:
             return self._single_gpu(flat_free)
         w = self.w
@@ -55,7 +65,9 @@ class StaticPriceAllocator:
         for level in sorted({c[3] for c in live}, reverse=True):
             order = [c for c in live if c[3] >= level]
             per_node: dict[int, int] = {}
-            on_node: dict[int, list[tuple[int, int, int, float]]] = {}  # each node's cells, in price order
+            on_node: dict[
+                int, list[tuple[int, int, int, float]]
+            ] = {}  # each node's cells, in price order
             for c in order:
                 h = c[0]
                 per_node[h] = per_node.get(h, 0) + flat_free[c[2]]
@@ -103,12 +115,19 @@ class StaticPriceAllocator:
                 alloc = np.zeros(self.shape, dtype=np.int64)
                 alloc[h, k] = 1
                 alloc.flags.writeable = False
-                cand = self._single[i] = Candidate(alloc, float(rate), float(sum([self._p[h][k] * 1])), 1)
+                cand = self._single[i] = Candidate(
+                    alloc, float(rate), float(sum([self._p[h][k] * 1])), 1
+                )
             out.append(cand)
         return out
 
-    def _add(self, cells: list[tuple[int, int, int, float]], flat_free: list[int], seen: set[tuple],
-             out: list[Candidate]) -> None:
+    def _add(
+        self,
+        cells: list[tuple[int, int, int, float]],
+        flat_free: list[int],
+        seen: set[tuple],
+        out: list[Candidate],
+    ) -> None:
         """Take W GPUs from ``cells`` in order; append the placement unless seen or of rate 0."""
         need, taken = self.w, []
         for h, k, i, _ in cells:

@@ -24,12 +24,20 @@ def random_instance(nodes: int, types: int, w: int, seed: int, ties: bool):
     raw = rng.integers(0, 4, size=cap.shape) / 10 if ties else rng.random(cap.shape)
     price = np.where(cap > 0, raw, np.inf)
     cons = rng.choice([0.0, 1.0, 2.0, 3.5], size=cap.shape) if ties else rng.random(cap.shape) * 3
-    unc = cons * rng.uniform(0.3, 1.0) * (rng.random(cap.shape) > 0.2)  # some cross-node rates are 0
+    unc = (
+        cons * rng.uniform(0.3, 1.0) * (rng.random(cap.shape) > 0.2)
+    )  # some cross-node rates are 0
     return rng, cap, price, JobRequest(w, cons, unc)
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.integers(1, 8), st.integers(1, 4), st.integers(1, 9), st.integers(0, 2**31 - 1), st.booleans())
+@given(
+    st.integers(1, 8),
+    st.integers(1, 4),
+    st.integers(1, 9),
+    st.integers(0, 2**31 - 1),
+    st.booleans(),
+)
 def test_static_price_candidates_equal_the_per_state_construction(nodes, types, w, seed, ties):
     rng, cap, price, req = random_instance(nodes, types, w, seed, ties)
     allocator = StaticPriceAllocator(req, price, cap)
@@ -53,10 +61,15 @@ def test_single_gpu_candidates_are_one_per_rate_level_fastest_first():
     cap = np.array([[2, 0], [0, 2], [2, 0]])
     price = np.where(cap > 0, np.array([[0.1, 0.0], [0.0, 0.3], [0.2, 0.0]]), np.inf)
     cons = np.array([[1.0, 9.9], [9.9, 3.0], [2.0, 9.9]])
-    got = StaticPriceAllocator(JobRequest(1, cons, cons), price, cap).candidates(cap.ravel().tolist())
+    got = StaticPriceAllocator(JobRequest(1, cons, cons), price, cap).candidates(
+        cap.ravel().tolist()
+    )
     # levels 3.0, 2.0, 1.0: the cheapest cell at least that fast (node 1, node 2, node 0)
     assert [(np.argwhere(c.alloc).tolist(), c.rate, c.unit_cost) for c in got] == [
-        ([[1, 1]], 3.0, 0.3), ([[2, 0]], 2.0, 0.2), ([[0, 0]], 1.0, 0.1)]
+        ([[1, 1]], 3.0, 0.3),
+        ([[2, 0]], 2.0, 0.2),
+        ([[0, 0]], 1.0, 0.1),
+    ]
     assert all(not c.alloc.flags.writeable for c in got)  # shared between DP states: read-only
 
 
@@ -83,9 +96,17 @@ def test_dp_plans_equal_with_and_without_static_prices(nodes, types, seed):
                 left -= t
             keep = flat.reshape(cap.shape) if left == 0 else None
         weight = float(rng.uniform(0.5, 2.0))
-        entries.append(QueueEntry(j, req, j % 4, lambda r, a=weight: a * r,
-                                  lambda r: 1.0, keep=keep, kept_utility=(lambda r, a=weight: 1.5 * a * r)
-                                  if keep is not None else None))
+        entries.append(
+            QueueEntry(
+                j,
+                req,
+                j % 4,
+                lambda r, a=weight: a * r,
+                lambda r: 1.0,
+                keep=keep,
+                kept_utility=(lambda r, a=weight: 1.5 * a * r) if keep is not None else None,
+            )
+        )
     fixed = np.broadcast_to(np.where(np.isfinite(price), price, 0.0).max(axis=0), cap.shape)
     static = CandidateCache(cap, None, fixed)
     per_state = CandidateCache(cap, None, fixed)
@@ -93,5 +114,6 @@ def test_dp_plans_equal_with_and_without_static_prices(nodes, types, seed):
     a = plan_queue(entries, cap.copy(), static, beam=8)
     b = plan_queue(entries, cap.copy(), per_state, beam=8)
     assert [(i, c.alloc.tolist(), c.rate, c.unit_cost, c.kept, p) for i, c, p in a.chosen] == [
-        (i, c.alloc.tolist(), c.rate, c.unit_cost, c.kept, p) for i, c, p in b.chosen]
+        (i, c.alloc.tolist(), c.rate, c.unit_cost, c.kept, p) for i, c, p in b.chosen
+    ]
     assert (a.total_payoff, a.exact, a.states) == (b.total_payoff, b.exact, b.states)
