@@ -86,7 +86,8 @@ class CandidateCache:
         """Prices do not depend on the free state: per-class price orders and kept placements'
         costs are computed once (same candidates as rebuilding them per state)."""
         self._allocators: dict[Hashable, StaticPriceAllocator] = {}
-        self._kept: dict[int, tuple[QueueEntry, Candidate | None]] = {}
+        self._kept: dict[int, tuple[QueueEntry, Candidate | None, list[tuple[int, int]]]] = {}
+        self._flat: dict[bytes, list[int]] = {}  # free GPUs per cell of each state, as a list
 
     def prices(self, free: np.ndarray, key: bytes | None = None) -> np.ndarray:
         """Current prices for a free state; all zero (where there is capacity) without bounds.
@@ -117,7 +118,7 @@ class CandidateCache:
         hit = self._memo.get((entry.class_key, state))
         if hit is None:
             if self.static and free.shape[0] <= PRUNE_ABOVE_NODES and free.size <= SMALL_CELLS:
-                hit = self._allocator(entry, free).candidates(free.ravel().tolist())
+                hit = self._allocator(entry, free).candidates(self._flat_free(free, state))
             else:
                 hit = candidate_allocations(entry.request, free, self.prices(free, state))
             self._memo[(entry.class_key, state)] = hit
@@ -126,6 +127,12 @@ class CandidateCache:
             if kept is not None:
                 return [kept, *(c for c in hit if c.rate >= entry.move_min_rate)]
         return hit
+
+    def _flat_free(self, free: np.ndarray, state: bytes) -> list[int]:
+        flat = self._flat.get(state)
+        if flat is None:
+            flat = self._flat[state] = free.ravel().tolist()
+        return flat
 
     def _allocator(self, entry: QueueEntry, free: np.ndarray) -> StaticPriceAllocator:
         alloc = self._allocators.get(entry.class_key)
@@ -142,8 +149,15 @@ class CandidateCache:
             return kept_candidate(keep, entry.request, free, self.prices(free, state))
         hit = self._kept.get(id(entry))
         if hit is None or hit[0] is not entry:
-            hit = self._kept[id(entry)] = (entry, kept_candidate(keep, entry.request, keep, self.prices(free, state)))
-        return hit[1] if hit[1] is not None and bool((keep <= free).all()) else None
+            cells = [(i, n) for i, n in enumerate(keep.ravel().tolist()) if n]
+            cand = kept_candidate(keep, entry.request, keep, self.prices(free, state))
+            hit = self._kept[id(entry)] = (entry, cand, cells)
+        if hit[1] is None:
+            return None
+        if keep.shape != free.shape:
+            return hit[1] if bool((keep <= free).all()) else None
+        flat = self._flat_free(free, state)
+        return hit[1] if all(flat[i] >= n for i, n in hit[2]) else None
 
     def best(self, entry: QueueEntry, free: np.ndarray, key: bytes | None = None) -> tuple[Candidate, float] | None:
         return best_candidate(self.candidates(entry, free, key), entry.payoff)
@@ -188,7 +202,7 @@ def plan_queue(
                 continue
             cand, pay = best
             new_free = st.free - cand.alloc
-            took = int(cand.alloc.sum()) if cand.kept else need  # FIND_ALLOC's take exactly the gang
+            took = cand.gpus if cand.kept else need  # FIND_ALLOC's take exactly the gang
             _merge(nxt, skey(new_free), _State(new_free, st.total - took, st.value + pay, st.count + 1,
                                                (st.chain, (i, cand, pay))))
         states += len(nxt)

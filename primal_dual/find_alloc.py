@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -46,6 +47,11 @@ class Candidate:
     @property
     def consolidated(self) -> bool:
         return self.nodes == 1
+
+    @cached_property
+    def gpus(self) -> int:
+        """GPUs the placement takes."""
+        return int(self.alloc.sum())
 
 
 def _take(order_cells: np.ndarray, counts: np.ndarray, need: int, shape: tuple[int, int]) -> np.ndarray:
