@@ -268,16 +268,21 @@ def round_type_prices(vals: list[JobValuation], entries: list[QueueEntry], ctx: 
     :mod:`primal_dual.lp_prices`); a job's value on a type is its utility at its fastest
     placement on that type alone (kept placement: no restart)."""
     cap = ctx.cluster.capacity
-    values = np.zeros((len(vals), cap.shape[1]))
-    per_request: dict[int, np.ndarray] = {}  # jobs of one class share their request object
-    for j, (v, e) in enumerate(zip(vals, entries, strict=True)):
-        rates = per_request.get(id(v.request))
-        if rates is None:
-            rates = per_request[id(v.request)] = type_rates_alone(v, cap)
+    n_types = cap.shape[1]
+    rows: list[list[float]] = []
+    per_request: dict[int, list[tuple[int, float]]] = {}  # jobs of one class share their request object
+    for v, e in zip(vals, entries, strict=True):
+        runnable = per_request.get(id(v.request))
+        if runnable is None:
+            rates = type_rates_alone(v, cap)
+            runnable = per_request[id(v.request)] = [(int(k), float(rates[k])) for k in np.flatnonzero(rates > 0)]
         kept_type = None if e.keep is None else int(np.argmax(e.keep.sum(axis=0)))
-        for k in np.flatnonzero(rates > 0):
+        row = [0.0] * n_types
+        for k, rate in runnable:
             u = e.kept_utility if (k == kept_type and e.kept_utility is not None) else e.utility
-            values[j, k] = u(float(rates[k]))
+            row[k] = u(rate)
+        rows.append(row)
+    values = np.array(rows, dtype=float).reshape(len(vals), n_types)
     gang = np.array([v.request.num_gpus for v in vals])
     return type_prices(values, gang, gpus_per_type)
 
@@ -436,11 +441,13 @@ def backfill(entries: list[QueueEntry], free: np.ndarray, ctx: RoundContext,
     """Step 5: offer the GPUs still free, at zero price, to ``entries``, highest utility first.
     Mutates ``free``; returns how many were placed."""
     zero = CandidateCache(ctx.cluster.capacity, None)
+    total = int(free.sum())
+    key = free.tobytes()
 
     def best(e: QueueEntry) -> Candidate | None:
-        if int(free.sum()) < e.request.num_gpus:
+        if total < e.request.num_gpus:
             return None
-        b = best_candidate(zero.candidates(e, free), e.payoff)
+        b = best_candidate(zero.candidates(e, free, key), e.payoff)
         return None if b is None else b[0]
 
     scored = []
@@ -454,6 +461,8 @@ def backfill(entries: list[QueueEntry], free: np.ndarray, ctx: RoundContext,
         if c is not None:
             commit(entries[i], c)
             free[...] = free - c.alloc
+            total -= c.gpus
+            key = free.tobytes()
             done += 1
     return done
 
