@@ -117,9 +117,8 @@ class CandidateCache:
         state = free.tobytes() if key is None else key
         hit = self._memo.get((entry.class_key, state))
         if hit is None:
-            if self.static and free.shape[0] <= PRUNE_ABOVE_NODES and free.size <= SMALL_CELLS:
-                hit = self._allocator(entry, free).candidates(self._flat_free(free, state))
-            else:
+            hit = self._static_candidates(entry, free, state) if self.static else None
+            if hit is None:
                 hit = candidate_allocations(entry.request, free, self.prices(free, state))
             self._memo[(entry.class_key, state)] = hit
         if entry.keep is not None:
@@ -127,6 +126,15 @@ class CandidateCache:
             if kept is not None:
                 return [kept, *(c for c in hit if c.rate >= entry.move_min_rate)]
         return hit
+
+    def _static_candidates(self, entry: QueueEntry, free: np.ndarray, state: bytes) -> list[Candidate] | None:
+        """Candidates from the class's static-price allocator, None where it has no shortcut
+        (multi-GPU gangs on large clusters)."""
+        if free.shape[0] <= PRUNE_ABOVE_NODES and free.size <= SMALL_CELLS:
+            return self._allocator(entry, free).candidates(self._flat_free(free, state))
+        if entry.request.num_gpus == 1:
+            return self._allocator(entry, free).single_gpu_array(free)
+        return None
 
     def _flat_free(self, free: np.ndarray, state: bytes) -> list[int]:
         flat = self._flat.get(state)

@@ -14,7 +14,13 @@ from operator import itemgetter
 
 import numpy as np
 
-from primal_dual.find_alloc import Candidate, JobRequest, _candidates_small
+from primal_dual.find_alloc import (
+    PRUNE_ABOVE_NODES,
+    SMALL_CELLS,
+    Candidate,
+    JobRequest,
+    _candidates_small,
+)
 
 
 class StaticPriceAllocator:
@@ -25,26 +31,28 @@ class StaticPriceAllocator:
         self.shape = (n_nodes, n_types)
         self.w = req.num_gpus
         self._req, self._price = req, price
-        p = price.tolist()
+        self._single: dict[int, Candidate] = {}  # W = 1: the candidate on each cell
+        flat_rc = req.rates_cons.ravel()
+        runnable = flat_rc > 0
+        cells = np.flatnonzero(runnable & (capacity.ravel() > 0))
+        # the runnable cells cheapest first, ties by position
+        ranked = cells[np.lexsort((cells, price.ravel()[cells]))]
+        self._ranked = ranked
+        self._ranked_rates = flat_rc[ranked]
+        self._no_capacity_cells = np.flatnonzero(runnable & (capacity.ravel() <= 0))
+        if n_nodes * n_types > SMALL_CELLS or n_nodes > PRUNE_ABOVE_NODES:
+            return  # large clusters: only single-GPU requests, vectorised (single_gpu_array)
         self._rc = req.rates_cons.tolist()
         self._ru = req.rates_unc.tolist()
-        self._p = p
-        rc, cap = self._rc, capacity.tolist()
-        cells = [
-            (h, k) for h in range(n_nodes) for k in range(n_types) if rc[h][k] > 0 and cap[h][k] > 0
+        self._p = price.tolist()
+        # (node, type, flat index, rate) per runnable cell, cheapest first
+        self._order = [
+            (int(i) // n_types, int(i) % n_types, int(i), r)
+            for i, r in zip(ranked.tolist(), self._ranked_rates.tolist(), strict=True)
         ]
-        # the runnable cells cheapest first, ties by position: (node, type, flat index, rate)
-        ranked = sorted(cells, key=lambda c: (p[c[0]][c[1]], c[0] * n_types + c[1]))
-        self._order = [(h, k, h * n_types + k, rc[h][k]) for h, k in ranked]
-        no_capacity = [
-            h * n_types + k
-            for h in range(n_nodes)
-            for k in range(n_types)
-            if rc[h][k] > 0 and cap[h][k] <= 0
-        ]
+        no_capacity = self._no_capacity_cells.tolist()
         self._no_capacity = itemgetter(*no_capacity, no_capacity[0]) if no_capacity else None
         """Runnable cells with no capacity (never free on a valid state), as one tuple lookup."""
-        self._single: dict[int, Candidate] = {}  # W = 1: the candidate on each cell
 
     def candidates(self, flat_free: list[int]) -> list[Candidate]:
         """All distinct candidates on the free GPUs ``flat_free`` (``free.ravel().tolist()``)."""
@@ -108,18 +116,37 @@ class StaticPriceAllocator:
             if c[3] > top and flat_free[c[2]] > 0:
                 records.append(c)
                 top = c[3]
-        out = []
-        for h, k, i, rate in reversed(records):
-            cand = self._single.get(i)
-            if cand is None:
-                alloc = np.zeros(self.shape, dtype=np.int64)
-                alloc[h, k] = 1
-                alloc.flags.writeable = False
-                cand = self._single[i] = Candidate(
-                    alloc, float(rate), float(sum([self._p[h][k] * 1])), 1
-                )
-            out.append(cand)
-        return out
+        return [self._on_cell(i, rate) for _, _, i, rate in reversed(records)]
+
+    def single_gpu_array(self, free: np.ndarray) -> list[Candidate] | None:
+        """:meth:`_single_gpu` vectorised, for large clusters (same candidates as
+        :func:`~primal_dual.find_alloc.candidate_allocations`); None where ``free`` has GPUs
+        beyond capacity (no shortcut there)."""
+        assert self.w == 1
+        flat = free.ravel()
+        if flat[self._no_capacity_cells].any():
+            return None
+        rates = np.where(flat[self._ranked] > 0, self._ranked_rates, 0.0)
+        best_before = np.maximum.accumulate(rates)
+        records = (
+            np.flatnonzero(rates[1:] > best_before[:-1]) + 1 if rates.size else rates.astype(int)
+        )
+        if rates.size and rates[0] > 0:
+            records = np.concatenate([[0], records])
+        return [
+            self._on_cell(int(self._ranked[r]), float(self._ranked_rates[r])) for r in records[::-1]
+        ]
+
+    def _on_cell(self, i: int, rate: float) -> Candidate:
+        """The single-GPU placement on flat cell ``i`` (shared by every state: read-only)."""
+        cand = self._single.get(i)
+        if cand is None:
+            alloc = np.zeros(self.shape, dtype=np.int64)
+            alloc.flat[i] = 1
+            alloc.flags.writeable = False
+            cost = float(sum([float(self._price.flat[i]) * 1]))
+            cand = self._single[i] = Candidate(alloc, float(rate), cost, 1)
+        return cand
 
     def _add(
         self,

@@ -117,3 +117,29 @@ def test_dp_plans_equal_with_and_without_static_prices(nodes, types, seed):
         (i, c.alloc.tolist(), c.rate, c.unit_cost, c.kept, p) for i, c, p in b.chosen
     ]
     assert (a.total_payoff, a.exact, a.states) == (b.total_payoff, b.exact, b.states)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(65, 300), st.integers(1, 3), st.integers(0, 2**31 - 1), st.booleans())
+def test_single_gpu_candidates_on_large_clusters_equal_the_pruned_construction(
+    nodes, types, seed, ties
+):
+    """Clusters past PRUNE_ABOVE_NODES: the vectorised single-GPU shortcut gives the candidates of
+    ``candidate_allocations`` (node pruning, then the per-state construction)."""
+    rng = np.random.default_rng(seed)
+    cap = rng.integers(0, 9, size=(nodes, types)) * (rng.random((nodes, types)) < 0.6)
+    type_price = rng.choice([0.0, 0.5, 2.0], types) if ties else rng.random(types)
+    price = np.where(cap > 0, type_price[None, :], np.inf)
+    cons = np.tile(
+        rng.choice([1.0, 2.0, 3.5], types) if ties else rng.random(types) * 3, (nodes, 1)
+    )
+    req = JobRequest(1, cons, cons * 0.5, find_alloc.static_node_groups(cap, cons, cons * 0.5))
+    allocator = StaticPriceAllocator(req, price, cap)
+    for _ in range(4):
+        free = np.minimum(cap, rng.integers(0, 9, size=cap.shape) * (rng.random(cap.shape) < 0.5))
+        got = allocator.single_gpu_array(free)
+        assert got is not None
+        assert exact(got) == exact(find_alloc.candidate_allocations(req, free, price))
+    beyond = cap.copy()
+    beyond[cap == 0] = 1  # GPUs where there is no capacity: no shortcut
+    assert allocator.single_gpu_array(beyond) is None or (cap > 0).all()
