@@ -157,14 +157,15 @@ class CandidateCache:
             return kept_candidate(keep, entry.request, free, self.prices(free, state))
         hit = self._kept.get(id(entry))
         if hit is None or hit[0] is not entry:
-            cells = [(i, n) for i, n in enumerate(keep.ravel().tolist()) if n]
+            idx = np.flatnonzero(keep)
+            cells = list(zip(idx.tolist(), keep.ravel()[idx].tolist(), strict=True))
             cand = kept_candidate(keep, entry.request, keep, self.prices(free, state))
             hit = self._kept[id(entry)] = (entry, cand, cells)
         if hit[1] is None:
             return None
         if keep.shape != free.shape:
             return hit[1] if bool((keep <= free).all()) else None
-        flat = self._flat_free(free, state)
+        flat = self._flat_free(free, state) if free.size <= SMALL_CELLS else free.ravel()
         return hit[1] if all(flat[i] >= n for i, n in hit[2]) else None
 
     def best(self, entry: QueueEntry, free: np.ndarray, key: bytes | None = None) -> tuple[Candidate, float] | None:
