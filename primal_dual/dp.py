@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -69,6 +70,21 @@ class DPResult:
     peak_frontier: int
 
 
+MEMO_STATE_BYTES = 256 * 2**20
+"""Free states a :class:`CandidateCache` remembers: as many as fit in this many bytes (at least 16);
+forgetting one costs time (its candidates are rebuilt if it recurs), never a different result."""
+
+_V = TypeVar("_V")
+
+
+def _remember(memo: dict[bytes, _V], key: bytes, value: _V, limit: int) -> _V:
+    """``memo[key] = value``, forgetting the oldest entries beyond ``limit``."""
+    memo[key] = value
+    while len(memo) > limit:
+        del memo[next(iter(memo))]
+    return value
+
+
 class CandidateCache:
     """Memo of FIND_ALLOC candidates by (job class, free state); prices depend only on the state."""
 
@@ -79,8 +95,11 @@ class CandidateCache:
         self.capacity = capacity
         self.bounds = bounds
         self.fixed = None if fixed_prices is None else np.where(capacity > 0, fixed_prices, np.inf)
-        self._memo: dict[tuple[Hashable, bytes], list[Candidate]] = {}
+        self._memo: dict[bytes, dict[Hashable, list[Candidate]]] = {}  # state -> class -> candidates
         self._prices: dict[bytes, np.ndarray] = {}
+        self.max_states = max(16, MEMO_STATE_BYTES // max(1, capacity.nbytes))
+        """States remembered (oldest forgotten first): a round on a large cluster visits thousands
+        of free states (every greedy placement makes one), each as large as the cluster."""
         self._last: tuple[np.ndarray, np.ndarray] | None = None
         self.static = self.fixed is not None or bounds is None
         """Prices do not depend on the free state: per-class price orders and kept placements'
@@ -108,19 +127,22 @@ class CandidateCache:
                     p[rows] = price_matrix(self.bounds, self.capacity[rows] - free[rows], self.capacity[rows])
             else:
                 p = price_matrix(self.bounds, self.capacity - free, self.capacity)
-            self._prices[key] = p
+            _remember(self._prices, key, p, self.max_states)
             self._last = (free.copy(), p)
         return p
 
     def candidates(self, entry: QueueEntry, free: np.ndarray, key: bytes | None = None) -> list[Candidate]:
         """FIND_ALLOC's candidates for ``entry`` on ``free``, plus its kept placement if it fits."""
         state = free.tobytes() if key is None else key
-        hit = self._memo.get((entry.class_key, state))
+        by_class = self._memo.get(state)
+        if by_class is None:
+            by_class = _remember(self._memo, state, {}, self.max_states)
+        hit = by_class.get(entry.class_key)
         if hit is None:
             hit = self._static_candidates(entry, free, state) if self.static else None
             if hit is None:
                 hit = candidate_allocations(entry.request, free, self.prices(free, state))
-            self._memo[(entry.class_key, state)] = hit
+            by_class[entry.class_key] = hit
         if entry.keep is not None:
             kept = self._kept_candidate(entry, free, state)
             if kept is not None:
@@ -139,7 +161,7 @@ class CandidateCache:
     def _flat_free(self, free: np.ndarray, state: bytes) -> list[int]:
         flat = self._flat.get(state)
         if flat is None:
-            flat = self._flat[state] = free.ravel().tolist()
+            flat = _remember(self._flat, state, free.ravel().tolist(), self.max_states)
         return flat
 
     def _allocator(self, entry: QueueEntry, free: np.ndarray) -> StaticPriceAllocator:
