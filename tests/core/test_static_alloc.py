@@ -143,3 +143,31 @@ def test_single_gpu_candidates_on_large_clusters_equal_the_pruned_construction(
     beyond = cap.copy()
     beyond[cap == 0] = 1  # GPUs where there is no capacity: no shortcut
     assert allocator.single_gpu_array(beyond) is None or (cap > 0).all()
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(2, 8), st.integers(1, 3), st.integers(0, 2**31 - 1), st.booleans())
+def test_a_cache_that_forgets_states_plans_the_same(nodes, types, seed, exponential):
+    """Forgetting free states (large clusters) costs rebuilds, never a different plan."""
+    from primal_dual.prices import PriceBounds
+
+    rng, cap, _, _ = random_instance(nodes, types, 1, seed, ties=False)
+    cap = np.maximum(cap, 1)
+    entries = []
+    for j in range(10):
+        cons = rng.choice([1.0, 2.0, 3.5], size=cap.shape)
+        req = JobRequest(int(rng.integers(1, 4)), cons, cons * 0.6)
+        entries.append(QueueEntry(j, req, j, lambda r: 10.0 * r, lambda r: 1.0))
+    bounds = PriceBounds(np.full(types, 0.01), np.full(types, 10.0)) if exponential else None
+    fixed = None if exponential else np.broadcast_to(rng.random(types), cap.shape)
+
+    def plan(max_states: int | None):
+        cache = CandidateCache(cap, bounds, fixed)
+        if max_states is not None:
+            cache.max_states = max_states
+        result = plan_queue(entries, cap.copy(), cache, beam=6)
+        return [
+            (i, c.alloc.tolist(), c.rate, c.unit_cost, p) for i, c, p in result.chosen
+        ], result.total_payoff
+
+    assert plan(1) == plan(None)
