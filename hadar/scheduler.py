@@ -200,7 +200,7 @@ class HadarPolicy(Policy):
 
         def take(i: int, cand: Candidate) -> None:
             placed[entries[i].key] = cand
-            free[...] = free - cand.alloc
+            cand.take_from(free)
 
         def idle_for(job_id: object) -> np.ndarray:
             """Free GPUs minus those other running jobs still hold (they may keep them)."""
@@ -248,7 +248,7 @@ class HadarPolicy(Policy):
         info.update(critical=sum(1 for i, _ in crit if entries[i].key in placed), upgraded=upgraded,
                     preempted=sum(1 for j in running if j not in placed),
                     moved=sum(1 for j in running if j in placed and not placed[j].kept))
-        assignments = [Assignment(k, moved_to[k] if k in moved_to else ctx.cluster.placement_from_matrix(c.alloc))
+        assignments = [Assignment(k, moved_to[k] if k in moved_to else placement_of(c, ctx))
                        for k, c in placed.items()]  # type: ignore[misc]
         return RoundPlan(tuple(sorted(assignments, key=lambda a: a.job_id)), info)
 
@@ -285,6 +285,16 @@ def round_type_prices(vals: list[JobValuation], entries: list[QueueEntry], ctx: 
     values = np.array(rows, dtype=float).reshape(len(vals), n_types)
     gang = np.array([v.request.num_gpus for v in vals])
     return type_prices(values, gang, gpus_per_type)
+
+
+def placement_of(cand: Candidate, ctx: RoundContext) -> Placement:
+    """A candidate's placement ``{node: {type: count}}`` (as ``placement_from_matrix``, from its cells)."""
+    nodes, types, n_types = ctx.cluster.node_names, ctx.cluster.gpu_types, len(ctx.cluster.gpu_types)
+    out: dict[str, dict[str, int]] = {}
+    for i, n in zip(*cand.cells, strict=True):
+        h, k = divmod(i, n_types)
+        out.setdefault(nodes[h], {})[types[k]] = n
+    return out
 
 
 def type_rates_alone(v: JobValuation, capacity: np.ndarray) -> np.ndarray:
@@ -408,9 +418,9 @@ def admit(
         nonlocal key, total_free
         placed.append((entries[i].key, cand))
         taken.add(i)
-        free[...] = free - cand.alloc
-        key = free.tobytes()
-        total_free -= cand.alloc.sum()
+        cand.take_from(free)
+        key = cache.fresh_key()  # a new state: hashing a large cluster's bytes per placement is costly
+        total_free -= cand.gpus
 
     for wi, cand, _ in result.chosen:
         commit(window_idx[wi], cand)

@@ -75,9 +75,11 @@ MEMO_STATE_BYTES = 256 * 2**20
 forgetting one costs time (its candidates are rebuilt if it recurs), never a different result."""
 
 _V = TypeVar("_V")
+StateKey = Hashable
+"""A free state's memo key: its ``tobytes()``, or a :meth:`CandidateCache.fresh_key`."""
 
 
-def _remember(memo: dict[bytes, _V], key: bytes, value: _V, limit: int) -> _V:
+def _remember(memo: dict[StateKey, _V], key: StateKey, value: _V, limit: int) -> _V:
     """``memo[key] = value``, forgetting the oldest entries beyond ``limit``."""
     memo[key] = value
     while len(memo) > limit:
@@ -95,8 +97,8 @@ class CandidateCache:
         self.capacity = capacity
         self.bounds = bounds
         self.fixed = None if fixed_prices is None else np.where(capacity > 0, fixed_prices, np.inf)
-        self._memo: dict[bytes, dict[Hashable, list[Candidate]]] = {}  # state -> class -> candidates
-        self._prices: dict[bytes, np.ndarray] = {}
+        self._memo: dict[StateKey, dict[Hashable, list[Candidate]]] = {}  # state -> class -> candidates
+        self._prices: dict[StateKey, np.ndarray] = {}
         self.max_states = max(16, MEMO_STATE_BYTES // max(1, capacity.nbytes))
         """States remembered (oldest forgotten first): a round on a large cluster visits thousands
         of free states (every greedy placement makes one), each as large as the cluster."""
@@ -106,9 +108,16 @@ class CandidateCache:
         costs are computed once (same candidates as rebuilding them per state)."""
         self._allocators: dict[Hashable, StaticPriceAllocator] = {}
         self._kept: dict[int, tuple[QueueEntry, Candidate | None, list[tuple[int, int]]]] = {}
-        self._flat: dict[bytes, list[int]] = {}  # free GPUs per cell of each state, as a list
+        self._flat: dict[StateKey, list[int]] = {}  # free GPUs per cell of each state, as a list
+        self._fresh = 0
 
-    def prices(self, free: np.ndarray, key: bytes | None = None) -> np.ndarray:
+    def fresh_key(self) -> StateKey:
+        """A state key never given before, for a caller that tracks its own state changes (cheaper
+        than ``free.tobytes()`` and hashing it on a large cluster; never equal to a state's bytes)."""
+        self._fresh += 1
+        return ("fresh", self._fresh)
+
+    def prices(self, free: np.ndarray, key: StateKey | None = None) -> np.ndarray:
         """Current prices for a free state; all zero (where there is capacity) without bounds.
 
         ``key`` is ``free.tobytes()`` when the caller already has it."""
@@ -131,7 +140,7 @@ class CandidateCache:
             self._last = (free.copy(), p)
         return p
 
-    def candidates(self, entry: QueueEntry, free: np.ndarray, key: bytes | None = None) -> list[Candidate]:
+    def candidates(self, entry: QueueEntry, free: np.ndarray, key: StateKey | None = None) -> list[Candidate]:
         """FIND_ALLOC's candidates for ``entry`` on ``free``, plus its kept placement if it fits."""
         state = free.tobytes() if key is None else key
         by_class = self._memo.get(state)
@@ -149,7 +158,7 @@ class CandidateCache:
                 return [kept, *(c for c in hit if c.rate >= entry.move_min_rate)]
         return hit
 
-    def _static_candidates(self, entry: QueueEntry, free: np.ndarray, state: bytes) -> list[Candidate] | None:
+    def _static_candidates(self, entry: QueueEntry, free: np.ndarray, state: StateKey) -> list[Candidate] | None:
         """Candidates from the class's static-price allocator, None where it has no shortcut
         (multi-GPU gangs on large clusters)."""
         if free.shape[0] <= PRUNE_ABOVE_NODES and free.size <= SMALL_CELLS:
@@ -158,7 +167,7 @@ class CandidateCache:
             return self._allocator(entry, free).single_gpu_array(free)
         return None
 
-    def _flat_free(self, free: np.ndarray, state: bytes) -> list[int]:
+    def _flat_free(self, free: np.ndarray, state: StateKey) -> list[int]:
         flat = self._flat.get(state)
         if flat is None:
             flat = _remember(self._flat, state, free.ravel().tolist(), self.max_states)
@@ -170,7 +179,7 @@ class CandidateCache:
             alloc = self._allocators[entry.class_key] = StaticPriceAllocator(entry.request, self.prices(free), self.capacity)
         return alloc
 
-    def _kept_candidate(self, entry: QueueEntry, free: np.ndarray, state: bytes) -> Candidate | None:
+    def _kept_candidate(self, entry: QueueEntry, free: np.ndarray, state: StateKey) -> Candidate | None:
         """``entry``'s kept placement as a candidate if its GPUs are free; with static prices its
         rate and cost are computed once per entry."""
         keep = entry.keep
@@ -190,7 +199,7 @@ class CandidateCache:
         flat = self._flat_free(free, state) if free.size <= SMALL_CELLS else free.ravel()
         return hit[1] if all(flat[i] >= n for i, n in hit[2]) else None
 
-    def best(self, entry: QueueEntry, free: np.ndarray, key: bytes | None = None) -> tuple[Candidate, float] | None:
+    def best(self, entry: QueueEntry, free: np.ndarray, key: StateKey | None = None) -> tuple[Candidate, float] | None:
         return best_candidate(self.candidates(entry, free, key), entry.payoff)
 
 
