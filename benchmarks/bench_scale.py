@@ -97,8 +97,12 @@ def measure_simulation(workload: str) -> dict:
 
     from estimators.throughput import GavelThroughputTable
     from hadar import api
+    from hadar.cluster import Cluster
     from hadar.experiments.load_sweep import poisson_arrivals
+    from hadar.jobs import Job
 
+    cluster: str | Cluster
+    jobs: str | list[Job]
     if workload == "philly-480":
         cluster, jobs = "sim-60gpu", "philly-480"
     else:

@@ -33,7 +33,7 @@ from hadar.jobs import JobStatus, Placement
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
 from hadar.reference_rates import best_achievable_rate
 from hadar.valuation import JobValuation, queue_entry, round_price_bounds, single_node, value_jobs
-from primal_dual.dp import CandidateCache, QueueEntry, plan_queue
+from primal_dual.dp import CandidateCache, QueueEntry, StateKey, plan_queue
 from primal_dual.find_alloc import Candidate, best_candidate
 from primal_dual.lp_prices import type_prices
 from primal_dual.utility import UTILITIES, make_utility
@@ -399,7 +399,7 @@ def admit(
 ) -> tuple[list[tuple[object, Candidate]], dict[str, object]]:
     """Steps 3-5 of the round: DP window, greedy remainder, backfill. Mutates ``free``."""
     cache = bounds_cache
-    key = free.tobytes()
+    key: StateKey = free.tobytes()
     total_free = int(free.sum())
     standalone: list[tuple[float, int]] = []
     for i, e in enumerate(entries):
