@@ -43,13 +43,11 @@ def _peak_mb() -> float:
 def measure_round(jobs: int, nodes: int, types: int, repeat: int) -> dict:
     """One round with ``jobs`` queued on ``nodes`` x 8 GPUs of ``types`` types (``nodes`` 0:
     sim-60gpu), in this process."""
-    from bench_hadar_decision import jobs_for
+    from bench_hadar_decision import cold_round, jobs_for
 
     from estimators.throughput import GavelThroughputTable
     from hadar.cluster import Cluster, Node
     from hadar.cluster_config import load_cluster
-    from hadar.jobs import JobStatus
-    from hadar.policy import RoundContext
     from hadar.scheduler import HadarPolicy
 
     table = GavelThroughputTable.bundled()
@@ -60,16 +58,7 @@ def measure_round(jobs: int, nodes: int, types: int, repeat: int) -> dict:
             f"gen-{nodes}x8-{types}t",
             tuple(Node(f"n{i}", {TYPES[i % types]: 8}) for i in range(nodes)),
         )
-    statuses = tuple(JobStatus(j, j.total_steps) for j in jobs_for(jobs, table))
-    ctx = RoundContext(
-        now=0.0,
-        round_index=0,
-        round_length=360.0,
-        cluster=cluster,
-        jobs=statuses,
-        current={},
-        throughput=table,
-    )
+    ctx = cold_round(cluster, jobs_for(jobs, table), table)
     before = _peak_mb()
     cpu, wall, placed = [], [], 0
     for _ in range(repeat):
