@@ -39,9 +39,14 @@ def jobs_for(n: int, table: GavelThroughputTable) -> list[Job]:
     return out
 
 
+def cold_round(cluster: Cluster, jobs: list[Job], table: GavelThroughputTable) -> RoundContext:
+    """The hardest round: every job queued, none started, on an empty cluster."""
+    return RoundContext(now=0.0, round_index=0, round_length=360.0, cluster=cluster,
+                        jobs=tuple(JobStatus(j, j.total_steps) for j in jobs), current={}, throughput=table)
+
+
 def time_decision(cluster: Cluster, jobs: list[Job], table: GavelThroughputTable, repeat: int) -> tuple[list[float], dict]:
-    ctx = RoundContext(now=0.0, round_index=0, round_length=360.0, cluster=cluster,
-                       jobs=tuple(JobStatus(j, j.total_steps) for j in jobs), current={}, throughput=table)
+    ctx = cold_round(cluster, jobs, table)
     times, info = [], {}
     for _ in range(repeat):
         policy = HadarPolicy()

@@ -33,7 +33,7 @@ from hadar.jobs import JobStatus, Placement
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
 from hadar.reference_rates import best_achievable_rate
 from hadar.valuation import JobValuation, queue_entry, round_price_bounds, single_node, value_jobs
-from primal_dual.dp import CandidateCache, QueueEntry, plan_queue
+from primal_dual.dp import CandidateCache, QueueEntry, StateKey, plan_queue
 from primal_dual.find_alloc import Candidate, best_candidate
 from primal_dual.lp_prices import type_prices
 from primal_dual.utility import UTILITIES, make_utility
@@ -200,7 +200,7 @@ class HadarPolicy(Policy):
 
         def take(i: int, cand: Candidate) -> None:
             placed[entries[i].key] = cand
-            free[...] = free - cand.alloc
+            cand.take_from(free)
 
         def idle_for(job_id: object) -> np.ndarray:
             """Free GPUs minus those other running jobs still hold (they may keep them)."""
@@ -248,7 +248,7 @@ class HadarPolicy(Policy):
         info.update(critical=sum(1 for i, _ in crit if entries[i].key in placed), upgraded=upgraded,
                     preempted=sum(1 for j in running if j not in placed),
                     moved=sum(1 for j in running if j in placed and not placed[j].kept))
-        assignments = [Assignment(k, moved_to[k] if k in moved_to else ctx.cluster.placement_from_matrix(c.alloc))
+        assignments = [Assignment(k, moved_to[k] if k in moved_to else placement_of(c, ctx))
                        for k, c in placed.items()]  # type: ignore[misc]
         return RoundPlan(tuple(sorted(assignments, key=lambda a: a.job_id)), info)
 
@@ -268,18 +268,33 @@ def round_type_prices(vals: list[JobValuation], entries: list[QueueEntry], ctx: 
     :mod:`primal_dual.lp_prices`); a job's value on a type is its utility at its fastest
     placement on that type alone (kept placement: no restart)."""
     cap = ctx.cluster.capacity
-    values = np.zeros((len(vals), cap.shape[1]))
-    per_request: dict[int, np.ndarray] = {}  # jobs of one class share their request object
-    for j, (v, e) in enumerate(zip(vals, entries, strict=True)):
-        rates = per_request.get(id(v.request))
-        if rates is None:
-            rates = per_request[id(v.request)] = type_rates_alone(v, cap)
+    n_types = cap.shape[1]
+    rows: list[list[float]] = []
+    per_request: dict[int, list[tuple[int, float]]] = {}  # jobs of one class share their request object
+    for v, e in zip(vals, entries, strict=True):
+        runnable = per_request.get(id(v.request))
+        if runnable is None:
+            rates = type_rates_alone(v, cap)
+            runnable = per_request[id(v.request)] = [(int(k), float(rates[k])) for k in np.flatnonzero(rates > 0)]
         kept_type = None if e.keep is None else int(np.argmax(e.keep.sum(axis=0)))
-        for k in np.flatnonzero(rates > 0):
+        row = [0.0] * n_types
+        for k, rate in runnable:
             u = e.kept_utility if (k == kept_type and e.kept_utility is not None) else e.utility
-            values[j, k] = u(float(rates[k]))
+            row[k] = u(rate)
+        rows.append(row)
+    values = np.array(rows, dtype=float).reshape(len(vals), n_types)
     gang = np.array([v.request.num_gpus for v in vals])
     return type_prices(values, gang, gpus_per_type)
+
+
+def placement_of(cand: Candidate, ctx: RoundContext) -> Placement:
+    """A candidate's placement ``{node: {type: count}}`` (as ``placement_from_matrix``, from its cells)."""
+    nodes, types, n_types = ctx.cluster.node_names, ctx.cluster.gpu_types, len(ctx.cluster.gpu_types)
+    out: dict[str, dict[str, int]] = {}
+    for i, n in zip(*cand.cells, strict=True):
+        h, k = divmod(i, n_types)
+        out.setdefault(nodes[h], {})[types[k]] = n
+    return out
 
 
 def type_rates_alone(v: JobValuation, capacity: np.ndarray) -> np.ndarray:
@@ -384,7 +399,7 @@ def admit(
 ) -> tuple[list[tuple[object, Candidate]], dict[str, object]]:
     """Steps 3-5 of the round: DP window, greedy remainder, backfill. Mutates ``free``."""
     cache = bounds_cache
-    key = free.tobytes()
+    key: StateKey = free.tobytes()
     total_free = int(free.sum())
     standalone: list[tuple[float, int]] = []
     for i, e in enumerate(entries):
@@ -403,9 +418,9 @@ def admit(
         nonlocal key, total_free
         placed.append((entries[i].key, cand))
         taken.add(i)
-        free[...] = free - cand.alloc
-        key = free.tobytes()
-        total_free -= cand.alloc.sum()
+        cand.take_from(free)
+        key = cache.fresh_key()  # a new state: hashing a large cluster's bytes per placement is costly
+        total_free -= cand.gpus
 
     for wi, cand, _ in result.chosen:
         commit(window_idx[wi], cand)
@@ -436,11 +451,13 @@ def backfill(entries: list[QueueEntry], free: np.ndarray, ctx: RoundContext,
     """Step 5: offer the GPUs still free, at zero price, to ``entries``, highest utility first.
     Mutates ``free``; returns how many were placed."""
     zero = CandidateCache(ctx.cluster.capacity, None)
+    total = int(free.sum())
+    key = free.tobytes()
 
     def best(e: QueueEntry) -> Candidate | None:
-        if int(free.sum()) < e.request.num_gpus:
+        if total < e.request.num_gpus:
             return None
-        b = best_candidate(zero.candidates(e, free), e.payoff)
+        b = best_candidate(zero.candidates(e, free, key), e.payoff)
         return None if b is None else b[0]
 
     scored = []
@@ -454,6 +471,8 @@ def backfill(entries: list[QueueEntry], free: np.ndarray, ctx: RoundContext,
         if c is not None:
             commit(entries[i], c)
             free[...] = free - c.alloc
+            total -= c.gpus
+            key = free.tobytes()
             done += 1
     return done
 

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
 from primal_dual.find_alloc import (
+    PRUNE_ABOVE_NODES,
+    SMALL_CELLS,
     Candidate,
     JobRequest,
     best_candidate,
@@ -27,6 +30,7 @@ from primal_dual.find_alloc import (
     kept_candidate,
 )
 from primal_dual.prices import PriceBounds, price_matrix
+from primal_dual.static_alloc import StaticPriceAllocator
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,23 @@ class DPResult:
     peak_frontier: int
 
 
+MEMO_STATE_BYTES = 256 * 2**20
+"""Free states a :class:`CandidateCache` remembers: as many as fit in this many bytes (at least 16);
+forgetting one costs time (its candidates are rebuilt if it recurs), never a different result."""
+
+_V = TypeVar("_V")
+StateKey = Hashable
+"""A free state's memo key: its ``tobytes()``, or a :meth:`CandidateCache.fresh_key`."""
+
+
+def _remember(memo: dict[StateKey, _V], key: StateKey, value: _V, limit: int) -> _V:
+    """``memo[key] = value``, forgetting the oldest entries beyond ``limit``."""
+    memo[key] = value
+    while len(memo) > limit:
+        del memo[next(iter(memo))]
+    return value
+
+
 class CandidateCache:
     """Memo of FIND_ALLOC candidates by (job class, free state); prices depend only on the state."""
 
@@ -76,11 +97,27 @@ class CandidateCache:
         self.capacity = capacity
         self.bounds = bounds
         self.fixed = None if fixed_prices is None else np.where(capacity > 0, fixed_prices, np.inf)
-        self._memo: dict[tuple[Hashable, bytes], list[Candidate]] = {}
-        self._prices: dict[bytes, np.ndarray] = {}
+        self._memo: dict[StateKey, dict[Hashable, list[Candidate]]] = {}  # state -> class -> candidates
+        self._prices: dict[StateKey, np.ndarray] = {}
+        self.max_states = max(16, MEMO_STATE_BYTES // max(1, capacity.nbytes))
+        """States remembered (oldest forgotten first): a round on a large cluster visits thousands
+        of free states (every greedy placement makes one), each as large as the cluster."""
         self._last: tuple[np.ndarray, np.ndarray] | None = None
+        self.static = self.fixed is not None or bounds is None
+        """Prices do not depend on the free state: per-class price orders and kept placements'
+        costs are computed once (same candidates as rebuilding them per state)."""
+        self._allocators: dict[Hashable, StaticPriceAllocator] = {}
+        self._kept: dict[int, tuple[QueueEntry, Candidate | None, list[tuple[int, int]]]] = {}
+        self._flat: dict[StateKey, list[int]] = {}  # free GPUs per cell of each state, as a list
+        self._fresh = 0
 
-    def prices(self, free: np.ndarray, key: bytes | None = None) -> np.ndarray:
+    def fresh_key(self) -> StateKey:
+        """A state key never given before, for a caller that tracks its own state changes (cheaper
+        than ``free.tobytes()`` and hashing it on a large cluster; never equal to a state's bytes)."""
+        self._fresh += 1
+        return ("fresh", self._fresh)
+
+    def prices(self, free: np.ndarray, key: StateKey | None = None) -> np.ndarray:
         """Current prices for a free state; all zero (where there is capacity) without bounds.
 
         ``key`` is ``free.tobytes()`` when the caller already has it."""
@@ -99,30 +136,77 @@ class CandidateCache:
                     p[rows] = price_matrix(self.bounds, self.capacity[rows] - free[rows], self.capacity[rows])
             else:
                 p = price_matrix(self.bounds, self.capacity - free, self.capacity)
-            self._prices[key] = p
+            _remember(self._prices, key, p, self.max_states)
             self._last = (free.copy(), p)
         return p
 
-    def candidates(self, entry: QueueEntry, free: np.ndarray, key: bytes | None = None) -> list[Candidate]:
+    def candidates(self, entry: QueueEntry, free: np.ndarray, key: StateKey | None = None) -> list[Candidate]:
         """FIND_ALLOC's candidates for ``entry`` on ``free``, plus its kept placement if it fits."""
         state = free.tobytes() if key is None else key
-        hit = self._memo.get((entry.class_key, state))
+        by_class = self._memo.get(state)
+        if by_class is None:
+            by_class = _remember(self._memo, state, {}, self.max_states)
+        hit = by_class.get(entry.class_key)
         if hit is None:
-            hit = candidate_allocations(entry.request, free, self.prices(free, state))
-            self._memo[(entry.class_key, state)] = hit
+            hit = self._static_candidates(entry, free, state) if self.static else None
+            if hit is None:
+                hit = candidate_allocations(entry.request, free, self.prices(free, state))
+            by_class[entry.class_key] = hit
         if entry.keep is not None:
-            kept = kept_candidate(entry.keep, entry.request, free, self.prices(free, state))
+            kept = self._kept_candidate(entry, free, state)
             if kept is not None:
                 return [kept, *(c for c in hit if c.rate >= entry.move_min_rate)]
         return hit
 
-    def best(self, entry: QueueEntry, free: np.ndarray, key: bytes | None = None) -> tuple[Candidate, float] | None:
+    def _static_candidates(self, entry: QueueEntry, free: np.ndarray, state: StateKey) -> list[Candidate] | None:
+        """Candidates from the class's static-price allocator, None where it has no shortcut
+        (multi-GPU gangs on large clusters)."""
+        if free.shape[0] <= PRUNE_ABOVE_NODES and free.size <= SMALL_CELLS:
+            return self._allocator(entry, free).candidates(self._flat_free(free, state))
+        if entry.request.num_gpus == 1:
+            return self._allocator(entry, free).single_gpu_array(free)
+        return None
+
+    def _flat_free(self, free: np.ndarray, state: StateKey) -> list[int]:
+        flat = self._flat.get(state)
+        if flat is None:
+            flat = _remember(self._flat, state, free.ravel().tolist(), self.max_states)
+        return flat
+
+    def _allocator(self, entry: QueueEntry, free: np.ndarray) -> StaticPriceAllocator:
+        alloc = self._allocators.get(entry.class_key)
+        if alloc is None:
+            alloc = self._allocators[entry.class_key] = StaticPriceAllocator(entry.request, self.prices(free), self.capacity)
+        return alloc
+
+    def _kept_candidate(self, entry: QueueEntry, free: np.ndarray, state: StateKey) -> Candidate | None:
+        """``entry``'s kept placement as a candidate if its GPUs are free; with static prices its
+        rate and cost are computed once per entry."""
+        keep = entry.keep
+        assert keep is not None
+        if not self.static:
+            return kept_candidate(keep, entry.request, free, self.prices(free, state))
+        hit = self._kept.get(id(entry))
+        if hit is None or hit[0] is not entry:
+            idx = np.flatnonzero(keep)
+            cells = list(zip(idx.tolist(), keep.ravel()[idx].tolist(), strict=True))
+            cand = kept_candidate(keep, entry.request, keep, self.prices(free, state))
+            hit = self._kept[id(entry)] = (entry, cand, cells)
+        if hit[1] is None:
+            return None
+        if keep.shape != free.shape:
+            return hit[1] if bool((keep <= free).all()) else None
+        flat = self._flat_free(free, state) if free.size <= SMALL_CELLS else free.ravel()
+        return hit[1] if all(flat[i] >= n for i, n in hit[2]) else None
+
+    def best(self, entry: QueueEntry, free: np.ndarray, key: StateKey | None = None) -> tuple[Candidate, float] | None:
         return best_candidate(self.candidates(entry, free, key), entry.payoff)
 
 
 @dataclass
 class _State:
     free: np.ndarray
+    total: int  # free GPUs in all
     value: float
     count: int
     chain: tuple | None  # linked list: (previous chain, (index, candidate, payoff))
@@ -141,7 +225,8 @@ def plan_queue(
     if beam < 1:
         raise ValueError("beam must be >= 1")
     skey = state_key or (lambda f: f.tobytes())
-    frontier: dict[bytes, _State] = {skey(free): _State(free.copy(), 0.0, 0, None)}
+    frontier: dict[bytes, _State] = {skey(free): _State(free.copy(), int(free.sum()), 0.0, 0, None)}
+    exact_keys = state_key is None  # frontier keys are the memo's state keys
     exact = True
     states = 1
     peak = 1
@@ -150,14 +235,16 @@ def plan_queue(
         nxt: dict[bytes, _State] = {}
         for key, st in frontier.items():
             _merge(nxt, key, st)  # skip job i
-            if int(st.free.sum()) < need:
+            if st.total < need:
                 continue
-            best = cache.best(entry, st.free)
+            best = cache.best(entry, st.free, key if exact_keys else None)
             if best is None:
                 continue
             cand, pay = best
             new_free = st.free - cand.alloc
-            _merge(nxt, skey(new_free), _State(new_free, st.value + pay, st.count + 1, (st.chain, (i, cand, pay))))
+            took = cand.gpus if cand.kept else need  # FIND_ALLOC's take exactly the gang
+            _merge(nxt, skey(new_free), _State(new_free, st.total - took, st.value + pay, st.count + 1,
+                                               (st.chain, (i, cand, pay))))
         states += len(nxt)
         if len(nxt) > beam:
             exact = False

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -46,6 +47,26 @@ class Candidate:
     @property
     def consolidated(self) -> bool:
         return self.nodes == 1
+
+    @cached_property
+    def gpus(self) -> int:
+        """GPUs the placement takes."""
+        return int(self.alloc.sum())
+
+    @cached_property
+    def cells(self) -> tuple[list[int], list[int]]:
+        """The placement sparsely: flat ``[node, type]`` indices (ascending) and their GPU counts."""
+        idx = np.flatnonzero(self.alloc)
+        return idx.tolist(), self.alloc.ravel()[idx].tolist()
+
+    def take_from(self, free: np.ndarray) -> None:
+        """``free -= alloc`` in place, touching only the placement's cells."""
+        if not free.flags.c_contiguous:
+            free -= self.alloc
+            return
+        flat = free.reshape(-1)  # a view of a C-contiguous array
+        for i, n in zip(*self.cells, strict=True):
+            flat[i] -= n
 
 
 def _take(order_cells: np.ndarray, counts: np.ndarray, need: int, shape: tuple[int, int]) -> np.ndarray:
