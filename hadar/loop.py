@@ -83,7 +83,13 @@ class RoundLoop(Generic[Outcome]):
         t0 = time.perf_counter()
         plan = self.policy.decide(ctx)
         decision = Decision(ctx, plan, time.perf_counter() - t0, self.policy.state())
-        validate_plan(plan, ctx)
+        try:
+            validate_plan(plan, ctx)
+        except PolicyError as exc:
+            raise PolicyError(
+                f"policy {self.policy.name}, round {index}: {exc}; nothing was run "
+                f"(a bug in the policy)"
+            ) from None
         outcome = self.executor.execute(decision)
         self.executor.record(decision, outcome)
         return decision
@@ -92,7 +98,9 @@ class RoundLoop(Generic[Outcome]):
         """Play rounds from ``first_index`` until the executor is finished (or ``max_rounds``
         rounds were played); returns the next round's index."""
         index = first_index
-        while not self.executor.finished() and (max_rounds is None or index - first_index < max_rounds):
+        while not self.executor.finished() and (
+            max_rounds is None or index - first_index < max_rounds
+        ):
             self.play_round(index)
             index += 1
         return index
@@ -112,7 +120,9 @@ def validate_plan(plan: RoundPlan, ctx: RoundContext) -> None:
             raise PolicyError(f"plan places job {a.job_id} copy {a.copy} twice")
         seen.add(a.run_key)
         if a.num_gpus != job.num_gpus:
-            raise PolicyError(f"gang violated: job {a.job_id} needs {job.num_gpus} GPUs, got {a.num_gpus}")
+            raise PolicyError(
+                f"gang violated: job {a.job_id} needs {job.num_gpus} GPUs, got {a.num_gpus}"
+            )
         for node, per in a.placement.items():
             if node not in ctx.cluster.node_index:
                 raise PolicyError(f"job {a.job_id} placed on unknown node {node!r}")

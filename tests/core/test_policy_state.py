@@ -14,8 +14,14 @@ from hadar.policy import POLICY_REGISTRY, Policy, make_policy
 from hadar.simulator.engine import SimConfig, SimulatorExecutor
 from tests.core.helpers import TABLE, small_cluster
 
-TYPES = ["ResNet-18 (batch size 64)", "ResNet-50 (batch size 64)", "Transformer (batch size 64)",
-         "LM (batch size 20)", "Recommendation (batch size 2048)", "CycleGAN"]
+TYPES = [
+    "ResNet-18 (batch size 64)",
+    "ResNet-50 (batch size 64)",
+    "Transformer (batch size 64)",
+    "LM (batch size 20)",
+    "Recommendation (batch size 2048)",
+    "CycleGAN",
+]
 
 
 def _jobs() -> list[Job]:
@@ -67,7 +73,9 @@ def test_a_restored_policy_decides_as_an_uninterrupted_one(name):
     whole = _decisions(name, None)
     assert len(whole) > 12
     for k in (1, 5, 11):
-        assert _decisions(name, k) == whole, f"{name}: decisions differ after a restart at round {k}"
+        assert _decisions(name, k) == whole, (
+            f"{name}: decisions differ after a restart at round {k}"
+        )
 
 
 @pytest.mark.parametrize("name", ["gavel", "gavel-makespan"])
