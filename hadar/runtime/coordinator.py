@@ -201,7 +201,8 @@ class Coordinator:
         r = self.recover()
         self._first_round = r
         self.events.emit("start", round=r, policy=self.cfg.policy, cluster=self.cluster.name,
-                         jobs=len(self.jobs), estimated_cells=[asdict(c) for c in self.estimated_cells])
+                         jobs=len(self.jobs), estimated_cells=[asdict(c) for c in self.estimated_cells],
+                         arrivals={j.job_id: j.arrival for j in self.jobs if j.arrival})
         self._restore_policy_state()
         loop = RoundLoop(self.policy, self)
         while True:

@@ -85,16 +85,26 @@ def _jobs(cfg: RunConfig, journal: Journal, tracker: JobTracker, events: list[di
         if e.get("event") == "aggregation" and e.get("completed") and e["job"] not in finish and e["round"] in ended:
             finish[e["job"]] = ended[e["round"]]
     metrics = {e["job"]: e.get("metric") for e in events if e.get("event") == "evaluation"}
+    arrivals = _arrivals(events)
     out = []
     for st in tracker.jobs():
         m = metrics.get(st.job_id) or {}
         f = finish.get(st.job_id) if st.completed else None
+        arrival = arrivals.get(st.job_id, 0.0)
         out.append({
             "id": st.job_id, "model": st.model, "target_steps": st.target_steps, "steps_done": st.steps_done,
-            "start": start.get(st.job_id), "finish": f, "jct": f, "completed": st.completed,
+            "arrival": arrival, "start": start.get(st.job_id), "finish": f,
+            "jct": None if f is None else f - arrival, "completed": st.completed,
             "metric": m.get("name"), "metric_value": m.get("value"),
         })
     return out
+
+
+def _arrivals(events: list[dict[str, Any]]) -> dict[int, float]:
+    """Each job's arrival second (from the run's start), as the last ``start`` event lists them
+    (0 for jobs it does not list, and for runs from before arrivals were honoured)."""
+    start = next((e for e in reversed(events) if e.get("event") == "start"), {})
+    return {int(j): float(a) for j, a in (start.get("arrivals") or {}).items()}
 
 
 def write_report(rundir: Path) -> dict[str, Any]:
@@ -102,8 +112,8 @@ def write_report(rundir: Path) -> dict[str, Any]:
     cfg, rounds, jobs, summary = collect(rundir)
     _csv(rundir / "rounds.csv", ["round", "attempt", "start", "duration", "nodes_up", "copies", "failures", "busy_s",
                                  "cru", "decision_s", "coordination_s", "overhead_s"], rounds)
-    _csv(rundir / "jobs.csv", ["id", "model", "target_steps", "steps_done", "start", "finish", "jct", "completed",
-                               "metric", "metric_value"], jobs)
+    _csv(rundir / "jobs.csv", ["id", "model", "target_steps", "steps_done", "arrival", "start", "finish", "jct",
+                               "completed", "metric", "metric_value"], jobs)
     tmp = rundir / "summary.json.tmp"
     tmp.write_text(json.dumps(summary, indent=2) + "\n")
     os.replace(tmp, rundir / "summary.json")

@@ -14,9 +14,10 @@ import yaml
 
 from hadar.loop import PolicyError
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
-from hadar.runtime.config import RunConfig, RuntimeKnobs
+from hadar.runtime.config import RunConfig, RuntimeKnobs, save_config
 from hadar.runtime.coordinator import Coordinator, StopRequested
 from hadar.runtime.journal import Journal
+from hadar.runtime.outputs import collect
 from tests.e2e.runlib import LOCAL_3
 
 pytestmark = pytest.mark.slow
@@ -88,6 +89,12 @@ def test_a_job_is_not_scheduled_before_its_arrival(tmp_path):
         for j in (0, 1)
     }
     assert done == {0: 200, 1: 200}
+    save_config(c.cfg, tmp_path / "run")  # what `hadar run` writes before the first round
+    _, _, jobs, _ = collect(tmp_path / "run")
+    by_id = {j["id"]: j for j in jobs}
+    assert by_id[1]["arrival"] == ARRIVAL_S and by_id[0]["arrival"] == 0.0
+    assert by_id[1]["jct"] == pytest.approx(by_id[1]["finish"] - ARRIVAL_S)
+    assert by_id[0]["jct"] == pytest.approx(by_id[0]["finish"])
 
 
 def test_nothing_runs_and_no_round_is_recorded_before_the_first_arrival(tmp_path):
