@@ -37,7 +37,8 @@ def collect(rundir: Path) -> tuple[RunConfig, list[dict[str, Any]], list[dict[st
     overheads = [r["overhead_s"] for r in rounds if r["overhead_s"] is not None]
     coordination = [r["coordination_s"] for r in rounds if r["coordination_s"] is not None]
     summary = {
-        "policy": cfg.policy, "cluster": cfg.cluster, "workload": cfg.workload, "size": cfg.size,
+        "policy": cfg.policy, "cluster": _cluster_name(events, cfg.cluster), "cluster_file": cfg.cluster,
+        "workload": cfg.workload, "size": cfg.size,
         "slot_s": cfg.slot_s, "jobs": len(jobs), "completed": len(done),
         "ttd_s": max((j["finish"] for j in done), default=None),
         "avg_jct_s": float(np.mean([j["jct"] for j in done])) if done else None,
@@ -48,7 +49,7 @@ def collect(rundir: Path) -> tuple[RunConfig, list[dict[str, Any]], list[dict[st
         "avg_overhead_s": float(np.mean(overheads)) if overheads else None,
         "avg_coordination_s": float(np.mean(coordination)) if coordination else None,
         "quality": {str(j["id"]): {"metric": j["metric"], "value": j["metric_value"]} for j in jobs},
-        "estimated_cells": next((e.get("estimated_cells", []) for e in reversed(events) if e["event"] == "start"), []),
+        "estimated_cells": _last_start(events).get("estimated_cells", []),
     }
     return cfg, rounds, jobs, summary
 
@@ -100,11 +101,20 @@ def _jobs(cfg: RunConfig, journal: Journal, tracker: JobTracker, events: list[di
     return out
 
 
+def _cluster_name(events: list[dict[str, Any]], cluster_file: str) -> str:
+    """The cluster's name (as a simulation's summary has it), from the last ``start`` event."""
+    return str(_last_start(events).get("cluster") or Path(cluster_file).stem)
+
+
 def _arrivals(events: list[dict[str, Any]]) -> dict[int, float]:
     """Each job's arrival second (from the run's start), as the last ``start`` event lists them
     (0 for jobs it does not list, and for runs from before arrivals were honoured)."""
-    start = next((e for e in reversed(events) if e.get("event") == "start"), {})
-    return {int(j): float(a) for j, a in (start.get("arrivals") or {}).items()}
+    return {int(j): float(a) for j, a in (_last_start(events).get("arrivals") or {}).items()}
+
+
+def _last_start(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The last ``start`` event (each session of the run emits one), or {} if none."""
+    return next((e for e in reversed(events) if e.get("event") == "start"), {})
 
 
 def write_report(rundir: Path) -> dict[str, Any]:

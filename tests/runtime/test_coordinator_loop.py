@@ -90,7 +90,8 @@ def test_a_job_is_not_scheduled_before_its_arrival(tmp_path):
     }
     assert done == {0: 200, 1: 200}
     save_config(c.cfg, tmp_path / "run")  # what `hadar run` writes before the first round
-    _, _, jobs, _ = collect(tmp_path / "run")
+    _, _, jobs, summary = collect(tmp_path / "run")
+    assert summary["cluster"] == "local-3node" and summary["cluster_file"] == LOCAL_3
     by_id = {j["id"]: j for j in jobs}
     assert by_id[1]["arrival"] == ARRIVAL_S and by_id[0]["arrival"] == 0.0
     assert by_id[1]["jct"] == pytest.approx(by_id[1]["finish"] - ARRIVAL_S)
