@@ -95,7 +95,9 @@ def _jobs(cfg: RunConfig, journal: Journal, tracker: JobTracker, events: list[di
         out.append({
             "id": st.job_id, "model": st.model, "target_steps": st.target_steps, "steps_done": st.steps_done,
             "arrival": arrival, "start": start.get(st.job_id), "finish": f,
-            "jct": None if f is None else f - arrival, "completed": st.completed,
+            "jct": None if f is None else f - arrival,
+            "queueing_delay": None if start.get(st.job_id) is None else start[st.job_id] - arrival,
+            "completed": st.completed,
             "metric": m.get("name"), "metric_value": m.get("value"),
         })
     return out
@@ -123,7 +125,7 @@ def write_report(rundir: Path) -> dict[str, Any]:
     _csv(rundir / "rounds.csv", ["round", "attempt", "start", "duration", "nodes_up", "copies", "failures", "busy_s",
                                  "cru", "decision_s", "coordination_s", "overhead_s"], rounds)
     _csv(rundir / "jobs.csv", ["id", "model", "target_steps", "steps_done", "arrival", "start", "finish", "jct",
-                               "completed", "metric", "metric_value"], jobs)
+                               "queueing_delay", "completed", "metric", "metric_value"], jobs)
     tmp = rundir / "summary.json.tmp"
     tmp.write_text(json.dumps(summary, indent=2) + "\n")
     os.replace(tmp, rundir / "summary.json")

@@ -95,6 +95,10 @@ def test_a_job_is_not_scheduled_before_its_arrival(tmp_path):
     by_id = {j["id"]: j for j in jobs}
     assert by_id[1]["arrival"] == ARRIVAL_S and by_id[0]["arrival"] == 0.0
     assert by_id[1]["jct"] == pytest.approx(by_id[1]["finish"] - ARRIVAL_S)
+    assert (
+        by_id[1]["queueing_delay"] == pytest.approx(by_id[1]["start"] - ARRIVAL_S)
+        and by_id[1]["queueing_delay"] >= 0
+    )
     assert by_id[0]["jct"] == pytest.approx(by_id[0]["finish"])
 
 
