@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -99,6 +100,28 @@ class GavelPolicy(Policy):
         self._last_reset = 0.0
         self._scheduled_last: int | None = None
         self._order_cache: dict[tuple, list[str]] = {}
+
+    # -- the state a resumed run restores (hadar/loop.py persists it every round) -------------
+    def state(self) -> dict[str, Any]:
+        """The mechanism's bookkeeping: allocation, time-received bases, deficits, the job set
+        of the last allocation and the time of the last reset (JSON; job ids become strings)."""
+        sig = self._signature
+        return {
+            "x": _by_job(self._x), "base": _by_job(self._base), "deficit": _by_job(self._deficit),
+            "signature": None if sig is None else [sorted(sig[0]), list(sig[1]), list(sig[2])],
+            "need_update": self._need_update, "last_reset": self._last_reset,
+            "scheduled_last": self._scheduled_last,
+        }
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        if not state:
+            return
+        self._x, self._base, self._deficit = (_from_json(state[k]) for k in ("x", "base", "deficit"))
+        sig = state["signature"]
+        self._signature = None if sig is None else (frozenset(sig[0]), tuple(sig[1]), tuple(sig[2]))
+        self._need_update = bool(state["need_update"])
+        self._last_reset = float(state["last_reset"])
+        self._scheduled_last = state["scheduled_last"]
 
     # -- the policy (overridden by the variants) -------------------------------------------
     def allocate(self, statuses: Sequence[JobStatus], T: np.ndarray, counts: np.ndarray, types: Sequence[str]) -> np.ndarray:
@@ -299,6 +322,14 @@ def _type_rates(ctx: RoundContext, types: Sequence[str]) -> dict[int, np.ndarray
     """Each job's best consolidated W-GPU rate per type (columns in ``types`` order)."""
     order = [ctx.cluster.type_index[k] for k in types]
     return {v.status.job_id: v.type_rates[order] for v in value_jobs(ctx, ctx.jobs)}
+
+
+def _by_job(table: Mapping[int, Mapping[str, float]]) -> dict[str, dict[str, float]]:
+    return {str(j): dict(per) for j, per in table.items()}
+
+
+def _from_json(table: Mapping[str, Mapping[str, float]]) -> dict[int, dict[str, float]]:
+    return {int(j): {k: float(v) for k, v in per.items()} for j, per in table.items()}
 
 
 def _matrix_if_valid(placement: Placement | None, cluster) -> np.ndarray | None:

@@ -2,9 +2,11 @@
 
 Each round the driver (simulator or coordinator) builds a :class:`RoundContext` and calls
 ``policy.decide(ctx)``; the policy returns a :class:`RoundPlan`: which jobs (or HadarE copies)
-run where this round. Policies keep no hidden state that matters for correctness: everything
-they need about the past is in ``ctx.jobs`` (attained service, time per GPU type, ...), so a
-restarted driver gets the same decisions. Caches are fine.
+run where this round (``hadar/loop.py`` is the loop around it). Policies keep no hidden state
+that matters for correctness: what they need about the past is in ``ctx.jobs`` (attained
+service, time per GPU type, ...) or in their explicit :meth:`Policy.state`, which the loop
+persists every round and a restarted driver restores, so it gets the same decisions. Caches
+are fine.
 """
 
 from __future__ import annotations
@@ -99,9 +101,16 @@ class Policy(ABC):
     def decide(self, ctx: RoundContext) -> RoundPlan:
         """Return the next round's placements."""
 
-    def wants_decision(self, ctx: RoundContext, last_decision_at: float | None) -> bool:
-        """Whether to call :meth:`decide` this round (Gavel-compatible mode skips some)."""
-        return True
+    def state(self) -> dict[str, Any]:
+        """The policy's own state that later decisions depend on, as JSON-serialisable data
+        (empty for a stateless policy). The round loop takes it after every decision and a
+        resumed run hands it to :meth:`restore`, so it decides as an uninterrupted run would."""
+        return {}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Take back a :meth:`state` (after a restart, on a freshly built policy)."""
+        if state:
+            raise ValueError(f"policy {self.name} keeps no state, got {sorted(state)}")
 
 
 POLICY_REGISTRY: dict[str, str] = {

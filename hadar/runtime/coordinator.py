@@ -34,6 +34,7 @@ from hadar.cluster import Cluster
 from hadar.cluster_config import load_cluster
 from hadar.errors import InputError, UnreachableNodeError
 from hadar.jobs import Job
+from hadar.loop import Decision, RoundLoop
 from hadar.policy import Assignment, Policy, RoundContext
 from hadar.policy_options import policy_with_options
 from hadar.runtime.config import RunConfig, RuntimeKnobs, load_config, save_config
@@ -127,6 +128,8 @@ class Coordinator:
         ``stall_rounds`` rounds in a row -> why."""
         self._first_round = 0
         self._eval_tried: set[int] = set()
+        self._round_start: tuple[float, list[Any]] = (0.0, [])
+        """The wall-clock start and the journal rows of the round being played."""
 
     # -- set-up and recovery ------------------------------------------------------------------
     def _provider_kwargs(self) -> dict[str, Any]:
@@ -198,13 +201,12 @@ class Coordinator:
         r = self.recover()
         self._first_round = r
         self.events.emit("start", round=r, policy=self.cfg.policy, cluster=self.cluster.name,
-                         jobs=len(self.jobs), estimated_cells=[asdict(c) for c in self.estimated_cells])
+                         jobs=len(self.jobs), estimated_cells=[asdict(c) for c in self.estimated_cells],
+                         arrivals={j.job_id: j.arrival for j in self.jobs if j.arrival})
+        self._restore_policy_state()
+        loop = RoundLoop(self.policy, self)
         while True:
-            while not self._all_done():
-                if self._stop.is_set():
-                    raise StopRequested()
-                self._round(r)
-                r += 1
+            r = loop.run(first_index=r)
             if self._evaluate_pending(r):
                 break  # else a finished job's checkpoint was damaged: it was rolled back and trains again
         self.events.emit("finish", rounds=r)
@@ -212,6 +214,77 @@ class Coordinator:
 
     def _all_done(self) -> bool:
         return all(self.tracker.is_complete(j.job_id) or j.job_id in self.failed for j in self.jobs)
+
+    def _restore_policy_state(self) -> None:
+        """Hand the policy the state it had after the last committed round's decision (saved
+        with that round's plan), so a resumed run decides as an uninterrupted one would."""
+        closed = [row for row in self.journal.rounds() if row.status == "closed"]
+        if closed and closed[-1].policy_state:
+            self.policy.restore(closed[-1].policy_state)
+
+    # -- the round loop's executor (hadar/loop.py) ---------------------------------------------
+    def finished(self) -> bool:
+        return self._all_done()
+
+    def _waiting_jobs(self) -> list[Job]:
+        return [j for j in self.jobs if j.job_id not in self.failed and not self.tracker.is_complete(j.job_id)]
+
+    def admit_arrivals(self) -> None:
+        """Jobs arrive at their ``arrival`` second, counted from the run's start (``started_at``
+        in run.json, so a resumed run keeps the clock); while none of the unfinished jobs has
+        arrived the coordinator waits, records no round and dispatches nothing."""
+        announced = False
+        while True:
+            if self._stop.is_set():
+                raise StopRequested()
+            now = time.time() - self.cfg.started_at
+            waiting = self._waiting_jobs()
+            first = min((j.arrival for j in waiting), default=now)
+            if first <= now:
+                return
+            if not announced:
+                self.events.emit("waiting", next_arrival_s=first, now_s=round(now, 3),
+                                 jobs=[j.job_id for j in waiting if j.arrival == first])
+                if self.view is not None:
+                    self.view.note(f"no job has arrived yet; the next arrives at {first:g} s")
+                announced = True
+            time.sleep(min(1.0, first - now))
+
+    def context(self, index: int) -> RoundContext:
+        t_start = time.time()
+        cluster = self._available_cluster(index)
+        for j in self.jobs:
+            if j.job_id not in self.failed and not self.tracker.is_complete(j.job_id):
+                self._verified_checkpoint(j.job_id, index)
+        rows = self.journal.rounds()
+        hist, current = rebuild(self.jobs, rows, self.tracker, self.cfg.started_at)
+        now = t_start - self.cfg.started_at
+        active = [s for s in statuses(self.jobs, hist, self.tracker)
+                  if s.job.job_id not in self.failed and s.job.arrival <= now]
+        up = set(cluster.node_names)
+        current = {k: p for k, p in current.items() if set(p) <= up}  # nodes that left or are down
+        self._round_start = (t_start, rows)
+        return RoundContext(now=now, round_index=index, round_length=self.cfg.slot_s, cluster=cluster,
+                            jobs=tuple(active), current=current, throughput=self.throughput,
+                            restart_penalty=self.knobs.restart_penalty_s)
+
+    def execute(self, decision: Decision) -> tuple[int, list[dict[str, Any]]]:
+        """Journal the plan and the policy state, dispatch, collect, let the tracker close the
+        round (its commit point), journal the timings; returns (attempt, the copies' outcomes)."""
+        return self._round(decision)
+
+    def record(self, decision: Decision, outcome: tuple[int, list[dict[str, Any]]]) -> None:
+        """After a committed round: drop its fetched files, check disks and progress, score
+        the jobs it finished."""
+        (attempt, copies), r = outcome, decision.ctx.round_index
+        self._drop_incoming(r, attempt)
+        if self.view is not None:
+            self.view.end_round(r, self.tracker.progress())
+        err = node_resource_error(copies, self.provider.workdir, self.rundir)
+        if err is not None:
+            raise err
+        self._check_progress(r)
+        self._evaluate_pending(r, decision.ctx.cluster)
 
     def _shutdown(self, clean_nodes: bool) -> None:
         """Stop the nodes' warm servers, delete their work directories after a completed run
@@ -248,23 +321,10 @@ class Coordinator:
         if self.view is not None:
             self.view.note("stopping after this round (Ctrl-C again to abandon it)")
 
-    def _round(self, r: int) -> None:
-        t_start = time.time()
-        cluster = self._available_cluster(r)
-        for j in self.jobs:
-            if j.job_id not in self.failed and not self.tracker.is_complete(j.job_id):
-                self._verified_checkpoint(j.job_id, r)
-        rows = self.journal.rounds()
-        hist, current = rebuild(self.jobs, rows, self.tracker, self.cfg.started_at)
-        active = [s for s in statuses(self.jobs, hist, self.tracker) if s.job.job_id not in self.failed]
-        up = set(cluster.node_names)
-        current = {k: p for k, p in current.items() if set(p) <= up}  # nodes that left or are down
-        ctx = RoundContext(now=t_start - self.cfg.started_at, round_index=r, round_length=self.cfg.slot_s,
-                           cluster=cluster, jobs=tuple(active), current=current, throughput=self.throughput,
-                           restart_penalty=self.knobs.restart_penalty_s)
-        t0 = time.perf_counter()
-        plan = self.policy.decide(ctx)
-        decision_s = time.perf_counter() - t0
+    def _round(self, decision: Decision) -> tuple[int, list[dict[str, Any]]]:
+        ctx, plan, decision_s = decision.ctx, decision.plan, decision.decision_s
+        r, cluster = ctx.round_index, ctx.cluster
+        t_start, rows = self._round_start
         attempt = self._attempt(r)
         last = next((row for row in reversed(rows) if row.status == "closed"), None)
         withheld = [a for a in plan.assignments if (a.job_id, placement_nodes(a.placement)) in self.withheld]
@@ -272,7 +332,8 @@ class Coordinator:
         gpus = bind([((a.job_id, a.copy), a.placement) for a in kept], self._gpus,
                     binding_from_plan(last.plan) if last else {})
         tasks = [self._task(a, r, attempt, gpus[(a.job_id, a.copy)]) for a in kept]
-        self.journal.plan_round(r, attempt, [_plan_row(t) for t in tasks], t_start, decision_s)
+        self.journal.plan_round(r, attempt, [_plan_row(t) for t in tasks], t_start, decision_s,
+                                policy_state=decision.policy_state)
         if self.tracker.current_round() != r:
             self.tracker.open_round(r)
         for t in tasks:
@@ -335,14 +396,7 @@ class Coordinator:
             "overhead_s": (t_end - t_start) - max((c["train_s"] for c in copies), default=0.0),
         }
         self.journal.close_round(r, t_end, timings)
-        self._drop_incoming(r, attempt)
-        if self.view is not None:
-            self.view.end_round(r, self.tracker.progress())
-        err = node_resource_error(copies, self.provider.workdir, self.rundir)
-        if err is not None:
-            raise err
-        self._check_progress(r)
-        self._evaluate_pending(r, cluster)
+        return attempt, copies
 
     def _check_progress(self, r: int) -> None:
         """Give up jobs without progress for ``stall_rounds`` rounds; stop a run without any."""

@@ -14,7 +14,7 @@ import json
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,8 @@ CREATE TABLE IF NOT EXISTS rounds (
     started REAL NOT NULL,
     ended REAL,
     decision_s REAL NOT NULL,
-    timings TEXT
+    timings TEXT,
+    policy_state TEXT
 );
 CREATE TABLE IF NOT EXISTS nodes (
     name TEXT PRIMARY KEY,
@@ -50,6 +51,8 @@ class RoundRow:
     ended: float | None
     decision_s: float
     timings: dict[str, Any]
+    policy_state: dict[str, Any] = field(default_factory=dict)
+    """The policy's state after deciding this round (``Policy.state``), restored on resume."""
 
 
 class Journal:
@@ -59,6 +62,9 @@ class Journal:
         self.path = path
         self.conn = open_state_db(path)
         self.conn.executescript(SCHEMA)
+        columns = {row[1] for row in self.conn.execute("PRAGMA table_info(rounds)")}
+        if "policy_state" not in columns:  # a journal written before policies had a state
+            self.conn.execute("ALTER TABLE rounds ADD COLUMN policy_state TEXT")
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -75,11 +81,13 @@ class Journal:
                     self.conn.execute("ROLLBACK")
                 raise
 
-    def plan_round(self, round_: int, attempt: int, plan: list[dict[str, Any]], started: float, decision_s: float) -> None:
+    def plan_round(self, round_: int, attempt: int, plan: list[dict[str, Any]], started: float, decision_s: float,
+                   policy_state: dict[str, Any] | None = None) -> None:
+        """Record a round's plan (and the policy's state after deciding it) before dispatch."""
         self._tx(
-            "INSERT OR REPLACE INTO rounds (round, attempt, status, plan, started, ended, decision_s, timings)"
-            " VALUES (?, ?, 'planned', ?, ?, NULL, ?, NULL)",
-            (round_, attempt, json.dumps(plan), started, decision_s),
+            "INSERT OR REPLACE INTO rounds (round, attempt, status, plan, started, ended, decision_s, timings,"
+            " policy_state) VALUES (?, ?, 'planned', ?, ?, NULL, ?, NULL, ?)",
+            (round_, attempt, json.dumps(plan), started, decision_s, json.dumps(policy_state or {})),
         )
 
     def close_round(self, round_: int, ended: float, timings: dict[str, Any]) -> None:
@@ -91,9 +99,12 @@ class Journal:
 
     def rounds(self) -> list[RoundRow]:
         with self._lock:
-            rows = self.conn.execute("SELECT * FROM rounds ORDER BY round").fetchall()
+            rows = self.conn.execute(
+                "SELECT round, attempt, status, plan, started, ended, decision_s, timings, policy_state"
+                " FROM rounds ORDER BY round").fetchall()
         return [
-            RoundRow(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5], r[6], json.loads(r[7]) if r[7] else {})
+            RoundRow(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5], r[6], json.loads(r[7]) if r[7] else {},
+                     json.loads(r[8]) if r[8] else {})
             for r in rows
         ]
 

@@ -37,7 +37,8 @@ def collect(rundir: Path) -> tuple[RunConfig, list[dict[str, Any]], list[dict[st
     overheads = [r["overhead_s"] for r in rounds if r["overhead_s"] is not None]
     coordination = [r["coordination_s"] for r in rounds if r["coordination_s"] is not None]
     summary = {
-        "policy": cfg.policy, "cluster": cfg.cluster, "workload": cfg.workload, "size": cfg.size,
+        "policy": cfg.policy, "cluster": _cluster_name(events, cfg.cluster), "cluster_file": cfg.cluster,
+        "workload": cfg.workload, "size": cfg.size,
         "slot_s": cfg.slot_s, "jobs": len(jobs), "completed": len(done),
         "ttd_s": max((j["finish"] for j in done), default=None),
         "avg_jct_s": float(np.mean([j["jct"] for j in done])) if done else None,
@@ -48,7 +49,7 @@ def collect(rundir: Path) -> tuple[RunConfig, list[dict[str, Any]], list[dict[st
         "avg_overhead_s": float(np.mean(overheads)) if overheads else None,
         "avg_coordination_s": float(np.mean(coordination)) if coordination else None,
         "quality": {str(j["id"]): {"metric": j["metric"], "value": j["metric_value"]} for j in jobs},
-        "estimated_cells": next((e.get("estimated_cells", []) for e in reversed(events) if e["event"] == "start"), []),
+        "estimated_cells": _last_start(events).get("estimated_cells", []),
     }
     return cfg, rounds, jobs, summary
 
@@ -85,16 +86,37 @@ def _jobs(cfg: RunConfig, journal: Journal, tracker: JobTracker, events: list[di
         if e.get("event") == "aggregation" and e.get("completed") and e["job"] not in finish and e["round"] in ended:
             finish[e["job"]] = ended[e["round"]]
     metrics = {e["job"]: e.get("metric") for e in events if e.get("event") == "evaluation"}
+    arrivals = _arrivals(events)
     out = []
     for st in tracker.jobs():
         m = metrics.get(st.job_id) or {}
         f = finish.get(st.job_id) if st.completed else None
+        arrival = arrivals.get(st.job_id, 0.0)
         out.append({
             "id": st.job_id, "model": st.model, "target_steps": st.target_steps, "steps_done": st.steps_done,
-            "start": start.get(st.job_id), "finish": f, "jct": f, "completed": st.completed,
+            "arrival": arrival, "start": start.get(st.job_id), "finish": f,
+            "jct": None if f is None else f - arrival,
+            "queueing_delay": None if start.get(st.job_id) is None else start[st.job_id] - arrival,
+            "completed": st.completed,
             "metric": m.get("name"), "metric_value": m.get("value"),
         })
     return out
+
+
+def _cluster_name(events: list[dict[str, Any]], cluster_file: str) -> str:
+    """The cluster's name (as a simulation's summary has it), from the last ``start`` event."""
+    return str(_last_start(events).get("cluster") or Path(cluster_file).stem)
+
+
+def _arrivals(events: list[dict[str, Any]]) -> dict[int, float]:
+    """Each job's arrival second (from the run's start), as the last ``start`` event lists them
+    (0 for jobs it does not list, and for runs from before arrivals were honoured)."""
+    return {int(j): float(a) for j, a in (_last_start(events).get("arrivals") or {}).items()}
+
+
+def _last_start(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The last ``start`` event (each session of the run emits one), or {} if none."""
+    return next((e for e in reversed(events) if e.get("event") == "start"), {})
 
 
 def write_report(rundir: Path) -> dict[str, Any]:
@@ -102,8 +124,8 @@ def write_report(rundir: Path) -> dict[str, Any]:
     cfg, rounds, jobs, summary = collect(rundir)
     _csv(rundir / "rounds.csv", ["round", "attempt", "start", "duration", "nodes_up", "copies", "failures", "busy_s",
                                  "cru", "decision_s", "coordination_s", "overhead_s"], rounds)
-    _csv(rundir / "jobs.csv", ["id", "model", "target_steps", "steps_done", "start", "finish", "jct", "completed",
-                               "metric", "metric_value"], jobs)
+    _csv(rundir / "jobs.csv", ["id", "model", "target_steps", "steps_done", "arrival", "start", "finish", "jct",
+                               "queueing_delay", "completed", "metric", "metric_value"], jobs)
     tmp = rundir / "summary.json.tmp"
     tmp.write_text(json.dumps(summary, indent=2) + "\n")
     os.replace(tmp, rundir / "summary.json")

@@ -26,25 +26,26 @@ Semantics (also in docs/hadar.md, section Simulator):
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from estimators.throughput import ThroughputModel
 from hadar.cluster import Cluster
 from hadar.errors import HadarError, InputError
 from hadar.jobs import Job, JobStatus, Placement
+from hadar.loop import Decision, PolicyError, RoundLoop, validate_plan
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
 from hadar.reference_rates import best_achievable_rate, equal_share_rate
 from hadar.simulator.progress_math import Run, time_to_reach
 from hadar.simulator.records import JobRecord, PlacementRecord, RoundRecord, SimulationResult
 
+__all__ = ["DEFAULT_HORIZON_S", "PolicyError", "SimConfig", "SimulationLimitError", "SimulatorExecutor", "simulate",
+           "validate_plan"]
+"""``PolicyError`` and ``validate_plan`` live in ``hadar.loop`` (shared with real runs)."""
+
 DEFAULT_HORIZON_S = 365 * 86400.0
 """Knob: simulated time by which every job must have finished (one year)."""
-
-
-class PolicyError(HadarError):
-    """A policy returned an impossible plan (a bug in the policy, never a user error)."""
 
 
 class SimulationLimitError(InputError):
@@ -109,81 +110,111 @@ def simulate(
 ) -> SimulationResult:
     """Run ``jobs`` on ``cluster`` under ``policy`` until every job has finished."""
     cfg = config or SimConfig()
-    states = {j.job_id: _JobState(j, float(j.total_steps)) for j in jobs}
-    if len(states) != len(jobs):
-        raise HadarError("workload has duplicate job ids")
-    pending = sorted(jobs, key=lambda j: (j.arrival, j.job_id))
-    arrived: list[int] = []
-    current: dict[tuple[int, int], Placement] = {}
-    rounds: list[RoundRecord] = []
-    placements: list[PlacementRecord] = []
-    gpu_busy: dict[str, float] = {}
-    now = pending[0].arrival if pending else 0.0
-    stall = 0
+    executor = SimulatorExecutor(cluster, jobs, policy.name, throughput, cfg)
     progress = _Progress(len(jobs)) if cfg.progress else None
-    index = 0
+    executor.progress = progress
     try:
-        while True:
-            while pending and pending[0].arrival <= now:
-                arrived.append(pending.pop(0).job_id)
-            active = [i for i in arrived if states[i].finish is None]
-            if not active:
-                if not pending:
-                    break
-                now = pending[0].arrival  # an idle gap: no round is recorded and none is counted
-                current = {}
-                continue
-            if index >= cfg.max_rounds or now >= cfg.horizon_s:
-                unfinished = sum(1 for s in states.values() if s.finish is None)
-                limit = (f"{cfg.max_rounds} rounds" if index >= cfg.max_rounds
-                         else f"the horizon of {cfg.horizon_s / 86400:g} days of simulated time (--horizon)")
-                raise SimulationLimitError(
-                    f"simulation of {policy.name} stopped at {now / 3600:,.1f} h: {unfinished} of {len(states)} "
-                    f"jobs unfinished after {limit}; shorten the workload or raise the limit")
-            ctx = RoundContext(
-                now=now,
-                round_index=index,
-                round_length=cfg.round_length,
-                cluster=cluster,
-                jobs=tuple(states[i].status() for i in sorted(active, key=lambda i: (states[i].job.arrival, i))),
-                current=current,
-                throughput=throughput,
-                restart_penalty=cfg.restart_penalty,
-            )
-            t0 = time.perf_counter()
-            plan = policy.decide(ctx)
-            decision = time.perf_counter() - t0
-            validate_plan(plan, ctx)
-            record, new_current, busy = _run_round(plan, ctx, states, cfg, placements, gpu_busy)
-            if pending and pending[0].arrival < now + record.duration:
-                record = replace(record, active_seconds=record.duration)  # a job arrived meanwhile
-            rounds.append(RoundRecord(**{**asdict(record), "decision_seconds": decision}))
-            if progress:
-                progress.update(sum(1 for s in states.values() if s.finish is not None), now)
-            stall = stall + 1 if not plan.assignments else 0
-            if stall >= cfg.stall_rounds:
-                waiting = ", ".join(str(i) for i in active[:5]) + (", ..." if len(active) > 5 else "")
-                raise SimulationLimitError(
-                    f"policy {policy.name} cannot place job(s) {waiting} on cluster {cluster.name}: it scheduled "
-                    f"nothing for {stall} rounds on an idle cluster (e.g. a gang larger than the GPUs of any one "
-                    f"type, for a policy that runs a job on one GPU type)")
-            current = new_current
-            now += record.duration
-            index += 1
+        RoundLoop(policy, executor).run()
     finally:
         if progress:
             progress.close()
-    return SimulationResult(
-        policy=policy.name,
-        cluster=cluster.name,
-        total_gpus=cluster.total_gpus,
-        jobs=tuple(_job_record(s, cluster, throughput) for s in sorted(states.values(), key=lambda s: s.job.job_id)),
-        rounds=tuple(rounds),
-        placements=tuple(placements),
-        config={k: v for k, v in asdict(cfg).items() if k != "progress"},
-        gpu_busy_seconds=gpu_busy,
-        estimated_cells=tuple(throughput.estimated_cells(jobs, cluster)),
-    )
+    return executor.result()
+
+
+class SimulatorExecutor:
+    """The simulator's backend of the round loop (``hadar/loop.py``): arrivals on a simulated
+    clock, the progress model, and the records a :class:`SimulationResult` is made of. The
+    policy's state after each decision is kept in memory (``policy_state``)."""
+
+    def __init__(self, cluster: Cluster, jobs: Sequence[Job], policy_name: str, throughput: ThroughputModel,
+                 cfg: SimConfig) -> None:
+        self.cluster, self.throughput, self.cfg, self.policy_name = cluster, throughput, cfg, policy_name
+        self.jobs = tuple(jobs)
+        self.states = {j.job_id: _JobState(j, float(j.total_steps)) for j in jobs}
+        if len(self.states) != len(jobs):
+            raise HadarError("workload has duplicate job ids")
+        self.pending = sorted(jobs, key=lambda j: (j.arrival, j.job_id))
+        self.arrived: list[int] = []
+        self.current: dict[tuple[int, int], Placement] = {}
+        self.rounds: list[RoundRecord] = []
+        self.placements: list[PlacementRecord] = []
+        self.gpu_busy: dict[str, float] = {}
+        self.now = self.pending[0].arrival if self.pending else 0.0
+        self.stall = 0
+        self.progress: _Progress | None = None
+        self.policy_state: dict[str, Any] = {}
+
+    def _active(self) -> list[int]:
+        return [i for i in self.arrived if self.states[i].finish is None]
+
+    def finished(self) -> bool:
+        return all(s.finish is not None for s in self.states.values())
+
+    def admit_arrivals(self) -> None:
+        while True:
+            while self.pending and self.pending[0].arrival <= self.now:
+                self.arrived.append(self.pending.pop(0).job_id)
+            if self._active() or not self.pending:
+                return
+            self.now = self.pending[0].arrival  # an idle gap: no round is recorded and none is counted
+            self.current = {}
+
+    def context(self, index: int) -> RoundContext:
+        cfg, states = self.cfg, self.states
+        if index >= cfg.max_rounds or self.now >= cfg.horizon_s:
+            unfinished = sum(1 for s in states.values() if s.finish is None)
+            limit = (f"{cfg.max_rounds} rounds" if index >= cfg.max_rounds
+                     else f"the horizon of {cfg.horizon_s / 86400:g} days of simulated time (--horizon)")
+            raise SimulationLimitError(
+                f"simulation of {self.policy_name} stopped at {self.now / 3600:,.1f} h: {unfinished} of "
+                f"{len(states)} jobs unfinished after {limit}; shorten the workload or raise the limit")
+        return RoundContext(
+            now=self.now,
+            round_index=index,
+            round_length=cfg.round_length,
+            cluster=self.cluster,
+            jobs=tuple(states[i].status() for i in sorted(self._active(), key=lambda i: (states[i].job.arrival, i))),
+            current=self.current,
+            throughput=self.throughput,
+            restart_penalty=cfg.restart_penalty,
+        )
+
+    def execute(self, decision: Decision) -> tuple[RoundRecord, dict[tuple[int, int], Placement], float]:
+        return _run_round(decision.plan, decision.ctx, self.states, self.cfg, self.placements, self.gpu_busy)
+
+    def record(self, decision: Decision, outcome: tuple[RoundRecord, dict[tuple[int, int], Placement], float]) -> None:
+        record, new_current, _ = outcome
+        self.policy_state = decision.policy_state
+        if self.pending and self.pending[0].arrival < self.now + record.duration:
+            record = replace(record, active_seconds=record.duration)  # a job arrived meanwhile
+        self.rounds.append(RoundRecord(**{**asdict(record), "decision_seconds": decision.decision_s}))
+        if self.progress:
+            self.progress.update(sum(1 for s in self.states.values() if s.finish is not None), self.now)
+        self.stall = self.stall + 1 if not decision.plan.assignments else 0
+        if self.stall >= self.cfg.stall_rounds:
+            active = [s.job_id for s in decision.ctx.jobs]
+            waiting = ", ".join(str(i) for i in active[:5]) + (", ..." if len(active) > 5 else "")
+            raise SimulationLimitError(
+                f"policy {self.policy_name} cannot place job(s) {waiting} on cluster {self.cluster.name}: it "
+                f"scheduled nothing for {self.stall} rounds on an idle cluster (e.g. a gang larger than the GPUs "
+                f"of any one type, for a policy that runs a job on one GPU type)")
+        self.current = new_current
+        self.now += record.duration
+
+    def result(self) -> SimulationResult:
+        cfg, cluster, throughput = self.cfg, self.cluster, self.throughput
+        return SimulationResult(
+            policy=self.policy_name,
+            cluster=cluster.name,
+            total_gpus=cluster.total_gpus,
+            jobs=tuple(_job_record(s, cluster, throughput)
+                       for s in sorted(self.states.values(), key=lambda s: s.job.job_id)),
+            rounds=tuple(self.rounds),
+            placements=tuple(self.placements),
+            config={k: v for k, v in asdict(cfg).items() if k != "progress"},
+            gpu_busy_seconds=self.gpu_busy,
+            estimated_cells=tuple(throughput.estimated_cells(self.jobs, cluster)),
+        )
 
 
 def _job_record(s: _JobState, cluster: Cluster, throughput: ThroughputModel) -> JobRecord:
@@ -194,37 +225,6 @@ def _job_record(s: _JobState, cluster: Cluster, throughput: ThroughputModel) -> 
         best_rate=best_achievable_rate(cons, unc, cluster.capacity, s.job.num_gpus),
         equal_share_rate=equal_share_rate(cons, cluster.capacity),
     )
-
-
-def validate_plan(plan: RoundPlan, ctx: RoundContext) -> None:
-    """Raise PolicyError unless the plan respects capacity, gangs and copy rules."""
-    known = {s.job_id: s.job for s in ctx.jobs}
-    seen: set[tuple[int, int]] = set()
-    used = ctx.cluster.capacity * 0
-    copy_nodes: dict[int, set[str]] = {}
-    for a in plan.assignments:
-        job = known.get(a.job_id)
-        if job is None:
-            raise PolicyError(f"plan places job {a.job_id}, which is not waiting or running")
-        if a.run_key in seen:
-            raise PolicyError(f"plan places job {a.job_id} copy {a.copy} twice")
-        seen.add(a.run_key)
-        if a.num_gpus != job.num_gpus:
-            raise PolicyError(f"gang violated: job {a.job_id} needs {job.num_gpus} GPUs, got {a.num_gpus}")
-        for node, per in a.placement.items():
-            if node not in ctx.cluster.node_index:
-                raise PolicyError(f"job {a.job_id} placed on unknown node {node!r}")
-            for gtype, count in per.items():
-                if count < 0 or gtype not in ctx.cluster.node(node).gpus:
-                    raise PolicyError(f"job {a.job_id}: node {node} has no {gtype} GPUs")
-        if a.copy:
-            nodes = set(a.nodes)
-            if copy_nodes.setdefault(a.job_id, set()) & nodes:
-                raise PolicyError(f"two copies of job {a.job_id} share a node")
-            copy_nodes[a.job_id] |= nodes
-        used = used + ctx.cluster.placement_matrix(a.placement)
-    if (used > ctx.cluster.capacity).any():
-        raise PolicyError("plan exceeds GPU capacity")
 
 
 def _run_round(

@@ -1,0 +1,139 @@
+"""The one round loop shared by the simulator and real clusters (the Blox lesson).
+
+Every round goes through the same six steps, in this order::
+
+    arrivals -> context -> decide -> validate -> execute -> record
+
+The loop owns the order, the policy call, plan validation and the policy's state; an
+:class:`Executor` supplies the rest. Two executors implement it: the simulator's progress
+model (``hadar/simulator/engine.py``) and the real cluster's dispatch + Job Tracker
+(``hadar/runtime/coordinator.py``). A plan that breaks the cluster's rules (capacity, gangs,
+unknown jobs or nodes, two copies of a job on one node) is a :class:`PolicyError` raised before
+anything is executed.
+
+The policy's own state (:meth:`Policy.state`, JSON) is taken after every decision and handed to
+the executor with the plan, so a real run persists it with the round's plan and a resumed run
+restores it (:meth:`Policy.restore`) before its first decision: it decides as an uninterrupted
+run would have.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+from hadar.errors import HadarError
+from hadar.policy import Policy, RoundContext, RoundPlan
+
+Outcome = TypeVar("Outcome")
+
+
+class PolicyError(HadarError):
+    """A policy returned an impossible plan (a bug in the policy, never a user error)."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One round's decision: what the policy saw, what it planned, how long it took, and its
+    state after deciding (what a resumed run restores)."""
+
+    ctx: RoundContext
+    plan: RoundPlan
+    decision_s: float
+    policy_state: dict[str, Any]
+
+
+class Executor(Protocol[Outcome]):
+    """The backend of the round loop: where jobs arrive, run and are recorded."""
+
+    def finished(self) -> bool:
+        """Whether every job is done (or given up): the loop stops."""
+        ...
+
+    def admit_arrivals(self) -> None:
+        """Make jobs that have arrived visible; wait (idle gap) while none has and more will."""
+        ...
+
+    def context(self, index: int) -> RoundContext:
+        """The context of round ``index``: arrived unfinished jobs, nodes up, last placements."""
+        ...
+
+    def execute(self, decision: Decision) -> Outcome:
+        """Run the validated plan for one round (a real run first journals the plan and the
+        policy state)."""
+        ...
+
+    def record(self, decision: Decision, outcome: Outcome) -> None:
+        """Book the round's results (records, journal, progress checks)."""
+        ...
+
+
+@dataclass
+class RoundLoop(Generic[Outcome]):
+    """Drives ``policy`` over ``executor`` one round at a time."""
+
+    policy: Policy
+    executor: Executor[Outcome]
+
+    def play_round(self, index: int) -> Decision:
+        """Arrivals, context, decide, validate, execute, record: one round."""
+        self.executor.admit_arrivals()
+        ctx = self.executor.context(index)
+        t0 = time.perf_counter()
+        plan = self.policy.decide(ctx)
+        decision = Decision(ctx, plan, time.perf_counter() - t0, self.policy.state())
+        try:
+            validate_plan(plan, ctx)
+        except PolicyError as exc:
+            raise PolicyError(
+                f"policy {self.policy.name}, round {index}: {exc}; nothing was run "
+                f"(a bug in the policy)"
+            ) from None
+        outcome = self.executor.execute(decision)
+        self.executor.record(decision, outcome)
+        return decision
+
+    def run(self, first_index: int = 0, max_rounds: int | None = None) -> int:
+        """Play rounds from ``first_index`` until the executor is finished (or ``max_rounds``
+        rounds were played); returns the next round's index."""
+        index = first_index
+        while not self.executor.finished() and (
+            max_rounds is None or index - first_index < max_rounds
+        ):
+            self.play_round(index)
+            index += 1
+        return index
+
+
+def validate_plan(plan: RoundPlan, ctx: RoundContext) -> None:
+    """Raise PolicyError unless the plan respects capacity, gangs and copy rules."""
+    known = {s.job_id: s.job for s in ctx.jobs}
+    seen: set[tuple[int, int]] = set()
+    used = ctx.cluster.capacity * 0
+    copy_nodes: dict[int, set[str]] = {}
+    for a in plan.assignments:
+        job = known.get(a.job_id)
+        if job is None:
+            raise PolicyError(f"plan places job {a.job_id}, which is not waiting or running")
+        if a.run_key in seen:
+            raise PolicyError(f"plan places job {a.job_id} copy {a.copy} twice")
+        seen.add(a.run_key)
+        if a.num_gpus != job.num_gpus:
+            raise PolicyError(
+                f"gang violated: job {a.job_id} needs {job.num_gpus} GPUs, got {a.num_gpus}"
+            )
+        for node, per in a.placement.items():
+            if node not in ctx.cluster.node_index:
+                raise PolicyError(f"job {a.job_id} placed on unknown node {node!r}")
+            for gtype, count in per.items():
+                if count < 0 or gtype not in ctx.cluster.node(node).gpus:
+                    raise PolicyError(f"job {a.job_id}: node {node} has no {gtype} GPUs")
+        if a.copy:
+            nodes = set(a.nodes)
+            if copy_nodes.setdefault(a.job_id, set()) & nodes:
+                raise PolicyError(f"two copies of job {a.job_id} share a node")
+            copy_nodes[a.job_id] |= nodes
+        used = used + ctx.cluster.placement_matrix(a.placement)
+    if (used > ctx.cluster.capacity).any():
+        raise PolicyError("plan exceeds GPU capacity")

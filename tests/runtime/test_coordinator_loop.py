@@ -1,0 +1,180 @@
+"""The real run goes through the one round loop (hadar/loop.py): a job is invisible to the
+policy until its ``arrival`` second (counted from the run's start), every plan is validated
+before anything is dispatched, and the policy's state is journalled with each round's plan and
+restored when the run resumes. Real coordinator, real local nodes, real training."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hadar.loop import PolicyError
+from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
+from hadar.runtime.config import RunConfig, RuntimeKnobs, save_config
+from hadar.runtime.coordinator import Coordinator, StopRequested
+from hadar.runtime.journal import Journal
+from hadar.runtime.outputs import collect
+from tests.e2e.runlib import LOCAL_3
+
+pytestmark = pytest.mark.slow
+
+ARRIVAL_S = 6.0
+
+
+def _jobs(path: Path, arrivals: list[float], steps: int = 200) -> Path:
+    jobs = [
+        {
+            "id": i,
+            "type": "MM",
+            "gpus": 1,
+            "steps": steps,
+            "arrival": a,
+            "spec": {
+                "model": "MM",
+                "size": "tiny",
+                "data": "synthetic",
+                "batch_size": 16,
+                "lr": 0.001,
+                "seed": i,
+            },
+        }
+        for i, a in enumerate(arrivals)
+    ]
+    path.write_text(yaml.safe_dump({"jobs": jobs}))
+    return path
+
+
+def _coordinator(
+    tmp: Path, arrivals: list[float], policy: str = "gavel", steps: int = 200
+) -> Coordinator:
+    cfg = RunConfig(
+        run_id=f"loop-{policy}",
+        cluster=LOCAL_3,
+        workload=str(_jobs(tmp / "jobs.yaml", arrivals, steps)),
+        policy=policy,
+        slot_s=2.0,
+        grace_s=30.0,
+        evaluate=False,
+        started_at=time.time(),
+    )
+    return Coordinator(tmp / "run", cfg, knobs=RuntimeKnobs(0.0, 0.0))
+
+
+def _events(tmp: Path) -> list[dict]:
+    return [json.loads(line) for line in (tmp / "run" / "events.jsonl").read_text().splitlines()]
+
+
+def test_a_job_is_not_scheduled_before_its_arrival(tmp_path):
+    c = _coordinator(tmp_path, [0.0, ARRIVAL_S])
+    c.run()
+    rows = Journal(tmp_path / "run" / "journal.sqlite").rounds()
+    started = {r.round: r.started - c.cfg.started_at for r in rows if r.status == "closed"}
+    dispatched = [(e["round"], e["job"]) for e in _events(tmp_path) if e["event"] == "dispatch"]
+    first = {job: min(r for r, j in dispatched if j == job) for job in (0, 1)}
+    # job 1 is placed only in a round that started after its arrival, job 0 ran before that
+    assert started[first[1]] >= ARRIVAL_S
+    assert first[0] < first[1] and all(
+        started[r] < ARRIVAL_S for r, j in dispatched if r < first[1]
+    )
+    done = {
+        j: sum(
+            e["steps_added"]
+            for e in _events(tmp_path)
+            if e["event"] == "aggregation" and e["job"] == j
+        )
+        for j in (0, 1)
+    }
+    assert done == {0: 200, 1: 200}
+    save_config(c.cfg, tmp_path / "run")  # what `hadar run` writes before the first round
+    _, _, jobs, summary = collect(tmp_path / "run")
+    assert summary["cluster"] == "local-3node" and summary["cluster_file"] == LOCAL_3
+    by_id = {j["id"]: j for j in jobs}
+    assert by_id[1]["arrival"] == ARRIVAL_S and by_id[0]["arrival"] == 0.0
+    assert by_id[1]["jct"] == pytest.approx(by_id[1]["finish"] - ARRIVAL_S)
+    assert (
+        by_id[1]["queueing_delay"] == pytest.approx(by_id[1]["start"] - ARRIVAL_S)
+        and by_id[1]["queueing_delay"] >= 0
+    )
+    assert by_id[0]["jct"] == pytest.approx(by_id[0]["finish"])
+
+
+def test_nothing_runs_and_no_round_is_recorded_before_the_first_arrival(tmp_path):
+    c = _coordinator(tmp_path, [ARRIVAL_S / 2], steps=20)
+    c.run()
+    ev = _events(tmp_path)
+    waiting = [e for e in ev if e["event"] == "waiting"]
+    assert (
+        len(waiting) == 1
+        and waiting[0]["next_arrival_s"] == ARRIVAL_S / 2
+        and waiting[0]["jobs"] == [0]
+    )
+    rows = Journal(tmp_path / "run" / "journal.sqlite").rounds()
+    assert rows[0].round == 0 and rows[0].started - c.cfg.started_at >= ARRIVAL_S / 2
+
+
+class _OverCapacity(Policy):
+    """A buggy policy: puts every job on the first node, whatever its capacity."""
+
+    name = "over-capacity"
+
+    def decide(self, ctx: RoundContext) -> RoundPlan:
+        node = ctx.cluster.node_names[0]
+        gtype = next(iter(ctx.cluster.node(node).gpus))
+        return RoundPlan(tuple(Assignment(s.job_id, {node: {gtype: 1}}) for s in ctx.jobs))
+
+
+def test_an_impossible_plan_is_one_error_and_nothing_is_dispatched(tmp_path):
+    c = _coordinator(tmp_path, [0.0, 0.0])
+    c.policy = _OverCapacity()
+    with pytest.raises(
+        PolicyError,
+        match=r"policy over-capacity, round 0: plan exceeds GPU capacity; nothing was run",
+    ):
+        c.run()
+    assert not [e for e in _events(tmp_path) if e["event"] == "dispatch"]
+    assert Journal(tmp_path / "run" / "journal.sqlite").rounds() == []
+
+
+def test_the_policy_state_is_journalled_each_round_and_restored_on_resume(tmp_path):
+    c = _coordinator(tmp_path, [0.0, 0.0, 0.0, 0.0], steps=400)
+    stop_after = 2
+
+    class View:  # stops the run (as Ctrl-C does) after a few rounds
+        def note(self, *_):
+            pass
+
+        def start_round(self, *_):
+            pass
+
+        def copy_done(self, *_):
+            pass
+
+        def end_round(self, r, *_):
+            if r + 1 >= stop_after:
+                c._stop.set()
+
+    c.view = View()
+    with pytest.raises(StopRequested):
+        c.run()
+    rows = [
+        r for r in Journal(tmp_path / "run" / "journal.sqlite").rounds() if r.status == "closed"
+    ]
+    assert len(rows) == stop_after
+    saved = rows[-1].policy_state
+    assert saved["x"] and set(saved["x"]) == {
+        "0",
+        "1",
+        "2",
+        "3",
+    }  # Gavel's allocation, job ids as keys
+    assert saved == json.loads(json.dumps(c.policy.state()))
+    resumed = Coordinator(tmp_path / "run", c.cfg, knobs=RuntimeKnobs(0.0, 0.0))
+    try:
+        resumed._restore_policy_state()
+        assert resumed.policy.state() == saved
+    finally:
+        resumed.close()
