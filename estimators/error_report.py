@@ -228,6 +228,11 @@ def summarize(rows: Iterable[ErrorRow]) -> list[Summary]:
     return out
 
 
+def _other_gpus_of(job_type: str, ref: str) -> Callable[[TableKey], bool]:
+    """Hides every entry of ``job_type`` except those on the reference GPU ``ref``."""
+    return lambda k: k.job_type == job_type and k.gpu_type != ref
+
+
 def rank_agreement(table: GavelThroughputTable, params: PmiParams | None = None, num_gpus: int = 1) -> Ranking | None:
     """Order agreement at gang size W (consolidated), reference measured and the rest estimated."""
     params = params or PmiParams()
@@ -241,7 +246,7 @@ def rank_agreement(table: GavelThroughputTable, params: PmiParams | None = None,
         meas = {g: v for g, v in meas.items() if v > 0}
         if ref not in meas or len(meas) < 2:
             continue
-        est_model = PmiEstimator(masked(entries, lambda k, jt=jt: k.job_type == jt and k.gpu_type != ref, table.source), params)
+        est_model = PmiEstimator(masked(entries, _other_gpus_of(jt, ref), table.source), params)
         est = {g: est_model.estimate(jt, g, num_gpus=num_gpus).value for g in meas}
         jobs += 1
         m_order = sorted(meas, key=lambda g: -meas[g])
@@ -271,8 +276,8 @@ def build_report(
     rows: list[ErrorRow] = []
     zero = 0
     for h in holdouts:
-        r, zero = evaluate(table, params, h)
-        rows += r
+        held_out, zero = evaluate(table, params, h)
+        rows += held_out
     sizes = sorted({w for jt in table.job_types for w in table.gang_sizes(jt)})
     rankings = [r for w in sizes if (r := rank_agreement(table, params, w)) is not None]
     return ErrorReport(table.source, params, rows, summarize(rows), rankings, zero, tuple(sorted(table.gpu_types)))
@@ -392,9 +397,9 @@ def render(report: ErrorReport, console: Any, variants: Sequence[VariantScore] =
     t = Table(title="Worst cells (hold-out = cell)", title_justify="left")
     for col in ("job type", "GPU", "W", "placement", "measured", "estimated", "APE %", "from"):
         t.add_column(col)
-    for r in report.worst("cell"):
-        t.add_row(r.job_type, r.gpu_type, str(r.num_gpus), "consolidated" if r.consolidated else "multi-node",
-                  f"{r.measured:.2f}", f"{r.estimated:.2f}", f"{r.ape:.0f}", r.anchor)
+    for row in report.worst("cell"):
+        t.add_row(row.job_type, row.gpu_type, str(row.num_gpus), "consolidated" if row.consolidated else "multi-node",
+                  f"{row.measured:.2f}", f"{row.estimated:.2f}", f"{row.ape:.0f}", row.anchor)
     console.print(t)
     if variants:
         t = Table(title="PMI variants (hold-out = cell, all GPU types pooled)", title_justify="left")

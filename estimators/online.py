@@ -114,14 +114,15 @@ class OnlineThroughput(ThroughputModel):
         return True
 
     @staticmethod
-    def _key(job_type: str, node: str, num_gpus: int, gpu_type: str | None) -> tuple[str, int, str, str]:
+    def _key(job_type: object, node: object, num_gpus: object, gpu_type: object) -> tuple[str, int, str, str]:
+        """Validate one key read from a caller or a saved file (any JSON value) and normalise it."""
         if not isinstance(job_type, str) or not job_type:
             raise InputError(f"job type must be a non-empty string (got {job_type!r})")
         if not isinstance(node, str) or not node:
             raise InputError(f"{job_type}: node must be a non-empty string (got {node!r})")
         if isinstance(num_gpus, bool) or not isinstance(num_gpus, int) or num_gpus < 1:
             raise InputError(f"{job_type} on {node}: num_gpus must be an integer >= 1 (got {num_gpus!r})")
-        gpu = _ANY_GPU if gpu_type is None else canonical_gpu(gpu_type, f"{job_type} on {node}: gpu_type")
+        gpu = _ANY_GPU if gpu_type is None else canonical_gpu(str(gpu_type), f"{job_type} on {node}: gpu_type")
         return job_type, num_gpus, node, gpu
 
     def measured(self, job: Job | str, node: str, num_gpus: int, gpu_type: str | None = None) -> float | None:

@@ -249,7 +249,7 @@ class HadarPolicy(Policy):
                     preempted=sum(1 for j in running if j not in placed),
                     moved=sum(1 for j in running if j in placed and not placed[j].kept))
         assignments = [Assignment(k, moved_to[k] if k in moved_to else ctx.cluster.placement_from_matrix(c.alloc))
-                       for k, c in placed.items()]  # type: ignore[misc]
+                       for k, c in placed.items()]
         return RoundPlan(tuple(sorted(assignments, key=lambda a: a.job_id)), info)
 
 

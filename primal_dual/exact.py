@@ -124,7 +124,7 @@ def round_optimum(
     if kept_x.any():  # a kept option's counts are fixed: x = keep * z (so x lies in [0, keep])
         keep_counts = np.array(
             [
-                options[owner[i]].kept.ravel()[cell[i]] if kept_x[i] else 0  # type: ignore[union-attr]
+                options[owner[i]].kept.ravel()[cell[i]] if kept_x[i] else 0
                 for i in range(n_x)
             ],
             dtype=float,

@@ -64,30 +64,30 @@ def print_cluster(console: Console, cluster: str, slot: float, rows: Sequence[Ro
         group = [r for r in mine if r["mix"] == m]
         for i, r in enumerate(group):
             done = "" if r["completed"] == r["jobs"] else f" ({r['completed']}/{r['jobs']} done)"
-            t.add_row(m if i == 0 else "", POLICY_TITLES.get(r["policy"], r["policy"]) + done, _pct(r["cru"]),
+            t.add_row(m if i == 0 else "", POLICY_TITLES.get(str(r["policy"]), str(r["policy"])) + done, _pct(r["cru"]),
                       _s(r["ttd_s"]), _s(r["lb_s"]), _x(r["ttd_over_lb"]), _s(r["avg_jct_s"]),
                       f"{_s(r['min_jct_s'])}-{_s(r['max_jct_s'])}", f"{r['restarts_per_job']:.2f}",
                       end_section=i == len(group) - 1)
     console.print(t)
 
-    r = Table(title=f"{cluster}, slot {slot:g} s: ratios per mix (TTD/JCT: speed-up = reference / policy; "
+    ratios = Table(title=f"{cluster}, slot {slot:g} s: ratios per mix (TTD/JCT: speed-up = reference / policy; "
                     f"CRU: gain = policy / reference; > 1 favours the first policy)")
-    r.add_column("mix")
+    ratios.add_column("mix")
     for p, ref in COMPARISONS:
         for m, _, _ in RATIO_METRICS:
-            r.add_column(f"{m.upper()} {POLICY_TITLES[p]}\nvs {POLICY_TITLES[ref]}", justify="right")
-    r.add_column(f"HadarE TTD /\nHadar TTD\n(target <= {TARGET_HADARE_TTD_RATIO_MAX})", justify="right")
-    r.add_column("best possible\nTTD speed-up vs\nHadar (Hadar TTD\n/ fork bound)", justify="right")
+            ratios.add_column(f"{m.upper()} {POLICY_TITLES[p]}\nvs {POLICY_TITLES[ref]}", justify="right")
+    ratios.add_column(f"HadarE TTD /\nHadar TTD\n(target <= {TARGET_HADARE_TTD_RATIO_MAX})", justify="right")
+    ratios.add_column("best possible\nTTD speed-up vs\nHadar (Hadar TTD\n/ fork bound)", justify="right")
     ratio_keys = [f"{m}_{p}_vs_{ref}" for p, ref in COMPARISONS for m, _, _ in RATIO_METRICS]
     for c in comparisons:
-        r.add_row(c["mix"], *[_x(c[k]) for k in ratio_keys], _pct(c["hadare_ttd_over_hadar"]),
+        ratios.add_row(c["mix"], *[_x(c[k]) for k in ratio_keys], _pct(c["hadare_ttd_over_hadar"]),
                   _x(c["ttd_bound_vs_hadar"]), end_section=c is comparisons[-1])
-    r.add_row(f"mean ({len(comparisons)} mixes)", *[_x(means.get(k)) for k in ratio_keys],
+    ratios.add_row(f"mean ({len(comparisons)} mixes)", *[_x(means.get(k)) for k in ratio_keys],
               _pct(means.get("hadare_ttd_over_hadar")), _x(means.get("ttd_bound_vs_hadar")))
     if cluster in PAPER_CLUSTERS:
-        r.add_row("paper (mean)", *[_x(paper_value(k, cluster)) for k in ratio_keys],
+        ratios.add_row("paper (mean)", *[_x(paper_value(k, cluster)) for k in ratio_keys],
                   f"{1 / PAPER_AVERAGES['ttd_hadare_vs_hadar'][PAPER_CLUSTERS[cluster]]:.3f}", "")
-    console.print(r)
+    console.print(ratios)
 
     if targets:
         tt = Table(title=f"{cluster}, slot {slot:g} s: targets on {', '.join(TARGET_MIXES)}")

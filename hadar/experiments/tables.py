@@ -133,7 +133,7 @@ def slot_sweep(rows: Iterable[Row], cluster: str, policy: str, mixes: Sequence[s
         cells = {s: idx.get((cluster, m, policy, float(s))) for s in slots}
         cru = {s: (r["cru"] if r else None) for s, r in cells.items()}
         ttd = {s: (r["ttd_s"] if r else None) for s, r in cells.items()}
-        known = [s for s in slots if cru[s] is not None]
-        best = max(known, key=lambda s: (round(cru[s], 4), -s)) if known else None  # ties: shortest slot
+        known = {s: c for s, c in cru.items() if c is not None}
+        best = max(known, key=lambda s: (round(known[s], 4), -s)) if known else None  # ties: shortest slot
         out.append({"cluster": cluster, "policy": policy, "mix": m, "cru": cru, "ttd_s": ttd, "best_slot_s": best})
     return out

@@ -148,11 +148,11 @@ class TraceRow(BaseModel):
     working_dir: str = ""
     num_steps_arg: str
     needs_data_dir: bounded(0, 1, integer=True)  # type: ignore[valid-type]
-    total_steps: Steps  # type: ignore[valid-type]
-    scale_factor: GangGpus  # type: ignore[valid-type]
-    priority_weight: Weight = 1.0  # type: ignore[valid-type]
+    total_steps: Steps
+    scale_factor: GangGpus
+    priority_weight: Weight = 1.0
     SLO: bounded(-1, MAX_SECONDS, unit="s") = -1.0  # type: ignore[valid-type]
-    arrival_time: Seconds  # type: ignore[valid-type]
+    arrival_time: Seconds
 
 
 def _parse_line(cols: list[str], job_id: int, where: str) -> Job:
