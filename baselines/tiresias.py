@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from baselines.placement import node_rank, runnable_cells, unaware_placement
 from hadar.jobs import JobStatus
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
@@ -88,7 +90,8 @@ class TiresiasPolicy(Policy):
         return RoundPlan(tuple(out[j] for j in sorted(out)), info)
 
     @staticmethod
-    def _place(s: JobStatus, free, out: dict[int, Assignment], ctx: RoundContext, rank) -> None:
+    def _place(s: JobStatus, free: np.ndarray, out: dict[int, Assignment], ctx: RoundContext,
+               rank: np.ndarray) -> None:
         alloc = unaware_placement(free, runnable_cells(s.job, ctx.cluster, ctx.throughput), s.job.num_gpus, rank)
         if alloc is not None:
             free -= alloc

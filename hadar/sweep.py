@@ -13,6 +13,7 @@ depend only on the cells: serial, a local process pool and a Ray cluster give id
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from collections.abc import Callable, Sequence
@@ -71,7 +72,7 @@ def _run_on_ray(fn: Callable[[C], R], cells: Sequence[C], address: str,
     started_here = not ray.is_initialized()
     if started_here:
         try:
-            ray.init(address=address, logging_level="ERROR", log_to_driver=False, include_dashboard=False)
+            ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False, include_dashboard=False)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise UnreachableNodeError(f"--ray-address {address}: cannot connect to the Ray cluster: {first}") from None
