@@ -20,8 +20,6 @@ realistic cold start where only the reference GPU was measured for that job.
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 import statistics
 from collections import defaultdict
@@ -34,6 +32,7 @@ from typing import Any
 from estimators.pmi import PmiEstimator, PmiParams, parse_job_type
 from estimators.throughput import GavelThroughputTable, TableKey
 from hadar.errors import InputError
+from hadar.io import write_csv, write_json
 
 HOLDOUTS = ("cell", "gang", "job", "family")
 
@@ -339,25 +338,20 @@ def write_outputs(report: ErrorReport, out_dir: str | Path, variants: Sequence[V
     """``estimate_error_cells.csv``, ``estimate_error_summary.csv``, ``estimate_error.json``."""
     d = make_out_dir(out_dir)
     cells, summ, js = d / "estimate_error_cells.csv", d / "estimate_error_summary.csv", d / "estimate_error.json"
-    with cells.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["holdout", "job_type", "gpu_type", "num_gpus", "consolidated", "measured", "estimated",
-                    "ape_pct", "ratio", "anchor_kind", "anchor"])
-        for r in report.rows:
-            w.writerow([r.holdout, r.job_type, r.gpu_type, r.num_gpus, r.consolidated, f"{r.measured:.6g}",
-                        f"{r.estimated:.6g}", f"{r.ape:.2f}", f"{r.ratio:.4f}", r.anchor_kind, r.anchor])
-    with summ.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["holdout", "gpu_type", "num_gpus", "consolidated", "cells", "median_ape_pct", "mean_ape_pct",
-                    "median_ratio", "within_25pct", "worst_job", "worst_ape_pct"])
-        for s in report.summaries:
-            w.writerow([s.holdout, s.gpu_type, s.num_gpus, s.consolidated, s.cells, f"{s.median_ape:.2f}",
-                        f"{s.mean_ape:.2f}", f"{s.median_ratio:.4f}", f"{s.within_25:.3f}", s.worst_job,
-                        f"{s.worst_ape:.2f}"])
+    write_csv(cells, [[r.holdout, r.job_type, r.gpu_type, r.num_gpus, r.consolidated, f"{r.measured:.6g}",
+                       f"{r.estimated:.6g}", f"{r.ape:.2f}", f"{r.ratio:.4f}", r.anchor_kind, r.anchor]
+                      for r in report.rows],
+              ["holdout", "job_type", "gpu_type", "num_gpus", "consolidated", "measured", "estimated", "ape_pct",
+               "ratio", "anchor_kind", "anchor"])
+    write_csv(summ, [[s.holdout, s.gpu_type, s.num_gpus, s.consolidated, s.cells, f"{s.median_ape:.2f}",
+                      f"{s.mean_ape:.2f}", f"{s.median_ratio:.4f}", f"{s.within_25:.3f}", s.worst_job,
+                      f"{s.worst_ape:.2f}"] for s in report.summaries],
+              ["holdout", "gpu_type", "num_gpus", "consolidated", "cells", "median_ape_pct", "mean_ape_pct",
+               "median_ratio", "within_25pct", "worst_job", "worst_ape_pct"])
     data = report.to_json()
     if variants:
         data["variants"] = [asdict(v) for v in variants]
-    js.write_text(json.dumps(data, indent=1))
+    write_json(js, data, indent=1)
     return [cells, summ, js]
 
 

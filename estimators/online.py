@@ -23,11 +23,8 @@ W < 1, an empty node name, an unknown GPU type) raise InputError.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import os
-import tempfile
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -40,6 +37,7 @@ from estimators.gpu_catalogue import canonical_gpu
 from estimators.throughput import DEFAULT_UNCONSOLIDATED_PENALTY, EstimatedCell, ThroughputModel
 from hadar.cluster import Cluster
 from hadar.errors import InputError
+from hadar.io import write_json
 from hadar.jobs import Job
 from hadar.validation import load_json
 
@@ -235,18 +233,7 @@ class OnlineThroughput(ThroughputModel):
 
     def save(self, path: str | Path) -> None:
         """Write the state as JSON atomically (a crash leaves the old file or the new one)."""
-        p = Path(path)
-        text = json.dumps(self.to_dict(), indent=1)
-        fd, tmp = tempfile.mkstemp(prefix=p.name + ".", suffix=".tmp", dir=p.parent)
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, p)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_json(path, self.to_dict(), indent=1, durable=True)
 
     @classmethod
     def load(cls, path: str | Path, prior: ThroughputModel) -> OnlineThroughput:

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from hadar.io import fsync_dir
 from nodes.integrity import CHECKPOINT_FORMAT as FORMAT
 from nodes.integrity import CHUNK, sha256_file
 from tracker.crashpoints import crash_point
@@ -95,15 +96,6 @@ class _HashingWriter:
 
     def flush(self) -> None:
         self._f.flush()
-
-
-def fsync_dir(directory: Path) -> None:
-    """fsync a directory so a rename inside it is durable."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _write_atomic(

@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from hadar.io import fsync_dir
 from nodes.integrity import SHA256_RE, sha256_file
 from tracker import ids
 from tracker.averaging import (
@@ -48,7 +49,6 @@ from tracker.averaging import (
 from tracker.checkpoints import (
     TMP_PREFIX,
     copy_atomic,
-    fsync_dir,
     load_checkpoint,
     make_payload,
     save_atomic,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -11,6 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from hadar import io
 from hadar.experiments.grid import ROW_KEYS, GridSpec
 from hadar.experiments.paper import (
     PAPER_AVERAGES,
@@ -139,13 +138,7 @@ def print_slot_sweep(console: Console, cluster: str, sweeps: Mapping[str, Sequen
 
 # -- files -------------------------------------------------------------------------------------
 def write_csv(path: Path, rows: Sequence[Row]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(CSV_KEYS)
-        for r in rows:
-            w.writerow(["" if r.get(k) is None else r[k] for k in CSV_KEYS])
-    return path
+    return io.write_csv(path, rows, CSV_KEYS)
 
 
 def write_json(path: Path, spec: GridSpec, rows: Sequence[Row], summary: Mapping[str, Any],
@@ -161,5 +154,4 @@ def write_json(path: Path, spec: GridSpec, rows: Sequence[Row], summary: Mapping
         **summary,
         "cells": list(rows),
     }
-    path.write_text(json.dumps(doc, indent=2) + "\n")
-    return path
+    return io.write_json(path, doc)
