@@ -96,12 +96,6 @@ def mean_over_mixes(comparisons: Sequence[Row], keys: Iterable[str]) -> dict[str
     return out
 
 
-def mean_metric(rows: Iterable[Row], cluster: str, policy: str, slot: float, key: str) -> float | None:
-    vals = [r[key] for r in rows if (r["cluster"], r["policy"], float(r["slot_s"])) == (cluster, policy, slot)
-            and r[key] is not None]
-    return fmean(vals) if vals else None
-
-
 def targets(comparisons: Sequence[Row]) -> list[Row]:
     """The issue's two HadarE targets on each of M-5 ... M-12 present: value, met, and whether
     any schedule could meet it (TTD: only if the fork bound is <= 0.6 x Hadar's TTD)."""
