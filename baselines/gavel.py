@@ -39,6 +39,7 @@ import numpy as np
 
 from baselines.gavel_lp import max_min_fairness, min_makespan
 from baselines.placement import fewest_nodes
+from hadar.cluster import Cluster
 from hadar.jobs import Job, JobStatus, Placement
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
 from hadar.valuation import value_jobs
@@ -242,7 +243,7 @@ class GavelPolicy(Policy):
                 for s in level:
                     prev = ctx.current.get((s.job_id, 0))
                     y = _matrix_if_valid(prev, cluster)
-                    if y is not None and not ((y > 0) & ~column).any() and (y <= free).all():
+                    if prev and y is not None and not ((y > 0) & ~column).any() and (y <= free).all():
                         free -= y
                         out.append(Assignment(s.job_id, prev))
                         kept.add(s.job_id)
@@ -301,7 +302,7 @@ def _type_rates(ctx: RoundContext, types: Sequence[str]) -> dict[int, np.ndarray
     return {v.status.job_id: v.type_rates[order] for v in value_jobs(ctx, ctx.jobs)}
 
 
-def _matrix_if_valid(placement: Placement | None, cluster) -> np.ndarray | None:
+def _matrix_if_valid(placement: Placement | None, cluster: Cluster) -> np.ndarray | None:
     """``placement`` as a ``[node, type]`` matrix, or None if absent or not on ``cluster``."""
     if not placement:
         return None

@@ -161,7 +161,7 @@ def round_optimum(
     z = np.round(res.x[:n_opt]).astype(np.int64)
     xs = np.round(res.x[n_opt:]).astype(np.int64)
     chosen = []
-    for o_idx in np.flatnonzero(z):
+    for o_idx in np.flatnonzero(z).tolist():
         o = options[o_idx]
         alloc = np.zeros(flat_free.size, dtype=np.int64)
         mine = owner == o_idx
