@@ -24,6 +24,7 @@ from the rest.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -53,8 +54,8 @@ class TiresiasPolicy(Policy):
     name = "tiresias"
     config_class = TiresiasConfig
 
-    def __init__(self, config: TiresiasConfig | None = None, **knobs: object) -> None:
-        self.config = config or TiresiasConfig(**knobs)  # type: ignore[arg-type]
+    def __init__(self, config: TiresiasConfig | None = None, **knobs: Any) -> None:
+        self.config = config or TiresiasConfig(**knobs)
 
     def queue_of(self, status: JobStatus) -> int:
         """0 (high) while attained service < threshold, else 1 (low)."""

@@ -39,12 +39,12 @@ from hadar.errors import InputError
 from hadar.jobs import Job
 from hadar.validation import (
     MAX_JOBS,
-    MAX_SECONDS,
+    DataDirFlag,
     GangGpus,
     Seconds,
+    SloSeconds,
     Steps,
     Weight,
-    bounded,
     from_validation_error,
     read_text,
 )
@@ -147,11 +147,11 @@ class TraceRow(BaseModel):
     command: str
     working_dir: str = ""
     num_steps_arg: str
-    needs_data_dir: bounded(0, 1, integer=True)  # type: ignore[valid-type]
+    needs_data_dir: DataDirFlag
     total_steps: Steps
     scale_factor: GangGpus
     priority_weight: Weight = 1.0
-    SLO: bounded(-1, MAX_SECONDS, unit="s") = -1.0  # type: ignore[valid-type]
+    SLO: SloSeconds = -1.0
     arrival_time: Seconds
 
 
