@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from estimators.throughput import GavelThroughputTable
 from hadar.errors import InputError
+from hadar.io import write_text
 from hadar.jobs import Job
 from hadar.validation import (
     MAX_JOBS,
@@ -197,10 +198,7 @@ def trace_lines(jobs: Iterable[Job]) -> list[str]:
 
 def write_trace(jobs: Sequence[Job], path: str | Path) -> Path:
     """Write ``jobs`` as a 10-column Gavel trace (parent directories are created)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text("".join(line + "\n" for line in trace_lines(jobs)))
-    return p
+    return write_text(path, "".join(line + "\n" for line in trace_lines(jobs)))
 
 
 def gavel_steps(steps: float) -> int:
