@@ -40,6 +40,7 @@ import numpy as np
 
 from baselines.gavel_lp import max_min_fairness, min_makespan
 from baselines.placement import fewest_nodes
+from hadar.cluster import Cluster
 from hadar.jobs import Job, JobStatus, Placement
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
 from hadar.valuation import value_jobs
@@ -265,7 +266,7 @@ class GavelPolicy(Policy):
                 for s in level:
                     prev = ctx.current.get((s.job_id, 0))
                     y = _matrix_if_valid(prev, cluster)
-                    if y is not None and not ((y > 0) & ~column).any() and (y <= free).all():
+                    if prev and y is not None and not ((y > 0) & ~column).any() and (y <= free).all():
                         free -= y
                         out.append(Assignment(s.job_id, prev))
                         kept.add(s.job_id)
@@ -332,7 +333,7 @@ def _from_json(table: Mapping[str, Mapping[str, float]]) -> dict[int, dict[str, 
     return {int(j): {k: float(v) for k, v in per.items()} for j, per in table.items()}
 
 
-def _matrix_if_valid(placement: Placement | None, cluster) -> np.ndarray | None:
+def _matrix_if_valid(placement: Placement | None, cluster: Cluster) -> np.ndarray | None:
     """``placement`` as a ``[node, type]`` matrix, or None if absent or not on ``cluster``."""
     if not placement:
         return None

@@ -24,6 +24,9 @@ from the rest.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from baselines.placement import node_rank, runnable_cells, unaware_placement
 from hadar.jobs import JobStatus
@@ -51,8 +54,8 @@ class TiresiasPolicy(Policy):
     name = "tiresias"
     config_class = TiresiasConfig
 
-    def __init__(self, config: TiresiasConfig | None = None, **knobs: object) -> None:
-        self.config = config or TiresiasConfig(**knobs)  # type: ignore[arg-type]
+    def __init__(self, config: TiresiasConfig | None = None, **knobs: Any) -> None:
+        self.config = config or TiresiasConfig(**knobs)
 
     def queue_of(self, status: JobStatus) -> int:
         """0 (high) while attained service < threshold, else 1 (low)."""
@@ -88,7 +91,8 @@ class TiresiasPolicy(Policy):
         return RoundPlan(tuple(out[j] for j in sorted(out)), info)
 
     @staticmethod
-    def _place(s: JobStatus, free, out: dict[int, Assignment], ctx: RoundContext, rank) -> None:
+    def _place(s: JobStatus, free: np.ndarray, out: dict[int, Assignment], ctx: RoundContext,
+               rank: np.ndarray) -> None:
         alloc = unaware_placement(free, runnable_cells(s.job, ctx.cluster, ctx.throughput), s.job.num_gpus, rank)
         if alloc is not None:
             free -= alloc

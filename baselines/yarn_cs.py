@@ -11,6 +11,7 @@ cannot run at all (rate 0, e.g. out of memory) do not count as free for it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from baselines.placement import node_rank, runnable_cells, unaware_placement
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
@@ -29,8 +30,8 @@ class YarnCapacityPolicy(Policy):
     name = "yarn-cs"
     config_class = YarnConfig
 
-    def __init__(self, config: YarnConfig | None = None, **knobs: object) -> None:
-        self.config = config or YarnConfig(**knobs)  # type: ignore[arg-type]
+    def __init__(self, config: YarnConfig | None = None, **knobs: Any) -> None:
+        self.config = config or YarnConfig(**knobs)
 
     def decide(self, ctx: RoundContext) -> RoundPlan:
         cluster = ctx.cluster

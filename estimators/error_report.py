@@ -20,8 +20,6 @@ realistic cold start where only the reference GPU was measured for that job.
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 import statistics
 from collections import defaultdict
@@ -34,6 +32,7 @@ from typing import Any
 from estimators.pmi import PmiEstimator, PmiParams, parse_job_type
 from estimators.throughput import GavelThroughputTable, TableKey
 from hadar.errors import InputError
+from hadar.io import write_csv, write_json
 
 HOLDOUTS = ("cell", "gang", "job", "family")
 
@@ -228,6 +227,11 @@ def summarize(rows: Iterable[ErrorRow]) -> list[Summary]:
     return out
 
 
+def _other_gpus_of(job_type: str, ref: str) -> Callable[[TableKey], bool]:
+    """Hides every entry of ``job_type`` except those on the reference GPU ``ref``."""
+    return lambda k: k.job_type == job_type and k.gpu_type != ref
+
+
 def rank_agreement(table: GavelThroughputTable, params: PmiParams | None = None, num_gpus: int = 1) -> Ranking | None:
     """Order agreement at gang size W (consolidated), reference measured and the rest estimated."""
     params = params or PmiParams()
@@ -241,7 +245,7 @@ def rank_agreement(table: GavelThroughputTable, params: PmiParams | None = None,
         meas = {g: v for g, v in meas.items() if v > 0}
         if ref not in meas or len(meas) < 2:
             continue
-        est_model = PmiEstimator(masked(entries, lambda k, jt=jt: k.job_type == jt and k.gpu_type != ref, table.source), params)
+        est_model = PmiEstimator(masked(entries, _other_gpus_of(jt, ref), table.source), params)
         est = {g: est_model.estimate(jt, g, num_gpus=num_gpus).value for g in meas}
         jobs += 1
         m_order = sorted(meas, key=lambda g: -meas[g])
@@ -271,8 +275,8 @@ def build_report(
     rows: list[ErrorRow] = []
     zero = 0
     for h in holdouts:
-        r, zero = evaluate(table, params, h)
-        rows += r
+        held_out, zero = evaluate(table, params, h)
+        rows += held_out
     sizes = sorted({w for jt in table.job_types for w in table.gang_sizes(jt)})
     rankings = [r for w in sizes if (r := rank_agreement(table, params, w)) is not None]
     return ErrorReport(table.source, params, rows, summarize(rows), rankings, zero, tuple(sorted(table.gpu_types)))
@@ -334,25 +338,20 @@ def write_outputs(report: ErrorReport, out_dir: str | Path, variants: Sequence[V
     """``estimate_error_cells.csv``, ``estimate_error_summary.csv``, ``estimate_error.json``."""
     d = make_out_dir(out_dir)
     cells, summ, js = d / "estimate_error_cells.csv", d / "estimate_error_summary.csv", d / "estimate_error.json"
-    with cells.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["holdout", "job_type", "gpu_type", "num_gpus", "consolidated", "measured", "estimated",
-                    "ape_pct", "ratio", "anchor_kind", "anchor"])
-        for r in report.rows:
-            w.writerow([r.holdout, r.job_type, r.gpu_type, r.num_gpus, r.consolidated, f"{r.measured:.6g}",
-                        f"{r.estimated:.6g}", f"{r.ape:.2f}", f"{r.ratio:.4f}", r.anchor_kind, r.anchor])
-    with summ.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["holdout", "gpu_type", "num_gpus", "consolidated", "cells", "median_ape_pct", "mean_ape_pct",
-                    "median_ratio", "within_25pct", "worst_job", "worst_ape_pct"])
-        for s in report.summaries:
-            w.writerow([s.holdout, s.gpu_type, s.num_gpus, s.consolidated, s.cells, f"{s.median_ape:.2f}",
-                        f"{s.mean_ape:.2f}", f"{s.median_ratio:.4f}", f"{s.within_25:.3f}", s.worst_job,
-                        f"{s.worst_ape:.2f}"])
+    write_csv(cells, [[r.holdout, r.job_type, r.gpu_type, r.num_gpus, r.consolidated, f"{r.measured:.6g}",
+                       f"{r.estimated:.6g}", f"{r.ape:.2f}", f"{r.ratio:.4f}", r.anchor_kind, r.anchor]
+                      for r in report.rows],
+              ["holdout", "job_type", "gpu_type", "num_gpus", "consolidated", "measured", "estimated", "ape_pct",
+               "ratio", "anchor_kind", "anchor"])
+    write_csv(summ, [[s.holdout, s.gpu_type, s.num_gpus, s.consolidated, s.cells, f"{s.median_ape:.2f}",
+                      f"{s.mean_ape:.2f}", f"{s.median_ratio:.4f}", f"{s.within_25:.3f}", s.worst_job,
+                      f"{s.worst_ape:.2f}"] for s in report.summaries],
+              ["holdout", "gpu_type", "num_gpus", "consolidated", "cells", "median_ape_pct", "mean_ape_pct",
+               "median_ratio", "within_25pct", "worst_job", "worst_ape_pct"])
     data = report.to_json()
     if variants:
         data["variants"] = [asdict(v) for v in variants]
-    js.write_text(json.dumps(data, indent=1))
+    write_json(js, data, indent=1)
     return [cells, summ, js]
 
 
@@ -392,9 +391,9 @@ def render(report: ErrorReport, console: Any, variants: Sequence[VariantScore] =
     t = Table(title="Worst cells (hold-out = cell)", title_justify="left")
     for col in ("job type", "GPU", "W", "placement", "measured", "estimated", "APE %", "from"):
         t.add_column(col)
-    for r in report.worst("cell"):
-        t.add_row(r.job_type, r.gpu_type, str(r.num_gpus), "consolidated" if r.consolidated else "multi-node",
-                  f"{r.measured:.2f}", f"{r.estimated:.2f}", f"{r.ape:.0f}", r.anchor)
+    for row in report.worst("cell"):
+        t.add_row(row.job_type, row.gpu_type, str(row.num_gpus), "consolidated" if row.consolidated else "multi-node",
+                  f"{row.measured:.2f}", f"{row.estimated:.2f}", f"{row.ape:.0f}", row.anchor)
     console.print(t)
     if variants:
         t = Table(title="PMI variants (hold-out = cell, all GPU types pooled)", title_justify="left")

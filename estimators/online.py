@@ -23,11 +23,8 @@ W < 1, an empty node name, an unknown GPU type) raise InputError.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import os
-import tempfile
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -40,6 +37,7 @@ from estimators.gpu_catalogue import canonical_gpu
 from estimators.throughput import DEFAULT_UNCONSOLIDATED_PENALTY, EstimatedCell, ThroughputModel
 from hadar.cluster import Cluster
 from hadar.errors import InputError
+from hadar.io import write_json
 from hadar.jobs import Job
 from hadar.validation import load_json
 
@@ -114,14 +112,15 @@ class OnlineThroughput(ThroughputModel):
         return True
 
     @staticmethod
-    def _key(job_type: str, node: str, num_gpus: int, gpu_type: str | None) -> tuple[str, int, str, str]:
+    def _key(job_type: object, node: object, num_gpus: object, gpu_type: object) -> tuple[str, int, str, str]:
+        """Validate one key read from a caller or a saved file (any JSON value) and normalise it."""
         if not isinstance(job_type, str) or not job_type:
             raise InputError(f"job type must be a non-empty string (got {job_type!r})")
         if not isinstance(node, str) or not node:
             raise InputError(f"{job_type}: node must be a non-empty string (got {node!r})")
         if isinstance(num_gpus, bool) or not isinstance(num_gpus, int) or num_gpus < 1:
             raise InputError(f"{job_type} on {node}: num_gpus must be an integer >= 1 (got {num_gpus!r})")
-        gpu = _ANY_GPU if gpu_type is None else canonical_gpu(gpu_type, f"{job_type} on {node}: gpu_type")
+        gpu = _ANY_GPU if gpu_type is None else canonical_gpu(str(gpu_type), f"{job_type} on {node}: gpu_type")
         return job_type, num_gpus, node, gpu
 
     def measured(self, job: Job | str, node: str, num_gpus: int, gpu_type: str | None = None) -> float | None:
@@ -234,18 +233,7 @@ class OnlineThroughput(ThroughputModel):
 
     def save(self, path: str | Path) -> None:
         """Write the state as JSON atomically (a crash leaves the old file or the new one)."""
-        p = Path(path)
-        text = json.dumps(self.to_dict(), indent=1)
-        fd, tmp = tempfile.mkstemp(prefix=p.name + ".", suffix=".tmp", dir=p.parent)
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, p)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_json(path, self.to_dict(), indent=1, durable=True)
 
     @classmethod
     def load(cls, path: str | Path, prior: ThroughputModel) -> OnlineThroughput:

@@ -105,7 +105,8 @@ def unknown_flags(text: str, parser: argparse.ArgumentParser | None = None) -> l
     problems = []
     for number, command in quoted_commands(text):
         tokens = command.split()
-        nodes, path = [parser], []
+        nodes: list[argparse.ArgumentParser] = [parser]
+        path: list[str] = []
         while tokens and (children := _children(nodes, tokens[0])):
             nodes, path = children, [*path, tokens.pop(0)]
         if not path:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -54,6 +54,3 @@ class JobStatus:
     @property
     def done_steps(self) -> float:
         return self.job.total_steps - self.remaining_steps
-
-    def with_progress(self, **changes: Any) -> JobStatus:
-        return replace(self, **changes)

@@ -100,18 +100,6 @@ def _text(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def known_options(name: str) -> list[str]:
-    """Option names ``--policy-opt`` accepts for policy ``name`` (for help texts)."""
-    config_cls = getattr(policy_class(name), "config_class", None)
-    if config_cls is None:
-        return []
-    nested = _nested_config_field(config_cls)
-    names = {f.name for f in dataclasses.fields(config_cls) if f.name != nested}
-    if nested:
-        names |= {f.name for f in dataclasses.fields(type(getattr(config_cls(), nested)))}
-    return sorted(names | {"preset"})
-
-
 def _preset(name: str, config_cls: type, preset: str | None) -> Any:
     if preset in (None, "", "default"):
         return config_cls()

@@ -147,7 +147,7 @@ class HadarPolicy(Policy):
             running, moved = upgrade_running(running, by_id, free, ctx, self.config.upgrade_min_gain_s)
             info["upgraded"] = moved
         assignments = [Assignment(j, p) for j, p in sorted(running.items())]
-        assignments += [Assignment(key, ctx.cluster.placement_from_matrix(c.alloc)) for key, c in placed]
+        assignments += [Assignment(job_id_of(key), ctx.cluster.placement_from_matrix(c.alloc)) for key, c in placed]
         return RoundPlan(tuple(sorted(assignments, key=lambda a: a.job_id)), info)
 
 
@@ -196,10 +196,10 @@ class HadarPolicy(Policy):
         held = {j: ctx.cluster.placement_matrix(p) for j, p in running.items()}
         vals, entries, cache = self.round_problem(ctx, held)
         free = ctx.cluster.capacity.copy()
-        placed: dict[object, Candidate] = {}
+        placed: dict[int, Candidate] = {}
 
         def take(i: int, cand: Candidate) -> None:
-            placed[entries[i].key] = cand
+            placed[job_id_of(entries[i].key)] = cand
             cand.take_from(free)
 
         def idle_for(job_id: object) -> np.ndarray:
@@ -213,7 +213,7 @@ class HadarPolicy(Policy):
         for i in overdue_jobs(vals, ctx, cfg.max_wait_s):  # the starvation bound comes first
             cands = cache.candidates(entries[i], free) if int(free.sum()) >= entries[i].request.num_gpus else []
             if cands:  # whatever its payoff: the fastest placement (ties: payoff)
-                take(i, max(cands, key=lambda c, e=entries[i]: (c.rate, e.payoff(c))))
+                take(i, max(cands, key=lambda c: (c.rate, entries[i].payoff(c))))
         slack_s = (cfg.critical_slack_rounds + CRITICAL_TOLERANCE_ROUNDS) * ctx.round_length
         crit = [(i, d) for i, d in critical_jobs(vals, ctx, slack_s) if entries[i].key not in placed] if cfg.ttd_guard else []
         for i, deadline in crit:
@@ -241,15 +241,15 @@ class HadarPolicy(Policy):
                 if best is not None:
                     take(i, best[0])
         info["backfilled"] = backfill([e for e in entries if e.key not in placed], free, ctx,
-                                      lambda e, c: placed.__setitem__(e.key, c)) if cfg.backfill else 0
-        kept_jobs = {k: running[k] for k, c in placed.items() if c.kept}  # type: ignore[index]
+                                      lambda e, c: placed.__setitem__(job_id_of(e.key), c)) if cfg.backfill else 0
+        kept_jobs = {k: running[k] for k, c in placed.items() if c.kept}
         moved_to, upgraded = upgrade_running(kept_jobs, {v.status.job_id: v for v in vals}, free, ctx,
                                              cfg.upgrade_min_gain_s)
         info.update(critical=sum(1 for i, _ in crit if entries[i].key in placed), upgraded=upgraded,
                     preempted=sum(1 for j in running if j not in placed),
                     moved=sum(1 for j in running if j in placed and not placed[j].kept))
         assignments = [Assignment(k, moved_to[k] if k in moved_to else placement_of(c, ctx))
-                       for k, c in placed.items()]  # type: ignore[misc]
+                       for k, c in placed.items()]
         return RoundPlan(tuple(sorted(assignments, key=lambda a: a.job_id)), info)
 
 
@@ -388,6 +388,13 @@ def _fits_types(placement: Placement, ctx: RoundContext) -> bool:
     return all(
         ctx.cluster.node(n).gpus.get(k, 0) >= c for n, per in placement.items() for k, c in per.items()
     )
+
+
+def job_id_of(key: object) -> int:
+    """The job id a Hadar queue entry is keyed by (HadarE keys its copies otherwise)."""
+    if not isinstance(key, (int, np.integer)):
+        raise TypeError(f"a Hadar queue entry is keyed by its job id, not {key!r}")
+    return int(key)
 
 
 def admit(

@@ -82,6 +82,10 @@ Weight = bounded(0, MAX_WEIGHT, lo_open=True)
 """A job's priority weight."""
 GangGpus = bounded(1, MAX_GANG_GPUS, integer=True, unit="GPUs")
 """The GPUs one job asks for."""
+DataDirFlag = bounded(0, 1, integer=True)
+"""A Gavel trace's ``needs_data_dir`` column: 0 or 1."""
+SloSeconds = bounded(-1, MAX_SECONDS, unit="s")
+"""A Gavel trace's ``SLO`` column: seconds, -1 for none."""
 
 
 def field_path(loc: tuple[Any, ...]) -> str:

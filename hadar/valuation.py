@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from hadar.cluster import Cluster
 from hadar.jobs import JobStatus
 from hadar.policy import RoundContext
 from primal_dual.dp import QueueEntry
@@ -135,7 +136,7 @@ def round_price_bounds(
     return price_bounds(ideal_u, latest_u, w, rounds, runnable, eta)
 
 
-def single_node(v: JobValuation, cluster) -> JobValuation:
+def single_node(v: JobValuation, cluster: Cluster) -> JobValuation:
     """Restrict a job to one-node placements when its gang fits on some node (multi-node
     candidates get rate 0 and are discarded by FIND_ALLOC)."""
     cons = v.request.rates_cons

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -61,8 +62,8 @@ class HadarEPolicy(Policy):
     name = "hadare"
     config_class = HadarEConfig
 
-    def __init__(self, config: HadarEConfig | None = None, **knobs: object) -> None:
-        self.config = config or HadarEConfig(**knobs)  # type: ignore[arg-type]
+    def __init__(self, config: HadarEConfig | None = None, **knobs: Any) -> None:
+        self.config = config or HadarEConfig(**knobs)
         self._hadar = HadarPolicy(replace(self.config.hadar, single_node=True))
 
     def decide(self, ctx: RoundContext) -> RoundPlan:

@@ -55,6 +55,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from hadar.cluster import Cluster, Node
 from hadar.cluster_config import cluster_from_dict
 from hadar.errors import HadarError, InputError, UnreachableNodeError
+from hadar.io import write_text
 from nodes.provider import CommandResult, NodeHealth, NodeProvider, load_section
 from nodes.ssh import DEFAULT_KNOWN_HOSTS, SshProvider, known_hosts_name
 
@@ -681,9 +682,7 @@ class AwsCluster:
             f"#   {i.node}: {i.instance_id} {i.instance_type} public={i.public_ip} private={i.private_ip}"
             for i in instances
         ]
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text("\n".join(header) + "\n" + yaml.safe_dump(data, sort_keys=False))
-        return p
+        return write_text(p, "\n".join(header) + "\n" + yaml.safe_dump(data, sort_keys=False))
 
 
 class AwsProvider(NodeProvider):

@@ -11,9 +11,7 @@ with every tensor on the CPU, written atomically (temporary file + ``os.replace`
 
 from __future__ import annotations
 
-import os
 import pickle
-import tempfile
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,6 +20,7 @@ from typing import Any
 import torch
 
 from hadar.errors import InputError
+from hadar.io import atomic_file
 from nodes.integrity import CHECKPOINT_FORMAT as FORMAT
 from nodes.integrity import sha256_file
 from nodes.models import build_model, canonical_model, check_size
@@ -58,17 +57,8 @@ def save_checkpoint(
         "optimizer": _to_cpu(optimizer) if optimizer is not None else None,
         "steps": int(steps),
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path, "wb", durable=True) as f:
+        torch.save(obj, f)
     return sha256_file(path)
 
 

@@ -116,6 +116,7 @@ def load_section(cluster: Cluster, section: str, model: type[BaseModel]) -> Any:
     """Validate the cluster file's ``section`` (``ssh``, ``aws``, ``local``) with ``model``;
     errors name the file and ``section.field``."""
     data = dict(cluster.settings.get(section) or {})
+    # one field named after the section; pydantic's overloads cannot type a field name held in a variable
     wrapper = create_model(f"_{section}_section", **{section: (model, ...)})  # type: ignore[call-overload]
     try:
         return getattr(wrapper.model_validate({section: data}), section)

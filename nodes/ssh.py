@@ -154,6 +154,8 @@ def known_hosts_name(host: str, port: int) -> str:
 def record_host_key(path: Path, host_name: str, key: paramiko.PKey) -> None:
     """Append a host key to a known_hosts file (process-wide lock; creates the file)."""
     line = paramiko.hostkeys.HostKeyEntry([host_name], key).to_line()
+    if line is None:  # paramiko gives None only for an entry without a name or key
+        raise ValueError(f"{host_name}: cannot write its host key to {path}")
     with _KNOWN_HOSTS_LOCK:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a") as f:
@@ -465,7 +467,9 @@ class SshProvider(NodeProvider):
                 ep.host,
                 port=ep.port,
                 username=ep.user,
-                key_filename=list(ep.key_files) or None,
+                # paramiko takes "the filename, or list of filenames" (its docs);
+                # types-paramiko declares only str
+                key_filename=list(ep.key_files) or None,  # type: ignore[arg-type]
                 timeout=s.connect_timeout_s,
                 banner_timeout=s.connect_timeout_s,
                 auth_timeout=s.connect_timeout_s,
@@ -593,7 +597,9 @@ class SshProvider(NodeProvider):
     def _sftp(self, client: paramiko.SSHClient) -> Iterator[paramiko.SFTPClient]:
         sftp = client.open_sftp()
         try:
-            sftp.get_channel().settimeout(self.settings.io_timeout_s)
+            channel = sftp.get_channel()
+            if channel is not None:  # open_sftp always opens one; None only after close()
+                channel.settimeout(self.settings.io_timeout_s)
             yield sftp
         finally:
             with contextlib.suppress(Exception):

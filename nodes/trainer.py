@@ -120,7 +120,8 @@ def train_round(
     reserve = save_reserve_seconds(model, optimizer)
     gang = world_size > 1
     period = 0.0  # duration of the last iteration, consensus waits included
-    first_start = prev_end = None
+    first_start: float | None = None
+    prev_end = 0.0  # end of the previous iteration; set to the first one's start
     model.train()
     while True:
         reason = None

@@ -126,7 +126,9 @@ def serve(sock_path: Path, idle_exit_s: float = IDLE_EXIT_S) -> None:
                     pending[conn] = b""
                     sel.register(conn, selectors.EVENT_READ, "conn")
                     continue
-                conn = key.fileobj  # type: ignore[assignment]
+                if not isinstance(key.fileobj, socket.socket):  # only sockets are registered
+                    continue
+                conn = key.fileobj
                 chunk = b""
                 with contextlib.suppress(OSError):
                     chunk = conn.recv(65536)

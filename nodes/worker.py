@@ -17,17 +17,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import signal
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
 from typing import Any, NoReturn
 
 from hadar.errors import HadarError, InputError
+from hadar.io import write_json
 
 
 def process_start() -> float:
@@ -121,17 +120,6 @@ def check_args(a: argparse.Namespace) -> None:
         raise InputError(f"--master-port: not a TCP port: {a.master_port}")
     if a.rank == 0 and not a.checkpoint_out:
         raise InputError("--checkpoint-out: required on rank 0")
-
-
-def write_json(path: str | Path, obj: dict[str, Any]) -> None:
-    """Write JSON atomically (temporary file + rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        json.dump(obj, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)
 
 
 class _StopFlag:

@@ -124,7 +124,7 @@ def round_optimum(
     if kept_x.any():  # a kept option's counts are fixed: x = keep * z (so x lies in [0, keep])
         keep_counts = np.array(
             [
-                options[owner[i]].kept.ravel()[cell[i]] if kept_x[i] else 0  # type: ignore[union-attr]
+                options[owner[i]].kept.ravel()[cell[i]] if kept_x[i] else 0
                 for i in range(n_x)
             ],
             dtype=float,
@@ -161,7 +161,7 @@ def round_optimum(
     z = np.round(res.x[:n_opt]).astype(np.int64)
     xs = np.round(res.x[n_opt:]).astype(np.int64)
     chosen = []
-    for o_idx in np.flatnonzero(z):
+    for o_idx in np.flatnonzero(z).tolist():
         o = options[o_idx]
         alloc = np.zeros(flat_free.size, dtype=np.int64)
         mine = owner == o_idx

@@ -26,14 +26,6 @@ class PriceBounds:
             raise ValueError("price bounds must be positive")
 
 
-def price_scalar(u_min: float, u_max: float, allocated: float, capacity: float) -> float:
-    """Eq. 5 for one cell: the price of one more type-k GPU on a node with g of c allocated."""
-    if capacity <= 0:
-        return float("inf")
-    frac = allocated / capacity
-    return float(np.exp(np.log(u_min) + frac * (np.log(u_max) - np.log(u_min))))
-
-
 def price_matrix(bounds: PriceBounds, allocated: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     """Eq. 5 for every ``[node, type]`` cell; cells with no capacity get +inf."""
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from hadar.io import fsync_dir
 from nodes.integrity import CHECKPOINT_FORMAT as FORMAT
 from nodes.integrity import CHUNK, sha256_file
 from tracker.crashpoints import crash_point
@@ -97,15 +98,6 @@ class _HashingWriter:
         self._f.flush()
 
 
-def fsync_dir(directory: Path) -> None:
-    """fsync a directory so a rename inside it is durable."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _write_atomic(
     write: Callable[[Any], str], directory: Path, final_name: Callable[[str], str], stage: str
 ) -> tuple[Path, str]:
@@ -139,7 +131,9 @@ def save_atomic(
 
     def write(f: Any) -> str:
         writer = _HashingWriter(f)
-        torch.save(dict(payload), writer)
+        # torch.save documents "a file-like object (has to implement write and flush)"; its
+        # annotation asks for IO[bytes], which this two-method writer cannot claim to be.
+        torch.save(dict(payload), writer)  # type: ignore[arg-type]
         return writer.hash.hexdigest()
 
     return _write_atomic(write, directory, final_name, stage)

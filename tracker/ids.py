@@ -9,6 +9,7 @@ with integer division. Job ids must lie in ``[0, max_job_count)`` and indices in
 from __future__ import annotations
 
 import operator
+from typing import SupportsIndex
 
 from tracker.errors import IdError
 
@@ -18,10 +19,10 @@ MAX_MAX_JOB_COUNT = 2**31
 
 
 def _as_int(value: object, what: str) -> int:
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, SupportsIndex):
         raise IdError(f"{what}: expected an integer, got {value!r}")
     try:
-        return operator.index(value)  # type: ignore[arg-type]
+        return operator.index(value)
     except TypeError:
         raise IdError(f"{what}: expected an integer, got {value!r}") from None
 

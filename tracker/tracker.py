@@ -29,12 +29,14 @@ import math
 import operator
 import os
 import re
+import sqlite3
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from hadar.io import fsync_dir
 from nodes.integrity import SHA256_RE, sha256_file
 from tracker import ids
 from tracker.averaging import (
@@ -47,7 +49,6 @@ from tracker.averaging import (
 from tracker.checkpoints import (
     TMP_PREFIX,
     copy_atomic,
-    fsync_dir,
     load_checkpoint,
     make_payload,
     save_atomic,
@@ -490,7 +491,7 @@ class JobTracker:
             copy = self._store.copy(cid)
             if copy is None:
                 raise UnknownCopyError(f"{what}: copy {cid} is not registered")
-            job = self._store.job(int(copy["job_id"]))
+            job = self._job_row(int(copy["job_id"]))
             if job["completed"] or copy["discarded"]:
                 reason = "is complete" if job["completed"] else "had this copy discarded"
                 raise CopyDiscardedError(f"{what}: job {job['job_id']} {reason}")
@@ -614,7 +615,7 @@ class JobTracker:
         self, r: int, job_id: int, reps: list[Report], written: list[Path]
     ) -> dict[str, Any]:
         """Average one job's reports into a new checkpoint file; return the rows to commit."""
-        job = self._store.job(job_id)
+        job = self._job_row(job_id)
         reported = sum(x.steps for x in reps)
         added = min(reported, job["target_steps"] - job["steps_done"])
         total = job["steps_done"] + added
@@ -702,7 +703,7 @@ class JobTracker:
             return RoundSummary(round_, jobs)
 
     # -- queries ---------------------------------------------------------------------------
-    def _job_row(self, job_id: int) -> Any:
+    def _job_row(self, job_id: int) -> sqlite3.Row:
         row = self._store.job(_int(job_id, "job_id", UnknownJobError))
         if row is None:
             raise UnknownJobError(f"job {job_id} is not registered")
@@ -772,7 +773,7 @@ class JobTracker:
             ):
                 raise RoundError(f"{what}: {problem}; it has reports in open round {open_r}")
             bad = [self._quarantine(job_id, rel, problem)]
-            target = None
+            target: tuple[CheckpointRef, int] | None = None
             for cand in self._store.checkpoint_history(job_id):
                 if cand["path"] == rel:
                     continue
@@ -786,17 +787,17 @@ class JobTracker:
                     continue
                 target = (ref, cand["steps"])
                 break
-            ref, steps = target if target is not None else (None, 0)
+            restored, steps = target if target is not None else (None, 0)
             with self._store.transaction():
                 self._store.set_job_progress(
                     job_id, steps, False,
-                    None if ref is None else str(ref.path.relative_to(self.checkpoint_dir)),
-                    None if ref is None else ref.sha256,
-                    None if ref is None else ref.round,
+                    None if restored is None else str(restored.path.relative_to(self.checkpoint_dir)),
+                    None if restored is None else restored.sha256,
+                    None if restored is None else restored.round,
                 )
                 self._store.reopen_job(job_id)
                 crash_point("rollback:in_tx")
-            return ref, Rollback(job_id, tuple(bad), int(job["steps_done"]), steps, ref,
+            return restored, Rollback(job_id, tuple(bad), int(job["steps_done"]), steps, restored,
                                  bool(job["completed"]))
 
     def _quarantine(self, job_id: int, rel: str, reason: str) -> Quarantine:

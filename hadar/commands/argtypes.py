@@ -36,11 +36,11 @@ def seconds(lo: float, hi: float, *, lo_open: bool = False, units: bool = False)
         value = _duration(text) if units else _float(text)
         inside = value is not None and math.isfinite(value) and (lo < value if lo_open else lo <= value) \
             and value <= hi
-        if not inside:
+        if value is None or not inside:
             suffix = " (or with a unit: 90m, 36h, 30d)" if units else ""
             raise argparse.ArgumentTypeError(
                 f"must be a finite number of seconds in {_range_text(lo, hi, lo_open)}{suffix} (got {text!r})")
-        return float(value)  # type: ignore[arg-type]
+        return float(value)
 
     parse.__name__ = "seconds"
     return parse

@@ -8,13 +8,20 @@ nothing to do; ``-y`` skips the question); ``status`` lists them."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hadar.cluster import Cluster
 from hadar.cluster_config import load_cluster
 from hadar.commands import argtypes
 from hadar.errors import InputError
 from hadar.extras import require
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from nodes.aws import AwsCluster, Instance
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -79,7 +86,7 @@ def _config_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _aws_cluster(path: str):  # -> nodes.aws.AwsCluster
+def _aws_cluster(path: str) -> AwsCluster:
     AwsCluster = require("nodes.aws", f"{path}: hadar cluster").AwsCluster
 
     cluster: Cluster = load_cluster(path)
@@ -90,7 +97,7 @@ def _aws_cluster(path: str):  # -> nodes.aws.AwsCluster
     return AwsCluster(cluster)
 
 
-def _console():
+def _console() -> Console:
     import sys
 
     from rich.console import Console
@@ -98,7 +105,7 @@ def _console():
     return Console(width=None if sys.stdout.isatty() else 200, highlight=False)
 
 
-def _print_instances(console, title: str, instances) -> None:
+def _print_instances(console: Console, title: str, instances: Sequence[Instance]) -> None:
     from rich.table import Table
 
     table = Table(title=title)

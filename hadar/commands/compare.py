@@ -15,8 +15,6 @@ as needed, all arrived) -- the hardest round, where Gavel solves its LP and Hada
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -38,6 +36,7 @@ from hadar.commands.common import (
 from hadar.commands.options import add_out_arg, add_workers_arg, announce, output_dir
 from hadar.errors import InputError
 from hadar.extras import plots_missing_note
+from hadar.io import write_csv, write_json
 from hadar.jobs import Job, JobStatus
 from hadar.policy import POLICY_REGISTRY, RoundContext
 from hadar.policy_options import build_config, parse_pairs, policy_with_options
@@ -261,21 +260,11 @@ def write_outputs(out: Path, rows: Sequence[dict[str, Any]], decisions: Sequence
     for key, _, _ in METRICS + FAIRNESS_METRICS:
         keys += [key, f"{key}_ratio"]
     keys += ["gpu_util_gavel", "median_decision_s"]
-    csv_path = out / "compare.csv"
-    with csv_path.open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(keys)
-        for r in rows:
-            w.writerow(["" if r.get(k) is None else r.get(k) for k in keys])
-    json_path = out / "compare.json"
-    json_path.write_text(json.dumps({**meta, "policies": list(rows),
-                                     "decision_times": [{"policy": p, "jobs": n, "seconds": s} for p, n, s in decisions]},
-                                    indent=2) + "\n")
-    dec_path = out / "decision_times.csv"
-    with dec_path.open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["policy", "jobs", "seconds"])
-        w.writerows(decisions)
+    csv_path = write_csv(out / "compare.csv", rows, keys)
+    json_path = write_json(out / "compare.json", {
+        **meta, "policies": list(rows),
+        "decision_times": [{"policy": p, "jobs": n, "seconds": s} for p, n, s in decisions]})
+    dec_path = write_csv(out / "decision_times.csv", decisions, ["policy", "jobs", "seconds"])
     return [csv_path, json_path, dec_path]
 
 

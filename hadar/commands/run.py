@@ -6,6 +6,7 @@ import argparse
 import secrets
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
@@ -26,6 +27,9 @@ from hadar.extras import plots_missing_note, require
 from hadar.policy_options import parse_pairs
 from hadar.runtime.config import RunConfig, RuntimeKnobs, load_config, save_config
 from hadar.runtime.identity import RunIdentity, check_same_run, run_identity
+
+if TYPE_CHECKING:
+    from hadar.runtime.live import LiveView
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -103,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
                         keep_node_dirs=args.keep_node_dirs,
                         restart_penalty_s=_given(args.restart_penalty, defaults.restart_penalty_s),
                         aggregation_overhead_s=_given(args.aggregation_overhead, defaults.aggregation_overhead_s))
-    view = None
+    view: LiveView | None = None
     coordinator = Coordinator(rundir, cfg, provider_options=_provider_options(args))
     if not args.resume:
         try:
@@ -176,7 +180,7 @@ def _provider_options(args: argparse.Namespace) -> dict:
     return {"trust_new_hosts": True} if getattr(args, "trust_new_hosts", False) else {}
 
 
-def _close(view) -> None:
+def _close(view: LiveView | None) -> None:
     if view is not None:
         view.close()
 

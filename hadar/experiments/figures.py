@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ SLOT_FIGURES = {"hadare": "fig11_cru_slots_hadare.png", "hadar": "fig12_cru_slot
 
 
 def _panels(rows: Sequence[dict[str, Any]], clusters: Sequence[str], mixes: Sequence[str], slot: float,
-            value) -> dict[str, dict[str, dict[str, Any]]]:
+            value: Callable[[dict[str, Any]], Any]) -> dict[str, dict[str, dict[str, Any]]]:
     out: dict[str, dict[str, dict[str, Any]]] = {c: {m: {} for m in mixes} for c in clusters}
     for r in rows:
         if float(r["slot_s"]) == slot and r["cluster"] in out and r["mix"] in out[r["cluster"]]:

@@ -7,18 +7,15 @@ wall-clock measurements for that reason.
 
 from __future__ import annotations
 
-import os
 import sys
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from multiprocessing import get_context
-from multiprocessing.context import BaseContext
 from typing import Any
 
 from estimators.composite import CompositeThroughput
 from estimators.throughput import ThroughputModel
+from hadar import sweep
 from hadar.cluster import Cluster
 from hadar.errors import InputError
 from hadar.experiments.bounds import TtdBounds, mix_bounds
@@ -164,45 +161,18 @@ def run_cell(cell: Cell) -> dict[str, Any]:
     }
 
 
-def _context() -> BaseContext:
-    """``fork`` on Linux (a spawned worker spends ~3 s importing the policies, torch included via
-    the tracker, which is more than a whole default grid's share of work on two cores); ``spawn``
-    elsewhere. Cells share no mutable state, so the start method does not change any result."""
-    return get_context("fork" if sys.platform.startswith("linux") else "spawn")
-
-
-def default_workers(n_cells: int) -> int:
-    return max(1, min(n_cells, os.cpu_count() or 1))
-
-
-def run_grid(spec: GridSpec, workers: int = 1,
-             on_done: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
-    """Rows of every cell in :func:`cells` order; ``workers`` > 1 uses that many processes.
-    ``on_done(done, total)`` is called as cells complete (in order)."""
-    todo = cells(spec)
-    return run_cells(todo, workers, on_done)
-
-
-def run_cells(todo: Sequence[Cell], workers: int = 1,
-              on_done: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    if workers <= 1 or len(todo) <= 1:
-        for cell in todo:
-            rows.append(run_cell(cell))
-            if on_done:
-                on_done(len(rows), len(todo))
-        return rows
-    for cell in todo:  # warm the parent: forked workers inherit the imports and loaded scenarios
-        scenario(cell.cluster, cell.mix)
-    for name in dict.fromkeys(c.policy for c in todo):
-        make_policy(name)
-    chunk = max(1, len(todo) // (4 * workers))
-    with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=_context()) as pool:
-        for row in pool.map(run_cell, todo, chunksize=chunk):
-            rows.append(row)
-            if on_done:
-                on_done(len(rows), len(todo))
-    return rows
+def run_cells(todo: Sequence[Cell], workers: int = 1) -> list[dict[str, Any]]:
+    """Rows of ``todo`` in order; ``workers`` > 1 runs them in that many processes, forked on
+    Linux (a spawned worker spends ~3 s importing the policies, torch included via the tracker,
+    which is more than a whole default grid's share of work on two cores), spawned elsewhere.
+    Cells share no mutable state, so neither the start method nor the workers change a result."""
+    if workers > 1 and len(todo) > 1:
+        for cell in todo:  # warm the parent: forked workers inherit the imports and loaded scenarios
+            scenario(cell.cluster, cell.mix)
+        for name in dict.fromkeys(c.policy for c in todo):
+            make_policy(name)
+    return sweep.run_cells(run_cell, todo, workers, start_method="fork" if sys.platform.startswith("linux") else "spawn",
+                           chunksize=len(todo) // (4 * workers))
 
 
 # -- per (cluster, mix) context ------------------------------------------------------------------

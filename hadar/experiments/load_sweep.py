@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from hadar.io import write_frame, write_json
 from hadar.jobs import Job
 from hadar.simulator.records import JobRecord
 
@@ -145,18 +146,10 @@ def as_dict(cell: SweepCell) -> dict[str, Any]:
 
 def write_outputs(out: Path, rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> list[Path]:
     """``load_sweep.csv`` (one row per cell) and ``load_sweep.json`` (meta + rows), atomically."""
-    import json
-
     import pandas as pd
 
-    out.mkdir(parents=True, exist_ok=True)
-    csv_path, json_path = out / "load_sweep.csv", out / "load_sweep.json"
-    tmp = csv_path.with_suffix(".csv.tmp")
-    pd.DataFrame(list(rows)).to_csv(tmp, index=False)
-    tmp.replace(csv_path)
-    tmp = json_path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({**meta, "rows": list(rows)}, indent=2) + "\n")
-    tmp.replace(json_path)
+    csv_path = write_frame(out / "load_sweep.csv", pd.DataFrame(list(rows)))
+    json_path = write_json(out / "load_sweep.json", {**meta, "rows": list(rows)})
     return [csv_path, json_path]
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -11,6 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from hadar import io
 from hadar.experiments.grid import ROW_KEYS, GridSpec
 from hadar.experiments.paper import (
     PAPER_AVERAGES,
@@ -64,30 +63,30 @@ def print_cluster(console: Console, cluster: str, slot: float, rows: Sequence[Ro
         group = [r for r in mine if r["mix"] == m]
         for i, r in enumerate(group):
             done = "" if r["completed"] == r["jobs"] else f" ({r['completed']}/{r['jobs']} done)"
-            t.add_row(m if i == 0 else "", POLICY_TITLES.get(r["policy"], r["policy"]) + done, _pct(r["cru"]),
+            t.add_row(m if i == 0 else "", POLICY_TITLES.get(str(r["policy"]), str(r["policy"])) + done, _pct(r["cru"]),
                       _s(r["ttd_s"]), _s(r["lb_s"]), _x(r["ttd_over_lb"]), _s(r["avg_jct_s"]),
                       f"{_s(r['min_jct_s'])}-{_s(r['max_jct_s'])}", f"{r['restarts_per_job']:.2f}",
                       end_section=i == len(group) - 1)
     console.print(t)
 
-    r = Table(title=f"{cluster}, slot {slot:g} s: ratios per mix (TTD/JCT: speed-up = reference / policy; "
+    ratios = Table(title=f"{cluster}, slot {slot:g} s: ratios per mix (TTD/JCT: speed-up = reference / policy; "
                     f"CRU: gain = policy / reference; > 1 favours the first policy)")
-    r.add_column("mix")
+    ratios.add_column("mix")
     for p, ref in COMPARISONS:
         for m, _, _ in RATIO_METRICS:
-            r.add_column(f"{m.upper()} {POLICY_TITLES[p]}\nvs {POLICY_TITLES[ref]}", justify="right")
-    r.add_column(f"HadarE TTD /\nHadar TTD\n(target <= {TARGET_HADARE_TTD_RATIO_MAX})", justify="right")
-    r.add_column("best possible\nTTD speed-up vs\nHadar (Hadar TTD\n/ fork bound)", justify="right")
+            ratios.add_column(f"{m.upper()} {POLICY_TITLES[p]}\nvs {POLICY_TITLES[ref]}", justify="right")
+    ratios.add_column(f"HadarE TTD /\nHadar TTD\n(target <= {TARGET_HADARE_TTD_RATIO_MAX})", justify="right")
+    ratios.add_column("best possible\nTTD speed-up vs\nHadar (Hadar TTD\n/ fork bound)", justify="right")
     ratio_keys = [f"{m}_{p}_vs_{ref}" for p, ref in COMPARISONS for m, _, _ in RATIO_METRICS]
     for c in comparisons:
-        r.add_row(c["mix"], *[_x(c[k]) for k in ratio_keys], _pct(c["hadare_ttd_over_hadar"]),
+        ratios.add_row(c["mix"], *[_x(c[k]) for k in ratio_keys], _pct(c["hadare_ttd_over_hadar"]),
                   _x(c["ttd_bound_vs_hadar"]), end_section=c is comparisons[-1])
-    r.add_row(f"mean ({len(comparisons)} mixes)", *[_x(means.get(k)) for k in ratio_keys],
+    ratios.add_row(f"mean ({len(comparisons)} mixes)", *[_x(means.get(k)) for k in ratio_keys],
               _pct(means.get("hadare_ttd_over_hadar")), _x(means.get("ttd_bound_vs_hadar")))
     if cluster in PAPER_CLUSTERS:
-        r.add_row("paper (mean)", *[_x(paper_value(k, cluster)) for k in ratio_keys],
+        ratios.add_row("paper (mean)", *[_x(paper_value(k, cluster)) for k in ratio_keys],
                   f"{1 / PAPER_AVERAGES['ttd_hadare_vs_hadar'][PAPER_CLUSTERS[cluster]]:.3f}", "")
-    console.print(r)
+    console.print(ratios)
 
     if targets:
         tt = Table(title=f"{cluster}, slot {slot:g} s: targets on {', '.join(TARGET_MIXES)}")
@@ -139,13 +138,7 @@ def print_slot_sweep(console: Console, cluster: str, sweeps: Mapping[str, Sequen
 
 # -- files -------------------------------------------------------------------------------------
 def write_csv(path: Path, rows: Sequence[Row]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(CSV_KEYS)
-        for r in rows:
-            w.writerow(["" if r.get(k) is None else r[k] for k in CSV_KEYS])
-    return path
+    return io.write_csv(path, rows, CSV_KEYS)
 
 
 def write_json(path: Path, spec: GridSpec, rows: Sequence[Row], summary: Mapping[str, Any],
@@ -161,5 +154,4 @@ def write_json(path: Path, spec: GridSpec, rows: Sequence[Row], summary: Mapping
         **summary,
         "cells": list(rows),
     }
-    path.write_text(json.dumps(doc, indent=2) + "\n")
-    return path
+    return io.write_json(path, doc)

@@ -96,12 +96,6 @@ def mean_over_mixes(comparisons: Sequence[Row], keys: Iterable[str]) -> dict[str
     return out
 
 
-def mean_metric(rows: Iterable[Row], cluster: str, policy: str, slot: float, key: str) -> float | None:
-    vals = [r[key] for r in rows if (r["cluster"], r["policy"], float(r["slot_s"])) == (cluster, policy, slot)
-            and r[key] is not None]
-    return fmean(vals) if vals else None
-
-
 def targets(comparisons: Sequence[Row]) -> list[Row]:
     """The issue's two HadarE targets on each of M-5 ... M-12 present: value, met, and whether
     any schedule could meet it (TTD: only if the fork bound is <= 0.6 x Hadar's TTD)."""
@@ -133,7 +127,7 @@ def slot_sweep(rows: Iterable[Row], cluster: str, policy: str, mixes: Sequence[s
         cells = {s: idx.get((cluster, m, policy, float(s))) for s in slots}
         cru = {s: (r["cru"] if r else None) for s, r in cells.items()}
         ttd = {s: (r["ttd_s"] if r else None) for s, r in cells.items()}
-        known = [s for s in slots if cru[s] is not None]
-        best = max(known, key=lambda s: (round(cru[s], 4), -s)) if known else None  # ties: shortest slot
+        known = {s: c for s, c in cru.items() if c is not None}
+        best = max(known, key=lambda s: (round(known[s], 4), -s)) if known else None  # ties: shortest slot
         out.append({"cluster": cluster, "policy": policy, "mix": m, "cru": cru, "ttd_s": ttd, "best_slot_s": best})
     return out

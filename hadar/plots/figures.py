@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from matplotlib import colormaps
@@ -84,7 +85,7 @@ def completion_figure(finish_s: Mapping[str, Sequence[float]], totals: Mapping[s
     return fig
 
 
-def median_hours(sorted_hours: Sequence[float], total: int) -> float | None:
+def median_hours(sorted_hours: Sequence[float] | np.ndarray, total: int) -> float | None:
     """When half of ``total`` jobs had finished (the first completion time reaching 50 %), or
     None when fewer than half finished."""
     need = int(np.ceil(0.5 * total)) if total else 1
@@ -95,7 +96,7 @@ def _hours_text(hours: float) -> str:
     return f"{hours * 60:.0f} min" if hours < 1 else f"{hours:.1f} h"
 
 
-def utilisation_chart(rounds: Sequence[Mapping[str, float]], total_gpus: int, path: str | Path,
+def utilisation_chart(rounds: Sequence[Mapping[str, float | str]], total_gpus: int, path: str | Path,
                       title: str = "GPU use and job counts over time") -> Path:
     """Busy GPUs (share of the cluster, filled) and running/queued jobs (lines, right axis) per
     round, against time in hours. ``rounds``: rows with ``time``, ``duration``, ``busy_gpus``,
@@ -182,7 +183,7 @@ def occupancy_chart(nodes: Sequence[tuple[str, Mapping[str, int]]], placements: 
     return _save(fig, path)
 
 
-def load_sweep_chart(rows: Sequence[Mapping[str, object]], path: str | Path, title: str,
+def load_sweep_chart(rows: Sequence[Mapping[str, Any]], path: str | Path, title: str,
                      saturation: Mapping[str, float | None]) -> Path:
     """Average JCT (hours, log scale) against the input job rate, one line per policy.
 
@@ -194,8 +195,8 @@ def load_sweep_chart(rows: Sequence[Mapping[str, object]], path: str | Path, tit
     for r in rows:
         if r.get("avg_jct_s") is None:
             continue
-        p, rate = str(r["policy"]), float(r["rate"])  # type: ignore[arg-type]
-        by_policy.setdefault(p, {}).setdefault(rate, []).append(float(r["avg_jct_s"]) / 3600.0)  # type: ignore[arg-type]
+        p, rate = str(r["policy"]), float(r["rate"])
+        by_policy.setdefault(p, {}).setdefault(rate, []).append(float(r["avg_jct_s"]) / 3600.0)
         sat[(p, rate)] = sat.get((p, rate), False) or bool(r["saturated"])
     fig = Figure(figsize=(7, 4.4))
     ax = fig.add_subplot()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 from matplotlib import colormaps
+from matplotlib.artist import Artist
 from matplotlib.figure import Figure
 
 from hadar.plots.figures import _save
@@ -42,10 +43,11 @@ def _grouped_bars(panels: Panels, path: str | Path, ylabel: str, title: str, sca
             ax.bar(pos, np.nan_to_num(vals), width, label=s, color=colormaps["tab10"](i))
             if ranges is not None:
                 lo_hi = [ranges.get(name, {}).get(g, {}).get(s) for g in groups]
-                ok = [k for k, r in enumerate(lo_hi) if r is not None and np.isfinite(vals[k])]
+                spans = [(k, r) for k, r in enumerate(lo_hi) if r is not None and np.isfinite(vals[k])]
+                ok = [k for k, _ in spans]
                 if ok:
-                    lo = np.array([vals[k] - lo_hi[k][0] * scale for k in ok])
-                    hi = np.array([lo_hi[k][1] * scale - vals[k] for k in ok])
+                    lo = np.array([vals[k] - r[0] * scale for k, r in spans])
+                    hi = np.array([r[1] * scale - vals[k] for k, r in spans])
                     ax.errorbar(pos[ok], vals[ok], yerr=[np.maximum(lo, 0), np.maximum(hi, 0)], fmt="none",
                                 ecolor="black", elinewidth=0.9, capsize=2.5)
         if marks is not None:
@@ -66,7 +68,7 @@ def _grouped_bars(panels: Panels, path: str | Path, ylabel: str, title: str, sca
             ax.set_ylim(0, ymax)
         ax.set_title(f"({letter}) {name}")
         ax.grid(axis="y", alpha=0.3)
-    uniq: dict[str, object] = {}
+    uniq: dict[str, Artist] = {}
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             uniq.setdefault(label, handle)

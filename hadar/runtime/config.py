@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hadar.errors import InputError
+from hadar.io import write_json
 from hadar.policy_options import effective_options
 from hadar.runtime.identity import RunIdentity
 from hadar.validation import from_validation_error
@@ -67,10 +67,7 @@ class RunConfig(BaseModel):
 
 
 def save_config(cfg: RunConfig, rundir: Path) -> None:
-    rundir.mkdir(parents=True, exist_ok=True)
-    tmp = rundir / "run.json.tmp"
-    tmp.write_text(json.dumps(cfg.model_dump(), indent=2) + "\n")
-    os.replace(tmp, rundir / "run.json")
+    write_json(rundir / "run.json", cfg.model_dump(), durable=True)
 
 
 def load_config(rundir: Path) -> RunConfig:

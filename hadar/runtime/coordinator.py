@@ -354,7 +354,7 @@ class Coordinator:
             if o.ok:
                 try:
                     self.tracker.report(r, o.task.tracker_copy, o.task.node, o.steps_done, o.wall_seconds,
-                                        o.checkpoint, o.sha256)
+                                        *o.written())
                     self._observe(o.task.job.job_id, o.task.node, o.steps_done, o.train_seconds)
                     self.events.emit("result", round=r, job=o.task.job.job_id, copy=o.task.copy, node=o.task.node,
                                      steps=o.steps_done, train_s=round(o.train_seconds, 3),

@@ -91,6 +91,12 @@ class CopyOutcome:
     def rate(self) -> float:
         return self.steps_done / self.train_seconds if self.train_seconds > 0 else 0.0
 
+    def written(self) -> tuple[Path, str]:
+        """The checkpoint an ``ok`` copy brought back, and its sha256 (run_copy sets both)."""
+        if self.checkpoint is None or self.sha256 is None:
+            raise ValueError(f"job {self.task.job.job_id} copy {self.task.copy}: {self.kind} outcome has no checkpoint")
+        return self.checkpoint, self.sha256
+
 
 def run_copy(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOutcome:
     """Execute ``task``; the new checkpoint lands in ``local_dir``. A path that would leave the

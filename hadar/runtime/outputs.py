@@ -4,15 +4,13 @@ nodes_by_round.png (which job ran where, like the paper's Fig. 6) and cru_by_rou
 
 from __future__ import annotations
 
-import csv
-import json
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from hadar.extras import plots_missing_note
+from hadar.io import write_csv, write_json
 from hadar.runtime.config import RunConfig, load_config
 from hadar.runtime.history import copy_records
 from hadar.runtime.journal import EventLog, Journal
@@ -103,6 +101,15 @@ def _jobs(cfg: RunConfig, journal: Journal, tracker: JobTracker, events: list[di
     return out
 
 
+ROUND_COLUMNS = ["round", "attempt", "start", "duration", "nodes_up", "copies", "failures", "busy_s", "cru",
+                 "decision_s", "coordination_s", "overhead_s"]
+JOB_COLUMNS = ["id", "model", "target_steps", "steps_done", "arrival", "start", "finish", "jct",
+               "queueing_delay", "completed", "metric",
+               "metric_value"]
+CSV_DECIMALS = 4
+"""Floats in a real run's CSV files are rounded to this many decimals."""
+
+
 def _cluster_name(events: list[dict[str, Any]], cluster_file: str) -> str:
     """The cluster's name (as a simulation's summary has it), from the last ``start`` event."""
     return str(_last_start(events).get("cluster") or Path(cluster_file).stem)
@@ -122,26 +129,12 @@ def _last_start(events: list[dict[str, Any]]) -> dict[str, Any]:
 def write_report(rundir: Path) -> dict[str, Any]:
     """Write rounds.csv, jobs.csv, summary.json and the two charts; returns the summary."""
     cfg, rounds, jobs, summary = collect(rundir)
-    _csv(rundir / "rounds.csv", ["round", "attempt", "start", "duration", "nodes_up", "copies", "failures", "busy_s",
-                                 "cru", "decision_s", "coordination_s", "overhead_s"], rounds)
-    _csv(rundir / "jobs.csv", ["id", "model", "target_steps", "steps_done", "arrival", "start", "finish", "jct",
-                               "queueing_delay", "completed", "metric", "metric_value"], jobs)
-    tmp = rundir / "summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=2) + "\n")
-    os.replace(tmp, rundir / "summary.json")
+    write_csv(rundir / "rounds.csv", rounds, ROUND_COLUMNS, decimals=CSV_DECIMALS)
+    write_csv(rundir / "jobs.csv", jobs, JOB_COLUMNS, decimals=CSV_DECIMALS)
+    write_json(rundir / "summary.json", summary)
     if plots_missing_note("charts") is None:  # else print_run_summary says why there are none
         _charts(rundir, cfg, rounds)
     return summary
-
-
-def _csv(path: Path, cols: list[str], rows: list[dict[str, Any]]) -> None:
-    tmp = path.with_suffix(".csv.tmp")
-    with tmp.open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(cols)
-        for r in rows:
-            w.writerow(["" if r.get(c) is None else (round(r[c], 4) if isinstance(r[c], float) else r[c]) for c in cols])
-    os.replace(tmp, path)
 
 
 def _charts(rundir: Path, cfg: RunConfig, rounds: list[dict[str, Any]]) -> None:

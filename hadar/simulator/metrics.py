@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -29,14 +29,14 @@ def summarize(result: SimulationResult) -> dict[str, object]:
     jct = np.array([j.jct for j in done], dtype=float)
     queueing = np.array([j.queueing_delay for j in jobs if j.queueing_delay is not None], dtype=float)
     first_arrival = min((j.arrival for j in jobs), default=0.0)
-    last_finish = max((j.finish for j in done), default=first_arrival)
+    last_finish = max((j.finish for j in jobs if j.finish is not None), default=first_arrival)
     ttd = last_finish - first_arrival
     busy = sum(r.busy_gpu_seconds for r in result.rounds)
     available = result.total_gpus * sum(r.active_seconds for r in result.rounds)
     decisions = np.array([r.decision_seconds for r in result.rounds], dtype=float)
     gavel_util = float(busy / (result.total_gpus * ttd)) if ttd > 0 and result.total_gpus else 0.0
 
-    def stat(a: np.ndarray, f) -> float | None:
+    def stat(a: np.ndarray, f: Callable[[np.ndarray], Any]) -> float | None:
         return float(f(a)) if a.size else None
 
     need = sum(j.num_gpus * j.total_steps / j.best_rate for j in jobs if j.best_rate)
@@ -74,10 +74,10 @@ def finish_time_fairness(jobs: Sequence[JobRecord], total_gpus: int) -> np.ndarr
     lifetime [arrival, finish]; a 1/n share is ``G/n`` GPUs split over the types by GPU count, on
     which a gang of W runs at its equal-share rate for a fraction ``min(1, G / (n W))`` of the time.
     rho > 1: the job finished later than it would have with its fair share."""
-    done = [j for j in jobs if j.finish is not None]
+    done = [(j, j.finish) for j in jobs if j.finish is not None]
     if not done or total_gpus <= 0:
         return np.zeros(0)
-    events = sorted([(j.arrival, 1) for j in done] + [(j.finish, -1) for j in done])  # type: ignore[misc]
+    events = sorted([(j.arrival, 1) for j, _ in done] + [(finish, -1) for _, finish in done])
     times = np.array([t for t, _ in events], dtype=float)
     active = np.cumsum([d for _, d in events])
     # integral of the active count up to each event time
@@ -88,11 +88,11 @@ def finish_time_fairness(jobs: Sequence[JobRecord], total_gpus: int) -> np.ndarr
         return float(area[i] + active[i] * (t - times[i])) if i >= 0 else 0.0
 
     out = []
-    for j in done:
-        jct = j.finish - j.arrival  # type: ignore[operator]
+    for j, finish in done:
+        jct = finish - j.arrival
         if jct <= 0 or not j.equal_share_rate:
             continue
-        n = max(1.0, (integral(j.finish) - integral(j.arrival)) / jct)  # type: ignore[arg-type]
+        n = max(1.0, (integral(finish) - integral(j.arrival)) / jct)
         share = min(1.0, total_gpus / (n * j.num_gpus))
         out.append(jct / (j.total_steps / (j.equal_share_rate * share)))
     return np.array(out, dtype=float)

@@ -3,13 +3,12 @@ jobs.csv, rounds.csv, placements.csv. One schema for the files and the Python AP
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from hadar.io import write_frame, write_json
 from hadar.simulator.records import SimulationResult
 
 JOB_COLUMNS = ["id", "type", "gpus", "arrival", "start", "finish", "jct", "queueing_delay", "restarts"]
@@ -42,14 +41,7 @@ def write_result(result: SimulationResult, summary: dict[str, Any], out: str | P
     """Write all files into ``out`` (created if needed); each file is replaced atomically."""
     d = Path(out)
     d.mkdir(parents=True, exist_ok=True)
-    write_atomic(d / "summary.json", json.dumps({**summary, "config": result.config}, indent=2) + "\n")
+    write_json(d / "summary.json", {**summary, "config": result.config})
     for name, frame in (frames or result_frames(result)).items():
-        write_atomic(d / f"{name}.csv", frame.round(CSV_DECIMALS).to_csv(index=False, na_rep=""))
+        write_frame(d / f"{name}.csv", frame, decimals=CSV_DECIMALS)
     return d
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` so a reader never sees half a file."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)

@@ -35,10 +35,10 @@ class _JobSpec(BaseModel):
 
     id: int = Field(ge=0, le=MAX_JOB_ID)
     type: str = Field(min_length=1, max_length=200)
-    gpus: GangGpus  # type: ignore[valid-type]
-    steps: Steps  # type: ignore[valid-type]
-    arrival: Seconds = 0.0  # type: ignore[valid-type]
-    weight: Weight = 1.0  # type: ignore[valid-type]
+    gpus: GangGpus
+    steps: Steps
+    arrival: Seconds = 0.0
+    weight: Weight = 1.0
     model: str | None = None
     size_class: str | None = None
     spec: dict[str, Any] | None = None

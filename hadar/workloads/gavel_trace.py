@@ -36,15 +36,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from estimators.throughput import GavelThroughputTable
 from hadar.errors import InputError
+from hadar.io import write_text
 from hadar.jobs import Job
 from hadar.validation import (
     MAX_JOBS,
-    MAX_SECONDS,
+    DataDirFlag,
     GangGpus,
     Seconds,
+    SloSeconds,
     Steps,
     Weight,
-    bounded,
     from_validation_error,
     read_text,
 )
@@ -147,12 +148,12 @@ class TraceRow(BaseModel):
     command: str
     working_dir: str = ""
     num_steps_arg: str
-    needs_data_dir: bounded(0, 1, integer=True)  # type: ignore[valid-type]
-    total_steps: Steps  # type: ignore[valid-type]
-    scale_factor: GangGpus  # type: ignore[valid-type]
-    priority_weight: Weight = 1.0  # type: ignore[valid-type]
-    SLO: bounded(-1, MAX_SECONDS, unit="s") = -1.0  # type: ignore[valid-type]
-    arrival_time: Seconds  # type: ignore[valid-type]
+    needs_data_dir: DataDirFlag
+    total_steps: Steps
+    scale_factor: GangGpus
+    priority_weight: Weight = 1.0
+    SLO: SloSeconds = -1.0
+    arrival_time: Seconds
 
 
 def _parse_line(cols: list[str], job_id: int, where: str) -> Job:
@@ -197,10 +198,7 @@ def trace_lines(jobs: Iterable[Job]) -> list[str]:
 
 def write_trace(jobs: Sequence[Job], path: str | Path) -> Path:
     """Write ``jobs`` as a 10-column Gavel trace (parent directories are created)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text("".join(line + "\n" for line in trace_lines(jobs)))
-    return p
+    return write_text(path, "".join(line + "\n" for line in trace_lines(jobs)))
 
 
 def gavel_steps(steps: float) -> int:

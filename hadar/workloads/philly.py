@@ -88,21 +88,24 @@ def generate(table: GavelThroughputTable, options: PhillyOptions | None = None) 
     rng = np.random.default_rng(opts.seed)
     rows = trace.iloc[np.sort(rng.choice(len(trace), size=opts.num_jobs, replace=False))]
     t0 = rows.timestamp.min()
+    arrivals = (rows.timestamp - t0).dt.total_seconds().to_numpy(dtype=float)
     jobs: list[Job] = []
-    for row in rows.itertuples(index=False):
-        cls = size_class(row.gpu_time / 3600.0)
+    for gpu_time, num_gpus, since_first in zip(
+        rows.gpu_time.to_numpy(dtype=float), rows.num_gpus.to_numpy(dtype=int), arrivals, strict=True
+    ):
+        cls = size_class(gpu_time / 3600.0)
         if cls is None:  # the shipped subset only has classed jobs
             raise InputError("philly_busy_hours.csv.gz: a job outside the size classes")
         model = CLASS_MODELS[cls][int(rng.integers(len(CLASS_MODELS[cls])))]
-        w = int(row.num_gpus)
+        w = int(num_gpus)
         options_w = variants(table, model, w)
         if not options_w:
             w = 1
             options_w = variants(table, model, 1)
         job_type = options_w[int(rng.integers(len(options_w)))]
-        duration = float(row.gpu_time) / w
+        duration = float(gpu_time) / w
         steps = max(1, round(duration * table.lookup(job_type, REFERENCE_GPU, w)))
-        arrival = (row.timestamp - t0).total_seconds() if opts.keep_arrivals else 0.0
+        arrival = float(since_first) if opts.keep_arrivals else 0.0
         jobs.append(Job(job_id=len(jobs), job_type=job_type, num_gpus=w, total_steps=float(steps),
                         arrival=float(arrival), model=model, size_class=cls))
     jobs.sort(key=lambda j: (j.arrival, j.job_id))

@@ -3,6 +3,7 @@ or ``"synthetic"`` streams with the same shapes. Nothing is ever downloaded."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from hadar.errors import InputError
@@ -26,7 +27,7 @@ __all__ = ["Batch", "Dataset", "open_dataset", "SYNTHETIC"]
 SYNTHETIC = "synthetic"
 
 _REAL = {"IC": Cifar10, "LM": Wikitext2, "LT": Multi30k, "RS": MovieLens, "MM": load_mima}
-_FAKE = {
+_FAKE: dict[str, Callable[..., Dataset]] = {
     "IC": SyntheticImages,
     "LM": SyntheticText,
     "LT": SyntheticTranslation,

@@ -11,6 +11,8 @@ from torch import Tensor, nn
 class PositionalEncoding(nn.Module):
     """Fixed sinusoidal positions (Vaswani et al.) added to a ``[B, T, d]`` sequence."""
 
+    pe: Tensor  # a registered (non-persistent) buffer
+
     def __init__(self, d_model: int, max_len: int) -> None:
         super().__init__()
         pos = torch.arange(max_len, dtype=torch.float32).unsqueeze(1)

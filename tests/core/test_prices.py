@@ -3,14 +3,20 @@ import math
 import numpy as np
 import pytest
 
-from primal_dual.prices import PriceBounds, price_bounds, price_matrix, price_scalar
+from primal_dual.prices import PriceBounds, price_bounds, price_matrix
+
+
+def eq5(u_min: float, u_max: float, g: int, c: int) -> float:
+    """Eq. 5 for one cell, written out: U_min * (U_max / U_min) ** (g / c)."""
+    return u_min * (u_max / u_min) ** (g / c)
 
 
 @pytest.mark.parametrize(
     "g, expected", [(0, 0.0100), (1, 0.0562), (2, 0.3162), (3, 1.778), (4, 10.0)]
 )
 def test_price_function_values_from_the_design_note(g, expected):
-    assert price_scalar(0.01, 10.0, g, 4) == pytest.approx(expected, rel=1e-3)
+    bounds = PriceBounds(u_min=np.array([0.01]), u_max=np.array([10.0]))
+    assert price_matrix(bounds, np.array([[g]]), np.array([[4]]))[0, 0] == pytest.approx(expected, rel=1e-3)
 
 
 def test_price_matrix_matches_scalar_and_marks_missing_capacity_infinite():
@@ -19,8 +25,8 @@ def test_price_matrix_matches_scalar_and_marks_missing_capacity_infinite():
     alloc = np.array([[1, 0], [0, 3], [2, 1]])
     p = price_matrix(bounds, alloc, cap)
     assert math.isinf(p[0, 1]) and math.isinf(p[1, 0])
-    assert p[0, 0] == pytest.approx(price_scalar(0.01, 10.0, 1, 4))
-    assert p[1, 1] == pytest.approx(price_scalar(1e-9, 2.0, 3, 8))
+    assert p[0, 0] == pytest.approx(eq5(0.01, 10.0, 1, 4))
+    assert p[1, 1] == pytest.approx(eq5(1e-9, 2.0, 3, 8))
     assert p[2, 0] == pytest.approx(10.0)  # full node: U_max
 
 

@@ -1,0 +1,53 @@
+"""CI runs the habits (lint, format, types) before the tests, and the type checker is set up to
+be strict where it matters: no blanket ignores, every ``type: ignore`` names its error code."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _commands(script: Path) -> list[str]:
+    return [
+        ln.strip()
+        for ln in script.read_text().splitlines()
+        if ln.strip() and not ln.lstrip().startswith("#")
+    ]
+
+
+def test_ci_runs_scripts_check_before_the_tests():
+    lines = _commands(ROOT / ".ci" / "run")
+    assert "scripts/check" in lines
+    test_line = next(i for i, ln in enumerate(lines) if ln.startswith("scripts/test"))
+    assert lines.index("scripts/check") < test_line
+
+
+def test_scripts_check_runs_lint_format_and_types():
+    text = "\n".join(_commands(ROOT / "scripts" / "check"))
+    assert re.search(r"ruff check \.", text)
+    assert re.search(r"ruff format --check\b.* \.", text)
+    assert re.search(r"\bmypy\b", text)
+
+
+def test_mypy_has_no_blanket_ignores_and_the_test_extra_installs_it():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    mypy = project["tool"]["mypy"]
+    assert "ignore_missing_imports" not in mypy and "ignore_errors" not in mypy
+    assert (
+        mypy["warn_unused_ignores"] is True and "ignore-without-code" in mypy["enable_error_code"]
+    )
+    for override in mypy.get("overrides", []):
+        assert "ignore_errors" not in override
+        assert all(
+            m != "*" and not m.startswith(("hadar", "nodes", "tracker")) for m in override["module"]
+        )
+    extra = " ".join(project["project"]["optional-dependencies"]["test"])
+    for tool in ("mypy", "pandas-stubs", "types-PyYAML", "types-paramiko", "boto3-stubs"):
+        assert re.search(rf"\b{re.escape(tool)}[><=]", extra), tool
+    assert "format" in project["tool"]["ruff"]
