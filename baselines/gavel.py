@@ -108,16 +108,21 @@ class GavelPolicy(Policy):
         of the last allocation and the time of the last reset (JSON; job ids become strings)."""
         sig = self._signature
         return {
-            "x": _by_job(self._x), "base": _by_job(self._base), "deficit": _by_job(self._deficit),
+            "x": _by_job(self._x),
+            "base": _by_job(self._base),
+            "deficit": _by_job(self._deficit),
             "signature": None if sig is None else [sorted(sig[0]), list(sig[1]), list(sig[2])],
-            "need_update": self._need_update, "last_reset": self._last_reset,
+            "need_update": self._need_update,
+            "last_reset": self._last_reset,
             "scheduled_last": self._scheduled_last,
         }
 
     def restore(self, state: Mapping[str, Any]) -> None:
         if not state:
             return
-        self._x, self._base, self._deficit = (_from_json(state[k]) for k in ("x", "base", "deficit"))
+        self._x, self._base, self._deficit = (
+            _from_json(state[k]) for k in ("x", "base", "deficit")
+        )
         sig = state["signature"]
         self._signature = None if sig is None else (frozenset(sig[0]), tuple(sig[1]), tuple(sig[2]))
         self._need_update = bool(state["need_update"])
@@ -125,7 +130,9 @@ class GavelPolicy(Policy):
         self._scheduled_last = state["scheduled_last"]
 
     # -- the policy (overridden by the variants) -------------------------------------------
-    def allocate(self, statuses: Sequence[JobStatus], T: np.ndarray, counts: np.ndarray, types: Sequence[str]) -> np.ndarray:
+    def allocate(
+        self, statuses: Sequence[JobStatus], T: np.ndarray, counts: np.ndarray, types: Sequence[str]
+    ) -> np.ndarray:
         """The allocation ``x[job, type]`` for ``statuses`` (rows) on ``types`` (columns)."""
         W = np.array([s.job.num_gpus for s in statuses], dtype=float)
         weights = np.array([s.job.weight for s in statuses], dtype=float)
@@ -144,14 +151,21 @@ class GavelPolicy(Policy):
             self._reset(ctx, types)
             T = np.array([rates[s.job_id] for s in ctx.jobs]).reshape(len(ctx.jobs), len(types))
             x = self.allocate(ctx.jobs, T, counts, types)
-            self._x = {s.job_id: dict(zip(types, map(float, x[i]), strict=True)) for i, s in enumerate(ctx.jobs)}
+            self._x = {
+                s.job_id: dict(zip(types, map(float, x[i]), strict=True))
+                for i, s in enumerate(ctx.jobs)
+            }
             self._need_update = False
             solved = True
         chosen = self._select(ctx, types, counts, rates)
         assignments, idle = self._place(ctx, types, chosen)
         self._scheduled_last = len(assignments)
-        info = {"lp_solved": solved, "allocated_jobs": len(self._x), "scheduled": len(assignments),
-                "idle_claimed_gpus": idle}
+        info = {
+            "lp_solved": solved,
+            "allocated_jobs": len(self._x),
+            "scheduled": len(assignments),
+            "idle_claimed_gpus": idle,
+        }
         return RoundPlan(tuple(sorted(assignments, key=lambda a: a.job_id)), info)
 
     def _type_order(self, ctx: RoundContext, job_rates: Mapping[int, np.ndarray]) -> list[str]:
@@ -163,7 +177,9 @@ class GavelPolicy(Policy):
         if hit is None:
             reference = ctx.throughput.reference_job_types()
             if not reference:
-                return fastest_first(ctx.cluster.gpu_types, np.array([job_rates[s.job_id] for s in ctx.jobs]))
+                return fastest_first(
+                    ctx.cluster.gpu_types, np.array([job_rates[s.job_id] for s in ctx.jobs])
+                )
             refs = [JobStatus(Job(-1 - i, jt, w, 1.0), 1.0) for i, (jt, w) in enumerate(reference)]
             rows = np.array([v.type_rates for v in value_jobs(ctx, refs)])
             hit = self._order_cache[key] = fastest_first(ctx.cluster.gpu_types, rows)
@@ -189,37 +205,62 @@ class GavelPolicy(Policy):
     def _may_reset(self, ctx: RoundContext) -> bool:
         """Gavel's rule: the interval has passed or the last reset was at time 0; and, as Gavel
         does once no arrivals remain, after a round in which nothing was scheduled."""
-        return (ctx.now - self._last_reset >= self.config.reallocation_interval
-                or self._last_reset == 0.0 or self._scheduled_last == 0)
+        return (
+            ctx.now - self._last_reset >= self.config.reallocation_interval
+            or self._last_reset == 0.0
+            or self._scheduled_last == 0
+        )
 
     def _reset(self, ctx: RoundContext, types: Sequence[str]) -> None:
         elapsed = ctx.now - self._last_reset
         for s in ctx.jobs:
-            base, deficit, x = self._base[s.job_id], self._deficit[s.job_id], self._x.get(s.job_id, {})
+            base, deficit, x = (
+                self._base[s.job_id],
+                self._deficit[s.job_id],
+                self._x.get(s.job_id, {}),
+            )
             for k in types:
                 received = s.time_on_type.get(k, 0.0) - base.get(k, 0.0)
                 deficit[k] = deficit.get(k, 0.0) + x.get(k, 0.0) * elapsed - received
             self._base[s.job_id] = dict(s.time_on_type)
         self._last_reset = ctx.now
 
-    def priorities(self, ctx: RoundContext, types: Sequence[str], rates: Mapping[int, np.ndarray]) -> np.ndarray:
+    def priorities(
+        self, ctx: RoundContext, types: Sequence[str], rates: Mapping[int, np.ndarray]
+    ) -> np.ndarray:
         """``priority[job, type]`` in ``ctx.jobs`` order (see the module docstring)."""
         seed = self.config.seed_fraction * ctx.round_length
-        got = np.array([[seed + s.time_on_type.get(k, 0.0) - self._base[s.job_id].get(k, 0.0) for k in types]
-                        for s in ctx.jobs]).reshape(len(ctx.jobs), len(types))
+        got = np.array(
+            [
+                [
+                    seed + s.time_on_type.get(k, 0.0) - self._base[s.job_id].get(k, 0.0)
+                    for k in types
+                ]
+                for s in ctx.jobs
+            ]
+        ).reshape(len(ctx.jobs), len(types))
         total = got.sum(axis=0)
         with np.errstate(divide="ignore", invalid="ignore"):
             frac = np.where(total > 0, got / total, 0.0)
-        x = np.array([[self._x[s.job_id][k] if s.job_id in self._x else 0.0 for k in types]
-                      for s in ctx.jobs]).reshape(len(ctx.jobs), len(types))
+        x = np.array(
+            [
+                [self._x[s.job_id][k] if s.job_id in self._x else 0.0 for k in types]
+                for s in ctx.jobs
+            ]
+        ).reshape(len(ctx.jobs), len(types))
         r = np.array([rates[s.job_id] for s in ctx.jobs]).reshape(len(ctx.jobs), len(types))
         with np.errstate(divide="ignore", invalid="ignore"):
             prio = np.where(frac > 0, x / frac, x * NO_TIME_PRIORITY)
         prio[(x <= 0) | (r <= 0)] = 0.0
         return prio
 
-    def _select(self, ctx: RoundContext, types: Sequence[str], counts: np.ndarray,
-                rates: Mapping[int, np.ndarray]) -> dict[str, list[JobStatus]]:
+    def _select(
+        self,
+        ctx: RoundContext,
+        types: Sequence[str],
+        counts: np.ndarray,
+        rates: Mapping[int, np.ndarray],
+    ) -> dict[str, list[JobStatus]]:
         """Walk (job, type) pairs by priority; a job gets W GPUs of one type if unclaimed."""
         prio = self.priorities(ctx, types, rates)
         entries = []
@@ -250,8 +291,9 @@ class GavelPolicy(Policy):
             chosen[k].append(s)
         return chosen
 
-    def _place(self, ctx: RoundContext, types: Sequence[str],
-               chosen: Mapping[str, list[JobStatus]]) -> tuple[list[Assignment], int]:
+    def _place(
+        self, ctx: RoundContext, types: Sequence[str], chosen: Mapping[str, list[JobStatus]]
+    ) -> tuple[list[Assignment], int]:
         cluster = ctx.cluster
         free = cluster.capacity.copy()
         out: list[Assignment] = []
@@ -266,7 +308,12 @@ class GavelPolicy(Policy):
                 for s in level:
                     prev = ctx.current.get((s.job_id, 0))
                     y = _matrix_if_valid(prev, cluster)
-                    if prev and y is not None and not ((y > 0) & ~column).any() and (y <= free).all():
+                    if (
+                        prev
+                        and y is not None
+                        and not ((y > 0) & ~column).any()
+                        and (y <= free).all()
+                    ):
                         free -= y
                         out.append(Assignment(s.job_id, prev))
                         kept.add(s.job_id)
@@ -292,7 +339,9 @@ class GavelFifoPolicy(GavelPolicy):
     name = "gavel-fifo"
     skip_zero_priority = True
 
-    def allocate(self, statuses: Sequence[JobStatus], T: np.ndarray, counts: np.ndarray, types: Sequence[str]) -> np.ndarray:
+    def allocate(
+        self, statuses: Sequence[JobStatus], T: np.ndarray, counts: np.ndarray, types: Sequence[str]
+    ) -> np.ndarray:
         x = np.zeros_like(T)
         avail = counts.astype(int).copy()
         for i, s in enumerate(statuses):
@@ -313,7 +362,9 @@ class GavelMakespanPolicy(GavelPolicy):
 
     name = "gavel-makespan"
 
-    def allocate(self, statuses: Sequence[JobStatus], T: np.ndarray, counts: np.ndarray, types: Sequence[str]) -> np.ndarray:
+    def allocate(
+        self, statuses: Sequence[JobStatus], T: np.ndarray, counts: np.ndarray, types: Sequence[str]
+    ) -> np.ndarray:
         W = np.array([s.job.num_gpus for s in statuses], dtype=float)
         remaining = np.array([s.remaining_steps for s in statuses], dtype=float)
         return min_makespan(T, W, counts, remaining).x

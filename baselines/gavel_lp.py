@@ -81,11 +81,14 @@ def solve_level_lp(T: np.ndarray, coef: np.ndarray, W: np.ndarray, counts: np.nd
     var = jj * m + kk
     lj, lk = jj[active[jj]], kk[active[jj]]
     nl = len(level_jobs)
-    rows = np.concatenate([
-        row_of[lj], np.arange(nl),  # level: t - coef_j * sum_k T[j,k] x[j,k] <= 0
-        nl + jj,  # time: sum_k x[j,k] <= 1
-        nl + n + kk,  # capacity: sum_j W_j x[j,k] <= count_k
-    ])
+    rows = np.concatenate(
+        [
+            row_of[lj],
+            np.arange(nl),  # level: t - coef_j * sum_k T[j,k] x[j,k] <= 0
+            nl + jj,  # time: sum_k x[j,k] <= 1
+            nl + n + kk,  # capacity: sum_j W_j x[j,k] <= count_k
+        ]
+    )
     cols = np.concatenate([lj * m + lk, np.full(nl, nv), var, var])
     vals = np.concatenate([-coef[lj] * T[lj, lk], np.ones(nl), np.ones(len(jj)), W[jj]])
     a_ub = sparse.csr_matrix((vals, (rows, cols)), shape=(nl + n + m, nv + 1))
@@ -121,7 +124,9 @@ def max_min_fairness(
     return solve_level_lp(T, coef, W, counts)
 
 
-def min_makespan(T: np.ndarray, W: np.ndarray, counts: np.ndarray, remaining: np.ndarray) -> LpResult:
+def min_makespan(
+    T: np.ndarray, W: np.ndarray, counts: np.ndarray, remaining: np.ndarray
+) -> LpResult:
     """Gavel's min-makespan (``min_total_duration``): the level is 1 / makespan."""
     rem = np.asarray(remaining, dtype=float)
     with np.errstate(divide="ignore"):

@@ -16,7 +16,9 @@ from hadar.jobs import Job
 from primal_dual.find_alloc import JobRequest, candidate_allocations
 
 
-def fewest_nodes(free: np.ndarray, eligible: np.ndarray, w: int, node_cost: np.ndarray | None = None) -> np.ndarray | None:
+def fewest_nodes(
+    free: np.ndarray, eligible: np.ndarray, w: int, node_cost: np.ndarray | None = None
+) -> np.ndarray | None:
     """A ``[node, type]`` allocation of ``w`` eligible free GPUs on the fewest nodes, or None.
 
     ``node_cost[h]`` orders nodes that tie (lowest first; default: node order).
@@ -52,7 +54,9 @@ def runnable_cells(job: Job, cluster: Cluster, throughput: ThroughputModel) -> n
     return (cluster.capacity > 0) & (cons > 0) & (unc > 0)
 
 
-def unaware_placement(free: np.ndarray, runnable: np.ndarray, w: int, rank: np.ndarray) -> np.ndarray | None:
+def unaware_placement(
+    free: np.ndarray, runnable: np.ndarray, w: int, rank: np.ndarray
+) -> np.ndarray | None:
     """Heterogeneity-unaware placement: any W free GPUs the job can run on (types alike otherwise),
     consolidated when possible, best-fit node first, ``rank`` breaking ties."""
     return fewest_nodes(free, runnable, w, best_fit_costs(free, rank))

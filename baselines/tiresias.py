@@ -78,7 +78,9 @@ class TiresiasPolicy(Policy):
                 free -= cluster.placement_matrix(running[s.job_id])
                 out[s.job_id] = Assignment(s.job_id, running[s.job_id])
         rank = node_rank(len(cluster.nodes), self.config.seed)
-        for s in sorted((s for s in admitted if s.job_id not in out), key=lambda s: -s.job.num_gpus):
+        for s in sorted(
+            (s for s in admitted if s.job_id not in out), key=lambda s: -s.job.num_gpus
+        ):
             self._place(s, free, out, ctx, rank)
         # A job admitted by count may find no GPU it can run on (a type where it has rate 0):
         # then, as Tiresias skips jobs that do not fit, later jobs may use the GPUs left.
@@ -86,14 +88,24 @@ class TiresiasPolicy(Policy):
             if s.job_id not in out and int(free.sum()) >= s.job.num_gpus:
                 self._place(s, free, out, ctx, rank)
         high = sum(1 for s in ctx.jobs if self.queue_of(s) == 0)
-        info = {"high_queue": high, "low_queue": len(ctx.jobs) - high,
-                "preempted": sum(1 for j in running if j not in out)}
+        info = {
+            "high_queue": high,
+            "low_queue": len(ctx.jobs) - high,
+            "preempted": sum(1 for j in running if j not in out),
+        }
         return RoundPlan(tuple(out[j] for j in sorted(out)), info)
 
     @staticmethod
-    def _place(s: JobStatus, free: np.ndarray, out: dict[int, Assignment], ctx: RoundContext,
-               rank: np.ndarray) -> None:
-        alloc = unaware_placement(free, runnable_cells(s.job, ctx.cluster, ctx.throughput), s.job.num_gpus, rank)
+    def _place(
+        s: JobStatus,
+        free: np.ndarray,
+        out: dict[int, Assignment],
+        ctx: RoundContext,
+        rank: np.ndarray,
+    ) -> None:
+        alloc = unaware_placement(
+            free, runnable_cells(s.job, ctx.cluster, ctx.throughput), s.job.num_gpus, rank
+        )
         if alloc is not None:
             free -= alloc
             out[s.job_id] = Assignment(s.job_id, ctx.cluster.placement_from_matrix(alloc))

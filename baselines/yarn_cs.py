@@ -43,7 +43,9 @@ class YarnCapacityPolicy(Policy):
         rank = node_rank(len(cluster.nodes), self.config.seed)
         started = 0
         for s in waiting:  # ctx.jobs order: arrival, then id
-            alloc = unaware_placement(free, runnable_cells(s.job, cluster, ctx.throughput), s.job.num_gpus, rank)
+            alloc = unaware_placement(
+                free, runnable_cells(s.job, cluster, ctx.throughput), s.job.num_gpus, rank
+            )
             if alloc is None:
                 break  # head-of-line blocking: no backfilling
             free -= alloc

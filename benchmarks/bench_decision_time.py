@@ -33,7 +33,9 @@ from hadar.workloads import load_workload
 POLICIES = ("gavel", "hadar")
 
 
-def decision_times(n: int, table: GavelThroughputTable, repeat: int) -> dict[tuple[str, str], list[float]]:
+def decision_times(
+    n: int, table: GavelThroughputTable, repeat: int
+) -> dict[tuple[str, str], list[float]]:
     cluster = load_cluster("sim-60gpu")
     jobs = load_workload(f"philly-{n}", table)
     statuses = tuple(JobStatus(j, j.total_steps) for j in jobs)
@@ -55,9 +57,26 @@ def decision_times(n: int, table: GavelThroughputTable, repeat: int) -> dict[tup
 def time_compare() -> float:
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "hadar", "compare", "--cluster", "sim-60gpu", "--workload", "philly-480",
-                        "--policies", "hadar,gavel,tiresias,yarn-cs", "--workers", "2", "--out", tmp],
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "hadar",
+                "compare",
+                "--cluster",
+                "sim-60gpu",
+                "--workload",
+                "philly-480",
+                "--policies",
+                "hadar,gavel,tiresias,yarn-cs",
+                "--workers",
+                "2",
+                "--out",
+                tmp,
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         return time.perf_counter() - t0
 
 
@@ -70,14 +89,21 @@ def main() -> None:
     table = GavelThroughputTable.bundled()
     sizes = [n for n in (32, 64, 128, 256, 512, 1024, 2048) if n <= args.max_jobs]
     print(f"decision time on sim-60gpu, median of {args.repeat} (seconds)")
-    print(f"{'jobs':>6} {'gavel cold':>11} {'hadar cold':>11} {'gavel steady':>13} {'hadar steady':>13}")
+    print(
+        f"{'jobs':>6} {'gavel cold':>11} {'hadar cold':>11} {'gavel steady':>13} {'hadar steady':>13}"
+    )
     for n in sizes:
         t = decision_times(n, table, args.repeat)
         med = {k: statistics.median(v) for k, v in t.items()}
-        print(f"{n:6d} {med['gavel', 'cold']:11.3f} {med['hadar', 'cold']:11.3f} "
-              f"{med['gavel', 'steady']:13.3f} {med['hadar', 'steady']:13.3f}", flush=True)
+        print(
+            f"{n:6d} {med['gavel', 'cold']:11.3f} {med['hadar', 'cold']:11.3f} "
+            f"{med['gavel', 'steady']:13.3f} {med['hadar', 'steady']:13.3f}",
+            flush=True,
+        )
     if not args.skip_compare:
-        print(f"\nhadar compare, 4 policies, philly-480 on sim-60gpu, 2 processes: {time_compare():.1f} s wall")
+        print(
+            f"\nhadar compare, 4 policies, philly-480 on sim-60gpu, 2 processes: {time_compare():.1f} s wall"
+        )
 
 
 if __name__ == "__main__":

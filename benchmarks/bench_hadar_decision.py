@@ -26,7 +26,9 @@ from hadar.workloads.philly import PhillyOptions, generate
 
 def big_cluster(nodes: int = 1024, per_node: int = 8) -> Cluster:
     types = ("v100", "p100", "k80")
-    return Cluster("gen-1024x8", tuple(Node(f"n{i}", {types[i % 3]: per_node}) for i in range(nodes)))
+    return Cluster(
+        "gen-1024x8", tuple(Node(f"n{i}", {types[i % 3]: per_node}) for i in range(nodes))
+    )
 
 
 def jobs_for(n: int, table: GavelThroughputTable) -> list[Job]:
@@ -41,11 +43,20 @@ def jobs_for(n: int, table: GavelThroughputTable) -> list[Job]:
 
 def cold_round(cluster: Cluster, jobs: list[Job], table: GavelThroughputTable) -> RoundContext:
     """The hardest round: every job queued, none started, on an empty cluster."""
-    return RoundContext(now=0.0, round_index=0, round_length=360.0, cluster=cluster,
-                        jobs=tuple(JobStatus(j, j.total_steps) for j in jobs), current={}, throughput=table)
+    return RoundContext(
+        now=0.0,
+        round_index=0,
+        round_length=360.0,
+        cluster=cluster,
+        jobs=tuple(JobStatus(j, j.total_steps) for j in jobs),
+        current={},
+        throughput=table,
+    )
 
 
-def time_decision(cluster: Cluster, jobs: list[Job], table: GavelThroughputTable, repeat: int) -> tuple[list[float], dict]:
+def time_decision(
+    cluster: Cluster, jobs: list[Job], table: GavelThroughputTable, repeat: int
+) -> tuple[list[float], dict]:
     ctx = cold_round(cluster, jobs, table)
     times, info = [], {}
     for _ in range(repeat):
@@ -69,12 +80,18 @@ def main() -> None:
         t, info = time_decision(sim, jobs_for(n, table), table, args.repeat)
         rows.append(("sim-60gpu (60 GPUs)", n, t, info))
     if not args.quick:
-        t, info = time_decision(big_cluster(), jobs_for(10_000, table), table, max(1, args.repeat // 2))
+        t, info = time_decision(
+            big_cluster(), jobs_for(10_000, table), table, max(1, args.repeat // 2)
+        )
         rows.append(("1024 nodes x 8 (8192 GPUs)", 10_000, t, info))
-    print(f"{'cluster':28} {'jobs':>6} {'median s':>9} {'max s':>8} {'placed':>7} {'window':>6} {'dp states':>9} {'exact':>5}")
+    print(
+        f"{'cluster':28} {'jobs':>6} {'median s':>9} {'max s':>8} {'placed':>7} {'window':>6} {'dp states':>9} {'exact':>5}"
+    )
     for name, n, t, info in rows:
-        print(f"{name:28} {n:6d} {statistics.median(t):9.3f} {max(t):8.3f} {info['placed']:7d} "
-              f"{info['window']:6d} {info['dp_states']:9d} {str(info['dp_exact']):>5}")
+        print(
+            f"{name:28} {n:6d} {statistics.median(t):9.3f} {max(t):8.3f} {info['placed']:7d} "
+            f"{info['window']:6d} {info['dp_states']:9d} {str(info['dp_exact']):>5}"
+        )
 
 
 if __name__ == "__main__":

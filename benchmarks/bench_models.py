@@ -22,7 +22,9 @@ DEMO_BATCH = {"IC": 16, "LM": 20, "LT": 32, "RS": 64, "MM": 32}
 DEMO_LR = {"IC": 0.05, "LM": 20.0, "LT": 5e-4, "RS": 0.005, "MM": 1e-3}
 
 
-def time_steps(model_name: str, size: str, steps: int, batch: int, device: torch.device) -> list[float]:
+def time_steps(
+    model_name: str, size: str, steps: int, batch: int, device: torch.device
+) -> list[float]:
     """Seconds per training step for ``steps`` steps after 3 warm-up steps."""
     entry = get_entry(model_name)
     torch.manual_seed(0)
@@ -58,9 +60,13 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    print(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, "
-          f"{args.steps} timed steps")
-    print(f"{'model':<6}{'size':<7}{'params':>11}{'batch':>7}{'median ms':>11}{'p10 ms':>9}{'p90 ms':>9}")
+    print(
+        f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, "
+        f"{args.steps} timed steps"
+    )
+    print(
+        f"{'model':<6}{'size':<7}{'params':>11}{'batch':>7}{'median ms':>11}{'p10 ms':>9}{'p90 ms':>9}"
+    )
     for size in args.sizes:
         for name in args.models:
             name = name.upper()
@@ -68,8 +74,11 @@ def main(argv: list[str] | None = None) -> None:
             ts = sorted(time_steps(name, size, args.steps, batch, device))
             params = parameter_count(build_model(name, size, "meta"))
             p10, p90 = ts[len(ts) // 10], ts[(len(ts) * 9) // 10 - 1 if len(ts) >= 10 else -1]
-            print(f"{name:<6}{size:<7}{params:>11,}{batch:>7}{statistics.median(ts) * 1e3:>11.1f}"
-                  f"{p10 * 1e3:>9.1f}{p90 * 1e3:>9.1f}", flush=True)
+            print(
+                f"{name:<6}{size:<7}{params:>11,}{batch:>7}{statistics.median(ts) * 1e3:>11.1f}"
+                f"{p10 * 1e3:>9.1f}{p90 * 1e3:>9.1f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -23,8 +23,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 def run(out: Path, *args: str) -> dict:
     shutil.rmtree(out, ignore_errors=True)
-    proc = subprocess.run([sys.executable, "-m", "hadar", "run", "--no-live", "--out", str(out), *args],
-                          cwd=REPO, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "hadar", "run", "--no-live", "--out", str(out), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         raise SystemExit(proc.stdout + proc.stderr)
     return json.loads((out / "summary.json").read_text())
@@ -47,22 +51,53 @@ def main() -> None:
     cluster = str(REPO / "cluster_configs" / "local-5node.yaml")
     if a.only in (None, "overhead"):
         out = base / "overhead"
-        run(out, "--cluster", cluster, "--workload", "M-5", "--size", "small", "--policy", "hadare",
-            "--round", str(a.slot), "--no-eval")
+        run(
+            out,
+            "--cluster",
+            cluster,
+            "--workload",
+            "M-5",
+            "--size",
+            "small",
+            "--policy",
+            "hadare",
+            "--round",
+            str(a.slot),
+            "--no-eval",
+        )
         rs = rounds(out)[1:]  # round 0 also starts the warm servers: reported separately
         coord = [float(r["coordination_s"]) for r in rs]
         first = rounds(out)[0]
-        print(f"coordination overhead per round, 5 local nodes, small M-5, hadare, round {a.slot:g} s:")
-        print(f"  median {statistics.median(coord):.2f} s, max {max(coord):.2f} s over {len(coord)} rounds "
-              f"({100 * statistics.median(coord) / a.slot:.1f}% of the round); "
-              f"round 0 (warm servers start) {float(first['coordination_s']):.2f} s")
+        print(
+            f"coordination overhead per round, 5 local nodes, small M-5, hadare, round {a.slot:g} s:"
+        )
+        print(
+            f"  median {statistics.median(coord):.2f} s, max {max(coord):.2f} s over {len(coord)} rounds "
+            f"({100 * statistics.median(coord) / a.slot:.1f}% of the round); "
+            f"round 0 (warm servers start) {float(first['coordination_s']):.2f} s"
+        )
     if a.only in (None, "demo"):
         print(f"demo: M-5 small on local-5node, round {a.slot:g} s")
         print(f"{'policy':8} {'CRU':>6} {'TTD s':>8} {'avg JCT s':>10} {'rounds':>7}")
         for policy in ("hadare", "hadar", "gavel"):
-            s = run(base / f"demo-{policy}", "--cluster", cluster, "--workload", "M-5", "--size", "small",
-                    "--policy", policy, "--round", str(a.slot), "--no-eval")
-            print(f"{policy:8} {s['cru']:6.3f} {s['ttd_s']:8.1f} {s['avg_jct_s']:10.1f} {s['rounds']:7d}", flush=True)
+            s = run(
+                base / f"demo-{policy}",
+                "--cluster",
+                cluster,
+                "--workload",
+                "M-5",
+                "--size",
+                "small",
+                "--policy",
+                policy,
+                "--round",
+                str(a.slot),
+                "--no-eval",
+            )
+            print(
+                f"{policy:8} {s['cru']:6.3f} {s['ttd_s']:8.1f} {s['avg_jct_s']:10.1f} {s['rounds']:7d}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

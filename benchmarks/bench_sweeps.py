@@ -26,25 +26,41 @@ TARGETS = {"compare": 60.0, "load-sweep": 600.0}
 def timed(args: list[str]) -> float:
     """Seconds ``python -m hadar ARGS`` takes; raises if it fails."""
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "hadar", *args], check=True, capture_output=True, text=True)
+    subprocess.run(
+        [sys.executable, "-m", "hadar", *args], check=True, capture_output=True, text=True
+    )
     return time.perf_counter() - t0
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=int, default=None, help="processes (default: one per CPU)")
+    parser.add_argument(
+        "--workers", type=int, default=None, help="processes (default: one per CPU)"
+    )
     parser.add_argument("--skip-load-sweep", action="store_true")
     a = parser.parse_args()
     workers = [] if a.workers is None else ["--workers", str(a.workers)]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        rows.append(("compare", timed(["compare", "--policies", POLICIES, "--out", f"{tmp}/compare", *workers])))
+        rows.append(
+            (
+                "compare",
+                timed(["compare", "--policies", POLICIES, "--out", f"{tmp}/compare", *workers]),
+            )
+        )
         if not a.skip_load_sweep:
-            rows.append(("load-sweep", timed(["experiment", "load-sweep", "--out", f"{tmp}/sweep", *workers])))
+            rows.append(
+                (
+                    "load-sweep",
+                    timed(["experiment", "load-sweep", "--out", f"{tmp}/sweep", *workers]),
+                )
+            )
     print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     print(f"{'sweep':<12} {'wall s':>8} {'target s':>9}")
     for name, wall in rows:
-        print(f"{name:<12} {wall:8.1f} {TARGETS[name]:9.0f}{'' if wall <= TARGETS[name] else '  (over)'}")
+        print(
+            f"{name:<12} {wall:8.1f} {TARGETS[name]:9.0f}{'' if wall <= TARGETS[name] else '  (over)'}"
+        )
 
 
 if __name__ == "__main__":

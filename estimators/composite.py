@@ -35,7 +35,9 @@ MULTI_NODE = "multi-node"
 class CompositeThroughput(ThroughputModel):
     """Gavel-style measured table first, PMI/PCIe cold-start estimate for the gaps."""
 
-    def __init__(self, table: GavelThroughputTable | None = None, estimator: PmiEstimator | None = None) -> None:
+    def __init__(
+        self, table: GavelThroughputTable | None = None, estimator: PmiEstimator | None = None
+    ) -> None:
         self.table = table if table is not None else GavelThroughputTable.bundled()
         self.estimator = estimator if estimator is not None else PmiEstimator(self.table)
         self._lock = threading.Lock()
@@ -46,13 +48,17 @@ class CompositeThroughput(ThroughputModel):
         """True when the table has the consolidated figure for (job type, GPU type, W)."""
         return self.table.measured(job_type, gpu_type, num_gpus, True) is not None
 
-    def _estimated_placements(self, job_type: str, gpu_type: str, num_gpus: int, multi_node_possible: bool
-                              ) -> list[str]:
+    def _estimated_placements(
+        self, job_type: str, gpu_type: str, num_gpus: int, multi_node_possible: bool
+    ) -> list[str]:
         """Which of the two placements' figures are estimated for (job type, GPU type, W)."""
         out = []
         if self.table.measured(job_type, gpu_type, num_gpus, True) is None:
             out.append(CONSOLIDATED)
-            if multi_node_possible and self.table.measured(job_type, gpu_type, num_gpus, False) is None:
+            if (
+                multi_node_possible
+                and self.table.measured(job_type, gpu_type, num_gpus, False) is None
+            ):
                 out.append(MULTI_NODE)
         return out
 
@@ -62,7 +68,9 @@ class CompositeThroughput(ThroughputModel):
             EstimatedCell(j.job_type, k, j.num_gpus, where)
             for j in jobs
             for k in cluster.gpu_types
-            for where in self._estimated_placements(j.job_type, k, j.num_gpus, multi and j.num_gpus > 1)
+            for where in self._estimated_placements(
+                j.job_type, k, j.num_gpus, multi and j.num_gpus > 1
+            )
         }
         return sorted(cells)
 
@@ -76,8 +84,13 @@ class CompositeThroughput(ThroughputModel):
             return sorted(self._seen_estimated)
 
     def cell_rates(self, job: Job, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
-        key = (job.job_type, job.num_gpus, job_profile(job), cluster.gpu_types,
-               tuple(n.pcie_gen for n in cluster.nodes))
+        key = (
+            job.job_type,
+            job.num_gpus,
+            job_profile(job),
+            cluster.gpu_types,
+            tuple(n.pcie_gen for n in cluster.nodes),
+        )
         hit = self._cells.get(key)
         if hit is not None:
             return hit
@@ -113,5 +126,7 @@ class CompositeThroughput(ThroughputModel):
         if measured:
             parts.append(f"measured ({self.table.source}) on {', '.join(measured)}")
         if estimated:
-            parts.append(f"estimated on {', '.join(estimated)} [{self.estimator.describe(job, cluster)}]")
+            parts.append(
+                f"estimated on {', '.join(estimated)} [{self.estimator.describe(job, cluster)}]"
+            )
         return "; ".join(parts)

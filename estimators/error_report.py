@@ -105,9 +105,16 @@ class ErrorReport:
     """Measured cells of 0 (cannot run) left out."""
     gpu_types: tuple[str, ...] = field(default_factory=tuple)
 
-    def summary(self, holdout: str, gpu_type: str, num_gpus: int = 1, consolidated: bool = True) -> Summary | None:
+    def summary(
+        self, holdout: str, gpu_type: str, num_gpus: int = 1, consolidated: bool = True
+    ) -> Summary | None:
         for s in self.summaries:
-            if (s.holdout, s.gpu_type, s.num_gpus, s.consolidated) == (holdout, gpu_type, num_gpus, consolidated):
+            if (s.holdout, s.gpu_type, s.num_gpus, s.consolidated) == (
+                holdout,
+                gpu_type,
+                num_gpus,
+                consolidated,
+            ):
                 return s
         return None
 
@@ -121,7 +128,9 @@ class ErrorReport:
             "gpu_types": list(self.gpu_types),
             "skipped_zero_cells": self.skipped_zero,
             "summaries": [asdict(s) for s in self.summaries],
-            "rankings": [asdict(r) | {"disagreements": list(r.disagreements)} for r in self.rankings],
+            "rankings": [
+                asdict(r) | {"disagreements": list(r.disagreements)} for r in self.rankings
+            ],
             "worst_cell_holdout": [_row_dict(r) for r in self.worst("cell")],
         }
 
@@ -144,15 +153,22 @@ def table_entries(table: GavelThroughputTable) -> dict[TableKey, float]:
     return out
 
 
-def masked(entries: dict[TableKey, float], hide: Callable[[TableKey], bool], source: str) -> GavelThroughputTable:
+def masked(
+    entries: dict[TableKey, float], hide: Callable[[TableKey], bool], source: str
+) -> GavelThroughputTable:
     """A table with the entries for which ``hide`` is true removed."""
     return GavelThroughputTable({k: v for k, v in entries.items() if not hide(k)}, source=source)
 
 
 # -- evaluation -------------------------------------------------------------------------------
-def _targets(entries: dict[TableKey, float], gpu_types: Sequence[str]) -> tuple[list[TableKey], int]:
+def _targets(
+    entries: dict[TableKey, float], gpu_types: Sequence[str]
+) -> tuple[list[TableKey], int]:
     keys, zero = [], 0
-    for k, v in sorted(entries.items(), key=lambda kv: (kv[0].job_type, kv[0].gpu_type, kv[0].num_gpus, not kv[0].consolidated)):
+    for k, v in sorted(
+        entries.items(),
+        key=lambda kv: (kv[0].job_type, kv[0].gpu_type, kv[0].num_gpus, not kv[0].consolidated),
+    ):
         if k.gpu_type not in gpu_types or (k.num_gpus == 1 and not k.consolidated):
             continue  # W = 1 "unconsolidated" duplicates the consolidated figure
         if v <= 0:
@@ -201,9 +217,22 @@ def evaluate(
             estimators[group] = est
         e = est.estimate(t.job_type, t.gpu_type, num_gpus=t.num_gpus, consolidated=t.consolidated)
         for a in (e.anchor, e.network):  # honesty: nothing hidden may have been used
-            assert a is None or not hide(TableKey(a.job_type, a.gpu_type, a.num_gpus, a.consolidated))
-        rows.append(ErrorRow(holdout, t.job_type, t.gpu_type, t.num_gpus, t.consolidated,
-                             entries[t], e.value, e.anchor.kind, e.source))
+            assert a is None or not hide(
+                TableKey(a.job_type, a.gpu_type, a.num_gpus, a.consolidated)
+            )
+        rows.append(
+            ErrorRow(
+                holdout,
+                t.job_type,
+                t.gpu_type,
+                t.num_gpus,
+                t.consolidated,
+                entries[t],
+                e.value,
+                e.anchor.kind,
+                e.source,
+            )
+        )
     return rows, zero
 
 
@@ -217,13 +246,31 @@ def summarize(rows: Iterable[ErrorRow]) -> list[Summary]:
     for (h, g, w, c), rs in groups.items():
         apes = [r.ape for r in rs]
         worst = max(rs, key=lambda r: r.ape)
-        out.append(Summary(
-            h, g, w, c, len(rs), statistics.median(apes), statistics.fmean(apes),
-            math.exp(statistics.median(math.log(r.ratio) for r in rs)),
-            sum(a <= 25.0 for a in apes) / len(apes), worst.job_type, worst.ape,
-        ))
+        out.append(
+            Summary(
+                h,
+                g,
+                w,
+                c,
+                len(rs),
+                statistics.median(apes),
+                statistics.fmean(apes),
+                math.exp(statistics.median(math.log(r.ratio) for r in rs)),
+                sum(a <= 25.0 for a in apes) / len(apes),
+                worst.job_type,
+                worst.ape,
+            )
+        )
     order = {h: i for i, h in enumerate(HOLDOUTS)}
-    out.sort(key=lambda s: (order.get(s.holdout, 9), s.num_gpus, not s.consolidated, s.gpu_type == "all", s.gpu_type))
+    out.sort(
+        key=lambda s: (
+            order.get(s.holdout, 9),
+            s.num_gpus,
+            not s.consolidated,
+            s.gpu_type == "all",
+            s.gpu_type,
+        )
+    )
     return out
 
 
@@ -232,7 +279,9 @@ def _other_gpus_of(job_type: str, ref: str) -> Callable[[TableKey], bool]:
     return lambda k: k.job_type == job_type and k.gpu_type != ref
 
 
-def rank_agreement(table: GavelThroughputTable, params: PmiParams | None = None, num_gpus: int = 1) -> Ranking | None:
+def rank_agreement(
+    table: GavelThroughputTable, params: PmiParams | None = None, num_gpus: int = 1
+) -> Ranking | None:
     """Order agreement at gang size W (consolidated), reference measured and the rest estimated."""
     params = params or PmiParams()
     ref = params.reference_gpu
@@ -271,7 +320,9 @@ def build_report(
     params = params or PmiParams()
     if params.reference_gpu not in table.gpu_types:
         have = ", ".join(sorted(table.gpu_types))
-        raise InputError(f"--reference: {params.reference_gpu} is not measured in {table.source} (has {have})")
+        raise InputError(
+            f"--reference: {params.reference_gpu} is not measured in {table.source} (has {have})"
+        )
     rows: list[ErrorRow] = []
     zero = 0
     for h in holdouts:
@@ -279,7 +330,9 @@ def build_report(
         rows += held_out
     sizes = sorted({w for jt in table.job_types for w in table.gang_sizes(jt)})
     rankings = [r for w in sizes if (r := rank_agreement(table, params, w)) is not None]
-    return ErrorReport(table.source, params, rows, summarize(rows), rankings, zero, tuple(sorted(table.gpu_types)))
+    return ErrorReport(
+        table.source, params, rows, summarize(rows), rankings, zero, tuple(sorted(table.gpu_types))
+    )
 
 
 # -- variants (to justify the defaults) ------------------------------------------------------
@@ -307,7 +360,9 @@ class VariantScore:
     pairwise_w1: float
 
 
-def score_variants(table: GavelThroughputTable, base: PmiParams | None = None) -> list[VariantScore]:
+def score_variants(
+    table: GavelThroughputTable, base: PmiParams | None = None
+) -> list[VariantScore]:
     """Cell hold-out error of a few PMI choices, all GPU types pooled."""
     base = base or PmiParams()
     out = []
@@ -318,8 +373,16 @@ def score_variants(table: GavelThroughputTable, base: PmiParams | None = None) -
         gang = [r.ape for r in rows if r.num_gpus > 1 and r.consolidated] or [math.nan]
         multi = [r.ape for r in rows if not r.consolidated] or [math.nan]
         rank = rank_agreement(table, p, 1)
-        out.append(VariantScore(label, statistics.median(w1), statistics.fmean(w1), statistics.median(gang),
-                                statistics.median(multi), rank.pairwise if rank else math.nan))
+        out.append(
+            VariantScore(
+                label,
+                statistics.median(w1),
+                statistics.fmean(w1),
+                statistics.median(gang),
+                statistics.median(multi),
+                rank.pairwise if rank else math.nan,
+            )
+        )
     return out
 
 
@@ -334,20 +397,80 @@ def make_out_dir(out_dir: str | Path) -> Path:
     return d
 
 
-def write_outputs(report: ErrorReport, out_dir: str | Path, variants: Sequence[VariantScore] = ()) -> list[Path]:
+def write_outputs(
+    report: ErrorReport, out_dir: str | Path, variants: Sequence[VariantScore] = ()
+) -> list[Path]:
     """``estimate_error_cells.csv``, ``estimate_error_summary.csv``, ``estimate_error.json``."""
     d = make_out_dir(out_dir)
-    cells, summ, js = d / "estimate_error_cells.csv", d / "estimate_error_summary.csv", d / "estimate_error.json"
-    write_csv(cells, [[r.holdout, r.job_type, r.gpu_type, r.num_gpus, r.consolidated, f"{r.measured:.6g}",
-                       f"{r.estimated:.6g}", f"{r.ape:.2f}", f"{r.ratio:.4f}", r.anchor_kind, r.anchor]
-                      for r in report.rows],
-              ["holdout", "job_type", "gpu_type", "num_gpus", "consolidated", "measured", "estimated", "ape_pct",
-               "ratio", "anchor_kind", "anchor"])
-    write_csv(summ, [[s.holdout, s.gpu_type, s.num_gpus, s.consolidated, s.cells, f"{s.median_ape:.2f}",
-                      f"{s.mean_ape:.2f}", f"{s.median_ratio:.4f}", f"{s.within_25:.3f}", s.worst_job,
-                      f"{s.worst_ape:.2f}"] for s in report.summaries],
-              ["holdout", "gpu_type", "num_gpus", "consolidated", "cells", "median_ape_pct", "mean_ape_pct",
-               "median_ratio", "within_25pct", "worst_job", "worst_ape_pct"])
+    cells, summ, js = (
+        d / "estimate_error_cells.csv",
+        d / "estimate_error_summary.csv",
+        d / "estimate_error.json",
+    )
+    write_csv(
+        cells,
+        [
+            [
+                r.holdout,
+                r.job_type,
+                r.gpu_type,
+                r.num_gpus,
+                r.consolidated,
+                f"{r.measured:.6g}",
+                f"{r.estimated:.6g}",
+                f"{r.ape:.2f}",
+                f"{r.ratio:.4f}",
+                r.anchor_kind,
+                r.anchor,
+            ]
+            for r in report.rows
+        ],
+        [
+            "holdout",
+            "job_type",
+            "gpu_type",
+            "num_gpus",
+            "consolidated",
+            "measured",
+            "estimated",
+            "ape_pct",
+            "ratio",
+            "anchor_kind",
+            "anchor",
+        ],
+    )
+    write_csv(
+        summ,
+        [
+            [
+                s.holdout,
+                s.gpu_type,
+                s.num_gpus,
+                s.consolidated,
+                s.cells,
+                f"{s.median_ape:.2f}",
+                f"{s.mean_ape:.2f}",
+                f"{s.median_ratio:.4f}",
+                f"{s.within_25:.3f}",
+                s.worst_job,
+                f"{s.worst_ape:.2f}",
+            ]
+            for s in report.summaries
+        ],
+        [
+            "holdout",
+            "gpu_type",
+            "num_gpus",
+            "consolidated",
+            "cells",
+            "median_ape_pct",
+            "mean_ape_pct",
+            "median_ratio",
+            "within_25pct",
+            "worst_job",
+            "worst_ape_pct",
+        ],
+    )
     data = report.to_json()
     if variants:
         data["variants"] = [asdict(v) for v in variants]
@@ -360,7 +483,9 @@ def render(report: ErrorReport, console: Any, variants: Sequence[VariantScore] =
     from rich.table import Table
 
     ref = report.params.reference_gpu
-    console.print(f"[bold]Cold-start estimate (Eq. 10) vs measured[/bold]: {report.source}, reference {ref}")
+    console.print(
+        f"[bold]Cold-start estimate (Eq. 10) vs measured[/bold]: {report.source}, reference {ref}"
+    )
     titles = {
         "cell": "hold-out = cell: X_ref from another GPU type (the case of a GPU missing from the table)",
         "gang": "hold-out = gang: W > 1 figures hidden, W = 1 reference x gang scaling",
@@ -372,37 +497,86 @@ def render(report: ErrorReport, console: Any, variants: Sequence[VariantScore] =
         if not rows:
             continue
         t = Table(title=titles[h], title_justify="left")
-        for col in ("GPU", "W", "placement", "cells", "median APE %", "mean APE %", "est/meas (median)",
-                    "within 25 %", "worst"):
+        for col in (
+            "GPU",
+            "W",
+            "placement",
+            "cells",
+            "median APE %",
+            "mean APE %",
+            "est/meas (median)",
+            "within 25 %",
+            "worst",
+        ):
             t.add_column(col, justify="left" if col in ("GPU", "placement", "worst") else "right")
         for s in rows:
-            t.add_row(s.gpu_type, str(s.num_gpus), "consolidated" if s.consolidated else "multi-node",
-                      str(s.cells), f"{s.median_ape:.1f}", f"{s.mean_ape:.1f}", f"{s.median_ratio:.2f}",
-                      f"{100 * s.within_25:.0f} %", f"{s.worst_job} ({s.worst_ape:.0f} %)",
-                      style="bold" if s.gpu_type == "all" else None)
+            t.add_row(
+                s.gpu_type,
+                str(s.num_gpus),
+                "consolidated" if s.consolidated else "multi-node",
+                str(s.cells),
+                f"{s.median_ape:.1f}",
+                f"{s.mean_ape:.1f}",
+                f"{s.median_ratio:.2f}",
+                f"{100 * s.within_25:.0f} %",
+                f"{s.worst_job} ({s.worst_ape:.0f} %)",
+                style="bold" if s.gpu_type == "all" else None,
+            )
         console.print(t)
-    t = Table(title=f"Ranking agreement (reference {ref} measured, other GPU types estimated)", title_justify="left")
+    t = Table(
+        title=f"Ranking agreement (reference {ref} measured, other GPU types estimated)",
+        title_justify="left",
+    )
     for col in ("W", "job types", "full order", "pairwise", "fastest GPU"):
         t.add_column(col, justify="right")
     for r in report.rankings:
-        t.add_row(str(r.num_gpus), str(r.jobs), f"{100 * r.full_order:.0f} %", f"{100 * r.pairwise:.0f} %",
-                  f"{100 * r.top1:.0f} %")
+        t.add_row(
+            str(r.num_gpus),
+            str(r.jobs),
+            f"{100 * r.full_order:.0f} %",
+            f"{100 * r.pairwise:.0f} %",
+            f"{100 * r.top1:.0f} %",
+        )
     console.print(t)
     t = Table(title="Worst cells (hold-out = cell)", title_justify="left")
     for col in ("job type", "GPU", "W", "placement", "measured", "estimated", "APE %", "from"):
         t.add_column(col)
     for row in report.worst("cell"):
-        t.add_row(row.job_type, row.gpu_type, str(row.num_gpus), "consolidated" if row.consolidated else "multi-node",
-                  f"{row.measured:.2f}", f"{row.estimated:.2f}", f"{row.ape:.0f}", row.anchor)
+        t.add_row(
+            row.job_type,
+            row.gpu_type,
+            str(row.num_gpus),
+            "consolidated" if row.consolidated else "multi-node",
+            f"{row.measured:.2f}",
+            f"{row.estimated:.2f}",
+            f"{row.ape:.0f}",
+            row.anchor,
+        )
     console.print(t)
     if variants:
-        t = Table(title="PMI variants (hold-out = cell, all GPU types pooled)", title_justify="left")
-        for col in ("variant", "median APE % W=1", "mean APE % W=1", "median APE % W>1",
-                    "median APE % multi-node", "pairwise order W=1"):
+        t = Table(
+            title="PMI variants (hold-out = cell, all GPU types pooled)", title_justify="left"
+        )
+        for col in (
+            "variant",
+            "median APE % W=1",
+            "mean APE % W=1",
+            "median APE % W>1",
+            "median APE % multi-node",
+            "pairwise order W=1",
+        ):
             t.add_column(col)
         for v in variants:
-            t.add_row(v.label, f"{v.median_ape_w1:.1f}", f"{v.mean_ape_w1:.1f}", f"{v.median_ape_gang:.1f}",
-                      f"{v.median_ape_multi:.1f}", f"{100 * v.pairwise_w1:.0f} %")
+            t.add_row(
+                v.label,
+                f"{v.median_ape_w1:.1f}",
+                f"{v.mean_ape_w1:.1f}",
+                f"{v.median_ape_gang:.1f}",
+                f"{v.median_ape_multi:.1f}",
+                f"{100 * v.pairwise_w1:.0f} %",
+            )
         console.print(t)
     if report.skipped_zero:
-        console.print(f"({report.skipped_zero} measured cells of 0 steps/s, i.e. cannot run, were left out)")
+        console.print(
+            f"({report.skipped_zero} measured cells of 0 steps/s, i.e. cannot run, were left out)"
+        )

@@ -62,7 +62,9 @@ class _Entry:
 def _calibration(measured: Mapping[tuple[int, int], float], prior_cons: np.ndarray) -> float:
     """Geometric mean of measured / prior over the measured cells the prior has a figure for
     (1.0 when there is none)."""
-    logs = [math.log(v / float(prior_cons[c])) for c, v in measured.items() if float(prior_cons[c]) > 0]
+    logs = [
+        math.log(v / float(prior_cons[c])) for c, v in measured.items() if float(prior_cons[c]) > 0
+    ]
     return math.exp(sum(logs) / len(logs)) if logs else 1.0
 
 
@@ -94,13 +96,22 @@ class OnlineThroughput(ThroughputModel):
         """
         job_type = job if isinstance(job, str) else job.job_type
         key = self._key(job_type, node, num_gpus, gpu_type)
-        if isinstance(steps_per_second, bool) or not isinstance(steps_per_second, (int, float, np.number)):
-            raise InputError(f"{job_type} on {node}: steps_per_second must be a number (got {steps_per_second!r})")
+        if isinstance(steps_per_second, bool) or not isinstance(
+            steps_per_second, (int, float, np.number)
+        ):
+            raise InputError(
+                f"{job_type} on {node}: steps_per_second must be a number (got {steps_per_second!r})"
+            )
         rate = float(steps_per_second)
         if not math.isfinite(rate) or rate <= 0:
             with self._lock:
                 self.skipped += 1
-            log.warning("skipped throughput %r for %s on %s (not a positive finite number)", rate, job_type, node)
+            log.warning(
+                "skipped throughput %r for %s on %s (not a positive finite number)",
+                rate,
+                job_type,
+                node,
+            )
             return False
         with self._lock:
             e = self._entries.get(key)
@@ -112,18 +123,28 @@ class OnlineThroughput(ThroughputModel):
         return True
 
     @staticmethod
-    def _key(job_type: object, node: object, num_gpus: object, gpu_type: object) -> tuple[str, int, str, str]:
+    def _key(
+        job_type: object, node: object, num_gpus: object, gpu_type: object
+    ) -> tuple[str, int, str, str]:
         """Validate one key read from a caller or a saved file (any JSON value) and normalise it."""
         if not isinstance(job_type, str) or not job_type:
             raise InputError(f"job type must be a non-empty string (got {job_type!r})")
         if not isinstance(node, str) or not node:
             raise InputError(f"{job_type}: node must be a non-empty string (got {node!r})")
         if isinstance(num_gpus, bool) or not isinstance(num_gpus, int) or num_gpus < 1:
-            raise InputError(f"{job_type} on {node}: num_gpus must be an integer >= 1 (got {num_gpus!r})")
-        gpu = _ANY_GPU if gpu_type is None else canonical_gpu(str(gpu_type), f"{job_type} on {node}: gpu_type")
+            raise InputError(
+                f"{job_type} on {node}: num_gpus must be an integer >= 1 (got {num_gpus!r})"
+            )
+        gpu = (
+            _ANY_GPU
+            if gpu_type is None
+            else canonical_gpu(str(gpu_type), f"{job_type} on {node}: gpu_type")
+        )
         return job_type, num_gpus, node, gpu
 
-    def measured(self, job: Job | str, node: str, num_gpus: int, gpu_type: str | None = None) -> float | None:
+    def measured(
+        self, job: Job | str, node: str, num_gpus: int, gpu_type: str | None = None
+    ) -> float | None:
         """The smoothed measurement for the key, or None when never observed."""
         job_type = job if isinstance(job, str) else job.job_type
         with self._lock:
@@ -156,7 +177,10 @@ class OnlineThroughput(ThroughputModel):
                 if v is not None:
                     measured[h, k] = v
         scale = _calibration(measured, prior_cons)
-        cons, unc = np.asarray(prior_cons, dtype=float) * scale, np.asarray(prior_unc, dtype=float) * scale
+        cons, unc = (
+            np.asarray(prior_cons, dtype=float) * scale,
+            np.asarray(prior_unc, dtype=float) * scale,
+        )
         for (h, k), v in measured.items():
             pc = float(prior_cons[h, k])
             if job.num_gpus == 1:
@@ -180,8 +204,13 @@ class OnlineThroughput(ThroughputModel):
 
     def describe(self, job: Job, cluster: Cluster) -> str:
         with self._lock:
-            nodes = sorted({n for (jt, w, n, _g) in self._entries
-                            if jt == job.job_type and w == job.num_gpus and n in cluster.node_index})
+            nodes = sorted(
+                {
+                    n
+                    for (jt, w, n, _g) in self._entries
+                    if jt == job.job_type and w == job.num_gpus and n in cluster.node_index
+                }
+            )
         base = self.prior.describe(job, cluster)
         return f"measured online on {', '.join(nodes)}; elsewhere {base}" if nodes else base
 
@@ -190,15 +219,28 @@ class OnlineThroughput(ThroughputModel):
         """Plain-JSON state (the prior is not included: restore with the same prior)."""
         with self._lock:
             entries = [
-                {"job_type": jt, "num_gpus": w, "node": n, "gpu_type": None if g == _ANY_GPU else g,
-                 "steps_per_second": e.value, "observations": e.count}
+                {
+                    "job_type": jt,
+                    "num_gpus": w,
+                    "node": n,
+                    "gpu_type": None if g == _ANY_GPU else g,
+                    "steps_per_second": e.value,
+                    "observations": e.count,
+                }
                 for (jt, w, n, g), e in sorted(self._entries.items())
             ]
-            return {"format": FORMAT, "version": 1, "alpha": self.alpha, "skipped": self.skipped,
-                    "entries": entries}
+            return {
+                "format": FORMAT,
+                "version": 1,
+                "alpha": self.alpha,
+                "skipped": self.skipped,
+                "entries": entries,
+            }
 
     @classmethod
-    def from_dict(cls, data: Any, prior: ThroughputModel, source: str = "<state>") -> OnlineThroughput:
+    def from_dict(
+        cls, data: Any, prior: ThroughputModel, source: str = "<state>"
+    ) -> OnlineThroughput:
         """Inverse of :meth:`to_dict`; malformed state raises a one-line InputError."""
         if not isinstance(data, Mapping) or data.get("format") != FORMAT:
             raise InputError(f"{source}: not a {FORMAT} state (missing or wrong 'format')")
@@ -216,12 +258,21 @@ class OnlineThroughput(ThroughputModel):
             if not isinstance(e, Mapping):
                 raise InputError(f"{where}: expected an object")
             try:
-                key = cls._key(e.get("job_type"), e.get("node"), e.get("num_gpus"), e.get("gpu_type"))
+                key = cls._key(
+                    e.get("job_type"), e.get("node"), e.get("num_gpus"), e.get("gpu_type")
+                )
             except InputError as exc:
                 raise InputError(f"{where}: {exc}") from None
             v, n = e.get("steps_per_second"), e.get("observations", 1)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-                raise InputError(f"{where}: steps_per_second: must be a positive number (got {v!r})")
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, (int, float))
+                or not math.isfinite(v)
+                or v <= 0
+            ):
+                raise InputError(
+                    f"{where}: steps_per_second: must be a positive number (got {v!r})"
+                )
             if isinstance(n, bool) or not isinstance(n, int) or n < 1:
                 raise InputError(f"{where}: observations: must be an integer >= 1 (got {n!r})")
             if key in model._entries:

@@ -74,7 +74,9 @@ class PmiParams:
     batch_exponent: float = 0.3
     """batch(B) = (B / batch_reference)^beta: per-sample throughput rising with batch size."""
     weight_factors: Mapping[str, float] = field(
-        default_factory=lambda: _frozen({"small": 1.0, "modest": 1.5, "high": 3.0, "extra-high": 6.0})
+        default_factory=lambda: _frozen(
+            {"small": 1.0, "modest": 1.5, "high": 3.0, "extra-high": 6.0}
+        )
     )
     """weight(model class): divides throughput."""
     dataset_factors: Mapping[str, float] = field(
@@ -97,7 +99,9 @@ class PmiParams:
     """Multi-node rate = this x consolidated rate when no unconsolidated anchor exists."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "reference_gpu", canonical_gpu(self.reference_gpu, "reference_gpu"))
+        object.__setattr__(
+            self, "reference_gpu", canonical_gpu(self.reference_gpu, "reference_gpu")
+        )
         for name in ("pcie_factors", "weight_factors", "dataset_factors"):
             object.__setattr__(self, name, _frozen(getattr(self, name)))
         _positive("prior_samples_per_s", self.prior_samples_per_s)
@@ -113,20 +117,34 @@ class PmiParams:
             v = getattr(self, name)
             if not 0.0 < v <= 1.0:
                 raise InputError(f"{name}: must be in (0, 1] (got {v!r})")
-        if isinstance(self.reference_pcie_gen, bool) or not isinstance(self.reference_pcie_gen, int) \
-                or self.reference_pcie_gen < 1:
-            raise InputError(f"reference_pcie_gen: must be an integer >= 1 (got {self.reference_pcie_gen!r})")
+        if (
+            isinstance(self.reference_pcie_gen, bool)
+            or not isinstance(self.reference_pcie_gen, int)
+            or self.reference_pcie_gen < 1
+        ):
+            raise InputError(
+                f"reference_pcie_gen: must be an integer >= 1 (got {self.reference_pcie_gen!r})"
+            )
         if not self.pcie_factors:
             raise InputError("pcie_factors: needs at least one generation")
         try:
             pcie = {int(g): v for g, v in self.pcie_factors.items()}
         except (TypeError, ValueError):
-            raise InputError(f"pcie_factors: generations must be integers (got {list(self.pcie_factors)})") from None
+            raise InputError(
+                f"pcie_factors: generations must be integers (got {list(self.pcie_factors)})"
+            ) from None
         object.__setattr__(self, "pcie_factors", _frozen(pcie))
         for gen, v in pcie.items():
             _positive(f"pcie_factors[{gen}]", v)
-        _non_decreasing("pcie_factors", [pcie[g] for g in sorted(pcie)], "a newer PCIe generation must not be slower")
-        for name, classes in (("weight_factors", WEIGHT_CLASSES), ("dataset_factors", DATASET_CLASSES)):
+        _non_decreasing(
+            "pcie_factors",
+            [pcie[g] for g in sorted(pcie)],
+            "a newer PCIe generation must not be slower",
+        )
+        for name, classes in (
+            ("weight_factors", WEIGHT_CLASSES),
+            ("dataset_factors", DATASET_CLASSES),
+        ):
             table = getattr(self, name)
             missing = [c for c in classes if c not in table]
             if missing:
@@ -222,7 +240,9 @@ class Family:
 
 FAMILIES: dict[str, Family] = {
     "ResNet-18": Family("modest", "S", 64, "ResNet-18 on CIFAR-10, 11.7 M parameters"),
-    "ResNet-50": Family("extra-high", "XL", 64, "ResNet-50 on ImageNet, 25.6 M parameters, 4 GFLOP/image"),
+    "ResNet-50": Family(
+        "extra-high", "XL", 64, "ResNet-50 on ImageNet, 25.6 M parameters, 4 GFLOP/image"
+    ),
     "LM": Family("high", "L", 20, "2-layer LSTM language model on Wikitext-2"),
     "Transformer": Family("high", "L", 64, "Transformer translation on Multi30k"),
     "Recommendation": Family("modest", "XL", 2048, "autoencoder recommender on MovieLens-20M"),
@@ -268,8 +288,13 @@ def job_profile(job: Job | str) -> JobProfile:
     dataset: str | None = None
     phys = PHYSICAL_WORKLOADS.get(job_type)
     if phys is not None:
-        family = parse_job_type(phys.gavel_job_type)[0] if phys.gavel_job_type else PHYSICAL_FAMILY.get(job_type)
+        family = (
+            parse_job_type(phys.gavel_job_type)[0]
+            if phys.gavel_job_type
+            else PHYSICAL_FAMILY.get(job_type)
+        )
         batch, weight, dataset = phys.batch_size, phys.weight_class, phys.dataset_class
+
     def fill_from_family() -> None:
         nonlocal weight, dataset, batch
         if family is not None:
@@ -292,9 +317,13 @@ def job_profile(job: Job | str) -> JobProfile:
             fill_from_family()
     weight, dataset = weight or "modest", dataset or "M"
     if weight not in WEIGHT_CLASSES:
-        raise InputError(f"{where}: weight class must be one of {', '.join(WEIGHT_CLASSES)} (got {weight!r})")
+        raise InputError(
+            f"{where}: weight class must be one of {', '.join(WEIGHT_CLASSES)} (got {weight!r})"
+        )
     if dataset not in DATASET_CLASSES:
-        raise InputError(f"{where}: dataset class must be one of {', '.join(DATASET_CLASSES)} (got {dataset!r})")
+        raise InputError(
+            f"{where}: dataset class must be one of {', '.join(DATASET_CLASSES)} (got {dataset!r})"
+        )
     if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
         raise InputError(f"{where}: batch size must be an integer >= 1 (got {batch!r})")
     return JobProfile(family, batch, weight, dataset)
@@ -326,17 +355,25 @@ class Estimate:
     @property
     def source(self) -> str:
         a = self.anchor
-        text = "generic prior" if a.kind == "prior" else f"{a.kind} measurement {a.job_type} on {a.gpu_type} x{a.num_gpus}"
+        text = (
+            "generic prior"
+            if a.kind == "prior"
+            else f"{a.kind} measurement {a.job_type} on {a.gpu_type} x{a.num_gpus}"
+        )
         n = self.network
         if n is not None:
-            text += f", network bound from {n.job_type} on {n.gpu_type} x{n.num_gpus} (unconsolidated)"
+            text += (
+                f", network bound from {n.job_type} on {n.gpu_type} x{n.num_gpus} (unconsolidated)"
+            )
         return text
 
 
 class PmiEstimator(ThroughputModel):
     """Eq. 10 over a table of anchor measurements (None: generic prior only)."""
 
-    def __init__(self, table: GavelThroughputTable | None = None, params: PmiParams | None = None) -> None:
+    def __init__(
+        self, table: GavelThroughputTable | None = None, params: PmiParams | None = None
+    ) -> None:
         self.table = table
         self.params = params or PmiParams()
         cat = catalogue()
@@ -366,7 +403,11 @@ class PmiEstimator(ThroughputModel):
     # -- anchors -----------------------------------------------------------------------------
     def _gpu_order(self, target: str) -> list[str]:
         assert self.table is not None
-        first = [g for g in dict.fromkeys((target, self.params.reference_gpu)) if g in self.table.gpu_types]
+        first = [
+            g
+            for g in dict.fromkeys((target, self.params.reference_gpu))
+            if g in self.table.gpu_types
+        ]
         others = sorted(
             (g for g in self.table.gpu_types if g not in first),
             key=lambda g: (abs(math.log(self._pmi[g] / self._pmi[target])), g),
@@ -384,8 +425,10 @@ class PmiEstimator(ThroughputModel):
                 (m for m in self._members.get(profile.family, []) if m[0] != job_type),
                 key=lambda m: (abs(math.log((m[1] or ref_b) / b)), m[1] or 0),
             )
-            out += [("family", jt, JobProfile(profile.family, mb, fam.weight_class, fam.dataset_class))
-                    for jt, mb in members]
+            out += [
+                ("family", jt, JobProfile(profile.family, mb, fam.weight_class, fam.dataset_class))
+                for jt, mb in members
+            ]
         return out
 
     def anchor(self, job_type: str, profile: JobProfile, num_gpus: int, target: str) -> Anchor:
@@ -400,9 +443,19 @@ class PmiEstimator(ThroughputModel):
                             return Anchor(kind, jt, g, w, True, v, prof)
         p = self.params
         unit = JobProfile(None, p.batch_reference, "small", "S")
-        return Anchor("prior", "unit job", p.reference_gpu, 1, True, p.prior_samples_per_s / p.batch_reference, unit)
+        return Anchor(
+            "prior",
+            "unit job",
+            p.reference_gpu,
+            1,
+            True,
+            p.prior_samples_per_s / p.batch_reference,
+            unit,
+        )
 
-    def network_anchor(self, job_type: str, profile: JobProfile, num_gpus: int, target: str) -> tuple[Anchor, float] | None:
+    def network_anchor(
+        self, job_type: str, profile: JobProfile, num_gpus: int, target: str
+    ) -> tuple[Anchor, float] | None:
         """An unconsolidated measurement at W with its consolidated twin on the same GPU type:
         ``(unconsolidated anchor, consolidated figure)``; None when the table has none."""
         if self.table is None:
@@ -451,7 +504,9 @@ class PmiEstimator(ThroughputModel):
             x = a.value
             x *= p.job_factor(profile) / p.job_factor(a.profile)
             x *= (self._pmi[gpu] / self._pmi[a.gpu_type]) ** p.pmi_exponent
-            x *= p.pcie(self.effective_pcie(gen, gpu)) / p.pcie(self.effective_pcie(p.reference_pcie_gen, a.gpu_type))
+            x *= p.pcie(self.effective_pcie(gen, gpu)) / p.pcie(
+                self.effective_pcie(p.reference_pcie_gen, a.gpu_type)
+            )
             x *= p.gang_scale(w) / p.gang_scale(a.num_gpus)
             est = Estimate(float(x), a)
         else:
@@ -461,23 +516,36 @@ class PmiEstimator(ThroughputModel):
                 est = Estimate(base.value * p.unconsolidated_penalty, base.anchor)
             else:
                 n, twin = net
-                bound = n.value * p.weight_factors[n.profile.weight_class] / p.weight_factors[profile.weight_class]
+                bound = (
+                    n.value
+                    * p.weight_factors[n.profile.weight_class]
+                    / p.weight_factors[profile.weight_class]
+                )
                 value = min(base.value, bound) if n.value < twin else base.value
                 est = Estimate(float(value), base.anchor, n)
         self._cache[key] = est
         return est
 
     def cell_rates(self, job: Job, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
-        key = (job.job_type, job_profile(job), job.num_gpus, cluster.gpu_types,
-               tuple(n.pcie_gen for n in cluster.nodes))
+        key = (
+            job.job_type,
+            job_profile(job),
+            job.num_gpus,
+            cluster.gpu_types,
+            tuple(n.pcie_gen for n in cluster.nodes),
+        )
         hit = self._cells.get(key)
         if hit is None:
             shape = cluster.capacity.shape
             cons, unc = np.zeros(shape), np.zeros(shape)
             for h, node in enumerate(cluster.nodes):
                 for k, gpu in enumerate(cluster.gpu_types):
-                    cons[h, k] = self.estimate(job, gpu, pcie_gen=node.pcie_gen, consolidated=True).value
-                    unc[h, k] = self.estimate(job, gpu, pcie_gen=node.pcie_gen, consolidated=False).value
+                    cons[h, k] = self.estimate(
+                        job, gpu, pcie_gen=node.pcie_gen, consolidated=True
+                    ).value
+                    unc[h, k] = self.estimate(
+                        job, gpu, pcie_gen=node.pcie_gen, consolidated=False
+                    ).value
             cons.setflags(write=False)
             unc.setflags(write=False)
             hit = (cons, unc)
@@ -487,11 +555,18 @@ class PmiEstimator(ThroughputModel):
     def estimated_cells(self, jobs: Iterable[Job], cluster: Cluster) -> list[EstimatedCell]:
         """Every figure: this model measures nothing."""
         multi = len(cluster.nodes) > 1
-        return sorted({
-            EstimatedCell(j.job_type, k, j.num_gpus, where)
-            for j in jobs for k in cluster.gpu_types
-            for where in (("consolidated", "multi-node") if multi and j.num_gpus > 1 else ("consolidated",))
-        })
+        return sorted(
+            {
+                EstimatedCell(j.job_type, k, j.num_gpus, where)
+                for j in jobs
+                for k in cluster.gpu_types
+                for where in (
+                    ("consolidated", "multi-node")
+                    if multi and j.num_gpus > 1
+                    else ("consolidated",)
+                )
+            }
+        )
 
     def describe(self, job: Job, cluster: Cluster) -> str:
         kinds = sorted({self.estimate(job, g).source for g in cluster.gpu_types})

@@ -111,8 +111,10 @@ class GavelThroughputTable(ThroughputModel):
         for k, v in table.items():
             if not 0 <= v < math.inf:
                 where = k.gpu_type + ("" if k.consolidated else UNCONSOLIDATED_SUFFIX)
-                raise InputError(f"{source}: {where}: ({k.job_type!r}, {k.num_gpus}): throughput must be finite "
-                                 f"and >= 0 (got {v!r})")
+                raise InputError(
+                    f"{source}: {where}: ({k.job_type!r}, {k.num_gpus}): throughput must be finite "
+                    f"and >= 0 (got {v!r})"
+                )
         self._table = dict(table)
         self.source = source
         self.unconsolidated_penalty = unconsolidated_penalty
@@ -160,11 +162,15 @@ class GavelThroughputTable(ThroughputModel):
         return cls.from_json(json.loads(text), source="gavel_throughputs.json")
 
     # -- lookups ---------------------------------------------------------------------------
-    def measured(self, job_type: str, gpu_type: str, num_gpus: int, consolidated: bool = True) -> float | None:
+    def measured(
+        self, job_type: str, gpu_type: str, num_gpus: int, consolidated: bool = True
+    ) -> float | None:
         """The table's figure, or None when it has no such entry."""
         return self._table.get(TableKey(job_type, gpu_type, num_gpus, consolidated))
 
-    def lookup(self, job_type: str, gpu_type: str, num_gpus: int, consolidated: bool = True) -> float:
+    def lookup(
+        self, job_type: str, gpu_type: str, num_gpus: int, consolidated: bool = True
+    ) -> float:
         """Rate with the documented fallback for a missing unconsolidated entry (0 if unknown)."""
         v = self.measured(job_type, gpu_type, num_gpus, consolidated)
         if v is None and not consolidated:
@@ -182,8 +188,12 @@ class GavelThroughputTable(ThroughputModel):
         key = (job.job_type, job.num_gpus, ",".join(cluster.gpu_types))
         hit = self._cache.get(key)
         if hit is None:
-            cons = np.array([self.lookup(job.job_type, k, job.num_gpus, True) for k in cluster.gpu_types])
-            unc = np.array([self.lookup(job.job_type, k, job.num_gpus, False) for k in cluster.gpu_types])
+            cons = np.array(
+                [self.lookup(job.job_type, k, job.num_gpus, True) for k in cluster.gpu_types]
+            )
+            unc = np.array(
+                [self.lookup(job.job_type, k, job.num_gpus, False) for k in cluster.gpu_types]
+            )
             hit = (cons, unc)
             self._cache[key] = hit
         shape = cluster.capacity.shape
@@ -201,8 +211,10 @@ def _measurement(value: Any) -> Any:
     if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate < math.inf:
         raise ValueError(f"throughput must be finite and >= 0 (got {rate!r})")
     if rate != 0 and not MIN_THROUGHPUT <= rate <= MAX_THROUGHPUT:
-        raise ValueError(f"throughput must be 0 or within [{MIN_THROUGHPUT:g}, {MAX_THROUGHPUT:g}] steps/s "
-                         f"(got {rate!r})")
+        raise ValueError(
+            f"throughput must be 0 or within [{MIN_THROUGHPUT:g}, {MAX_THROUGHPUT:g}] steps/s "
+            f"(got {rate!r})"
+        )
     return float(rate)
 
 

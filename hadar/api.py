@@ -65,12 +65,21 @@ class Comparison:
     reference: str
 
 
-def simulate(cluster: ClusterLike = "sim-60gpu", workload: WorkloadLike = "philly-480",
-             policy: str | Policy = "hadar", *, throughputs: TableLike = None, seed: int = 0,
-             size: str = "paper", round_length: float = DEFAULT_ROUND_S,
-             restart_penalty: float = DEFAULT_RESTART_PENALTY_S,
-             policy_options: Mapping[str, str] | None = None, gavel_compatible: bool = False,
-             progress: bool = False, horizon_s: float = DEFAULT_HORIZON_S) -> Simulation:
+def simulate(
+    cluster: ClusterLike = "sim-60gpu",
+    workload: WorkloadLike = "philly-480",
+    policy: str | Policy = "hadar",
+    *,
+    throughputs: TableLike = None,
+    seed: int = 0,
+    size: str = "paper",
+    round_length: float = DEFAULT_ROUND_S,
+    restart_penalty: float = DEFAULT_RESTART_PENALTY_S,
+    policy_options: Mapping[str, str] | None = None,
+    gavel_compatible: bool = False,
+    progress: bool = False,
+    horizon_s: float = DEFAULT_HORIZON_S,
+) -> Simulation:
     """Replay ``workload`` on ``cluster`` under ``policy`` (deterministic for a given ``seed``).
 
     ``policy_options`` are the ``--policy-opt`` knobs as strings (``{"utility": "sigmoid"}``);
@@ -78,19 +87,35 @@ def simulate(cluster: ClusterLike = "sim-60gpu", workload: WorkloadLike = "phill
     that cannot finish within ``horizon_s`` seconds of simulated time is an InputError."""
     if isinstance(policy, Policy):
         if policy_options or gavel_compatible:
-            raise InputError("policy_options and gavel_compatible need a policy name, not a Policy object")
+            raise InputError(
+                "policy_options and gavel_compatible need a policy name, not a Policy object"
+            )
         chosen = policy
     else:
-        chosen = policy_with_options(policy, policy_options)  # a bad name or knob fails before any loading
+        chosen = policy_with_options(
+            policy, policy_options
+        )  # a bad name or knob fails before any loading
     check_round(round_length, restart_penalty)
-    c, jobs, throughput = load_scenario(cluster, workload, throughputs, seed=seed, size=size, horizon_s=horizon_s)
-    config = SimConfig(round_length=round_length, restart_penalty=restart_penalty, progress=progress,
-                       horizon_s=horizon_s)
+    c, jobs, throughput = load_scenario(
+        cluster, workload, throughputs, seed=seed, size=size, horizon_s=horizon_s
+    )
+    config = SimConfig(
+        round_length=round_length,
+        restart_penalty=restart_penalty,
+        progress=progress,
+        horizon_s=horizon_s,
+    )
     if gavel_compatible:
         from hadar.simulator.gavel_mode import setup
 
-        chosen, config, throughput = setup(str(policy), throughput, round_length, policy_options, progress=progress,
-                                           horizon_s=horizon_s)
+        chosen, config, throughput = setup(
+            str(policy),
+            throughput,
+            round_length,
+            policy_options,
+            progress=progress,
+            horizon_s=horizon_s,
+        )
     result = run_simulator(c, jobs, chosen, throughput, config)
     summary = summarize(result)
     if isinstance(policy, str):
@@ -99,10 +124,15 @@ def simulate(cluster: ClusterLike = "sim-60gpu", workload: WorkloadLike = "phill
     return Simulation(summary, frames["jobs"], frames["rounds"], frames["placements"], result)
 
 
-def compare(cluster: ClusterLike = "sim-60gpu", workload: WorkloadLike = "philly-480",
-            policies: Sequence[str] = ("hadar", "gavel", "tiresias", "yarn-cs"), *,
-            reference: str | None = None, policy_options: Mapping[str, Mapping[str, str]] | None = None,
-            **scenario: Any) -> Comparison:
+def compare(
+    cluster: ClusterLike = "sim-60gpu",
+    workload: WorkloadLike = "philly-480",
+    policies: Sequence[str] = ("hadar", "gavel", "tiresias", "yarn-cs"),
+    *,
+    reference: str | None = None,
+    policy_options: Mapping[str, Mapping[str, str]] | None = None,
+    **scenario: Any,
+) -> Comparison:
     """Simulate each of ``policies`` on the same scenario (one after another, in this process);
     ``scenario`` takes :func:`simulate`'s keyword arguments. ``reference`` (default: ``hadar``
     when compared, else the first policy) is the denominator of the ratio columns. For many
@@ -112,8 +142,14 @@ def compare(cluster: ClusterLike = "sim-60gpu", workload: WorkloadLike = "philly
         raise InputError("compare: no policy given")
     ref = reference or ("hadar" if "hadar" in policies else policies[0])
     if ref not in policies:
-        raise InputError(f"compare: reference {ref!r} is not one of the policies ({', '.join(policies)})")
-    runs = {p: simulate(cluster, workload, p, policy_options=(policy_options or {}).get(p), **scenario)
-            for p in policies}
-    table = pd.DataFrame(comparison_rows([r.summary for r in runs.values()], ref)).set_index("policy")
+        raise InputError(
+            f"compare: reference {ref!r} is not one of the policies ({', '.join(policies)})"
+        )
+    runs = {
+        p: simulate(cluster, workload, p, policy_options=(policy_options or {}).get(p), **scenario)
+        for p in policies
+    }
+    table = pd.DataFrame(comparison_rows([r.summary for r in runs.values()], ref)).set_index(
+        "policy"
+    )
     return Comparison(table, runs, ref)

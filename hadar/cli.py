@@ -84,11 +84,17 @@ def main(argv: list[str] | None = None) -> int:
         except SystemExit as exc:  # --help exits through argparse
             return exc.code if isinstance(exc.code, int) else 0
         if extras:  # named after the sub-command, whose --help lists what it takes
-            raise UsageError(f"{args.command}: unrecognized arguments: {' '.join(extras)} "
-                             f"(see: hadar {args.command} --help)")
+            raise UsageError(
+                f"{args.command}: unrecognized arguments: {' '.join(extras)} "
+                f"(see: hadar {args.command} --help)"
+            )
         level = "debug" if args.debug else args.log_level
-        logging.basicConfig(level=level.upper(), format="%(levelname)s %(name)s: %(message)s", force=True)
-        if level != "debug":  # paramiko logs every failed handshake with a traceback; hadar reports it in one line
+        logging.basicConfig(
+            level=level.upper(), format="%(levelname)s %(name)s: %(message)s", force=True
+        )
+        if (
+            level != "debug"
+        ):  # paramiko logs every failed handshake with a traceback; hadar reports it in one line
             logging.getLogger("paramiko").setLevel(logging.CRITICAL)
         return int(args.func(args) or 0)
     except HadarError as exc:
@@ -106,7 +112,9 @@ def _one_line(message: str) -> str:
     newlines or other control characters, which are shown escaped (``\\n``, ``\\x0c``)."""
     if message.isprintable():
         return message
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in message)
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in message
+    )
 
 
 if __name__ == "__main__":

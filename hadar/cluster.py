@@ -60,7 +60,9 @@ class Cluster:
         """GPU types present, in catalogue order (stable across runs)."""
         present = {k for n in self.nodes for k, c in n.gpus.items() if c > 0}
         order = list(catalogue())
-        return tuple(sorted(present, key=lambda k: (order.index(k) if k in order else len(order), k)))
+        return tuple(
+            sorted(present, key=lambda k: (order.index(k) if k in order else len(order), k))
+        )
 
     @cached_property
     def node_names(self) -> tuple[str, ...]:
@@ -89,7 +91,9 @@ class Cluster:
         return int(self.capacity.sum())
 
     def gpus_of_type(self, gtype: str) -> int:
-        return int(self.capacity[:, self.type_index[gtype]].sum()) if gtype in self.type_index else 0
+        return (
+            int(self.capacity[:, self.type_index[gtype]].sum()) if gtype in self.type_index else 0
+        )
 
     def node(self, name: str) -> Node:
         return self.nodes[self.node_index[name]]

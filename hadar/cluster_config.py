@@ -86,7 +86,9 @@ class _NodeSpec(BaseModel):
             if not isinstance(count, int) or isinstance(count, bool) or count < 1:
                 raise ValueError(f"{name}: GPU count must be a positive integer (got {count!r})")
             if count > MAX_GPUS_PER_NODE:
-                raise ValueError(f"{name}: at most {MAX_GPUS_PER_NODE} GPUs of a type per node (got {count})")
+                raise ValueError(
+                    f"{name}: at most {MAX_GPUS_PER_NODE} GPUs of a type per node (got {count})"
+                )
             out[gid] = out.get(gid, 0) + count
         return out
 
@@ -176,7 +178,8 @@ def cluster_from_dict(
                     instance_type=ns.instance_type,
                     speed_factor=ns.speed_factor,
                     emulate=spec.provider == "local" if ns.emulate is None else ns.emulate,
-                    gpu_indices=None if ns.gpu_indices is None
+                    gpu_indices=None
+                    if ns.gpu_indices is None
                     else {gid: tuple(ix) for gid, ix in ns.gpu_indices.items()},
                 )
             )

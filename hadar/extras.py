@@ -16,8 +16,15 @@ from hadar.errors import MissingExtraError
 DISTRIBUTION = "hadar-scheduler"
 """The name on the package index (``hadar`` there is an unrelated project)."""
 
-EXTRA_OF_MODULE = {"torch": "train", "paramiko": "ssh", "boto3": "aws", "botocore": "aws",
-                   "matplotlib": "plots", "ray": "ray", "tenacity": "ssh"}
+EXTRA_OF_MODULE = {
+    "torch": "train",
+    "paramiko": "ssh",
+    "boto3": "aws",
+    "botocore": "aws",
+    "matplotlib": "plots",
+    "ray": "ray",
+    "tenacity": "ssh",
+}
 """Top-level module -> the extra that installs it."""
 
 
@@ -43,8 +50,9 @@ def require(module: str, purpose: str) -> ModuleType:
         missing = (exc.name or "").split(".")[0]
         if missing not in EXTRA_OF_MODULE:
             raise  # not an optional dependency: a real bug, keep its traceback
-        raise MissingExtraError(f"{purpose} needs {missing}, which is not installed: "
-                                f"{install_hint(missing)}") from None
+        raise MissingExtraError(
+            f"{purpose} needs {missing}, which is not installed: {install_hint(missing)}"
+        ) from None
 
 
 def plots_missing_note(what: str) -> str | None:

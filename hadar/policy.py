@@ -130,12 +130,16 @@ def policy_class(name: str) -> type[Policy]:
     """The class of a registered policy; unknown names are an InputError."""
     target = POLICY_REGISTRY.get(name)
     if target is None:
-        raise InputError(f"--policy: unknown policy {name!r} (known: {', '.join(sorted(POLICY_REGISTRY))})")
+        raise InputError(
+            f"--policy: unknown policy {name!r} (known: {', '.join(sorted(POLICY_REGISTRY))})"
+        )
     module, _, cls = target.partition(":")
     try:
         policy_cls: type[Policy] = getattr(importlib.import_module(module), cls)
     except (ImportError, AttributeError):
-        raise InputError(f"--policy: policy {name!r} is not available in this installation") from None
+        raise InputError(
+            f"--policy: policy {name!r} is not available in this installation"
+        ) from None
     return policy_cls
 
 

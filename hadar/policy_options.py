@@ -37,7 +37,9 @@ def parse_pairs(items: Sequence[str] | None, flag: str = "--policy-opt") -> dict
     return out
 
 
-def policy_with_options(name: str, options: Mapping[str, str] | None = None, **fixed: Any) -> Policy:
+def policy_with_options(
+    name: str, options: Mapping[str, str] | None = None, **fixed: Any
+) -> Policy:
     """The policy ``name`` configured from string ``options`` (and typed ``fixed`` knobs)."""
     if not options:
         return make_policy(name, **fixed)
@@ -67,7 +69,9 @@ def build_config(name: str, options: Mapping[str, str], **fixed: Any) -> Any:
             inner_values[key] = _convert(key, raw, inner_hints[key])
         else:
             known = sorted({*own, *inner, "preset"})
-            raise InputError(f"--policy-opt: unknown option {key!r} for policy {name} (known: {', '.join(known)})")
+            raise InputError(
+                f"--policy-opt: unknown option {key!r} for policy {name} (known: {', '.join(known)})"
+            )
     try:
         if nested and inner_values:
             outer_values[nested] = dataclasses.replace(getattr(base, nested), **inner_values)
@@ -76,7 +80,9 @@ def build_config(name: str, options: Mapping[str, str], **fixed: Any) -> Any:
         raise InputError(f"--policy-opt: {exc}") from None
 
 
-def effective_options(name: str, options: Mapping[str, str] | None = None, **fixed: Any) -> dict[str, str]:
+def effective_options(
+    name: str, options: Mapping[str, str] | None = None, **fixed: Any
+) -> dict[str, str]:
     """Every knob of policy ``name``'s config once ``options`` are applied, defaults included, as
     ``{"field": "value", "nested.field": "value"}`` (what a run's identity records: a knob added
     later, like ``max_wait_s``, is covered without being named)."""
@@ -90,7 +96,12 @@ def effective_options(name: str, options: Mapping[str, str] | None = None, **fix
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
         if dataclasses.is_dataclass(value):
-            out.update({f"{f.name}.{g.name}": _text(getattr(value, g.name)) for g in dataclasses.fields(value)})
+            out.update(
+                {
+                    f"{f.name}.{g.name}": _text(getattr(value, g.name))
+                    for g in dataclasses.fields(value)
+                }
+            )
         else:
             out[f.name] = _text(value)
     return out
@@ -121,7 +132,11 @@ def _nested_config_field(config_cls: type) -> str | None:
 
 
 def _convert(key: str, raw: str, hint: Any) -> Any:
-    options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    options = (
+        typing.get_args(hint)
+        if typing.get_origin(hint) in (typing.Union, types.UnionType)
+        else (hint,)
+    )
     if type(None) in options and raw.lower() in ("none", "null", ""):
         return None
     target = next(t for t in options if t is not type(None))

@@ -10,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 
-def best_achievable_rate(rates_cons: np.ndarray, rates_unc: np.ndarray, capacity: np.ndarray, w: int) -> float:
+def best_achievable_rate(
+    rates_cons: np.ndarray, rates_unc: np.ndarray, capacity: np.ndarray, w: int
+) -> float:
     """Steps/s of the gang's fastest placement: consolidated on a node holding W GPUs of one type,
     or across nodes (the unconsolidated rate) on a type with W GPUs in all; 0 if none exists."""
     cons = np.where(capacity >= w, rates_cons, 0.0)

@@ -31,8 +31,14 @@ def load_table(path: TableLike) -> GavelThroughputTable:
     return GavelThroughputTable.bundled() if path is None else GavelThroughputTable.from_file(path)
 
 
-def load_scenario(cluster: ClusterLike, workload: WorkloadLike, throughputs: TableLike = None, seed: int = 0,
-                  size: str = "paper", horizon_s: float | None = None) -> tuple[Cluster, list[Job], ThroughputModel]:
+def load_scenario(
+    cluster: ClusterLike,
+    workload: WorkloadLike,
+    throughputs: TableLike = None,
+    seed: int = 0,
+    size: str = "paper",
+    horizon_s: float | None = None,
+) -> tuple[Cluster, list[Job], ThroughputModel]:
     """Cluster, validated jobs and the throughput model the jobs need on that cluster. Bad input
     is one :class:`~hadar.errors.InputError` line naming the file and field; with ``horizon_s``, so
     is a workload no policy could finish within that much simulated time."""
@@ -53,11 +59,15 @@ def load_scenario(cluster: ClusterLike, workload: WorkloadLike, throughputs: Tab
 def check_round(round_length: float | None, restart_penalty: float) -> None:
     """A restart penalty as long as a round would leave a restarted job no time to progress."""
     if round_length is not None and restart_penalty >= round_length:
-        raise InputError(f"--restart-penalty: {restart_penalty:g} s must be shorter than a round "
-                         f"(--round {round_length:g} s), else a restarted job never progresses")
+        raise InputError(
+            f"--restart-penalty: {restart_penalty:g} s must be shorter than a round "
+            f"(--round {round_length:g} s), else a restarted job never progresses"
+        )
 
 
-def throughput_for(jobs: Sequence[Job], cluster: Cluster, table: GavelThroughputTable) -> ThroughputModel:
+def throughput_for(
+    jobs: Sequence[Job], cluster: Cluster, table: GavelThroughputTable
+) -> ThroughputModel:
     """The measured table when it covers every (job type, GPU count) of the run on every GPU
     type of the cluster, else the composite model (measured where available, PMI/PCIe estimate
     of Eq. 10 elsewhere). A (job type, GPU count) the table lacks is rejected later by

@@ -83,8 +83,13 @@ class HadarConfig:
     def legacy(cls) -> HadarConfig:
         """Hadar as first implemented: OASiS's sigmoid utility, non-preemptive (running jobs keep
         their GPUs and only move onto idle ones), prices times the rounds a job holds its GPUs."""
-        return cls(utility="sigmoid", hold_cost=True, replan="upgrade", price_model="exponential",
-                   ttd_guard=False)
+        return cls(
+            utility="sigmoid",
+            hold_cost=True,
+            replan="upgrade",
+            price_model="exponential",
+            ttd_guard=False,
+        )
 
     @classmethod
     def preset(cls, name: str) -> HadarConfig:
@@ -100,10 +105,14 @@ class HadarConfig:
             raise ValueError("replan must be 'never', 'upgrade' or 'preempt'")
         if self.critical_slack_rounds < 0:
             raise ValueError("critical_slack_rounds must be >= 0")
-        if self.max_wait_s is not None and not (math.isfinite(self.max_wait_s) and self.max_wait_s > 0):
+        if self.max_wait_s is not None and not (
+            math.isfinite(self.max_wait_s) and self.max_wait_s > 0
+        ):
             raise ValueError("max_wait_s must be a positive number of seconds (or None)")
         if self.utility not in UTILITIES:
-            raise ValueError(f"utility must be one of {', '.join(UTILITIES)} (got {self.utility!r})")
+            raise ValueError(
+                f"utility must be one of {', '.join(UTILITIES)} (got {self.utility!r})"
+            )
         if self.price_model not in ("exponential", "lp", "none"):
             raise ValueError("price_model must be 'exponential', 'lp' or 'none'")
         if self.beam < 1:
@@ -138,34 +147,54 @@ class HadarPolicy(Policy):
         free = ctx.cluster.capacity.copy()
         for placement in running.values():
             free -= ctx.cluster.placement_matrix(placement)
-        queued_vals = [single_node(by_id[s.job_id], ctx.cluster) if self.config.single_node else by_id[s.job_id]
-                       for s in queued]
+        queued_vals = [
+            single_node(by_id[s.job_id], ctx.cluster)
+            if self.config.single_node
+            else by_id[s.job_id]
+            for s in queued
+        ]
         entries = [queue_entry(v, ctx, self.utility, self.config.hold_cost) for v in queued_vals]
         cache = self._prices(vals, queued_vals, entries, ctx, free)
         placed, info = admit(entries, free, ctx, bounds_cache=cache, config=self.config)
         if self.config.replan == "upgrade":
-            running, moved = upgrade_running(running, by_id, free, ctx, self.config.upgrade_min_gain_s)
+            running, moved = upgrade_running(
+                running, by_id, free, ctx, self.config.upgrade_min_gain_s
+            )
             info["upgraded"] = moved
         assignments = [Assignment(j, p) for j, p in sorted(running.items())]
-        assignments += [Assignment(job_id_of(key), ctx.cluster.placement_from_matrix(c.alloc)) for key, c in placed]
+        assignments += [
+            Assignment(job_id_of(key), ctx.cluster.placement_from_matrix(c.alloc))
+            for key, c in placed
+        ]
         return RoundPlan(tuple(sorted(assignments, key=lambda a: a.job_id)), info)
 
-
-    def _prices(self, known: list[JobValuation], bidders: list[JobValuation], entries: list[QueueEntry],
-                ctx: RoundContext, available: np.ndarray | None = None) -> CandidateCache:
+    def _prices(
+        self,
+        known: list[JobValuation],
+        bidders: list[JobValuation],
+        entries: list[QueueEntry],
+        ctx: RoundContext,
+        available: np.ndarray | None = None,
+    ) -> CandidateCache:
         """The round's GPU prices (``price_model``): Eq. 5-7 with bounds over the ``known`` jobs,
         the LP dual over the ``bidders`` (the jobs being placed, on the ``available`` GPUs), or none."""
         cap = ctx.cluster.capacity
         if self.config.price_model == "exponential":
-            return CandidateCache(cap, round_price_bounds(known, ctx, self.utility, self.config.eta))
+            return CandidateCache(
+                cap, round_price_bounds(known, ctx, self.utility, self.config.eta)
+            )
         if self.config.price_model == "lp":
             per_type = (cap if available is None else available).sum(axis=0)
-            return CandidateCache(cap, None, np.broadcast_to(round_type_prices(bidders, entries, ctx, per_type),
-                                                             cap.shape))
+            return CandidateCache(
+                cap,
+                None,
+                np.broadcast_to(round_type_prices(bidders, entries, ctx, per_type), cap.shape),
+            )
         return CandidateCache(cap, None)
 
-    def round_problem(self, ctx: RoundContext, held: Mapping[int, np.ndarray]
-                      ) -> tuple[list[JobValuation], list[QueueEntry], CandidateCache]:
+    def round_problem(
+        self, ctx: RoundContext, held: Mapping[int, np.ndarray]
+    ) -> tuple[list[JobValuation], list[QueueEntry], CandidateCache]:
         """What a preemptive round plans over: every job's valuation and DP entry (a running job's
         ``held[job_id]`` placement is its kept candidate) and the round's prices."""
         cfg = self.config
@@ -174,8 +203,17 @@ class HadarPolicy(Policy):
         vals = value_jobs(ctx, ctx.jobs)
         if cfg.single_node:
             vals = [single_node(v, ctx.cluster) for v in vals]
-        entries = [queue_entry(v, ctx, self.utility, cfg.hold_cost, keep=held.get(v.status.job_id),
-                               move_min_gain_s=cfg.upgrade_min_gain_s) for v in vals]
+        entries = [
+            queue_entry(
+                v,
+                ctx,
+                self.utility,
+                cfg.hold_cost,
+                keep=held.get(v.status.job_id),
+                move_min_gain_s=cfg.upgrade_min_gain_s,
+            )
+            for v in vals
+        ]
         return vals, entries, self._prices(vals, vals, entries, ctx)
 
     def _decide_preemptive(self, ctx: RoundContext) -> RoundPlan:
@@ -211,19 +249,30 @@ class HadarPolicy(Policy):
             return np.maximum(out, 0)
 
         for i in overdue_jobs(vals, ctx, cfg.max_wait_s):  # the starvation bound comes first
-            cands = cache.candidates(entries[i], free) if int(free.sum()) >= entries[i].request.num_gpus else []
+            cands = (
+                cache.candidates(entries[i], free)
+                if int(free.sum()) >= entries[i].request.num_gpus
+                else []
+            )
             if cands:  # whatever its payoff: the fastest placement (ties: payoff)
                 take(i, max(cands, key=lambda c: (c.rate, entries[i].payoff(c))))
         slack_s = (cfg.critical_slack_rounds + CRITICAL_TOLERANCE_ROUNDS) * ctx.round_length
-        crit = [(i, d) for i, d in critical_jobs(vals, ctx, slack_s) if entries[i].key not in placed] if cfg.ttd_guard else []
+        crit = (
+            [(i, d) for i, d in critical_jobs(vals, ctx, slack_s) if entries[i].key not in placed]
+            if cfg.ttd_guard
+            else []
+        )
         for i, deadline in crit:
-            cand = deadline_candidate(entries[i], vals[i], idle_for(entries[i].key), cache, deadline, ctx,
-                                      strict=True)
+            cand = deadline_candidate(
+                entries[i], vals[i], idle_for(entries[i].key), cache, deadline, ctx, strict=True
+            )
             cand = cand or deadline_candidate(entries[i], vals[i], free, cache, deadline, ctx)
             if cand is not None:
                 take(i, cand)
         rest = [i for i in range(len(entries)) if entries[i].key not in placed]
-        selected, info = admit([entries[i] for i in rest], free.copy(), ctx, cache, replace(cfg, backfill=False))
+        selected, info = admit(
+            [entries[i] for i in rest], free.copy(), ctx, cache, replace(cfg, backfill=False)
+        )
         by_key = {entries[i].key: i for i in rest}
         for key, planned in selected:  # running jobs the DP keeps where they are
             i = by_key[key]
@@ -240,16 +289,30 @@ class HadarPolicy(Policy):
                 best = cache.best(entries[i], free)
                 if best is not None:
                     take(i, best[0])
-        info["backfilled"] = backfill([e for e in entries if e.key not in placed], free, ctx,
-                                      lambda e, c: placed.__setitem__(job_id_of(e.key), c)) if cfg.backfill else 0
+        info["backfilled"] = (
+            backfill(
+                [e for e in entries if e.key not in placed],
+                free,
+                ctx,
+                lambda e, c: placed.__setitem__(job_id_of(e.key), c),
+            )
+            if cfg.backfill
+            else 0
+        )
         kept_jobs = {k: running[k] for k, c in placed.items() if c.kept}
-        moved_to, upgraded = upgrade_running(kept_jobs, {v.status.job_id: v for v in vals}, free, ctx,
-                                             cfg.upgrade_min_gain_s)
-        info.update(critical=sum(1 for i, _ in crit if entries[i].key in placed), upgraded=upgraded,
-                    preempted=sum(1 for j in running if j not in placed),
-                    moved=sum(1 for j in running if j in placed and not placed[j].kept))
-        assignments = [Assignment(k, moved_to[k] if k in moved_to else placement_of(c, ctx))
-                       for k, c in placed.items()]
+        moved_to, upgraded = upgrade_running(
+            kept_jobs, {v.status.job_id: v for v in vals}, free, ctx, cfg.upgrade_min_gain_s
+        )
+        info.update(
+            critical=sum(1 for i, _ in crit if entries[i].key in placed),
+            upgraded=upgraded,
+            preempted=sum(1 for j in running if j not in placed),
+            moved=sum(1 for j in running if j in placed and not placed[j].kept),
+        )
+        assignments = [
+            Assignment(k, moved_to[k] if k in moved_to else placement_of(c, ctx))
+            for k, c in placed.items()
+        ]
         return RoundPlan(tuple(sorted(assignments, key=lambda a: a.job_id)), info)
 
 
@@ -262,20 +325,28 @@ class HadarLegacyPolicy(HadarPolicy):
         super().__init__(config or replace(HadarConfig.legacy(), **knobs))  # type: ignore[arg-type]
 
 
-def round_type_prices(vals: list[JobValuation], entries: list[QueueEntry], ctx: RoundContext,
-                      gpus_per_type: np.ndarray) -> np.ndarray:
+def round_type_prices(
+    vals: list[JobValuation],
+    entries: list[QueueEntry],
+    ctx: RoundContext,
+    gpus_per_type: np.ndarray,
+) -> np.ndarray:
     """Per-type prices: the dual of the round's allocation LP over every job (see
     :mod:`primal_dual.lp_prices`); a job's value on a type is its utility at its fastest
     placement on that type alone (kept placement: no restart)."""
     cap = ctx.cluster.capacity
     n_types = cap.shape[1]
     rows: list[list[float]] = []
-    per_request: dict[int, list[tuple[int, float]]] = {}  # jobs of one class share their request object
+    per_request: dict[
+        int, list[tuple[int, float]]
+    ] = {}  # jobs of one class share their request object
     for v, e in zip(vals, entries, strict=True):
         runnable = per_request.get(id(v.request))
         if runnable is None:
             rates = type_rates_alone(v, cap)
-            runnable = per_request[id(v.request)] = [(int(k), float(rates[k])) for k in np.flatnonzero(rates > 0)]
+            runnable = per_request[id(v.request)] = [
+                (int(k), float(rates[k])) for k in np.flatnonzero(rates > 0)
+            ]
         kept_type = None if e.keep is None else int(np.argmax(e.keep.sum(axis=0)))
         row = [0.0] * n_types
         for k, rate in runnable:
@@ -289,7 +360,11 @@ def round_type_prices(vals: list[JobValuation], entries: list[QueueEntry], ctx: 
 
 def placement_of(cand: Candidate, ctx: RoundContext) -> Placement:
     """A candidate's placement ``{node: {type: count}}`` (as ``placement_from_matrix``, from its cells)."""
-    nodes, types, n_types = ctx.cluster.node_names, ctx.cluster.gpu_types, len(ctx.cluster.gpu_types)
+    nodes, types, n_types = (
+        ctx.cluster.node_names,
+        ctx.cluster.gpu_types,
+        len(ctx.cluster.gpu_types),
+    )
     out: dict[str, dict[str, int]] = {}
     for i, n in zip(*cand.cells, strict=True):
         h, k = divmod(i, n_types)
@@ -307,17 +382,25 @@ def type_rates_alone(v: JobValuation, capacity: np.ndarray) -> np.ndarray:
     return np.where(cons > 0, cons, unc)
 
 
-def overdue_jobs(vals: list[JobValuation], ctx: RoundContext, max_wait_s: float | None) -> list[int]:
+def overdue_jobs(
+    vals: list[JobValuation], ctx: RoundContext, max_wait_s: float | None
+) -> list[int]:
     """Indices of the jobs that have not started and would exceed ``max_wait_s`` of waiting by
     the end of this round, longest-waiting first."""
     if max_wait_s is None:
         return []
-    waited = {i: ctx.now - v.status.job.arrival for i, v in enumerate(vals) if v.status.first_start is None}
+    waited = {
+        i: ctx.now - v.status.job.arrival
+        for i, v in enumerate(vals)
+        if v.status.first_start is None
+    }
     late = [i for i, w in waited.items() if w + ctx.round_length > max_wait_s]
     return sorted(late, key=lambda i: (-waited[i], i))
 
 
-def critical_jobs(vals: list[JobValuation], ctx: RoundContext, slack_s: float) -> list[tuple[int, float]]:
+def critical_jobs(
+    vals: list[JobValuation], ctx: RoundContext, slack_s: float
+) -> list[tuple[int, float]]:
     """Jobs on the critical path of the remaining TTD, longest first, with their deadline (seconds
     from now). The remaining TTD is at least ``L = max(longest remaining time on its best
     placement, GPU-seconds of remaining work at best rates / GPUs)``; a job whose own best
@@ -328,7 +411,9 @@ def critical_jobs(vals: list[JobValuation], ctx: RoundContext, slack_s: float) -
     gpus = max(1, ctx.cluster.total_gpus)
     rates: dict[int, float] = {}  # per request object: jobs of one class share theirs
     best = [best_remaining_s(v, ctx, rates) for v in vals]
-    work = sum(v.status.job.num_gpus * t for v, t in zip(vals, best, strict=True) if math.isfinite(t))
+    work = sum(
+        v.status.job.num_gpus * t for v, t in zip(vals, best, strict=True) if math.isfinite(t)
+    )
     finite = [t for t in best if math.isfinite(t)]
     if not finite:
         return []
@@ -337,20 +422,30 @@ def critical_jobs(vals: list[JobValuation], ctx: RoundContext, slack_s: float) -
     return sorted(out, key=lambda it: (-best[it[0]], it[0]))
 
 
-def best_remaining_s(v: JobValuation, ctx: RoundContext, memo: dict[int, float] | None = None) -> float:
+def best_remaining_s(
+    v: JobValuation, ctx: RoundContext, memo: dict[int, float] | None = None
+) -> float:
     """Seconds the job still needs on the fastest placement the cluster can give its gang
     (``memo``: best rates by ``id(request)``, shared across calls of one round)."""
     rate = None if memo is None else memo.get(id(v.request))
     if rate is None:
-        rate = best_achievable_rate(v.request.rates_cons, v.request.rates_unc, ctx.cluster.capacity,
-                                    v.request.num_gpus)
+        rate = best_achievable_rate(
+            v.request.rates_cons, v.request.rates_unc, ctx.cluster.capacity, v.request.num_gpus
+        )
         if memo is not None:
             memo[id(v.request)] = rate
     return v.status.remaining_steps / rate if rate > 0 else math.inf
 
 
-def deadline_candidate(entry: QueueEntry, v: JobValuation, free: np.ndarray, cache: CandidateCache,
-                       deadline_s: float, ctx: RoundContext, strict: bool = False) -> Candidate | None:
+def deadline_candidate(
+    entry: QueueEntry,
+    v: JobValuation,
+    free: np.ndarray,
+    cache: CandidateCache,
+    deadline_s: float,
+    ctx: RoundContext,
+    strict: bool = False,
+) -> Candidate | None:
     """The best-payoff candidate that finishes the job within ``deadline_s``; if none does, the
     fastest candidate (ties: payoff), or None with ``strict``; None when nothing fits."""
     if int(free.sum()) < entry.request.num_gpus:
@@ -386,7 +481,9 @@ def split_running(ctx: RoundContext) -> tuple[dict[int, Placement], list[JobStat
 
 def _fits_types(placement: Placement, ctx: RoundContext) -> bool:
     return all(
-        ctx.cluster.node(n).gpus.get(k, 0) >= c for n, per in placement.items() for k, c in per.items()
+        ctx.cluster.node(n).gpus.get(k, 0) >= c
+        for n, per in placement.items()
+        for k, c in per.items()
     )
 
 
@@ -414,7 +511,13 @@ def admit(
         if best is not None:
             standalone.append((best[1], i))
     min_w = min((entries[i].request.num_gpus for _, i in standalone), default=1)
-    k = int(np.clip(math.ceil(config.window_factor * total_free / min_w), config.window_min, config.window_max))
+    k = int(
+        np.clip(
+            math.ceil(config.window_factor * total_free / min_w),
+            config.window_min,
+            config.window_max,
+        )
+    )
     ranked = sorted(standalone, key=lambda t: (-t[0], t[1]))
     window_idx = sorted(i for _, i in ranked[:k])
     result = plan_queue([entries[i] for i in window_idx], free, cache, beam=config.beam)
@@ -426,7 +529,9 @@ def admit(
         placed.append((entries[i].key, cand))
         taken.add(i)
         cand.take_from(free)
-        key = cache.fresh_key()  # a new state: hashing a large cluster's bytes per placement is costly
+        key = (
+            cache.fresh_key()
+        )  # a new state: hashing a large cluster's bytes per placement is costly
         total_free -= cand.gpus
 
     for wi, cand, _ in result.chosen:
@@ -438,8 +543,16 @@ def admit(
             if best is not None:
                 commit(i, best[0])
                 greedy += 1
-    backfilled = backfill([entries[i] for i in range(len(entries)) if i not in taken], free, ctx,
-                          lambda e, c: placed.append((e.key, c))) if config.backfill else 0
+    backfilled = (
+        backfill(
+            [entries[i] for i in range(len(entries)) if i not in taken],
+            free,
+            ctx,
+            lambda e, c: placed.append((e.key, c)),
+        )
+        if config.backfill
+        else 0
+    )
     info: dict[str, object] = {
         "queue": len(entries),
         "eligible": len(standalone),
@@ -453,8 +566,12 @@ def admit(
     return placed, info
 
 
-def backfill(entries: list[QueueEntry], free: np.ndarray, ctx: RoundContext,
-             commit: Callable[[QueueEntry, Candidate], None]) -> int:
+def backfill(
+    entries: list[QueueEntry],
+    free: np.ndarray,
+    ctx: RoundContext,
+    commit: Callable[[QueueEntry, Candidate], None],
+) -> int:
     """Step 5: offer the GPUs still free, at zero price, to ``entries``, highest utility first.
     Mutates ``free``; returns how many were placed."""
     zero = CandidateCache(ctx.cluster.capacity, None)

@@ -66,8 +66,9 @@ def run_cells(
         return results
 
 
-def _run_on_ray(fn: Callable[[C], R], cells: Sequence[C], address: str,
-                on_done: Callable[[C, R], None] | None) -> list[R]:
+def _run_on_ray(
+    fn: Callable[[C], R], cells: Sequence[C], address: str, on_done: Callable[[C, R], None] | None
+) -> list[R]:
     try:
         import ray
     except ImportError:
@@ -76,10 +77,17 @@ def _run_on_ray(fn: Callable[[C], R], cells: Sequence[C], address: str,
     started_here = not ray.is_initialized()
     if started_here:
         try:
-            ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False, include_dashboard=False)
+            ray.init(
+                address=address,
+                logging_level=logging.ERROR,
+                log_to_driver=False,
+                include_dashboard=False,
+            )
         except (ConnectionError, RuntimeError, ValueError) as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise UnreachableNodeError(f"--ray-address {address}: cannot connect to the Ray cluster: {first}") from None
+            raise UnreachableNodeError(
+                f"--ray-address {address}: cannot connect to the Ray cluster: {first}"
+            ) from None
     try:
         task: Any = ray.remote(fn)
         refs = [task.remote(c) for c in cells]
@@ -105,6 +113,12 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
             pass
     except OSError as exc:
-        reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or type(exc).__name__).lower()
-        raise UnreachableNodeError(f"--ray-address {address}: cannot connect to the Ray cluster at "
-                                   f"{host}:{port} ({reason})") from None
+        reason = (
+            "timed out"
+            if isinstance(exc, TimeoutError)
+            else (exc.strerror or type(exc).__name__).lower()
+        )
+        raise UnreachableNodeError(
+            f"--ray-address {address}: cannot connect to the Ray cluster at "
+            f"{host}:{port} ({reason})"
+        ) from None

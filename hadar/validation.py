@@ -43,7 +43,9 @@ MIN_THROUGHPUT, MAX_THROUGHPUT = 1e-6, 1e9
 """A measured throughput is 0 (cannot run) or within these bounds, in steps/s."""
 
 
-def bounded(lo: float, hi: float, *, lo_open: bool = False, integer: bool = False, unit: str = "") -> Any:
+def bounded(
+    lo: float, hi: float, *, lo_open: bool = False, integer: bool = False, unit: str = ""
+) -> Any:
     """A pydantic field type for a number read from a file: a number or numeric text, finite,
     ``lo <= v <= hi`` (``lo < v`` with ``lo_open``), whole with ``integer``. Its messages read
     ``must be an integer >= 1 (got '0')``, ``not a finite number ('inf')``, ``must be <= 1e+12 steps``."""
@@ -112,8 +114,12 @@ def from_validation_error(source: str, exc: ValidationError) -> InputError:
     elif err["type"] == "extra_forbidden":
         msg = "unknown field"
     value = err.get("input")
-    if err["type"] not in ("missing", "extra_forbidden") and isinstance(value, (int, float, str)) \
-            and "got " not in msg and not msg.startswith(repr(value)):
+    if (
+        err["type"] not in ("missing", "extra_forbidden")
+        and isinstance(value, (int, float, str))
+        and "got " not in msg
+        and not msg.startswith(repr(value))
+    ):
         shown = repr(value)
         msg += f" (got {shown[:40] + '...' if len(shown) > 40 else shown})"
     return InputError(f"{source}: {field_path(tuple(err['loc']))}: {msg}")
@@ -124,14 +130,20 @@ def read_text(path: str | Path, what: str) -> str:
     :data:`MAX_FILE_BYTES`, unreadable or not UTF-8 (``what`` names it: "cluster file")."""
     p = Path(path)
     if not p.is_file():
-        raise InputError(f"{p}: {what} not found" if not p.exists() else f"{p}: {what} is not a regular file")
+        raise InputError(
+            f"{p}: {what} not found" if not p.exists() else f"{p}: {what} is not a regular file"
+        )
     try:
         size = p.stat().st_size
         if size > MAX_FILE_BYTES:
-            raise InputError(f"{p}: {what} is {size / 2**20:.0f} MiB; at most {MAX_FILE_BYTES // 2**20} MiB is read")
+            raise InputError(
+                f"{p}: {what} is {size / 2**20:.0f} MiB; at most {MAX_FILE_BYTES // 2**20} MiB is read"
+            )
         return p.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"{p}: not a UTF-8 text file (byte {exc.start} is 0x{exc.object[exc.start]:02x})") from None
+        raise InputError(
+            f"{p}: not a UTF-8 text file (byte {exc.start} is 0x{exc.object[exc.start]:02x})"
+        ) from None
     except OSError as exc:
         raise InputError(f"{p}: cannot read {what}: {exc.strerror or exc}") from None
 
@@ -205,4 +217,3 @@ def load_json(path: str | Path, what: str) -> Any:
         if isinstance(exc, json.JSONDecodeError):
             raise InputError(f"{p}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
         raise InputError(f"{p}: malformed JSON: {str(exc).split(';')[0]}") from None
-

@@ -119,7 +119,15 @@ def round_price_bounds(
     rates = np.array([v.type_rates for v in vals]).reshape(len(vals), n_types)
     runnable = rates > 0
     slowest = np.array([v.type_rates[v.type_rates > 0].min(initial=np.inf) for v in vals])
-    serial = float(np.sum([v.status.remaining_steps / s for v, s in zip(vals, slowest, strict=True) if np.isfinite(s)]))
+    serial = float(
+        np.sum(
+            [
+                v.status.remaining_steps / s
+                for v, s in zip(vals, slowest, strict=True)
+                if np.isfinite(s)
+            ]
+        )
+    )
     ideal_u = np.zeros_like(rates)
     latest_u = np.zeros(len(vals))
     rounds = np.ones_like(rates)
@@ -131,7 +139,9 @@ def round_price_bounds(
             dur = steps / rates[j, k]
             ideal_u[j, k] = utility.value(dur, job.weight, v.ideal)
             rounds[j, k] = math.ceil(dur / ctx.round_length)
-        latest_u[j] = utility.value(serial if from_now else ctx.now - job.arrival + serial, job.weight, v.ideal)
+        latest_u[j] = utility.value(
+            serial if from_now else ctx.now - job.arrival + serial, job.weight, v.ideal
+        )
     w = np.array([v.status.job.num_gpus for v in vals])
     return price_bounds(ideal_u, latest_u, w, rounds, runnable, eta)
 

@@ -90,9 +90,14 @@ class HadarEPolicy(Policy):
         info = dict(primary.info, forked_copies=forked, copies=len(assignments))
         return RoundPlan(tuple(assignments), info)
 
-    def _seconds(self, ctx: RoundContext, copies: Mapping[int, Mapping[str, Placement]]) -> dict[int, float]:
+    def _seconds(
+        self, ctx: RoundContext, copies: Mapping[int, Mapping[str, Placement]]
+    ) -> dict[int, float]:
         """Usable training seconds of a copy of each job this round (worst case: with penalty)."""
-        return {j: max(0.0, ctx.round_length - self._overhead(ctx, j, len(c), moved=True)) for j, c in copies.items()}
+        return {
+            j: max(0.0, ctx.round_length - self._overhead(ctx, j, len(c), moved=True))
+            for j, c in copies.items()
+        }
 
     def _overhead(self, ctx: RoundContext, job_id: int, n_copies: int, moved: bool) -> float:
         """Seconds a copy does not train: the restart penalty when the node did not run this job
@@ -103,10 +108,18 @@ class HadarEPolicy(Policy):
         if n_copies > 1:
             return restart + self.config.aggregation_overhead_s
         was_forked = sum(1 for k in ctx.current if k[0] == job_id) > 1
-        return restart if not was_forked else max(restart, self.config.aggregation_overhead_s if started else 0.0)
+        return (
+            restart
+            if not was_forked
+            else max(restart, self.config.aggregation_overhead_s if started else 0.0)
+        )
 
-    def _assignments(self, copies: dict[int, dict[str, Placement]], vals: Mapping[int, JobValuation],
-                     ctx: RoundContext) -> list[Assignment]:
+    def _assignments(
+        self,
+        copies: dict[int, dict[str, Placement]],
+        vals: Mapping[int, JobValuation],
+        ctx: RoundContext,
+    ) -> list[Assignment]:
         out: list[Assignment] = []
         for job_id in sorted(copies):
             per_node = copies[job_id]
@@ -117,11 +130,21 @@ class HadarEPolicy(Policy):
                 moved = ctx.current.get((job_id, copy)) != placement
                 overhead = self._overhead(ctx, job_id, len(per_node), moved)
                 rate = ctx.throughput.rate(st.job, placement, ctx.cluster)
-                slots.append((copy, placement, overhead, CopySlot(node, rate, ctx.round_length - overhead)))
+                slots.append(
+                    (copy, placement, overhead, CopySlot(node, rate, ctx.round_length - overhead))
+                )
             budgets = split_steps([s[3] for s in slots], st.remaining_steps)
             for copy, placement, overhead, slot in slots:
-                out.append(Assignment(job_id, placement, copy=copy, step_budget=budgets[slot.node],
-                                      overhead_s=overhead, restart=False))
+                out.append(
+                    Assignment(
+                        job_id,
+                        placement,
+                        copy=copy,
+                        step_budget=budgets[slot.node],
+                        overhead_s=overhead,
+                        restart=False,
+                    )
+                )
         return out
 
 
@@ -143,8 +166,13 @@ def _primary_copies(ctx: RoundContext) -> dict[tuple[int, int], Placement]:
     return {(j, 0): p for j, (_, p) in best.items()}
 
 
-def _worth_forking(v: JobValuation, have: Mapping[str, Placement], cell: tuple[int, int],
-                   ctx: RoundContext, overhead: float) -> bool:
+def _worth_forking(
+    v: JobValuation,
+    have: Mapping[str, Placement],
+    cell: tuple[int, int],
+    ctx: RoundContext,
+    overhead: float,
+) -> bool:
     """A new copy must add more steps this round than the aggregation overhead it imposes on the
     job's existing copies (a T400 next to an RTX 3090 may not)."""
     if not have:
@@ -159,8 +187,14 @@ def _worth_forking(v: JobValuation, have: Mapping[str, Placement], cell: tuple[i
     return after > before
 
 
-def _fork(copies: dict[int, dict[str, Placement]], vals: Mapping[int, JobValuation], free: np.ndarray,
-          ctx: RoundContext, n_copies: int, overhead: float) -> int:
+def _fork(
+    copies: dict[int, dict[str, Placement]],
+    vals: Mapping[int, JobValuation],
+    free: np.ndarray,
+    ctx: RoundContext,
+    n_copies: int,
+    overhead: float,
+) -> int:
     """Step 2: add copies on nodes with room, to the job that would finish last. Mutates."""
     cluster = ctx.cluster
     added = 0
@@ -188,8 +222,9 @@ def _fork(copies: dict[int, dict[str, Placement]], vals: Mapping[int, JobValuati
         added += 1
 
 
-def _fastest_free_node(v: JobValuation, free: np.ndarray, have: Mapping[str, Placement],
-                       cluster: Cluster) -> tuple[int, int] | None:
+def _fastest_free_node(
+    v: JobValuation, free: np.ndarray, have: Mapping[str, Placement], cluster: Cluster
+) -> tuple[int, int] | None:
     """(node, type) cell with W free GPUs where the job is fastest, skipping nodes it is on."""
     cons = v.request.rates_cons
     ok = (free >= v.status.job.num_gpus) & (cons > 0)
@@ -202,8 +237,14 @@ def _fastest_free_node(v: JobValuation, free: np.ndarray, have: Mapping[str, Pla
     return h, k
 
 
-def _trim(copies: dict[int, dict[str, Placement]], vals: Mapping[int, JobValuation], free: np.ndarray,
-          ctx: RoundContext, seconds: Mapping[int, float], finishing: set[int]) -> bool:
+def _trim(
+    copies: dict[int, dict[str, Placement]],
+    vals: Mapping[int, JobValuation],
+    free: np.ndarray,
+    ctx: RoundContext,
+    seconds: Mapping[int, float],
+    finishing: set[int],
+) -> bool:
     """Step 3's trimming: a job that can finish this round keeps its fastest sufficient copies
     and joins ``finishing``. Returns whether any node was freed. Mutates its arguments."""
     freed = False
@@ -211,7 +252,10 @@ def _trim(copies: dict[int, dict[str, Placement]], vals: Mapping[int, JobValuati
         if job_id in finishing:
             continue
         st = vals[job_id].status
-        slots = [CopySlot(n, ctx.throughput.rate(st.job, p, ctx.cluster), seconds[job_id]) for n, p in per_node.items()]
+        slots = [
+            CopySlot(n, ctx.throughput.rate(st.job, p, ctx.cluster), seconds[job_id])
+            for n, p in per_node.items()
+        ]
         if sum(c.capacity for c in slots) < st.remaining_steps:
             continue
         finishing.add(job_id)

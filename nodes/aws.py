@@ -256,9 +256,7 @@ class AwsCluster:
                     connect_timeout=30,
                     read_timeout=60,
                 )
-                self._client = session.client(
-                    "ec2", endpoint_url=self.endpoint_url, config=config
-                )
+                self._client = session.client("ec2", endpoint_url=self.endpoint_url, config=config)
             except botocore.exceptions.ProfileNotFound:
                 raise InputError(
                     f"{self.source}: aws.profile: AWS profile {s.profile!r} not found"
@@ -473,9 +471,7 @@ class AwsCluster:
             for n, i in current.items()
             if i is None or i.state != "running"
         )
-        raise AwsError(
-            f"instances not running after {self.settings.wait_timeout_s:g}s: {states}"
-        )
+        raise AwsError(f"instances not running after {self.settings.wait_timeout_s:g}s: {states}")
 
     def wait_ssh(self, instances: Sequence[Instance], timeout_s: float | None = None) -> None:
         """Poll until every instance answers on port 22; learn host keys from the console."""
@@ -503,7 +499,9 @@ class AwsCluster:
         """Where console host keys are recorded: the aws section's file, else the ssh section's
         (the file the SSH side will check against), else ~/.ssh/known_hosts."""
         ssh_side = (self.cluster.settings.get("ssh") or {}).get("known_hosts")
-        return Path(os.path.expanduser(self.settings.known_hosts or ssh_side or DEFAULT_KNOWN_HOSTS))
+        return Path(
+            os.path.expanduser(self.settings.known_hosts or ssh_side or DEFAULT_KNOWN_HOSTS)
+        )
 
     def record_console_host_keys(self, inst: Instance) -> int:
         """Record the host keys an instance printed on its console (cloud-init) in known_hosts,

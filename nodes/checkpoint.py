@@ -63,7 +63,11 @@ def save_checkpoint(
 
 
 def _shape(t: Any) -> str:
-    return "(" + ", ".join(str(d) for d in t.shape) + ")" if isinstance(t, torch.Tensor) else type(t).__name__
+    return (
+        "(" + ", ".join(str(d) for d in t.shape) + ")"
+        if isinstance(t, torch.Tensor)
+        else type(t).__name__
+    )
 
 
 def check_state_dict(state: Mapping[str, Any], model: str, size: str, source: str) -> None:
@@ -74,8 +78,10 @@ def check_state_dict(state: Mapping[str, Any], model: str, size: str, source: st
             raise InputError(f"{source}: state_dict is missing key {key!r} of {model}/{size}")
         got = state[key]
         if not isinstance(got, torch.Tensor) or got.shape != ref.shape:
-            raise InputError(f"{source}: state_dict key {key!r} has shape {_shape(got)}, "
-                             f"{model}/{size} expects {_shape(ref)}")
+            raise InputError(
+                f"{source}: state_dict key {key!r} has shape {_shape(got)}, "
+                f"{model}/{size} expects {_shape(ref)}"
+            )
     for key in state:
         if key not in expected:
             raise InputError(f"{source}: state_dict has unexpected key {key!r} for {model}/{size}")
@@ -94,15 +100,24 @@ def load_checkpoint(path: str | Path, expected_model: str, expected_size: str) -
         raise InputError(f"{path}: checkpoint file not found")
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, zipfile.BadZipFile, RuntimeError, EOFError, OSError,
-            ValueError, AttributeError) as exc:
+    except (
+        pickle.UnpicklingError,
+        zipfile.BadZipFile,
+        RuntimeError,
+        EOFError,
+        OSError,
+        ValueError,
+        AttributeError,
+    ) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(f"{path}: not a readable checkpoint ({first})") from None
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
         fmt = obj.get("format") if isinstance(obj, dict) else type(obj).__name__
         raise InputError(f"{path}: format is {fmt!r}, expected {FORMAT!r}")
     if str(obj.get("model", "")).upper() != model:
-        raise InputError(f"{path}: checkpoint is for model {obj.get('model')!r}, expected {model!r}")
+        raise InputError(
+            f"{path}: checkpoint is for model {obj.get('model')!r}, expected {model!r}"
+        )
     if obj.get("size") != size:
         raise InputError(f"{path}: checkpoint is for size {obj.get('size')!r}, expected {size!r}")
     steps = obj.get("steps")

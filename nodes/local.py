@@ -147,7 +147,9 @@ class LocalProvider(NodeProvider):
 
     def workdir(self, node: Node | str) -> str:
         name = self.dir_name(node)
-        return str(confined(self.base_dir, self.run_id, name, what=f"node {name}: working directory"))
+        return str(
+            confined(self.base_dir, self.run_id, name, what=f"node {name}: working directory")
+        )
 
     def _workdir(self, node: Node | str) -> Path:
         wd = Path(self.workdir(node))
@@ -157,7 +159,9 @@ class LocalProvider(NodeProvider):
     def _file(self, node: Node, rel: str) -> Path:
         """``rel`` inside the node's working directory, refused if it (or a symlink on the way)
         leads outside it."""
-        return confined(self._workdir(node), confine(node.name, rel), what=f"node {node.name}: file")
+        return confined(
+            self._workdir(node), confine(node.name, rel), what=f"node {node.name}: file"
+        )
 
     def python(self, node: Node | str) -> list[str]:
         self.node(node)
@@ -188,7 +192,9 @@ class LocalProvider(NodeProvider):
         n = self.node(node)
         src = self._file(n, remote_rel_path)
         if not src.is_file():
-            raise NodeTransferError(f"node {n.name}: no file {remote_rel_path} in {self.workdir(n)}")
+            raise NodeTransferError(
+                f"node {n.name}: no file {remote_rel_path} in {self.workdir(n)}"
+            )
         return copy_verified(src, Path(local_path), n.name, expected_sha256)
 
     def sha256(self, node: Node | str, remote_rel_path: str) -> str:

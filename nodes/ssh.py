@@ -693,7 +693,11 @@ class SshProvider(NodeProvider):
                 while chunk := chan.recv_stderr(1 << 16):
                     err += chunk
             code = chan.recv_exit_status() if chan.exit_status_ready() else -1
-            if code == -1 and not timed_out and (not chan.eof_received or not transport.is_active()):
+            if (
+                code == -1
+                and not timed_out
+                and (not chan.eof_received or not transport.is_active())
+            ):
                 # closed without an exit status and without the server's EOF: the connection
                 # died under the command (a command killed by a signal still gets EOF)
                 raise _ConnectionLost(started=True)
@@ -797,8 +801,10 @@ class SshProvider(NodeProvider):
             if setup or login:
                 t = self.settings.setup_timeout_s
                 res = self._run_in_workdir(
-                    n, env_prefix(static) + f"sh -c {shlex.quote(capture_command(setup, login))}",
-                    t, "setup",
+                    n,
+                    env_prefix(static) + f"sh -c {shlex.quote(capture_command(setup, login))}",
+                    t,
+                    "setup",
                 )
                 where = self._where(n)
                 if res.timed_out:
@@ -895,7 +901,9 @@ class SshProvider(NodeProvider):
                 theirs = self._remote_sha256(n, client, remote)
                 where = self._where(n)
                 if expected_sha256 is not None:
-                    require_sha256(theirs, expected_sha256, f"{where}: {remote_rel_path}", "expected")
+                    require_sha256(
+                        theirs, expected_sha256, f"{where}: {remote_rel_path}", "expected"
+                    )
                 receive_verified(
                     dst,
                     lambda tmp: sftp.get(remote, str(tmp)),

@@ -50,17 +50,26 @@ def save_reserve_seconds(model: nn.Module, optimizer: torch.optim.Optimizer) -> 
     return 0.25 + 3 * state_bytes(model, optimizer) / SAVE_BYTES_PER_SECOND
 
 
-def join_gang(rank: int, world_size: int, addr: str, port: int, device: torch.device,
-              timeout_s: float) -> None:
+def join_gang(
+    rank: int, world_size: int, addr: str, port: int, device: torch.device, timeout_s: float
+) -> None:
     """Join the job's process group (NCCL on CUDA, gloo otherwise) via ``tcp://addr:port``."""
     backend = "nccl" if device.type == "cuda" else "gloo"
-    dist.init_process_group(backend, init_method=f"tcp://{addr}:{port}", rank=rank,
-                            world_size=world_size, timeout=timedelta(seconds=timeout_s))
+    dist.init_process_group(
+        backend,
+        init_method=f"tcp://{addr}:{port}",
+        rank=rank,
+        world_size=world_size,
+        timeout=timedelta(seconds=timeout_s),
+    )
 
 
 def wrap_ddp(model: nn.Module, device: torch.device) -> nn.Module:
-    ids = [device.index if device.index is not None else torch.cuda.current_device()] \
-        if device.type == "cuda" else None
+    ids = (
+        [device.index if device.index is not None else torch.cuda.current_device()]
+        if device.type == "cuda"
+        else None
+    )
     return DistributedDataParallel(model, device_ids=ids)
 
 

@@ -81,16 +81,27 @@ def _connect_or_spawn(sock_path: Path, timeout_s: float) -> socket.socket:
             with open(log_path, "ab") as log:
                 server = subprocess.Popen(
                     [sys.executable, "-m", "nodes.warm", "serve", "--socket", str(sock_path)],
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True)
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    start_new_session=True,
+                    close_fds=True,
+                )
             end = time.monotonic() + timeout_s
             while conn is None and time.monotonic() < end and server.poll() is None:
                 time.sleep(0.05)
                 conn = _connect(sock_path)
             if conn is None and server.poll() is not None:
-                tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
-                raise SystemExit(f"hadar-warm: the warm server exited with {server.returncode}: {tail[0]}")
+                tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or [
+                    "no output"
+                ]
+                raise SystemExit(
+                    f"hadar-warm: the warm server exited with {server.returncode}: {tail[0]}"
+                )
     if conn is None:
-        raise SystemExit(f"hadar-warm: no warm server answered on {sock_path} within {timeout_s:.0f} s")
+        raise SystemExit(
+            f"hadar-warm: no warm server answered on {sock_path} within {timeout_s:.0f} s"
+        )
     return conn
 
 
@@ -172,8 +183,18 @@ def preload() -> None:
     and datasets) once in the server, before any fork. No tensor is created here."""
     import importlib
 
-    for name in ("torch", "torch.optim", "torch._dynamo", "torch.nn.parallel", "torch.distributed",
-                 "nodes.worker", "nodes.models", "nodes.datasets", "nodes.checkpoint", "nodes.spec"):
+    for name in (
+        "torch",
+        "torch.optim",
+        "torch._dynamo",
+        "torch.nn.parallel",
+        "torch.distributed",
+        "nodes.worker",
+        "nodes.models",
+        "nodes.datasets",
+        "nodes.checkpoint",
+        "nodes.spec",
+    ):
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
 
@@ -188,11 +209,16 @@ def _fork(request: dict, conn: socket.socket) -> _Job:
         try:
             os.setsid()
             os.chdir(cwd)
-            fo, fe = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            fo, fe = (
+                os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+                os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+            )
             os.dup2(fo, 1)
             os.dup2(fe, 2)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            if isinstance(request.get("env"), dict):  # the client's: CUDA_VISIBLE_DEVICES, RANK, ...
+            if isinstance(
+                request.get("env"), dict
+            ):  # the client's: CUDA_VISIBLE_DEVICES, RANK, ...
                 os.environ.clear()
                 os.environ.update({str(k): str(v) for k, v in request["env"].items()})
             import nodes.worker as worker

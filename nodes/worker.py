@@ -56,34 +56,75 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog=PROG, description="Train one round of one job on this node.")
-    p.add_argument("--spec", required=True, help="job spec JSON (model, size, data, batch_size, lr, seed)")
+    p.add_argument(
+        "--spec", required=True, help="job spec JSON (model, size, data, batch_size, lr, seed)"
+    )
     p.add_argument("--steps", required=True, type=int, help="step budget of this round")
-    p.add_argument("--deadline-s", required=True, type=float,
-                   help="wall seconds from process start by which the result must be written")
-    p.add_argument("--checkpoint-out", help="where to write the new checkpoint (required on rank 0)")
+    p.add_argument(
+        "--deadline-s",
+        required=True,
+        type=float,
+        help="wall seconds from process start by which the result must be written",
+    )
+    p.add_argument(
+        "--checkpoint-out", help="where to write the new checkpoint (required on rank 0)"
+    )
     p.add_argument("--result", required=True, help="where to write the result JSON")
-    p.add_argument("--checkpoint-in", help="checkpoint to resume from (default: fresh init from the seed)")
-    p.add_argument("--speed-factor", type=float, default=1.0,
-                   help="0 < F <= 1: emulate a GPU F times as fast as this one")
+    p.add_argument(
+        "--checkpoint-in", help="checkpoint to resume from (default: fresh init from the seed)"
+    )
+    p.add_argument(
+        "--speed-factor",
+        type=float,
+        default=1.0,
+        help="0 < F <= 1: emulate a GPU F times as fast as this one",
+    )
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    p.add_argument("--data-stream", type=int, default=0, help="data order stream (HadarE copy index)")
+    p.add_argument(
+        "--data-stream", type=int, default=0, help="data order stream (HadarE copy index)"
+    )
     p.add_argument("--eval", action="store_true", help="score the held-out split after training")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch default)")
     env = os.environ
-    p.add_argument("--rank", type=int, default=_env_int("RANK", 0), help="gang rank (default: $RANK or 0)")
-    p.add_argument("--world-size", type=int, default=_env_int("WORLD_SIZE", 1),
-                   help="gang size (default: $WORLD_SIZE or 1)")
-    p.add_argument("--local-rank", type=int, default=_env_int("LOCAL_RANK", 0),
-                   help="this process's CUDA device among the visible ones (default: $LOCAL_RANK or 0)")
-    p.add_argument("--master-addr", default=env.get("MASTER_ADDR") or None,
-                   help="rendezvous host of a gang (world size > 1; default: $MASTER_ADDR)")
-    p.add_argument("--master-port", type=int, default=_env_int("MASTER_PORT", None),
-                   help="rendezvous port of a gang (world size > 1; default: $MASTER_PORT)")
+    p.add_argument(
+        "--rank", type=int, default=_env_int("RANK", 0), help="gang rank (default: $RANK or 0)"
+    )
+    p.add_argument(
+        "--world-size",
+        type=int,
+        default=_env_int("WORLD_SIZE", 1),
+        help="gang size (default: $WORLD_SIZE or 1)",
+    )
+    p.add_argument(
+        "--local-rank",
+        type=int,
+        default=_env_int("LOCAL_RANK", 0),
+        help="this process's CUDA device among the visible ones (default: $LOCAL_RANK or 0)",
+    )
+    p.add_argument(
+        "--master-addr",
+        default=env.get("MASTER_ADDR") or None,
+        help="rendezvous host of a gang (world size > 1; default: $MASTER_ADDR)",
+    )
+    p.add_argument(
+        "--master-port",
+        type=int,
+        default=_env_int("MASTER_PORT", None),
+        help="rendezvous port of a gang (world size > 1; default: $MASTER_PORT)",
+    )
     return p
 
 
-PINNING_ENV = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "RANK", "LOCAL_RANK", "WORLD_SIZE",
-               "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+PINNING_ENV = (
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+)
 """The environment that places a worker (torchrun's conventions); recorded in the result."""
 
 
@@ -142,8 +183,10 @@ def select_device(choice: str, local_rank: int = 0) -> Any:
     visible = torch.cuda.device_count()
     if local_rank >= visible:
         shown = os.environ.get("CUDA_VISIBLE_DEVICES")
-        raise InputError(f"--local-rank: {local_rank} needs {local_rank + 1} visible CUDA devices, this process "
-                         f"sees {visible} (CUDA_VISIBLE_DEVICES={shown if shown is not None else 'unset'})")
+        raise InputError(
+            f"--local-rank: {local_rank} needs {local_rank + 1} visible CUDA devices, this process "
+            f"sees {visible} (CUDA_VISIBLE_DEVICES={shown if shown is not None else 'unset'})"
+        )
     torch.cuda.set_device(local_rank)
     return torch.device("cuda", local_rank)
 
@@ -158,8 +201,11 @@ def gpu_identity(device: Any) -> dict[str, Any] | None:
     props = torch.cuda.get_device_properties(device)
     uuid = getattr(props, "uuid", None)
     text = str(uuid) if uuid is not None else None
-    return {"name": props.name, "uuid": f"GPU-{text}" if text and not text.startswith("GPU-") else text,
-            "visible": torch.cuda.device_count()}
+    return {
+        "name": props.name,
+        "uuid": f"GPU-{text}" if text and not text.startswith("GPU-") else text,
+        "visible": torch.cuda.device_count(),
+    }
 
 
 def effective_precision(requested: str, device: Any) -> str:
@@ -168,7 +214,9 @@ def effective_precision(requested: str, device: Any) -> str:
     return "fp32" if requested == "fp16" and device.type != "cuda" else requested
 
 
-def restore(spec: Any, ckpt: dict[str, Any] | None, ckpt_path: str | None, device: Any) -> tuple[Any, Any]:
+def restore(
+    spec: Any, ckpt: dict[str, Any] | None, ckpt_path: str | None, device: Any
+) -> tuple[Any, Any]:
     """The model (fresh from the spec's seed, or the checkpoint's weights) on ``device`` and its
     optimizer (with the checkpoint's state if any; the learning rate always from the spec)."""
     import torch
@@ -186,8 +234,9 @@ def restore(spec: Any, ckpt: dict[str, Any] | None, ckpt_path: str | None, devic
             optimizer.load_state_dict(ckpt["optimizer"])
         except (ValueError, KeyError, RuntimeError) as exc:
             msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise InputError(f"{ckpt_path}: optimizer state does not match {spec.model}/"
-                             f"{spec.size} ({msg})") from None
+            raise InputError(
+                f"{ckpt_path}: optimizer state does not match {spec.model}/{spec.size} ({msg})"
+            ) from None
     for group in optimizer.param_groups:
         group["lr"] = spec.lr
     return model, optimizer
@@ -221,8 +270,14 @@ def run(a: argparse.Namespace, stop: _StopFlag, t0: float) -> dict[str, Any]:
     ckpt = load_checkpoint(a.checkpoint_in, spec.model, spec.size) if a.checkpoint_in else None
     start_steps = ckpt["steps"] if ckpt else 0
     entry = get_entry(spec.model)
-    data = open_dataset(spec.model, spec.size, spec.data, seed=spec.seed,
-                        stream=a.data_stream, batch_size=spec.batch_size)
+    data = open_dataset(
+        spec.model,
+        spec.size,
+        spec.data,
+        seed=spec.seed,
+        stream=a.data_stream,
+        batch_size=spec.batch_size,
+    )
     model, optimizer = restore(spec, ckpt, a.checkpoint_in, device)
     torch.manual_seed(derive_seed(spec.seed, a.data_stream, start_steps, a.rank, 7))  # dropout
 
@@ -230,21 +285,41 @@ def run(a: argparse.Namespace, stop: _StopFlag, t0: float) -> dict[str, Any]:
     gang = a.world_size > 1
     if gang:
         try:
-            join_gang(a.rank, a.world_size, a.master_addr, a.master_port, device,
-                      timeout_s=max(10.0, deadline - time.monotonic()))
+            join_gang(
+                a.rank,
+                a.world_size,
+                a.master_addr,
+                a.master_port,
+                device,
+                timeout_s=max(10.0, deadline - time.monotonic()),
+            )
         except (RuntimeError, ValueError, OSError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise RuntimeError(f"rank {a.rank}: could not join the gang at tcp://{a.master_addr}:"
-                               f"{a.master_port}: {first}") from None
+            raise RuntimeError(
+                f"rank {a.rank}: could not join the gang at tcp://{a.master_addr}:"
+                f"{a.master_port}: {first}"
+            ) from None
     precision = effective_precision(spec.precision, device)
-    print(f"{PROG}: rank {a.rank}/{a.world_size} training {spec.model}/{spec.size} on {device} "
-          f"({precision}) from step {start_steps} (budget {a.steps} steps, deadline {a.deadline_s:g} s)",
-          flush=True)
-    outcome = train_round(entry=entry, model=wrap_ddp(model, device) if gang else model,
-                          optimizer=optimizer, data=data, device=device, start_steps=start_steps,
-                          max_steps=a.steps, deadline=deadline, speed_factor=a.speed_factor,
-                          stop_requested=lambda: stop.set, rank=a.rank, world_size=a.world_size,
-                          precision=precision)
+    print(
+        f"{PROG}: rank {a.rank}/{a.world_size} training {spec.model}/{spec.size} on {device} "
+        f"({precision}) from step {start_steps} (budget {a.steps} steps, deadline {a.deadline_s:g} s)",
+        flush=True,
+    )
+    outcome = train_round(
+        entry=entry,
+        model=wrap_ddp(model, device) if gang else model,
+        optimizer=optimizer,
+        data=data,
+        device=device,
+        start_steps=start_steps,
+        max_steps=a.steps,
+        deadline=deadline,
+        speed_factor=a.speed_factor,
+        stop_requested=lambda: stop.set,
+        rank=a.rank,
+        world_size=a.world_size,
+        precision=precision,
+    )
     if gang:
         average_buffers(model)
 
@@ -252,8 +327,14 @@ def run(a: argparse.Namespace, stop: _StopFlag, t0: float) -> dict[str, Any]:
     ckpt_out, sha = None, None
     if a.checkpoint_out:
         ckpt_out = str(Path(a.checkpoint_out))
-        sha = save_checkpoint(ckpt_out, model=spec.model, size=spec.size, state_dict=model.state_dict(),
-                              optimizer=optimizer.state_dict(), steps=end_steps)
+        sha = save_checkpoint(
+            ckpt_out,
+            model=spec.model,
+            size=spec.size,
+            state_dict=model.state_dict(),
+            optimizer=optimizer.state_dict(),
+            steps=end_steps,
+        )
     metric = None
     if a.eval:
         model.eval()
@@ -273,8 +354,9 @@ def run(a: argparse.Namespace, stop: _StopFlag, t0: float) -> dict[str, Any]:
         "stopped_by": outcome.stopped_by,
         "wall_seconds": 0.0,  # set just before the result is written
         "train_seconds": outcome.train_seconds,
-        "steps_per_second": (outcome.steps_done / outcome.train_seconds
-                             if outcome.train_seconds > 0 else 0.0),
+        "steps_per_second": (
+            outcome.steps_done / outcome.train_seconds if outcome.train_seconds > 0 else 0.0
+        ),
         "first_loss": first_loss,
         "final_loss": final_loss,
         "checkpoint": ckpt_out,
@@ -332,8 +414,15 @@ def _main(argv: list[str] | None, t0: float) -> int:
             signal.signal(sig, handler)
     if result_path:
         with contextlib.suppress(OSError):
-            write_json(result_path, {"status": "error", "error": msg, "exit_code": code,
-                                     "wall_seconds": time.monotonic() - t0})
+            write_json(
+                result_path,
+                {
+                    "status": "error",
+                    "error": msg,
+                    "exit_code": code,
+                    "wall_seconds": time.monotonic() - t0,
+                },
+            )
     return code
 
 

@@ -56,7 +56,11 @@ class QueueEntry:
     fast (a move must be worth its restart); once the kept GPUs are taken, any placement is."""
 
     def payoff(self, cand: Candidate) -> float:
-        u = self.kept_utility(cand.rate) if cand.kept and self.kept_utility is not None else self.utility(cand.rate)
+        u = (
+            self.kept_utility(cand.rate)
+            if cand.kept and self.kept_utility is not None
+            else self.utility(cand.rate)
+        )
         return u - cand.unit_cost * self.hold_rounds(cand.rate)
 
 
@@ -90,14 +94,20 @@ def _remember(memo: dict[StateKey, _V], key: StateKey, value: _V, limit: int) ->
 class CandidateCache:
     """Memo of FIND_ALLOC candidates by (job class, free state); prices depend only on the state."""
 
-    def __init__(self, capacity: np.ndarray, bounds: PriceBounds | None,
-                 fixed_prices: np.ndarray | None = None) -> None:
+    def __init__(
+        self,
+        capacity: np.ndarray,
+        bounds: PriceBounds | None,
+        fixed_prices: np.ndarray | None = None,
+    ) -> None:
         """Prices follow Eq. 5 from ``bounds``; or are ``fixed_prices[node, type]`` whatever the
         state (e.g. the round LP's dual prices); or are 0 with neither."""
         self.capacity = capacity
         self.bounds = bounds
         self.fixed = None if fixed_prices is None else np.where(capacity > 0, fixed_prices, np.inf)
-        self._memo: dict[StateKey, dict[Hashable, list[Candidate]]] = {}  # state -> class -> candidates
+        self._memo: dict[
+            StateKey, dict[Hashable, list[Candidate]]
+        ] = {}  # state -> class -> candidates
         self._prices: dict[StateKey, np.ndarray] = {}
         self.max_states = max(16, MEMO_STATE_BYTES // max(1, capacity.nbytes))
         """States remembered (oldest forgotten first): a round on a large cluster visits thousands
@@ -133,14 +143,18 @@ class CandidateCache:
                 p = self._last[1].copy()
                 rows = np.flatnonzero((free != self._last[0]).any(axis=1))
                 if rows.size:
-                    p[rows] = price_matrix(self.bounds, self.capacity[rows] - free[rows], self.capacity[rows])
+                    p[rows] = price_matrix(
+                        self.bounds, self.capacity[rows] - free[rows], self.capacity[rows]
+                    )
             else:
                 p = price_matrix(self.bounds, self.capacity - free, self.capacity)
             _remember(self._prices, key, p, self.max_states)
             self._last = (free.copy(), p)
         return p
 
-    def candidates(self, entry: QueueEntry, free: np.ndarray, key: StateKey | None = None) -> list[Candidate]:
+    def candidates(
+        self, entry: QueueEntry, free: np.ndarray, key: StateKey | None = None
+    ) -> list[Candidate]:
         """FIND_ALLOC's candidates for ``entry`` on ``free``, plus its kept placement if it fits."""
         state = free.tobytes() if key is None else key
         by_class = self._memo.get(state)
@@ -158,7 +172,9 @@ class CandidateCache:
                 return [kept, *(c for c in hit if c.rate >= entry.move_min_rate)]
         return hit
 
-    def _static_candidates(self, entry: QueueEntry, free: np.ndarray, state: StateKey) -> list[Candidate] | None:
+    def _static_candidates(
+        self, entry: QueueEntry, free: np.ndarray, state: StateKey
+    ) -> list[Candidate] | None:
         """Candidates from the class's static-price allocator, None where it has no shortcut
         (multi-GPU gangs on large clusters)."""
         if free.shape[0] <= PRUNE_ABOVE_NODES and free.size <= SMALL_CELLS:
@@ -176,10 +192,14 @@ class CandidateCache:
     def _allocator(self, entry: QueueEntry, free: np.ndarray) -> StaticPriceAllocator:
         alloc = self._allocators.get(entry.class_key)
         if alloc is None:
-            alloc = self._allocators[entry.class_key] = StaticPriceAllocator(entry.request, self.prices(free), self.capacity)
+            alloc = self._allocators[entry.class_key] = StaticPriceAllocator(
+                entry.request, self.prices(free), self.capacity
+            )
         return alloc
 
-    def _kept_candidate(self, entry: QueueEntry, free: np.ndarray, state: StateKey) -> Candidate | None:
+    def _kept_candidate(
+        self, entry: QueueEntry, free: np.ndarray, state: StateKey
+    ) -> Candidate | None:
         """``entry``'s kept placement as a candidate if its GPUs are free; with static prices its
         rate and cost are computed once per entry."""
         keep = entry.keep
@@ -199,7 +219,9 @@ class CandidateCache:
         flat = self._flat_free(free, state) if free.size <= SMALL_CELLS else free.ravel()
         return hit[1] if all(flat[i] >= n for i, n in hit[2]) else None
 
-    def best(self, entry: QueueEntry, free: np.ndarray, key: StateKey | None = None) -> tuple[Candidate, float] | None:
+    def best(
+        self, entry: QueueEntry, free: np.ndarray, key: StateKey | None = None
+    ) -> tuple[Candidate, float] | None:
         return best_candidate(self.candidates(entry, free, key), entry.payoff)
 
 
@@ -243,8 +265,17 @@ def plan_queue(
             cand, pay = best
             new_free = st.free - cand.alloc
             took = cand.gpus if cand.kept else need  # FIND_ALLOC's take exactly the gang
-            _merge(nxt, skey(new_free), _State(new_free, st.total - took, st.value + pay, st.count + 1,
-                                               (st.chain, (i, cand, pay))))
+            _merge(
+                nxt,
+                skey(new_free),
+                _State(
+                    new_free,
+                    st.total - took,
+                    st.value + pay,
+                    st.count + 1,
+                    (st.chain, (i, cand, pay)),
+                ),
+            )
         states += len(nxt)
         if len(nxt) > beam:
             exact = False

@@ -123,10 +123,7 @@ def round_optimum(
     ub = np.concatenate([np.ones(n_opt), ub_x])
     if kept_x.any():  # a kept option's counts are fixed: x = keep * z (so x lies in [0, keep])
         keep_counts = np.array(
-            [
-                options[owner[i]].kept.ravel()[cell[i]] if kept_x[i] else 0
-                for i in range(n_x)
-            ],
+            [options[owner[i]].kept.ravel()[cell[i]] if kept_x[i] else 0 for i in range(n_x)],
             dtype=float,
         )
         ub[n_opt:][kept_x] = keep_counts[kept_x]

@@ -69,7 +69,9 @@ class Candidate:
             flat[i] -= n
 
 
-def _take(order_cells: np.ndarray, counts: np.ndarray, need: int, shape: tuple[int, int]) -> np.ndarray:
+def _take(
+    order_cells: np.ndarray, counts: np.ndarray, need: int, shape: tuple[int, int]
+) -> np.ndarray:
     """Take ``need`` GPUs from cells in ``order_cells`` order (flat indices) with ``counts`` free."""
     alloc = np.zeros(shape[0] * shape[1], dtype=np.int64)
     c = counts[order_cells]
@@ -123,18 +125,27 @@ def _cheapest_cells(flat_free: np.ndarray, flat_price: np.ndarray, w: int) -> np
     return np.concatenate([cheaper, at_kth])
 
 
-def _make(alloc: np.ndarray, req: JobRequest, price: np.ndarray, kept: bool = False) -> Candidate | None:
+def _make(
+    alloc: np.ndarray, req: JobRequest, price: np.ndarray, kept: bool = False
+) -> Candidate | None:
     used = alloc > 0
     nodes = int(used.any(axis=1).sum())
     rates = req.rates_cons if nodes == 1 else req.rates_unc
     rate = float(rates[used].min())
     if rate <= 0:
         return None
-    return Candidate(alloc=alloc, rate=rate, unit_cost=float((price[used] * alloc[used]).sum()), nodes=nodes,
-                     kept=kept)
+    return Candidate(
+        alloc=alloc,
+        rate=rate,
+        unit_cost=float((price[used] * alloc[used]).sum()),
+        nodes=nodes,
+        kept=kept,
+    )
 
 
-def kept_candidate(alloc: np.ndarray, req: JobRequest, free: np.ndarray, price: np.ndarray) -> Candidate | None:
+def kept_candidate(
+    alloc: np.ndarray, req: JobRequest, free: np.ndarray, price: np.ndarray
+) -> Candidate | None:
     """A running job's current placement as a candidate, if its GPUs are all free in ``free``."""
     if not (alloc <= free).all():
         return None
@@ -165,7 +176,11 @@ def candidate_allocations(req: JobRequest, free: np.ndarray, price: np.ndarray) 
 
 
 def _dispatch(req: JobRequest, free: np.ndarray, price: np.ndarray) -> list[Candidate]:
-    return _candidates_small(req, free, price) if free.size <= SMALL_CELLS else _candidates(req, free, price)
+    return (
+        _candidates_small(req, free, price)
+        if free.size <= SMALL_CELLS
+        else _candidates(req, free, price)
+    )
 
 
 def relevant_nodes(req: JobRequest, free: np.ndarray, price: np.ndarray) -> np.ndarray:
@@ -199,9 +214,13 @@ def rank_in_runs(sorted_keys: np.ndarray) -> np.ndarray:
     return index - np.maximum.accumulate(np.where(new_run, index, 0))
 
 
-def static_node_groups(capacity: np.ndarray, rates_cons: np.ndarray, rates_unc: np.ndarray) -> np.ndarray:
+def static_node_groups(
+    capacity: np.ndarray, rates_cons: np.ndarray, rates_unc: np.ndarray
+) -> np.ndarray:
     """A group id per node such that equal ids have equal capacity rows and rates."""
-    rows = np.ascontiguousarray(np.concatenate([capacity.astype(float), rates_cons, rates_unc], axis=1))
+    rows = np.ascontiguousarray(
+        np.concatenate([capacity.astype(float), rates_cons, rates_unc], axis=1)
+    )
     void = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
     return np.unique(void, return_inverse=True)[1].ravel()
 
@@ -258,7 +277,9 @@ def _candidates_small(req: JobRequest, free: np.ndarray, price: np.ndarray) -> l
     f, p = free.tolist(), price.tolist()
     rc, ru = req.rates_cons.tolist(), req.rates_unc.tolist()
     w = req.num_gpus
-    runnable = [(h, k) for h in range(n_nodes) for k in range(n_types) if f[h][k] > 0 and rc[h][k] > 0]
+    runnable = [
+        (h, k) for h in range(n_nodes) for k in range(n_types) if f[h][k] > 0 and rc[h][k] > 0
+    ]
     if sum(f[h][k] for h, k in runnable) < w:
         return []
     out: list[Candidate] = []

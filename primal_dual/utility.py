@@ -58,7 +58,10 @@ class InverseSlowdownUtility:
     clock: str = "arrival"
 
     def value(self, tau: float, weight: float, ideal: float) -> float:
-        return weight * max(min(1.0, ideal / max(tau, 1e-9)) if tau > 0 else 1.0, _soft_floor(self.floor, tau, ideal))
+        return weight * max(
+            min(1.0, ideal / max(tau, 1e-9)) if tau > 0 else 1.0,
+            _soft_floor(self.floor, tau, ideal),
+        )
 
 
 @dataclass(frozen=True)

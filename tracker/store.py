@@ -187,8 +187,14 @@ class Store:
         out = [{"path": r[0], "sha256": r[1], "round": int(r[2]), "steps": int(r[3])} for r in rows]
         job = self.job(job_id)
         if job is not None and job["initial_path"]:
-            out.append({"path": job["initial_path"], "sha256": job["initial_sha256"], "round": None,
-                        "steps": 0})
+            out.append(
+                {
+                    "path": job["initial_path"],
+                    "sha256": job["initial_sha256"],
+                    "round": None,
+                    "steps": 0,
+                }
+            )
         return out
 
     # -- writes (call inside transaction()) ------------------------------------------------
@@ -312,4 +318,3 @@ class Store:
 
     def set_round_closed(self, round_: int) -> None:
         self.conn.execute("UPDATE rounds SET state = 'closed' WHERE round = ?", (round_,))
-

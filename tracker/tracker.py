@@ -211,10 +211,13 @@ class JobTracker:
         if averaging is not None and averaging not in MODES:
             raise TrackerConfigError(f"averaging: {averaging!r} is not one of {', '.join(MODES)}")
         if keep_checkpoints is not None and (
-            isinstance(keep_checkpoints, bool) or not isinstance(keep_checkpoints, int)
+            isinstance(keep_checkpoints, bool)
+            or not isinstance(keep_checkpoints, int)
             or keep_checkpoints < 1
         ):
-            raise TrackerConfigError(f"keep_checkpoints: must be an integer >= 1, got {keep_checkpoints!r}")
+            raise TrackerConfigError(
+                f"keep_checkpoints: must be an integer >= 1, got {keep_checkpoints!r}"
+            )
         db.parent.mkdir(parents=True, exist_ok=True)
         ckpt_dir.mkdir(parents=True, exist_ok=True)
         lock_fd = os.open(f"{db}.lock", os.O_RDWR | os.O_CREAT, 0o644)
@@ -309,8 +312,10 @@ class JobTracker:
             if latest is None:
                 continue
             older = [
-                h["path"] for h in self._store.checkpoint_history(int(job["job_id"]))
-                if h["path"] != latest and (latest_round is not None and (h["round"] is None or h["round"] < latest_round))
+                h["path"]
+                for h in self._store.checkpoint_history(int(job["job_id"]))
+                if h["path"] != latest
+                and (latest_round is not None and (h["round"] is None or h["round"] < latest_round))
                 and self._abs(h["path"]).exists()
             ]
             keep |= set(older[: self.keep_checkpoints - 1])
@@ -790,15 +795,20 @@ class JobTracker:
             restored, steps = target if target is not None else (None, 0)
             with self._store.transaction():
                 self._store.set_job_progress(
-                    job_id, steps, False,
-                    None if restored is None else str(restored.path.relative_to(self.checkpoint_dir)),
+                    job_id,
+                    steps,
+                    False,
+                    None
+                    if restored is None
+                    else str(restored.path.relative_to(self.checkpoint_dir)),
                     None if restored is None else restored.sha256,
                     None if restored is None else restored.round,
                 )
                 self._store.reopen_job(job_id)
                 crash_point("rollback:in_tx")
-            return restored, Rollback(job_id, tuple(bad), int(job["steps_done"]), steps, restored,
-                                 bool(job["completed"]))
+            return restored, Rollback(
+                job_id, tuple(bad), int(job["steps_done"]), steps, restored, bool(job["completed"])
+            )
 
     def _quarantine(self, job_id: int, rel: str, reason: str) -> Quarantine:
         """Move an owned checkpoint aside to ``quarantine/`` (if it still exists)."""

@@ -28,18 +28,25 @@ def _range_text(lo: float, hi: float, lo_open: bool) -> str:
     return f"{'(' if lo_open else '['}{lo:g}, {hi:g}]"
 
 
-def seconds(lo: float, hi: float, *, lo_open: bool = False, units: bool = False) -> Callable[[str], float]:
+def seconds(
+    lo: float, hi: float, *, lo_open: bool = False, units: bool = False
+) -> Callable[[str], float]:
     """A type for a duration in seconds within ``[lo, hi]`` (``(lo, hi]`` with ``lo_open``).
     With ``units``, ``90m``, ``36h`` and ``30d`` are accepted too."""
 
     def parse(text: str) -> float:
         value = _duration(text) if units else _float(text)
-        inside = value is not None and math.isfinite(value) and (lo < value if lo_open else lo <= value) \
+        inside = (
+            value is not None
+            and math.isfinite(value)
+            and (lo < value if lo_open else lo <= value)
             and value <= hi
+        )
         if value is None or not inside:
             suffix = " (or with a unit: 90m, 36h, 30d)" if units else ""
             raise argparse.ArgumentTypeError(
-                f"must be a finite number of seconds in {_range_text(lo, hi, lo_open)}{suffix} (got {text!r})")
+                f"must be a finite number of seconds in {_range_text(lo, hi, lo_open)}{suffix} (got {text!r})"
+            )
         return float(value)
 
     parse.__name__ = "seconds"
@@ -56,7 +63,9 @@ def count(lo: int, hi: int, what: str = "") -> Callable[[str], int]:
             value = None
         if value is None or not lo <= value <= hi:
             unit = f" of {what}" if what else ""
-            raise argparse.ArgumentTypeError(f"must be a whole number{unit} in [{lo}, {hi}] (got {text!r})")
+            raise argparse.ArgumentTypeError(
+                f"must be a whole number{unit} in [{lo}, {hi}] (got {text!r})"
+            )
         return value
 
     parse.__name__ = "count"
@@ -101,11 +110,15 @@ def _check_creatable(path: Path, text: str) -> None:
     while not ancestor.exists():
         ancestor = ancestor.parent
     if not ancestor.is_dir():
-        raise argparse.ArgumentTypeError(f"cannot create {text}: {ancestor} is a file, not a directory")
+        raise argparse.ArgumentTypeError(
+            f"cannot create {text}: {ancestor} is a file, not a directory"
+        )
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".hadar-probe-", dir=ancestor))
     except OSError as exc:
-        raise argparse.ArgumentTypeError(f"cannot create {text}: {ancestor}: {exc.strerror or exc}") from None
+        raise argparse.ArgumentTypeError(
+            f"cannot create {text}: {ancestor}: {exc.strerror or exc}"
+        ) from None
 
 
 def _float(text: str) -> float | None:

@@ -15,31 +15,62 @@ from hadar.simulator.engine import DEFAULT_HORIZON_S
 from hadar.validation import MAX_SECONDS
 
 
-def add_scenario_args(p: argparse.ArgumentParser, default_cluster: str = "sim-60gpu",
-                      default_workload: str = "philly-480") -> None:
-    p.add_argument("--cluster", default=default_cluster,
-                   help="cluster YAML file or bundled name (default: %(default)s)")
-    p.add_argument("--workload", default=default_workload,
-                   help="philly-N, philly-N-arrivals, M-1..M-12, or a .csv/.yaml job list (default: %(default)s)")
-    p.add_argument("--throughputs", default=None,
-                   help="throughputs JSON in Gavel's schema (default: Gavel's bundled measurements)")
-    p.add_argument("--seed", type=argtypes.seed, default=0, help="workload sampling seed (default: %(default)s)")
+def add_scenario_args(
+    p: argparse.ArgumentParser,
+    default_cluster: str = "sim-60gpu",
+    default_workload: str = "philly-480",
+) -> None:
+    p.add_argument(
+        "--cluster",
+        default=default_cluster,
+        help="cluster YAML file or bundled name (default: %(default)s)",
+    )
+    p.add_argument(
+        "--workload",
+        default=default_workload,
+        help="philly-N, philly-N-arrivals, M-1..M-12, or a .csv/.yaml job list (default: %(default)s)",
+    )
+    p.add_argument(
+        "--throughputs",
+        default=None,
+        help="throughputs JSON in Gavel's schema (default: Gavel's bundled measurements)",
+    )
+    p.add_argument(
+        "--seed",
+        type=argtypes.seed,
+        default=0,
+        help="workload sampling seed (default: %(default)s)",
+    )
     add_size_arg(p)
     add_round_arg(p)
     add_restart_penalty_arg(p)
-    p.add_argument("--horizon", dest="horizon_s", type=argtypes.seconds(1, MAX_SECONDS, units=True),
-                   default=DEFAULT_HORIZON_S,
-                   help="simulated time by which every job must have finished, in seconds or with a unit "
-                        "(90m, 36h, 30d); a workload that cannot finish by then is an error (default: %(default)s, 365 days)")
+    p.add_argument(
+        "--horizon",
+        dest="horizon_s",
+        type=argtypes.seconds(1, MAX_SECONDS, units=True),
+        default=DEFAULT_HORIZON_S,
+        help="simulated time by which every job must have finished, in seconds or with a unit "
+        "(90m, 36h, 30d); a workload that cannot finish by then is an error (default: %(default)s, 365 days)",
+    )
 
 
 def add_policy_opt_arg(p: argparse.ArgumentParser, per_policy: bool = False) -> None:
     """``--policy-opt KEY=VALUE`` (repeatable); with ``per_policy``, ``POLICY:KEY=VALUE``."""
     form = "POLICY:KEY=VALUE" if per_policy else "KEY=VALUE"
-    p.add_argument("--policy-opt", action="append", default=[], metavar=form,
-                   help="a policy knob (repeatable), e.g. " + ("hadar:utility=sigmoid" if per_policy else
-                        "utility=sigmoid, replan=never, preset=legacy") + "; the knobs of each policy are in "
-                        "docs/hadar.md and docs/baselines.md")
+    p.add_argument(
+        "--policy-opt",
+        action="append",
+        default=[],
+        metavar=form,
+        help="a policy knob (repeatable), e.g. "
+        + (
+            "hadar:utility=sigmoid"
+            if per_policy
+            else "utility=sigmoid, replan=never, preset=legacy"
+        )
+        + "; the knobs of each policy are in "
+        "docs/hadar.md and docs/baselines.md",
+    )
 
 
 def estimates_note(cells: Sequence[EstimatedCell], limit: int = 6) -> str | None:
@@ -47,9 +78,15 @@ def estimates_note(cells: Sequence[EstimatedCell], limit: int = 6) -> str | None
     if not cells:
         return None
     shown = "; ".join(c.describe() for c in cells[:limit])
-    more = f"; and {len(cells) - limit} more (summary.json: estimated_cells)" if len(cells) > limit else ""
-    return (f"note: {len(cells)} throughput figure(s) are not in the measured table and were estimated "
-            f"(PMI/PCIe, Eq. 10): {shown}{more}")
+    more = (
+        f"; and {len(cells) - limit} more (summary.json: estimated_cells)"
+        if len(cells) > limit
+        else ""
+    )
+    return (
+        f"note: {len(cells)} throughput figure(s) are not in the measured table and were estimated "
+        f"(PMI/PCIe, Eq. 10): {shown}{more}"
+    )
 
 
 def load_scenario(args: argparse.Namespace) -> tuple[Cluster, list[Job], ThroughputModel]:
@@ -57,5 +94,11 @@ def load_scenario(args: argparse.Namespace) -> tuple[Cluster, list[Job], Through
     ``--throughputs``, ``--seed``, ``--size``, ``--round``, ``--restart-penalty`` and ``--horizon``
     where the command has them)."""
     scenario.check_round(getattr(args, "round_length", None), getattr(args, "restart_penalty", 0.0))
-    return scenario.load_scenario(args.cluster, args.workload, args.throughputs, seed=args.seed,
-                                  size=getattr(args, "size", "paper"), horizon_s=getattr(args, "horizon_s", None))
+    return scenario.load_scenario(
+        args.cluster,
+        args.workload,
+        args.throughputs,
+        seed=args.seed,
+        size=getattr(args, "size", "paper"),
+        horizon_s=getattr(args, "horizon_s", None),
+    )

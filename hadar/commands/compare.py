@@ -47,8 +47,16 @@ from hadar.validation import MAX_JOBS
 DEFAULT_POLICIES = "hadar,gavel,tiresias,yarn-cs"
 DECISION_SIZES = (32, 64, 128, 256, 512, 1024, 2048)
 DECISION_POLICIES = ("hadar", "gavel")
-SCENARIO_KEYS = ("cluster", "workload", "throughputs", "seed", "size", "round_length", "restart_penalty",
-                 "horizon_s")
+SCENARIO_KEYS = (
+    "cluster",
+    "workload",
+    "throughputs",
+    "seed",
+    "size",
+    "round_length",
+    "restart_penalty",
+    "horizon_s",
+)
 
 
 def _hours(v: float) -> str:
@@ -81,24 +89,44 @@ type) and Themis's finish-time fairness rho (JCT over JCT with a 1/n share; > 1 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "compare", help="compare policies on one cluster and workload (table, CSV/JSON, paper figures)",
+        "compare",
+        help="compare policies on one cluster and workload (table, CSV/JSON, paper figures)",
         description="Simulate several policies on the same cluster and workload (in parallel processes), print "
-                    "one table with ratios to Hadar, write compare.csv/compare.json, each policy's run files in "
-                    "DIR/<policy>/ and the paper's figures as PNG.")
+        "one table with ratios to Hadar, write compare.csv/compare.json, each policy's run files in "
+        "DIR/<policy>/ and the paper's figures as PNG.",
+    )
     add_scenario_args(p)
-    p.add_argument("--policies", default=DEFAULT_POLICIES,
-                   help=f"comma-separated, from {', '.join(sorted(POLICY_REGISTRY))} (default: %(default)s)")
+    p.add_argument(
+        "--policies",
+        default=DEFAULT_POLICIES,
+        help=f"comma-separated, from {', '.join(sorted(POLICY_REGISTRY))} (default: %(default)s)",
+    )
     add_policy_opt_arg(p, per_policy=True)
     add_out_arg(p, "compare")
     add_workers_arg(p, "one per policy, at most the CPU count")
-    p.add_argument("--ray-address", default=None, metavar="ADDR",
-                   help="run the policies as tasks on this Ray cluster instead (needs the ray extra)")
-    p.add_argument("--gavel-compatible", action="store_true",
-                   help="run every policy as Gavel's simulator does (see docs/baselines.md)")
-    p.add_argument("--occupancy-policy", default="hadar", metavar="POLICY",
-                   help="policy whose GPU-by-round occupancy is drawn (default: %(default)s, or the first policy)")
-    p.add_argument("--decision-sizes", default=",".join(map(str, DECISION_SIZES)), metavar="LIST",
-                   help="queue lengths for the decision-time figure (default: %(default)s)")
+    p.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help="run the policies as tasks on this Ray cluster instead (needs the ray extra)",
+    )
+    p.add_argument(
+        "--gavel-compatible",
+        action="store_true",
+        help="run every policy as Gavel's simulator does (see docs/baselines.md)",
+    )
+    p.add_argument(
+        "--occupancy-policy",
+        default="hadar",
+        metavar="POLICY",
+        help="policy whose GPU-by-round occupancy is drawn (default: %(default)s, or the first policy)",
+    )
+    p.add_argument(
+        "--decision-sizes",
+        default=",".join(map(str, DECISION_SIZES)),
+        metavar="LIST",
+        help="queue lengths for the decision-time figure (default: %(default)s)",
+    )
     p.set_defaults(func=run)
 
 
@@ -123,7 +151,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--occupancy-policy: {args.occupancy_policy!r} is not one of --policies")
     occupancy = occupancy or policies[0]
     scenario = {k: getattr(args, k) for k in SCENARIO_KEYS}
-    cluster, jobs, throughput = load_scenario(argparse.Namespace(**scenario))  # bad input fails here, once
+    cluster, jobs, throughput = load_scenario(
+        argparse.Namespace(**scenario)
+    )  # bad input fails here, once
     out, replacing = output_dir(args.out, args.out_stem)
     console = Console(width=max(170, Console().width))
     announce(replacing, console)
@@ -132,19 +162,51 @@ def run(args: argparse.Namespace) -> int:
     note = estimates_note(throughput.estimated_cells(jobs, cluster))
     if note:
         console.print(note, style="yellow", highlight=False)
-    where = f"Ray at {args.ray_address}" if args.ray_address else f"{workers} process{'es' if workers > 1 else ''}"
-    console.print(f"simulating {', '.join(policies)} on {cluster.name} / {args.workload} ({mode} mode, {where})")
+    where = (
+        f"Ray at {args.ray_address}"
+        if args.ray_address
+        else f"{workers} process{'es' if workers > 1 else ''}"
+    )
+    console.print(
+        f"simulating {', '.join(policies)} on {cluster.name} / {args.workload} ({mode} mode, {where})"
+    )
     t0 = time.perf_counter()
-    specs = [RunSpec(p, scenario, args.gavel_compatible, str(out / p), options.get(p, {})) for p in policies]
-    summaries = run_all(specs, workers, args.ray_address,
-                        on_done=lambda s, dt: console.print(f"  {s['policy']:>15} done ({dt:.1f} s)"))
+    specs = [
+        RunSpec(p, scenario, args.gavel_compatible, str(out / p), options.get(p, {}))
+        for p in policies
+    ]
+    summaries = run_all(
+        specs,
+        workers,
+        args.ray_address,
+        on_done=lambda s, dt: console.print(f"  {s['policy']:>15} done ({dt:.1f} s)"),
+    )
     reference = "hadar" if "hadar" in policies else policies[0]
     rows = comparison_rows(summaries, reference, [key for key, _, _ in METRICS + FAIRNESS_METRICS])
-    decisions = measure_decision_times(cluster, jobs, throughput, [p for p in DECISION_POLICIES if p in POLICY_REGISTRY],
-                                       sizes, args.round_length, args.gavel_compatible, options=options) if sizes else []
-    meta = {"mode": mode, "reference": reference, "cluster": cluster.name, "workload": args.workload,
-            "seed": args.seed, "jobs": len(jobs),
-            "estimated_cells": [asdict(c) for c in throughput.estimated_cells(jobs, cluster)], "wall_seconds": round(time.perf_counter() - t0, 3)}
+    decisions = (
+        measure_decision_times(
+            cluster,
+            jobs,
+            throughput,
+            [p for p in DECISION_POLICIES if p in POLICY_REGISTRY],
+            sizes,
+            args.round_length,
+            args.gavel_compatible,
+            options=options,
+        )
+        if sizes
+        else []
+    )
+    meta = {
+        "mode": mode,
+        "reference": reference,
+        "cluster": cluster.name,
+        "workload": args.workload,
+        "seed": args.seed,
+        "jobs": len(jobs),
+        "estimated_cells": [asdict(c) for c in throughput.estimated_cells(jobs, cluster)],
+        "wall_seconds": round(time.perf_counter() - t0, 3),
+    }
     files = write_outputs(out, rows, decisions, meta)
     no_plots = plots_missing_note("figures")
     if no_plots:
@@ -152,10 +214,18 @@ def run(args: argparse.Namespace) -> int:
     else:
         from hadar.plots.simulation import scenario_text
 
-        files += draw_figures(out, cluster, summaries, decisions, occupancy,
-                              scenario_text(args.workload, cluster.name, args.seed))
+        files += draw_figures(
+            out,
+            cluster,
+            summaries,
+            decisions,
+            occupancy,
+            scenario_text(args.workload, cluster.name, args.seed),
+        )
     print_table(console, rows, reference, mode, cluster.name, args.workload)
-    console.print(f"wrote {', '.join(str(f.relative_to(out)) for f in files)} and {', '.join(policies)}/ in {out}/")
+    console.print(
+        f"wrote {', '.join(str(f.relative_to(out)) for f in files)} and {', '.join(policies)}/ in {out}/"
+    )
     return 0
 
 
@@ -165,14 +235,18 @@ def parse_policies(text: str) -> list[str]:
         raise InputError("--policies: no policy given")
     for n in names:
         if n not in POLICY_REGISTRY:
-            raise InputError(f"--policies: unknown policy {n!r} (known: {', '.join(sorted(POLICY_REGISTRY))})")
+            raise InputError(
+                f"--policies: unknown policy {n!r} (known: {', '.join(sorted(POLICY_REGISTRY))})"
+            )
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup:
         raise InputError(f"--policies: {dup!r} given twice")
     return names
 
 
-def parse_policy_options(items: Sequence[str], policies: Sequence[str]) -> dict[str, dict[str, str]]:
+def parse_policy_options(
+    items: Sequence[str], policies: Sequence[str]
+) -> dict[str, dict[str, str]]:
     """``["hadar:utility=sigmoid", ...]`` -> ``{"hadar": {"utility": "sigmoid"}}``, each checked
     against the policy's knobs (one-line errors)."""
     per: dict[str, list[str]] = {}
@@ -181,7 +255,9 @@ def parse_policy_options(items: Sequence[str], policies: Sequence[str]) -> dict[
         if not sep or "=" in policy:
             raise InputError(f"--policy-opt: expected POLICY:KEY=VALUE (got {item!r})")
         if policy not in policies:
-            raise InputError(f"--policy-opt: {policy!r} is not one of --policies ({', '.join(policies)})")
+            raise InputError(
+                f"--policy-opt: {policy!r} is not one of --policies ({', '.join(policies)})"
+            )
         per.setdefault(policy, []).append(pair)
     out = {p: parse_pairs(pairs) for p, pairs in per.items()}
     for p, opts in out.items():
@@ -193,9 +269,13 @@ def parse_sizes(text: str) -> list[int]:
     try:
         sizes = [int(s) for s in text.split(",") if s.strip()]
     except ValueError:
-        raise InputError(f"--decision-sizes: expected comma-separated integers (got {text!r})") from None
+        raise InputError(
+            f"--decision-sizes: expected comma-separated integers (got {text!r})"
+        ) from None
     if any(not 1 <= s <= MAX_JOBS for s in sizes):
-        raise InputError(f"--decision-sizes: sizes must be whole numbers of jobs in [1, {MAX_JOBS}] (got {text!r})")
+        raise InputError(
+            f"--decision-sizes: sizes must be whole numbers of jobs in [1, {MAX_JOBS}] (got {text!r})"
+        )
     return sizes
 
 
@@ -204,18 +284,31 @@ def run_policy(spec: RunSpec) -> dict[str, Any]:
     """Simulate one policy, write its run files into ``spec.out``; return its summary."""
     from hadar import api
 
-    sim = api.simulate(policy=spec.policy, policy_options=spec.options, gavel_compatible=spec.gavel_compatible,
-                       **spec.scenario)
+    sim = api.simulate(
+        policy=spec.policy,
+        policy_options=spec.options,
+        gavel_compatible=spec.gavel_compatible,
+        **spec.scenario,
+    )
     sim.save(spec.out)
     return sim.summary
 
 
-def run_all(specs: Sequence[RunSpec], workers: int, ray_address: str | None = None,
-            on_done: Callable[[dict[str, Any], float], None] | None = None) -> list[dict[str, Any]]:
+def run_all(
+    specs: Sequence[RunSpec],
+    workers: int,
+    ray_address: str | None = None,
+    on_done: Callable[[dict[str, Any], float], None] | None = None,
+) -> list[dict[str, Any]]:
     """Summaries in ``specs`` order (local processes, or Ray tasks with ``ray_address``)."""
     t0 = time.perf_counter()
-    return run_cells(run_policy, specs, workers, ray_address,
-                     on_done=None if on_done is None else lambda _, s: on_done(s, time.perf_counter() - t0))
+    return run_cells(
+        run_policy,
+        specs,
+        workers,
+        ray_address,
+        on_done=None if on_done is None else lambda _, s: on_done(s, time.perf_counter() - t0),
+    )
 
 
 def decision_queue(jobs: Sequence[Job], n: int) -> list[Job]:
@@ -223,10 +316,17 @@ def decision_queue(jobs: Sequence[Job], n: int) -> list[Job]:
     return [replace(jobs[i % len(jobs)], job_id=i, arrival=0.0) for i in range(n)]
 
 
-def measure_decision_times(cluster: Cluster, jobs: Sequence[Job], throughput: ThroughputModel,
-                           policies: Sequence[str], sizes: Sequence[int], round_length: float = 360.0,
-                           gavel_compatible: bool = False, repeat: int = 1,
-                           options: Mapping[str, Mapping[str, str]] | None = None) -> list[tuple[str, int, float]]:
+def measure_decision_times(
+    cluster: Cluster,
+    jobs: Sequence[Job],
+    throughput: ThroughputModel,
+    policies: Sequence[str],
+    sizes: Sequence[int],
+    round_length: float = 360.0,
+    gavel_compatible: bool = False,
+    repeat: int = 1,
+    options: Mapping[str, Mapping[str, str]] | None = None,
+) -> list[tuple[str, int, float]]:
     """``(policy, queued jobs, median seconds)``: one decision on the empty cluster per repeat,
     each by a fresh policy instance (Gavel solves its LP, Hadar runs its DP)."""
     from hadar.simulator import gavel_mode
@@ -236,9 +336,16 @@ def measure_decision_times(cluster: Cluster, jobs: Sequence[Job], throughput: Th
     rows = []
     for n in sizes:
         queue = decision_queue(jobs, n)
-        ctx = RoundContext(now=0.0, round_index=0, round_length=round_length, cluster=cluster,
-                           jobs=tuple(JobStatus(j, j.total_steps) for j in queue), current={},
-                           throughput=throughput, restart_penalty=0.0 if gavel_compatible else 10.0)
+        ctx = RoundContext(
+            now=0.0,
+            round_index=0,
+            round_length=round_length,
+            cluster=cluster,
+            jobs=tuple(JobStatus(j, j.total_steps) for j in queue),
+            current={},
+            throughput=throughput,
+            restart_penalty=0.0 if gavel_compatible else 10.0,
+        )
         for name in policies:
             fixed = gavel_mode.policy_options(name) if gavel_compatible else {}
             times = []
@@ -253,23 +360,38 @@ def measure_decision_times(cluster: Cluster, jobs: Sequence[Job], throughput: Th
 
 
 # -- outputs ---------------------------------------------------------------------------------
-def write_outputs(out: Path, rows: Sequence[dict[str, Any]], decisions: Sequence[tuple[str, int, float]],
-                  meta: dict[str, Any]) -> list[Path]:
+def write_outputs(
+    out: Path,
+    rows: Sequence[dict[str, Any]],
+    decisions: Sequence[tuple[str, int, float]],
+    meta: dict[str, Any],
+) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     keys = ["policy", "jobs", "completed", "rounds"]
     for key, _, _ in METRICS + FAIRNESS_METRICS:
         keys += [key, f"{key}_ratio"]
     keys += ["gpu_util_gavel", "median_decision_s"]
     csv_path = write_csv(out / "compare.csv", rows, keys)
-    json_path = write_json(out / "compare.json", {
-        **meta, "policies": list(rows),
-        "decision_times": [{"policy": p, "jobs": n, "seconds": s} for p, n, s in decisions]})
+    json_path = write_json(
+        out / "compare.json",
+        {
+            **meta,
+            "policies": list(rows),
+            "decision_times": [{"policy": p, "jobs": n, "seconds": s} for p, n, s in decisions],
+        },
+    )
     dec_path = write_csv(out / "decision_times.csv", decisions, ["policy", "jobs", "seconds"])
     return [csv_path, json_path, dec_path]
 
 
-def draw_figures(out: Path, cluster: Cluster, summaries: Sequence[dict[str, Any]],
-                 decisions: Sequence[tuple[str, int, float]], occupancy: str, scenario: str) -> list[Path]:
+def draw_figures(
+    out: Path,
+    cluster: Cluster,
+    summaries: Sequence[dict[str, Any]],
+    decisions: Sequence[tuple[str, int, float]],
+    occupancy: str,
+    scenario: str,
+) -> list[Path]:
     """Fig. 3-5 and the occupancy chart of ``occupancy``; ``scenario`` (workload, cluster, seed)
     is in every title."""
     from hadar import plots
@@ -281,30 +403,65 @@ def draw_figures(out: Path, cluster: Cluster, summaries: Sequence[dict[str, Any]
         finish[s["policy"]], totals[s["policy"]] = finish_times(out / s["policy"])
     rounds = next(s["rounds"] for s in summaries if s["policy"] == occupancy)
     return [
-        plots.gru_bars({s["policy"]: s["gru"] for s in summaries}, out / "fig3_gru.png",
-                       title=f"GPU resource utilisation (GRU): {scenario}"),
-        plots.completion_cdf(finish, totals, out / "fig4_completion.png",
-                             title=f"Cumulative fraction of jobs completed: {scenario}"),
-        plots.decision_time_curve(decisions, out / "fig5_decision_time.png",
-                                  title=f"Decision time of one round vs queued jobs ({cluster.name})"),
-        plots.occupancy_chart([(n.name, dict(n.gpus)) for n in cluster.nodes], placements(out / occupancy), rounds,
-                              out / f"occupancy_{occupancy}.png", title=f"GPU occupancy: {occupancy}, {scenario}"),
+        plots.gru_bars(
+            {s["policy"]: s["gru"] for s in summaries},
+            out / "fig3_gru.png",
+            title=f"GPU resource utilisation (GRU): {scenario}",
+        ),
+        plots.completion_cdf(
+            finish,
+            totals,
+            out / "fig4_completion.png",
+            title=f"Cumulative fraction of jobs completed: {scenario}",
+        ),
+        plots.decision_time_curve(
+            decisions,
+            out / "fig5_decision_time.png",
+            title=f"Decision time of one round vs queued jobs ({cluster.name})",
+        ),
+        plots.occupancy_chart(
+            [(n.name, dict(n.gpus)) for n in cluster.nodes],
+            placements(out / occupancy),
+            rounds,
+            out / f"occupancy_{occupancy}.png",
+            title=f"GPU occupancy: {occupancy}, {scenario}",
+        ),
     ]
 
 
-def print_table(console: Console, rows: Sequence[dict[str, Any]], reference: str, mode: str, cluster: str,
-                workload: str) -> None:
+def print_table(
+    console: Console,
+    rows: Sequence[dict[str, Any]],
+    reference: str,
+    mode: str,
+    cluster: str,
+    workload: str,
+) -> None:
     """The comparison as two tables: completion and cost, then delay, efficiency and fairness."""
     extra = ("util (Gavel)", "gpu_util_gavel") if mode == "gavel-compatible" else None
-    _metric_table(console, rows, METRICS, f"{workload} on {cluster} ({mode} mode); (x) = policy / {reference}",
-                  extra)
-    _metric_table(console, rows, FAIRNESS_METRICS, "queueing delay, work efficiency and finish-time fairness (rho)",
-                  None)
+    _metric_table(
+        console,
+        rows,
+        METRICS,
+        f"{workload} on {cluster} ({mode} mode); (x) = policy / {reference}",
+        extra,
+    )
+    _metric_table(
+        console,
+        rows,
+        FAIRNESS_METRICS,
+        "queueing delay, work efficiency and finish-time fairness (rho)",
+        None,
+    )
 
 
-def _metric_table(console: Console, rows: Sequence[dict[str, Any]],
-                  metrics: Sequence[tuple[str, str, Callable[[float], str]]], title: str,
-                  extra: tuple[str, str] | None) -> None:
+def _metric_table(
+    console: Console,
+    rows: Sequence[dict[str, Any]],
+    metrics: Sequence[tuple[str, str, Callable[[float], str]]],
+    title: str,
+    extra: tuple[str, str] | None,
+) -> None:
     table = Table(title=title)
     table.add_column("policy")
     for _, name, _ in metrics:
@@ -312,11 +469,18 @@ def _metric_table(console: Console, rows: Sequence[dict[str, Any]],
     if extra:
         table.add_column(extra[0], justify="right")
     for r in rows:
-        cells = [f"{r['policy']}" + ("" if r["completed"] == r["jobs"] else f" ({r['completed']}/{r['jobs']} done)")]
+        cells = [
+            f"{r['policy']}"
+            + ("" if r["completed"] == r["jobs"] else f" ({r['completed']}/{r['jobs']} done)")
+        ]
         for key, _, fmt in metrics:
             v, ratio = r.get(key), r.get(f"{key}_ratio")
-            cells.append("-" if v is None else fmt(v) + ("" if ratio is None or not math.isfinite(ratio)
-                                                         else f" ({ratio:.2f}x)"))
+            cells.append(
+                "-"
+                if v is None
+                else fmt(v)
+                + ("" if ratio is None or not math.isfinite(ratio) else f" ({ratio:.2f}x)")
+            )
         if extra:
             cells.append(f"{100 * r[extra[1]]:.1f}%")
         table.add_row(*cells)

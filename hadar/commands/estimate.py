@@ -26,13 +26,34 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Predict every measured cell of a Gavel-schema throughput table with Eq. 10, "
         "never using the cell being predicted, and report the error per GPU type.",
     )
-    p.add_argument("--throughputs", metavar="FILE",
-                   help="Gavel-schema throughputs JSON (default: Gavel's bundled K80/P100/V100 table)")
-    p.add_argument("--reference", default="v100", metavar="GPU", help="reference GPU type of X_ref (default: %(default)s)")
-    p.add_argument("--holdout", default=",".join(HOLDOUTS), metavar="LIST",
-                   help="comma-separated hold-outs (default: %(default)s, all of them)")
-    p.add_argument("--variants", action="store_true", help="also score a few PMI variants (TFLOPS choice, exponent)")
-    p.add_argument("--out", metavar="DIR", type=argtypes.out_dir, help="write estimate_error_cells.csv, _summary.csv and .json here")
+    p.add_argument(
+        "--throughputs",
+        metavar="FILE",
+        help="Gavel-schema throughputs JSON (default: Gavel's bundled K80/P100/V100 table)",
+    )
+    p.add_argument(
+        "--reference",
+        default="v100",
+        metavar="GPU",
+        help="reference GPU type of X_ref (default: %(default)s)",
+    )
+    p.add_argument(
+        "--holdout",
+        default=",".join(HOLDOUTS),
+        metavar="LIST",
+        help="comma-separated hold-outs (default: %(default)s, all of them)",
+    )
+    p.add_argument(
+        "--variants",
+        action="store_true",
+        help="also score a few PMI variants (TFLOPS choice, exponent)",
+    )
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        type=argtypes.out_dir,
+        help="write estimate_error_cells.csv, _summary.csv and .json here",
+    )
     p.set_defaults(func=run)
 
 
@@ -43,7 +64,9 @@ def run(args: argparse.Namespace) -> int:
     holdouts = [h.strip() for h in args.holdout.split(",") if h.strip()]
     bad = [h for h in holdouts if h not in HOLDOUTS]
     if bad or not holdouts:
-        raise InputError(f"--holdout: unknown hold-out {bad[0] if bad else ''!r} (choose from {', '.join(HOLDOUTS)})")
+        raise InputError(
+            f"--holdout: unknown hold-out {bad[0] if bad else ''!r} (choose from {', '.join(HOLDOUTS)})"
+        )
     table = load_table(args.throughputs)
     if args.out:
         make_out_dir(args.out)

@@ -37,50 +37,106 @@ from hadar.validation import MAX_JOBS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("experiment", help="reproduce the paper's experiments in the simulator",
-                       description="Experiment grids reproducing the paper's evaluations (see docs/experiments.md).")
+    p = sub.add_parser(
+        "experiment",
+        help="reproduce the paper's experiments in the simulator",
+        description="Experiment grids reproducing the paper's evaluations (see docs/experiments.md).",
+    )
     exp = p.add_subparsers(dest="experiment", metavar="EXPERIMENT", required=True)
     ph = exp.add_parser(
-        "physical", help="section VI: Gavel/Hadar/HadarE on the AWS and lab 5-node clusters (Fig. 8-12)",
+        "physical",
+        help="section VI: Gavel/Hadar/HadarE on the AWS and lab 5-node clusters (Fig. 8-12)",
         description="Simulate every cluster x mix x policy x slot cell, print the CRU/TTD/JCT tables with TTD "
-                    "lower bounds, ratios vs the paper and the HadarE targets, and write results.csv, "
-                    "results.json and the PNGs of Fig. 8-12 into --out.")
-    ph.add_argument("--clusters", default=",".join(DEFAULT_CLUSTERS),
-                    help="comma-separated cluster names or YAML files (default: %(default)s)")
-    ph.add_argument("--mixes", default=",".join(DEFAULT_MIXES), help="workload mixes M-1 ... M-12 (default: %(default)s)")
-    ph.add_argument("--policies", default=",".join(DEFAULT_POLICIES), help="policies (default: %(default)s)")
-    ph.add_argument("--rounds", dest="slots", default=",".join(f"{s:g}" for s in DEFAULT_SLOTS), metavar="LIST",
-                    help="round (slot) lengths in seconds for the sweep (default: %(default)s)")
+        "lower bounds, ratios vs the paper and the HadarE targets, and write results.csv, "
+        "results.json and the PNGs of Fig. 8-12 into --out.",
+    )
+    ph.add_argument(
+        "--clusters",
+        default=",".join(DEFAULT_CLUSTERS),
+        help="comma-separated cluster names or YAML files (default: %(default)s)",
+    )
+    ph.add_argument(
+        "--mixes",
+        default=",".join(DEFAULT_MIXES),
+        help="workload mixes M-1 ... M-12 (default: %(default)s)",
+    )
+    ph.add_argument(
+        "--policies", default=",".join(DEFAULT_POLICIES), help="policies (default: %(default)s)"
+    )
+    ph.add_argument(
+        "--rounds",
+        dest="slots",
+        default=",".join(f"{s:g}" for s in DEFAULT_SLOTS),
+        metavar="LIST",
+        help="round (slot) lengths in seconds for the sweep (default: %(default)s)",
+    )
     add_alias(ph, "--slots", "--rounds", "slots")
-    ph.add_argument("--main-round", dest="main_slot", default=None, metavar="SECONDS",
-                    help="round length of the main tables and Fig. 8-10; one of --rounds (default: 360 if swept, "
-                         "else the longest)")
+    ph.add_argument(
+        "--main-round",
+        dest="main_slot",
+        default=None,
+        metavar="SECONDS",
+        help="round length of the main tables and Fig. 8-10; one of --rounds (default: 360 if swept, "
+        "else the longest)",
+    )
     add_alias(ph, "--main-slot", "--main-round", "main_slot")
     add_restart_penalty_arg(ph)
     add_workers_arg(ph, "the CPU count")
     add_out_arg(ph, "experiment-physical")
     ph.set_defaults(func=run_physical)
     ls = exp.add_parser(
-        "load-sweep", help="average JCT vs input job rate (Poisson arrivals), every policy, with saturation rates",
+        "load-sweep",
+        help="average JCT vs input job rate (Poisson arrivals), every policy, with saturation rates",
         description="For each rate, the paper's Philly jobs (seeded) arrive as a Poisson process; every policy is "
-                    "simulated; JCT is measured over a steady-state window of jobs. Writes load_sweep.csv, "
-                    "load_sweep.json and load_sweep.png (JCT vs rate, one line per policy) into --out.")
-    ls.add_argument("--cluster", default="sim-60gpu", help="cluster YAML file or bundled name (default: %(default)s)")
-    ls.add_argument("--throughputs", default=None, help="throughputs JSON (default: Gavel's bundled measurements)")
-    ls.add_argument("--rates", default=",".join(f"{r:g}" for r in load_sweep.DEFAULT_RATES),
-                    help="input job rates in jobs/hour (default: %(default)s)")
-    ls.add_argument("--policies", default=",".join(load_sweep.DEFAULT_POLICIES), help="policies (default: %(default)s)")
-    ls.add_argument("--seeds", default="0", help="workload seeds, comma-separated (default: %(default)s)")
-    ls.add_argument("--num-jobs", type=argtypes.count(2, MAX_JOBS, "jobs"), default=load_sweep.DEFAULT_JOBS, metavar="N",
-                    help="jobs per trace (default: %(default)s)")
-    ls.add_argument("--window", default="{}:{}".format(*load_sweep.DEFAULT_WINDOW), metavar="A:B",
-                    help="measure jobs A..B-1 by arrival order (default: %(default)s)")
+        "simulated; JCT is measured over a steady-state window of jobs. Writes load_sweep.csv, "
+        "load_sweep.json and load_sweep.png (JCT vs rate, one line per policy) into --out.",
+    )
+    ls.add_argument(
+        "--cluster",
+        default="sim-60gpu",
+        help="cluster YAML file or bundled name (default: %(default)s)",
+    )
+    ls.add_argument(
+        "--throughputs",
+        default=None,
+        help="throughputs JSON (default: Gavel's bundled measurements)",
+    )
+    ls.add_argument(
+        "--rates",
+        default=",".join(f"{r:g}" for r in load_sweep.DEFAULT_RATES),
+        help="input job rates in jobs/hour (default: %(default)s)",
+    )
+    ls.add_argument(
+        "--policies",
+        default=",".join(load_sweep.DEFAULT_POLICIES),
+        help="policies (default: %(default)s)",
+    )
+    ls.add_argument(
+        "--seeds", default="0", help="workload seeds, comma-separated (default: %(default)s)"
+    )
+    ls.add_argument(
+        "--num-jobs",
+        type=argtypes.count(2, MAX_JOBS, "jobs"),
+        default=load_sweep.DEFAULT_JOBS,
+        metavar="N",
+        help="jobs per trace (default: %(default)s)",
+    )
+    ls.add_argument(
+        "--window",
+        default="{}:{}".format(*load_sweep.DEFAULT_WINDOW),
+        metavar="A:B",
+        help="measure jobs A..B-1 by arrival order (default: %(default)s)",
+    )
     add_round_arg(ls)
     add_restart_penalty_arg(ls)
     add_policy_opt_arg(ls, per_policy=True)
     add_workers_arg(ls, "the CPU count")
-    ls.add_argument("--ray-address", default=None, metavar="ADDR",
-                    help="run the cells as tasks on this Ray cluster (needs the ray extra)")
+    ls.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help="run the cells as tasks on this Ray cluster (needs the ray extra)",
+    )
     add_out_arg(ls, "load-sweep")
     ls.set_defaults(func=run_load_sweep)
 
@@ -102,44 +158,89 @@ def run_load_sweep(args: argparse.Namespace) -> int:
     if not (args.restart_penalty >= 0 and math.isfinite(args.restart_penalty)):
         raise InputError(f"--restart-penalty: must be >= 0 seconds (got {args.restart_penalty})")
     cluster = load_cluster(args.cluster)  # bad input fails here, once
-    cells = [replace(c, options=options.get(c.policy, {})) for c in load_sweep.cells(
-        policies, rates, seeds, cluster=args.cluster, num_jobs=args.num_jobs, window=window,
-        round_length=args.round_length, restart_penalty=args.restart_penalty, throughputs=args.throughputs)]
-    load_sweep.run_cell(replace(cells[0], num_jobs=2, window=(0, 2)))  # workload/throughput errors, once
+    cells = [
+        replace(c, options=options.get(c.policy, {}))
+        for c in load_sweep.cells(
+            policies,
+            rates,
+            seeds,
+            cluster=args.cluster,
+            num_jobs=args.num_jobs,
+            window=window,
+            round_length=args.round_length,
+            restart_penalty=args.restart_penalty,
+            throughputs=args.throughputs,
+        )
+    ]
+    load_sweep.run_cell(
+        replace(cells[0], num_jobs=2, window=(0, 2))
+    )  # workload/throughput errors, once
     workers = default_workers(len(cells), args.workers)
     console = Console(width=max(150, Console().width))
-    where = f"Ray at {args.ray_address}" if args.ray_address else f"{workers} process{'es' if workers > 1 else ''}"
-    console.print(f"load sweep: {len(policies)} policies x {len(rates)} rates x {len(seeds)} seed(s) = {len(cells)} "
-                  f"simulations of {args.num_jobs} jobs on {cluster.name} ({where}); window = jobs "
-                  f"{window[0]}..{window[1] - 1}")
+    where = (
+        f"Ray at {args.ray_address}"
+        if args.ray_address
+        else f"{workers} process{'es' if workers > 1 else ''}"
+    )
+    console.print(
+        f"load sweep: {len(policies)} policies x {len(rates)} rates x {len(seeds)} seed(s) = {len(cells)} "
+        f"simulations of {args.num_jobs} jobs on {cluster.name} ({where}); window = jobs "
+        f"{window[0]}..{window[1] - 1}"
+    )
     t0 = time.perf_counter()
-    rows = run_cells(load_sweep.run_cell, cells, workers, args.ray_address,
-                     on_done=lambda c, r: console.print(
-                         f"  {c.policy:>14} {c.rate:6g} jobs/h seed {c.seed}: avg JCT "
-                         f"{(r['avg_jct_s'] or 0) / 3600:6.2f} h{' (saturated)' if r['saturated'] else ''}"
-                         f" [{r['wall_s']:.1f} s]"))
+    rows = run_cells(
+        load_sweep.run_cell,
+        cells,
+        workers,
+        args.ray_address,
+        on_done=lambda c, r: console.print(
+            f"  {c.policy:>14} {c.rate:6g} jobs/h seed {c.seed}: avg JCT "
+            f"{(r['avg_jct_s'] or 0) / 3600:6.2f} h{' (saturated)' if r['saturated'] else ''}"
+            f" [{r['wall_s']:.1f} s]"
+        ),
+    )
     wall = time.perf_counter() - t0
     out, replacing = output_dir(args.out, args.out_stem)
     announce(replacing, console)
     saturation = {p: load_sweep.saturation_rate(rows, p) for p in policies}
     sustained = {p: load_sweep.sustained_rate(rows, p) for p in policies}
-    files = load_sweep.write_outputs(out, rows, {
-        "cluster": cluster.name, "cluster_file": args.cluster, "policies": policies, "rates": rates,
-        "seeds": seeds, "num_jobs": args.num_jobs, "window": list(window), "round_length": args.round_length,
-        "restart_penalty": args.restart_penalty, "policy_options": options,
-        "saturation_growth": load_sweep.SATURATION_GROWTH, "saturates_at": saturation, "sustains_up_to": sustained,
-        "wall_seconds": round(wall, 3), "workers": workers, "ray_address": args.ray_address})
+    files = load_sweep.write_outputs(
+        out,
+        rows,
+        {
+            "cluster": cluster.name,
+            "cluster_file": args.cluster,
+            "policies": policies,
+            "rates": rates,
+            "seeds": seeds,
+            "num_jobs": args.num_jobs,
+            "window": list(window),
+            "round_length": args.round_length,
+            "restart_penalty": args.restart_penalty,
+            "policy_options": options,
+            "saturation_growth": load_sweep.SATURATION_GROWTH,
+            "saturates_at": saturation,
+            "sustains_up_to": sustained,
+            "wall_seconds": round(wall, 3),
+            "workers": workers,
+            "ray_address": args.ray_address,
+        },
+    )
     no_plots = plots_missing_note("load_sweep.png")
     if no_plots:
         console.print(no_plots, style="yellow", markup=False, highlight=False, soft_wrap=True)
     else:
         from hadar.plots import load_sweep_chart
 
-        title = (f"Average JCT vs input job rate: {args.num_jobs} Philly jobs (seed{'s' if len(seeds) > 1 else ''} "
-                 f"{','.join(map(str, seeds))}) on {cluster.name}, window jobs {window[0]}..{window[1] - 1}")
+        title = (
+            f"Average JCT vs input job rate: {args.num_jobs} Philly jobs (seed{'s' if len(seeds) > 1 else ''} "
+            f"{','.join(map(str, seeds))}) on {cluster.name}, window jobs {window[0]}..{window[1] - 1}"
+        )
         files.append(load_sweep_chart(rows, out / "load_sweep.png", title, saturation))
     load_sweep.print_table(console, rows, policies, rates, saturation)
-    console.print(f"{len(cells)} simulations in {wall:.1f} s; wrote {', '.join(f.name for f in files)} in {out}/")
+    console.print(
+        f"{len(cells)} simulations in {wall:.1f} s; wrote {', '.join(f.name for f in files)} in {out}/"
+    )
     return 0
 
 
@@ -159,7 +260,9 @@ def _ints(text: str, option: str) -> list[int]:
     try:
         values = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise InputError(f"{option}: expected comma-separated whole numbers (got {text!r})") from None
+        raise InputError(
+            f"{option}: expected comma-separated whole numbers (got {text!r})"
+        ) from None
     if not values or len(set(values)) != len(values):
         raise InputError(f"{option}: expected distinct whole numbers (got {text!r})")
     return values
@@ -177,16 +280,19 @@ def _window(text: str, num_jobs: int) -> tuple[int, int]:
 
 
 def run_physical(args: argparse.Namespace) -> int:
-    spec = grid.parse_spec(args.clusters, args.mixes, args.policies, args.slots, args.main_slot,
-                           args.restart_penalty)
+    spec = grid.parse_spec(
+        args.clusters, args.mixes, args.policies, args.slots, args.main_slot, args.restart_penalty
+    )
     out, replacing = output_dir(args.out, args.out_stem)
     console = Console(width=max(180, Console().width))
     announce(replacing, console)
     todo = grid.cells(spec)
     workers = default_workers(len(todo), args.workers)
-    console.print(f"physical experiment: {len(todo)} cells ({len(spec.clusters)} clusters x {len(spec.mixes)} mixes x "
-                  f"{len(spec.policies)} policies x {len(spec.slots)} slots) in {workers} "
-                  f"process{'es' if workers > 1 else ''}")
+    console.print(
+        f"physical experiment: {len(todo)} cells ({len(spec.clusters)} clusters x {len(spec.mixes)} mixes x "
+        f"{len(spec.policies)} policies x {len(spec.slots)} slots) in {workers} "
+        f"process{'es' if workers > 1 else ''}"
+    )
     t0 = time.perf_counter()
     rows = grid.run_cells(todo, workers)
     sim_seconds = time.perf_counter() - t0
@@ -202,13 +308,20 @@ def run_physical(args: argparse.Namespace) -> int:
         comps = tables.cluster_comparisons(rows, bounds, c, spec.main_slot, spec.mixes)
         means = tables.mean_over_mixes(comps, report.MEAN_KEYS)
         targets = tables.targets(comps)
-        sweeps = {p: tables.slot_sweep(rows, c, p, spec.mixes, spec.slots) for p in ("hadare", "hadar")
-                  if p in spec.policies}
+        sweeps = {
+            p: tables.slot_sweep(rows, c, p, spec.mixes, spec.slots)
+            for p in ("hadare", "hadar")
+            if p in spec.policies
+        }
         pairs = sorted({p for m in spec.mixes for p in estimated[(c, m)]})
         report.print_cluster(console, c, spec.main_slot, rows, comps, means, targets, pairs)
         summary["clusters"][c] = {
-            "main_slot_s": spec.main_slot, "per_mix": comps, "mean_over_mixes": means, "targets": targets,
-            "slot_sweep": sweeps, "estimated": {m: [list(p) for p in estimated[(c, m)]] for m in spec.mixes},
+            "main_slot_s": spec.main_slot,
+            "per_mix": comps,
+            "mean_over_mixes": means,
+            "targets": targets,
+            "slot_sweep": sweeps,
+            "estimated": {m: [list(p) for p in estimated[(c, m)]] for m in spec.mixes},
             "bounds": {m: vars(bounds[(c, m)]) for m in spec.mixes},
         }
     if len(spec.slots) > 1:
@@ -225,9 +338,21 @@ def run_physical(args: argparse.Namespace) -> int:
 
         files += figures.draw(rows, bounds, names, spec.mixes, spec.slots, spec.main_slot, out)
     wall = time.perf_counter() - t0
-    files.append(report.write_json(out / "results.json", spec, rows, summary,
-                                   {"workers": workers, "simulation_seconds": round(sim_seconds, 3),
-                                    "wall_seconds": round(wall, 3)}))
-    console.print(f"{len(todo)} cells simulated in {sim_seconds:.1f} s ({workers} process{'es' if workers > 1 else ''}), "
-                  f"{wall:.1f} s with bounds and figures; wrote {', '.join(f.name for f in files)} in {out}/")
+    files.append(
+        report.write_json(
+            out / "results.json",
+            spec,
+            rows,
+            summary,
+            {
+                "workers": workers,
+                "simulation_seconds": round(sim_seconds, 3),
+                "wall_seconds": round(wall, 3),
+            },
+        )
+    )
+    console.print(
+        f"{len(todo)} cells simulated in {sim_seconds:.1f} s ({workers} process{'es' if workers > 1 else ''}), "
+        f"{wall:.1f} s with bounds and figures; wrote {', '.join(f.name for f in files)} in {out}/"
+    )
     return 0

@@ -75,12 +75,23 @@ def run_check(args: argparse.Namespace) -> int:
             )
     reports = {h.node: gpu_report(h.details) for h in results if h.reachable}
     numbered, problems = number_nodes(
-        [n for n in cluster.nodes if n.name in reports], reports, shared_machine=cluster.provider == "local"
+        [n for n in cluster.nodes if n.name in reports],
+        reports,
+        shared_machine=cluster.provider == "local",
     )
     if args.json:
         for node, h in zip(cluster.nodes, results, strict=True):
-            print(json.dumps(_row(node, h, reports.get(node.name), numbered.get(node.name),
-                                  problems.get(node.name))))
+            print(
+                json.dumps(
+                    _row(
+                        node,
+                        h,
+                        reports.get(node.name),
+                        numbered.get(node.name),
+                        problems.get(node.name),
+                    )
+                )
+            )
     else:
         render(cluster, results, numbered, problems)
         for line in problems.values():
@@ -90,8 +101,9 @@ def run_check(args: argparse.Namespace) -> int:
     return InputError.exit_code if problems else 0
 
 
-def _row(node: Node, h: NodeHealth, report: GpuReport | None, gpus: NodeGpus | None,
-         problem: str | None) -> dict:
+def _row(
+    node: Node, h: NodeHealth, report: GpuReport | None, gpus: NodeGpus | None, problem: str | None
+) -> dict:
     """One node of ``--json``: the health fields, the declared and seen GPUs and the verdict."""
     return {
         **h.as_dict(),
@@ -116,8 +128,12 @@ def _gpus(node: Node) -> str:
     return ", ".join(f"{count}x {gtype}" for gtype, count in node.gpus.items())
 
 
-def render(cluster: Cluster, results: list[NodeHealth], numbered: dict[str, NodeGpus],
-           problems: dict[str, str]) -> None:
+def render(
+    cluster: Cluster,
+    results: list[NodeHealth],
+    numbered: dict[str, NodeGpus],
+    problems: dict[str, str],
+) -> None:
     """Print the health table and a one-line summary."""
     import sys
 
@@ -147,7 +163,9 @@ def render(cluster: Cluster, results: list[NodeHealth], numbered: dict[str, Node
             h.python or "-",
             h.torch or "-",
             ", ".join(h.gpus) if h.gpus else ("none (CPU)" if h.python else "-"),
-            _verdict(node, numbered.get(node.name), problems.get(node.name)) if h.reachable else "-",
+            _verdict(node, numbered.get(node.name), problems.get(node.name))
+            if h.reachable
+            else "-",
             h.error or "",
         )
     console.print(table)

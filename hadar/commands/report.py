@@ -10,9 +10,12 @@ from hadar.extras import require
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="redraw a run's reports and charts",
-                       description="Rebuild rounds.csv, jobs.csv, summary.json and the PNG charts of a run "
-                                   "directory from its journal, tracker and events.")
+    p = sub.add_parser(
+        "report",
+        help="redraw a run's reports and charts",
+        description="Rebuild rounds.csv, jobs.csv, summary.json and the PNG charts of a run "
+        "directory from its journal, tracker and events.",
+    )
     p.add_argument("rundir")
     p.set_defaults(func=run)
 

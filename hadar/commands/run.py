@@ -33,41 +33,105 @@ if TYPE_CHECKING:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="train a workload on real nodes (local, SSH or AWS)",
-                       description="Run a workload on the nodes of a cluster file under a policy, round by round. "
-                                   "RUNDIR gets events.jsonl, rounds.csv, jobs.csv, summary.json and charts; a "
-                                   "killed run continues with --resume RUNDIR.")
-    p.add_argument("--cluster", default="cluster_configs/local-3node.yaml", help="cluster file (default: %(default)s)")
-    p.add_argument("--workload", default="M-3", help="M-1..M-12 or a job file with training specs (default: %(default)s)")
+    p = sub.add_parser(
+        "run",
+        help="train a workload on real nodes (local, SSH or AWS)",
+        description="Run a workload on the nodes of a cluster file under a policy, round by round. "
+        "RUNDIR gets events.jsonl, rounds.csv, jobs.csv, summary.json and charts; a "
+        "killed run continues with --resume RUNDIR.",
+    )
+    p.add_argument(
+        "--cluster",
+        default="cluster_configs/local-3node.yaml",
+        help="cluster file (default: %(default)s)",
+    )
+    p.add_argument(
+        "--workload",
+        default="M-3",
+        help="M-1..M-12 or a job file with training specs (default: %(default)s)",
+    )
     add_size_arg(p, RUN_SIZE)
     add_policy_arg(p, "hadare")
     add_policy_opt_arg(p)
     add_round_arg(p, RUN_ROUND_S, old="--slot")
-    p.add_argument("--grace", type=argtypes.seconds(0, argtypes.DAY), default=20.0, help="seconds past the round before a copy counts as hung")
-    p.add_argument("--seed", type=argtypes.seed, default=0, help="workload and training seed (default: %(default)s)")
-    p.add_argument("--threads", type=argtypes.count(1, 1024, "threads"), default=1, help="torch threads per worker (default: %(default)s)")
-    p.add_argument("--out", type=argtypes.out_dir, help="run directory (default: runs/<policy>-<time>)")
-    p.add_argument("--resume", metavar="RUNDIR", help="continue the run in RUNDIR after a crash or Ctrl-C")
-    p.add_argument("--no-eval", action="store_true", help="do not score finished models on held-out data")
-    p.add_argument("--no-live", action="store_true", help="one line per round instead of the live view")
-    p.add_argument("--cold-workers", action="store_true",
-                   help="start a fresh worker process every round instead of forking a warm per-node server")
-    p.add_argument("--trust-new-hosts", action="store_true", help="SSH: accept and record unknown host keys")
-    p.add_argument("--force", action="store_true",
-                   help="with --resume: continue although the cluster file changed while the run was stopped "
-                        "(a different workload, size or policy is never accepted)")
-    add_restart_penalty_arg(p, RuntimeKnobs.restart_penalty_s, unset=True,
-                            what="what policies assume a restart costs on real nodes, fixed for a run "
-                            f"(the simulator charges {SIM_RESTART_PENALTY_S:g})")
-    p.add_argument("--aggregation-overhead", type=argtypes.seconds(0, argtypes.DAY), default=None, metavar="SECONDS",
-                   help="what HadarE assumes averaging costs per round, fixed for a run, in seconds "
-                        f"(default: {RuntimeKnobs.aggregation_overhead_s})")
-    p.add_argument("--keep-checkpoints", type=int, default=2, metavar="K",
-                   help="verified checkpoints kept per job, the latest and K-1 to roll back to (default: %(default)s)")
-    p.add_argument("--stall-rounds", type=int, default=5, metavar="N",
-                   help="give up a job (or stop the run) after N rounds in a row without progress (default: %(default)s)")
-    p.add_argument("--keep-node-dirs", action="store_true",
-                   help="keep the nodes' work directories after the run completes (deleted by default)")
+    p.add_argument(
+        "--grace",
+        type=argtypes.seconds(0, argtypes.DAY),
+        default=20.0,
+        help="seconds past the round before a copy counts as hung",
+    )
+    p.add_argument(
+        "--seed",
+        type=argtypes.seed,
+        default=0,
+        help="workload and training seed (default: %(default)s)",
+    )
+    p.add_argument(
+        "--threads",
+        type=argtypes.count(1, 1024, "threads"),
+        default=1,
+        help="torch threads per worker (default: %(default)s)",
+    )
+    p.add_argument(
+        "--out", type=argtypes.out_dir, help="run directory (default: runs/<policy>-<time>)"
+    )
+    p.add_argument(
+        "--resume", metavar="RUNDIR", help="continue the run in RUNDIR after a crash or Ctrl-C"
+    )
+    p.add_argument(
+        "--no-eval", action="store_true", help="do not score finished models on held-out data"
+    )
+    p.add_argument(
+        "--no-live", action="store_true", help="one line per round instead of the live view"
+    )
+    p.add_argument(
+        "--cold-workers",
+        action="store_true",
+        help="start a fresh worker process every round instead of forking a warm per-node server",
+    )
+    p.add_argument(
+        "--trust-new-hosts", action="store_true", help="SSH: accept and record unknown host keys"
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="with --resume: continue although the cluster file changed while the run was stopped "
+        "(a different workload, size or policy is never accepted)",
+    )
+    add_restart_penalty_arg(
+        p,
+        RuntimeKnobs.restart_penalty_s,
+        unset=True,
+        what="what policies assume a restart costs on real nodes, fixed for a run "
+        f"(the simulator charges {SIM_RESTART_PENALTY_S:g})",
+    )
+    p.add_argument(
+        "--aggregation-overhead",
+        type=argtypes.seconds(0, argtypes.DAY),
+        default=None,
+        metavar="SECONDS",
+        help="what HadarE assumes averaging costs per round, fixed for a run, in seconds "
+        f"(default: {RuntimeKnobs.aggregation_overhead_s})",
+    )
+    p.add_argument(
+        "--keep-checkpoints",
+        type=int,
+        default=2,
+        metavar="K",
+        help="verified checkpoints kept per job, the latest and K-1 to roll back to (default: %(default)s)",
+    )
+    p.add_argument(
+        "--stall-rounds",
+        type=int,
+        default=5,
+        metavar="N",
+        help="give up a job (or stop the run) after N rounds in a row without progress (default: %(default)s)",
+    )
+    p.add_argument(
+        "--keep-node-dirs",
+        action="store_true",
+        help="keep the nodes' work directories after the run completes (deleted by default)",
+    )
     p.set_defaults(func=run)
 
 
@@ -85,28 +149,52 @@ def run(args: argparse.Namespace) -> int:
         cfg = load_config(rundir)
         _check_options_unchanged(args, cfg)
         if cfg.identity is not None:  # before anything opens the run's state
-            check_same_run(cfg.identity, current_identity(cfg), str(rundir / "run.json"), cluster_file=cfg.cluster,
-                           workload=cfg.workload, force=args.force)
+            check_same_run(
+                cfg.identity,
+                current_identity(cfg),
+                str(rundir / "run.json"),
+                cluster_file=cfg.cluster,
+                workload=cfg.workload,
+                force=args.force,
+            )
         if args.keep_node_dirs:
             cfg = cfg.model_copy(update={"keep_node_dirs": True})
         console.print(f"resuming {rundir} ({cfg.policy} on {cfg.cluster}, workload {cfg.workload})")
     else:
-        for flag, value in (("--keep-checkpoints", args.keep_checkpoints), ("--stall-rounds", args.stall_rounds)):
+        for flag, value in (
+            ("--keep-checkpoints", args.keep_checkpoints),
+            ("--stall-rounds", args.stall_rounds),
+        ):
             if value < 1:
                 raise InputError(f"{flag}: must be at least 1 (got {value})")
         rundir = Path(args.out or f"runs/{args.policy}-{time.strftime('%Y%m%d-%H%M%S')}")
         if (rundir / "run.json").exists():
-            raise InputError(f"--out: {rundir} already holds a run (use --resume {rundir} or another --out)")
+            raise InputError(
+                f"--out: {rundir} already holds a run (use --resume {rundir} or another --out)"
+            )
         defaults = RuntimeKnobs()
-        cfg = RunConfig(run_id=f"{rundir.name}-{secrets.token_hex(3)}"[-60:].lstrip(".-_") or "run",
-                        cluster=args.cluster, workload=args.workload, size=args.size, policy=args.policy,
-                        policy_options=parse_pairs(args.policy_opt),
-                        slot_s=args.round_length, grace_s=args.grace, seed=args.seed, threads=args.threads,
-                        evaluate=not args.no_eval, warm_workers=not args.cold_workers, started_at=time.time(),
-                        keep_checkpoints=args.keep_checkpoints, stall_rounds=args.stall_rounds,
-                        keep_node_dirs=args.keep_node_dirs,
-                        restart_penalty_s=_given(args.restart_penalty, defaults.restart_penalty_s),
-                        aggregation_overhead_s=_given(args.aggregation_overhead, defaults.aggregation_overhead_s))
+        cfg = RunConfig(
+            run_id=f"{rundir.name}-{secrets.token_hex(3)}"[-60:].lstrip(".-_") or "run",
+            cluster=args.cluster,
+            workload=args.workload,
+            size=args.size,
+            policy=args.policy,
+            policy_options=parse_pairs(args.policy_opt),
+            slot_s=args.round_length,
+            grace_s=args.grace,
+            seed=args.seed,
+            threads=args.threads,
+            evaluate=not args.no_eval,
+            warm_workers=not args.cold_workers,
+            started_at=time.time(),
+            keep_checkpoints=args.keep_checkpoints,
+            stall_rounds=args.stall_rounds,
+            keep_node_dirs=args.keep_node_dirs,
+            restart_penalty_s=_given(args.restart_penalty, defaults.restart_penalty_s),
+            aggregation_overhead_s=_given(
+                args.aggregation_overhead, defaults.aggregation_overhead_s
+            ),
+        )
     view: LiveView | None = None
     coordinator = Coordinator(rundir, cfg, provider_options=_provider_options(args))
     if not args.resume:
@@ -154,14 +242,18 @@ def _given(value: float | None, default: float) -> float:
 
 def _check_options_unchanged(args: argparse.Namespace, cfg: RunConfig) -> None:
     """Policy options are part of what a run is: ``--resume`` may repeat them, not change them."""
-    for flag, value, recorded in (("--restart-penalty", args.restart_penalty, cfg.restart_penalty_s),
-                                  ("--aggregation-overhead", args.aggregation_overhead, cfg.aggregation_overhead_s)):
+    for flag, value, recorded in (
+        ("--restart-penalty", args.restart_penalty, cfg.restart_penalty_s),
+        ("--aggregation-overhead", args.aggregation_overhead, cfg.aggregation_overhead_s),
+    ):
         if value is not None and value != recorded:
             raise InputError(f"{flag}: {value:g} differs from this run's {recorded:g} ({FIXED})")
     given = parse_pairs(args.policy_opt)
     if given and given != cfg.policy_options:
-        raise InputError(f"--policy-opt: {_pairs(given)} differs from this run's {_pairs(cfg.policy_options) or 'none'} "
-                         f"({FIXED})")
+        raise InputError(
+            f"--policy-opt: {_pairs(given)} differs from this run's {_pairs(cfg.policy_options) or 'none'} "
+            f"({FIXED})"
+        )
 
 
 FIXED = "policy options are fixed for a run; start a new run with --out to change them"
@@ -173,7 +265,9 @@ def _pairs(options: dict[str, str]) -> str:
 
 def current_identity(cfg: RunConfig) -> RunIdentity:
     """The identity of ``cfg``'s inputs as they are now."""
-    return run_identity(cfg.cluster, cfg.workload, cfg.seed, cfg.size, cfg.policy, cfg.all_policy_options())
+    return run_identity(
+        cfg.cluster, cfg.workload, cfg.seed, cfg.size, cfg.policy, cfg.all_policy_options()
+    )
 
 
 def _provider_options(args: argparse.Namespace) -> dict:
@@ -194,8 +288,10 @@ def _LineView(jobs, console):  # noqa: N802 - a constructor
 
 def print_run_summary(summary: dict, rundir: Path, console: Console | None = None) -> None:
     console = console or Console()
-    t = Table(title=f"{summary['policy']} on {summary['cluster']} ({summary['workload']}, {summary['size']}): "
-                    f"{summary['completed']}/{summary['jobs']} jobs")
+    t = Table(
+        title=f"{summary['policy']} on {summary['cluster']} ({summary['workload']}, {summary['size']}): "
+        f"{summary['completed']}/{summary['jobs']} jobs"
+    )
     t.add_column("metric")
     t.add_column("value", justify="right")
     fmt = lambda v, unit="s": "-" if v is None else f"{v:,.1f} {unit}"  # noqa: E731
@@ -203,7 +299,9 @@ def print_run_summary(summary: dict, rundir: Path, console: Console | None = Non
     t.add_row("average JCT", fmt(summary["avg_jct_s"]))
     t.add_row("cluster resource utilisation (CRU)", f"{summary['cru']:.3f}")
     t.add_row("rounds / failed copies", f"{summary['rounds']} / {summary['failures']}")
-    t.add_row("coordination per round (decide, stage, fetch, average)", fmt(summary["avg_coordination_s"]))
+    t.add_row(
+        "coordination per round (decide, stage, fetch, average)", fmt(summary["avg_coordination_s"])
+    )
     t.add_row("non-training time per round (adds worker start-up)", fmt(summary["avg_overhead_s"]))
     for jid, q in summary["quality"].items():
         if q["metric"]:
@@ -212,4 +310,6 @@ def print_run_summary(summary: dict, rundir: Path, console: Console | None = Non
     no_plots = plots_missing_note("charts")
     if no_plots:
         console.print(no_plots, style="yellow", markup=False, highlight=False, soft_wrap=True)
-    console.print(f"results in {rundir}/ (summary.json, jobs.csv, rounds.csv, events.jsonl{'' if no_plots else ', *.png'})")
+    console.print(
+        f"results in {rundir}/ (summary.json, jobs.csv, rounds.csv, events.jsonl{'' if no_plots else ', *.png'})"
+    )

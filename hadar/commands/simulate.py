@@ -19,28 +19,44 @@ from hadar.policy_options import parse_pairs
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("simulate", help="run the trace-driven simulator",
-                       description="Replay a workload on a cluster under one policy; print a summary and write "
-                                   "summary.json, jobs.csv, rounds.csv, placements.csv and three PNGs (completion CDF, "
-                                   "GPU occupancy by job, GPU use over time) into --out.")
+    p = sub.add_parser(
+        "simulate",
+        help="run the trace-driven simulator",
+        description="Replay a workload on a cluster under one policy; print a summary and write "
+        "summary.json, jobs.csv, rounds.csv, placements.csv and three PNGs (completion CDF, "
+        "GPU occupancy by job, GPU use over time) into --out.",
+    )
     add_scenario_args(p)
     add_policy_arg(p, "hadar")
     add_policy_opt_arg(p)
     add_out_arg(p, "simulate")
     p.add_argument("--no-progress", action="store_true", help="do not show the progress bar")
-    p.add_argument("--gavel-compatible", action="store_true",
-                   help="run as Gavel's simulator does (no restart penalty, rounds end with their longest job, "
-                        "consolidated throughputs, Gavel reallocates at most every 1920 s)")
+    p.add_argument(
+        "--gavel-compatible",
+        action="store_true",
+        help="run as Gavel's simulator does (no restart penalty, rounds end with their longest job, "
+        "consolidated throughputs, Gavel reallocates at most every 1920 s)",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from hadar import api
 
-    sim = api.simulate(args.cluster, args.workload, args.policy, throughputs=args.throughputs, seed=args.seed,
-                       size=args.size, round_length=args.round_length, restart_penalty=args.restart_penalty,
-                       policy_options=parse_pairs(args.policy_opt), gavel_compatible=args.gavel_compatible,
-                       progress=not args.no_progress, horizon_s=args.horizon_s)
+    sim = api.simulate(
+        args.cluster,
+        args.workload,
+        args.policy,
+        throughputs=args.throughputs,
+        seed=args.seed,
+        size=args.size,
+        round_length=args.round_length,
+        restart_penalty=args.restart_penalty,
+        policy_options=parse_pairs(args.policy_opt),
+        gavel_compatible=args.gavel_compatible,
+        progress=not args.no_progress,
+        horizon_s=args.horizon_s,
+    )
     note = estimates_note(sim.records.estimated_cells)
     if note:
         Console(stderr=True).print(note, style="yellow", highlight=False, soft_wrap=True)
@@ -55,14 +71,18 @@ def run(args: argparse.Namespace) -> int:
         from hadar.plots.simulation import draw_run, scenario_text
 
         cluster = load_cluster(args.cluster)
-        files = draw_run(out, cluster, sim.summary, scenario_text(args.workload, cluster.name, args.seed))
+        files = draw_run(
+            out, cluster, sim.summary, scenario_text(args.workload, cluster.name, args.seed)
+        )
         Console().print(f"figures: {', '.join(f.name for f in files)}", highlight=False)
     return 0
 
 
 def print_summary(summary: dict, out: Path | None = None) -> None:
     """A two-column table of the headline metrics."""
-    table = Table(title=f"{summary['policy']} on {summary['cluster']}: {summary['completed']}/{summary['jobs']} jobs")
+    table = Table(
+        title=f"{summary['policy']} on {summary['cluster']}: {summary['completed']}/{summary['jobs']} jobs"
+    )
     table.add_column("metric")
     table.add_column("value", justify="right")
     rows = [
@@ -74,7 +94,10 @@ def print_summary(summary: dict, out: Path | None = None) -> None:
         ("GPU resource utilisation (GRU)", f"{summary['gru']:.3f}"),
         ("restarts per job", f"{summary['restarts_per_job']:.2f}"),
         ("rounds", str(summary["rounds"])),
-        ("decision time avg / max", f"{summary['avg_decision_s'] or 0:.4f} s / {summary['max_decision_s'] or 0:.4f} s"),
+        (
+            "decision time avg / max",
+            f"{summary['avg_decision_s'] or 0:.4f} s / {summary['max_decision_s'] or 0:.4f} s",
+        ),
     ]
     for k, v in rows:
         table.add_row(k, v)

@@ -48,13 +48,19 @@ class TtdBounds:
 NO_BOUNDS = TtdBounds(None, None, None)
 
 
-def rate_matrix(jobs: Sequence[Job], cluster: Cluster, throughput: ThroughputModel) -> np.ndarray | None:
+def rate_matrix(
+    jobs: Sequence[Job], cluster: Cluster, throughput: ThroughputModel
+) -> np.ndarray | None:
     """``[job, GPU]`` steps/s of 1-GPU jobs, one column per GPU of the cluster (node order, then
     type order); None when some job needs more than one GPU."""
     if any(j.num_gpus != 1 for j in jobs):
         return None
-    columns = [(h, cluster.type_index[k]) for h, node in enumerate(cluster.nodes)
-               for k, count in node.gpus.items() for _ in range(count)]
+    columns = [
+        (h, cluster.type_index[k])
+        for h, node in enumerate(cluster.nodes)
+        for k, count in node.gpus.items()
+        for _ in range(count)
+    ]
     rows = []
     for job in jobs:
         cons, _ = throughput.cell_rates(job, cluster)
@@ -90,12 +96,12 @@ def _lp(rates: np.ndarray, steps: np.ndarray, fork: bool) -> float:
     b: list[float] = []
     for j in range(jobs):
         row = np.zeros(nx + 1)
-        row[j * gpus:(j + 1) * gpus] = -rates[j]
+        row[j * gpus : (j + 1) * gpus] = -rates[j]
         a_rows.append(row)
         b.append(-steps[j])
         if not fork:
             row = np.zeros(nx + 1)
-            row[j * gpus:(j + 1) * gpus] = 1.0
+            row[j * gpus : (j + 1) * gpus] = 1.0
             row[t] = -1.0
             a_rows.append(row)
             b.append(0.0)
@@ -107,9 +113,16 @@ def _lp(rates: np.ndarray, steps: np.ndarray, fork: bool) -> float:
         b.append(0.0)
     cost = np.zeros(nx + 1)
     cost[t] = 1.0
-    var_bounds = [(0.0, 0.0 if rates[j, g] <= 0 else None) for j in range(jobs) for g in range(gpus)]
-    res = linprog(cost, A_ub=np.vstack(a_rows), b_ub=np.array(b), bounds=[*var_bounds, (0.0, None)],
-                  method="highs")
+    var_bounds = [
+        (0.0, 0.0 if rates[j, g] <= 0 else None) for j in range(jobs) for g in range(gpus)
+    ]
+    res = linprog(
+        cost,
+        A_ub=np.vstack(a_rows),
+        b_ub=np.array(b),
+        bounds=[*var_bounds, (0.0, None)],
+        method="highs",
+    )
     if res.status != 0:
         raise ValueError(f"TTD bound LP failed: {res.message}")
     return float(res.fun)

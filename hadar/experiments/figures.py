@@ -13,8 +13,13 @@ FIGURES = {"fig8_cru.png", "fig9_ttd.png", "fig10_jct.png"}
 SLOT_FIGURES = {"hadare": "fig11_cru_slots_hadare.png", "hadar": "fig12_cru_slots_hadar.png"}
 
 
-def _panels(rows: Sequence[dict[str, Any]], clusters: Sequence[str], mixes: Sequence[str], slot: float,
-            value: Callable[[dict[str, Any]], Any]) -> dict[str, dict[str, dict[str, Any]]]:
+def _panels(
+    rows: Sequence[dict[str, Any]],
+    clusters: Sequence[str],
+    mixes: Sequence[str],
+    slot: float,
+    value: Callable[[dict[str, Any]], Any],
+) -> dict[str, dict[str, dict[str, Any]]]:
     out: dict[str, dict[str, dict[str, Any]]] = {c: {m: {} for m in mixes} for c in clusters}
     for r in rows:
         if float(r["slot_s"]) == slot and r["cluster"] in out and r["mix"] in out[r["cluster"]]:
@@ -22,21 +27,49 @@ def _panels(rows: Sequence[dict[str, Any]], clusters: Sequence[str], mixes: Sequ
     return out
 
 
-def draw(rows: Sequence[dict[str, Any]], bounds: Mapping[tuple[str, str], TtdBounds], clusters: Sequence[str],
-         mixes: Sequence[str], slots: Sequence[float], main_slot: float, out: Path) -> list[Path]:
+def draw(
+    rows: Sequence[dict[str, Any]],
+    bounds: Mapping[tuple[str, str], TtdBounds],
+    clusters: Sequence[str],
+    mixes: Sequence[str],
+    slots: Sequence[float],
+    main_slot: float,
+    out: Path,
+) -> list[Path]:
     """Write Fig. 8, 9, 10 at ``main_slot`` and Fig. 11/12 (HadarE/Hadar CRU per slot) into ``out``."""
     at = f" (slot {main_slot:g} s)"
-    marks = {c: {m: {"lower bound (forking)": b.fork_s, "lower bound (no forking)": b.nofork_s}
-                 for m in mixes if (b := bounds.get((c, m))) is not None} for c in clusters}
+    marks = {
+        c: {
+            m: {"lower bound (forking)": b.fork_s, "lower bound (no forking)": b.nofork_s}
+            for m in mixes
+            if (b := bounds.get((c, m))) is not None
+        }
+        for c in clusters
+    }
     files = [
-        physical.cru_by_mix(_panels(rows, clusters, mixes, main_slot, lambda r: r["cru"]), out / "fig8_cru.png",
-                            title="Cluster resource utilisation (CRU) per mix" + at),
-        physical.ttd_by_mix(_panels(rows, clusters, mixes, main_slot, lambda r: r["ttd_s"]), out / "fig9_ttd.png",
-                            bounds_s=marks, title="Total time duration (TTD) per mix" + at),
-        physical.jct_by_mix(_panels(rows, clusters, mixes, main_slot, lambda r: r["avg_jct_s"]), out / "fig10_jct.png",
-                            ranges_s=_panels(rows, clusters, mixes, main_slot,
-                                             lambda r: None if r["min_jct_s"] is None else (r["min_jct_s"], r["max_jct_s"])),
-                            title="Average JCT per mix, min-max JCT marked" + at),
+        physical.cru_by_mix(
+            _panels(rows, clusters, mixes, main_slot, lambda r: r["cru"]),
+            out / "fig8_cru.png",
+            title="Cluster resource utilisation (CRU) per mix" + at,
+        ),
+        physical.ttd_by_mix(
+            _panels(rows, clusters, mixes, main_slot, lambda r: r["ttd_s"]),
+            out / "fig9_ttd.png",
+            bounds_s=marks,
+            title="Total time duration (TTD) per mix" + at,
+        ),
+        physical.jct_by_mix(
+            _panels(rows, clusters, mixes, main_slot, lambda r: r["avg_jct_s"]),
+            out / "fig10_jct.png",
+            ranges_s=_panels(
+                rows,
+                clusters,
+                mixes,
+                main_slot,
+                lambda r: None if r["min_jct_s"] is None else (r["min_jct_s"], r["max_jct_s"]),
+            ),
+            title="Average JCT per mix, min-max JCT marked" + at,
+        ),
     ]
     policies = {r["policy"] for r in rows}
     for policy, name in SLOT_FIGURES.items():

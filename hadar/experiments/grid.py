@@ -32,8 +32,22 @@ DEFAULT_POLICIES = ("gavel", "hadar", "hadare")
 DEFAULT_SLOTS = (90.0, 180.0, 360.0)
 DEFAULT_MAIN_SLOT = 360.0
 
-ROW_KEYS = ("cluster", "mix", "policy", "slot_s", "jobs", "completed", "ttd_s", "avg_jct_s", "min_jct_s",
-            "max_jct_s", "cru", "gpu_util_gavel", "restarts_per_job", "rounds")
+ROW_KEYS = (
+    "cluster",
+    "mix",
+    "policy",
+    "slot_s",
+    "jobs",
+    "completed",
+    "ttd_s",
+    "avg_jct_s",
+    "min_jct_s",
+    "max_jct_s",
+    "cru",
+    "gpu_util_gavel",
+    "restarts_per_job",
+    "rounds",
+)
 """What :func:`run_cell` returns, in CSV column order."""
 
 
@@ -62,8 +76,13 @@ class Cell:
 
 def cells(spec: GridSpec) -> list[Cell]:
     """Every cell of ``spec`` in output order (cluster, mix, policy, slot)."""
-    return [Cell(c, m, p, s, spec.restart_penalty)
-            for c in spec.clusters for m in spec.mixes for p in spec.policies for s in spec.slots]
+    return [
+        Cell(c, m, p, s, spec.restart_penalty)
+        for c in spec.clusters
+        for m in spec.mixes
+        for p in spec.policies
+        for s in spec.slots
+    ]
 
 
 # -- argument parsing --------------------------------------------------------------------------
@@ -93,7 +112,9 @@ def parse_policies(text: str) -> tuple[str, ...]:
     names = _names(text, "--policies")
     for n in names:
         if n not in POLICY_REGISTRY:
-            raise InputError(f"--policies: unknown policy {n!r} (known: {', '.join(sorted(POLICY_REGISTRY))})")
+            raise InputError(
+                f"--policies: unknown policy {n!r} (known: {', '.join(sorted(POLICY_REGISTRY))})"
+            )
     return names
 
 
@@ -112,8 +133,14 @@ def parse_slots(text: str, option: str = "--rounds") -> tuple[float, ...]:
     return tuple(sorted(out))
 
 
-def parse_spec(clusters: str, mixes: str, policies: str, slots: str, main_slot: str | None,
-               restart_penalty: float = 10.0) -> GridSpec:
+def parse_spec(
+    clusters: str,
+    mixes: str,
+    policies: str,
+    slots: str,
+    main_slot: str | None,
+    restart_penalty: float = 10.0,
+) -> GridSpec:
     """A validated :class:`GridSpec` from the command-line strings (InputError on bad input).
     ``main_slot`` None = 360 s if swept, else the longest slot."""
     slot_list = parse_slots(slots)
@@ -122,12 +149,22 @@ def parse_spec(clusters: str, mixes: str, policies: str, slots: str, main_slot: 
     else:
         main = parse_slots(main_slot, "--main-round")[0]
         if main not in slot_list:
-            raise InputError(f"--main-round: {main:g} s is not one of --rounds ({', '.join(f'{s:g}' for s in slot_list)})")
+            raise InputError(
+                f"--main-round: {main:g} s is not one of --rounds ({', '.join(f'{s:g}' for s in slot_list)})"
+            )
     if restart_penalty < 0:
         raise InputError(f"--restart-penalty: must be >= 0 (got {restart_penalty:g})")
-    spec = GridSpec(_names(clusters, "--clusters"), parse_mixes(mixes), parse_policies(policies), slot_list, main,
-                    restart_penalty)
-    names = [scenario(c, spec.mixes[0])[0].name for c in spec.clusters]  # loads (and checks) every cluster
+    spec = GridSpec(
+        _names(clusters, "--clusters"),
+        parse_mixes(mixes),
+        parse_policies(policies),
+        slot_list,
+        main,
+        restart_penalty,
+    )
+    names = [
+        scenario(c, spec.mixes[0])[0].name for c in spec.clusters
+    ]  # loads (and checks) every cluster
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup is not None:
         raise InputError(f"--clusters: cluster {dup!r} given twice")
@@ -154,10 +191,20 @@ def run_cell(cell: Cell) -> dict[str, Any]:
     s = summarize(result)
     jct = [j.jct for j in result.jobs if j.jct is not None]
     return {
-        "cluster": cluster.name, "mix": cell.mix, "policy": cell.policy, "slot_s": cell.slot,
-        "jobs": s["jobs"], "completed": s["completed"], "ttd_s": s["ttd_s"], "avg_jct_s": s["avg_jct_s"],
-        "min_jct_s": min(jct) if jct else None, "max_jct_s": max(jct) if jct else None, "cru": s["gru"],
-        "gpu_util_gavel": s["gpu_util_gavel"], "restarts_per_job": s["restarts_per_job"], "rounds": s["rounds"],
+        "cluster": cluster.name,
+        "mix": cell.mix,
+        "policy": cell.policy,
+        "slot_s": cell.slot,
+        "jobs": s["jobs"],
+        "completed": s["completed"],
+        "ttd_s": s["ttd_s"],
+        "avg_jct_s": s["avg_jct_s"],
+        "min_jct_s": min(jct) if jct else None,
+        "max_jct_s": max(jct) if jct else None,
+        "cru": s["gru"],
+        "gpu_util_gavel": s["gpu_util_gavel"],
+        "restarts_per_job": s["restarts_per_job"],
+        "rounds": s["rounds"],
     }
 
 
@@ -167,12 +214,19 @@ def run_cells(todo: Sequence[Cell], workers: int = 1) -> list[dict[str, Any]]:
     which is more than a whole default grid's share of work on two cores), spawned elsewhere.
     Cells share no mutable state, so neither the start method nor the workers change a result."""
     if workers > 1 and len(todo) > 1:
-        for cell in todo:  # warm the parent: forked workers inherit the imports and loaded scenarios
+        for (
+            cell
+        ) in todo:  # warm the parent: forked workers inherit the imports and loaded scenarios
             scenario(cell.cluster, cell.mix)
         for name in dict.fromkeys(c.policy for c in todo):
             make_policy(name)
-    return sweep.run_cells(run_cell, todo, workers, start_method="fork" if sys.platform.startswith("linux") else "spawn",
-                           chunksize=len(todo) // (4 * workers))
+    return sweep.run_cells(
+        run_cell,
+        todo,
+        workers,
+        start_method="fork" if sys.platform.startswith("linux") else "spawn",
+        chunksize=len(todo) // (4 * workers),
+    )
 
 
 # -- per (cluster, mix) context ------------------------------------------------------------------

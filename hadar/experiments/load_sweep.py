@@ -69,7 +69,9 @@ def window_stats(records: Sequence[JobRecord], window: tuple[int, int]) -> dict[
     start, end = window
     inside = ordered[start:end]
     jct = np.array([j.jct for j in inside if j.jct is not None], dtype=float)
-    queueing = np.array([j.queueing_delay for j in inside if j.queueing_delay is not None], dtype=float)
+    queueing = np.array(
+        [j.queueing_delay for j in inside if j.queueing_delay is not None], dtype=float
+    )
     t0, t1 = inside[0].arrival, inside[-1].arrival
 
     def backlog(t: float) -> int:
@@ -101,17 +103,30 @@ def run_cell(cell: SweepCell) -> dict[str, Any]:
 
     table = load_table(cell.throughputs)
     cluster = load_cluster(cell.cluster)
-    jobs = poisson_arrivals(generate(table, PhillyOptions(num_jobs=cell.num_jobs, seed=cell.seed)),
-                            cell.rate, cell.seed)
+    jobs = poisson_arrivals(
+        generate(table, PhillyOptions(num_jobs=cell.num_jobs, seed=cell.seed)), cell.rate, cell.seed
+    )
     model = throughput_for(jobs, cluster, table)
     policy = policy_with_options(cell.policy, cell.options)
     t0 = time.perf_counter()
-    result = simulate(cluster, jobs, policy, model,
-                      SimConfig(round_length=cell.round_length, restart_penalty=cell.restart_penalty))
+    result = simulate(
+        cluster,
+        jobs,
+        policy,
+        model,
+        SimConfig(round_length=cell.round_length, restart_penalty=cell.restart_penalty),
+    )
     wall = time.perf_counter() - t0
     summary = summarize(result)
-    row = {"policy": cell.policy, "rate": cell.rate, "seed": cell.seed, "jobs": cell.num_jobs,
-           "window_start": cell.window[0], "window_end": cell.window[1], **window_stats(result.jobs, cell.window)}
+    row = {
+        "policy": cell.policy,
+        "rate": cell.rate,
+        "seed": cell.seed,
+        "jobs": cell.num_jobs,
+        "window_start": cell.window[0],
+        "window_end": cell.window[1],
+        **window_stats(result.jobs, cell.window),
+    }
     for key in ("ttd_s", "work_efficiency", "rho_mean", "rho_max", "restarts_per_job"):
         row[key] = summary[key]
     row["all_avg_jct_s"] = summary["avg_jct_s"]
@@ -135,16 +150,25 @@ def saturation_rate(rows: Sequence[Mapping[str, Any]], policy: str) -> float | N
     return min(sat) if sat else None
 
 
-def cells(policies: Sequence[str], rates: Sequence[float], seeds: Sequence[int], **common: Any) -> list[SweepCell]:
+def cells(
+    policies: Sequence[str], rates: Sequence[float], seeds: Sequence[int], **common: Any
+) -> list[SweepCell]:
     """Every (policy, rate, seed) cell, rates ascending within each policy."""
-    return [SweepCell(policy=p, rate=r, seed=s, **common) for p in policies for s in seeds for r in sorted(rates)]
+    return [
+        SweepCell(policy=p, rate=r, seed=s, **common)
+        for p in policies
+        for s in seeds
+        for r in sorted(rates)
+    ]
 
 
 def as_dict(cell: SweepCell) -> dict[str, Any]:
     return {**asdict(cell), "options": dict(cell.options)}
 
 
-def write_outputs(out: Path, rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> list[Path]:
+def write_outputs(
+    out: Path, rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]
+) -> list[Path]:
     """``load_sweep.csv`` (one row per cell) and ``load_sweep.json`` (meta + rows), atomically."""
     import pandas as pd
 
@@ -153,8 +177,13 @@ def write_outputs(out: Path, rows: Sequence[Mapping[str, Any]], meta: Mapping[st
     return [csv_path, json_path]
 
 
-def print_table(console: Any, rows: Sequence[Mapping[str, Any]], policies: Sequence[str], rates: Sequence[float],
-                saturation: Mapping[str, float | None]) -> None:
+def print_table(
+    console: Any,
+    rows: Sequence[Mapping[str, Any]],
+    policies: Sequence[str],
+    rates: Sequence[float],
+    saturation: Mapping[str, float | None],
+) -> None:
     """Average JCT (hours) over the window per policy and rate, mean over seeds; * = saturated."""
     from rich.table import Table
 
@@ -166,7 +195,11 @@ def print_table(console: Any, rows: Sequence[Mapping[str, Any]], policies: Seque
     for p in policies:
         cells = []
         for r in sorted(rates):
-            sel = [x for x in rows if x["policy"] == p and x["rate"] == r and x["avg_jct_s"] is not None]
+            sel = [
+                x
+                for x in rows
+                if x["policy"] == p and x["rate"] == r and x["avg_jct_s"] is not None
+            ]
             if not sel:
                 cells.append("-")
                 continue

@@ -26,8 +26,14 @@ PAPER_AVERAGES: dict[str, dict[str, float]] = {
 """Mean over the seven mixes of the per-mix ratio, as the paper reports it."""
 
 PAPER_M5: dict[str, dict[str, float]] = {
-    "aws": {"ttd_gavel": 4200.0, "ttd_hadar": 3900.0, "jct_min_gavel": 1283.0, "jct_max_gavel": 3159.0,
-            "jct_min_hadar": 1210.0, "jct_max_hadar": 2918.0},
+    "aws": {
+        "ttd_gavel": 4200.0,
+        "ttd_hadar": 3900.0,
+        "jct_min_gavel": 1283.0,
+        "jct_max_gavel": 3159.0,
+        "jct_min_hadar": 1210.0,
+        "jct_max_hadar": 2918.0,
+    },
     "lab": {"ttd_gavel": 3300.0, "ttd_hadar": 2800.0},
 }
 """M-5 values the text quotes (seconds; "some 4200 seconds" etc.)."""
@@ -47,14 +53,22 @@ def paper_value(key: str, cluster: str) -> float | None:
     short = PAPER_CLUSTERS.get(cluster)
     return None if short is None else PAPER_AVERAGES.get(key, {}).get(short)
 
+
 _SMALL, _LARGE = ("M-1", "M-3", "M-4"), ("M-5", "M-8", "M-10", "M-12")
 PAPER_BEST_SLOT: dict[str, dict[str, dict[str, str]]] = {
     # Fig. 11: HadarE peaks at 360 s for M-8..M-12 on AWS (M-5..M-12 on the lab), at 90 s below
-    "hadare": {"aws": {**{m: "90" for m in (*_SMALL, "M-5")}, **{m: "360" for m in ("M-8", "M-10", "M-12")}},
-               "lab": {**{m: "90" for m in _SMALL}, **{m: "360" for m in _LARGE}}},
+    "hadare": {
+        "aws": {
+            **{m: "90" for m in (*_SMALL, "M-5")},
+            **{m: "360" for m in ("M-8", "M-10", "M-12")},
+        },
+        "lab": {**{m: "90" for m in _SMALL}, **{m: "360" for m in _LARGE}},
+    },
     # Fig. 12: Hadar peaks at 90 or 180 s on AWS except M-3 (360 s); lab like HadarE
-    "hadar": {"aws": {**{m: "90/180" for m in ("M-1", "M-4", *_LARGE)}, "M-3": "360"},
-              "lab": {**{m: "90" for m in _SMALL}, **{m: "360" for m in _LARGE}}},
+    "hadar": {
+        "aws": {**{m: "90/180" for m in ("M-1", "M-4", *_LARGE)}, "M-3": "360"},
+        "lab": {**{m: "90" for m in _SMALL}, **{m: "360" for m in _LARGE}},
+    },
 }
 """Slot time (s) with the highest CRU per mix, as section VI-D states it."""
 

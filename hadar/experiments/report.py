@@ -22,10 +22,23 @@ from hadar.experiments.paper import (
 )
 from hadar.experiments.tables import COMPARISONS, RATIO_METRICS, Row
 
-CSV_KEYS = (*ROW_KEYS, "lb_fork_s", "lb_nofork_s", "lb_fastest_job_s", "lb_s", "ttd_over_lb", "estimated")
+CSV_KEYS = (
+    *ROW_KEYS,
+    "lb_fork_s",
+    "lb_nofork_s",
+    "lb_fastest_job_s",
+    "lb_s",
+    "ttd_over_lb",
+    "estimated",
+)
 POLICY_TITLES = {"gavel": "Gavel", "hadar": "Hadar", "hadare": "HadarE"}
-MEAN_KEYS = (*[f"{m}_{p}_vs_{r}" for p, r in COMPARISONS for m, _, _ in RATIO_METRICS],
-             "hadare_ttd_over_hadar", "lb_fork_over_hadar_ttd", "ttd_bound_vs_hadar", "hadare_cru")
+MEAN_KEYS = (
+    *[f"{m}_{p}_vs_{r}" for p, r in COMPARISONS for m, _, _ in RATIO_METRICS],
+    "hadare_ttd_over_hadar",
+    "lb_fork_over_hadar_ttd",
+    "ttd_bound_vs_hadar",
+    "hadare_cru",
+)
 
 
 def estimated_text(pairs: Sequence[tuple[str, str]]) -> str:
@@ -49,43 +62,91 @@ def _pct(v: float | None) -> str:
 
 
 # -- printing ----------------------------------------------------------------------------------
-def print_cluster(console: Console, cluster: str, slot: float, rows: Sequence[Row], comparisons: Sequence[Row],
-                  means: Mapping[str, float | None], targets: Sequence[Row], estimated: Sequence[tuple[str, str]]) -> None:
+def print_cluster(
+    console: Console,
+    cluster: str,
+    slot: float,
+    rows: Sequence[Row],
+    comparisons: Sequence[Row],
+    means: Mapping[str, float | None],
+    targets: Sequence[Row],
+    estimated: Sequence[tuple[str, str]],
+) -> None:
     """The per-cluster block at the main slot: per mix and policy, ratios per mix with means and the
     paper's figures, the targets, and which throughputs were estimated."""
     mine = [r for r in rows if r["cluster"] == cluster and float(r["slot_s"]) == slot]
-    t = Table(title=f"{cluster}, slot {slot:g} s: per mix and policy (bound = lower bound on TTD for the policy)")
-    for col in ("mix", "policy", "CRU", "TTD (s)", "TTD bound (s)", "TTD / bound", "avg JCT (s)", "min-max JCT (s)",
-                "restarts/job"):
+    t = Table(
+        title=f"{cluster}, slot {slot:g} s: per mix and policy (bound = lower bound on TTD for the policy)"
+    )
+    for col in (
+        "mix",
+        "policy",
+        "CRU",
+        "TTD (s)",
+        "TTD bound (s)",
+        "TTD / bound",
+        "avg JCT (s)",
+        "min-max JCT (s)",
+        "restarts/job",
+    ):
         t.add_column(col, justify="left" if col in ("mix", "policy") else "right")
     mixes = list(dict.fromkeys(r["mix"] for r in mine))
     for m in mixes:
         group = [r for r in mine if r["mix"] == m]
         for i, r in enumerate(group):
             done = "" if r["completed"] == r["jobs"] else f" ({r['completed']}/{r['jobs']} done)"
-            t.add_row(m if i == 0 else "", POLICY_TITLES.get(str(r["policy"]), str(r["policy"])) + done, _pct(r["cru"]),
-                      _s(r["ttd_s"]), _s(r["lb_s"]), _x(r["ttd_over_lb"]), _s(r["avg_jct_s"]),
-                      f"{_s(r['min_jct_s'])}-{_s(r['max_jct_s'])}", f"{r['restarts_per_job']:.2f}",
-                      end_section=i == len(group) - 1)
+            t.add_row(
+                m if i == 0 else "",
+                POLICY_TITLES.get(str(r["policy"]), str(r["policy"])) + done,
+                _pct(r["cru"]),
+                _s(r["ttd_s"]),
+                _s(r["lb_s"]),
+                _x(r["ttd_over_lb"]),
+                _s(r["avg_jct_s"]),
+                f"{_s(r['min_jct_s'])}-{_s(r['max_jct_s'])}",
+                f"{r['restarts_per_job']:.2f}",
+                end_section=i == len(group) - 1,
+            )
     console.print(t)
 
-    ratios = Table(title=f"{cluster}, slot {slot:g} s: ratios per mix (TTD/JCT: speed-up = reference / policy; "
-                    f"CRU: gain = policy / reference; > 1 favours the first policy)")
+    ratios = Table(
+        title=f"{cluster}, slot {slot:g} s: ratios per mix (TTD/JCT: speed-up = reference / policy; "
+        f"CRU: gain = policy / reference; > 1 favours the first policy)"
+    )
     ratios.add_column("mix")
     for p, ref in COMPARISONS:
         for m, _, _ in RATIO_METRICS:
-            ratios.add_column(f"{m.upper()} {POLICY_TITLES[p]}\nvs {POLICY_TITLES[ref]}", justify="right")
-    ratios.add_column(f"HadarE TTD /\nHadar TTD\n(target <= {TARGET_HADARE_TTD_RATIO_MAX})", justify="right")
-    ratios.add_column("best possible\nTTD speed-up vs\nHadar (Hadar TTD\n/ fork bound)", justify="right")
+            ratios.add_column(
+                f"{m.upper()} {POLICY_TITLES[p]}\nvs {POLICY_TITLES[ref]}", justify="right"
+            )
+    ratios.add_column(
+        f"HadarE TTD /\nHadar TTD\n(target <= {TARGET_HADARE_TTD_RATIO_MAX})", justify="right"
+    )
+    ratios.add_column(
+        "best possible\nTTD speed-up vs\nHadar (Hadar TTD\n/ fork bound)", justify="right"
+    )
     ratio_keys = [f"{m}_{p}_vs_{ref}" for p, ref in COMPARISONS for m, _, _ in RATIO_METRICS]
     for c in comparisons:
-        ratios.add_row(c["mix"], *[_x(c[k]) for k in ratio_keys], _pct(c["hadare_ttd_over_hadar"]),
-                  _x(c["ttd_bound_vs_hadar"]), end_section=c is comparisons[-1])
-    ratios.add_row(f"mean ({len(comparisons)} mixes)", *[_x(means.get(k)) for k in ratio_keys],
-              _pct(means.get("hadare_ttd_over_hadar")), _x(means.get("ttd_bound_vs_hadar")))
+        ratios.add_row(
+            c["mix"],
+            *[_x(c[k]) for k in ratio_keys],
+            _pct(c["hadare_ttd_over_hadar"]),
+            _x(c["ttd_bound_vs_hadar"]),
+            end_section=c is comparisons[-1],
+        )
+    ratios.add_row(
+        f"mean ({len(comparisons)} mixes)",
+        *[_x(means.get(k)) for k in ratio_keys],
+        _pct(means.get("hadare_ttd_over_hadar")),
+        _x(means.get("ttd_bound_vs_hadar")),
+    )
     if cluster in PAPER_CLUSTERS:
-        ratios.add_row("paper (mean)", *[_x(paper_value(k, cluster)) for k in ratio_keys],
-                  f"{1 / PAPER_AVERAGES['ttd_hadare_vs_hadar'][PAPER_CLUSTERS[cluster]]:.3f}", "")
+        ratios.add_row(
+            "paper (mean)",
+            *[_x(paper_value(k, cluster)) for k in ratio_keys],
+            f"{1 / PAPER_AVERAGES['ttd_hadare_vs_hadar'][PAPER_CLUSTERS[cluster]]:.3f}",
+            "",
+        )
     console.print(ratios)
 
     if targets:
@@ -110,14 +171,20 @@ def print_cluster(console: Console, cluster: str, slot: float, rows: Sequence[Ro
             met = sum(1 for x in cells.values() if x["met"])
             tt.add_row(name, *out, f"{met}/{len(cells)}")
         console.print(tt)
-    console.print(f"[bold]{cluster}[/]: throughputs [bold]estimated[/] (PMI/PCIe cold-start estimate, Eq. 10) "
-                  f"rather than measured: {estimated_text(estimated) or 'none (all measured)'}")
+    console.print(
+        f"[bold]{cluster}[/]: throughputs [bold]estimated[/] (PMI/PCIe cold-start estimate, Eq. 10) "
+        f"rather than measured: {estimated_text(estimated) or 'none (all measured)'}"
+    )
 
 
-def print_slot_sweep(console: Console, cluster: str, sweeps: Mapping[str, Sequence[Row]], slots: Sequence[float]) -> None:
+def print_slot_sweep(
+    console: Console, cluster: str, sweeps: Mapping[str, Sequence[Row]], slots: Sequence[float]
+) -> None:
     """Fig. 11/12 as numbers: CRU per slot per mix for each policy, best slot vs the paper's."""
-    t = Table(title=f"{cluster}: CRU per slot time (Fig. 11: HadarE, Fig. 12: Hadar)",
-              caption="best = slot time with the highest CRU (the paper's in brackets)")
+    t = Table(
+        title=f"{cluster}: CRU per slot time (Fig. 11: HadarE, Fig. 12: Hadar)",
+        caption="best = slot time with the highest CRU (the paper's in brackets)",
+    )
     t.add_column("mix")
     for policy in sweeps:
         for s in slots:
@@ -141,16 +208,32 @@ def write_csv(path: Path, rows: Sequence[Row]) -> Path:
     return io.write_csv(path, rows, CSV_KEYS)
 
 
-def write_json(path: Path, spec: GridSpec, rows: Sequence[Row], summary: Mapping[str, Any],
-               meta: Mapping[str, Any]) -> Path:
+def write_json(
+    path: Path,
+    spec: GridSpec,
+    rows: Sequence[Row],
+    summary: Mapping[str, Any],
+    meta: Mapping[str, Any],
+) -> Path:
     doc = {
         "experiment": "physical",
-        "grid": {"clusters": list(spec.clusters), "mixes": list(spec.mixes), "policies": list(spec.policies),
-                 "slots_s": list(spec.slots), "main_slot_s": spec.main_slot, "restart_penalty_s": spec.restart_penalty},
+        "grid": {
+            "clusters": list(spec.clusters),
+            "mixes": list(spec.mixes),
+            "policies": list(spec.policies),
+            "slots_s": list(spec.slots),
+            "main_slot_s": spec.main_slot,
+            "restart_penalty_s": spec.restart_penalty,
+        },
         **meta,
-        "paper": {"averages": PAPER_AVERAGES, "targets": {"mixes": list(TARGET_MIXES),
-                                                          "hadare_cru_min": TARGET_HADARE_CRU_MIN,
-                                                          "hadare_ttd_ratio_max": TARGET_HADARE_TTD_RATIO_MAX}},
+        "paper": {
+            "averages": PAPER_AVERAGES,
+            "targets": {
+                "mixes": list(TARGET_MIXES),
+                "hadare_cru_min": TARGET_HADARE_CRU_MIN,
+                "hadare_ttd_ratio_max": TARGET_HADARE_TTD_RATIO_MAX,
+            },
+        },
         **summary,
         "cells": list(rows),
     }

@@ -59,8 +59,9 @@ def _ratio(value: float | None, ref: float | None, higher_better: bool) -> float
     return value / ref if higher_better else ref / value
 
 
-def mix_comparison(idx: Mapping[Key, Row], cluster: str, mix: str, slot: float,
-                   bounds: TtdBounds | None) -> Row:
+def mix_comparison(
+    idx: Mapping[Key, Row], cluster: str, mix: str, slot: float, bounds: TtdBounds | None
+) -> Row:
     """One mix on one cluster at one slot: every ratio of :func:`ratio_keys`, HadarE's TTD as a
     fraction of Hadar's and its CRU (the issue's targets), and the TTD bounds; also
     ``lb_fork_over_hadar_ttd``, the smallest fraction of Hadar's TTD any schedule can reach, and its
@@ -76,13 +77,22 @@ def mix_comparison(idx: Mapping[Key, Row], cluster: str, mix: str, slot: float,
     out["hadare_cru"] = hadare["cru"] if hadare else None
     for k in LB_KEYS:
         out[k] = getattr(bounds, k.removeprefix("lb_")) if bounds else None
-    out["lb_fork_over_hadar_ttd"] = (out["lb_fork_s"] / hadar["ttd_s"]) if hadar and out["lb_fork_s"] else None
-    out["ttd_bound_vs_hadar"] = (hadar["ttd_s"] / out["lb_fork_s"]) if hadar and out["lb_fork_s"] else None
+    out["lb_fork_over_hadar_ttd"] = (
+        (out["lb_fork_s"] / hadar["ttd_s"]) if hadar and out["lb_fork_s"] else None
+    )
+    out["ttd_bound_vs_hadar"] = (
+        (hadar["ttd_s"] / out["lb_fork_s"]) if hadar and out["lb_fork_s"] else None
+    )
     return out
 
 
-def cluster_comparisons(rows: Iterable[Row], bounds: Mapping[tuple[str, str], TtdBounds], cluster: str,
-                        slot: float, mixes: Sequence[str]) -> list[Row]:
+def cluster_comparisons(
+    rows: Iterable[Row],
+    bounds: Mapping[tuple[str, str], TtdBounds],
+    cluster: str,
+    slot: float,
+    mixes: Sequence[str],
+) -> list[Row]:
     idx = index(rows)
     return [mix_comparison(idx, cluster, m, slot, bounds.get((cluster, m))) for m in mixes]
 
@@ -104,22 +114,36 @@ def targets(comparisons: Sequence[Row]) -> list[Row]:
         if c["mix"] not in TARGET_MIXES:
             continue
         if c["hadare_cru"] is not None:
-            out.append({"cluster": c["cluster"], "mix": c["mix"], "target": f"HadarE CRU >= {TARGET_HADARE_CRU_MIN}",
-                        "value": c["hadare_cru"], "met": c["hadare_cru"] >= TARGET_HADARE_CRU_MIN,
-                        "achievable": True})
+            out.append(
+                {
+                    "cluster": c["cluster"],
+                    "mix": c["mix"],
+                    "target": f"HadarE CRU >= {TARGET_HADARE_CRU_MIN}",
+                    "value": c["hadare_cru"],
+                    "met": c["hadare_cru"] >= TARGET_HADARE_CRU_MIN,
+                    "achievable": True,
+                }
+            )
         r = c["hadare_ttd_over_hadar"]
         if r is not None:
             lb = c["lb_fork_over_hadar_ttd"]
-            out.append({"cluster": c["cluster"], "mix": c["mix"],
-                        "target": f"HadarE TTD <= {TARGET_HADARE_TTD_RATIO_MAX} x Hadar",
-                        "value": r, "met": r <= TARGET_HADARE_TTD_RATIO_MAX,
-                        "achievable": None if lb is None else lb <= TARGET_HADARE_TTD_RATIO_MAX,
-                        "best_possible": lb})
+            out.append(
+                {
+                    "cluster": c["cluster"],
+                    "mix": c["mix"],
+                    "target": f"HadarE TTD <= {TARGET_HADARE_TTD_RATIO_MAX} x Hadar",
+                    "value": r,
+                    "met": r <= TARGET_HADARE_TTD_RATIO_MAX,
+                    "achievable": None if lb is None else lb <= TARGET_HADARE_TTD_RATIO_MAX,
+                    "best_possible": lb,
+                }
+            )
     return out
 
 
-def slot_sweep(rows: Iterable[Row], cluster: str, policy: str, mixes: Sequence[str],
-               slots: Sequence[float]) -> list[Row]:
+def slot_sweep(
+    rows: Iterable[Row], cluster: str, policy: str, mixes: Sequence[str], slots: Sequence[float]
+) -> list[Row]:
     """Per mix: CRU and TTD at each slot time, and the slot with the highest CRU (Fig. 11/12)."""
     idx = index(rows)
     out = []
@@ -128,6 +152,17 @@ def slot_sweep(rows: Iterable[Row], cluster: str, policy: str, mixes: Sequence[s
         cru = {s: (r["cru"] if r else None) for s, r in cells.items()}
         ttd = {s: (r["ttd_s"] if r else None) for s, r in cells.items()}
         known = {s: c for s, c in cru.items() if c is not None}
-        best = max(known, key=lambda s: (round(known[s], 4), -s)) if known else None  # ties: shortest slot
-        out.append({"cluster": cluster, "policy": policy, "mix": m, "cru": cru, "ttd_s": ttd, "best_slot_s": best})
+        best = (
+            max(known, key=lambda s: (round(known[s], 4), -s)) if known else None
+        )  # ties: shortest slot
+        out.append(
+            {
+                "cluster": cluster,
+                "policy": policy,
+                "mix": m,
+                "cru": cru,
+                "ttd_s": ttd,
+                "best_slot_s": best,
+            }
+        )
     return out

@@ -9,5 +9,11 @@ from hadar.plots.figures import (
     utilisation_chart,
 )
 
-__all__ = ["completion_cdf", "decision_time_curve", "gru_bars", "load_sweep_chart", "occupancy_chart",
-           "utilisation_chart"]
+__all__ = [
+    "completion_cdf",
+    "decision_time_curve",
+    "gru_bars",
+    "load_sweep_chart",
+    "occupancy_chart",
+    "utilisation_chart",
+]

@@ -26,7 +26,9 @@ def _save(fig: Figure, path: str | Path) -> Path:
     return p
 
 
-def gru_bars(gru: Mapping[str, float], path: str | Path, title: str = "GPU resource utilisation (GRU)") -> Path:
+def gru_bars(
+    gru: Mapping[str, float], path: str | Path, title: str = "GPU resource utilisation (GRU)"
+) -> Path:
     """Paper Fig. 3: one bar per policy."""
     fig = Figure(figsize=(6, 3.6))
     ax = fig.add_subplot()
@@ -34,7 +36,13 @@ def gru_bars(gru: Mapping[str, float], path: str | Path, title: str = "GPU resou
     values = [100.0 * gru[n] for n in names]
     bars = ax.bar(names, values, color=[colormaps["tab10"](i) for i in range(len(names))])
     for bar, v in zip(bars, values, strict=True):
-        ax.annotate(f"{v:.1f}%", (bar.get_x() + bar.get_width() / 2, v), ha="center", va="bottom", fontsize=9)
+        ax.annotate(
+            f"{v:.1f}%",
+            (bar.get_x() + bar.get_width() / 2, v),
+            ha="center",
+            va="bottom",
+            fontsize=9,
+        )
     ax.set_ylabel("GRU (%)")
     ax.set_ylim(0, max([100.0, *values]) * 1.08)
     ax.set_title(title)
@@ -42,14 +50,21 @@ def gru_bars(gru: Mapping[str, float], path: str | Path, title: str = "GPU resou
     return _save(fig, path)
 
 
-def completion_cdf(finish_s: Mapping[str, Sequence[float]], totals: Mapping[str, int], path: str | Path,
-                   title: str = "Cumulative fraction of jobs completed") -> Path:
+def completion_cdf(
+    finish_s: Mapping[str, Sequence[float]],
+    totals: Mapping[str, int],
+    path: str | Path,
+    title: str = "Cumulative fraction of jobs completed",
+) -> Path:
     """Paper Fig. 4 as a PNG (see :func:`completion_figure`)."""
     return _save(completion_figure(finish_s, totals, title), path)
 
 
-def completion_figure(finish_s: Mapping[str, Sequence[float]], totals: Mapping[str, int],
-                      title: str = "Cumulative fraction of jobs completed") -> Figure:
+def completion_figure(
+    finish_s: Mapping[str, Sequence[float]],
+    totals: Mapping[str, int],
+    title: str = "Cumulative fraction of jobs completed",
+) -> Figure:
     """Paper Fig. 4: fraction of jobs completed over time, on a log time axis (hours) so that
     the many short jobs and the long tail are both readable. Each policy's median (50 % of its
     jobs done) is a dotted drop line, a marker, and the time in its legend entry.
@@ -66,9 +81,19 @@ def completion_figure(finish_s: Mapping[str, Sequence[float]], totals: Mapping[s
         frac = np.arange(1, len(t) + 1) / max(1, totals[name])
         color = colormaps["tab10"](i)
         median = median_hours(t, totals[name])
-        label = f"{name}: median {_hours_text(median)}" if median is not None else f"{name}: median not reached"
-        ax.step(np.concatenate([[left], t]), np.concatenate([[0.0], frac]), where="post", color=color, lw=1.6,
-                label=label)
+        label = (
+            f"{name}: median {_hours_text(median)}"
+            if median is not None
+            else f"{name}: median not reached"
+        )
+        ax.step(
+            np.concatenate([[left], t]),
+            np.concatenate([[0.0], frac]),
+            where="post",
+            color=color,
+            lw=1.6,
+            label=label,
+        )
         if median is not None:
             ax.plot([median, median], [0.0, 0.5], color=color, lw=1, ls=":")
             ax.plot([median], [0.5], marker="o", color=color, ms=6, markeredgecolor="white")
@@ -81,7 +106,12 @@ def completion_figure(finish_s: Mapping[str, Sequence[float]], totals: Mapping[s
     ax.set_ylim(0, 1.02)
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(loc="upper left", fontsize=8, title="dotted line = median (50 % of jobs done)", title_fontsize=7)
+    ax.legend(
+        loc="upper left",
+        fontsize=8,
+        title="dotted line = median (50 % of jobs done)",
+        title_fontsize=7,
+    )
     return fig
 
 
@@ -96,8 +126,12 @@ def _hours_text(hours: float) -> str:
     return f"{hours * 60:.0f} min" if hours < 1 else f"{hours:.1f} h"
 
 
-def utilisation_chart(rounds: Sequence[Mapping[str, float | str]], total_gpus: int, path: str | Path,
-                      title: str = "GPU use and job counts over time") -> Path:
+def utilisation_chart(
+    rounds: Sequence[Mapping[str, float | str]],
+    total_gpus: int,
+    path: str | Path,
+    title: str = "GPU use and job counts over time",
+) -> Path:
     """Busy GPUs (share of the cluster, filled) and running/queued jobs (lines, right axis) per
     round, against time in hours. ``rounds``: rows with ``time``, ``duration``, ``busy_gpus``,
     ``running_jobs``, ``queued_jobs`` (rounds.csv)."""
@@ -107,13 +141,23 @@ def utilisation_chart(rounds: Sequence[Mapping[str, float | str]], total_gpus: i
     end = start + np.array([float(r["duration"]) for r in rounds]) / 3600.0
     edges = np.concatenate([start, end[-1:]]) if len(rounds) else np.array([0.0, 1.0])
     busy = np.array([100.0 * float(r["busy_gpus"]) / max(1, total_gpus) for r in rounds])
-    ax.stairs(busy, edges, fill=True, color=colormaps["tab10"](0), alpha=0.35, label="busy GPUs (% of cluster)")
+    ax.stairs(
+        busy,
+        edges,
+        fill=True,
+        color=colormaps["tab10"](0),
+        alpha=0.35,
+        label="busy GPUs (% of cluster)",
+    )
     ax.set_ylim(0, 105)
     ax.set_xlim(edges[0], edges[-1])
     ax.set_xlabel("time since the first arrival (hours)")
     ax.set_ylabel("busy GPUs (% of the cluster)")
     jobs = ax.twinx()
-    for key, label, color in (("running_jobs", "running jobs", "tab:green"), ("queued_jobs", "queued jobs", "tab:red")):
+    for key, label, color in (
+        ("running_jobs", "running jobs", "tab:green"),
+        ("queued_jobs", "queued jobs", "tab:red"),
+    ):
         jobs.stairs([float(r[key]) for r in rounds], edges, color=color, lw=1.4, label=label)
     jobs.set_ylabel("jobs")
     jobs.set_ylim(bottom=0)
@@ -124,8 +168,11 @@ def utilisation_chart(rounds: Sequence[Mapping[str, float | str]], total_gpus: i
     return _save(fig, path)
 
 
-def decision_time_curve(rows: Iterable[tuple[str, int, float]], path: str | Path,
-                        title: str = "Decision time of one round vs number of jobs") -> Path:
+def decision_time_curve(
+    rows: Iterable[tuple[str, int, float]],
+    path: str | Path,
+    title: str = "Decision time of one round vs number of jobs",
+) -> Path:
     """Paper Fig. 5: ``(policy, queued jobs, seconds)`` rows, one line per policy (log-log)."""
     by_policy: dict[str, list[tuple[int, float]]] = {}
     for name, n, sec in rows:
@@ -134,7 +181,13 @@ def decision_time_curve(rows: Iterable[tuple[str, int, float]], path: str | Path
     ax = fig.add_subplot()
     for i, (name, pts) in enumerate(by_policy.items()):
         pts.sort()
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name, color=colormaps["tab10"](i))
+        ax.plot(
+            [p[0] for p in pts],
+            [p[1] for p in pts],
+            marker="o",
+            label=name,
+            color=colormaps["tab10"](i),
+        )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("number of jobs")
@@ -145,8 +198,13 @@ def decision_time_curve(rows: Iterable[tuple[str, int, float]], path: str | Path
     return _save(fig, path)
 
 
-def occupancy_chart(nodes: Sequence[tuple[str, Mapping[str, int]]], placements: Iterable[tuple[int, int, str, str, int]],
-                    num_rounds: int, path: str | Path, title: str = "GPU occupancy by round") -> Path:
+def occupancy_chart(
+    nodes: Sequence[tuple[str, Mapping[str, int]]],
+    placements: Iterable[tuple[int, int, str, str, int]],
+    num_rounds: int,
+    path: str | Path,
+    title: str = "GPU occupancy by round",
+) -> Path:
     """Which job holds each GPU in each round (white = idle).
 
     ``nodes``: ``(name, {gpu type: count})`` in cluster order (one row per GPU);
@@ -165,7 +223,7 @@ def occupancy_chart(nodes: Sequence[tuple[str, Mapping[str, int]]], placements: 
     for rnd, job, node, gtype, count in placements:
         key = (rnd, node, gtype)
         start = slots[(node, gtype)] + used.get(key, 0)
-        grid[start:start + count, rnd] = job
+        grid[start : start + count, rnd] = job
         used[key] = used.get(key, 0) + count
     cmap = ListedColormap([colormaps["tab20"](i) for i in range(20)]).with_extremes(bad="white")
     image = np.ma.masked_less(np.where(grid >= 0, grid % 20, -1), 0)
@@ -183,8 +241,12 @@ def occupancy_chart(nodes: Sequence[tuple[str, Mapping[str, int]]], placements: 
     return _save(fig, path)
 
 
-def load_sweep_chart(rows: Sequence[Mapping[str, Any]], path: str | Path, title: str,
-                     saturation: Mapping[str, float | None]) -> Path:
+def load_sweep_chart(
+    rows: Sequence[Mapping[str, Any]],
+    path: str | Path,
+    title: str,
+    saturation: Mapping[str, float | None],
+) -> Path:
     """Average JCT (hours, log scale) against the input job rate, one line per policy.
 
     ``rows``: ``policy, rate, avg_jct_s, saturated`` per cell (one seed: the mean over seeds is
@@ -206,15 +268,25 @@ def load_sweep_chart(rows: Sequence[Mapping[str, Any]], path: str | Path, title:
         jct = [float(np.mean(pts[x])) for x in rates]
         color = colormaps["tab10"](i)
         s = saturation.get(p)
-        label = f"{p} (saturates at {s:g} jobs/h)" if s is not None else f"{p} (sustains every rate)"
+        label = (
+            f"{p} (saturates at {s:g} jobs/h)" if s is not None else f"{p} (sustains every rate)"
+        )
         ax.plot(rates, jct, color=color, label=label, lw=1.6)
         for x, y in zip(rates, jct, strict=True):
             hollow = sat[(p, x)]
-            ax.plot([x], [y], marker=markers[i % len(markers)], color=color, ms=6,
-                    markerfacecolor="white" if hollow else color)
+            ax.plot(
+                [x],
+                [y],
+                marker=markers[i % len(markers)],
+                color=color,
+                ms=6,
+                markerfacecolor="white" if hollow else color,
+            )
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:.0e}"[0] in "235" else ""))
+    ax.yaxis.set_minor_formatter(
+        FuncFormatter(lambda v, _: f"{v:g}" if f"{v:.0e}"[0] in "235" else "")
+    )
     ax.set_xlabel("input job rate (jobs/hour)")
     ax.set_ylabel("average JCT over the window (hours, log)")
     ax.set_title(title, fontsize=10)

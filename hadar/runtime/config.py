@@ -61,9 +61,14 @@ class RunConfig(BaseModel):
     def all_policy_options(self) -> dict[str, str]:
         """Everything that configures the policy: every knob of its config once the
         ``--policy-opt`` pairs are applied (defaults included) and the runtime knobs."""
-        knobs = effective_options(self.policy, self.policy_options, **self.knobs.fixed_for(self.policy))
-        return {**knobs, "restart_penalty_s": f"{self.restart_penalty_s:g}",
-                "aggregation_overhead_s": f"{self.aggregation_overhead_s:g}"}
+        knobs = effective_options(
+            self.policy, self.policy_options, **self.knobs.fixed_for(self.policy)
+        )
+        return {
+            **knobs,
+            "restart_penalty_s": f"{self.restart_penalty_s:g}",
+            "aggregation_overhead_s": f"{self.aggregation_overhead_s:g}",
+        }
 
 
 def save_config(cfg: RunConfig, rundir: Path) -> None:
@@ -73,7 +78,9 @@ def save_config(cfg: RunConfig, rundir: Path) -> None:
 def load_config(rundir: Path) -> RunConfig:
     path = rundir / "run.json"
     if not path.is_file():
-        raise InputError(f"{rundir}: not a run directory (no run.json); start a run without --resume")
+        raise InputError(
+            f"{rundir}: not a run directory (no run.json); start a run without --resume"
+        )
     try:
         return RunConfig.model_validate(json.loads(path.read_text()))
     except json.JSONDecodeError as exc:

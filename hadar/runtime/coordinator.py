@@ -82,8 +82,15 @@ class StopRequested(Exception):
 class Coordinator:
     """Drives one run directory to completion (or until stopped)."""
 
-    def __init__(self, rundir: Path, cfg: RunConfig, *, provider_options: dict[str, Any] | None = None,
-                 knobs: RuntimeKnobs | None = None, view: Any = None) -> None:
+    def __init__(
+        self,
+        rundir: Path,
+        cfg: RunConfig,
+        *,
+        provider_options: dict[str, Any] | None = None,
+        knobs: RuntimeKnobs | None = None,
+        view: Any = None,
+    ) -> None:
         self.rundir = rundir
         self.cfg = cfg
         self.knobs = knobs or cfg.knobs
@@ -103,19 +110,31 @@ class Coordinator:
         rundir.mkdir(parents=True, exist_ok=True)
         self.events = EventLog(rundir / "events.jsonl")
         self.journal = Journal(rundir / "journal.sqlite")
-        self.tracker = JobTracker.open(rundir / "tracker.sqlite", rundir / "checkpoints",
-                                       max_job_count=cfg.max_job_count, averaging="steps",
-                                       keep_checkpoints=cfg.keep_checkpoints)
+        self.tracker = JobTracker.open(
+            rundir / "tracker.sqlite",
+            rundir / "checkpoints",
+            max_job_count=cfg.max_job_count,
+            averaging="steps",
+            keep_checkpoints=cfg.keep_checkpoints,
+        )
         check_state_files(self.journal, self.tracker.last_closed_round(), rundir / "tracker.sqlite")
         registered = self.tracker.jobs()
-        check_tracker_jobs([(s.job_id, s.target_steps, s.model, s.size) for s in registered], self.jobs,
-                           str(rundir / "tracker.sqlite"), cfg.workload)
+        check_tracker_jobs(
+            [(s.job_id, s.target_steps, s.model, s.size) for s in registered],
+            self.jobs,
+            str(rundir / "tracker.sqlite"),
+            cfg.workload,
+        )
         known = {s.job_id for s in registered}
         for j in self.jobs:
             if j.job_id not in known:
                 spec = self.specs[j.job_id]
-                self.tracker.register_job(j.job_id, int(j.total_steps), model=spec.model, size=spec.size)
-        self.provider: NodeProvider = make_provider(self.cluster, cfg.run_id, **self._provider_kwargs())
+                self.tracker.register_job(
+                    j.job_id, int(j.total_steps), model=spec.model, size=spec.size
+                )
+        self.provider: NodeProvider = make_provider(
+            self.cluster, cfg.run_id, **self._provider_kwargs()
+        )
         self._stop = threading.Event()
         self._abandon = threading.Event()
         self._gpus: dict[str, NodeGpus] = {}
@@ -154,14 +173,20 @@ class Coordinator:
                 continue
             if last_closed is not None and row.round <= last_closed:
                 self.journal.close_round(row.round, time.time(), {"recovered": True})
-                self.events.emit("recovered", round=row.round, note="closed by the tracker before the restart")
+                self.events.emit(
+                    "recovered", round=row.round, note="closed by the tracker before the restart"
+                )
             else:
                 for rep in self.tracker.reports(row.round):
                     self.tracker.withdraw_report(row.round, rep.copy_id)
                 self.journal.abort_round(row.round, time.time())
                 self._drop_incoming(row.round, row.attempt)
-                self.events.emit("aborted", round=row.round, attempt=row.attempt,
-                                 note="coordinator restarted mid-round; the round is planned again")
+                self.events.emit(
+                    "aborted",
+                    round=row.round,
+                    attempt=row.attempt,
+                    note="coordinator restarted mid-round; the round is planned again",
+                )
                 next_round = row.round
         for row in self.journal.rounds():
             if row.status == "closed":
@@ -194,15 +219,22 @@ class Coordinator:
             lines = "; ".join(f"job {j}: {cause}" for j, cause in sorted(self.failed.items()))
             raise RunStalledError(
                 f"{len(self.failed)} job(s) made no progress in {self.cfg.stall_rounds} rounds in a row and were "
-                f"given up ({lines}); the other jobs finished; retry them with: hadar run --resume {self.rundir}")
+                f"given up ({lines}); the other jobs finished; retry them with: hadar run --resume {self.rundir}"
+            )
 
     def _run_rounds(self) -> bool:
         self.preflight()
         r = self.recover()
         self._first_round = r
-        self.events.emit("start", round=r, policy=self.cfg.policy, cluster=self.cluster.name,
-                         jobs=len(self.jobs), estimated_cells=[asdict(c) for c in self.estimated_cells],
-                         arrivals={j.job_id: j.arrival for j in self.jobs if j.arrival})
+        self.events.emit(
+            "start",
+            round=r,
+            policy=self.cfg.policy,
+            cluster=self.cluster.name,
+            jobs=len(self.jobs),
+            estimated_cells=[asdict(c) for c in self.estimated_cells],
+            arrivals={j.job_id: j.arrival for j in self.jobs if j.arrival},
+        )
         self._restore_policy_state()
         loop = RoundLoop(self.policy, self)
         while True:
@@ -227,7 +259,11 @@ class Coordinator:
         return self._all_done()
 
     def _waiting_jobs(self) -> list[Job]:
-        return [j for j in self.jobs if j.job_id not in self.failed and not self.tracker.is_complete(j.job_id)]
+        return [
+            j
+            for j in self.jobs
+            if j.job_id not in self.failed and not self.tracker.is_complete(j.job_id)
+        ]
 
     def admit_arrivals(self) -> None:
         """Jobs arrive at their ``arrival`` second, counted from the run's start (``started_at``
@@ -243,8 +279,12 @@ class Coordinator:
             if first <= now:
                 return
             if not announced:
-                self.events.emit("waiting", next_arrival_s=first, now_s=round(now, 3),
-                                 jobs=[j.job_id for j in waiting if j.arrival == first])
+                self.events.emit(
+                    "waiting",
+                    next_arrival_s=first,
+                    now_s=round(now, 3),
+                    jobs=[j.job_id for j in waiting if j.arrival == first],
+                )
                 if self.view is not None:
                     self.view.note(f"no job has arrived yet; the next arrives at {first:g} s")
                 announced = True
@@ -259,14 +299,24 @@ class Coordinator:
         rows = self.journal.rounds()
         hist, current = rebuild(self.jobs, rows, self.tracker, self.cfg.started_at)
         now = t_start - self.cfg.started_at
-        active = [s for s in statuses(self.jobs, hist, self.tracker)
-                  if s.job.job_id not in self.failed and s.job.arrival <= now]
+        active = [
+            s
+            for s in statuses(self.jobs, hist, self.tracker)
+            if s.job.job_id not in self.failed and s.job.arrival <= now
+        ]
         up = set(cluster.node_names)
         current = {k: p for k, p in current.items() if set(p) <= up}  # nodes that left or are down
         self._round_start = (t_start, rows)
-        return RoundContext(now=now, round_index=index, round_length=self.cfg.slot_s, cluster=cluster,
-                            jobs=tuple(active), current=current, throughput=self.throughput,
-                            restart_penalty=self.knobs.restart_penalty_s)
+        return RoundContext(
+            now=now,
+            round_index=index,
+            round_length=self.cfg.slot_s,
+            cluster=cluster,
+            jobs=tuple(active),
+            current=current,
+            throughput=self.throughput,
+            restart_penalty=self.knobs.restart_penalty_s,
+        )
 
     def execute(self, decision: Decision) -> tuple[int, list[dict[str, Any]]]:
         """Journal the plan and the policy state, dispatch, collect, let the tracker close the
@@ -327,53 +377,114 @@ class Coordinator:
         t_start, rows = self._round_start
         attempt = self._attempt(r)
         last = next((row for row in reversed(rows) if row.status == "closed"), None)
-        withheld = [a for a in plan.assignments if (a.job_id, placement_nodes(a.placement)) in self.withheld]
+        withheld = [
+            a for a in plan.assignments if (a.job_id, placement_nodes(a.placement)) in self.withheld
+        ]
         kept = [a for a in plan.assignments if a not in withheld]
-        gpus = bind([((a.job_id, a.copy), a.placement) for a in kept], self._gpus,
-                    binding_from_plan(last.plan) if last else {})
+        gpus = bind(
+            [((a.job_id, a.copy), a.placement) for a in kept],
+            self._gpus,
+            binding_from_plan(last.plan) if last else {},
+        )
         tasks = [self._task(a, r, attempt, gpus[(a.job_id, a.copy)]) for a in kept]
-        self.journal.plan_round(r, attempt, [_plan_row(t) for t in tasks], t_start, decision_s,
-                                policy_state=decision.policy_state)
+        self.journal.plan_round(
+            r,
+            attempt,
+            [_plan_row(t) for t in tasks],
+            t_start,
+            decision_s,
+            policy_state=decision.policy_state,
+        )
         if self.tracker.current_round() != r:
             self.tracker.open_round(r)
         for t in tasks:
-            self.events.emit("dispatch", round=r, attempt=attempt, job=t.job.job_id, copy=t.copy,
-                             node=t.node, placement=t.placement, steps=t.steps, gpus=t.gpus, devices=t.devices)
+            self.events.emit(
+                "dispatch",
+                round=r,
+                attempt=attempt,
+                job=t.job.job_id,
+                copy=t.copy,
+                node=t.node,
+                placement=t.placement,
+                steps=t.steps,
+                gpus=t.gpus,
+                devices=t.devices,
+            )
         if self.view is not None:
             self.view.start_round(r, ctx, tasks)
         t1 = time.time()
         outcomes = self._dispatch(tasks, r, attempt)
         t_collect = time.time()
         copies: list[dict[str, Any]] = [
-            {"job": a.job_id, "copy": a.copy, "node": a.nodes[0], "placement": a.placement, "kind": "withheld",
-             "steps": 0, "error": self.withheld[(a.job_id, placement_nodes(a.placement))][:300],
-             "train_s": 0.0, "wall_s": 0.0}
-            for a in withheld]
+            {
+                "job": a.job_id,
+                "copy": a.copy,
+                "node": a.nodes[0],
+                "placement": a.placement,
+                "kind": "withheld",
+                "steps": 0,
+                "error": self.withheld[(a.job_id, placement_nodes(a.placement))][:300],
+                "train_s": 0.0,
+                "wall_s": 0.0,
+            }
+            for a in withheld
+        ]
         for o in outcomes:
             kind = o.kind
             if o.ok:
                 try:
-                    self.tracker.report(r, o.task.tracker_copy, o.task.node, o.steps_done, o.wall_seconds,
-                                        *o.written())
+                    self.tracker.report(
+                        r,
+                        o.task.tracker_copy,
+                        o.task.node,
+                        o.steps_done,
+                        o.wall_seconds,
+                        *o.written(),
+                    )
                     self._observe(o.task.job.job_id, o.task.node, o.steps_done, o.train_seconds)
-                    self.events.emit("result", round=r, job=o.task.job.job_id, copy=o.task.copy, node=o.task.node,
-                                     steps=o.steps_done, train_s=round(o.train_seconds, 3),
-                                     wall_s=round(o.wall_seconds, 3), rate=round(o.rate, 3), loss=o.final_loss)
+                    self.events.emit(
+                        "result",
+                        round=r,
+                        job=o.task.job.job_id,
+                        copy=o.task.copy,
+                        node=o.task.node,
+                        steps=o.steps_done,
+                        train_s=round(o.train_seconds, 3),
+                        wall_s=round(o.wall_seconds, 3),
+                        rate=round(o.rate, 3),
+                        loss=o.final_loss,
+                    )
                 except ReportRejected as exc:
                     kind = "mismatched-checkpoint"
                     o = replace(o, kind=kind, error=str(exc))
             if not o.ok:
-                self.events.emit("failure", round=r, job=o.task.job.job_id, copy=o.task.copy, node=o.task.node,
-                                 kind=kind, error=o.error, note="this copy's round is lost; the job continues "
-                                 "from its last consolidated parameters")
+                self.events.emit(
+                    "failure",
+                    round=r,
+                    job=o.task.job.job_id,
+                    copy=o.task.copy,
+                    node=o.task.node,
+                    kind=kind,
+                    error=o.error,
+                    note="this copy's round is lost; the job continues "
+                    "from its last consolidated parameters",
+                )
                 if kind in ("timeout", "unreachable"):
                     self.journal.set_node(o.task.node, False, r, o.error)
                     self.events.emit("node-down", round=r, node=o.task.node, error=o.error)
-            copies.append({"job": o.task.job.job_id, "copy": o.task.copy, "node": o.task.node,
-                           "placement": o.task.placement, "kind": kind, "steps": o.steps_done if o.ok else 0,
-                           "error": None if o.ok else (o.error or "")[:300],
-                           "train_s": o.train_seconds if o.ok else 0.0,
-                           "wall_s": o.wall_seconds if o.ok else min(time.time() - t1, self.cfg.slot_s)})
+            copies.append(
+                {
+                    "job": o.task.job.job_id,
+                    "copy": o.task.copy,
+                    "node": o.task.node,
+                    "placement": o.task.placement,
+                    "kind": kind,
+                    "steps": o.steps_done if o.ok else 0,
+                    "error": None if o.ok else (o.error or "")[:300],
+                    "train_s": o.train_seconds if o.ok else 0.0,
+                    "wall_s": o.wall_seconds if o.ok else min(time.time() - t1, self.cfg.slot_s),
+                }
+            )
             if self.view is not None:
                 self.view.copy_done(o)
         t_close = time.time()
@@ -382,14 +493,24 @@ class Coordinator:
         for q in summary.quarantined:
             self._log_quarantine(q, r)
         for job_id, res in summary.jobs.items():
-            self.events.emit("aggregation", round=r, job=job_id, copies=len(res.copies), steps_added=res.steps_added,
-                             steps_total=res.steps_total, completed=res.completed,
-                             checkpoint=str(res.checkpoint.path) if res.checkpoint else None,
-                             sha256=res.checkpoint.sha256 if res.checkpoint else None)
+            self.events.emit(
+                "aggregation",
+                round=r,
+                job=job_id,
+                copies=len(res.copies),
+                steps_added=res.steps_added,
+                steps_total=res.steps_total,
+                completed=res.completed,
+                checkpoint=str(res.checkpoint.path) if res.checkpoint else None,
+                sha256=res.checkpoint.sha256 if res.checkpoint else None,
+            )
         longest_worker = max((c["wall_s"] for c in copies if c["kind"] == "ok"), default=0.0)
         timings = {
-            "copies": copies, "nodes_up": list(cluster.node_names), "decide_s": decision_s,
-            "dispatch_collect_s": t_collect - t1, "average_s": t_end - t_close,
+            "copies": copies,
+            "nodes_up": list(cluster.node_names),
+            "decide_s": decision_s,
+            "dispatch_collect_s": t_collect - t1,
+            "average_s": t_end - t_close,
             # everything of the round that is not a worker running: decide, stage, fetch, average
             "coordination_s": max(0.0, (t_end - t_start) - longest_worker),
             # everything of the round that is not training (adds worker start-up and saving)
@@ -401,30 +522,54 @@ class Coordinator:
     def _check_progress(self, r: int) -> None:
         """Give up jobs without progress for ``stall_rounds`` rounds; stop a run without any."""
         n = self.cfg.stall_rounds
-        rounds = [copy_records(row, self.tracker) for row in self.journal.rounds()
-                  if row.status == "closed" and row.round >= self._first_round]
+        rounds = [
+            copy_records(row, self.tracker)
+            for row in self.journal.rounds()
+            if row.status == "closed" and row.round >= self._first_round
+        ]
         stuck = run_stalled(rounds, n)
         if stuck is not None:
             cause = likely_cause(stuck, self.cfg.slot_s, self.cfg.warm_workers)
             self.events.emit("stalled", round=r, rounds=n, cause=cause)
-            raise RunStalledError(f"{self.rundir}: no job made progress in {n} rounds in a row; likely cause: "
-                                  f"{cause}. State saved; fix it and continue with: hadar run --resume {self.rundir}")
+            raise RunStalledError(
+                f"{self.rundir}: no job made progress in {n} rounds in a row; likely cause: "
+                f"{cause}. State saved; fix it and continue with: hadar run --resume {self.rundir}"
+            )
         for job, copies in stalled_jobs(rounds, n).items():
             if job in self.failed or self.tracker.is_complete(job):
                 continue
             cause = likely_cause(copies, self.cfg.slot_s, self.cfg.warm_workers)
             self.failed[job] = cause
-            self.events.emit("job-failed", round=r, job=job, rounds=n, cause=cause,
-                             note="not dispatched again in this session; the other jobs go on")
+            self.events.emit(
+                "job-failed",
+                round=r,
+                job=job,
+                rounds=n,
+                cause=cause,
+                note="not dispatched again in this session; the other jobs go on",
+            )
             if self.view is not None:
                 self.view.note(f"job {job} given up after {n} rounds without progress: {cause}")
         for (job, nodes), copies in repeated_failures(rounds, n).items():
             if (job, nodes) in self.withheld or job in self.failed or self.tracker.is_complete(job):
                 continue
-            kind, cause = copies[-1].get("kind"), likely_cause(copies, self.cfg.slot_s, self.cfg.warm_workers)
-            self.withheld[(job, nodes)] = f"job {job} failed on {'+'.join(nodes)} ({kind}) {n} rounds in a row: {cause}"
-            self.events.emit("copy-withheld", round=r, job=job, nodes=list(nodes), rounds=n, kind=kind, cause=cause,
-                             note="not dispatched on these nodes again in this session; the job goes on elsewhere")
+            kind, cause = (
+                copies[-1].get("kind"),
+                likely_cause(copies, self.cfg.slot_s, self.cfg.warm_workers),
+            )
+            self.withheld[(job, nodes)] = (
+                f"job {job} failed on {'+'.join(nodes)} ({kind}) {n} rounds in a row: {cause}"
+            )
+            self.events.emit(
+                "copy-withheld",
+                round=r,
+                job=job,
+                nodes=list(nodes),
+                rounds=n,
+                kind=kind,
+                cause=cause,
+                note="not dispatched on these nodes again in this session; the job goes on elsewhere",
+            )
             if self.view is not None:
                 self.view.note(self.withheld[(job, nodes)] + "; not dispatched there again")
 
@@ -440,26 +585,47 @@ class Coordinator:
         return ref
 
     def _log_quarantine(self, q: Quarantine, r: int | None) -> None:
-        self.events.emit("quarantine", round=r, job=q.job_id, path=str(q.path),
-                         moved_to=None if q.moved_to is None else str(q.moved_to), reason=q.reason)
+        self.events.emit(
+            "quarantine",
+            round=r,
+            job=q.job_id,
+            path=str(q.path),
+            moved_to=None if q.moved_to is None else str(q.moved_to),
+            reason=q.reason,
+        )
 
     def _log_rollback(self, rb: Rollback, r: int | None) -> None:
         for q in rb.quarantined:
             self._log_quarantine(q, r)
-        to = "its initial state" if rb.checkpoint is None else f"checkpoint of round {rb.checkpoint.round}"
-        self.events.emit("rollback", round=r, job=rb.job_id, from_steps=rb.from_steps, to_steps=rb.to_steps,
-                         steps_removed=rb.from_steps - rb.to_steps, reopened=rb.reopened,
-                         checkpoint=None if rb.checkpoint is None else str(rb.checkpoint.path),
-                         note=f"damaged checkpoint quarantined; job {rb.job_id} continues from {to}")
+        to = (
+            "its initial state"
+            if rb.checkpoint is None
+            else f"checkpoint of round {rb.checkpoint.round}"
+        )
+        self.events.emit(
+            "rollback",
+            round=r,
+            job=rb.job_id,
+            from_steps=rb.from_steps,
+            to_steps=rb.to_steps,
+            steps_removed=rb.from_steps - rb.to_steps,
+            reopened=rb.reopened,
+            checkpoint=None if rb.checkpoint is None else str(rb.checkpoint.path),
+            note=f"damaged checkpoint quarantined; job {rb.job_id} continues from {to}",
+        )
         if self.view is not None:
-            self.view.note(f"job {rb.job_id}: damaged checkpoint quarantined, rolled back from "
-                           f"{rb.from_steps} to {rb.to_steps} steps ({to})")
+            self.view.note(
+                f"job {rb.job_id}: damaged checkpoint quarantined, rolled back from "
+                f"{rb.from_steps} to {rb.to_steps} steps ({to})"
+            )
 
     def _attempt(self, r: int) -> int:
         row = self.journal.round(r)
         return 0 if row is None else row.attempt + 1
 
-    def _task(self, a: Assignment, r: int, attempt: int, gpus: dict[str, dict[str, tuple[int, ...]]]) -> CopyTask:
+    def _task(
+        self, a: Assignment, r: int, attempt: int, gpus: dict[str, dict[str, tuple[int, ...]]]
+    ) -> CopyTask:
         job = self.by_id[a.job_id]
         # A forked copy's tracker id follows its node's position in the whole cluster file, so it
         # stays the same while other nodes go down or come back; an unforked job is copy 1.
@@ -467,13 +633,28 @@ class Coordinator:
         tracker_copy = ids.copy_id(job.job_id, idx, self.cfg.max_job_count)
         self.tracker.register_copies(job.job_id, max(idx, 1))
         state = self.tracker.job_state(job.job_id)
-        budget = state.remaining_steps if a.step_budget is None else min(a.step_budget, state.remaining_steps)
+        budget = (
+            state.remaining_steps
+            if a.step_budget is None
+            else min(a.step_budget, state.remaining_steps)
+        )
         ckpt = self.tracker.latest_checkpoint(job.job_id)  # verified at the start of the round
         return CopyTask(
-            round=r, attempt=attempt, job=job, copy=a.copy, tracker_copy=tracker_copy, placement=a.placement,
-            steps=max(1, math.ceil(budget)), deadline_s=self.cfg.slot_s, timeout_s=self.cfg.slot_s + self.cfg.grace_s,
-            checkpoint_in=ckpt.path if ckpt else None, checkpoint_sha256=ckpt.sha256 if ckpt else None,
-            data_stream=idx, threads=self.cfg.threads, gpus=gpus, devices=devices_of(gpus, self._gpus),
+            round=r,
+            attempt=attempt,
+            job=job,
+            copy=a.copy,
+            tracker_copy=tracker_copy,
+            placement=a.placement,
+            steps=max(1, math.ceil(budget)),
+            deadline_s=self.cfg.slot_s,
+            timeout_s=self.cfg.slot_s + self.cfg.grace_s,
+            checkpoint_in=ckpt.path if ckpt else None,
+            checkpoint_sha256=ckpt.sha256 if ckpt else None,
+            data_stream=idx,
+            threads=self.cfg.threads,
+            gpus=gpus,
+            devices=devices_of(gpus, self._gpus),
             warm=self.cfg.warm_workers,
         )
 
@@ -487,7 +668,9 @@ class Coordinator:
 
     def _observe(self, job_id: int, node: str, steps: int, train_s: float) -> None:
         if steps > 0 and train_s > 0 and job_id in self.by_id:
-            self.throughput.observe(self.by_id[job_id], node, self.by_id[job_id].num_gpus, steps / train_s)
+            self.throughput.observe(
+                self.by_id[job_id], node, self.by_id[job_id].num_gpus, steps / train_s
+            )
 
     def _available_cluster(self, r: int) -> Cluster:
         """Nodes that are up this round: re-read the cluster file (joins and leaves), ask the
@@ -497,8 +680,13 @@ class Coordinator:
             new = load_cluster(self.cfg.cluster)
             self.events.emit("cluster-changed", round=r, nodes=list(new.node_names))
             # a node declared differently is probed and numbered again
-            self._gpus = {n: g for n, g in self._gpus.items()
-                          if n in new.node_index and n in self.cluster.node_index and new.node(n) == self.cluster.node(n)}
+            self._gpus = {
+                n: g
+                for n, g in self._gpus.items()
+                if n in new.node_index
+                and n in self.cluster.node_index
+                and new.node(n) == self.cluster.node(n)
+            }
             self.cluster, self._cluster_mtime = new, mtime
             self._record_cluster_digest()
             self.provider.close()
@@ -511,8 +699,11 @@ class Coordinator:
             if name not in offered:
                 continue
             known = states.get(name)
-            if (known is None or (known[0] and name not in self._gpus)
-                    or (not known[0] and (r - known[1]) % self.cfg.probe_every == 0)):
+            if (
+                known is None
+                or (known[0] and name not in self._gpus)
+                or (not known[0] and (r - known[1]) % self.cfg.probe_every == 0)
+            ):
                 health = self.provider.check(name, timeout_s=min(30.0, self.cfg.slot_s))
                 self.journal.set_node(name, health.reachable, r, health.error)
                 if known is not None and health.reachable:
@@ -528,9 +719,14 @@ class Coordinator:
         up = [n for n in up if n not in rejected]
         if not up:
             states = self.journal.node_states()
-            reasons = "; ".join(_down_reason(n, states.get(n), self.cluster.provider) for n in self.cluster.node_names)
-            raise UnreachableNodeError(f"{self.cfg.cluster}: no node of cluster {self.cluster.name} is reachable: "
-                                       f"{reasons}")
+            reasons = "; ".join(
+                _down_reason(n, states.get(n), self.cluster.provider)
+                for n in self.cluster.node_names
+            )
+            raise UnreachableNodeError(
+                f"{self.cfg.cluster}: no node of cluster {self.cluster.name} is reachable: "
+                f"{reasons}"
+            )
         return self.cluster.subset(up)
 
     def _number_gpus(self, probed: dict[str, GpuReport], r: int) -> set[str]:
@@ -538,8 +734,11 @@ class Coordinator:
         Before the first round a mismatch is bad input; later it leaves the node down. Returns
         the nodes left out."""
         numbered, problems = number_nodes(
-            [self.cluster.node(n) for n in probed], probed, shared_machine=self.cluster.provider == "local",
-            numbered={n: g for n, g in self._gpus.items() if n not in probed})
+            [self.cluster.node(n) for n in probed],
+            probed,
+            shared_machine=self.cluster.provider == "local",
+            numbered={n: g for n, g in self._gpus.items() if n not in probed},
+        )
         if problems and not self._preflight_done:
             raise GpuMismatchError(next(iter(problems.values())))
         self._preflight_done = True
@@ -558,7 +757,9 @@ class Coordinator:
             return
         cfg = load_config(self.rundir)
         if cfg.identity is not None:
-            identity = cfg.identity.model_copy(update={"cluster_sha256": cluster_digest(cfg.cluster)})
+            identity = cfg.identity.model_copy(
+                update={"cluster_sha256": cluster_digest(cfg.cluster)}
+            )
             save_config(cfg.model_copy(update={"identity": identity}), self.rundir)
 
     def _evaluate_pending(self, r: int, cluster: Cluster | None = None) -> bool:
@@ -567,9 +768,18 @@ class Coordinator:
         job rolled back to train again."""
         if not self.cfg.evaluate:
             return True
-        scored = {e.get("job") for e in self.events.read() if e.get("event") == "evaluation" and e.get("metric")}
-        pending = [j.job_id for j in self.jobs if j.job_id not in scored and j.job_id not in self._eval_tried
-                   and self.tracker.is_complete(j.job_id)]
+        scored = {
+            e.get("job")
+            for e in self.events.read()
+            if e.get("event") == "evaluation" and e.get("metric")
+        }
+        pending = [
+            j.job_id
+            for j in self.jobs
+            if j.job_id not in scored
+            and j.job_id not in self._eval_tried
+            and self.tracker.is_complete(j.job_id)
+        ]
         all_good = True
         for job_id in pending:
             ckpt = self._verified_checkpoint(job_id, r)
@@ -581,9 +791,17 @@ class Coordinator:
             cluster = cluster or self._available_cluster(r)
             self._eval_tried.add(job_id)
             node = cluster.node_names[0]
-            metric = evaluate_checkpoint(self.provider, node, self.by_id[job_id], ckpt.path, ckpt.sha256,
-                                         self.rundir / "incoming" / "eval", timeout_s=max(60.0, self.cfg.slot_s * 4),
-                                         warm=self.cfg.warm_workers, env=eval_env(self._gpus.get(node)))
+            metric = evaluate_checkpoint(
+                self.provider,
+                node,
+                self.by_id[job_id],
+                ckpt.path,
+                ckpt.sha256,
+                self.rundir / "incoming" / "eval",
+                timeout_s=max(60.0, self.cfg.slot_s * 4),
+                warm=self.cfg.warm_workers,
+                env=eval_env(self._gpus.get(node)),
+            )
             self.events.emit("evaluation", job=job_id, node=node, metric=metric)
         return all_good
 
@@ -598,15 +816,24 @@ def _down_reason(node: str, state: tuple[bool, int, str | None] | None, provider
 def _job_spec(job: Job, workload: str) -> JobSpec:
     """The job's training spec, validated as the worker will (before any round is dispatched)."""
     if not job.spec:
-        raise InputError(f"{workload}: job {job.job_id}: no training spec (real runs need model, size, data, "
-                         f"batch_size, lr)")
+        raise InputError(
+            f"{workload}: job {job.job_id}: no training spec (real runs need model, size, data, "
+            f"batch_size, lr)"
+        )
     return parse_spec(dict(job.spec), f"{workload}: job {job.job_id}: spec")
 
 
 def _plan_row(t: CopyTask) -> dict[str, Any]:
-    return {"job": t.job.job_id, "copy": t.copy, "tracker_copy": t.tracker_copy, "node": t.node,
-            "placement": {n: dict(p) for n, p in t.placement.items()}, "steps": t.steps,
-            "gpus": t.gpus, "devices": t.devices}
+    return {
+        "job": t.job.job_id,
+        "copy": t.copy,
+        "tracker_copy": t.tracker_copy,
+        "node": t.node,
+        "placement": {n: dict(p) for n, p in t.placement.items()},
+        "steps": t.steps,
+        "gpus": t.gpus,
+        "devices": t.devices,
+    }
 
 
 def _make_policy(name: str, options: dict[str, str], knobs: RuntimeKnobs) -> Policy:

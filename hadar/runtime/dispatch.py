@@ -29,8 +29,11 @@ WORKER_MODULE = "nodes.worker"
 def worker_command(provider: NodeProvider, node: str, warm: bool) -> list[str]:
     """The argv prefix that runs one worker invocation on ``node``: through the node's warm
     server (``nodes.warm``: torch stays imported between rounds) or as a fresh process."""
-    return [*provider.python(node), "-m", "nodes.warm", "run", "--"] if warm else [
-        *provider.python(node), "-m", WORKER_MODULE]
+    return (
+        [*provider.python(node), "-m", "nodes.warm", "run", "--"]
+        if warm
+        else [*provider.python(node), "-m", WORKER_MODULE]
+    )
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,12 @@ class CopyTask:
     @property
     def ranks(self) -> list[tuple[str, str]]:
         """One (node, gpu type) per worker process of the gang, node order then type order."""
-        return [(n, k) for n in sorted(self.placement) for k in sorted(self.placement[n]) for _ in range(self.placement[n][k])]
+        return [
+            (n, k)
+            for n in sorted(self.placement)
+            for k in sorted(self.placement[n])
+            for _ in range(self.placement[n][k])
+        ]
 
     @property
     def node(self) -> str:
@@ -94,7 +102,9 @@ class CopyOutcome:
     def written(self) -> tuple[Path, str]:
         """The checkpoint an ``ok`` copy brought back, and its sha256 (run_copy sets both)."""
         if self.checkpoint is None or self.sha256 is None:
-            raise ValueError(f"job {self.task.job.job_id} copy {self.task.copy}: {self.kind} outcome has no checkpoint")
+            raise ValueError(
+                f"job {self.task.job.job_id} copy {self.task.copy}: {self.kind} outcome has no checkpoint"
+            )
         return self.checkpoint, self.sha256
 
 
@@ -123,7 +133,9 @@ def _run(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOutcome
     for node in nodes:
         provider.put(node, spec_local, f"{rd}/spec.json")
         if task.checkpoint_in is not None:
-            put_checkpoint(provider, node, task.checkpoint_in, task.checkpoint_sha256, f"{rd}/in.pt")
+            put_checkpoint(
+                provider, node, task.checkpoint_in, task.checkpoint_sha256, f"{rd}/in.pt"
+            )
     master = _rendezvous(provider, task) if len(ranks) > 1 else None
     slots = rank_layout(ranks, task.devices)
 
@@ -132,9 +144,20 @@ def _run(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOutcome
         env = worker_env(slots[rank], len(ranks), master)
         argv = [
             *worker_command(provider, node, task.warm),
-            "--spec", f"{rd}/spec.json", "--steps", str(task.steps), "--deadline-s", f"{task.deadline_s:.3f}",
-            "--result", f"{rd}/result-{rank}.json", "--speed-factor", f"{provider.speed_factor(node):g}",
-            "--data-stream", str(task.data_stream), "--threads", str(task.threads),
+            "--spec",
+            f"{rd}/spec.json",
+            "--steps",
+            str(task.steps),
+            "--deadline-s",
+            f"{task.deadline_s:.3f}",
+            "--result",
+            f"{rd}/result-{rank}.json",
+            "--speed-factor",
+            f"{provider.speed_factor(node):g}",
+            "--data-stream",
+            str(task.data_stream),
+            "--threads",
+            str(task.threads),
         ]
         if rank == 0:
             argv += ["--checkpoint-out", f"{rd}/out.pt"]
@@ -148,10 +171,18 @@ def _run(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOutcome
         with ThreadPoolExecutor(max_workers=len(ranks)) as pool:
             results = list(pool.map(launch, range(len(ranks))))
     if any(r.timed_out for r in results):
-        return CopyOutcome(task, "timeout", error=f"node {task.node}: no result within {task.timeout_s:.0f} s (killed)")
+        return CopyOutcome(
+            task,
+            "timeout",
+            error=f"node {task.node}: no result within {task.timeout_s:.0f} s (killed)",
+        )
     if any(not r.ok for r in results):
         bad = next(r for r in results if not r.ok)
-        return CopyOutcome(task, "worker-error", error=f"node {task.node}: worker exited {bad.returncode}: {bad.tail(2)}")
+        return CopyOutcome(
+            task,
+            "worker-error",
+            error=f"node {task.node}: worker exited {bad.returncode}: {bad.tail(2)}",
+        )
     result_local = local_dir / f"j{task.job.job_id}-c{task.copy}-result.json"
     provider.get(task.node, f"{rd}/result-0.json", result_local)
     result = json.loads(result_local.read_text())
@@ -159,11 +190,14 @@ def _run(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOutcome
     sha = provider.get(task.node, f"{rd}/out.pt", ckpt_local, expected_sha256=result.get("sha256"))
     remove_checkpoints(provider, nodes, [f"{rd}/in.pt", f"{rd}/out.pt"])
     return CopyOutcome(
-        task, "ok",
+        task,
+        "ok",
         steps_done=int(result["steps_done"]),
         train_seconds=float(result["train_seconds"]),
         wall_seconds=float(result.get("wall_seconds") or max(r.seconds for r in results)),
-        checkpoint=ckpt_local, sha256=sha, final_loss=result.get("final_loss"),
+        checkpoint=ckpt_local,
+        sha256=sha,
+        final_loss=result.get("final_loss"),
     )
 
 
@@ -177,13 +211,17 @@ def remove_checkpoints(provider: NodeProvider, nodes: list[str], paths: list[str
             continue
 
 
-def put_checkpoint(provider: NodeProvider, node: str, path: Path, sha256: str | None, remote: str) -> None:
+def put_checkpoint(
+    provider: NodeProvider, node: str, path: Path, sha256: str | None, remote: str
+) -> None:
     """Send a consolidated checkpoint; raise ChecksumMismatchError (the worker is then never
     started on it) unless the bytes sent hash to the sha256 the Job Tracker recorded."""
     sent = provider.put(node, path, remote)
     if sha256 is not None and sent != sha256:
-        raise ChecksumMismatchError(f"node {node}: checkpoint {path} has sha256 {sent[:12]}..., recorded "
-                                    f"{sha256[:12]}...; not used")
+        raise ChecksumMismatchError(
+            f"node {node}: checkpoint {path} has sha256 {sent[:12]}..., recorded "
+            f"{sha256[:12]}...; not used"
+        )
 
 
 def _rendezvous(provider: NodeProvider, task: CopyTask) -> tuple[str, int]:
@@ -194,13 +232,23 @@ def _rendezvous(provider: NodeProvider, task: CopyTask) -> tuple[str, int]:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
     else:
-        port = random.Random(f"{task.round}/{task.attempt}/{task.job.job_id}/{task.copy}").randrange(29500, 39500)
+        port = random.Random(
+            f"{task.round}/{task.attempt}/{task.job.job_id}/{task.copy}"
+        ).randrange(29500, 39500)
     return master, port
 
 
-def evaluate_checkpoint(provider: NodeProvider, node: str, job: Job, checkpoint: Path, sha256: str | None,
-                        local_dir: Path, timeout_s: float, warm: bool = True,
-                        env: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+def evaluate_checkpoint(
+    provider: NodeProvider,
+    node: str,
+    job: Job,
+    checkpoint: Path,
+    sha256: str | None,
+    local_dir: Path,
+    timeout_s: float,
+    warm: bool = True,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Any] | None:
     """Score a job's final model on its held-out split on ``node``; None if that failed."""
     rd = f"eval/j{job.job_id}"
     local_dir.mkdir(parents=True, exist_ok=True)
@@ -209,10 +257,29 @@ def evaluate_checkpoint(provider: NodeProvider, node: str, job: Job, checkpoint:
     try:
         provider.put(node, spec_local, f"{rd}/spec.json")
         put_checkpoint(provider, node, checkpoint, sha256, f"{rd}/in.pt")
-        res = provider.run(node, [*worker_command(provider, node, warm), "--spec", f"{rd}/spec.json",
-                                  "--steps", "0", "--deadline-s", f"{timeout_s:.0f}", "--checkpoint-in", f"{rd}/in.pt",
-                                  "--result", f"{rd}/result.json", "--checkpoint-out", f"{rd}/eval.pt", "--eval",
-                                  "--threads", "1"], timeout_s=timeout_s, env=env)
+        res = provider.run(
+            node,
+            [
+                *worker_command(provider, node, warm),
+                "--spec",
+                f"{rd}/spec.json",
+                "--steps",
+                "0",
+                "--deadline-s",
+                f"{timeout_s:.0f}",
+                "--checkpoint-in",
+                f"{rd}/in.pt",
+                "--result",
+                f"{rd}/result.json",
+                "--checkpoint-out",
+                f"{rd}/eval.pt",
+                "--eval",
+                "--threads",
+                "1",
+            ],
+            timeout_s=timeout_s,
+            env=env,
+        )
         if not res.ok:
             return None
         out = local_dir / f"eval-j{job.job_id}.json"

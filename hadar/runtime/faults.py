@@ -52,11 +52,15 @@ _TEXT_ERRNO = (
 
 def _line(path: str | Path, code: int, rundir: Path) -> str:
     what, fix = RESOURCE_ERRNOS[code]
-    return (f"{path}: {what}; {fix}, then continue with: hadar run --resume {rundir} "
-            "(the run's state is saved)")
+    return (
+        f"{path}: {what}; {fix}, then continue with: hadar run --resume {rundir} "
+        "(the run's state is saved)"
+    )
 
 
-def resource_error(exc: BaseException, rundir: Path, db_paths: Sequence[Path] = ()) -> RunResourceError | None:
+def resource_error(
+    exc: BaseException, rundir: Path, db_paths: Sequence[Path] = ()
+) -> RunResourceError | None:
     """The one-line error for a disk-full / read-only / permission failure, None for others.
 
     ``OSError`` names its file when it has one (else the run directory); a SQLite error names
@@ -72,7 +76,9 @@ def resource_error(exc: BaseException, rundir: Path, db_paths: Sequence[Path] = 
     return None
 
 
-def node_resource_error(copies: Iterable[Copy], workdir: Any, rundir: Path) -> RunResourceError | None:
+def node_resource_error(
+    copies: Iterable[Copy], workdir: Any, rundir: Path
+) -> RunResourceError | None:
     """A failed copy whose error says its node's work directory is full, read-only or not
     writable (``workdir(node)`` gives the directory to name), else None."""
     for c in copies:
@@ -80,7 +86,9 @@ def node_resource_error(copies: Iterable[Copy], workdir: Any, rundir: Path) -> R
             continue
         for pattern, code in _TEXT_ERRNO:
             if pattern.search(c["error"]):
-                return RunResourceError(f"node {c['node']}: " + _line(workdir(c["node"]), code, rundir))
+                return RunResourceError(
+                    f"node {c['node']}: " + _line(workdir(c["node"]), code, rundir)
+                )
     return None
 
 
@@ -122,7 +130,9 @@ def placement_nodes(placement: Mapping[str, Mapping[str, int]]) -> tuple[str, ..
     return tuple(sorted(n for n, per in placement.items() if sum(per.values()) > 0))
 
 
-def repeated_failures(rounds: Sequence[Sequence[Copy]], n: int) -> dict[tuple[int, tuple[str, ...]], list[Copy]]:
+def repeated_failures(
+    rounds: Sequence[Sequence[Copy]], n: int
+) -> dict[tuple[int, tuple[str, ...]], list[Copy]]:
     """(job, nodes) whose copy failed the same way (same kind) in each of the last ``n`` rounds
     in which that job ran on exactly those nodes, with those copies. ``rounds`` oldest first;
     rounds in which the pair did not run (or was withheld) neither count nor reset its streak."""
@@ -148,7 +158,9 @@ def likely_cause(copies: Sequence[Copy], slot_s: float, warm: bool) -> str:
     kinds = {c.get("kind") for c in copies}
     errors = [str(c["error"]) for c in copies if c.get("error")]
     last = f" (last error: {errors[-1][:200]})" if errors else ""
-    if kinds & {"corrupt-checkpoint", "mismatched-checkpoint"} or any("checkpoint" in e.lower() for e in errors):
+    if kinds & {"corrupt-checkpoint", "mismatched-checkpoint"} or any(
+        "checkpoint" in e.lower() for e in errors
+    ):
         return f"unreadable or mismatched checkpoint{last}"
     if kinds == {"withheld"}:
         return f"every placement the policy chose had failed the same way {len(copies)} times before{last}"

@@ -31,16 +31,24 @@ def copy_records(row: RoundRow, tracker: JobTracker) -> list[dict[str, Any]]:
     out = []
     for a in row.plan:
         rep = reports.get(a["tracker_copy"])
-        out.append({
-            "job": a["job"], "copy": a["copy"], "node": a["node"], "placement": a["placement"],
-            "kind": "ok" if rep else "lost", "steps": rep.steps if rep else 0,
-            "train_s": rep.seconds if rep else 0.0, "wall_s": rep.seconds if rep else 0.0,
-        })
+        out.append(
+            {
+                "job": a["job"],
+                "copy": a["copy"],
+                "node": a["node"],
+                "placement": a["placement"],
+                "kind": "ok" if rep else "lost",
+                "steps": rep.steps if rep else 0,
+                "train_s": rep.seconds if rep else 0.0,
+                "wall_s": rep.seconds if rep else 0.0,
+            }
+        )
     return out
 
 
-def rebuild(jobs: Iterable[Job], rows: Iterable[RoundRow], tracker: JobTracker, started_at: float
-            ) -> tuple[dict[int, JobHistory], dict[tuple[int, int], Placement]]:
+def rebuild(
+    jobs: Iterable[Job], rows: Iterable[RoundRow], tracker: JobTracker, started_at: float
+) -> tuple[dict[int, JobHistory], dict[tuple[int, int], Placement]]:
     """Job histories and the last closed round's successful placements (for ``ctx.current``)."""
     hist = {j.job_id: JobHistory() for j in jobs}
     num_gpus = {j.job_id: j.num_gpus for j in jobs}
@@ -73,7 +81,9 @@ def rebuild(jobs: Iterable[Job], rows: Iterable[RoundRow], tracker: JobTracker, 
     return hist, {k: v for k, v in current.items() if k[0] not in done}
 
 
-def statuses(jobs: Iterable[Job], hist: Mapping[int, JobHistory], tracker: JobTracker) -> list[JobStatus]:
+def statuses(
+    jobs: Iterable[Job], hist: Mapping[int, JobHistory], tracker: JobTracker
+) -> list[JobStatus]:
     """Unfinished jobs as policies see them, ordered by (arrival, id)."""
     progress = tracker.progress()
     out = []
@@ -81,6 +91,14 @@ def statuses(jobs: Iterable[Job], hist: Mapping[int, JobHistory], tracker: JobTr
         h = hist[j.job_id]
         if tracker.is_complete(j.job_id):
             continue
-        out.append(JobStatus(j, float(j.total_steps - progress.get(j.job_id, 0)), h.attained,
-                             dict(h.time_on_type), h.rounds, h.first_start))
+        out.append(
+            JobStatus(
+                j,
+                float(j.total_steps - progress.get(j.job_id, 0)),
+                h.attained,
+                dict(h.time_on_type),
+                h.rounds,
+                h.first_start,
+            )
+        )
     return out

@@ -60,51 +60,91 @@ def _read(path: Path, what: str) -> bytes:
     return path.read_bytes()
 
 
-def run_identity(cluster: str, workload: str, seed: int, size: str, policy: str,
-                 policy_options: Mapping[str, str]) -> RunIdentity:
+def run_identity(
+    cluster: str,
+    workload: str,
+    seed: int,
+    size: str,
+    policy: str,
+    policy_options: Mapping[str, str],
+) -> RunIdentity:
     """The identity of a run with these inputs (the cluster and workload files must exist)."""
-    return RunIdentity(cluster_sha256=cluster_digest(cluster), workload_sha256=workload_digest(workload, seed),
-                       size=size, policy=policy, policy_options=dict(policy_options))
+    return RunIdentity(
+        cluster_sha256=cluster_digest(cluster),
+        workload_sha256=workload_digest(workload, seed),
+        size=size,
+        policy=policy,
+        policy_options=dict(policy_options),
+    )
 
 
-def check_same_run(recorded: RunIdentity, now: RunIdentity, source: str, *, cluster_file: str,
-                   workload: str, force: bool) -> None:
+def check_same_run(
+    recorded: RunIdentity,
+    now: RunIdentity,
+    source: str,
+    *,
+    cluster_file: str,
+    workload: str,
+    force: bool,
+) -> None:
     """Refuse (one line naming what differs) a resume whose inputs are not the run's. Only a
     changed cluster file may be accepted, with ``force``."""
     short = lambda d: d[:12]  # noqa: E731
     new_run = "start a new run with --out instead"
     if recorded.workload_sha256 != now.workload_sha256:
-        raise InputError(f"{source}: workload differs from the one this run started with (digest "
-                         f"{short(recorded.workload_sha256)}, now {short(now.workload_sha256)} for "
-                         f"{workload}); {new_run}")
+        raise InputError(
+            f"{source}: workload differs from the one this run started with (digest "
+            f"{short(recorded.workload_sha256)}, now {short(now.workload_sha256)} for "
+            f"{workload}); {new_run}"
+        )
     for field in ("size", "policy"):
         was, is_ = getattr(recorded, field), getattr(now, field)
         if was != is_:
-            raise InputError(f"{source}: {field} differs from the run's ({was} at the start, now {is_}); {new_run}")
-    changed = sorted(k for k in {*recorded.policy_options, *now.policy_options}
-                     if recorded.policy_options.get(k) != now.policy_options.get(k))
+            raise InputError(
+                f"{source}: {field} differs from the run's ({was} at the start, now {is_}); {new_run}"
+            )
+    changed = sorted(
+        k
+        for k in {*recorded.policy_options, *now.policy_options}
+        if recorded.policy_options.get(k) != now.policy_options.get(k)
+    )
     if changed:
         was = " ".join(f"{k}={recorded.policy_options.get(k, '(none)')}" for k in changed)
         is_ = " ".join(f"{k}={now.policy_options.get(k, '(none)')}" for k in changed)
-        raise InputError(f"{source}: policy options differ from the run's ({was} at the start, now {is_}); {new_run}")
+        raise InputError(
+            f"{source}: policy options differ from the run's ({was} at the start, now {is_}); {new_run}"
+        )
     if recorded.cluster_sha256 != now.cluster_sha256 and not force:
-        raise InputError(f"{source}: cluster file {cluster_file} changed since the run last used it (digest "
-                         f"{short(recorded.cluster_sha256)}, now {short(now.cluster_sha256)}); pass --force "
-                         f"to resume on the changed cluster")
+        raise InputError(
+            f"{source}: cluster file {cluster_file} changed since the run last used it (digest "
+            f"{short(recorded.cluster_sha256)}, now {short(now.cluster_sha256)}); pass --force "
+            f"to resume on the changed cluster"
+        )
 
 
-def check_tracker_jobs(registered: Iterable[tuple[int, int, str | None, str | None]], jobs: Iterable[Job],
-                       source: str, workload: str) -> None:
+def check_tracker_jobs(
+    registered: Iterable[tuple[int, int, str | None, str | None]],
+    jobs: Iterable[Job],
+    source: str,
+    workload: str,
+) -> None:
     """Every job the tracker holds ``(job_id, target_steps, model, size)`` must be the
     workload's job of that id, with the same steps, model and size."""
-    want = {j.job_id: (int(j.total_steps), str(j.spec.get("model", "")).upper(), j.spec.get("size")) for j in jobs}
+    want = {
+        j.job_id: (int(j.total_steps), str(j.spec.get("model", "")).upper(), j.spec.get("size"))
+        for j in jobs
+    }
     for job_id, steps, model, size in sorted(registered):
         have = (steps, (model or "").upper(), size)
         if job_id not in want:
-            raise InputError(f"{source}: job {job_id} is in the tracker but not in workload {workload}: "
-                             f"not the workload this run started with")
+            raise InputError(
+                f"{source}: job {job_id} is in the tracker but not in workload {workload}: "
+                f"not the workload this run started with"
+            )
         if have != want[job_id]:
             w = want[job_id]
-            raise InputError(f"{source}: job {job_id} is {have[1]}/{have[2]} with {have[0]} steps in the tracker "
-                             f"but {w[1]}/{w[2]} with {w[0]} steps in workload {workload}: not the workload "
-                             f"this run started with")
+            raise InputError(
+                f"{source}: job {job_id} is {have[1]}/{have[2]} with {have[0]} steps in the tracker "
+                f"but {w[1]}/{w[2]} with {w[0]} steps in workload {workload}: not the workload "
+                f"this run started with"
+            )

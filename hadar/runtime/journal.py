@@ -81,18 +81,34 @@ class Journal:
                     self.conn.execute("ROLLBACK")
                 raise
 
-    def plan_round(self, round_: int, attempt: int, plan: list[dict[str, Any]], started: float, decision_s: float,
-                   policy_state: dict[str, Any] | None = None) -> None:
+    def plan_round(
+        self,
+        round_: int,
+        attempt: int,
+        plan: list[dict[str, Any]],
+        started: float,
+        decision_s: float,
+        policy_state: dict[str, Any] | None = None,
+    ) -> None:
         """Record a round's plan (and the policy's state after deciding it) before dispatch."""
         self._tx(
             "INSERT OR REPLACE INTO rounds (round, attempt, status, plan, started, ended, decision_s, timings,"
             " policy_state) VALUES (?, ?, 'planned', ?, ?, NULL, ?, NULL, ?)",
-            (round_, attempt, json.dumps(plan), started, decision_s, json.dumps(policy_state or {})),
+            (
+                round_,
+                attempt,
+                json.dumps(plan),
+                started,
+                decision_s,
+                json.dumps(policy_state or {}),
+            ),
         )
 
     def close_round(self, round_: int, ended: float, timings: dict[str, Any]) -> None:
-        self._tx("UPDATE rounds SET status = 'closed', ended = ?, timings = ? WHERE round = ?",
-                 (ended, json.dumps(timings), round_))
+        self._tx(
+            "UPDATE rounds SET status = 'closed', ended = ?, timings = ? WHERE round = ?",
+            (ended, json.dumps(timings), round_),
+        )
 
     def abort_round(self, round_: int, ended: float) -> None:
         self._tx("UPDATE rounds SET status = 'aborted', ended = ? WHERE round = ?", (ended, round_))
@@ -101,10 +117,20 @@ class Journal:
         with self._lock:
             rows = self.conn.execute(
                 "SELECT round, attempt, status, plan, started, ended, decision_s, timings, policy_state"
-                " FROM rounds ORDER BY round").fetchall()
+                " FROM rounds ORDER BY round"
+            ).fetchall()
         return [
-            RoundRow(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5], r[6], json.loads(r[7]) if r[7] else {},
-                     json.loads(r[8]) if r[8] else {})
+            RoundRow(
+                r[0],
+                r[1],
+                r[2],
+                json.loads(r[3]),
+                r[4],
+                r[5],
+                r[6],
+                json.loads(r[7]) if r[7] else {},
+                json.loads(r[8]) if r[8] else {},
+            )
             for r in rows
         ]
 
@@ -112,8 +138,10 @@ class Journal:
         return next((r for r in self.rounds() if r.round == round_), None)
 
     def set_node(self, name: str, up: bool, round_: int, error: str | None = None) -> None:
-        self._tx("INSERT OR REPLACE INTO nodes (name, up, since_round, error) VALUES (?, ?, ?, ?)",
-                 (name, int(up), round_, error))
+        self._tx(
+            "INSERT OR REPLACE INTO nodes (name, up, since_round, error) VALUES (?, ?, ?, ?)",
+            (name, int(up), round_, error),
+        )
 
     def node_states(self) -> dict[str, tuple[bool, int, str | None]]:
         with self._lock:
@@ -121,18 +149,24 @@ class Journal:
         return {r[0]: (bool(r[1]), r[2], r[3]) for r in rows}
 
 
-def check_state_files(journal: Journal, tracker_last_closed: int | None, tracker_path: Path) -> None:
+def check_state_files(
+    journal: Journal, tracker_last_closed: int | None, tracker_path: Path
+) -> None:
     """The journal plans every round before the tracker opens it and closes it only after the
     tracker did; either file lacking a round the other has means it lost history (truncated,
     replaced or recreated empty). One line naming the file that lost it."""
     rows = {r.round: r.status for r in journal.rounds()}
     if tracker_last_closed is not None and tracker_last_closed not in rows:
-        raise StateFileError(f"{journal.path}: has no record of round {tracker_last_closed}, which "
-                             f"{tracker_path.name} closed (the file was truncated or replaced)")
+        raise StateFileError(
+            f"{journal.path}: has no record of round {tracker_last_closed}, which "
+            f"{tracker_path.name} closed (the file was truncated or replaced)"
+        )
     closed = [r for r, status in rows.items() if status == "closed"]
     if closed and (tracker_last_closed is None or max(closed) > tracker_last_closed):
-        raise StateFileError(f"{tracker_path}: has no record of round {max(closed)}, which {journal.path.name} "
-                             f"closed (the file was truncated or replaced)")
+        raise StateFileError(
+            f"{tracker_path}: has no record of round {max(closed)}, which {journal.path.name} "
+            f"closed (the file was truncated or replaced)"
+        )
 
 
 class EventLog:

@@ -38,30 +38,45 @@ class LiveView:
             for col in ("job", "model", "steps done", "target"):
                 jobs.add_column(col)
             for jid, job in sorted(self.jobs.items()):
-                jobs.add_row(str(jid), str(job.spec.get("model")), str(self.progress.get(jid, 0)), str(int(job.total_steps)))
+                jobs.add_row(
+                    str(jid),
+                    str(job.spec.get("model")),
+                    str(self.progress.get(jid, 0)),
+                    str(int(job.total_steps)),
+                )
             return Group(nodes, jobs, self.message)
 
     def start_round(self, r: int, ctx: Any, tasks: list[Any]) -> None:
         with self._lock:
             self.round = r
-            self.nodes = {n: {"label": "-", "steps": "", "status": "idle", "since": time.time()}
-                          for n in ctx.cluster.node_names}
+            self.nodes = {
+                n: {"label": "-", "steps": "", "status": "idle", "since": time.time()}
+                for n in ctx.cluster.node_names
+            }
             for t in tasks:
-                self.nodes[t.node] = {"label": f"J{t.job.job_id}/c{t.copy}", "steps": t.steps, "status": "running",
-                                      "since": time.time()}
+                self.nodes[t.node] = {
+                    "label": f"J{t.job.job_id}/c{t.copy}",
+                    "steps": t.steps,
+                    "status": "running",
+                    "since": time.time(),
+                }
 
     def copy_done(self, outcome: Any) -> None:
         with self._lock:
             n = self.nodes.get(outcome.task.node)
             if n is not None:
-                n["status"] = f"done {outcome.steps_done}" if outcome.ok else f"FAILED ({outcome.kind})"
+                n["status"] = (
+                    f"done {outcome.steps_done}" if outcome.ok else f"FAILED ({outcome.kind})"
+                )
                 n["elapsed"] = outcome.wall_seconds or (time.time() - n["since"])
 
     def end_round(self, r: int, progress: dict[int, int]) -> None:
         with self._lock:
             self.progress = dict(progress)
         if self._live is None:
-            done = ", ".join(f"J{j}:{s}/{int(self.jobs[j].total_steps)}" for j, s in sorted(progress.items()))
+            done = ", ".join(
+                f"J{j}:{s}/{int(self.jobs[j].total_steps)}" for j, s in sorted(progress.items())
+            )
             busy = sum(1 for n in self.nodes.values() if n["status"] != "idle")
             self.console.print(f"round {r}: {busy}/{len(self.nodes)} nodes busy; steps {done}")
 

@@ -17,7 +17,9 @@ from hadar.runtime.journal import EventLog, Journal
 from tracker.tracker import JobTracker
 
 
-def collect(rundir: Path) -> tuple[RunConfig, list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+def collect(
+    rundir: Path,
+) -> tuple[RunConfig, list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
     """(config, round rows, job rows, summary) of a run directory."""
     cfg = load_config(rundir)
     journal = Journal(rundir / "journal.sqlite")
@@ -35,9 +37,14 @@ def collect(rundir: Path) -> tuple[RunConfig, list[dict[str, Any]], list[dict[st
     overheads = [r["overhead_s"] for r in rounds if r["overhead_s"] is not None]
     coordination = [r["coordination_s"] for r in rounds if r["coordination_s"] is not None]
     summary = {
-        "policy": cfg.policy, "cluster": _cluster_name(events, cfg.cluster), "cluster_file": cfg.cluster,
-        "workload": cfg.workload, "size": cfg.size,
-        "slot_s": cfg.slot_s, "jobs": len(jobs), "completed": len(done),
+        "policy": cfg.policy,
+        "cluster": _cluster_name(events, cfg.cluster),
+        "cluster_file": cfg.cluster,
+        "workload": cfg.workload,
+        "size": cfg.size,
+        "slot_s": cfg.slot_s,
+        "jobs": len(jobs),
+        "completed": len(done),
         "ttd_s": max((j["finish"] for j in done), default=None),
         "avg_jct_s": float(np.mean([j["jct"] for j in done])) if done else None,
         "cru": busy / avail if avail > 0 else 0.0,
@@ -46,7 +53,9 @@ def collect(rundir: Path) -> tuple[RunConfig, list[dict[str, Any]], list[dict[st
         "avg_decision_s": float(np.mean([r["decision_s"] for r in rounds])) if rounds else None,
         "avg_overhead_s": float(np.mean(overheads)) if overheads else None,
         "avg_coordination_s": float(np.mean(coordination)) if coordination else None,
-        "quality": {str(j["id"]): {"metric": j["metric"], "value": j["metric_value"]} for j in jobs},
+        "quality": {
+            str(j["id"]): {"metric": j["metric"], "value": j["metric_value"]} for j in jobs
+        },
         "estimated_cells": _last_start(events).get("estimated_cells", []),
     }
     return cfg, rounds, jobs, summary
@@ -61,19 +70,33 @@ def _rounds(cfg: RunConfig, journal: Journal, tracker: JobTracker) -> list[dict[
         duration = max(1e-9, (row.ended or row.started) - row.started)
         nodes_up = len(row.timings.get("nodes_up") or {c["node"] for c in copies}) or 1
         busy = sum(min(float(c["wall_s"]), duration) for c in copies)
-        out.append({
-            "round": row.round, "attempt": row.attempt, "start": row.started - cfg.started_at, "duration": duration,
-            "nodes_up": nodes_up, "copies": len(copies), "failures": sum(c["kind"] not in ("ok",) for c in copies),
-            "busy_s": busy, "cru": busy / (nodes_up * duration), "decision_s": row.decision_s,
-            "overhead_s": row.timings.get("overhead_s"),
-            "coordination_s": row.timings.get("coordination_s"),
-            "placements": {c["node"]: c["job"] for c in copies if c["kind"] == "ok"},
-        })
+        out.append(
+            {
+                "round": row.round,
+                "attempt": row.attempt,
+                "start": row.started - cfg.started_at,
+                "duration": duration,
+                "nodes_up": nodes_up,
+                "copies": len(copies),
+                "failures": sum(c["kind"] not in ("ok",) for c in copies),
+                "busy_s": busy,
+                "cru": busy / (nodes_up * duration),
+                "decision_s": row.decision_s,
+                "overhead_s": row.timings.get("overhead_s"),
+                "coordination_s": row.timings.get("coordination_s"),
+                "placements": {c["node"]: c["job"] for c in copies if c["kind"] == "ok"},
+            }
+        )
     return out
 
 
-def _jobs(cfg: RunConfig, journal: Journal, tracker: JobTracker, events: list[dict[str, Any]],
-          rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _jobs(
+    cfg: RunConfig,
+    journal: Journal,
+    tracker: JobTracker,
+    events: list[dict[str, Any]],
+    rounds: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
     finish: dict[int, float] = {}
     start: dict[int, float] = {}
     ended = {r["round"]: r["start"] + r["duration"] for r in rounds}
@@ -81,7 +104,12 @@ def _jobs(cfg: RunConfig, journal: Journal, tracker: JobTracker, events: list[di
         for job in r["placements"].values():
             start.setdefault(job, r["start"])
     for e in events:
-        if e.get("event") == "aggregation" and e.get("completed") and e["job"] not in finish and e["round"] in ended:
+        if (
+            e.get("event") == "aggregation"
+            and e.get("completed")
+            and e["job"] not in finish
+            and e["round"] in ended
+        ):
             finish[e["job"]] = ended[e["round"]]
     metrics = {e["job"]: e.get("metric") for e in events if e.get("event") == "evaluation"}
     arrivals = _arrivals(events)
@@ -90,22 +118,55 @@ def _jobs(cfg: RunConfig, journal: Journal, tracker: JobTracker, events: list[di
         m = metrics.get(st.job_id) or {}
         f = finish.get(st.job_id) if st.completed else None
         arrival = arrivals.get(st.job_id, 0.0)
-        out.append({
-            "id": st.job_id, "model": st.model, "target_steps": st.target_steps, "steps_done": st.steps_done,
-            "arrival": arrival, "start": start.get(st.job_id), "finish": f,
-            "jct": None if f is None else f - arrival,
-            "queueing_delay": None if start.get(st.job_id) is None else start[st.job_id] - arrival,
-            "completed": st.completed,
-            "metric": m.get("name"), "metric_value": m.get("value"),
-        })
+        out.append(
+            {
+                "id": st.job_id,
+                "model": st.model,
+                "target_steps": st.target_steps,
+                "steps_done": st.steps_done,
+                "arrival": arrival,
+                "start": start.get(st.job_id),
+                "finish": f,
+                "jct": None if f is None else f - arrival,
+                "queueing_delay": None
+                if start.get(st.job_id) is None
+                else start[st.job_id] - arrival,
+                "completed": st.completed,
+                "metric": m.get("name"),
+                "metric_value": m.get("value"),
+            }
+        )
     return out
 
 
-ROUND_COLUMNS = ["round", "attempt", "start", "duration", "nodes_up", "copies", "failures", "busy_s", "cru",
-                 "decision_s", "coordination_s", "overhead_s"]
-JOB_COLUMNS = ["id", "model", "target_steps", "steps_done", "arrival", "start", "finish", "jct",
-               "queueing_delay", "completed", "metric",
-               "metric_value"]
+ROUND_COLUMNS = [
+    "round",
+    "attempt",
+    "start",
+    "duration",
+    "nodes_up",
+    "copies",
+    "failures",
+    "busy_s",
+    "cru",
+    "decision_s",
+    "coordination_s",
+    "overhead_s",
+]
+JOB_COLUMNS = [
+    "id",
+    "model",
+    "target_steps",
+    "steps_done",
+    "arrival",
+    "start",
+    "finish",
+    "jct",
+    "queueing_delay",
+    "completed",
+    "metric",
+    "metric_value",
+]
 CSV_DECIMALS = 4
 """Floats in a real run's CSV files are rounded to this many decimals."""
 
@@ -153,7 +214,14 @@ def _charts(rundir: Path, cfg: RunConfig, rounds: list[dict[str, Any]]) -> None:
                 if job is None:
                     continue
                 ax.barh(y, r["duration"], left=r["start"], color=cmap(job % 20), edgecolor="white")
-                ax.text(r["start"] + r["duration"] / 2, y, f"J{job}", ha="center", va="center", fontsize=7)
+                ax.text(
+                    r["start"] + r["duration"] / 2,
+                    y,
+                    f"J{job}",
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                )
         ax.set_yticks(range(len(nodes)), nodes)
         ax.set_xlabel("time since start (s)")
         ax.set_title(f"{cfg.policy}: which job ran on which node, round by round")

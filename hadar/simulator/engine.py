@@ -40,8 +40,15 @@ from hadar.reference_rates import best_achievable_rate, equal_share_rate
 from hadar.simulator.progress_math import Run, time_to_reach
 from hadar.simulator.records import JobRecord, PlacementRecord, RoundRecord, SimulationResult
 
-__all__ = ["DEFAULT_HORIZON_S", "PolicyError", "SimConfig", "SimulationLimitError", "SimulatorExecutor", "simulate",
-           "validate_plan"]
+__all__ = [
+    "DEFAULT_HORIZON_S",
+    "PolicyError",
+    "SimConfig",
+    "SimulationLimitError",
+    "SimulatorExecutor",
+    "simulate",
+    "validate_plan",
+]
 """``PolicyError`` and ``validate_plan`` live in ``hadar.loop`` (shared with real runs)."""
 
 DEFAULT_HORIZON_S = 365 * 86400.0
@@ -126,9 +133,20 @@ class SimulatorExecutor:
     clock, the progress model, and the records a :class:`SimulationResult` is made of. The
     policy's state after each decision is kept in memory (``policy_state``)."""
 
-    def __init__(self, cluster: Cluster, jobs: Sequence[Job], policy_name: str, throughput: ThroughputModel,
-                 cfg: SimConfig) -> None:
-        self.cluster, self.throughput, self.cfg, self.policy_name = cluster, throughput, cfg, policy_name
+    def __init__(
+        self,
+        cluster: Cluster,
+        jobs: Sequence[Job],
+        policy_name: str,
+        throughput: ThroughputModel,
+        cfg: SimConfig,
+    ) -> None:
+        self.cluster, self.throughput, self.cfg, self.policy_name = (
+            cluster,
+            throughput,
+            cfg,
+            policy_name,
+        )
         self.jobs = tuple(jobs)
         self.states = {j.job_id: _JobState(j, float(j.total_steps)) for j in jobs}
         if len(self.states) != len(jobs):
@@ -156,40 +174,61 @@ class SimulatorExecutor:
                 self.arrived.append(self.pending.pop(0).job_id)
             if self._active() or not self.pending:
                 return
-            self.now = self.pending[0].arrival  # an idle gap: no round is recorded and none is counted
+            self.now = self.pending[
+                0
+            ].arrival  # an idle gap: no round is recorded and none is counted
             self.current = {}
 
     def context(self, index: int) -> RoundContext:
         cfg, states = self.cfg, self.states
         if index >= cfg.max_rounds or self.now >= cfg.horizon_s:
             unfinished = sum(1 for s in states.values() if s.finish is None)
-            limit = (f"{cfg.max_rounds} rounds" if index >= cfg.max_rounds
-                     else f"the horizon of {cfg.horizon_s / 86400:g} days of simulated time (--horizon)")
+            limit = (
+                f"{cfg.max_rounds} rounds"
+                if index >= cfg.max_rounds
+                else f"the horizon of {cfg.horizon_s / 86400:g} days of simulated time (--horizon)"
+            )
             raise SimulationLimitError(
                 f"simulation of {self.policy_name} stopped at {self.now / 3600:,.1f} h: {unfinished} of "
-                f"{len(states)} jobs unfinished after {limit}; shorten the workload or raise the limit")
+                f"{len(states)} jobs unfinished after {limit}; shorten the workload or raise the limit"
+            )
         return RoundContext(
             now=self.now,
             round_index=index,
             round_length=cfg.round_length,
             cluster=self.cluster,
-            jobs=tuple(states[i].status() for i in sorted(self._active(), key=lambda i: (states[i].job.arrival, i))),
+            jobs=tuple(
+                states[i].status()
+                for i in sorted(self._active(), key=lambda i: (states[i].job.arrival, i))
+            ),
             current=self.current,
             throughput=self.throughput,
             restart_penalty=cfg.restart_penalty,
         )
 
-    def execute(self, decision: Decision) -> tuple[RoundRecord, dict[tuple[int, int], Placement], float]:
-        return _run_round(decision.plan, decision.ctx, self.states, self.cfg, self.placements, self.gpu_busy)
+    def execute(
+        self, decision: Decision
+    ) -> tuple[RoundRecord, dict[tuple[int, int], Placement], float]:
+        return _run_round(
+            decision.plan, decision.ctx, self.states, self.cfg, self.placements, self.gpu_busy
+        )
 
-    def record(self, decision: Decision, outcome: tuple[RoundRecord, dict[tuple[int, int], Placement], float]) -> None:
+    def record(
+        self,
+        decision: Decision,
+        outcome: tuple[RoundRecord, dict[tuple[int, int], Placement], float],
+    ) -> None:
         record, new_current, _ = outcome
         self.policy_state = decision.policy_state
         if self.pending and self.pending[0].arrival < self.now + record.duration:
             record = replace(record, active_seconds=record.duration)  # a job arrived meanwhile
-        self.rounds.append(RoundRecord(**{**asdict(record), "decision_seconds": decision.decision_s}))
+        self.rounds.append(
+            RoundRecord(**{**asdict(record), "decision_seconds": decision.decision_s})
+        )
         if self.progress:
-            self.progress.update(sum(1 for s in self.states.values() if s.finish is not None), self.now)
+            self.progress.update(
+                sum(1 for s in self.states.values() if s.finish is not None), self.now
+            )
         self.stall = self.stall + 1 if not decision.plan.assignments else 0
         if self.stall >= self.cfg.stall_rounds:
             active = [s.job_id for s in decision.ctx.jobs]
@@ -197,7 +236,8 @@ class SimulatorExecutor:
             raise SimulationLimitError(
                 f"policy {self.policy_name} cannot place job(s) {waiting} on cluster {self.cluster.name}: it "
                 f"scheduled nothing for {self.stall} rounds on an idle cluster (e.g. a gang larger than the GPUs "
-                f"of any one type, for a policy that runs a job on one GPU type)")
+                f"of any one type, for a policy that runs a job on one GPU type)"
+            )
         self.current = new_current
         self.now += record.duration
 
@@ -207,8 +247,10 @@ class SimulatorExecutor:
             policy=self.policy_name,
             cluster=cluster.name,
             total_gpus=cluster.total_gpus,
-            jobs=tuple(_job_record(s, cluster, throughput)
-                       for s in sorted(self.states.values(), key=lambda s: s.job.job_id)),
+            jobs=tuple(
+                _job_record(s, cluster, throughput)
+                for s in sorted(self.states.values(), key=lambda s: s.job.job_id)
+            ),
             rounds=tuple(self.rounds),
             placements=tuple(self.placements),
             config={k: v for k, v in asdict(cfg).items() if k != "progress"},
@@ -220,7 +262,13 @@ class SimulatorExecutor:
 def _job_record(s: _JobState, cluster: Cluster, throughput: ThroughputModel) -> JobRecord:
     cons, unc = throughput.cell_rates(s.job, cluster)
     return JobRecord(
-        s.job.job_id, s.job.job_type, s.job.num_gpus, s.job.arrival, s.start, s.finish, s.restarts,
+        s.job.job_id,
+        s.job.job_type,
+        s.job.num_gpus,
+        s.job.arrival,
+        s.start,
+        s.finish,
+        s.restarts,
         total_steps=float(s.job.total_steps),
         best_rate=best_achievable_rate(cons, unc, cluster.capacity, s.job.num_gpus),
         equal_share_rate=equal_share_rate(cons, cluster.capacity),
@@ -254,7 +302,9 @@ def _run_round(
             start = min(slot, penalty + a.overhead_s)
             cap = st.remaining if a.step_budget is None else min(a.step_budget, st.remaining)
             runs.append(Run(start, rate, max(cap, 0.0)))
-        finish_at = time_to_reach(runs, st.remaining, slot) if any(r.rate > 0 for r in runs) else None
+        finish_at = (
+            time_to_reach(runs, st.remaining, slot) if any(r.rate > 0 for r in runs) else None
+        )
         end = slot if finish_at is None else finish_at
         done = sum(r.steps_by(end) for r in runs)
         for a, r in zip(assigns, runs, strict=True):
@@ -284,7 +334,9 @@ def _run_round(
         busy_seconds += a.num_gpus * held
         for node, per in a.placement.items():
             for gtype, count in per.items():
-                placements.append(PlacementRecord(ctx.round_index, ctx.now, a.job_id, a.copy, node, gtype, count))
+                placements.append(
+                    PlacementRecord(ctx.round_index, ctx.now, a.job_id, a.copy, node, gtype, count)
+                )
                 key = f"{node}/{gtype}"
                 gpu_busy[key] = gpu_busy.get(key, 0.0) + count * held
     active_ids = {s.job_id for s in ctx.jobs}
@@ -306,7 +358,9 @@ def _run_round(
         decision_seconds=0.0,
         info=dict(plan.info),
     )
-    new_current = {a.run_key: a.placement for a in plan.assignments if states[a.job_id].finish is None}
+    new_current = {
+        a.run_key: a.placement for a in plan.assignments if states[a.job_id].finish is None
+    }
     return record, new_current, busy_seconds
 
 
@@ -323,8 +377,12 @@ class _Progress:
         )
 
         self._p = Progress(
-            TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[t]}"),
-            TimeElapsedColumn(), transient=True,
+            TextColumn("simulating"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[t]}"),
+            TimeElapsedColumn(),
+            transient=True,
         )
         self._task = self._p.add_task("jobs", total=total, t="")
         self._p.start()

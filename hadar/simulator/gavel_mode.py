@@ -37,7 +37,9 @@ GAVEL_POLICIES = ("gavel", "gavel-fifo", "gavel-makespan")
 
 def sim_config(round_length: float = GAVEL_ROUND_S, **overrides: Any) -> SimConfig:
     """The simulator preset: no restart penalty, rounds end with their longest run."""
-    return SimConfig(round_length=round_length, restart_penalty=0.0, round_end="longest-job", **overrides)
+    return SimConfig(
+        round_length=round_length, restart_penalty=0.0, round_end="longest-job", **overrides
+    )
 
 
 def policy_options(policy: str) -> dict[str, Any]:
@@ -48,15 +50,21 @@ def policy_options(policy: str) -> dict[str, Any]:
 
 
 def setup(
-    policy: str, throughput: ThroughputModel, round_length: float = GAVEL_ROUND_S,
-    options: Mapping[str, str] | None = None, **config: Any
+    policy: str,
+    throughput: ThroughputModel,
+    round_length: float = GAVEL_ROUND_S,
+    options: Mapping[str, str] | None = None,
+    **config: Any,
 ) -> tuple[Policy, SimConfig, ThroughputModel]:
     """Policy (with ``--policy-opt`` ``options``), simulator config and throughput model of a
     Gavel-compatible run of ``policy``."""
     from hadar.policy_options import policy_with_options
 
-    return (policy_with_options(policy, options, **policy_options(policy)), sim_config(round_length, **config),
-            ConsolidatedThroughput(throughput))
+    return (
+        policy_with_options(policy, options, **policy_options(policy)),
+        sim_config(round_length, **config),
+        ConsolidatedThroughput(throughput),
+    )
 
 
 class ConsolidatedThroughput(ThroughputModel):
@@ -77,4 +85,3 @@ class ConsolidatedThroughput(ThroughputModel):
 
     def describe(self, job: Job, cluster: Cluster) -> str:
         return f"{self.base.describe(job, cluster)}, consolidated rates only (Gavel-compatible)"
-

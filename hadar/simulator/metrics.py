@@ -27,7 +27,9 @@ def summarize(result: SimulationResult) -> dict[str, object]:
     jobs = result.jobs
     done = [j for j in jobs if j.finish is not None]
     jct = np.array([j.jct for j in done], dtype=float)
-    queueing = np.array([j.queueing_delay for j in jobs if j.queueing_delay is not None], dtype=float)
+    queueing = np.array(
+        [j.queueing_delay for j in jobs if j.queueing_delay is not None], dtype=float
+    )
     first_arrival = min((j.arrival for j in jobs), default=0.0)
     last_finish = max((j.finish for j in jobs if j.finish is not None), default=first_arrival)
     ttd = last_finish - first_arrival
@@ -98,14 +100,19 @@ def finish_time_fairness(jobs: Sequence[JobRecord], total_gpus: int) -> np.ndarr
     return np.array(out, dtype=float)
 
 
-def comparison_rows(summaries: Sequence[dict[str, Any]], reference: str,
-                    keys: Sequence[str] | None = None) -> list[dict[str, Any]]:
+def comparison_rows(
+    summaries: Sequence[dict[str, Any]], reference: str, keys: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
     """One row per summary (policy): the summary plus ``<key>_ratio`` = value / the reference
     policy's value for each of ``keys`` (default: every numeric metric); None where either
     value is missing or the reference's is 0."""
     ref = next(s for s in summaries if s["policy"] == reference)
     if keys is None:
-        keys = [k for k, v in ref.items() if isinstance(v, (int, float, np.number)) and not isinstance(v, bool)]
+        keys = [
+            k
+            for k, v in ref.items()
+            if isinstance(v, (int, float, np.number)) and not isinstance(v, bool)
+        ]
     rows = []
     for s in summaries:
         row = dict(s)

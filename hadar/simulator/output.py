@@ -11,9 +11,27 @@ import pandas as pd
 from hadar.io import write_frame, write_json
 from hadar.simulator.records import SimulationResult
 
-JOB_COLUMNS = ["id", "type", "gpus", "arrival", "start", "finish", "jct", "queueing_delay", "restarts"]
-ROUND_COLUMNS = ["round", "time", "duration", "busy_gpus", "busy_gpu_seconds", "running_jobs", "queued_jobs",
-                 "decision_seconds"]
+JOB_COLUMNS = [
+    "id",
+    "type",
+    "gpus",
+    "arrival",
+    "start",
+    "finish",
+    "jct",
+    "queueing_delay",
+    "restarts",
+]
+ROUND_COLUMNS = [
+    "round",
+    "time",
+    "duration",
+    "busy_gpus",
+    "busy_gpu_seconds",
+    "running_jobs",
+    "queued_jobs",
+    "decision_seconds",
+]
 PLACEMENT_COLUMNS = ["round", "time", "job", "copy", "node", "gpu_type", "count"]
 CSV_DECIMALS = 6
 """Floats in the CSV files are rounded to this many decimals (the frames keep full precision)."""
@@ -22,22 +40,60 @@ CSV_DECIMALS = 6
 def result_frames(result: SimulationResult) -> dict[str, pd.DataFrame]:
     """``{"jobs", "rounds", "placements"}``: one row per job, round and placement (the CSV columns)."""
     jobs = pd.DataFrame(
-        [[j.job_id, j.job_type, j.num_gpus, j.arrival, j.start, j.finish, j.jct, j.queueing_delay, j.restarts]
-         for j in result.jobs], columns=JOB_COLUMNS)
+        [
+            [
+                j.job_id,
+                j.job_type,
+                j.num_gpus,
+                j.arrival,
+                j.start,
+                j.finish,
+                j.jct,
+                j.queueing_delay,
+                j.restarts,
+            ]
+            for j in result.jobs
+        ],
+        columns=JOB_COLUMNS,
+    )
     rounds = pd.DataFrame(
-        [[r.index, r.time, r.duration, r.busy_gpus, r.busy_gpu_seconds, r.running_jobs, r.queued_jobs,
-          r.decision_seconds] for r in result.rounds], columns=ROUND_COLUMNS)
+        [
+            [
+                r.index,
+                r.time,
+                r.duration,
+                r.busy_gpus,
+                r.busy_gpu_seconds,
+                r.running_jobs,
+                r.queued_jobs,
+                r.decision_seconds,
+            ]
+            for r in result.rounds
+        ],
+        columns=ROUND_COLUMNS,
+    )
     placements = pd.DataFrame(
-        [[p.round_index, p.time, p.job_id, p.copy, p.node, p.gpu_type, p.count] for p in result.placements],
-        columns=PLACEMENT_COLUMNS)
-    for frame, floats in ((jobs, JOB_COLUMNS[3:8]), (rounds, ["time", "duration", "busy_gpu_seconds",
-                                                               "decision_seconds"]), (placements, ["time"])):
+        [
+            [p.round_index, p.time, p.job_id, p.copy, p.node, p.gpu_type, p.count]
+            for p in result.placements
+        ],
+        columns=PLACEMENT_COLUMNS,
+    )
+    for frame, floats in (
+        (jobs, JOB_COLUMNS[3:8]),
+        (rounds, ["time", "duration", "busy_gpu_seconds", "decision_seconds"]),
+        (placements, ["time"]),
+    ):
         frame[floats] = frame[floats].astype(float)  # None -> NaN, one dtype per column
     return {"jobs": jobs, "rounds": rounds, "placements": placements}
 
 
-def write_result(result: SimulationResult, summary: dict[str, Any], out: str | Path,
-                 frames: dict[str, pd.DataFrame] | None = None) -> Path:
+def write_result(
+    result: SimulationResult,
+    summary: dict[str, Any],
+    out: str | Path,
+    frames: dict[str, pd.DataFrame] | None = None,
+) -> Path:
     """Write all files into ``out`` (created if needed); each file is replaced atomically."""
     d = Path(out)
     d.mkdir(parents=True, exist_ok=True)

@@ -31,7 +31,9 @@ def time_to_reach(runs: Sequence[Run], target: float, horizon: float) -> float |
         return 0.0
     if steps_by(runs, horizon) < target - 1e-9:
         return None
-    points = sorted({0.0, horizon, *(r.start for r in runs), *(min(r.stop_time(), horizon) for r in runs)})
+    points = sorted(
+        {0.0, horizon, *(r.start for r in runs), *(min(r.stop_time(), horizon) for r in runs)}
+    )
     prev = 0.0
     for t in points:
         if t > horizon:

@@ -24,13 +24,18 @@ def is_builtin(name: str) -> bool:
     return bool(PHILLY_RE.fullmatch(name) or MIX_RE.fullmatch(name))
 
 
-def load_workload(name: str, table: GavelThroughputTable, seed: int = 0, size: str = "paper") -> list[Job]:
+def load_workload(
+    name: str, table: GavelThroughputTable, seed: int = 0, size: str = "paper"
+) -> list[Job]:
     """Resolve a workload name or file into jobs (not yet validated against a cluster)."""
     m = PHILLY_RE.fullmatch(name)
     if m:
         from hadar.workloads.philly import PhillyOptions, generate
 
-        return generate(table, PhillyOptions(num_jobs=int(m.group(1)), seed=seed, keep_arrivals=bool(m.group(2))))
+        return generate(
+            table,
+            PhillyOptions(num_jobs=int(m.group(1)), seed=seed, keep_arrivals=bool(m.group(2))),
+        )
     if MIX_RE.fullmatch(name):
         from hadar.workloads.mixes import mix_jobs
 
@@ -44,11 +49,16 @@ def load_workload(name: str, table: GavelThroughputTable, seed: int = 0, size: s
         from hadar.workloads.files import load_job_file
 
         return load_job_file(p)
-    raise InputError(f"--workload: unknown workload {name!r} (philly-N, M-1..M-12, or a .csv/.yaml/.trace file)")
+    raise InputError(
+        f"--workload: unknown workload {name!r} (philly-N, M-1..M-12, or a .csv/.yaml/.trace file)"
+    )
 
 
 def validate_workload(
-    jobs: Sequence[Job], cluster: Cluster, throughput: ThroughputModel, source: str,
+    jobs: Sequence[Job],
+    cluster: Cluster,
+    throughput: ThroughputModel,
+    source: str,
     table: GavelThroughputTable | None = None,
 ) -> None:
     """Reject, up front, any job that could never run on ``cluster``: one line naming job and key.
@@ -57,7 +67,11 @@ def validate_workload(
     the job's GPU count; a job type it lacks must be one the estimator knows (a physical
     workload such as ``MM``, or a known model family at a new batch size).
     """
-    table = table if table is not None else (throughput if isinstance(throughput, GavelThroughputTable) else None)
+    table = (
+        table
+        if table is not None
+        else (throughput if isinstance(throughput, GavelThroughputTable) else None)
+    )
     for job in jobs:
         if job.num_gpus > cluster.total_gpus:
             raise InputError(
@@ -70,7 +84,9 @@ def validate_workload(
                         f"{source}: job {job.job_id}: {table.source} has no entry for ({job.job_type!r}, {job.num_gpus})"
                     )
             elif throughput is table or not _estimator_knows(job.job_type):
-                raise InputError(f"{source}: job {job.job_id}: unknown job type {job.job_type!r} (not in {table.source})")
+                raise InputError(
+                    f"{source}: job {job.job_id}: unknown job type {job.job_type!r} (not in {table.source})"
+                )
         if not _estimable(throughput, job, cluster):
             raise InputError(
                 f"{source}: job {job.job_id} ({job.job_type!r}, {job.num_gpus} GPUs) can never run on cluster "
@@ -78,8 +94,13 @@ def validate_workload(
             )
 
 
-def check_horizon(jobs: Sequence[Job], cluster: Cluster, throughput: ThroughputModel, horizon_s: float,
-                  source: str) -> None:
+def check_horizon(
+    jobs: Sequence[Job],
+    cluster: Cluster,
+    throughput: ThroughputModel,
+    horizon_s: float,
+    source: str,
+) -> None:
     """Reject, up front, a workload no policy could finish within ``horizon_s`` of simulated time.
 
     Two lower bounds, valid for every policy (HadarE's per-node copies included): a job cannot
@@ -96,14 +117,16 @@ def check_horizon(jobs: Sequence[Job], cluster: Cluster, throughput: ThroughputM
             raise InputError(
                 f"{source}: job {job.job_id}: cannot finish before {_days(finish)} of simulated time "
                 f"({job.total_steps:g} steps at {rate:g} steps/s at best, arriving at {job.arrival:g} s), "
-                f"beyond the horizon of {_days(horizon_s)} (--horizon)")
+                f"beyond the horizon of {_days(horizon_s)} (--horizon)"
+            )
         gpu_seconds += job.total_steps * job.num_gpus / rate
     first = min((j.arrival for j in jobs), default=0.0)
     if first + gpu_seconds / cluster.total_gpus > horizon_s:
         raise InputError(
             f"{source}: the {len(jobs)} jobs need at least {gpu_seconds / 3600:,.0f} GPU-hours at their best rates, "
             f"more than cluster {cluster.name}'s {cluster.total_gpus} GPUs deliver within the horizon of "
-            f"{_days(horizon_s)} (--horizon)")
+            f"{_days(horizon_s)} (--horizon)"
+        )
 
 
 def _days(seconds: float) -> str:
@@ -124,6 +147,9 @@ def _estimable(throughput: ThroughputModel, job: Job, cluster: Cluster) -> bool:
     from primal_dual.find_alloc import JobRequest, candidate_allocations
 
     cons, unc = throughput.cell_rates(job, cluster)
-    cands = candidate_allocations(JobRequest(job.num_gpus, cons, unc), cluster.capacity.copy(),
-                                  np.where(cluster.capacity > 0, 0.0, np.inf))
+    cands = candidate_allocations(
+        JobRequest(job.num_gpus, cons, unc),
+        cluster.capacity.copy(),
+        np.where(cluster.capacity > 0, 0.0, np.inf),
+    )
     return bool(cands)

@@ -45,7 +45,9 @@ class _JobSpec(BaseModel):
     """Training spec for real runs (model, size, data, batch_size, lr, seed; see docs/worker.md)."""
 
 
-def jobs_from_records(records: list[dict[str, Any]], source: str, row_label: str = "jobs") -> list[Job]:
+def jobs_from_records(
+    records: list[dict[str, Any]], source: str, row_label: str = "jobs"
+) -> list[Job]:
     """Validate job records; errors name ``source`` and the record's field."""
     if len(records) > MAX_JOBS:
         raise InputError(f"{source}: {len(records)} jobs; at most {MAX_JOBS:,} are accepted")
@@ -58,13 +60,25 @@ def jobs_from_records(records: list[dict[str, Any]], source: str, row_label: str
             spec = _JobSpec.model_validate(rec)
         except ValidationError as exc:
             err = from_validation_error(source, exc)
-            raise InputError(str(err).replace(f"{source}: ", f"{source}: {row_label}[{i}].", 1)) from None
+            raise InputError(
+                str(err).replace(f"{source}: ", f"{source}: {row_label}[{i}].", 1)
+            ) from None
         if spec.id in seen:
             raise InputError(f"{source}: {row_label}[{i}].id: duplicate job id {spec.id}")
         seen.add(spec.id)
-        jobs.append(Job(job_id=spec.id, job_type=spec.type, num_gpus=spec.gpus, total_steps=spec.steps,
-                        arrival=spec.arrival, weight=spec.weight, model=spec.model, size_class=spec.size_class,
-                        spec=MappingProxyType(dict(spec.spec or {}))))
+        jobs.append(
+            Job(
+                job_id=spec.id,
+                job_type=spec.type,
+                num_gpus=spec.gpus,
+                total_steps=spec.steps,
+                arrival=spec.arrival,
+                weight=spec.weight,
+                model=spec.model,
+                size_class=spec.size_class,
+                spec=MappingProxyType(dict(spec.spec or {})),
+            )
+        )
     if not jobs:
         raise InputError(f"{source}: no jobs")
     return jobs

@@ -50,10 +50,27 @@ from hadar.validation import (
     read_text,
 )
 
-COLUMNS_10 = ("job_type", "command", "working_dir", "num_steps_arg", "needs_data_dir", "total_steps",
-              "scale_factor", "priority_weight", "SLO", "arrival_time")
-COLUMNS_7 = ("job_type", "command", "num_steps_arg", "needs_data_dir", "total_steps", "arrival_time",
-             "scale_factor")
+COLUMNS_10 = (
+    "job_type",
+    "command",
+    "working_dir",
+    "num_steps_arg",
+    "needs_data_dir",
+    "total_steps",
+    "scale_factor",
+    "priority_weight",
+    "SLO",
+    "arrival_time",
+)
+COLUMNS_7 = (
+    "job_type",
+    "command",
+    "num_steps_arg",
+    "needs_data_dir",
+    "total_steps",
+    "arrival_time",
+    "scale_factor",
+)
 
 
 @dataclass(frozen=True)
@@ -68,20 +85,39 @@ class GavelCommand:
 
 # From Gavel's scheduler/job_table.py (MIT licence); "{bs}" is the job type's batch size.
 GAVEL_JOB_TABLE: dict[str, GavelCommand] = {
-    "ResNet-18": GavelCommand("python3 main.py --data_dir=%s/cifar10 --batch_size {bs}",
-                              "image_classification/cifar10", "--num_steps"),
-    "ResNet-50": GavelCommand("python3 main.py -j 8 -a resnet50 -b {bs} %s/imagenet/",
-                              "image_classification/imagenet", "--num_minibatches"),
-    "Transformer": GavelCommand("python3 train.py -data %s/translation/multi30k.atok.low.pt -batch_size {bs} "
-                                "-proj_share_weight", "translation", "-step"),
-    "LM": GavelCommand("python main.py --cuda --data %s/wikitext2 --batch_size {bs}", "language_modeling",
-                       "--steps"),
-    "Recommendation": GavelCommand("python3 train.py --data_dir %s/ml-20m/pro_sg/ --batch_size {bs}",
-                                   "recommendation", "-n"),
-    "A3C": GavelCommand("python3 main.py --env PongDeterministic-v4 --workers 4 --amsgrad True", "rl",
-                        "--max-steps", needs_data_dir=False),
-    "CycleGAN": GavelCommand("python3 cyclegan.py --dataset_path %s/monet2photo --decay_epoch 0", "cyclegan",
-                             "--n_steps"),
+    "ResNet-18": GavelCommand(
+        "python3 main.py --data_dir=%s/cifar10 --batch_size {bs}",
+        "image_classification/cifar10",
+        "--num_steps",
+    ),
+    "ResNet-50": GavelCommand(
+        "python3 main.py -j 8 -a resnet50 -b {bs} %s/imagenet/",
+        "image_classification/imagenet",
+        "--num_minibatches",
+    ),
+    "Transformer": GavelCommand(
+        "python3 train.py -data %s/translation/multi30k.atok.low.pt -batch_size {bs} "
+        "-proj_share_weight",
+        "translation",
+        "-step",
+    ),
+    "LM": GavelCommand(
+        "python main.py --cuda --data %s/wikitext2 --batch_size {bs}",
+        "language_modeling",
+        "--steps",
+    ),
+    "Recommendation": GavelCommand(
+        "python3 train.py --data_dir %s/ml-20m/pro_sg/ --batch_size {bs}", "recommendation", "-n"
+    ),
+    "A3C": GavelCommand(
+        "python3 main.py --env PongDeterministic-v4 --workers 4 --amsgrad True",
+        "rl",
+        "--max-steps",
+        needs_data_dir=False,
+    ),
+    "CycleGAN": GavelCommand(
+        "python3 cyclegan.py --dataset_path %s/monet2photo --decay_epoch 0", "cyclegan", "--n_steps"
+    ),
 }
 PLACEHOLDER = GavelCommand("python3 train.py", ".", "--num_steps", needs_data_dir=False)
 
@@ -95,8 +131,12 @@ def gavel_command(job_type: str) -> GavelCommand:
     template = GAVEL_JOB_TABLE.get(family)
     if template is None:
         return PLACEHOLDER
-    return GavelCommand(template.command.replace("{bs}", bs), template.working_dir, template.num_steps_arg,
-                        template.needs_data_dir)
+    return GavelCommand(
+        template.command.replace("{bs}", bs),
+        template.working_dir,
+        template.num_steps_arg,
+        template.needs_data_dir,
+    )
 
 
 def family_of(job_type: str) -> str:
@@ -118,8 +158,10 @@ def read_trace(path: str | Path, table: GavelThroughputTable | None = None) -> l
         job = _parse_line(line.split("\t"), len(jobs), f"{p}: line {lineno} (job {len(jobs)})")
         where = f"{p}: line {lineno} (job {job.job_id})"
         if job.arrival < prev_arrival:
-            raise InputError(f"{where}: arrival_time {job.arrival:g} is earlier than the previous job's "
-                             f"{prev_arrival:g} (Gavel traces are in arrival order)")
+            raise InputError(
+                f"{where}: arrival_time {job.arrival:g} is earlier than the previous job's "
+                f"{prev_arrival:g} (Gavel traces are in arrival order)"
+            )
         prev_arrival = job.arrival
         if table is not None:
             check_in_table(job, table, where)
@@ -136,7 +178,9 @@ def check_in_table(job: Job, table: GavelThroughputTable, where: str) -> None:
     if job.job_type not in table.job_types:
         raise InputError(f"{where}: job type {job.job_type!r} is not in {table.source}")
     if job.num_gpus not in table.gang_sizes(job.job_type):
-        raise InputError(f"{where}: {table.source} has no entry for ({job.job_type!r}, {job.num_gpus})")
+        raise InputError(
+            f"{where}: {table.source} has no entry for ({job.job_type!r}, {job.num_gpus})"
+        )
 
 
 class TraceRow(BaseModel):
@@ -167,11 +211,23 @@ def _parse_line(cols: list[str], job_id: int, where: str) -> Job:
         row = TraceRow.model_validate(rec)
     except ValidationError as exc:
         raise from_validation_error(where, exc) from None
-    gavel = {"command": rec["command"], "working_dir": rec.get("working_dir", ""),
-             "num_steps_arg": rec["num_steps_arg"], "needs_data_dir": bool(row.needs_data_dir), "SLO": row.SLO}
-    return Job(job_id=job_id, job_type=row.job_type, num_gpus=row.scale_factor, total_steps=row.total_steps,
-               arrival=row.arrival_time, weight=row.priority_weight, model=family_of(row.job_type),
-               spec=MappingProxyType({"gavel": MappingProxyType(gavel)}))
+    gavel = {
+        "command": rec["command"],
+        "working_dir": rec.get("working_dir", ""),
+        "num_steps_arg": rec["num_steps_arg"],
+        "needs_data_dir": bool(row.needs_data_dir),
+        "SLO": row.SLO,
+    }
+    return Job(
+        job_id=job_id,
+        job_type=row.job_type,
+        num_gpus=row.scale_factor,
+        total_steps=row.total_steps,
+        arrival=row.arrival_time,
+        weight=row.priority_weight,
+        model=family_of(row.job_type),
+        spec=MappingProxyType({"gavel": MappingProxyType(gavel)}),
+    )
 
 
 # -- writing ---------------------------------------------------------------------------------
@@ -181,17 +237,32 @@ def trace_lines(jobs: Iterable[Job]) -> list[str]:
     for job in sorted(jobs, key=lambda j: (j.arrival, j.job_id)):
         kept: Any = job.spec.get("gavel") if job.spec else None
         if kept:
-            cmd = GavelCommand(kept["command"], kept["working_dir"], kept["num_steps_arg"],
-                               bool(kept["needs_data_dir"]))
+            cmd = GavelCommand(
+                kept["command"],
+                kept["working_dir"],
+                kept["num_steps_arg"],
+                bool(kept["needs_data_dir"]),
+            )
             slo = float(kept.get("SLO", -1.0))
         else:
             cmd, slo = gavel_command(job.job_type), -1.0
-        cols = [job.job_type, cmd.command, cmd.working_dir, cmd.num_steps_arg, str(int(cmd.needs_data_dir)),
-                str(gavel_steps(job.total_steps)), str(job.num_gpus), _exact(job.weight), _exact(slo),
-                repr(float(job.arrival))]
+        cols = [
+            job.job_type,
+            cmd.command,
+            cmd.working_dir,
+            cmd.num_steps_arg,
+            str(int(cmd.needs_data_dir)),
+            str(gavel_steps(job.total_steps)),
+            str(job.num_gpus),
+            _exact(job.weight),
+            _exact(slo),
+            repr(float(job.arrival)),
+        ]
         bad = next((c for c in cols if "\t" in c or "\n" in c), None)
         if bad is not None:
-            raise InputError(f"job {job.job_id}: field {bad!r} contains a tab or newline (not representable)")
+            raise InputError(
+                f"job {job.job_id}: field {bad!r} contains a tab or newline (not representable)"
+            )
         out.append("\t".join(cols))
     return out
 

@@ -40,6 +40,15 @@ def mix_jobs(name: str, size: str = "paper", seed: int = 0) -> list[Job]:
             "lr": LEARNING_RATES[short],
             "seed": seed + i,
         }
-        jobs.append(Job(job_id=i, job_type=w.job_type, num_gpus=1, total_steps=float(steps), model=short,
-                        size_class=w.dataset_class, spec=MappingProxyType(spec)))
+        jobs.append(
+            Job(
+                job_id=i,
+                job_type=w.job_type,
+                num_gpus=1,
+                total_steps=float(steps),
+                model=short,
+                size_class=w.dataset_class,
+                spec=MappingProxyType(spec),
+            )
+        )
     return jobs

@@ -82,16 +82,23 @@ def generate(table: GavelThroughputTable, options: PhillyOptions | None = None) 
     opts = options or PhillyOptions()
     trace = load_busy_hours()
     if opts.max_job_hours > 0:
-        trace = trace[trace.gpu_time / trace.num_gpus <= opts.max_job_hours * 3600.0].reset_index(drop=True)
+        trace = trace[trace.gpu_time / trace.num_gpus <= opts.max_job_hours * 3600.0].reset_index(
+            drop=True
+        )
     if not 1 <= opts.num_jobs <= len(trace):
-        raise InputError(f"--workload: philly workloads have 1..{len(trace)} jobs (got {opts.num_jobs})")
+        raise InputError(
+            f"--workload: philly workloads have 1..{len(trace)} jobs (got {opts.num_jobs})"
+        )
     rng = np.random.default_rng(opts.seed)
     rows = trace.iloc[np.sort(rng.choice(len(trace), size=opts.num_jobs, replace=False))]
     t0 = rows.timestamp.min()
     arrivals = (rows.timestamp - t0).dt.total_seconds().to_numpy(dtype=float)
     jobs: list[Job] = []
     for gpu_time, num_gpus, since_first in zip(
-        rows.gpu_time.to_numpy(dtype=float), rows.num_gpus.to_numpy(dtype=int), arrivals, strict=True
+        rows.gpu_time.to_numpy(dtype=float),
+        rows.num_gpus.to_numpy(dtype=int),
+        arrivals,
+        strict=True,
     ):
         cls = size_class(gpu_time / 3600.0)
         if cls is None:  # the shipped subset only has classed jobs
@@ -106,7 +113,16 @@ def generate(table: GavelThroughputTable, options: PhillyOptions | None = None) 
         duration = float(gpu_time) / w
         steps = max(1, round(duration * table.lookup(job_type, REFERENCE_GPU, w)))
         arrival = float(since_first) if opts.keep_arrivals else 0.0
-        jobs.append(Job(job_id=len(jobs), job_type=job_type, num_gpus=w, total_steps=float(steps),
-                        arrival=float(arrival), model=model, size_class=cls))
+        jobs.append(
+            Job(
+                job_id=len(jobs),
+                job_type=job_type,
+                num_gpus=w,
+                total_steps=float(steps),
+                arrival=float(arrival),
+                model=model,
+                size_class=cls,
+            )
+        )
     jobs.sort(key=lambda j: (j.arrival, j.job_id))
     return [Job(**{**j.__dict__, "job_id": i}) for i, j in enumerate(jobs)]

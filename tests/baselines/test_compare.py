@@ -17,8 +17,23 @@ TIMING = ("avg_decision_s", "median_decision_s", "max_decision_s")
 
 
 def _compare(out: Path, jobs: int) -> int:
-    return main(["compare", "--cluster", "sim-60gpu", "--workload", "philly-48", "--policies", ",".join(POLICIES),
-                 "--out", str(out), "--workers", str(jobs), "--decision-sizes", "32,64"])
+    return main(
+        [
+            "compare",
+            "--cluster",
+            "sim-60gpu",
+            "--workload",
+            "philly-48",
+            "--policies",
+            ",".join(POLICIES),
+            "--out",
+            str(out),
+            "--workers",
+            str(jobs),
+            "--decision-sizes",
+            "32,64",
+        ]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -51,11 +66,14 @@ def test_writes_tables_run_files_and_four_pngs(runs):
         assert float(r["ttd_s_ratio"]) == pytest.approx(float(r["ttd_s"]) / float(rows[0]["ttd_s"]))
         # delay, efficiency and fairness columns: in range and consistent with each other
         assert float(r["avg_queueing_s"]) >= 0 and 0 < float(r["work_efficiency"]) <= 1 + 1e-9
-        assert 0 < float(r["rho_median"]) <= float(r["rho_max"]) and 0 <= float(r["rho_above_1"]) <= 1
+        assert (
+            0 < float(r["rho_median"]) <= float(r["rho_max"]) and 0 <= float(r["rho_above_1"]) <= 1
+        )
     meta = json.loads((out / "compare.json").read_text())
     assert meta["reference"] == "hadar" and meta["mode"] == "normal"
     assert {(d["policy"], d["jobs"]) for d in meta["decision_times"]} == {
-        (p, n) for p in ("hadar", "gavel") for n in (32, 64)}
+        (p, n) for p in ("hadar", "gavel") for n in (32, 64)
+    }
 
 
 def test_parallel_equals_serial(runs):
@@ -63,14 +81,25 @@ def test_parallel_equals_serial(runs):
     a, b = _rows(par / "compare.csv"), _rows(ser / "compare.csv")
     drop = {k for k in a[0] if k.startswith(TIMING)}
     assert [{k: v for k, v in r.items() if k not in drop} for r in a] == [
-        {k: v for k, v in r.items() if k not in drop} for r in b]
+        {k: v for k, v in r.items() if k not in drop} for r in b
+    ]
     for p in POLICIES:
         for f in ("jobs.csv", "placements.csv"):
             assert (par / p / f).read_bytes() == (ser / p / f).read_bytes(), (p, f)
 
 
 def test_bad_policy_list_is_one_line_exit_2(tmp_path, capsys):
-    code = main(["compare", "--workload", "philly-8", "--policies", "hadar,gavel,slurm", "--out", str(tmp_path)])
+    code = main(
+        [
+            "compare",
+            "--workload",
+            "philly-8",
+            "--policies",
+            "hadar,gavel,slurm",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unknown policy 'slurm'" in err[0]

@@ -37,7 +37,9 @@ def test_max_min_scale_factor_gives_equal_gpu_time():
     assert r.level == pytest.approx(1.0)
     assert r.x[:, 0] == pytest.approx([1.0, 0.5])
     # Without it: x_A >= t, x_B >= t, x_A + 2 x_B <= 2 -> t = 2/3 = x_A = x_B.
-    r = max_min_fairness(np.array([[1.0], [1.0]]), np.array([1, 2]), np.array([2]), scale_in_objective=False)
+    r = max_min_fairness(
+        np.array([[1.0], [1.0]]), np.array([1, 2]), np.array([2]), scale_in_objective=False
+    )
     assert r.level == pytest.approx(2 / 3)
     assert r.x[:, 0] == pytest.approx([2 / 3, 2 / 3])
 
@@ -46,7 +48,9 @@ def test_max_min_priority_weight_halves_the_share():
     # One type, one GPU, two equal 1-GPU jobs; weight 2 on job 0 means (T x0)/2 >= t:
     # x0 / 2 >= t, x1 >= t, x0 + x1 <= 1 -> t = 1/3, x0 = 2/3, x1 = 1/3.
     # (Gavel divides by w_j, as written in its paper's objective.)
-    r = max_min_fairness(np.array([[1.0], [1.0]]), np.array([1, 1]), np.array([1]), weights=np.array([2.0, 1.0]))
+    r = max_min_fairness(
+        np.array([[1.0], [1.0]]), np.array([1, 1]), np.array([1]), weights=np.array([2.0, 1.0])
+    )
     assert r.level == pytest.approx(1 / 3)
     assert r.x[:, 0] == pytest.approx([2 / 3, 1 / 3])
 
@@ -54,7 +58,9 @@ def test_max_min_priority_weight_halves_the_share():
 def test_min_makespan_by_hand():
     # One GPU; job 0 does 2 steps/s and has 4 steps left, job 1 does 1 step/s with 2 left.
     # Finish both by M: 2 x0 >= 4/M, x1 >= 2/M, x0 + x1 <= 1 -> 2/M + 2/M <= 1 -> M = 4.
-    r = min_makespan(np.array([[2.0], [1.0]]), np.array([1, 1]), np.array([1]), np.array([4.0, 2.0]))
+    r = min_makespan(
+        np.array([[2.0], [1.0]]), np.array([1, 1]), np.array([1]), np.array([4.0, 2.0])
+    )
     assert 1 / r.level == pytest.approx(4.0)
     assert r.x[:, 0] == pytest.approx([0.5, 0.5])
 

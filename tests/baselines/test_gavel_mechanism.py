@@ -18,10 +18,16 @@ from tests.baselines.helpers import LM, R18, R50, TABLE, context, job, mixed_nod
 def test_fastest_type_first_by_the_jobs_measured_throughputs():
     # columns k80, p100, v100: Gavel's own order for jobs that are fastest on V100 ...
     assert fastest_first(("k80", "p100", "v100"), np.array([[1.0, 3.0, 5.0], [2.0, 4.0, 8.0]])) == [
-        "v100", "p100", "k80"]
+        "v100",
+        "p100",
+        "k80",
+    ]
     # ... but measured figures decide, not names: jobs fastest on the K80 column walk it first
     assert fastest_first(("k80", "p100", "v100"), np.array([[9.0, 3.0, 5.0], [8.0, 1.0, 4.0]])) == [
-        "k80", "v100", "p100"]
+        "k80",
+        "v100",
+        "p100",
+    ]
     # a job that cannot run anywhere does not count; ties keep the cluster's order
     assert fastest_first(("a", "b"), np.array([[0.0, 0.0], [2.0, 2.0]])) == ["a", "b"]
 
@@ -29,10 +35,22 @@ def test_fastest_type_first_by_the_jobs_measured_throughputs():
 @pytest.mark.parametrize("name", ["gavel", "gavel-fifo", "gavel-makespan"])
 def test_one_gpu_type_per_job_and_exactly_w_gpus_every_round(name):
     cluster = mixed_nodes()  # every node has two types, so mixing would be easy
-    jobs = [job(i, gpus=g, steps=s, arrival=a, job_type=t) for i, (g, s, a, t) in enumerate([
-        (1, 30_000, 0, R18), (2, 40_000, 0, LM), (4, 9_000, 0, R50), (1, 20_000, 0, R50), (2, 60_000, 0, R18),
-        (4, 50_000, 400, LM), (1, 8_000, 800, LM), (2, 5_000, 800, R50), (1, 40_000, 1500, R18),
-    ])]
+    jobs = [
+        job(i, gpus=g, steps=s, arrival=a, job_type=t)
+        for i, (g, s, a, t) in enumerate(
+            [
+                (1, 30_000, 0, R18),
+                (2, 40_000, 0, LM),
+                (4, 9_000, 0, R50),
+                (1, 20_000, 0, R50),
+                (2, 60_000, 0, R18),
+                (4, 50_000, 400, LM),
+                (1, 8_000, 800, LM),
+                (2, 5_000, 800, R50),
+                (1, 40_000, 1500, R18),
+            ]
+        )
+    ]
     result = simulate(cluster, jobs, make_policy(name), TABLE, SimConfig(restart_penalty=10.0))
     assert all(j.finish is not None for j in result.jobs)
     per_run: dict[tuple[int, int], list] = defaultdict(list)
@@ -52,7 +70,9 @@ def _rounds(policy, cluster, jobs, n_rounds):
     ran = []
     for r in range(n_rounds):
         statuses = [status(j, time_on_type={"v100": on[j.job_id]}) for j in jobs]
-        plan = policy.decide(context(cluster, statuses, current=current, now=360.0 * r, round_index=r))
+        plan = policy.decide(
+            context(cluster, statuses, current=current, now=360.0 * r, round_index=r)
+        )
         ran.append(sorted(plan.jobs()))
         for a in plan.assignments:
             on[a.job_id] += 360.0
@@ -83,9 +103,16 @@ def test_reallocates_at_every_job_set_change_in_normal_mode():
     a, b, c = job(0), job(1), job(2, arrival=300)
     plan0 = p.decide(context(cluster, [status(a), status(b)]))
     plan1 = p.decide(context(cluster, [status(a), status(b)], current=plan0.allocation(), now=360))
-    plan2 = p.decide(context(cluster, [status(a), status(b), status(c)], current=plan1.allocation(), now=720))
+    plan2 = p.decide(
+        context(cluster, [status(a), status(b), status(c)], current=plan1.allocation(), now=720)
+    )
     plan3 = p.decide(context(cluster, [status(a), status(c)], current=plan2.allocation(), now=1080))
-    assert [pl.info["lp_solved"] for pl in (plan0, plan1, plan2, plan3)] == [True, False, True, True]
+    assert [pl.info["lp_solved"] for pl in (plan0, plan1, plan2, plan3)] == [
+        True,
+        False,
+        True,
+        True,
+    ]
     assert plan2.jobs() == {0, 1, 2}
 
 
@@ -104,7 +131,9 @@ def test_reallocation_interval_and_unallocated_jobs_in_compatible_mode():
     # Job 3 has no allocation yet: the walk gives it the 4th GPU, which then stays idle (Gavel).
     assert plan.jobs() == {0, 1, 2}
     assert plan.info["idle_claimed_gpus"] == 1
-    plan = p.decide(context(cluster, [st[i] for i in range(4)], current=plan.allocation(), now=2280))
+    plan = p.decide(
+        context(cluster, [st[i] for i in range(4)], current=plan.allocation(), now=2280)
+    )
     assert plan.info["lp_solved"]  # 1920 s after the reset at 360 s
     assert plan.jobs() == {0, 1, 2, 3}
 

@@ -22,7 +22,11 @@ from tests.baselines.helpers import R18, TABLE, job
 def test_preset_and_options():
     cfg = sim_config()
     assert (cfg.round_length, cfg.restart_penalty, cfg.round_end) == (360.0, 0.0, "longest-job")
-    assert policy_options("gavel") == {"reallocation_interval": 1920.0} == policy_options("gavel-makespan")
+    assert (
+        policy_options("gavel")
+        == {"reallocation_interval": 1920.0}
+        == policy_options("gavel-makespan")
+    )
     assert policy_options("hadar") == {} == policy_options("tiresias")
     policy, _, _ = setup("gavel", TABLE)
     assert policy.config.reallocation_interval == GAVEL_REALLOCATION_INTERVAL_S
@@ -39,7 +43,11 @@ def test_multi_node_placements_run_at_the_consolidated_rate():
 
 def test_rounds_end_with_their_longest_job_and_no_restart_penalty():
     cluster = Cluster("c", (Node("a", {"v100": 2}),))
-    jobs = [job(0, steps=24.09 * 100), job(1, steps=24.09 * 1000), job(2, steps=24.09 * 50, arrival=10.0)]
+    jobs = [
+        job(0, steps=24.09 * 100),
+        job(1, steps=24.09 * 1000),
+        job(2, steps=24.09 * 50, arrival=10.0),
+    ]
     policy, cfg, tp = setup("gavel", TABLE)
     res = simulate(cluster, jobs, policy, tp, cfg)
     assert res.rounds[0].duration == pytest.approx(360.0)
@@ -56,7 +64,9 @@ def test_gavel_policy_reallocates_at_most_every_1920_s_in_compatible_mode():
     policy, cfg, tp = setup("gavel", TABLE)
     res = simulate(cluster, jobs, policy, tp, cfg)
     solves = [r for r in res.rounds if r.info.get("lp_solved")]
-    prev_running = {r.index: res.rounds[i - 1].running_jobs if i else 0 for i, r in enumerate(res.rounds)}
+    prev_running = {
+        r.index: res.rounds[i - 1].running_jobs if i else 0 for i, r in enumerate(res.rounds)
+    }
     last = 0.0
     for r in solves:
         if last > 0.0 and prev_running[r.index] > 0:
@@ -67,9 +77,23 @@ def test_gavel_policy_reallocates_at_most_every_1920_s_in_compatible_mode():
 
 def test_simulate_cli_gavel_compatible(tmp_path, capsys):
     out = tmp_path / "run"
-    code = main(["simulate", "--policy", "gavel", "--workload", "philly-24", "--gavel-compatible",
-                 "--out", str(out), "--no-progress"])
+    code = main(
+        [
+            "simulate",
+            "--policy",
+            "gavel",
+            "--workload",
+            "philly-24",
+            "--gavel-compatible",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["config"]["restart_penalty"] == 0.0 and summary["config"]["round_end"] == "longest-job"
+    assert (
+        summary["config"]["restart_penalty"] == 0.0
+        and summary["config"]["round_end"] == "longest-job"
+    )
     assert 0 < summary["gpu_util_gavel"] <= 1

@@ -24,7 +24,9 @@ def test_queue_is_set_by_attained_service_against_the_threshold():
 def test_demoted_job_is_preempted_by_a_high_queue_job():
     a, b = job(0, arrival=0.0), job(1, arrival=100.0)
     running = {(0, 0): {"n0": {"v100": 1}}}
-    plan = TiresiasPolicy().decide(context(ONE_GPU, [status(a, attained=4000.0), status(b)], current=running, now=3600))
+    plan = TiresiasPolicy().decide(
+        context(ONE_GPU, [status(a, attained=4000.0), status(b)], current=running, now=3600)
+    )
     assert plan.jobs() == {1}
     assert plan.info["preempted"] == 1
 
@@ -32,7 +34,9 @@ def test_demoted_job_is_preempted_by_a_high_queue_job():
 def test_fifo_within_the_high_queue_does_not_preempt():
     a, b = job(0, arrival=0.0), job(1, arrival=100.0)
     running = {(0, 0): {"n0": {"v100": 1}}}
-    plan = TiresiasPolicy().decide(context(ONE_GPU, [status(a, attained=1000.0), status(b)], current=running, now=1080))
+    plan = TiresiasPolicy().decide(
+        context(ONE_GPU, [status(a, attained=1000.0), status(b)], current=running, now=1080)
+    )
     assert plan.allocation() == running
 
 
@@ -58,11 +62,15 @@ def test_tiresias_ignores_gpu_types_and_prefers_one_node():
     # Two 1-GPU nodes of different types: a 2-GPU job takes both (types do not matter to it).
     two = Cluster("two", (Node("v", {"v100": 1}), Node("k", {"k80": 1})))
     assert TiresiasPolicy().decide(context(two, [status(job(0, gpus=2))])).allocation()[(0, 0)] == {
-        "v": {"v100": 1}, "k": {"k80": 1}}
+        "v": {"v100": 1},
+        "k": {"k80": 1},
+    }
     # On 2 x 4 GPUs with one GPU busy, a 4-GPU job is consolidated on the free node.
     cluster = one_type(4, nodes=2)
     running = {(0, 0): {"n0": {"v100": 1}}}
-    plan = TiresiasPolicy().decide(context(cluster, [status(job(0)), status(job(1, gpus=4))], current=running))
+    plan = TiresiasPolicy().decide(
+        context(cluster, [status(job(0)), status(job(1, gpus=4))], current=running)
+    )
     assert plan.allocation()[(1, 0)] == {"n1": {"v100": 4}}
 
 
@@ -78,16 +86,24 @@ def test_unaware_policies_only_avoid_gpus_a_job_cannot_run_on():
         blocker = status(job(9, gpus=2, arrival=-1.0))
         plan = policy.decide(context(cluster, [blocker, status(job(0, gpus=2))], current=busy))
         assert plan.allocation()[(0, 0)] == {"k": {"k80": 2}}
-        plan = policy.decide(context(cluster, [blocker, status(job(0, gpus=2, job_type=R50_128))], current=busy))
+        plan = policy.decide(
+            context(cluster, [blocker, status(job(0, gpus=2, job_type=R50_128))], current=busy)
+        )
         assert plan.allocation()[(0, 0)] == {"v": {"v100": 2}}
 
 
 def test_yarn_never_preempts_and_never_backfills():
     # 4 GPUs; R (2 GPUs) runs although H arrived earlier; H needs 4, only 2 are free; S (1 GPU)
     # would fit but must wait behind H.
-    r, h, s = job(0, gpus=2, arrival=10.0), job(1, gpus=4, arrival=0.0), job(2, gpus=1, arrival=20.0)
+    r, h, s = (
+        job(0, gpus=2, arrival=10.0),
+        job(1, gpus=4, arrival=0.0),
+        job(2, gpus=1, arrival=20.0),
+    )
     running = {(0, 0): {"n0": {"v100": 2}}}
-    plan = YarnCapacityPolicy().decide(context(one_type(4), [status(r), status(h), status(s)], current=running))
+    plan = YarnCapacityPolicy().decide(
+        context(one_type(4), [status(r), status(h), status(s)], current=running)
+    )
     assert plan.allocation() == running
 
 
@@ -99,10 +115,20 @@ def test_yarn_head_starts_on_any_types():
 
 def test_yarn_simulation_runs_each_job_once_in_fifo_order():
     cluster = Cluster("c", (Node("a", {"v100": 2, "k80": 2}), Node("b", {"p100": 4})))
-    jobs = [job(i, gpus=g, steps=s, arrival=a, job_type=t) for i, (g, s, a, t) in enumerate([
-        (2, 20_000, 0, R18), (4, 9_000, 0, R50), (1, 30_000, 0, LM), (1, 5_000, 0, R18), (2, 40_000, 500, LM),
-        (8, 20_000, 700, R18), (1, 3_000, 800, R50),
-    ])]
+    jobs = [
+        job(i, gpus=g, steps=s, arrival=a, job_type=t)
+        for i, (g, s, a, t) in enumerate(
+            [
+                (2, 20_000, 0, R18),
+                (4, 9_000, 0, R50),
+                (1, 30_000, 0, LM),
+                (1, 5_000, 0, R18),
+                (2, 40_000, 500, LM),
+                (8, 20_000, 700, R18),
+                (1, 3_000, 800, R50),
+            ]
+        )
+    ]
     res = simulate(cluster, jobs, YarnCapacityPolicy(), TABLE, SimConfig(restart_penalty=10.0))
     rounds: dict[int, list[int]] = defaultdict(list)
     placement: dict[int, set] = defaultdict(set)

@@ -10,12 +10,22 @@ from hadar.policy import RoundContext
 TABLE = GavelThroughputTable.bundled()
 
 
-def context(cluster: Cluster, jobs: list[Job], current=None, now: float = 0.0, remaining=None) -> RoundContext:
+def context(
+    cluster: Cluster, jobs: list[Job], current=None, now: float = 0.0, remaining=None
+) -> RoundContext:
     statuses = tuple(
-        JobStatus(j, (remaining or {}).get(j.job_id, j.total_steps)) for j in sorted(jobs, key=lambda j: (j.arrival, j.job_id))
+        JobStatus(j, (remaining or {}).get(j.job_id, j.total_steps))
+        for j in sorted(jobs, key=lambda j: (j.arrival, j.job_id))
     )
-    return RoundContext(now=now, round_index=0, round_length=360.0, cluster=cluster, jobs=statuses,
-                        current=current or {}, throughput=TABLE)
+    return RoundContext(
+        now=now,
+        round_index=0,
+        round_length=360.0,
+        cluster=cluster,
+        jobs=statuses,
+        current=current or {},
+        throughput=TABLE,
+    )
 
 
 def small_cluster() -> Cluster:

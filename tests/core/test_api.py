@@ -28,13 +28,28 @@ def test_simulate_by_name_returns_the_cli_files_as_tables(tmp_path):
     assert (sim.jobs["jct"] == sim.jobs["finish"] - sim.jobs["arrival"]).all()
     assert sim.summary["avg_jct_s"] == pytest.approx(sim.jobs["jct"].mean())
     out = tmp_path / "cli"
-    assert main(["simulate", "--workload", "philly-24", "--seed", "2", "--out", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--workload",
+                "philly-24",
+                "--seed",
+                "2",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     on_disk = json.loads((out / "summary.json").read_text())
     for key in ("ttd_s", "avg_jct_s", "median_jct_s", "gru", "rounds", "completed"):
         assert on_disk[key] == sim.summary[key]
     for name, frame in (("jobs", sim.jobs), ("placements", sim.placements)):
-        pd.testing.assert_frame_equal(pd.read_csv(out / f"{name}.csv"), frame.round(CSV_DECIMALS),
-                                      check_dtype=False)
+        pd.testing.assert_frame_equal(
+            pd.read_csv(out / f"{name}.csv"), frame.round(CSV_DECIMALS), check_dtype=False
+        )
 
 
 def test_objects_and_names_give_the_same_run():
@@ -52,7 +67,8 @@ def test_compare_tabulates_ratios_against_the_reference():
     assert result.table.loc["hadar", "avg_jct_s_ratio"] == 1.0
     gavel = result.runs["gavel"].summary
     assert result.table.loc["gavel", "ttd_s_ratio"] == pytest.approx(
-        gavel["ttd_s"] / result.runs["hadar"].summary["ttd_s"])
+        gavel["ttd_s"] / result.runs["hadar"].summary["ttd_s"]
+    )
 
 
 def test_bad_arguments_are_one_line_input_errors():
@@ -64,5 +80,7 @@ def test_bad_arguments_are_one_line_input_errors():
 
 def test_import_hadar_stays_cheap():
     code = "import sys, hadar; print(sorted(m for m in ('hadar.api', 'pandas', 'torch') if m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "[]"

@@ -10,7 +10,9 @@ GOOD_CLUSTER = "name: c\nnodes:\n  - {name: a, gpus: {v100: 4}}\n"
 
 
 def run_cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "hadar", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "hadar", *args], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
 
 
 def assert_one_line_error(proc, *needles):
@@ -28,10 +30,16 @@ def assert_one_line_error(proc, *needles):
         ("name: c\nnodes: [\n", ["malformed YAML", "line"]),
         ("name: c\x01\nnodes: []\n", ["malformed YAML", "unacceptable character #x0001"]),
         ("name: c\nnodes:\n  - {name: a}\n", ["nodes[0].gpus", "missing"]),
-        ("name: c\nnodes:\n  - {name: a, gpus: {v200: 4}}\n", ["nodes[0].gpus", "unknown GPU type 'v200'"]),
+        (
+            "name: c\nnodes:\n  - {name: a, gpus: {v200: 4}}\n",
+            ["nodes[0].gpus", "unknown GPU type 'v200'"],
+        ),
         ("name: c\nnodes:\n  - {name: a, gpus: {v100: 0}}\n", ["nodes[0].gpus", "positive"]),
         ("name: c\nnodes:\n  - {name: a, gpus: {v100: -2}}\n", ["nodes[0].gpus", "positive"]),
-        ("name: c\nnodes:\n  - {name: a, count: -1, gpus: {v100: 1}}\n", ["nodes[0].count", "positive"]),
+        (
+            "name: c\nnodes:\n  - {name: a, count: -1, gpus: {v100: 1}}\n",
+            ["nodes[0].count", "positive"],
+        ),
         ("nodes:\n  - {name: a, gpus: {v100: 1}}\n", ["name", "missing"]),
         ("name: c\nnodes:\n  - {name: a, gpu: {v100: 1}}\n", ["nodes[0].gpu", "unknown field"]),
     ],
@@ -39,7 +47,9 @@ def assert_one_line_error(proc, *needles):
 def test_bad_cluster_files(tmp_path: Path, cluster_yaml, needles):
     f = tmp_path / "cluster.yaml"
     f.write_text(cluster_yaml)
-    proc = run_cli("simulate", "--cluster", str(f), "--workload", "philly-5", "--out", str(tmp_path / "o"))
+    proc = run_cli(
+        "simulate", "--cluster", str(f), "--workload", "philly-5", "--out", str(tmp_path / "o")
+    )
     assert_one_line_error(proc, str(f), *needles)
     assert not (tmp_path / "o").exists()
 
@@ -47,12 +57,18 @@ def test_bad_cluster_files(tmp_path: Path, cluster_yaml, needles):
 @pytest.mark.parametrize(
     "jobs_csv, needles",
     [
-        ("id,type,gpus,steps\n0,ResNet-18 (batch size 64),16,100\n", ["job 0", "needs 16 GPUs", "has 4"]),
+        (
+            "id,type,gpus,steps\n0,ResNet-18 (batch size 64),16,100\n",
+            ["job 0", "needs 16 GPUs", "has 4"],
+        ),
         ("id,type,gpus,steps\n0,NoSuchNet,1,100\n", ["job 0", "unknown job type 'NoSuchNet'"]),
         ("id,type,gpus,steps\n0,ResNet-18 (batch size 64),0,100\n", ["row[0].gpus"]),
         ("id,type,gpus,steps\n0,ResNet-18 (batch size 64),1,-5\n", ["row[0].steps"]),
         ("id,type,steps\n0,ResNet-18 (batch size 64),5\n", ["header", "gpus"]),
-        ("id,type,gpus,steps\n0,ResNet-18 (batch size 64),3,100\n", ["job 0", "no entry for", "3)"]),
+        (
+            "id,type,gpus,steps\n0,ResNet-18 (batch size 64),3,100\n",
+            ["job 0", "no entry for", "3)"],
+        ),
         ("id,type,gpus,steps\n0,CycleGAN,4,100\n", ["job 0", "no entry for ('CycleGAN', 4)"]),
     ],
 )
@@ -61,7 +77,9 @@ def test_bad_workload_files_are_rejected_up_front(tmp_path: Path, jobs_csv, need
     c.write_text(GOOD_CLUSTER)
     w = tmp_path / "jobs.csv"
     w.write_text(jobs_csv)
-    proc = run_cli("simulate", "--cluster", str(c), "--workload", str(w), "--out", str(tmp_path / "o"))
+    proc = run_cli(
+        "simulate", "--cluster", str(c), "--workload", str(w), "--out", str(tmp_path / "o")
+    )
     assert_one_line_error(proc, *needles)
 
 
@@ -69,9 +87,17 @@ def test_yaml_workload_and_unknown_policy(tmp_path: Path):
     c = tmp_path / "cluster.yaml"
     c.write_text(GOOD_CLUSTER)
     w = tmp_path / "jobs.yaml"
-    w.write_text("jobs:\n  - {id: 1, type: ResNet-18 (batch size 64), gpus: 1, steps: 100, arrval: 3}\n")
-    assert_one_line_error(run_cli("simulate", "--cluster", str(c), "--workload", str(w)), "jobs[0].arrval", "unknown field")
-    assert_one_line_error(run_cli("simulate", "--cluster", str(c), "--policy", "nope"), "--policy", "nope")
+    w.write_text(
+        "jobs:\n  - {id: 1, type: ResNet-18 (batch size 64), gpus: 1, steps: 100, arrval: 3}\n"
+    )
+    assert_one_line_error(
+        run_cli("simulate", "--cluster", str(c), "--workload", str(w)),
+        "jobs[0].arrval",
+        "unknown field",
+    )
+    assert_one_line_error(
+        run_cli("simulate", "--cluster", str(c), "--policy", "nope"), "--policy", "nope"
+    )
     missing = run_cli("simulate", "--cluster", str(tmp_path / "absent.yaml"))
     assert_one_line_error(missing, "absent.yaml", "not found")
 
@@ -88,13 +114,27 @@ def test_a_good_hand_written_workload_runs_and_writes_outputs(tmp_path: Path):
         "  - {id: 2, type: LM (batch size 20), gpus: 4, steps: 50000, arrival: 100}\n"
     )
     out = tmp_path / "o"
-    proc = run_cli("simulate", "--cluster", str(c), "--workload", str(w), "--out", str(out), "--no-progress")
+    proc = run_cli(
+        "simulate", "--cluster", str(c), "--workload", str(w), "--out", str(out), "--no-progress"
+    )
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((out / "summary.json").read_text())
-    for key in ("policy", "jobs", "completed", "ttd_s", "avg_jct_s", "median_jct_s", "p99_jct_s", "gru",
-                "avg_decision_s", "max_decision_s"):
+    for key in (
+        "policy",
+        "jobs",
+        "completed",
+        "ttd_s",
+        "avg_jct_s",
+        "median_jct_s",
+        "p99_jct_s",
+        "gru",
+        "avg_decision_s",
+        "max_decision_s",
+    ):
         assert key in summary
     assert summary["completed"] == 2
     header = (out / "jobs.csv").read_text().splitlines()[0]
     assert header.startswith("id,type,gpus,arrival,start,finish,jct")
-    assert (out / "rounds.csv").read_text().splitlines()[0].startswith("round,time,duration,busy_gpus")
+    assert (
+        (out / "rounds.csv").read_text().splitlines()[0].startswith("round,time,duration,busy_gpus")
+    )

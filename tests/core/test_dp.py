@@ -39,11 +39,15 @@ def random_instance(rng, n_jobs):
         w = int(rng.integers(1, 4))
         rates = np.tile(rng.uniform(0.5, 3.0, types), (nodes, 1))
         weight = rng.uniform(0.5, 3.0)
-        entries.append(QueueEntry(
-            key=j, request=JobRequest(w, rates, rates * rng.uniform(0.4, 1.0)), class_key=j,
-            utility=lambda rate, weight=weight: weight * rate / (1.0 + rate),
-            hold_rounds=lambda rate: 1.0,
-        ))
+        entries.append(
+            QueueEntry(
+                key=j,
+                request=JobRequest(w, rates, rates * rng.uniform(0.4, 1.0)),
+                class_key=j,
+                utility=lambda rate, weight=weight: weight * rate / (1.0 + rate),
+                hold_rounds=lambda rate: 1.0,
+            )
+        )
     return entries, free, CandidateCache(cap, bounds)
 
 

@@ -17,7 +17,9 @@ def test_defaults_are_recorded_including_knobs_nobody_named() -> None:
 
 
 def test_the_same_value_spelled_differently_is_the_same_run() -> None:
-    assert effective_options("hadar", {"max_wait_s": "3600"}) == effective_options("hadar", {"max_wait_s": "3600.0"})
+    assert effective_options("hadar", {"max_wait_s": "3600"}) == effective_options(
+        "hadar", {"max_wait_s": "3600.0"}
+    )
     assert effective_options("hadar", {"max_wait_s": "3600"})["max_wait_s"] == "3600"
     assert effective_options("hadar", {"max_wait_s": "none"})["max_wait_s"] == "None"
 

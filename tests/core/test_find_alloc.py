@@ -87,7 +87,12 @@ def test_large_cluster_pruning_gives_the_same_candidates_as_the_full_search():
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.integers(65, 160), st.integers(1, 3), st.sampled_from([1, 2, 4, 8, 16]), st.integers(0, 2**31 - 1))
+@given(
+    st.integers(65, 160),
+    st.integers(1, 3),
+    st.sampled_from([1, 2, 4, 8, 16]),
+    st.integers(0, 2**31 - 1),
+)
 def test_pruning_equals_the_full_search_on_random_large_clusters(nodes, types, w, seed):
     """Above PRUNE_ABOVE_NODES nodes, candidates come from a few representatives per group of
     interchangeable nodes (free GPUs, prices, rates); they must equal the unpruned construction's."""
@@ -106,13 +111,19 @@ def test_pruning_equals_the_full_search_on_random_large_clusters(nodes, types, w
         assert find_alloc.relevant_nodes(req, free, price).size <= 54 < nodes
     full = find_alloc._candidates(req, free, price)
     pruned = find_alloc.candidate_allocations(req, free, price)
-    assert [(c.alloc.tobytes(), c.rate, c.nodes) for c in full] == [(c.alloc.tobytes(), c.rate, c.nodes) for c in pruned]
+    assert [(c.alloc.tobytes(), c.rate, c.nodes) for c in full] == [
+        (c.alloc.tobytes(), c.rate, c.nodes) for c in pruned
+    ]
     assert [c.unit_cost for c in pruned] == pytest.approx([c.unit_cost for c in full], rel=1e-12)
 
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.integers(1, 7), st.integers(1, 3), st.integers(1, 9), st.integers(0, 2**31 - 1), st.booleans(),
+    st.integers(1, 7),
+    st.integers(1, 3),
+    st.integers(1, 9),
+    st.integers(0, 2**31 - 1),
+    st.booleans(),
 )
 def test_python_and_numpy_constructions_agree(nodes, types, w, seed, ties):
     from primal_dual import find_alloc
@@ -126,5 +137,7 @@ def test_python_and_numpy_constructions_agree(nodes, types, w, seed, ties):
     req = JobRequest(w, cons, cons * rng.uniform(0.3, 1.0))
     fast = find_alloc._candidates_small(req, free, price)
     ref = find_alloc._candidates(req, free, price)
-    assert [(c.alloc.tolist(), c.rate, c.nodes) for c in fast] == [(c.alloc.tolist(), c.rate, c.nodes) for c in ref]
+    assert [(c.alloc.tolist(), c.rate, c.nodes) for c in fast] == [
+        (c.alloc.tolist(), c.rate, c.nodes) for c in ref
+    ]
     assert [c.unit_cost for c in fast] == pytest.approx([c.unit_cost for c in ref], rel=1e-12)

@@ -13,8 +13,16 @@ JOB_TYPES = sorted(t for t in TABLE.job_types if TABLE.gang_sizes(t) >= {1, 2, 4
 
 @settings(max_examples=60, deadline=None)
 @given(
-    nodes=st.lists(st.tuples(st.sampled_from(["v100", "p100", "k80"]), st.sampled_from([1, 2, 4, 8])), min_size=1, max_size=6),
-    jobs=st.lists(st.tuples(st.sampled_from(JOB_TYPES), st.sampled_from([1, 2, 4, 8]), st.integers(1, 10**6)), min_size=1, max_size=25),
+    nodes=st.lists(
+        st.tuples(st.sampled_from(["v100", "p100", "k80"]), st.sampled_from([1, 2, 4, 8])),
+        min_size=1,
+        max_size=6,
+    ),
+    jobs=st.lists(
+        st.tuples(st.sampled_from(JOB_TYPES), st.sampled_from([1, 2, 4, 8]), st.integers(1, 10**6)),
+        min_size=1,
+        max_size=25,
+    ),
 )
 def test_capacity_and_gang_are_never_violated(nodes, jobs):
     cluster = Cluster("h", tuple(Node(f"n{i}", {t: c}) for i, (t, c) in enumerate(nodes)))
@@ -24,14 +32,19 @@ def test_capacity_and_gang_are_never_violated(nodes, jobs):
     ctx = context(cluster, js)
     plan = HadarPolicy().decide(ctx)
     validate_plan(plan, ctx)  # raises on capacity / gang / unknown job violations
-    used = sum((cluster.placement_matrix(a.placement) for a in plan.assignments), np.zeros_like(cluster.capacity))
+    used = sum(
+        (cluster.placement_matrix(a.placement) for a in plan.assignments),
+        np.zeros_like(cluster.capacity),
+    )
     assert (used <= cluster.capacity).all()
     for a in plan.assignments:
         assert a.num_gpus == next(j.num_gpus for j in js if j.job_id == a.job_id)
     # work conserving: an idle GPU means no waiting job fits in what is idle
     idle = int((cluster.capacity - used).sum())
     placed = {a.job_id for a in plan.assignments}
-    assert all(j.num_gpus > idle or j.job_id in placed for j in js if _runnable_on_some(j, cluster, used))
+    assert all(
+        j.num_gpus > idle or j.job_id in placed for j in js if _runnable_on_some(j, cluster, used)
+    )
 
 
 def _runnable_on_some(job, cluster, used):
@@ -54,7 +67,9 @@ def test_running_jobs_keep_their_placement():
     cluster = small_cluster()
     jobs = [Job(0, "ResNet-18 (batch size 64)", 2, 1e6), Job(1, "LM (batch size 20)", 2, 1e6)]
     current = {(0, 0): {"k": {"k80": 2}}}
-    plan = HadarPolicy(replan="never").decide(context(cluster, jobs, current=current, now=360, remaining={0: 9e5}))
+    plan = HadarPolicy(replan="never").decide(
+        context(cluster, jobs, current=current, now=360, remaining={0: 9e5})
+    )
     assert plan.allocation()[(0, 0)] == {"k": {"k80": 2}}
 
 

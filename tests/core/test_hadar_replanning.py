@@ -15,12 +15,22 @@ from hadar.simulator import SimConfig, simulate
 from hadar.simulator.metrics import summarize
 from hadar.workloads import load_workload
 
-ONE_TYPE = GavelThroughputTable({TableKey("A", "v100", 1, True): 1.0, TableKey("B", "v100", 1, True): 1.0})
+ONE_TYPE = GavelThroughputTable(
+    {TableKey("A", "v100", 1, True): 1.0, TableKey("B", "v100", 1, True): 1.0}
+)
 
 
 def _ctx(cluster, statuses, current=None, throughput=ONE_TYPE, penalty=10.0, now=360.0):
-    return RoundContext(now=now, round_index=1, round_length=360.0, cluster=cluster, jobs=tuple(statuses),
-                        current=current or {}, throughput=throughput, restart_penalty=penalty)
+    return RoundContext(
+        now=now,
+        round_index=1,
+        round_length=360.0,
+        cluster=cluster,
+        jobs=tuple(statuses),
+        current=current or {},
+        throughput=throughput,
+        restart_penalty=penalty,
+    )
 
 
 def _running_and_waiting(remaining_b: float):
@@ -42,7 +52,9 @@ def test_a_preemption_is_taken_only_when_its_gain_exceeds_the_restart_cost():
 
 
 def test_a_running_job_moves_only_for_more_than_the_minimum_gain():
-    table = GavelThroughputTable({TableKey("A", "v100", 1, True): 2.0, TableKey("A", "k80", 1, True): 1.0})
+    table = GavelThroughputTable(
+        {TableKey("A", "v100", 1, True): 2.0, TableKey("A", "k80", 1, True): 1.0}
+    )
     cluster = Cluster("two", (Node("v", {"v100": 1}), Node("k", {"k80": 1})))
     job = Job(0, "A", 1, 1e6)
     on_k80 = {(0, 0): {"k": {"k80": 1}}}
@@ -57,32 +69,49 @@ def test_a_running_job_moves_only_for_more_than_the_minimum_gain():
 def test_the_gpu_goes_to_the_job_that_gains_most_on_it_whatever_the_queue_order():
     """Job 0 (first in the queue) is 1.25x faster on the V100, job 1 8x: LP prices give job 1 the
     V100; the exponential prices of the legacy configuration let the first job take it."""
-    t = {TableKey("small-gain", "v100", 1, True): 1.25, TableKey("small-gain", "k80", 1, True): 1.0,
-         TableKey("big-gain", "v100", 1, True): 8.0, TableKey("big-gain", "k80", 1, True): 1.0}
+    t = {
+        TableKey("small-gain", "v100", 1, True): 1.25,
+        TableKey("small-gain", "k80", 1, True): 1.0,
+        TableKey("big-gain", "v100", 1, True): 8.0,
+        TableKey("big-gain", "k80", 1, True): 1.0,
+    }
     table = GavelThroughputTable(t)
     cluster = Cluster("two", (Node("v", {"v100": 1}), Node("k", {"k80": 1})))
-    jobs = [JobStatus(Job(0, "small-gain", 1, 1e5), 1e5), JobStatus(Job(1, "big-gain", 1, 1e5), 1e5)]
-    plan = HadarPolicy(HadarConfig(ttd_guard=False)).decide(_ctx(cluster, jobs, throughput=table, now=0))
+    jobs = [
+        JobStatus(Job(0, "small-gain", 1, 1e5), 1e5),
+        JobStatus(Job(1, "big-gain", 1, 1e5), 1e5),
+    ]
+    plan = HadarPolicy(HadarConfig(ttd_guard=False)).decide(
+        _ctx(cluster, jobs, throughput=table, now=0)
+    )
     assert plan.allocation() == {(1, 0): {"v": {"v100": 1}}, (0, 0): {"k": {"k80": 1}}}
     legacy = HadarPolicy(HadarConfig.legacy()).decide(_ctx(cluster, jobs, throughput=table, now=0))
     assert legacy.allocation()[(0, 0)] == {"v": {"v100": 1}}
 
 
 def test_the_ttd_guard_starts_the_longest_job_at_once_on_its_fastest_gpu():
-    table = GavelThroughputTable({TableKey("A", "v100", 1, True): 2.0, TableKey("A", "k80", 1, True): 1.0})
+    table = GavelThroughputTable(
+        {TableKey("A", "v100", 1, True): 2.0, TableKey("A", "k80", 1, True): 1.0}
+    )
     cluster = Cluster("two", (Node("v", {"v100": 1}), Node("k", {"k80": 1})))
     jobs = [Job(i, "A", 1, 360.0) for i in range(6)] + [Job(6, "A", 1, 40_000.0)]
     guarded = simulate(cluster, jobs, HadarPolicy(), table, SimConfig())
     first = [p for p in guarded.placements if p.job_id == 6][0]
     assert first.round_index == 0 and first.node == "v"
-    unguarded = simulate(cluster, jobs, HadarPolicy(HadarConfig(ttd_guard=False)), table, SimConfig())
-    assert [p for p in unguarded.placements if p.job_id == 6][0].round_index > 0  # SRPT: shortest first
+    unguarded = simulate(
+        cluster, jobs, HadarPolicy(HadarConfig(ttd_guard=False)), table, SimConfig()
+    )
+    assert [p for p in unguarded.placements if p.job_id == 6][
+        0
+    ].round_index > 0  # SRPT: shortest first
     assert summarize(guarded)["ttd_s"] < summarize(unguarded)["ttd_s"]
 
 
 # Hadar as first implemented, philly-96 / sim-60gpu, seed 0 (computed on the code before issue 9)
-LEGACY = {"hadar-legacy": (29607.044409709124, 2901.8799905662613, 1937.8866190698955),
-          "hadare": (7941.197867668599, 2044.8086167715257, 1733.6742487084066)}
+LEGACY = {
+    "hadar-legacy": (29607.044409709124, 2901.8799905662613, 1937.8866190698955),
+    "hadare": (7941.197867668599, 2044.8086167715257, 1733.6742487084066),
+}
 
 
 @pytest.mark.parametrize("name", sorted(LEGACY))
@@ -91,6 +120,13 @@ def test_the_legacy_configuration_is_bit_identical_to_the_original_hadar(name):
     from hadar.cluster_config import load_cluster
 
     policy = policy_with_options(name, {"preset": "legacy"})
-    s = summarize(simulate(load_cluster("sim-60gpu"), load_workload("philly-96", table, seed=0), policy, table,
-                           SimConfig()))
+    s = summarize(
+        simulate(
+            load_cluster("sim-60gpu"),
+            load_workload("philly-96", table, seed=0),
+            policy,
+            table,
+            SimConfig(),
+        )
+    )
     assert (s["ttd_s"], s["avg_jct_s"], s["median_jct_s"]) == pytest.approx(LEGACY[name], rel=1e-12)

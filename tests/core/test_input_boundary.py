@@ -42,22 +42,36 @@ def one_line_error(capsys, code: int, *needles: str) -> str:
 
 
 def simulate_argv(d: Path, *extra: str, workload: str | None = None) -> list[str]:
-    return ["simulate", "--cluster", str(d / "c.yaml"), "--workload", workload or "philly-3", "--out",
-            str(d / "o"), "--no-progress", *extra]
+    return [
+        "simulate",
+        "--cluster",
+        str(d / "c.yaml"),
+        "--workload",
+        workload or "philly-3",
+        "--out",
+        str(d / "o"),
+        "--no-progress",
+        *extra,
+    ]
 
 
 def test_a_cluster_file_that_is_not_text(scene, capsys):
     (scene / "c.yaml").write_bytes(b"name: c\n\x96\xff\x00garbage")
-    one_line_error(capsys, main(simulate_argv(scene)), "c.yaml: not a UTF-8 text file", "byte 8 is 0x96")
+    one_line_error(
+        capsys, main(simulate_argv(scene)), "c.yaml: not a UTF-8 text file", "byte 8 is 0x96"
+    )
     assert not (scene / "o").exists()
 
 
-@pytest.mark.parametrize("steps, needles", [
-    ("inf", ["row[0].steps", "not a finite number", "'inf'"]),
-    ("nan", ["row[0].steps", "not a finite number"]),
-    ("1e30", ["row[0].steps", "must be <= 1e+12 steps"]),
-    ("1e11", ["job 0: cannot finish before", "beyond the horizon of 365.0 days (--horizon)"]),
-])
+@pytest.mark.parametrize(
+    "steps, needles",
+    [
+        ("inf", ["row[0].steps", "not a finite number", "'inf'"]),
+        ("nan", ["row[0].steps", "not a finite number"]),
+        ("1e30", ["row[0].steps", "must be <= 1e+12 steps"]),
+        ("1e11", ["job 0: cannot finish before", "beyond the horizon of 365.0 days (--horizon)"]),
+    ],
+)
 def test_non_finite_and_absurd_steps(scene, capsys, steps, needles):
     (scene / "jobs.csv").write_text(f"id,type,gpus,steps\n0,{R18},1,{steps}\n")
     one_line_error(capsys, main(simulate_argv(scene, workload=str(scene / "jobs.csv"))), *needles)
@@ -66,21 +80,39 @@ def test_non_finite_and_absurd_steps(scene, capsys, steps, needles):
 
 def test_a_job_id_beyond_64_bits(scene, capsys):
     (scene / "jobs.csv").write_text(f"id,type,gpus,steps\n{10**22},{R18},1,100\n")
-    one_line_error(capsys, main(simulate_argv(scene, workload=str(scene / "jobs.csv"))), "row[0].id",
-                   "less than or equal to 9223372036854775807")
+    one_line_error(
+        capsys,
+        main(simulate_argv(scene, workload=str(scene / "jobs.csv"))),
+        "row[0].id",
+        "less than or equal to 9223372036854775807",
+    )
 
 
 def test_a_node_with_a_billion_gpus(scene, capsys):
     (scene / "c.yaml").write_text("name: c\nnodes:\n  - {name: a, gpus: {v100: 1000000000}}\n")
-    one_line_error(capsys, main(simulate_argv(scene)), "nodes[0].gpus", "at most 1024 GPUs of a type per node")
+    one_line_error(
+        capsys, main(simulate_argv(scene)), "nodes[0].gpus", "at most 1024 GPUs of a type per node"
+    )
 
 
-@pytest.mark.parametrize("yaml_text, needles", [
-    ("name: c\nnodes:\n  - {name: a, count: 1000001, gpus: {v100: 1}}\n", ["nodes[0].count", "100,000"]),
-    ("name: c\nnodes:\n  - {name: a, gpus: {v100: 1}, speed_factor: .nan}\n", ["speed_factor", "finite"]),
-    ("name: c\nnodes:\n  - {name: ../etc, gpus: {v100: 1}}\n", ["nodes[0].name", "letters, digits"]),
-    ("name: c\nnodes: " + "[" * 5000 + "]" * 5000 + "\n", ["c.yaml"]),
-])
+@pytest.mark.parametrize(
+    "yaml_text, needles",
+    [
+        (
+            "name: c\nnodes:\n  - {name: a, count: 1000001, gpus: {v100: 1}}\n",
+            ["nodes[0].count", "100,000"],
+        ),
+        (
+            "name: c\nnodes:\n  - {name: a, gpus: {v100: 1}, speed_factor: .nan}\n",
+            ["speed_factor", "finite"],
+        ),
+        (
+            "name: c\nnodes:\n  - {name: ../etc, gpus: {v100: 1}}\n",
+            ["nodes[0].name", "letters, digits"],
+        ),
+        ("name: c\nnodes: " + "[" * 5000 + "]" * 5000 + "\n", ["c.yaml"]),
+    ],
+)
 def test_other_cluster_magnitudes(scene, capsys, yaml_text, needles):
     (scene / "c.yaml").write_text(yaml_text)
     one_line_error(capsys, main(simulate_argv(scene)), *needles)
@@ -88,8 +120,11 @@ def test_other_cluster_magnitudes(scene, capsys, yaml_text, needles):
 
 def test_a_nan_throughput(scene, capsys):
     (scene / "tp.json").write_text('{"v100": {"(\'' + R18 + '\', 1)": {"null": NaN}}}')
-    one_line_error(capsys, main(simulate_argv(scene, "--throughputs", str(scene / "tp.json"))),
-                   "tp.json: v100: ('ResNet-18 (batch size 64)', 1): throughput must be finite")
+    one_line_error(
+        capsys,
+        main(simulate_argv(scene, "--throughputs", str(scene / "tp.json"))),
+        "tp.json: v100: ('ResNet-18 (batch size 64)', 1): throughput must be finite",
+    )
 
 
 def test_a_denormal_throughput_is_refused():
@@ -97,20 +132,38 @@ def test_a_denormal_throughput_is_refused():
         GavelThroughputTable.from_json({"v100": {f"('{R18}', 1)": {"null": 5e-324}}}, "t.json")
 
 
-@pytest.mark.parametrize("flag, value, needle", [
-    ("--round", "nan", "argument --round: must be a finite number of seconds in [1, 604800] (got 'nan')"),
-    ("--restart-penalty", "inf", "argument --restart-penalty: must be a finite number of seconds in [0, 86400]"),
-    ("--seed", "-1", "argument --seed: must be a whole number in [0, 9223372036854775807] (got '-1')"),
-    ("--horizon", "1e400d", "argument --horizon: must be a finite number of seconds"),
-])
+@pytest.mark.parametrize(
+    "flag, value, needle",
+    [
+        (
+            "--round",
+            "nan",
+            "argument --round: must be a finite number of seconds in [1, 604800] (got 'nan')",
+        ),
+        (
+            "--restart-penalty",
+            "inf",
+            "argument --restart-penalty: must be a finite number of seconds in [0, 86400]",
+        ),
+        (
+            "--seed",
+            "-1",
+            "argument --seed: must be a whole number in [0, 9223372036854775807] (got '-1')",
+        ),
+        ("--horizon", "1e400d", "argument --horizon: must be a finite number of seconds"),
+    ],
+)
 def test_non_finite_flags_fail_while_parsing(scene, capsys, flag, value, needle):
     one_line_error(capsys, main(simulate_argv(scene, f"{flag}={value}")), "simulate: ", needle)
     assert not (scene / "o").exists()
 
 
 def test_restart_penalty_must_be_shorter_than_a_round(scene, capsys):
-    one_line_error(capsys, main(simulate_argv(scene, "--round", "60", "--restart-penalty", "60")),
-                   "--restart-penalty: 60 s must be shorter than a round (--round 60 s)")
+    one_line_error(
+        capsys,
+        main(simulate_argv(scene, "--round", "60", "--restart-penalty", "60")),
+        "--restart-penalty: 60 s must be shorter than a round (--round 60 s)",
+    )
 
 
 def test_usage_errors_are_one_line(capsys):
@@ -118,17 +171,25 @@ def test_usage_errors_are_one_line(capsys):
     assert line.endswith("(see: hadar simulate --help)")
     one_line_error(capsys, main([]), "the following arguments are required: COMMAND")
     one_line_error(capsys, main(["nodes"]), "nodes: the following arguments are required: ACTION")
-    one_line_error(capsys, main(["simulate", "--round\n"]), "--round\\n")  # a control character, escaped
+    one_line_error(
+        capsys, main(["simulate", "--round\n"]), "--round\\n"
+    )  # a control character, escaped
 
 
-@pytest.mark.parametrize("target, needle", [
-    ("file", "is an existing file, not a directory"),
-    ("under-file", "is a file, not a directory"),
-    ("proc", "cannot create /proc/hadar-test/out"),
-])
+@pytest.mark.parametrize(
+    "target, needle",
+    [
+        ("file", "is an existing file, not a directory"),
+        ("under-file", "is a file, not a directory"),
+        ("proc", "cannot create /proc/hadar-test/out"),
+    ],
+)
 def test_out_is_checked_before_any_work(scene, capsys, target, needle):
-    out = {"file": str(scene / "c.yaml"), "under-file": str(scene / "c.yaml" / "o"),
-           "proc": "/proc/hadar-test/out"}[target]
+    out = {
+        "file": str(scene / "c.yaml"),
+        "under-file": str(scene / "c.yaml" / "o"),
+        "proc": "/proc/hadar-test/out",
+    }[target]
     argv = simulate_argv(scene)
     argv[argv.index("--out") + 1] = out
     one_line_error(capsys, main(argv), "argument --out", needle)
@@ -136,9 +197,16 @@ def test_out_is_checked_before_any_work(scene, capsys, target, needle):
 
 
 def test_out_file_for_export_gavel(scene, capsys):
-    one_line_error(capsys, main(["export-gavel", "--workload", "philly-3", "--out", str(scene)]),
-                   "argument --out", "is a directory, not a file")
-    assert main(["export-gavel", "--workload", "philly-3", "--out", str(scene / "new" / "t.trace")]) == 0
+    one_line_error(
+        capsys,
+        main(["export-gavel", "--workload", "philly-3", "--out", str(scene)]),
+        "argument --out",
+        "is a directory, not a file",
+    )
+    assert (
+        main(["export-gavel", "--workload", "philly-3", "--out", str(scene / "new" / "t.trace")])
+        == 0
+    )
     assert len((scene / "new" / "t.trace").read_text().splitlines()) == 3
 
 
@@ -147,8 +215,17 @@ def test_out_probe_leaves_nothing_behind(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("text, seconds", [("3600", 3600.0), ("90m", 5400.0), ("36h", 129600.0),
-                                           ("30d", 2592000.0), ("1.5h", 5400.0), ("2e3 s", 2000.0)])
+@pytest.mark.parametrize(
+    "text, seconds",
+    [
+        ("3600", 3600.0),
+        ("90m", 5400.0),
+        ("36h", 129600.0),
+        ("30d", 2592000.0),
+        ("1.5h", 5400.0),
+        ("2e3 s", 2000.0),
+    ],
+)
 def test_horizon_units(text, seconds):
     assert argtypes.seconds(1, 1e9, units=True)(text) == seconds
 
@@ -162,8 +239,13 @@ def test_horizon_refusals(text):
 def test_a_workload_beyond_the_horizon_in_total(scene, capsys):
     rows = "".join(f"{i},{R18},4,2000000\n" for i in range(40))
     (scene / "jobs.csv").write_text("id,type,gpus,steps\n" + rows)
-    one_line_error(capsys, main(simulate_argv(scene, "--horizon", "7d", workload=str(scene / "jobs.csv"))),
-                   "the 40 jobs need at least", "GPU-hours", "within the horizon of 7.0 days (--horizon)")
+    one_line_error(
+        capsys,
+        main(simulate_argv(scene, "--horizon", "7d", workload=str(scene / "jobs.csv"))),
+        "the 40 jobs need at least",
+        "GPU-hours",
+        "within the horizon of 7.0 days (--horizon)",
+    )
 
 
 def test_the_python_api_checks_the_horizon_and_the_round_too(scene):
@@ -180,9 +262,14 @@ def test_the_python_api_checks_the_horizon_and_the_round_too(scene):
 def test_the_round_loop_stops_at_the_horizon():
     """A simulation that reaches its horizon stops with an InputError, not an endless loop."""
     cluster = cluster_from_dict({"name": "c", "nodes": [{"name": "a", "gpus": {"v100": 1}}]})
-    jobs = jobs_from_records([{"id": i, "type": R18, "gpus": 1, "steps": 50_000} for i in range(3)], "jobs")
+    jobs = jobs_from_records(
+        [{"id": i, "type": R18, "gpus": 1, "steps": 50_000} for i in range(3)], "jobs"
+    )
     table = GavelThroughputTable.bundled()
-    with pytest.raises(SimulationLimitError, match=r"stopped at 1\.0 h: 2 of 3 jobs unfinished after the horizon of 0\.0416667 days"):
+    with pytest.raises(
+        SimulationLimitError,
+        match=r"stopped at 1\.0 h: 2 of 3 jobs unfinished after the horizon of 0\.0416667 days",
+    ):
         simulate(cluster, jobs, make_policy("hadar"), table, SimConfig(horizon_s=3600))
     result = simulate(cluster, jobs, make_policy("hadar"), table, SimConfig())
     assert all(j.finish is not None for j in result.jobs)
@@ -193,7 +280,13 @@ def test_a_policy_that_can_never_place_a_job_is_a_one_line_error(scene, capsys):
     """Found by the fuzz suite: a 2-GPU job on a node with one V100 and one P100 fits Hadar (mixed
     types) but never Gavel (one GPU type per job); the simulation stops with exit 2, not 1."""
     (scene / "c.yaml").write_text("name: c\nnodes:\n  - {name: a, gpus: {v100: 1, p100: 1}}\n")
-    (scene / "jobs.csv").write_text(f"id,type,gpus,steps\n0,{R18},1,5000\n1,LM (batch size 20),2,3000\n")
+    (scene / "jobs.csv").write_text(
+        f"id,type,gpus,steps\n0,{R18},1,5000\n1,LM (batch size 20),2,3000\n"
+    )
     argv = simulate_argv(scene, workload=str(scene / "jobs.csv"))
-    one_line_error(capsys, main([*argv, "--policy", "gavel"]), "policy gavel cannot place job(s) 1 on cluster c")
+    one_line_error(
+        capsys,
+        main([*argv, "--policy", "gavel"]),
+        "policy gavel cannot place job(s) 1 on cluster c",
+    )
     assert main([*argv, "--policy", "hadar"]) == 0

@@ -68,8 +68,13 @@ def _check_strong_duality(n: int, m: int, seed: int) -> None:
             a[j, j * m + k] = 1.0
             a[n + k, j * m + k] = gang[j]
     bounds = [(0, None if values[j, k] > 0 else 0) for j in range(n) for k in range(m)]
-    primal = -linprog(-values.ravel(), A_ub=a, b_ub=np.concatenate([np.ones(n), cap]), bounds=bounds,
-                      method="highs").fun
+    primal = -linprog(
+        -values.ravel(),
+        A_ub=a,
+        b_ub=np.concatenate([np.ones(n), cap]),
+        bounds=bounds,
+        method="highs",
+    ).fun
     dual = np.maximum(_payoffs(values, gang, p).max(axis=1), 0).sum() + (cap * p).sum()
     assert abs(dual - primal) <= 1e-6 * max(1.0, primal)
 

@@ -9,14 +9,26 @@ from hadar.simulator.records import JobRecord, RoundRecord, SimulationResult
 
 
 def _job(i, w, arrival, finish, steps, share_rate, best_rate=None):
-    return JobRecord(i, "t", w, arrival, arrival, finish, 0, total_steps=steps, best_rate=best_rate,
-                     equal_share_rate=share_rate)
+    return JobRecord(
+        i,
+        "t",
+        w,
+        arrival,
+        arrival,
+        finish,
+        0,
+        total_steps=steps,
+        best_rate=best_rate,
+        equal_share_rate=share_rate,
+    )
 
 
 JOBS = (
     # active jobs: [0,100) A,B; [100,200) B,C; [200,300) B
-    _job(0, 1, 0.0, 100.0, 100.0, 2.0, best_rate=2.0),    # n = 2, 1/2 of 4 GPUs >= W: 50 s fair -> rho 2
-    _job(1, 4, 0.0, 300.0, 600.0, 4.0, best_rate=4.0),    # n = 5/3, share 0.6: 250 s fair -> rho 1.2
+    _job(
+        0, 1, 0.0, 100.0, 100.0, 2.0, best_rate=2.0
+    ),  # n = 2, 1/2 of 4 GPUs >= W: 50 s fair -> rho 2
+    _job(1, 4, 0.0, 300.0, 600.0, 4.0, best_rate=4.0),  # n = 5/3, share 0.6: 250 s fair -> rho 1.2
     _job(2, 2, 100.0, 200.0, 200.0, 1.0, best_rate=2.0),  # n = 2, 2 GPUs = W: 200 s fair -> rho 0.5
 )
 

@@ -16,7 +16,9 @@ def eq5(u_min: float, u_max: float, g: int, c: int) -> float:
 )
 def test_price_function_values_from_the_design_note(g, expected):
     bounds = PriceBounds(u_min=np.array([0.01]), u_max=np.array([10.0]))
-    assert price_matrix(bounds, np.array([[g]]), np.array([[4]]))[0, 0] == pytest.approx(expected, rel=1e-3)
+    assert price_matrix(bounds, np.array([[g]]), np.array([[4]]))[0, 0] == pytest.approx(
+        expected, rel=1e-3
+    )
 
 
 def test_price_matrix_matches_scalar_and_marks_missing_capacity_infinite():

@@ -29,11 +29,20 @@ def unshared(vals: list[JobValuation]) -> list[JobValuation]:
 def random_round(seed: int) -> RoundContext:
     rng = np.random.default_rng(seed)
     jobs = generate(TABLE, PhillyOptions(num_jobs=int(rng.integers(10, 300)), seed=seed))
-    statuses = tuple(JobStatus(j, max(1, int(j.total_steps * rng.uniform(0.05, 1.0))))
-                     for j in sorted(jobs, key=lambda j: (j.arrival, j.job_id)))
+    statuses = tuple(
+        JobStatus(j, max(1, int(j.total_steps * rng.uniform(0.05, 1.0))))
+        for j in sorted(jobs, key=lambda j: (j.arrival, j.job_id))
+    )
     now = max(j.arrival for j in jobs)
-    return RoundContext(now=now, round_index=1, round_length=360.0, cluster=load_cluster("sim-60gpu"),
-                        jobs=statuses, current={}, throughput=TABLE)
+    return RoundContext(
+        now=now,
+        round_index=1,
+        round_length=360.0,
+        cluster=load_cluster("sim-60gpu"),
+        jobs=statuses,
+        current={},
+        throughput=TABLE,
+    )
 
 
 def two_rounds(ctx: RoundContext) -> tuple[RoundPlan, RoundPlan]:
@@ -47,7 +56,9 @@ def two_rounds(ctx: RoundContext) -> tuple[RoundPlan, RoundPlan]:
 def test_round_plans_equal_those_without_shared_requests(seed, monkeypatch):
     ctx = random_round(seed)
     shared = two_rounds(ctx)
-    assert len({id(v.request) for v in value_jobs(ctx, ctx.jobs)}) < len(ctx.jobs)  # sharing happens
+    assert len({id(v.request) for v in value_jobs(ctx, ctx.jobs)}) < len(
+        ctx.jobs
+    )  # sharing happens
     monkeypatch.setattr(scheduler, "value_jobs", lambda c, jobs: unshared(value_jobs(c, jobs)))
     reference = two_rounds(ctx)
     for got, want in zip(shared, reference, strict=True):
@@ -61,16 +72,22 @@ def test_round_prices_and_critical_jobs_equal_those_without_shared_requests(monk
     vals, entries, _ = policy.round_problem(ctx, {})
     gpus = ctx.cluster.capacity.sum(axis=0)
     lp_values, solve = [], scheduler.type_prices
-    monkeypatch.setattr(scheduler, "type_prices", lambda values, *a: lp_values.append(values) or solve(values, *a))
+    monkeypatch.setattr(
+        scheduler, "type_prices", lambda values, *a: lp_values.append(values) or solve(values, *a)
+    )
     got = scheduler.round_type_prices(vals, entries, ctx, gpus)
-    for v, e, row in zip(vals, entries, lp_values[0], strict=True):  # each job's own rates, utilities
+    for v, e, row in zip(
+        vals, entries, lp_values[0], strict=True
+    ):  # each job's own rates, utilities
         alone = scheduler.type_rates_alone(v, ctx.cluster.capacity)
         assert row.tolist() == [e.utility(float(r)) if r > 0 else 0.0 for r in alone]
     want = scheduler.round_type_prices(unshared(vals), entries, ctx, gpus)
     assert got.tolist() == want.tolist()
     assert (got > 0).any()  # the round is contended: prices are not trivially zero
     slack = 10 * ctx.round_length
-    assert scheduler.critical_jobs(vals, ctx, slack) == scheduler.critical_jobs(unshared(vals), ctx, slack)
+    assert scheduler.critical_jobs(vals, ctx, slack) == scheduler.critical_jobs(
+        unshared(vals), ctx, slack
+    )
     memo: dict[int, float] = {}
     for v in vals:
         assert scheduler.best_remaining_s(v, ctx, memo) == scheduler.best_remaining_s(v, ctx)

@@ -28,10 +28,12 @@ class Scripted(Policy):
     def decide(self, ctx: RoundContext) -> RoundPlan:
         if self.copies:
             st = ctx.jobs[0]
-            return RoundPlan(tuple(
-                Assignment(st.job_id, {n: {"v100": 1}}, copy=i + 1, step_budget=b)
-                for i, (n, b) in enumerate(self.copies(st.remaining_steps))
-            ))
+            return RoundPlan(
+                tuple(
+                    Assignment(st.job_id, {n: {"v100": 1}}, copy=i + 1, step_budget=b)
+                    for i, (n, b) in enumerate(self.copies(st.remaining_steps))
+                )
+            )
         node = self.nodes[ctx.round_index % len(self.nodes)]
         return RoundPlan(tuple(Assignment(s.job_id, {node: {"v100": 1}}) for s in ctx.jobs[:1]))
 
@@ -59,18 +61,29 @@ def test_restart_penalty_is_paid_when_the_placement_changes():
 def test_copies_split_steps_and_the_job_ends_when_the_last_copy_ends():
     job = Job(0, JT, 1, RATE * 400)
     # two equal copies each take half the remaining steps: the job ends after 200 s
-    res = simulate(TWO_V100, [job], Scripted([], copies=lambda rem: [("a", rem / 2), ("b", rem / 2)]), TABLE)
+    res = simulate(
+        TWO_V100, [job], Scripted([], copies=lambda rem: [("a", rem / 2), ("b", rem / 2)]), TABLE
+    )
     assert res.jobs[0].finish == pytest.approx(200.0)
     # uneven split: the busier copy decides
-    res2 = simulate(TWO_V100, [job], Scripted([], copies=lambda rem: [("a", rem * 0.75), ("b", rem * 0.25)]), TABLE)
+    res2 = simulate(
+        TWO_V100,
+        [job],
+        Scripted([], copies=lambda rem: [("a", rem * 0.75), ("b", rem * 0.25)]),
+        TABLE,
+    )
     assert res2.jobs[0].finish == pytest.approx(300.0)
 
 
 def test_arrivals_wait_for_the_next_round_and_idle_gaps_are_skipped():
     jobs = [Job(0, JT, 1, RATE * 100), Job(1, JT, 1, RATE * 100, arrival=10_000.0)]
     res = simulate(Cluster("one", (Node("a", {"v100": 1}),)), jobs, Scripted(["a"]), TABLE)
-    assert res.jobs[1].start == pytest.approx(10_000.0) and res.jobs[1].finish == pytest.approx(10_100.0)
-    assert summarize(res)["gru"] == pytest.approx(1.0)  # the idle gap has no jobs, so it does not count
+    assert res.jobs[1].start == pytest.approx(10_000.0) and res.jobs[1].finish == pytest.approx(
+        10_100.0
+    )
+    assert summarize(res)["gru"] == pytest.approx(
+        1.0
+    )  # the idle gap has no jobs, so it does not count
 
 
 def test_invalid_plans_are_rejected():
@@ -99,7 +112,9 @@ def _strip(res):
 
 
 def test_simulation_is_deterministic_for_a_seed():
-    cluster = Cluster("c", tuple(Node(f"n{i}", {t: 4}) for i, t in enumerate(["v100", "p100", "k80"] * 2)))
+    cluster = Cluster(
+        "c", tuple(Node(f"n{i}", {t: 4}) for i, t in enumerate(["v100", "p100", "k80"] * 2))
+    )
     jobs = generate(TABLE, PhillyOptions(num_jobs=60, seed=3))
     a = simulate(cluster, jobs, HadarPolicy(), TABLE)
     b = simulate(cluster, generate(TABLE, PhillyOptions(num_jobs=60, seed=3)), HadarPolicy(), TABLE)

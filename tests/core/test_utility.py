@@ -7,7 +7,11 @@ from primal_dual.utility import UTILITIES, SigmoidUtility, make_utility
 taus = st.floats(min_value=1.0, max_value=1e7, allow_nan=False)
 
 
-@given(st.floats(min_value=1.0, max_value=1e12), st.floats(min_value=1.0, max_value=1e12), st.floats(min_value=10, max_value=1e6))
+@given(
+    st.floats(min_value=1.0, max_value=1e12),
+    st.floats(min_value=1.0, max_value=1e12),
+    st.floats(min_value=10, max_value=1e6),
+)
 def test_faster_completion_never_has_lower_utility(a, b, ideal):
     lo, hi = min(a, b), max(a, b)
     for u in (*(make_utility(n) for n in UTILITIES), SigmoidUtility(gamma2=1.0)):
@@ -27,5 +31,9 @@ def test_sigmoid_is_half_the_weight_at_the_ideal_duration_and_floored():
 def test_round_progress_values_a_round_of_work_and_caps_at_finishing():
     u = make_utility("round-progress", round_s=360.0)
     assert u.value(3600.0, 1.0, 1.0) == pytest.approx(0.1)  # one round = a tenth of what is left
-    assert u.value(100.0, 1.0, 1.0) == u.value(300.0, 1.0, 1.0) == 1.0  # finishing this round either way
-    assert make_utility("inverse-remaining").value(7200.0, 2.0, 1.0) == pytest.approx(1.0)  # w x 3600 / tau
+    assert (
+        u.value(100.0, 1.0, 1.0) == u.value(300.0, 1.0, 1.0) == 1.0
+    )  # finishing this round either way
+    assert make_utility("inverse-remaining").value(7200.0, 2.0, 1.0) == pytest.approx(
+        1.0
+    )  # w x 3600 / tau

@@ -23,21 +23,45 @@ def write_jobs(path: Path, steps: dict[str, int]) -> Path:
     jobs = []
     for i, (name, n) in enumerate(steps.items()):
         model = name.split("#")[0]
-        jobs.append({"id": i, "type": model, "gpus": 1, "steps": n,
-                     "spec": {"model": model, "size": "tiny", "data": "synthetic", "batch_size": 16,
-                              "lr": 0.001 if model != "IC" else 0.05, "seed": i}})
+        jobs.append(
+            {
+                "id": i,
+                "type": model,
+                "gpus": 1,
+                "steps": n,
+                "spec": {
+                    "model": model,
+                    "size": "tiny",
+                    "data": "synthetic",
+                    "batch_size": 16,
+                    "lr": 0.001 if model != "IC" else 0.05,
+                    "seed": i,
+                },
+            }
+        )
     path.write_text(yaml.safe_dump({"jobs": jobs}))
     return path
 
 
 def hadar(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "hadar", *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "hadar", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+    )
 
 
 def start(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "hadar", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, cwd=REPO, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "hadar", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO,
+        start_new_session=True,
+    )
 
 
 def events(rundir: Path) -> list[dict[str, Any]]:
@@ -51,14 +75,17 @@ def events(rundir: Path) -> list[dict[str, Any]]:
     return out
 
 
-def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None,
-             poll_s: float = 0.2) -> None:
+def wait_for(
+    predicate, timeout: float, what: str, proc: subprocess.Popen | None = None, poll_s: float = 0.2
+) -> None:
     end = time.time() + timeout
     while time.time() < end:
         if predicate():
             return
         if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"process ended before {what}: {proc.stdout.read() if proc.stdout else ''}")
+            raise AssertionError(
+                f"process ended before {what}: {proc.stdout.read() if proc.stdout else ''}"
+            )
         time.sleep(poll_s)
     raise AssertionError(f"timed out waiting for {what}")
 
@@ -82,7 +109,13 @@ def worker_pids(rundir: Path, node: str) -> list[int]:
     for pid, (cwd, cmd, ppid) in procs.items():
         if not (cwd.startswith(base) and cwd.rstrip("/").endswith(f"/{node}")):
             continue
-        if b"nodes.worker" in cmd or b"nodes.warm" in cmd and b"serve" in cmd and ppid in procs and b"serve" in procs[ppid][1]:
+        if (
+            b"nodes.worker" in cmd
+            or b"nodes.warm" in cmd
+            and b"serve" in cmd
+            and ppid in procs
+            and b"serve" in procs[ppid][1]
+        ):
             out.append(pid)
     return out
 
@@ -91,8 +124,11 @@ def run_pids(rundir: Path) -> list[int]:
     """Every process working in one of this run's node directories (workers, warm servers and
     their children), e.g. to end what a SIGKILLed coordinator left behind."""
     base = str((rundir / "nodes").resolve())
-    return [int(p) for p in os.listdir("/proc")
-            if p.isdigit() and (info := _proc(p)) and (info[0] + "/").startswith(base + "/")]
+    return [
+        int(p)
+        for p in os.listdir("/proc")
+        if p.isdigit() and (info := _proc(p)) and (info[0] + "/").startswith(base + "/")
+    ]
 
 
 def kill(pid: int) -> None:
@@ -134,19 +170,40 @@ def tracker_progress(rundir: Path) -> dict[int, int]:
     t = JobTracker.open(rundir / "tracker.sqlite", rundir / "checkpoints")
     try:
         return {s.job_id: s.steps_done for s in t.jobs() if s.completed} | {
-            s.job_id: s.steps_done for s in t.jobs() if not s.completed}
+            s.job_id: s.steps_done for s in t.jobs() if not s.completed
+        }
     finally:
         t.close()
 
 
-def start_run(out: Path, workload: Path, cluster: str = LOCAL_3, slot: str = "12",
-              policy: str = "hadare") -> subprocess.Popen:
+def start_run(
+    out: Path, workload: Path, cluster: str = LOCAL_3, slot: str = "12", policy: str = "hadare"
+) -> subprocess.Popen:
     """A run of ``workload`` in the background (HadarE unless told; no live view, no evaluation)."""
-    return start("run", "--cluster", cluster, "--workload", str(workload), "--policy", policy, "--round", slot,
-                 "--no-live", "--no-eval", "--out", str(out))
+    return start(
+        "run",
+        "--cluster",
+        cluster,
+        "--workload",
+        str(workload),
+        "--policy",
+        policy,
+        "--round",
+        slot,
+        "--no-live",
+        "--no-eval",
+        "--out",
+        str(out),
+    )
 
 
-def wait_until_dispatched(out: Path, round_: int, proc: subprocess.Popen, timeout: float = 300) -> None:
+def wait_until_dispatched(
+    out: Path, round_: int, proc: subprocess.Popen, timeout: float = 300
+) -> None:
     """Block until the coordinator has dispatched round ``round_`` (or later)."""
-    wait_for(lambda: any(e["event"] == "dispatch" and e["round"] >= round_ for e in events(out)), timeout,
-             f"round {round_} to be dispatched", proc)
+    wait_for(
+        lambda: any(e["event"] == "dispatch" and e["round"] >= round_ for e in events(out)),
+        timeout,
+        f"round {round_} to be dispatched",
+        proc,
+    )

@@ -20,10 +20,15 @@ pytestmark = pytest.mark.slow
 
 
 def _cluster(path, nodes):
-    path.write_text(yaml.safe_dump({
-        "name": "churn", "provider": "local",
-        "nodes": [{"name": n, "gpus": {t: 1}, "speed_factor": f} for n, t, f in nodes],
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "churn",
+                "provider": "local",
+                "nodes": [{"name": n, "gpus": {t: 1}, "speed_factor": f} for n, t, f in nodes],
+            }
+        )
+    )
 
 
 def test_a_node_added_to_the_cluster_file_joins_and_a_removed_one_leaves(tmp_path):

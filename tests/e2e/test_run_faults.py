@@ -38,7 +38,9 @@ a 6 s round on one node, ~600 forked on three)."""
 
 
 def _jobs(tmp_path: Path) -> Path:
-    return write_jobs(tmp_path / "jobs.yaml", {"MM": TARGETS[0], "LT": TARGETS[1], "MM#2": TARGETS[2]})
+    return write_jobs(
+        tmp_path / "jobs.yaml", {"MM": TARGETS[0], "LT": TARGETS[1], "MM#2": TARGETS[2]}
+    )
 
 
 def _latest(rundir: Path) -> dict[int, tuple[str, int, int]]:
@@ -56,13 +58,16 @@ def _kill_after_two_written_rounds(out: Path, jobs: Path, slot: str = "6") -> in
     mid-round; return that job's id."""
     proc = start_run(out, jobs, slot=slot)
     try:
+
         def ready() -> bool:
             written: dict[int, int] = {}
             for e in events(out):
                 if e["event"] == "aggregation" and e["steps_added"] > 0 and not e["completed"]:
                     written[e["job"]] = written.get(e["job"], 0) + 1
             return any(n >= 2 for n in written.values()) and any(
-                e["event"] == "dispatch" and e["round"] > max(closed_rounds(out)) for e in events(out))
+                e["event"] == "dispatch" and e["round"] > max(closed_rounds(out))
+                for e in events(out)
+            )
 
         wait_for(ready, 300, "a job with two checkpoints and the next round dispatched", proc)
         kill(proc.pid)
@@ -71,9 +76,18 @@ def _kill_after_two_written_rounds(out: Path, jobs: Path, slot: str = "6") -> in
         if proc.poll() is None:
             proc.kill()
     state = _latest(out)
-    return next(j for j, (path, _, done) in sorted(state.items()) if path and not done
-                and sum(1 for e in events(out) if e["event"] == "aggregation" and e["job"] == j
-                        and e["steps_added"] > 0) >= 2)
+    return next(
+        j
+        for j, (path, _, done) in sorted(state.items())
+        if path
+        and not done
+        and sum(
+            1
+            for e in events(out)
+            if e["event"] == "aggregation" and e["job"] == j and e["steps_added"] > 0
+        )
+        >= 2
+    )
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate"])
@@ -98,10 +112,14 @@ def test_checkpoint_damaged_while_down_is_quarantined_and_rolled_back(tmp_path, 
     assert q["job"] == job and q["path"] == str(ckpt.resolve()) and "sha256" in q["reason"]
     assert Path(q["moved_to"]).is_file() and not ckpt.exists()
     (rb,) = [e for e in ev if e["event"] == "rollback"]
-    assert rb["job"] == job and rb["from_steps"] == steps_before and 0 < rb["to_steps"] < steps_before
+    assert (
+        rb["job"] == job and rb["from_steps"] == steps_before and 0 < rb["to_steps"] < steps_before
+    )
     added = steps_added(out)
     assert added[job] - rb["steps_removed"] == TARGETS[job]
-    assert {j: n for j, n in added.items() if j != job} == {j: n for j, n in TARGETS.items() if j != job}
+    assert {j: n for j, n in added.items() if j != job} == {
+        j: n for j, n in TARGETS.items() if j != job
+    }
     # no copy ever failed on the damaged file: it was never sent
     assert not [e for e in ev if e["event"] == "failure"]
 
@@ -110,12 +128,32 @@ def test_run_without_progress_stops_with_one_line_and_the_cause(tmp_path):
     # 1 s slots with a fresh worker process each round: start-up eats the slot, 0 steps trained
     out = tmp_path / "run"
     jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 500})
-    proc = hadar("run", "--cluster", LOCAL_3, "--workload", str(jobs), "--round", "1", "--grace", "30",
-                 "--cold-workers", "--stall-rounds", "2", "--no-live", "--no-eval", "--out", str(out), timeout=300)
+    proc = hadar(
+        "run",
+        "--cluster",
+        LOCAL_3,
+        "--workload",
+        str(jobs),
+        "--round",
+        "1",
+        "--grace",
+        "30",
+        "--cold-workers",
+        "--stall-rounds",
+        "2",
+        "--no-live",
+        "--no-eval",
+        "--out",
+        str(out),
+        timeout=300,
+    )
     assert proc.returncode == 4, proc.stdout + proc.stderr
     err = proc.stderr.strip().splitlines()
     assert len(err) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    assert "no job made progress in 2 rounds" in err[0] and "slot shorter than worker start-up" in err[0]
+    assert (
+        "no job made progress in 2 rounds" in err[0]
+        and "slot shorter than worker start-up" in err[0]
+    )
     assert "--cold-workers" in err[0] and f"--resume {out}" in err[0]
     assert sorted(closed_rounds(out)) == [0, 1]
     assert [e["event"] for e in events(out)].count("stalled") == 1
@@ -128,8 +166,22 @@ def test_a_job_failing_every_round_is_given_up_and_the_others_finish(tmp_path):
     doc["jobs"][1]["spec"]["data"] = str(tmp_path / "no-such-dataset")  # fails on the node
     jobs_file.write_text(yaml.safe_dump(doc))
     out = tmp_path / "run"
-    proc = hadar("run", "--cluster", LOCAL_3, "--workload", str(jobs_file), "--round", "6", "--stall-rounds", "2",
-                 "--no-live", "--no-eval", "--out", str(out), timeout=600)
+    proc = hadar(
+        "run",
+        "--cluster",
+        LOCAL_3,
+        "--workload",
+        str(jobs_file),
+        "--round",
+        "6",
+        "--stall-rounds",
+        "2",
+        "--no-live",
+        "--no-eval",
+        "--out",
+        str(out),
+        timeout=600,
+    )
     assert proc.returncode == 4, proc.stdout + proc.stderr
     err = proc.stderr.strip().splitlines()
     assert len(err) == 1 and "Traceback" not in proc.stderr, proc.stderr
@@ -145,11 +197,29 @@ def test_a_job_failing_every_round_is_given_up_and_the_others_finish(tmp_path):
 def test_kill_during_final_evaluation_is_redone_on_resume(tmp_path):
     out = tmp_path / "run"
     jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 40, "LT": 30})
-    proc = start("run", "--cluster", LOCAL_3, "--workload", str(jobs), "--round", "8", "--no-live", "--out", str(out))
+    proc = start(
+        "run",
+        "--cluster",
+        LOCAL_3,
+        "--workload",
+        str(jobs),
+        "--round",
+        "8",
+        "--no-live",
+        "--out",
+        str(out),
+    )
     try:
         # the last aggregation marks both complete; the evaluations (seconds each) follow it
-        wait_for(lambda: {e["job"] for e in events(out) if e["event"] == "aggregation" and e["completed"]} == {0, 1},
-                 300, "both jobs to complete", proc)
+        wait_for(
+            lambda: (
+                {e["job"] for e in events(out) if e["event"] == "aggregation" and e["completed"]}
+                == {0, 1}
+            ),
+            300,
+            "both jobs to complete",
+            proc,
+        )
         kill(proc.pid)
         proc.wait(timeout=30)
     finally:
@@ -167,6 +237,7 @@ def test_kill_during_final_evaluation_is_redone_on_resume(tmp_path):
 
 
 # -- a full or read-only run directory (real filesystems mounted by the test) -------------------
+
 
 def _mount(*args: str) -> None:
     """Run mount(8); skip the test where this machine does not allow it (not root, container)."""
@@ -202,8 +273,15 @@ def test_full_or_read_only_run_directory_stops_with_one_line_and_resumes(tmp_pat
     try:
         proc = start_run(out, _jobs(tmp_path), slot="6")
         try:
-            wait_for(lambda: 0 in closed_rounds(out) and any(e["event"] == "dispatch" and e["round"] == 1
-                                                              for e in events(out)), 300, "round 1 dispatched", proc)
+            wait_for(
+                lambda: (
+                    0 in closed_rounds(out)
+                    and any(e["event"] == "dispatch" and e["round"] == 1 for e in events(out))
+                ),
+                300,
+                "round 1 dispatched",
+                proc,
+            )
             if fault == "full":
                 filler = _fill(mnt)
             else:
@@ -229,4 +307,6 @@ def test_full_or_read_only_run_directory_stops_with_one_line_and_resumes(tmp_pat
         assert tracker_progress(out) == TARGETS
         assert steps_added(out) == TARGETS
     finally:
-        subprocess.run(["umount", "-R", "-l", str(out if fault != "full" else mnt)], capture_output=True)
+        subprocess.run(
+            ["umount", "-R", "-l", str(out if fault != "full" else mnt)], capture_output=True
+        )

@@ -46,7 +46,11 @@ def repoint_run_json(rundir: Path, field: str, path: Path) -> None:
     """Point ``run.json``'s workload or cluster at ``path`` and forge the matching digest."""
     data = run_json(rundir)
     data[field] = str(path)
-    digest = workload_digest(str(path), data["seed"]) if field == "workload" else cluster_digest(str(path))
+    digest = (
+        workload_digest(str(path), data["seed"])
+        if field == "workload"
+        else cluster_digest(str(path))
+    )
     data["identity"][f"{field}_sha256"] = digest
     (rundir / "run.json").write_text(json.dumps(data))
 
@@ -57,8 +61,20 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("finished")
     jobs = write_jobs(root / "jobs.yaml", {"MM": 40})
     out = root / "run"
-    proc = hadar("run", "--cluster", LOCAL_3, "--workload", str(jobs), "--round", SLOT, "--no-live", "--no-eval",
-                 "--out", str(out), timeout=300)
+    proc = hadar(
+        "run",
+        "--cluster",
+        LOCAL_3,
+        "--workload",
+        str(jobs),
+        "--round",
+        SLOT,
+        "--no-live",
+        "--no-eval",
+        "--out",
+        str(out),
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return out
 
@@ -77,36 +93,68 @@ def resume(rundir: Path, *extra: str, timeout: float = 120):
 
 # -- paths ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("node", ["../../../escaped", "/tmp/hadar-escaped-node"])
-def test_a_node_name_that_escapes_is_exit_2_before_anything_is_written(tmp_path: Path, node: str) -> None:
+def test_a_node_name_that_escapes_is_exit_2_before_anything_is_written(
+    tmp_path: Path, node: str
+) -> None:
     cluster = yaml.safe_load(Path(LOCAL_3).read_text())
     cluster["nodes"][1]["name"] = node
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(cluster))
     jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 20})
     out = tmp_path / "deep" / "er" / "run"
-    proc = hadar("run", "--cluster", str(path), "--workload", str(jobs), "--round", SLOT, "--no-live", "--no-eval",
-                 "--out", str(out), timeout=120)
-    assert refused(proc) == (f"hadar: error: {path}: nodes[1].name: {node!r} is not a safe name (use 1-63 "
-                             f"letters, digits, '.', '_' or '-', starting with a letter or digit)")
+    proc = hadar(
+        "run",
+        "--cluster",
+        str(path),
+        "--workload",
+        str(jobs),
+        "--round",
+        SLOT,
+        "--no-live",
+        "--no-eval",
+        "--out",
+        str(out),
+        timeout=120,
+    )
+    assert refused(proc) == (
+        f"hadar: error: {path}: nodes[1].name: {node!r} is not a safe name (use 1-63 "
+        f"letters, digits, '.', '_' or '-', starting with a letter or digit)"
+    )
     assert not out.exists() and not Path("/tmp/hadar-escaped-node").exists()
     assert [p for p in tmp_path.rglob("*escaped*")] == []
 
 
 # -- specs ------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("change", "expected"), [
-    ({"batch_size": -4}, "spec: batch_size: Input should be greater than 0"),
-    ({"model": "XX"}, "spec: model: unknown model 'XX'"),
-    ({"lr": "fast"}, "spec: lr: Input should be a valid number"),
-])
-def test_a_spec_the_worker_would_reject_is_exit_2_before_any_round(tmp_path: Path, change: dict,
-                                                                    expected: str) -> None:
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"batch_size": -4}, "spec: batch_size: Input should be greater than 0"),
+        ({"model": "XX"}, "spec: model: unknown model 'XX'"),
+        ({"lr": "fast"}, "spec: lr: Input should be a valid number"),
+    ],
+)
+def test_a_spec_the_worker_would_reject_is_exit_2_before_any_round(
+    tmp_path: Path, change: dict, expected: str
+) -> None:
     jobs = write_jobs(tmp_path / "jobs.yaml", {"LT": 20, "MM": 20})
     data = yaml.safe_load(jobs.read_text())
     data["jobs"][1]["spec"].update(change)
     jobs.write_text(yaml.safe_dump(data))
     out = tmp_path / "run"
-    proc = hadar("run", "--cluster", LOCAL_3, "--workload", str(jobs), "--round", SLOT, "--no-live", "--no-eval",
-                 "--out", str(out), timeout=120)
+    proc = hadar(
+        "run",
+        "--cluster",
+        LOCAL_3,
+        "--workload",
+        str(jobs),
+        "--round",
+        SLOT,
+        "--no-live",
+        "--no-eval",
+        "--out",
+        str(out),
+        timeout=120,
+    )
     assert refused(proc).startswith(f"hadar: error: {jobs}: job 1: {expected}")
     assert not [e for e in events(out) if e["event"] == "dispatch"]
     assert not (out / "run.json").exists()
@@ -115,12 +163,20 @@ def test_a_spec_the_worker_would_reject_is_exit_2_before_any_round(tmp_path: Pat
 # -- what a run is ----------------------------------------------------------------------------
 def test_run_json_records_digests_of_the_run_inputs(finished_run: Path) -> None:
     identity = run_json(finished_run)["identity"]
-    assert set(identity) == {"cluster_sha256", "workload_sha256", "size", "policy", "policy_options"}
+    assert set(identity) == {
+        "cluster_sha256",
+        "workload_sha256",
+        "size",
+        "policy",
+        "policy_options",
+    }
     assert identity["size"] == "tiny" and identity["policy"] == "hadare"
     options = identity["policy_options"]
     assert options["restart_penalty_s"] == "3" and options["aggregation_overhead_s"] == "2"
     # every knob of the policy's config, defaults included (the starvation bound among them)
-    assert options["hadar.max_wait_s"] == "86400" and options["hadar.utility"] == "inverse-remaining"
+    assert (
+        options["hadar.max_wait_s"] == "86400" and options["hadar.utility"] == "inverse-remaining"
+    )
     assert all(len(identity[k]) == 64 for k in ("cluster_sha256", "workload_sha256"))
 
 
@@ -129,14 +185,22 @@ def test_an_unchanged_resume_is_accepted(copied_run: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_resume_refuses_run_json_edited_to_another_workload_even_with_force(copied_run: Path) -> None:
+def test_resume_refuses_run_json_edited_to_another_workload_even_with_force(
+    copied_run: Path,
+) -> None:
     edit_run_json(copied_run, workload="M-5")
     for extra in ((), ("--force",)):
         proc = resume(copied_run, *extra)
         assert proc.returncode == 2
         err = one_line(proc)
-        assert err.startswith(f"hadar: error: {copied_run / 'run.json'}: workload differs from the one this run "
-                              f"started with (digest ") and "for M-5" in err and err.endswith("--out instead")
+        assert (
+            err.startswith(
+                f"hadar: error: {copied_run / 'run.json'}: workload differs from the one this run "
+                f"started with (digest "
+            )
+            and "for M-5" in err
+            and err.endswith("--out instead")
+        )
 
 
 def test_resume_refuses_a_job_file_changed_in_place(copied_run: Path) -> None:
@@ -156,46 +220,65 @@ def test_resume_refuses_another_size_or_policy(copied_run: Path, field: str, val
     edit_run_json(copied_run, **{field: value})
     proc = resume(copied_run)
     assert proc.returncode == 2
-    assert f"run.json: {field} differs from the run's ({was} at the start, now {value})" in one_line(proc)
+    assert (
+        f"run.json: {field} differs from the run's ({was} at the start, now {value})"
+        in one_line(proc)
+    )
 
 
 def test_resume_refuses_other_policy_options(copied_run: Path) -> None:
     proc = resume(copied_run, "--restart-penalty", "9")
-    assert refused(proc) == ("hadar: error: --restart-penalty: 9 differs from this run's 3 (policy options are "
-                             "fixed for a run; start a new run with --out to change them)")
+    assert refused(proc) == (
+        "hadar: error: --restart-penalty: 9 differs from this run's 3 (policy options are "
+        "fixed for a run; start a new run with --out to change them)"
+    )
     proc = resume(copied_run, "--policy-opt", "window=8")
-    assert refused(proc).startswith("hadar: error: --policy-opt: window=8 differs from this run's none (")
-    assert resume(copied_run, "--restart-penalty", "3", "--no-eval").returncode == 0  # repeating them is fine
+    assert refused(proc).startswith(
+        "hadar: error: --policy-opt: window=8 differs from this run's none ("
+    )
+    assert (
+        resume(copied_run, "--restart-penalty", "3", "--no-eval").returncode == 0
+    )  # repeating them is fine
 
 
 def test_resume_refuses_run_json_edited_to_other_policy_options(copied_run: Path) -> None:
     """A knob the run never named (the starvation bound, at its default) is part of its identity too."""
     edit_run_json(copied_run, policy_options={"max_wait_s": "3600"})
     proc = resume(copied_run)
-    assert refused(proc) == (f"hadar: error: {copied_run / 'run.json'}: policy options differ from the run's "
-                             f"(hadar.max_wait_s=86400 at the start, now hadar.max_wait_s=3600); start a new run "
-                             f"with --out instead")
+    assert refused(proc) == (
+        f"hadar: error: {copied_run / 'run.json'}: policy options differ from the run's "
+        f"(hadar.max_wait_s=86400 at the start, now hadar.max_wait_s=3600); start a new run "
+        f"with --out instead"
+    )
 
 
-def test_resume_with_forged_digests_is_caught_by_the_tracker_jobs(copied_run: Path, tmp_path: Path) -> None:
+def test_resume_with_forged_digests_is_caught_by_the_tracker_jobs(
+    copied_run: Path, tmp_path: Path
+) -> None:
     """A hostile edit that also rewrites the digest: the tracker's jobs are not the workload's."""
     other = write_jobs(tmp_path / "other.yaml", {"LT": 40})
     repoint_run_json(copied_run, "workload", other)
     proc = resume(copied_run)
-    assert refused(proc) == (f"hadar: error: {copied_run / 'tracker.sqlite'}: job 0 is MM/tiny with 40 steps in "
-                             f"the tracker but LT/tiny with 40 steps in workload {other}: not the workload this "
-                             f"run started with")
+    assert refused(proc) == (
+        f"hadar: error: {copied_run / 'tracker.sqlite'}: job 0 is MM/tiny with 40 steps in "
+        f"the tracker but LT/tiny with 40 steps in workload {other}: not the workload this "
+        f"run started with"
+    )
 
 
 def test_a_cluster_file_changed_while_stopped_needs_force(copied_run: Path, tmp_path: Path) -> None:
     cluster = tmp_path / "c.yaml"
     shutil.copy(LOCAL_3, cluster)
     repoint_run_json(copied_run, "cluster", cluster)
-    assert resume(copied_run, "--no-eval").returncode == 0  # same contents, another path: the same run
+    assert (
+        resume(copied_run, "--no-eval").returncode == 0
+    )  # same contents, another path: the same run
     cluster.write_text(cluster.read_text().replace("speed_factor: 0.25", "speed_factor: 0.2"))
     proc = resume(copied_run, "--no-eval")
-    assert refused(proc).startswith(f"hadar: error: {copied_run / 'run.json'}: cluster file {cluster} changed "
-                                    f"since the run last used it (digest ")
+    assert refused(proc).startswith(
+        f"hadar: error: {copied_run / 'run.json'}: cluster file {cluster} changed "
+        f"since the run last used it (digest "
+    )
     assert "pass --force" in proc.stderr
     forced = resume(copied_run, "--no-eval", "--force")
     assert forced.returncode == 0, forced.stdout + forced.stderr
@@ -220,15 +303,20 @@ def test_a_truncated_journal_is_exit_2_naming_it(copied_run: Path) -> None:
     assert db.read_bytes() == before  # refused, not repaired or rewritten
 
 
-@pytest.mark.parametrize(("emptied", "other"), [("journal.sqlite", "tracker.sqlite"),
-                                              ("tracker.sqlite", "journal.sqlite")])
-def test_a_state_file_truncated_to_nothing_is_exit_2_not_lost_history(copied_run: Path, emptied: str,
-                                                                      other: str) -> None:
+@pytest.mark.parametrize(
+    ("emptied", "other"),
+    [("journal.sqlite", "tracker.sqlite"), ("tracker.sqlite", "journal.sqlite")],
+)
+def test_a_state_file_truncated_to_nothing_is_exit_2_not_lost_history(
+    copied_run: Path, emptied: str, other: str
+) -> None:
     db = copied_run / emptied
     db.write_bytes(b"")
     proc = resume(copied_run)
-    assert refused(proc) == (f"hadar: error: {db}: has no record of round {_last_round(copied_run)}, which "
-                             f"{other} closed (the file was truncated or replaced)")
+    assert refused(proc) == (
+        f"hadar: error: {db}: has no record of round {_last_round(copied_run)}, which "
+        f"{other} closed (the file was truncated or replaced)"
+    )
 
 
 def test_a_damaged_tracker_is_exit_2_naming_it(copied_run: Path) -> None:

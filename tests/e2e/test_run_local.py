@@ -29,8 +29,22 @@ pytestmark = pytest.mark.slow
 
 def test_m3_with_hadare_on_local_nodes_completes_and_reports_cru(tmp_path):
     out = tmp_path / "run"
-    proc = hadar("run", "--cluster", LOCAL_3, "--workload", "M-3", "--size", "tiny", "--policy", "hadare",
-                 "--round", "20", "--no-live", "--out", str(out))
+    proc = hadar(
+        "run",
+        "--cluster",
+        LOCAL_3,
+        "--workload",
+        "M-3",
+        "--size",
+        "tiny",
+        "--policy",
+        "hadare",
+        "--round",
+        "20",
+        "--no-live",
+        "--out",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     s = summary(out)
     assert s["completed"] == s["jobs"] == 3
@@ -38,7 +52,14 @@ def test_m3_with_hadare_on_local_nodes_completes_and_reports_cru(tmp_path):
     assert tracker_progress(out) == {0: 300, 1: 250, 2: 250}
     # every finished model was scored on held-out data
     assert all(q["metric"] and q["value"] is not None for q in s["quality"].values())
-    for f in ("events.jsonl", "rounds.csv", "jobs.csv", "summary.json", "nodes_by_round.png", "cru_by_round.png"):
+    for f in (
+        "events.jsonl",
+        "rounds.csv",
+        "jobs.csv",
+        "summary.json",
+        "nodes_by_round.png",
+        "cru_by_round.png",
+    ):
         assert (out / f).is_file(), f
     kinds = {e["event"] for e in events(out)}
     assert {"dispatch", "result", "aggregation", "evaluation"} <= kinds
@@ -46,10 +67,17 @@ def test_m3_with_hadare_on_local_nodes_completes_and_reports_cru(tmp_path):
     # no other checkpoint anywhere in the run directory, no node dirs, no fetched copies
     kept = []
     for job in (0, 1, 2):
-        written = list(dict.fromkeys(e["checkpoint"] for e in events(out)
-                                     if e["event"] == "aggregation" and e["job"] == job and e["checkpoint"]))
+        written = list(
+            dict.fromkeys(
+                e["checkpoint"]
+                for e in events(out)
+                if e["event"] == "aggregation" and e["job"] == job and e["checkpoint"]
+            )
+        )
         assert written
-        assert sorted(str(p) for p in (out / "checkpoints" / f"job-{job}").iterdir()) == sorted(written[-2:])
+        assert sorted(str(p) for p in (out / "checkpoints" / f"job-{job}").iterdir()) == sorted(
+            written[-2:]
+        )
         kept += written[-2:]
     assert sorted(str(p) for p in out.rglob("*.pt")) == sorted(kept)
     assert not (out / "nodes").exists() and not (out / "incoming").exists()
@@ -72,7 +100,9 @@ def test_hadare_utilises_the_cluster_more_than_hadar(tmp_path):
         out = tmp_path / policy
         proc = start_run(out, jobs, slot="10", policy=policy)
         try:
-            wait_for(lambda out=out: {0, 1, 2} <= closed_rounds(out), 300, "three rounds to close", proc)
+            wait_for(
+                lambda out=out: {0, 1, 2} <= closed_rounds(out), 300, "three rounds to close", proc
+            )
             stop_cleanly(proc)
         finally:
             if proc.poll() is None:
@@ -81,11 +111,19 @@ def test_hadare_utilises_the_cluster_more_than_hadar(tmp_path):
         assert progress[1] == progress[2] == 40
         ev = events(out)
         short_jobs_ran = {e["round"] for e in ev if e["event"] == "dispatch" and e["job"] in (1, 2)}
-        rounds = [r for r in csv.DictReader((out / "rounds.csv").open()) if int(r["round"]) not in short_jobs_ran]
+        rounds = [
+            r
+            for r in csv.DictReader((out / "rounds.csv").open())
+            if int(r["round"]) not in short_jobs_ran
+        ]
         assert len(rounds) >= 2, (policy, short_jobs_ran)
         if policy == "hadare":  # every node trains a copy of the long job in every such round
             for r in rounds:
-                nodes = {e["node"] for e in ev if e["event"] == "result" and e["round"] == int(r["round"])}
+                nodes = {
+                    e["node"]
+                    for e in ev
+                    if e["event"] == "result" and e["round"] == int(r["round"])
+                }
                 assert nodes == {"v100", "t4", "k80"}, (r["round"], nodes)
         busy = sum(float(r["busy_s"]) for r in rounds)
         cru[policy] = busy / sum(int(r["nodes_up"]) * float(r["duration"]) for r in rounds)
@@ -108,10 +146,16 @@ def test_a_worker_killed_mid_round_loses_only_that_copys_round(tmp_path):
         if proc.poll() is None:
             proc.kill()
     ev = events(out)
-    failures = [e for e in ev if e["event"] == "failure" and e["node"] == "v100" and e["round"] == killed_round]
+    failures = [
+        e
+        for e in ev
+        if e["event"] == "failure" and e["node"] == "v100" and e["round"] == killed_round
+    ]
     assert failures and failures[0]["kind"] == "worker-error"
     # the killed copy reported nothing that round, and no step was counted twice
-    assert not any(e["event"] == "result" and e["round"] == killed_round and e["node"] == "v100" for e in ev)
+    assert not any(
+        e["event"] == "result" and e["round"] == killed_round and e["node"] == "v100" for e in ev
+    )
     assert tracker_progress(out) == {0: 2500, 1: 600, 2: 1500}
     assert steps_added(out) == {0: 2500, 1: 600, 2: 1500}
     assert summary(out)["failures"] >= 1

@@ -12,8 +12,23 @@ pytestmark = [pytest.mark.slow, pytest.mark.ssh]
 def test_m3_with_hadare_on_three_sshd_nodes(sshd_farm, tmp_path):
     cluster = sshd_farm.write_cluster(tmp_path / "sshd-cluster.yaml")
     out = tmp_path / "run"
-    proc = hadar("run", "--cluster", str(cluster), "--workload", "M-3", "--size", "tiny", "--policy", "hadare",
-                 "--round", "20", "--no-live", "--keep-node-dirs", "--out", str(out))
+    proc = hadar(
+        "run",
+        "--cluster",
+        str(cluster),
+        "--workload",
+        "M-3",
+        "--size",
+        "tiny",
+        "--policy",
+        "hadare",
+        "--round",
+        "20",
+        "--no-live",
+        "--keep-node-dirs",
+        "--out",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     s = summary(out)
     assert s["completed"] == 3 and 0 < s["cru"] <= 1.0

@@ -21,8 +21,20 @@ def run_on(cluster: dict, tmp_path: Path):
     path.write_text(yaml.safe_dump(cluster, sort_keys=False))
     jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 20})
     out = tmp_path / "run"
-    proc = hadar("run", "--cluster", str(path), "--workload", str(jobs), "--round", "5", "--no-live", "--no-eval",
-                 "--out", str(out), timeout=120)
+    proc = hadar(
+        "run",
+        "--cluster",
+        str(path),
+        "--workload",
+        str(jobs),
+        "--round",
+        "5",
+        "--no-live",
+        "--no-eval",
+        "--out",
+        str(out),
+        timeout=120,
+    )
     err = proc.stderr.strip()
     assert "Traceback" not in err and len(err.splitlines()) == 1, proc.stdout + proc.stderr
     assert err.startswith(f"hadar: error: {path}: no node of cluster sshd-test is reachable: ")
@@ -44,7 +56,9 @@ def silent_port() -> Iterator[int]:
         yield s.getsockname()[1]
 
 
-def test_refused_connections_are_exit_3_naming_every_host_and_port(sshd_farm: SshdFarm, tmp_path: Path) -> None:
+def test_refused_connections_are_exit_3_naming_every_host_and_port(
+    sshd_farm: SshdFarm, tmp_path: Path
+) -> None:
     data = sshd_farm.cluster_dict(connect_attempts=1, connect_timeout_s=1)
     ports = [free_port() for _ in data["nodes"]]
     for node, port in zip(data["nodes"], ports, strict=True):
@@ -52,28 +66,41 @@ def test_refused_connections_are_exit_3_naming_every_host_and_port(sshd_farm: Ss
     proc, err = run_on(data, tmp_path)
     assert proc.returncode == 3
     for node, port in zip(data["nodes"], ports, strict=True):
-        assert f"node {node['name']} (127.0.0.1:{port}): unreachable after 1 attempts: connection refused" in err
+        assert (
+            f"node {node['name']} (127.0.0.1:{port}): unreachable after 1 attempts: connection refused"
+            in err
+        )
 
 
-def test_a_silent_server_is_exit_3_with_a_timeout(sshd_farm: SshdFarm, tmp_path: Path, silent_port: int) -> None:
+def test_a_silent_server_is_exit_3_with_a_timeout(
+    sshd_farm: SshdFarm, tmp_path: Path, silent_port: int
+) -> None:
     data = one_node(sshd_farm)
     data["nodes"][0]["port"] = silent_port
     proc, err = run_on(data, tmp_path)
     assert proc.returncode == 3
-    assert err.endswith(f"node ssh-v100 (127.0.0.1:{silent_port}): unreachable after 1 attempts: timed out after 1s")
+    assert err.endswith(
+        f"node ssh-v100 (127.0.0.1:{silent_port}): unreachable after 1 attempts: timed out after 1s"
+    )
 
 
-def test_an_unauthorised_key_is_exit_3_with_authentication_failed(sshd_farm: SshdFarm, tmp_path: Path) -> None:
+def test_an_unauthorised_key_is_exit_3_with_authentication_failed(
+    sshd_farm: SshdFarm, tmp_path: Path
+) -> None:
     stranger = tmp_path / "stranger_ed25519"
     generate_ed25519(stranger)
     proc, err = run_on(one_node(sshd_farm, identity_file=str(stranger)), tmp_path)
     port = sshd_farm.servers[0].port
     assert proc.returncode == 3
-    assert f"node ssh-v100 (127.0.0.1:{port}): authentication failed for user {sshd_farm.user}" in err
+    assert (
+        f"node ssh-v100 (127.0.0.1:{port}): authentication failed for user {sshd_farm.user}" in err
+    )
     assert str(stranger) in err
 
 
-def test_a_missing_key_file_is_exit_3_naming_host_port_and_file(sshd_farm: SshdFarm, tmp_path: Path) -> None:
+def test_a_missing_key_file_is_exit_3_naming_host_port_and_file(
+    sshd_farm: SshdFarm, tmp_path: Path
+) -> None:
     missing = tmp_path / "no_such_key"
     proc, err = run_on(one_node(sshd_farm, identity_file=str(missing)), tmp_path)
     port = sshd_farm.servers[0].port

@@ -22,7 +22,9 @@ def table() -> GavelThroughputTable:
 
 @pytest.fixture(scope="module")
 def aws() -> Cluster:
-    return Cluster("aws", (Node("p3", {"v100": 1}), Node("p2", {"k80": 1}), Node("g4dn", {"t4": 1})))
+    return Cluster(
+        "aws", (Node("p3", {"v100": 1}), Node("p2", {"k80": 1}), Node("g4dn", {"t4": 1}))
+    )
 
 
 def job(job_type: str, w: int = 1) -> Job:
@@ -44,7 +46,12 @@ def test_measured_cells_come_from_the_table(table: GavelThroughputTable, aws: Cl
 def test_estimated_pairs_are_flagged(table: GavelThroughputTable, aws: Cluster) -> None:
     model = CompositeThroughput(table)
     jobs = [job(R18), job("MM")]
-    assert model.estimated_pairs(jobs, aws) == [("MM", "k80"), ("MM", "t4"), ("MM", "v100"), (R18, "t4")]
+    assert model.estimated_pairs(jobs, aws) == [
+        ("MM", "k80"),
+        ("MM", "t4"),
+        ("MM", "v100"),
+        (R18, "t4"),
+    ]
     assert model.seen_estimated() == []
     model.cell_rates(job(R18), aws)
     assert model.seen_estimated() == [(R18, "t4")]
@@ -53,13 +60,17 @@ def test_estimated_pairs_are_flagged(table: GavelThroughputTable, aws: Cluster) 
     assert model.describe(job("MM"), aws).startswith("estimated on k80, v100, t4")
 
 
-def test_gang_size_missing_from_the_table_is_estimated(table: GavelThroughputTable, aws: Cluster) -> None:
+def test_gang_size_missing_from_the_table_is_estimated(
+    table: GavelThroughputTable, aws: Cluster
+) -> None:
     """A3C is measured at W = 1 only: a 2-GPU A3C job is an estimate everywhere."""
     model = CompositeThroughput(table)
     assert model.is_measured("A3C", "v100", 1) and not model.is_measured("A3C", "v100", 2)
     assert ("A3C", "v100") in model.estimated_pairs([job("A3C", 2)], aws)
     cons, _ = model.cell_rates(job("A3C", 2), aws)
-    assert cons[0, aws.type_index["v100"]] == pytest.approx(table.measured("A3C", "v100", 1) * 2 * 0.85)
+    assert cons[0, aws.type_index["v100"]] == pytest.approx(
+        table.measured("A3C", "v100", 1) * 2 * 0.85
+    )
 
 
 def test_measured_zero_means_cannot_run_and_is_kept(table: GavelThroughputTable) -> None:
@@ -82,7 +93,9 @@ def test_multi_node_uses_the_tables_fallback_when_only_consolidated_is_measured(
     assert np.all(cons == 50.0) and np.all(unc == pytest.approx(50.0 * t.unconsolidated_penalty))
 
 
-def test_rate_and_best_rate_work_through_the_interface(table: GavelThroughputTable, aws: Cluster) -> None:
+def test_rate_and_best_rate_work_through_the_interface(
+    table: GavelThroughputTable, aws: Cluster
+) -> None:
     model = CompositeThroughput(table)
     assert model.rate(job(R18), {"p3": {"v100": 1}}, aws) == table.measured(R18, "v100", 1)
     assert model.best_rate(job("MM"), aws) > 0
@@ -94,8 +107,9 @@ def test_a_measured_multi_node_figure_is_used_when_the_consolidated_one_is_missi
     can hold the gang anyway) is flagged and never below the measured multi-node one."""
     from estimators.throughput import TableKey
 
-    t = GavelThroughputTable({TableKey(R18, "t4", 8, False): 3.29, TableKey(R18, "v100", 1, True): 10.0},
-                             source="t")
+    t = GavelThroughputTable(
+        {TableKey(R18, "t4", 8, False): 3.29, TableKey(R18, "v100", 1, True): 10.0}, source="t"
+    )
     cluster = Cluster("c", (Node("a", {"t4": 4}), Node("b", {"t4": 4})))
     model = CompositeThroughput(t)
     cons, unc = model.cell_rates(job(R18, 8), cluster)
@@ -106,12 +120,16 @@ def test_a_measured_multi_node_figure_is_used_when_the_consolidated_one_is_missi
     assert [(c.gpu_type, c.num_gpus, c.placement) for c in cells] == [("t4", 8, "consolidated")]
 
 
-def test_estimated_cells_name_placement_and_gang_size(table: GavelThroughputTable, aws: Cluster) -> None:
+def test_estimated_cells_name_placement_and_gang_size(
+    table: GavelThroughputTable, aws: Cluster
+) -> None:
     model = CompositeThroughput(table)
     cells = model.estimated_cells([job(R18), job("A3C", 2)], aws)
     described = [c.describe() for c in cells]
     assert f"{R18} x1 on t4 (consolidated)" in described
-    assert "A3C x2 on v100 (multi-node)" in described and "A3C x2 on v100 (consolidated)" in described
+    assert (
+        "A3C x2 on v100 (multi-node)" in described and "A3C x2 on v100 (consolidated)" in described
+    )
     assert not any("x1" in d and "multi-node" in d for d in described)  # one GPU never spans nodes
     assert table.estimated_cells([job(R18)], aws) == []  # the plain table estimates nothing
 
@@ -121,8 +139,14 @@ def test_gpu_aliases_are_the_same_in_throughput_files_and_cluster_files() -> Non
     with and without the ``_unconsolidated`` suffix."""
     from hadar.cluster_config import cluster_from_dict
 
-    t = GavelThroughputTable.from_json({"titan_rtx": {"('A', 2)": {"null": 4.0}},
-                                        "titan_rtx_unconsolidated": {"('A', 2)": {"null": 3.0}}})
-    cluster = cluster_from_dict({"name": "c", "nodes": [{"name": "n", "gpus": {"titan_rtx": 2}}]}, "c.yaml")
+    t = GavelThroughputTable.from_json(
+        {
+            "titan_rtx": {"('A', 2)": {"null": 4.0}},
+            "titan_rtx_unconsolidated": {"('A', 2)": {"null": 3.0}},
+        }
+    )
+    cluster = cluster_from_dict(
+        {"name": "c", "nodes": [{"name": "n", "gpus": {"titan_rtx": 2}}]}, "c.yaml"
+    )
     (gpu,) = cluster.gpu_types
     assert t.measured("A", gpu, 2, True) == 4.0 and t.measured("A", gpu, 2, False) == 3.0

@@ -50,13 +50,19 @@ def test_reference_flag(only_estimate, capsys) -> None:
         (b"{not json", ["--throughputs", "{file}"], "malformed JSON at line 1"),
         (b"\xff\xfe\x00", ["--throughputs", "{file}"], "not a UTF-8 text file"),
         (b'{"v200": {}}', ["--throughputs", "{file}"], "unknown GPU type 'v200'"),
-        (b'{"k80": {"(\'A\', 1)": {"null": 1.0}}}', ["--throughputs", "{file}"], "--reference: v100 is not measured"),
+        (
+            b'{"k80": {"(\'A\', 1)": {"null": 1.0}}}',
+            ["--throughputs", "{file}"],
+            "--reference: v100 is not measured",
+        ),
         (b'{"v100": {"(\'A\', 1)": {"null": NaN}}}', ["--throughputs", "{file}"], "must be finite"),
         (None, ["--reference", "v200"], "--reference: unknown GPU type 'v200'"),
         (None, ["--holdout", "cell,bogus"], "--holdout: unknown hold-out 'bogus'"),
     ],
 )
-def test_bad_input_exits_2_with_one_line(only_estimate, capsys, tmp_path, content, args, fragment) -> None:
+def test_bad_input_exits_2_with_one_line(
+    only_estimate, capsys, tmp_path, content, args, fragment
+) -> None:
     f = tmp_path / "t.json"
     if content is not None:
         f.write_bytes(content)
@@ -78,8 +84,13 @@ def test_installed_entry_point_runs_in_a_subprocess(tmp_path) -> None:
     """The real ``python -m hadar`` process: exit code 2 and no traceback on a bad file."""
     bad = tmp_path / "bad.json"
     bad.write_text("[1, 2]")
-    p = subprocess.run([sys.executable, "-m", "hadar", "estimate-error", "--throughputs", str(bad)],
-                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "hadar", "estimate-error", "--throughputs", str(bad)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert p.returncode == 2, p.stderr
     assert p.stderr.strip().count("\n") == 0 and "expected an object" in p.stderr
     assert "Traceback" not in p.stderr

@@ -41,7 +41,11 @@ def report(table):
 
 def test_one_cell_by_hand(report, table) -> None:
     """(ResNet-18 batch 64, K80, W=1): X_ref is the V100 measurement, never the K80 one."""
-    row = next(r for r in report.rows if (r.holdout, r.job_type, r.gpu_type, r.num_gpus) == ("cell", R18, "k80", 1))
+    row = next(
+        r
+        for r in report.rows
+        if (r.holdout, r.job_type, r.gpu_type, r.num_gpus) == ("cell", R18, "k80", 1)
+    )
     v100, k80 = table.measured(R18, "v100", 1), table.measured(R18, "k80", 1)
     assert v100 == pytest.approx(24.09, abs=0.01) and k80 == pytest.approx(7.05, abs=0.01)
     expected = v100 * PMI_K80 / PMI_V100  # 5.81
@@ -53,7 +57,11 @@ def test_one_cell_by_hand(report, table) -> None:
 
 
 def test_reference_cell_is_predicted_from_another_gpu(report, table) -> None:
-    row = next(r for r in report.rows if (r.holdout, r.job_type, r.gpu_type, r.num_gpus) == ("cell", R18, "v100", 1))
+    row = next(
+        r
+        for r in report.rows
+        if (r.holdout, r.job_type, r.gpu_type, r.num_gpus) == ("cell", R18, "v100", 1)
+    )
     assert "on p100" in row.anchor
     assert row.estimated == pytest.approx(table.measured(R18, "p100", 1) * PMI_V100 / PMI_P100)
 
@@ -75,7 +83,11 @@ def test_holdouts_never_use_the_predicted_information(report) -> None:
 def test_every_positive_measured_cell_is_predicted(report, table) -> None:
     entries = table_entries(table)
     positive = [k for k, v in entries.items() if v > 0 and (k.num_gpus > 1 or k.consolidated)]
-    cell_rows = {(r.job_type, r.gpu_type, r.num_gpus, r.consolidated) for r in report.rows if r.holdout == "cell"}
+    cell_rows = {
+        (r.job_type, r.gpu_type, r.num_gpus, r.consolidated)
+        for r in report.rows
+        if r.holdout == "cell"
+    }
     assert cell_rows == {(k.job_type, k.gpu_type, k.num_gpus, k.consolidated) for k in positive}
     assert report.skipped_zero == sum(1 for k, v in entries.items() if v == 0)
     assert {r.holdout for r in report.rows} == set(HOLDOUTS)
@@ -84,8 +96,14 @@ def test_every_positive_measured_cell_is_predicted(report, table) -> None:
 def test_summaries_are_the_statistics_of_their_rows(report) -> None:
     for gpu in ("v100", "p100", "k80", "all"):
         s = report.summary("cell", gpu, 1)
-        rows = [r for r in report.rows if r.holdout == "cell" and r.num_gpus == 1 and r.consolidated
-                and gpu in ("all", r.gpu_type)]
+        rows = [
+            r
+            for r in report.rows
+            if r.holdout == "cell"
+            and r.num_gpus == 1
+            and r.consolidated
+            and gpu in ("all", r.gpu_type)
+        ]
         assert s is not None and s.cells == len(rows) == (78 if gpu == "all" else 26)
         apes = [r.ape for r in rows]
         assert s.median_ape == pytest.approx(statistics.median(apes))
@@ -104,12 +122,19 @@ def test_pooled_w1_error_is_bounded(report) -> None:
 
 
 def test_rank_agreement_on_a_hand_made_table() -> None:
-    t = GavelThroughputTable({
-        # A: measured order v100 > p100 > k80 (same as PMI)
-        TableKey("A", "v100", 1, True): 10.0, TableKey("A", "p100", 1, True): 8.0, TableKey("A", "k80", 1, True): 2.0,
-        # B: p100 > k80 > v100 (PMI says v100 > p100 > k80: only the p100/k80 pair agrees)
-        TableKey("B", "v100", 1, True): 1.0, TableKey("B", "p100", 1, True): 3.0, TableKey("B", "k80", 1, True): 2.0,
-    }, source="t")
+    t = GavelThroughputTable(
+        {
+            # A: measured order v100 > p100 > k80 (same as PMI)
+            TableKey("A", "v100", 1, True): 10.0,
+            TableKey("A", "p100", 1, True): 8.0,
+            TableKey("A", "k80", 1, True): 2.0,
+            # B: p100 > k80 > v100 (PMI says v100 > p100 > k80: only the p100/k80 pair agrees)
+            TableKey("B", "v100", 1, True): 1.0,
+            TableKey("B", "p100", 1, True): 3.0,
+            TableKey("B", "k80", 1, True): 2.0,
+        },
+        source="t",
+    )
     r = rank_agreement(t, PmiParams(), 1)
     assert r is not None and r.jobs == 2
     assert r.full_order == 0.5 and r.top1 == 0.5
@@ -145,16 +170,29 @@ def test_unknown_holdout_and_missing_reference_are_input_errors(table) -> None:
 def test_outputs_are_written(report, tmp_path, table) -> None:
     variants = score_variants(table)
     paths = write_outputs(report, tmp_path / "out", variants)
-    assert [p.name for p in paths] == ["estimate_error_cells.csv", "estimate_error_summary.csv", "estimate_error.json"]
+    assert [p.name for p in paths] == [
+        "estimate_error_cells.csv",
+        "estimate_error_summary.csv",
+        "estimate_error.json",
+    ]
     with paths[0].open() as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == len(report.rows)
-    r = next(x for x in rows if x["holdout"] == "cell" and x["job_type"] == R18 and x["gpu_type"] == "k80"
-             and x["num_gpus"] == "1")
+    r = next(
+        x
+        for x in rows
+        if x["holdout"] == "cell"
+        and x["job_type"] == R18
+        and x["gpu_type"] == "k80"
+        and x["num_gpus"] == "1"
+    )
     assert float(r["ape_pct"]) == pytest.approx(17.6, abs=0.1)
     data = json.loads(paths[2].read_text())
     assert data["params"]["reference_gpu"] == "v100"
-    assert {v["label"] for v in data["variants"]} >= {"fp32, alpha 1 (default)", "tensor where present, alpha 1"}
+    assert {v["label"] for v in data["variants"]} >= {
+        "fp32, alpha 1 (default)",
+        "tensor where present, alpha 1",
+    }
     default = next(v for v in variants if v.label.endswith("(default)"))
     tensor = next(v for v in variants if v.label.startswith("tensor"))
     assert default.median_ape_w1 < tensor.median_ape_w1  # the reason FP32 is the default

@@ -27,15 +27,23 @@ def prior() -> CompositeThroughput:
 
 @pytest.fixture(scope="module")
 def lab() -> Cluster:
-    return Cluster("lab", (Node("titan", {"titan-rtx": 1}), Node("t4", {"t4": 1}),
-                           Node("mixed", {"t4": 1, "rtx3090": 1}, pcie_gen=4)))
+    return Cluster(
+        "lab",
+        (
+            Node("titan", {"titan-rtx": 1}),
+            Node("t4", {"t4": 1}),
+            Node("mixed", {"t4": 1, "rtx3090": 1}, pcie_gen=4),
+        ),
+    )
 
 
 def job(job_type: str = R18, w: int = 1) -> Job:
     return Job(job_id=3, job_type=job_type, num_gpus=w, total_steps=10.0)
 
 
-def cell(model, cluster: Cluster, node: str, gpu: str, j: Job | None = None, consolidated: bool = True) -> float:
+def cell(
+    model, cluster: Cluster, node: str, gpu: str, j: Job | None = None, consolidated: bool = True
+) -> float:
     cons, unc = model.cell_rates(j or job(), cluster)
     return float((cons if consolidated else unc)[cluster.node_index[node], cluster.type_index[gpu]])
 
@@ -53,10 +61,16 @@ def test_first_measurement_replaces_then_ewma_smooths(prior, lab) -> None:
     assert online.measured(R18, "titan", 1) == pytest.approx(22.5)
     # Unmeasured cells of the same (job type, W) keep the prior's speed relative to the measured
     # cell; other gang sizes and job types keep the prior.
-    assert cell(online, lab, "t4", "t4") == pytest.approx(cell(prior, lab, "t4", "t4") * 22.5 / before)
-    assert cell(online, lab, "titan", "titan-rtx", job(R18, 2)) == cell(prior, lab, "titan", "titan-rtx", job(R18, 2))
+    assert cell(online, lab, "t4", "t4") == pytest.approx(
+        cell(prior, lab, "t4", "t4") * 22.5 / before
+    )
+    assert cell(online, lab, "titan", "titan-rtx", job(R18, 2)) == cell(
+        prior, lab, "titan", "titan-rtx", job(R18, 2)
+    )
     other = job("LM (batch size 20)")
-    assert cell(online, lab, "titan", "titan-rtx", other) == cell(prior, lab, "titan", "titan-rtx", other)
+    assert cell(online, lab, "titan", "titan-rtx", other) == cell(
+        prior, lab, "titan", "titan-rtx", other
+    )
 
 
 def test_default_alpha_and_custom_alpha(prior) -> None:
@@ -72,7 +86,9 @@ def test_observation_applies_to_the_nodes_gpus_or_one_named_type(prior, lab) -> 
     online.observe(R18, "mixed", 1, 5.0, gpu_type="RTX 3090")
     assert cell(online, lab, "mixed", "rtx3090") == 5.0
     scale = 5.0 / cell(prior, lab, "mixed", "rtx3090")
-    assert cell(online, lab, "mixed", "t4") == pytest.approx(cell(prior, lab, "mixed", "t4") * scale)
+    assert cell(online, lab, "mixed", "t4") == pytest.approx(
+        cell(prior, lab, "mixed", "t4") * scale
+    )
     online.observe(R18, "t4", 1, 7.0)
     cons, _ = online.cell_rates(job(), lab)
     h = lab.node_index["t4"]
@@ -81,7 +97,9 @@ def test_observation_applies_to_the_nodes_gpus_or_one_named_type(prior, lab) -> 
     # the geometric mean of the two measured cells' ratios.
     prior_cons, _ = prior.cell_rates(job(), lab)
     both = (scale * 7.0 / cell(prior, lab, "t4", "t4")) ** 0.5
-    assert cons[h, lab.type_index["rtx3090"]] == pytest.approx(prior_cons[h, lab.type_index["rtx3090"]] * both)
+    assert cons[h, lab.type_index["rtx3090"]] == pytest.approx(
+        prior_cons[h, lab.type_index["rtx3090"]] * both
+    )
     assert "measured online on mixed, t4" in online.describe(job(), lab)
 
 
@@ -89,29 +107,50 @@ def test_unmeasured_cells_are_calibrated_by_the_measured_ones() -> None:
     # A prior in other units (paper-size models) against measurements of a tiny model: 10x faster
     # on the measured V100 node; the K80 node, never measured, is scaled alike, so a node the
     # job has not run on yet still compares fairly with one it has.
-    t = GavelThroughputTable({TableKey(R18, "v100", 1, True): 10.0, TableKey(R18, "k80", 1, True): 4.0,
-                              TableKey(R18, "p100", 1, True): 5.0}, "t")
-    cluster = Cluster("c", (Node("a", {"v100": 1}), Node("b", {"k80": 1}), Node("c", {"p100": 1}),
-                            Node("d", {"t4": 1})))
+    t = GavelThroughputTable(
+        {
+            TableKey(R18, "v100", 1, True): 10.0,
+            TableKey(R18, "k80", 1, True): 4.0,
+            TableKey(R18, "p100", 1, True): 5.0,
+        },
+        "t",
+    )
+    cluster = Cluster(
+        "c",
+        (
+            Node("a", {"v100": 1}),
+            Node("b", {"k80": 1}),
+            Node("c", {"p100": 1}),
+            Node("d", {"t4": 1}),
+        ),
+    )
     online = OnlineThroughput(t)
     online.observe(R18, "a", 1, 100.0)
     assert cell(online, cluster, "b", "k80") == pytest.approx(40.0)
     # two measured cells: the geometric mean of their ratios (10x and 4x) scales the third
     online.observe(R18, "c", 1, 20.0)
     assert cell(online, cluster, "b", "k80") == pytest.approx(4.0 * (10.0 * 4.0) ** 0.5)
-    assert cell(online, cluster, "a", "v100") == 100.0 and cell(online, cluster, "c", "p100") == 20.0
+    assert (
+        cell(online, cluster, "a", "v100") == 100.0 and cell(online, cluster, "c", "p100") == 20.0
+    )
     # a cell the prior has no figure for stays at zero (the job cannot run there)
     assert cell(online, cluster, "d", "t4") == 0.0
 
 
 def test_multi_node_figure_keeps_the_priors_ratio() -> None:
-    t = GavelThroughputTable({TableKey(R18, "v100", 2, True): 100.0, TableKey(R18, "v100", 2, False): 40.0}, "t")
+    t = GavelThroughputTable(
+        {TableKey(R18, "v100", 2, True): 100.0, TableKey(R18, "v100", 2, False): 40.0}, "t"
+    )
     cluster = Cluster("c", (Node("a", {"v100": 2}), Node("b", {"v100": 2})))
     online = OnlineThroughput(t)
     online.observe(R18, "a", 2, 50.0)
     assert cell(online, cluster, "a", "v100", job(R18, 2)) == 50.0
-    assert cell(online, cluster, "a", "v100", job(R18, 2), consolidated=False) == pytest.approx(20.0)
-    assert cell(online, cluster, "b", "v100", job(R18, 2)) == pytest.approx(50.0)  # calibrated by node a
+    assert cell(online, cluster, "a", "v100", job(R18, 2), consolidated=False) == pytest.approx(
+        20.0
+    )
+    assert cell(online, cluster, "b", "v100", job(R18, 2)) == pytest.approx(
+        50.0
+    )  # calibrated by node a
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), 0.0, -3.0, 0])
@@ -189,15 +228,31 @@ def test_persist_and_restore_round_trip(prior, lab, tmp_path) -> None:
         ({"format": "hadar-online-throughput", "version": 1, "alpha": 2}, "alpha"),
         ({"format": "hadar-online-throughput", "version": 1, "entries": {}}, "entries"),
         ({"format": "hadar-online-throughput", "version": 1, "entries": [5]}, r"entries\[0\]"),
-        ({"format": "hadar-online-throughput", "version": 1,
-          "entries": [{"job_type": R18, "num_gpus": 1, "node": "a", "steps_per_second": -1}]},
-         r"entries\[0\]: steps_per_second"),
-        ({"format": "hadar-online-throughput", "version": 1,
-          "entries": [{"job_type": R18, "num_gpus": 0, "node": "a", "steps_per_second": 1}]},
-         r"entries\[0\]: .*num_gpus"),
-        ({"format": "hadar-online-throughput", "version": 1,
-          "entries": [{"job_type": R18, "num_gpus": 1, "node": "a", "steps_per_second": 1}] * 2},
-         r"entries\[1\]: duplicate"),
+        (
+            {
+                "format": "hadar-online-throughput",
+                "version": 1,
+                "entries": [{"job_type": R18, "num_gpus": 1, "node": "a", "steps_per_second": -1}],
+            },
+            r"entries\[0\]: steps_per_second",
+        ),
+        (
+            {
+                "format": "hadar-online-throughput",
+                "version": 1,
+                "entries": [{"job_type": R18, "num_gpus": 0, "node": "a", "steps_per_second": 1}],
+            },
+            r"entries\[0\]: .*num_gpus",
+        ),
+        (
+            {
+                "format": "hadar-online-throughput",
+                "version": 1,
+                "entries": [{"job_type": R18, "num_gpus": 1, "node": "a", "steps_per_second": 1}]
+                * 2,
+            },
+            r"entries\[1\]: duplicate",
+        ),
     ],
 )
 def test_malformed_state_raises_one_line_input_error(prior, state, match) -> None:

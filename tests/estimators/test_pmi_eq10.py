@@ -79,10 +79,14 @@ def test_pcie_factor_uses_the_older_of_node_and_gpu() -> None:
     on4 = est.estimate(R18, "rtx3090", pcie_gen=4).value
     assert on4 / on3 == pytest.approx(1.03)
     # A T4 is a PCIe-3 card: a PCIe-4 motherboard does not speed it up.
-    assert est.estimate(R18, "t4", pcie_gen=4).value == pytest.approx(est.estimate(R18, "t4", pcie_gen=3).value)
+    assert est.estimate(R18, "t4", pcie_gen=4).value == pytest.approx(
+        est.estimate(R18, "t4", pcie_gen=3).value
+    )
     assert est.estimate(R18, "t4", pcie_gen=3).value == pytest.approx(24.0 * PMI_T4 / PMI_V100)
     # Gen 2 board, default factor 0.93.
-    assert est.estimate(R18, "t4", pcie_gen=2).value == pytest.approx(24.0 * PMI_T4 / PMI_V100 * 0.93)
+    assert est.estimate(R18, "t4", pcie_gen=2).value == pytest.approx(
+        24.0 * PMI_T4 / PMI_V100 * 0.93
+    )
 
 
 def test_generic_prior_is_the_papers_expression() -> None:
@@ -99,7 +103,9 @@ def test_generic_prior_is_the_papers_expression() -> None:
 def test_gang_of_w_gpus_scales_a_one_gpu_anchor() -> None:
     est = PmiEstimator(table({(R18, "v100", 1, True): 24.0}))
     assert est.estimate(R18, "v100", num_gpus=4).value == pytest.approx(24.0 * 4 * 0.85**2)
-    assert est.estimate(R18, "k80", num_gpus=2).value == pytest.approx(24.0 * PMI_K80 / PMI_V100 * 2 * 0.85)
+    assert est.estimate(R18, "k80", num_gpus=2).value == pytest.approx(
+        24.0 * PMI_K80 / PMI_V100 * 2 * 0.85
+    )
 
 
 def test_gang_anchor_exact_prefers_the_w_gpu_figure() -> None:
@@ -123,17 +129,29 @@ def test_family_anchor_applies_batch_weight_and_dataset_ratios() -> None:
 
 
 def test_family_member_nearest_in_batch_size_is_the_anchor() -> None:
-    t = table({("LM (batch size 5)", "v100", 1, True): 100.0, ("LM (batch size 40)", "v100", 1, True): 40.0})
-    assert PmiEstimator(t).estimate("LM (batch size 30)", "v100").anchor.job_type == "LM (batch size 40)"
-    assert PmiEstimator(t).estimate("LM (batch size 6)", "v100").anchor.job_type == "LM (batch size 5)"
+    t = table(
+        {
+            ("LM (batch size 5)", "v100", 1, True): 100.0,
+            ("LM (batch size 40)", "v100", 1, True): 40.0,
+        }
+    )
+    assert (
+        PmiEstimator(t).estimate("LM (batch size 30)", "v100").anchor.job_type
+        == "LM (batch size 40)"
+    )
+    assert (
+        PmiEstimator(t).estimate("LM (batch size 6)", "v100").anchor.job_type == "LM (batch size 5)"
+    )
 
 
 def test_multi_node_rate_is_bounded_by_the_network() -> None:
-    t = table({
-        (R18, "v100", 1, True): 60.0,
-        (R18, "v100", 2, True): 100.0,
-        (R18, "v100", 2, False): 40.0,
-    })
+    t = table(
+        {
+            (R18, "v100", 1, True): 60.0,
+            (R18, "v100", 2, True): 100.0,
+            (R18, "v100", 2, False): 40.0,
+        }
+    )
     est = PmiEstimator(t)
     k80 = est.estimate(R18, "k80", num_gpus=2, consolidated=False)
     p100 = est.estimate(R18, "p100", num_gpus=2, consolidated=False)
@@ -144,9 +162,13 @@ def test_multi_node_rate_is_bounded_by_the_network() -> None:
     assert p100.network is not None and p100.network.gpu_type == "v100"
     # Without an unconsolidated anchor: the penalty knob.
     no_net = PmiEstimator(table({(R18, "v100", 1, True): 60.0}))
-    assert no_net.estimate(R18, "p100", num_gpus=2, consolidated=False).value == pytest.approx(p100_cons * 0.75)
+    assert no_net.estimate(R18, "p100", num_gpus=2, consolidated=False).value == pytest.approx(
+        p100_cons * 0.75
+    )
     off = PmiEstimator(t, PmiParams(network_bound=False))
-    assert off.estimate(R18, "p100", num_gpus=2, consolidated=False).value == pytest.approx(p100_cons * 0.75)
+    assert off.estimate(R18, "p100", num_gpus=2, consolidated=False).value == pytest.approx(
+        p100_cons * 0.75
+    )
 
 
 def test_one_gpu_multi_node_equals_consolidated() -> None:
@@ -170,8 +192,14 @@ def test_target_gpu_measured_at_another_gang_size_is_preferred() -> None:
 
 # -- cell_rates ------------------------------------------------------------------------------
 def test_cell_rates_differ_per_node_pcie_generation() -> None:
-    cluster = Cluster("c", (Node("old", {"rtx3090": 1}, pcie_gen=3), Node("new", {"rtx3090": 1}, pcie_gen=4),
-                            Node("t4", {"t4": 1}, pcie_gen=4)))
+    cluster = Cluster(
+        "c",
+        (
+            Node("old", {"rtx3090": 1}, pcie_gen=3),
+            Node("new", {"rtx3090": 1}, pcie_gen=4),
+            Node("t4", {"t4": 1}, pcie_gen=4),
+        ),
+    )
     est = PmiEstimator.bundled()
     cons, unc = est.cell_rates(job(R18), cluster)
     k = cluster.type_index["rtx3090"]
@@ -193,7 +221,10 @@ def test_more_pmi_is_never_slower() -> None:
     for a, b in combinations(GPUS, 2):
         lo, hi = sorted((a, b), key=est.pmi)
         for w in (1, 4):
-            assert est.estimate(R18, lo, num_gpus=w).value <= est.estimate(R18, hi, num_gpus=w).value + 1e-12
+            assert (
+                est.estimate(R18, lo, num_gpus=w).value
+                <= est.estimate(R18, hi, num_gpus=w).value + 1e-12
+            )
 
 
 @settings(max_examples=60, deadline=None)
@@ -218,11 +249,17 @@ def test_heavier_model_and_larger_dataset_are_never_faster() -> None:
     est = PmiEstimator(None)
     for gpu in ("v100", "t4"):
         for d in DATASET_CLASSES:
-            rates = [est.estimate(job("Custom", model=w, size_class=d), gpu).value for w in WEIGHT_CLASSES]
+            rates = [
+                est.estimate(job("Custom", model=w, size_class=d), gpu).value
+                for w in WEIGHT_CLASSES
+            ]
             assert all(a >= b for a, b in zip(rates, rates[1:], strict=False)), rates
             assert rates[0] > rates[-1]
         for w in WEIGHT_CLASSES:
-            rates = [est.estimate(job("Custom", model=w, size_class=d), gpu).value for d in DATASET_CLASSES]
+            rates = [
+                est.estimate(job("Custom", model=w, size_class=d), gpu).value
+                for d in DATASET_CLASSES
+            ]
             assert all(a >= b for a, b in zip(rates, rates[1:], strict=False)), rates
             assert rates[0] > rates[-1]
 
@@ -236,7 +273,10 @@ def test_family_path_is_monotone_in_weight_and_dataset() -> None:
     assert rates == sorted(rates, reverse=True) and rates[0] > rates[-1]
     # The high-weight member itself: the family figure unchanged (L dataset, batch 64 default).
     assert rates[2] == pytest.approx(10.0 * 32 * (64 / 32) ** 0.3 / 64)
-    sizes = [est.estimate(job("Custom", model="Transformer", size_class=d), "v100").value for d in DATASET_CLASSES]
+    sizes = [
+        est.estimate(job("Custom", model="Transformer", size_class=d), "v100").value
+        for d in DATASET_CLASSES
+    ]
     assert sizes == sorted(sizes, reverse=True) and sizes[0] > sizes[-1]
 
 
@@ -254,9 +294,12 @@ def test_job_profile_sources() -> None:
     # The job type wins over a Job's fields; the fields fill gaps only.
     assert job_profile(job(R18, spec={"batch_size": 16}, size_class="XL")).batch_size == 64
     assert job_profile(job(R18, spec={"batch_size": 16}, size_class="XL")).dataset_class == "S"
-    assert job_profile(job("Custom", model="extra-high", size_class="L", spec={"batch_size": 8})) == JobProfile(
-        None, 8, "extra-high", "L")
-    assert job_profile(job("Custom", model="resnet50")) == JobProfile("ResNet-50", 64, "extra-high", "XL")
+    assert job_profile(
+        job("Custom", model="extra-high", size_class="L", spec={"batch_size": 8})
+    ) == JobProfile(None, 8, "extra-high", "L")
+    assert job_profile(job("Custom", model="resnet50")) == JobProfile(
+        "ResNet-50", 64, "extra-high", "XL"
+    )
     assert job_profile("Unknown") == JobProfile(None, None, "modest", "M")
 
 
@@ -287,7 +330,10 @@ def test_bad_profiles_raise_one_line_input_errors() -> None:
         ({"batch_exponent": 2}, "batch_exponent"),
         ({"pcie_factors": {3: 1.0, 4: 0.9}}, "pcie_factors: must not decrease"),
         ({"pcie_factors": {"three": 1.0}}, "pcie_factors: generations must be integers"),
-        ({"weight_factors": {"small": 2, "modest": 1, "high": 3, "extra-high": 4}}, "weight_factors: must not decrease"),
+        (
+            {"weight_factors": {"small": 2, "modest": 1, "high": 3, "extra-high": 4}},
+            "weight_factors: must not decrease",
+        ),
         ({"reference_pcie_gen": 0}, "reference_pcie_gen"),
     ],
 )

@@ -43,7 +43,9 @@ def test_proportional_rates_fork_bound_is_total_work_over_total_rate():
     job, gpu = np.array([1.0, 3.0, 0.5]), np.array([4.0, 2.0, 1.0])
     steps = [100.0, 900.0, 30.0]
     b = ttd_bounds(np.outer(job, gpu), steps)
-    assert b.fork_s == pytest.approx(sum(n / (j * gpu.sum()) for n, j in zip(steps, job, strict=True)))
+    assert b.fork_s == pytest.approx(
+        sum(n / (j * gpu.sum()) for n, j in zip(steps, job, strict=True))
+    )
 
 
 def test_gpu_a_job_cannot_use_is_left_out():
@@ -86,5 +88,7 @@ def test_no_policy_beats_its_bound_in_the_simulator(cluster_name, mix):
     throughput = throughput_for(jobs, cluster, load_table(None))
     b = mix_bounds(jobs, cluster, throughput)
     for policy, bound in (("gavel", b.nofork_s), ("hadar", b.nofork_s), ("hadare", b.fork_s)):
-        result = simulate(cluster, jobs, make_policy(policy), throughput, SimConfig(round_length=90.0))
+        result = simulate(
+            cluster, jobs, make_policy(policy), throughput, SimConfig(round_length=90.0)
+        )
         assert summarize(result)["ttd_s"] >= bound - 1e-6, policy

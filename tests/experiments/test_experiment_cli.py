@@ -24,13 +24,34 @@ CLUSTERS = ("aws-5node", "lab-5node")
 MIXES = ("M-1", "M-5")
 POLICIES = ("gavel", "hadar", "hadare")
 SLOTS = (180.0, 360.0)
-PNGS = ("fig8_cru.png", "fig9_ttd.png", "fig10_jct.png", "fig11_cru_slots_hadare.png", "fig12_cru_slots_hadar.png")
+PNGS = (
+    "fig8_cru.png",
+    "fig9_ttd.png",
+    "fig10_jct.png",
+    "fig11_cru_slots_hadare.png",
+    "fig12_cru_slots_hadar.png",
+)
 
 
 def _args(out: Path, jobs: int) -> list[str]:
-    return ["experiment", "physical", "--clusters", ",".join(CLUSTERS), "--mixes", ",".join(MIXES),
-            "--policies", ",".join(POLICIES), "--rounds", "180,360", "--main-round", "360", "--workers", str(jobs),
-            "--out", str(out)]
+    return [
+        "experiment",
+        "physical",
+        "--clusters",
+        ",".join(CLUSTERS),
+        "--mixes",
+        ",".join(MIXES),
+        "--policies",
+        ",".join(POLICIES),
+        "--rounds",
+        "180,360",
+        "--main-round",
+        "360",
+        "--workers",
+        str(jobs),
+        "--out",
+        str(out),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +74,13 @@ def _csv(path: Path) -> list[dict[str, str]]:
 def _direct(cluster_name: str, mix: str, policy: str, slot: float):
     cluster, jobs = load_cluster(cluster_name), mix_jobs(mix, size="paper")
     throughput = throughput_for(jobs, cluster, load_table(None))
-    result = simulate(cluster, jobs, make_policy(policy), throughput, SimConfig(round_length=slot, restart_penalty=10.0))
+    result = simulate(
+        cluster,
+        jobs,
+        make_policy(policy),
+        throughput,
+        SimConfig(round_length=slot, restart_penalty=10.0),
+    )
     return result, summarize(result)
 
 
@@ -65,7 +92,8 @@ def test_every_cell_file_and_png_is_written(runs):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     rows = _csv(out / "results.csv")
     assert [(r["cluster"], r["mix"], r["policy"], float(r["slot_s"])) for r in rows] == [
-        (c, m, p, s) for c in CLUSTERS for m in MIXES for p in POLICIES for s in SLOTS]
+        (c, m, p, s) for c in CLUSTERS for m in MIXES for p in POLICIES for s in SLOTS
+    ]
     assert all(r["completed"] == r["jobs"] for r in rows)
     doc = json.loads((out / "results.json").read_text())
     assert doc["grid"]["main_slot_s"] == 360.0 and len(doc["cells"]) == len(rows)
@@ -80,15 +108,22 @@ def test_parallel_equals_serial(runs):
     assert a["cells"] == b["cells"] and a["clusters"] == b["clusters"]
 
 
-@pytest.mark.parametrize("cluster,mix,policy,slot", [("lab-5node", "M-5", "hadare", 360.0),
-                                                      ("aws-5node", "M-5", "gavel", 180.0)])
+@pytest.mark.parametrize(
+    "cluster,mix,policy,slot",
+    [("lab-5node", "M-5", "hadare", 360.0), ("aws-5node", "M-5", "gavel", 180.0)],
+)
 def test_cell_equals_direct_simulation(runs, cluster, mix, policy, slot):
     out, _, _ = runs
     result, s = _direct(cluster, mix, policy, slot)
     jct = [j.jct for j in result.jobs]
-    row = next(r for r in json.loads((out / "results.json").read_text())["cells"]
-               if (r["cluster"], r["mix"], r["policy"], r["slot_s"]) == (cluster, mix, policy, slot))
-    assert row["ttd_s"] == s["ttd_s"] and row["avg_jct_s"] == s["avg_jct_s"] and row["cru"] == s["gru"]
+    row = next(
+        r
+        for r in json.loads((out / "results.json").read_text())["cells"]
+        if (r["cluster"], r["mix"], r["policy"], r["slot_s"]) == (cluster, mix, policy, slot)
+    )
+    assert (
+        row["ttd_s"] == s["ttd_s"] and row["avg_jct_s"] == s["avg_jct_s"] and row["cru"] == s["gru"]
+    )
     assert row["min_jct_s"] == min(jct) and row["max_jct_s"] == max(jct)
     assert row["rounds"] == s["rounds"] and row["restarts_per_job"] == s["restarts_per_job"]
 
@@ -99,7 +134,7 @@ def _printed_rows(text: str, title: str) -> dict[tuple[str, str], list[str]]:
     start = next(i for i, line in enumerate(lines) if title in line)
     rows: dict[tuple[str, str], list[str]] = {}
     mix = None
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if line.startswith("└"):
             break
         if not line.startswith("│"):
@@ -128,7 +163,10 @@ def test_ratios_and_targets_follow_the_cells(runs):
     doc = json.loads((out / "results.json").read_text())
     cells = {(r["cluster"], r["mix"], r["policy"], r["slot_s"]): r for r in doc["cells"]}
     m5 = next(c for c in doc["clusters"]["aws-5node"]["per_mix"] if c["mix"] == "M-5")
-    hadar, hadare = cells[("aws-5node", "M-5", "hadar", 360.0)], cells[("aws-5node", "M-5", "hadare", 360.0)]
+    hadar, hadare = (
+        cells[("aws-5node", "M-5", "hadar", 360.0)],
+        cells[("aws-5node", "M-5", "hadare", 360.0)],
+    )
     assert m5["ttd_hadare_vs_hadar"] == pytest.approx(hadar["ttd_s"] / hadare["ttd_s"])
     assert m5["cru_hadare_vs_hadar"] == pytest.approx(hadare["cru"] / hadar["cru"])
     assert m5["hadare_ttd_over_hadar"] == pytest.approx(hadare["ttd_s"] / hadar["ttd_s"])
@@ -155,22 +193,38 @@ def test_estimated_pairs_are_reported_for_lab(runs):
     aws = {tuple(p) for p in doc["clusters"]["aws-5node"]["estimated"]["M-5"]}
     assert ("IC", "t4") in aws and ("IC", "v100") not in aws and ("MM", "v100") in aws
     rows = _csv(out / "results.csv")
-    assert "IC@t400" in next(r for r in rows if r["cluster"] == "lab-5node" and r["mix"] == "M-5")["estimated"]
+    assert (
+        "IC@t400"
+        in next(r for r in rows if r["cluster"] == "lab-5node" and r["mix"] == "M-5")["estimated"]
+    )
 
 
-@pytest.mark.parametrize("change,needle", [
-    (("--mixes", "M-5,M-13"), "--mixes: unknown workload mix 'M-13'"),
-    (("--clusters", "aws-5node,nosuch"), "nosuch: cluster file not found"),
-    (("--rounds", "0,360"), "--rounds: slot times must be positive"),
-    (("--rounds", "-90"), "--rounds: slot times must be positive"),
-    (("--rounds", "abc"), "--rounds: 'abc' is not a number"),
-    (("--main-round", "90"), "--main-round: 90 s is not one of --rounds"),
-    (("--policies", "hadar,slurm"), "--policies: unknown policy 'slurm'"),
-    (("--workers", "0"), "--workers: must be a whole number of processes in [1, 256]"),
-])
+@pytest.mark.parametrize(
+    "change,needle",
+    [
+        (("--mixes", "M-5,M-13"), "--mixes: unknown workload mix 'M-13'"),
+        (("--clusters", "aws-5node,nosuch"), "nosuch: cluster file not found"),
+        (("--rounds", "0,360"), "--rounds: slot times must be positive"),
+        (("--rounds", "-90"), "--rounds: slot times must be positive"),
+        (("--rounds", "abc"), "--rounds: 'abc' is not a number"),
+        (("--main-round", "90"), "--main-round: 90 s is not one of --rounds"),
+        (("--policies", "hadar,slurm"), "--policies: unknown policy 'slurm'"),
+        (("--workers", "0"), "--workers: must be a whole number of processes in [1, 256]"),
+    ],
+)
 def test_bad_arguments_are_one_line_exit_2(tmp_path, capsys, change, needle):
-    args = ["experiment", "physical", "--clusters", "aws-5node", "--mixes", "M-1", "--rounds", "360",
-            "--out", str(tmp_path / "out")]
+    args = [
+        "experiment",
+        "physical",
+        "--clusters",
+        "aws-5node",
+        "--mixes",
+        "M-1",
+        "--rounds",
+        "360",
+        "--out",
+        str(tmp_path / "out"),
+    ]
     i = args.index(change[0]) if change[0] in args else None
     if i is None:
         args += list(change)

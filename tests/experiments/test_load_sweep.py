@@ -19,10 +19,33 @@ from hadar.experiments.load_sweep import poisson_arrivals, window_stats
 from hadar.simulator.records import JobRecord
 from hadar.workloads.philly import PhillyOptions, generate
 
-ARGS = ["experiment", "load-sweep", "--policies", "hadar,gavel", "--rates", "20,60", "--num-jobs", "40",
-        "--window", "10:30"]
-DETERMINISTIC = ["policy", "rate", "seed", "avg_jct_s", "median_jct_s", "p99_jct_s", "avg_queueing_s",
-                 "backlog_growth", "saturated", "ttd_s", "work_efficiency", "rho_mean", "restarts_per_job"]
+ARGS = [
+    "experiment",
+    "load-sweep",
+    "--policies",
+    "hadar,gavel",
+    "--rates",
+    "20,60",
+    "--num-jobs",
+    "40",
+    "--window",
+    "10:30",
+]
+DETERMINISTIC = [
+    "policy",
+    "rate",
+    "seed",
+    "avg_jct_s",
+    "median_jct_s",
+    "p99_jct_s",
+    "avg_queueing_s",
+    "backlog_growth",
+    "saturated",
+    "ttd_s",
+    "work_efficiency",
+    "rho_mean",
+    "restarts_per_job",
+]
 
 
 def _rows(out: Path) -> pd.DataFrame:
@@ -61,11 +84,25 @@ def test_a_local_ray_cluster_gives_identical_numbers(serial, tmp_path):
     ray_cli = shutil.which("ray", path=str(Path(sys.executable).parent))
     assert ray_cli, "the ray extra installs the ray command next to python"
     port = _free_port()
-    start = subprocess.run([ray_cli, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
-                            "--disable-usage-stats"], capture_output=True, text=True, timeout=180)
+    start = subprocess.run(
+        [
+            ray_cli,
+            "start",
+            "--head",
+            f"--port={port}",
+            "--num-cpus=2",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert start.returncode == 0, start.stdout + start.stderr
     try:
-        assert main([*ARGS, "--ray-address", f"127.0.0.1:{port}", "--out", str(tmp_path / "ray")]) == 0
+        assert (
+            main([*ARGS, "--ray-address", f"127.0.0.1:{port}", "--out", str(tmp_path / "ray")]) == 0
+        )
     finally:
         subprocess.run([ray_cli, "stop", "--force"], capture_output=True, timeout=120)
     pd.testing.assert_frame_equal(_rows(serial), _rows(tmp_path / "ray"))
@@ -103,9 +140,18 @@ def test_window_statistics_and_saturation_by_hand():
     assert g["saturated"] and g["backlog_growth"] > 0.2
 
 
-@pytest.mark.parametrize("bad", [["--window", "30:10"], ["--window", "0:999"], ["--rates", "0,10"],
-                                 ["--rates", "ten"], ["--seeds", "x"], ["--policies", "nope"],
-                                 ["--policy-opt", "hadar:beam=0"]])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["--window", "30:10"],
+        ["--window", "0:999"],
+        ["--rates", "0,10"],
+        ["--rates", "ten"],
+        ["--seeds", "x"],
+        ["--policies", "nope"],
+        ["--policy-opt", "hadar:beam=0"],
+    ],
+)
 def test_bad_arguments_are_one_line_errors(bad, tmp_path, capsys):
     code = main([*ARGS, *bad, "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip().splitlines()

@@ -15,17 +15,31 @@ from hadar.experiments.tables import (
 
 
 def _row(mix, policy, ttd, cru, jct, slot=360.0, cluster="c"):
-    return {"cluster": cluster, "mix": mix, "policy": policy, "slot_s": slot, "jobs": 2, "completed": 2,
-            "ttd_s": ttd, "avg_jct_s": jct, "cru": cru}
+    return {
+        "cluster": cluster,
+        "mix": mix,
+        "policy": policy,
+        "slot_s": slot,
+        "jobs": 2,
+        "completed": 2,
+        "ttd_s": ttd,
+        "avg_jct_s": jct,
+        "cru": cru,
+    }
 
 
 ROWS = [
-    _row("M-5", "gavel", 1200.0, 0.6, 900.0), _row("M-5", "hadar", 1000.0, 0.75, 600.0),
+    _row("M-5", "gavel", 1200.0, 0.6, 900.0),
+    _row("M-5", "hadar", 1000.0, 0.75, 600.0),
     _row("M-5", "hadare", 500.0, 0.95, 400.0),
-    _row("M-8", "gavel", 2000.0, 0.8, 1500.0), _row("M-8", "hadar", 2000.0, 0.8, 1000.0),
+    _row("M-8", "gavel", 2000.0, 0.8, 1500.0),
+    _row("M-8", "hadar", 2000.0, 0.8, 1000.0),
     _row("M-8", "hadare", 1500.0, 0.85, 1000.0),
 ]
-BOUNDS = {("c", "M-5"): TtdBounds(450.0, 800.0, 700.0), ("c", "M-8"): TtdBounds(1400.0, 1600.0, 900.0)}
+BOUNDS = {
+    ("c", "M-5"): TtdBounds(450.0, 800.0, 700.0),
+    ("c", "M-8"): TtdBounds(1400.0, 1600.0, 900.0),
+}
 
 
 def test_ratios_favour_the_first_policy_when_above_one():
@@ -45,8 +59,12 @@ def test_ratios_favour_the_first_policy_when_above_one():
 
 
 def test_missing_policy_gives_no_ratio():
-    comps = cluster_comparisons([r for r in ROWS if r["policy"] != "gavel"], BOUNDS, "c", 360.0, ["M-5"])
-    assert comps[0]["ttd_hadar_vs_gavel"] is None and comps[0]["ttd_hadare_vs_hadar"] == pytest.approx(2.0)
+    comps = cluster_comparisons(
+        [r for r in ROWS if r["policy"] != "gavel"], BOUNDS, "c", 360.0, ["M-5"]
+    )
+    assert comps[0]["ttd_hadar_vs_gavel"] is None and comps[0][
+        "ttd_hadare_vs_hadar"
+    ] == pytest.approx(2.0)
 
 
 def test_targets_met_missed_and_achievable():
@@ -61,7 +79,9 @@ def test_targets_met_missed_and_achievable():
 
 def test_bound_per_policy_and_ttd_over_bound():
     rows = {r["policy"]: r for r in with_bounds(ROWS, BOUNDS) if r["mix"] == "M-5"}
-    assert rows["hadare"]["lb_s"] == 450.0 and rows["hadar"]["lb_s"] == rows["gavel"]["lb_s"] == 800.0
+    assert (
+        rows["hadare"]["lb_s"] == 450.0 and rows["hadar"]["lb_s"] == rows["gavel"]["lb_s"] == 800.0
+    )
     assert rows["hadar"]["ttd_over_lb"] == pytest.approx(1.25)
     assert rows["hadare"]["lb_fastest_job_s"] == 700.0
 
@@ -69,7 +89,10 @@ def test_bound_per_policy_and_ttd_over_bound():
 def test_slot_sweep_best_slot_ties_go_to_the_shortest():
     rows = [_row("M-1", "hadar", 1.0, 0.2, 1.0, slot=s) for s in (90.0, 180.0)]
     rows += [_row("M-1", "hadar", 1.0, 0.2 + 1e-9, 1.0, slot=360.0)]
-    rows += [_row("M-3", "hadar", 1.0, c, 1.0, slot=s) for s, c in ((90.0, 0.5), (180.0, 0.7), (360.0, 0.6))]
+    rows += [
+        _row("M-3", "hadar", 1.0, c, 1.0, slot=s)
+        for s, c in ((90.0, 0.5), (180.0, 0.7), (360.0, 0.6))
+    ]
     sweep = slot_sweep(rows, "c", "hadar", ["M-1", "M-3"], [90.0, 180.0, 360.0])
     assert sweep[0]["best_slot_s"] == 90.0
     assert sweep[1]["best_slot_s"] == 180.0 and sweep[1]["cru"][360.0] == 0.6

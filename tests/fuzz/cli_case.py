@@ -47,7 +47,9 @@ def time_limit(seconds: float) -> Iterator[None]:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old_handler)
         if old_delay > 0:
-            signal.setitimer(signal.ITIMER_REAL, max(old_delay - (time.monotonic() - start), 0.001), old_interval)
+            signal.setitimer(
+                signal.ITIMER_REAL, max(old_delay - (time.monotonic() - start), 0.001), old_interval
+            )
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,11 @@ from hypothesis import HealthCheck, settings
 
 _COMMON = dict(
     deadline=None,  # the per-case time limit of cli_case.run_cli replaces Hypothesis' deadline
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.filter_too_much,
+    ],
     print_blob=True,
 )
 settings.register_profile("fuzz-ci", max_examples=30, derandomize=True, database=None, **_COMMON)

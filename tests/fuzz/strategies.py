@@ -17,14 +17,52 @@ from hypothesis import strategies as st
 
 GPU_TYPES = ("v100", "p100", "k80")
 """GPU types Gavel's bundled table measured (so valid workloads need no estimate)."""
-JOB_TYPES = ("ResNet-18 (batch size 64)", "LM (batch size 20)", "Transformer (batch size 32)",
-             "Recommendation (batch size 512)", "A3C", "CycleGAN")
+JOB_TYPES = (
+    "ResNet-18 (batch size 64)",
+    "LM (batch size 20)",
+    "Transformer (batch size 32)",
+    "Recommendation (batch size 512)",
+    "A3C",
+    "CycleGAN",
+)
 
 NON_FINITE = ("nan", "inf", "-inf", "NaN", "Infinity", "1e309", "-1e999")
-ABSURD_NUMBERS = ("1e30", "1e22", "10000000000000000000000", "-1", "-0.0", "0", "1e-300", "5e-324",
-                  str(2**64), str(10**400), "9" * 5000)
-GARBAGE_TEXT = ("", " ", "x", "1,5", "0x10", "1_000", "--", "٣", "\x00", "1e", "e5", "12abc", "None", "null",
-                "[]", "{}", "'", '"', "\\", "\t", "a\nb")
+ABSURD_NUMBERS = (
+    "1e30",
+    "1e22",
+    "10000000000000000000000",
+    "-1",
+    "-0.0",
+    "0",
+    "1e-300",
+    "5e-324",
+    str(2**64),
+    str(10**400),
+    "9" * 5000,
+)
+GARBAGE_TEXT = (
+    "",
+    " ",
+    "x",
+    "1,5",
+    "0x10",
+    "1_000",
+    "--",
+    "٣",
+    "\x00",
+    "1e",
+    "e5",
+    "12abc",
+    "None",
+    "null",
+    "[]",
+    "{}",
+    "'",
+    '"',
+    "\\",
+    "\t",
+    "a\nb",
+)
 
 
 def number_text(valid: st.SearchStrategy[Any]) -> st.SearchStrategy[str]:
@@ -40,9 +78,29 @@ def number_text(valid: st.SearchStrategy[Any]) -> st.SearchStrategy[str]:
 def scalar(valid: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     """A YAML/JSON value: mostly ``valid``, else a non-finite float, a huge int, a string, a list..."""
     return st.one_of(
-        valid, valid,
-        st.sampled_from([float("nan"), float("inf"), -float("inf"), 10**22, 2**70, -1, 0, 1e-300, 1e30, True,
-                         None, "x", "", [], {}, [1, 2], {"a": 1}]),
+        valid,
+        valid,
+        st.sampled_from(
+            [
+                float("nan"),
+                float("inf"),
+                -float("inf"),
+                10**22,
+                2**70,
+                -1,
+                0,
+                1e-300,
+                1e30,
+                True,
+                None,
+                "x",
+                "",
+                [],
+                {},
+                [1, 2],
+                {"a": 1},
+            ]
+        ),
         st.text(max_size=8),
     )
 
@@ -51,17 +109,33 @@ def scalar(valid: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 def node_spec(broken: bool) -> st.SearchStrategy[dict[str, Any]]:
     name = st.from_regex(r"[a-z][a-z0-9-]{0,8}", fullmatch=True)
     gpus = st.dictionaries(st.sampled_from(GPU_TYPES), st.integers(1, 4), min_size=1, max_size=2)
-    base = st.fixed_dictionaries({"name": name, "gpus": gpus},
-                                 optional={"count": st.integers(1, 3), "pcie_gen": st.integers(1, 6)})
+    base = st.fixed_dictionaries(
+        {"name": name, "gpus": gpus},
+        optional={"count": st.integers(1, 3), "pcie_gen": st.integers(1, 6)},
+    )
     if not broken:
         return base
     return st.fixed_dictionaries(
-        {"name": scalar(name), "gpus": scalar(st.dictionaries(
-            st.one_of(st.sampled_from(GPU_TYPES + ("v200", "", "V100", "a100")), st.text(max_size=6)),
-            scalar(st.integers(1, 4)), max_size=3))},
-        optional={"count": scalar(st.integers(1, 3)), "pcie_gen": scalar(st.integers(1, 6)),
-                  "speed_factor": scalar(st.floats(0.01, 1.0)), "port": scalar(st.integers(1, 65535)),
-                  "gpu": st.just({"v100": 1})},
+        {
+            "name": scalar(name),
+            "gpus": scalar(
+                st.dictionaries(
+                    st.one_of(
+                        st.sampled_from(GPU_TYPES + ("v200", "", "V100", "a100")),
+                        st.text(max_size=6),
+                    ),
+                    scalar(st.integers(1, 4)),
+                    max_size=3,
+                )
+            ),
+        },
+        optional={
+            "count": scalar(st.integers(1, 3)),
+            "pcie_gen": scalar(st.integers(1, 6)),
+            "speed_factor": scalar(st.floats(0.01, 1.0)),
+            "port": scalar(st.integers(1, 65535)),
+            "gpu": st.just({"v100": 1}),
+        },
     )
 
 
@@ -70,8 +144,10 @@ def cluster_file(draw, broken: bool | None = None) -> bytes:
     """A cluster YAML file's bytes (``broken=None``: either)."""
     if broken is None:
         broken = draw(st.booleans())
-    data: Any = {"name": draw(st.from_regex(r"[a-z][a-z0-9-]{0,8}", fullmatch=True)),
-                 "nodes": draw(st.lists(node_spec(broken), min_size=1, max_size=4))}
+    data: Any = {
+        "name": draw(st.from_regex(r"[a-z][a-z0-9-]{0,8}", fullmatch=True)),
+        "nodes": draw(st.lists(node_spec(broken), min_size=1, max_size=4)),
+    }
     if broken:
         data = draw(st.one_of(st.just(data), mutate_mapping(data)))
     return draw(serialized(data, "yaml", broken))
@@ -135,11 +211,29 @@ def gavel_trace_file(draw, broken: bool | None = None) -> bytes:
         job_type = draw(st.sampled_from(JOB_TYPES[:4]))
         steps = draw(st.integers(1, 20_000))
         scale = 1
-        cols10 = [job_type, "python3 train.py", ".", "--num_steps", "0", str(steps), str(scale), "1", "-1",
-                  str(arrival)]
+        cols10 = [
+            job_type,
+            "python3 train.py",
+            ".",
+            "--num_steps",
+            "0",
+            str(steps),
+            str(scale),
+            "1",
+            "-1",
+            str(arrival),
+        ]
         cols = cols10
         if draw(st.booleans()):
-            cols = [job_type, "python3 train.py", "--num_steps", "0", str(steps), str(arrival), str(scale)]
+            cols = [
+                job_type,
+                "python3 train.py",
+                "--num_steps",
+                "0",
+                str(steps),
+                str(arrival),
+                str(scale),
+            ]
         if broken:
             i = draw(st.integers(0, len(cols) - 1))
             cols[i] = draw(number_text(st.integers(0, 10)))
@@ -160,8 +254,11 @@ def throughput_file(draw, broken: bool | None = None) -> bytes:
         entries = {}
         for jt in JOB_TYPES:
             for w in (1, 2, 4):
-                rate = draw(st.floats(0.5, 50.0)) / w if not broken else draw(
-                    scalar(st.floats(0.5, 50.0)))
+                rate = (
+                    draw(st.floats(0.5, 50.0)) / w
+                    if not broken
+                    else draw(scalar(st.floats(0.5, 50.0)))
+                )
                 entries[f"('{jt}', {w})"] = {"null": rate}
         table[gpu] = entries
     if broken:
@@ -210,7 +307,11 @@ def corrupted(draw, raw: bytes, broken: bool) -> bytes:
         return raw[: draw(st.integers(0, len(raw)))]
     if how == 1:
         at = draw(st.integers(0, len(raw)))
-        return raw[:at] + draw(st.sampled_from([b"\xff\xfe", b"\x96", b"\xc3", b"\x00", b"\xed\xa0\x80"])) + raw[at:]
+        return (
+            raw[:at]
+            + draw(st.sampled_from([b"\xff\xfe", b"\x96", b"\xc3", b"\x00", b"\xed\xa0\x80"]))
+            + raw[at:]
+        )
     if how == 2:
         return draw(st.binary(max_size=200))
     if how == 3:
@@ -227,7 +328,8 @@ def corrupted(draw, raw: bytes, broken: bool) -> bytes:
 
 ALIAS_BOMB = b"".join(
     [b"x0: &x0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"]
-    + [f"x{i}: &x{i} [{', '.join([f'*x{i - 1}'] * 9)}]\n".encode() for i in range(1, 9)])
+    + [f"x{i}: &x{i} [{', '.join([f'*x{i - 1}'] * 9)}]\n".encode() for i in range(1, 9)]
+)
 """A "billion laughs" YAML prefix: eight levels of nine aliases (9^9 values once expanded)."""
 
 
@@ -236,5 +338,6 @@ SECONDS_FLAGS = ("--round", "--restart-penalty", "--horizon")
 
 
 def seconds_value() -> st.SearchStrategy[str]:
-    return number_text(st.sampled_from([1, 30, 360, 3600, 36000])) | st.sampled_from(["36h", "30d", "90m", "1x",
-                                                                                     "h", "1e400d", "-5d"])
+    return number_text(st.sampled_from([1, 30, 360, 3600, 36000])) | st.sampled_from(
+        ["36h", "30d", "90m", "1x", "h", "1e400d", "-5d"]
+    )

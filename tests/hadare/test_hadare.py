@@ -20,13 +20,28 @@ JT = "ResNet-50 (batch size 64)"
 
 
 def five_nodes() -> Cluster:
-    return Cluster("five", (Node("v", {"v100": 1}), Node("p0", {"p100": 1}), Node("p1", {"p100": 1}),
-                            Node("k0", {"k80": 1}), Node("k1", {"k80": 1})))
+    return Cluster(
+        "five",
+        (
+            Node("v", {"v100": 1}),
+            Node("p0", {"p100": 1}),
+            Node("p1", {"p100": 1}),
+            Node("k0", {"k80": 1}),
+            Node("k1", {"k80": 1}),
+        ),
+    )
 
 
 def ctx_for(cluster, jobs, current=None):
-    return RoundContext(0.0, 0, 360.0, cluster, tuple(JobStatus(j, j.total_steps) for j in jobs),
-                        current or {}, TABLE)
+    return RoundContext(
+        0.0,
+        0,
+        360.0,
+        cluster,
+        tuple(JobStatus(j, j.total_steps) for j in jobs),
+        current or {},
+        TABLE,
+    )
 
 
 def test_copy_ids_recover_parent_and_index():
@@ -47,7 +62,9 @@ def test_a_single_job_is_forked_onto_every_node():
     # budgets proportional to throughput, summing to the remaining steps
     budgets = {a.nodes[0]: a.step_budget for a in plan.assignments}
     assert sum(budgets.values()) == pytest.approx(1e6)
-    rates = {n: TABLE.rate(job, {n: dict(cluster.node(n).gpus)}, cluster) for n in cluster.node_names}
+    rates = {
+        n: TABLE.rate(job, {n: dict(cluster.node(n).gpus)}, cluster) for n in cluster.node_names
+    }
     assert budgets["v"] / budgets["k0"] == pytest.approx(rates["v"] / rates["k0"])
 
 
@@ -64,8 +81,14 @@ def test_copies_limit_and_no_two_copies_on_one_node():
 
 
 def test_step_split_and_fastest_finishing_subset():
-    slots = [CopySlot("fast", 10.0, 300.0), CopySlot("mid", 5.0, 300.0), CopySlot("slow", 1.0, 300.0)]
-    assert split_steps(slots, 1600.0) == pytest.approx({"fast": 1000.0, "mid": 500.0, "slow": 100.0})
+    slots = [
+        CopySlot("fast", 10.0, 300.0),
+        CopySlot("mid", 5.0, 300.0),
+        CopySlot("slow", 1.0, 300.0),
+    ]
+    assert split_steps(slots, 1600.0) == pytest.approx(
+        {"fast": 1000.0, "mid": 500.0, "slow": 100.0}
+    )
     assert [c.node for c in finishing_subset(slots, 2500.0)] == ["fast"]  # fast alone: 250 s
     assert [c.node for c in finishing_subset(slots, 4000.0)] == ["fast", "mid"]
     assert len(finishing_subset(slots, 10_000.0)) == 3  # cannot finish: keep all

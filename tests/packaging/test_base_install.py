@@ -37,31 +37,62 @@ raise SystemExit(main(sys.argv[2:]))
 
 def _hadar_without(blocked: set[str], *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-c", BLOCKED_RUN, ",".join(sorted(blocked)), *args],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", BLOCKED_RUN, ",".join(sorted(blocked)), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 OPTIONAL = set(EXTRA_OF_MODULE)
 
 
 def test_simulate_and_compare_run_with_no_extra_installed(tmp_path):
-    sim = _hadar_without(OPTIONAL, "simulate", "--workload", "philly-8", "--out", "sim", "--no-progress",
-                         cwd=tmp_path)
+    sim = _hadar_without(
+        OPTIONAL,
+        "simulate",
+        "--workload",
+        "philly-8",
+        "--out",
+        "sim",
+        "--no-progress",
+        cwd=tmp_path,
+    )
     assert sim.returncode == 0, sim.stderr
     assert json.loads((tmp_path / "sim" / "summary.json").read_text())["completed"] == 8
-    cmp = _hadar_without(OPTIONAL, "compare", "--workload", "philly-8", "--policies", "hadar,gavel",
-                         "--decision-sizes", "32", "--out", "cmp", cwd=tmp_path)
+    cmp = _hadar_without(
+        OPTIONAL,
+        "compare",
+        "--workload",
+        "philly-8",
+        "--policies",
+        "hadar,gavel",
+        "--decision-sizes",
+        "32",
+        "--out",
+        "cmp",
+        cwd=tmp_path,
+    )
     assert cmp.returncode == 0, cmp.stderr
-    assert "figures not drawn: matplotlib is not installed (pip install 'hadar-scheduler[plots]')" in cmp.stdout
+    assert (
+        "figures not drawn: matplotlib is not installed (pip install 'hadar-scheduler[plots]')"
+        in cmp.stdout
+    )
     assert (tmp_path / "cmp" / "compare.csv").is_file()
     assert not list((tmp_path / "cmp").glob("*.png"))  # skipped, and said so, not half-drawn
 
 
-@pytest.mark.parametrize(("args", "extra"), [
-    (("run", "--workload", "M-1", "--out", "r"), "train"),
-    (("report", "r"), "train"),
-    (("cluster", "status", "--config", "aws-5node"), "aws"),
-])
+@pytest.mark.parametrize(
+    ("args", "extra"),
+    [
+        (("run", "--workload", "M-1", "--out", "r"), "train"),
+        (("report", "r"), "train"),
+        (("cluster", "status", "--config", "aws-5node"), "aws"),
+    ],
+)
 def test_a_command_that_needs_an_extra_names_it_in_one_line(args, extra, tmp_path):
     if args[0] == "cluster":
         args = (*args[:-1], str(ROOT / "cluster_configs" / "aws-5node.yaml"))
@@ -74,10 +105,14 @@ def test_a_command_that_needs_an_extra_names_it_in_one_line(args, extra, tmp_pat
 
 def test_an_ssh_cluster_without_paramiko_names_the_file_and_the_extra(tmp_path):
     cluster = tmp_path / "lab.yaml"
-    cluster.write_text("name: lab\nprovider: ssh\nnodes:\n  - {name: n1, address: 127.0.0.1, gpus: {v100: 1}}\n")
-    result = _hadar_without(OPTIONAL - {"torch"}, "nodes", "check", "--cluster", str(cluster), cwd=tmp_path)
+    cluster.write_text(
+        "name: lab\nprovider: ssh\nnodes:\n  - {name: n1, address: 127.0.0.1, gpus: {v100: 1}}\n"
+    )
+    result = _hadar_without(
+        OPTIONAL - {"torch"}, "nodes", "check", "--cluster", str(cluster), cwd=tmp_path
+    )
     assert result.returncode == 2, result.stderr
-    line, = result.stderr.strip().splitlines()
+    (line,) = result.stderr.strip().splitlines()
     assert str(cluster) in line and "the ssh provider" in line and "hadar-scheduler[ssh]" in line
 
 
@@ -86,27 +121,78 @@ def test_a_built_wheel_installs_in_a_fresh_venv_and_simulates_with_defaults(tmp_
     """pip install of the wheel (base dependencies only, from the package index), then
     ``hadar simulate`` with the bundled cluster, run from a directory that is not the checkout."""
     source = tmp_path / "src"  # a copy: building writes build/ and *.egg-info next to the sources
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
-        ".venv", ".git", "build", "*.egg-info", "__pycache__", ".hypothesis", ".whl", "runs", "out"))
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".venv",
+            ".git",
+            "build",
+            "*.egg-info",
+            "__pycache__",
+            ".hypothesis",
+            ".whl",
+            "runs",
+            "out",
+        ),
+    )
     wheels = tmp_path / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                    "-w", str(wheels), str(source)], check=True, capture_output=True, timeout=300)
-    wheel, = wheels.glob("hadar_scheduler-*.whl")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(wheels),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (wheel,) = wheels.glob("hadar_scheduler-*.whl")
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
-    pip = subprocess.run([str(env_dir / "bin" / "pip"), "install", "-q", str(wheel)],
-                         capture_output=True, text=True, timeout=600)
+    pip = subprocess.run(
+        [str(env_dir / "bin" / "pip"), "install", "-q", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if pip.returncode != 0 and "NewConnectionError" in pip.stderr + pip.stdout:
         pytest.skip("the package index is unreachable from this machine")
     assert pip.returncode == 0, pip.stderr
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     work = tmp_path / "elsewhere"
     work.mkdir()
-    sim = subprocess.run([str(env_dir / "bin" / "hadar"), "simulate", "--workload", "philly-8", "--out", "o",
-                          "--no-progress"], cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    sim = subprocess.run(
+        [
+            str(env_dir / "bin" / "hadar"),
+            "simulate",
+            "--workload",
+            "philly-8",
+            "--out",
+            "o",
+            "--no-progress",
+        ],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert sim.returncode == 0, sim.stderr
     summary = json.loads((work / "o" / "summary.json").read_text())
     assert summary["cluster"] == "sim-60gpu" and summary["completed"] == 8
-    probe = subprocess.run([str(env_dir / "bin" / "python"), "-c", "import torch"], cwd=work, env=env,
-                           capture_output=True, text=True)
+    probe = subprocess.run(
+        [str(env_dir / "bin" / "python"), "-c", "import torch"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert probe.returncode != 0  # the base install really is torch-free

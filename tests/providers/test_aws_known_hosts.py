@@ -5,8 +5,11 @@ from pathlib import Path
 from hadar.cluster_config import cluster_from_dict
 from nodes.aws import AwsCluster
 
-BASE = {"name": "c", "provider": "aws",
-        "nodes": [{"name": "p3", "gpus": {"v100": 1}, "instance_type": "p3.2xlarge"}]}
+BASE = {
+    "name": "c",
+    "provider": "aws",
+    "nodes": [{"name": "p3", "gpus": {"v100": 1}, "instance_type": "p3.2xlarge"}],
+}
 AWS = {"region": "us-east-1", "ami": "ami-1", "key_name": "k"}
 
 
@@ -15,7 +18,9 @@ def test_known_hosts_falls_back_to_the_ssh_sections_file(tmp_path: Path):
     c = cluster_from_dict({**BASE, "aws": AWS, "ssh": {"known_hosts": str(kh)}}, "c.yaml")
     assert AwsCluster(c).known_hosts_path() == kh
     own = tmp_path / "own"
-    c2 = cluster_from_dict({**BASE, "aws": {**AWS, "known_hosts": str(own)}, "ssh": {"known_hosts": str(kh)}}, "c.yaml")
+    c2 = cluster_from_dict(
+        {**BASE, "aws": {**AWS, "known_hosts": str(own)}, "ssh": {"known_hosts": str(kh)}}, "c.yaml"
+    )
     assert AwsCluster(c2).known_hosts_path() == own
     c3 = cluster_from_dict({**BASE, "aws": AWS}, "c.yaml")
     assert AwsCluster(c3).known_hosts_path() == Path("~/.ssh/known_hosts").expanduser()

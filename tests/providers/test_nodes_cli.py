@@ -18,7 +18,10 @@ from tests.fixtures.sshd import SshdFarm, free_port
 def hadar(*args: str, cwd: Path | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "hadar", *args],
-        capture_output=True, text=True, cwd=cwd, timeout=timeout,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
         env={**os.environ, "COLUMNS": "200"},
     )
 
@@ -36,7 +39,9 @@ def test_nodes_check_on_the_sshd_nodes(sshd_farm: SshdFarm, tmp_path: Path) -> N
 
 
 @pytest.mark.ssh
-def test_nodes_check_reports_an_unreachable_node_with_exit_3(sshd_farm: SshdFarm, tmp_path: Path) -> None:
+def test_nodes_check_reports_an_unreachable_node_with_exit_3(
+    sshd_farm: SshdFarm, tmp_path: Path
+) -> None:
     data = sshd_farm.cluster_dict(connect_attempts=1)
     dead = free_port()
     data["nodes"][1]["port"] = dead
@@ -97,7 +102,9 @@ def test_nodes_check_rejects_bad_input_in_one_line(tmp_path: Path) -> None:
     missing = hadar("nodes", "check", "--cluster", str(tmp_path / "nope.yaml"))
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1
     bad = tmp_path / "bad.yaml"
-    bad.write_text("name: b\nprovider: ssh\nnodes: [{name: a, gpus: {t4: 1}}]\nssh: {trust_new_host: true}\n")
+    bad.write_text(
+        "name: b\nprovider: ssh\nnodes: [{name: a, gpus: {t4: 1}}]\nssh: {trust_new_host: true}\n"
+    )
     res = hadar("nodes", "check", "--cluster", str(bad))
     assert res.returncode == 2
     assert res.stderr.strip() == f"hadar: error: {bad}: ssh.trust_new_host: unknown field"

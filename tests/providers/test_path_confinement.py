@@ -24,7 +24,11 @@ ESCAPES = ["../../../x", "..", "/tmp/hadar-escape", "a/b", "~root", ".hidden", "
 
 
 def _cluster(node_name: str, cluster_name: str = "c") -> dict:
-    return {"name": cluster_name, "provider": "local", "nodes": [{"name": node_name, "gpus": {"v100": 1}}]}
+    return {
+        "name": cluster_name,
+        "provider": "local",
+        "nodes": [{"name": node_name, "gpus": {"v100": 1}}],
+    }
 
 
 @pytest.mark.parametrize("name", ESCAPES)
@@ -42,12 +46,16 @@ def test_cluster_names_outside_the_safe_set_are_refused(name: str) -> None:
 
 
 def test_counted_node_names_stay_safe() -> None:
-    c = cluster_from_dict({"name": "c", "nodes": [{"name": "k80.x_1", "count": 2, "gpus": {"k80": 1}}]})
+    c = cluster_from_dict(
+        {"name": "c", "nodes": [{"name": "k80.x_1", "count": 2, "gpus": {"k80": 1}}]}
+    )
     assert c.node_names == ("k80.x_1-0", "k80.x_1-1")
 
 
 @pytest.mark.parametrize("job_id", ["../x", "/etc/passwd", "1/../../2", -1])
-def test_job_ids_that_are_not_non_negative_integers_are_refused(tmp_path: Path, job_id: object) -> None:
+def test_job_ids_that_are_not_non_negative_integers_are_refused(
+    tmp_path: Path, job_id: object
+) -> None:
     path = tmp_path / "jobs.yaml"
     path.write_text(json.dumps({"jobs": [{"id": job_id, "type": "MM", "gpus": 1, "steps": 5}]}))
     with pytest.raises(InputError) as err:
@@ -64,7 +72,9 @@ def test_a_node_named_to_escape_in_code_is_refused_by_every_provider(tmp_path: P
     with pytest.raises(RemotePathError):
         local.put("../../evil", __file__, "spec.json")
     assert not (tmp_path / "evil").exists()
-    ssh = SshProvider(Cluster("c", (Node("/abs", {"v100": 1}, address="127.0.0.1"),), provider="ssh"), "run-1")
+    ssh = SshProvider(
+        Cluster("c", (Node("/abs", {"v100": 1}, address="127.0.0.1"),), provider="ssh"), "run-1"
+    )
     with pytest.raises(RemotePathError, match="not a safe directory name"):
         ssh.workdir("/abs")
 
@@ -78,9 +88,14 @@ def test_a_symlinked_node_directory_is_refused(tmp_path: Path) -> None:
     with pytest.raises(PathEscapeError) as err:
         p.put("t4", __file__, "r0000-a0/j0-c0/spec.json")
     msg = str(err.value)
-    assert msg.startswith("node t4: working directory: 'run-1/t4' resolves to ") and str(outside) in msg
+    assert (
+        msg.startswith("node t4: working directory: 'run-1/t4' resolves to ")
+        and str(outside) in msg
+    )
     assert list(outside.iterdir()) == []
-    assert p.workdir("v100").startswith(str((tmp_path / "nodes").resolve()))  # other nodes unaffected
+    assert p.workdir("v100").startswith(
+        str((tmp_path / "nodes").resolve())
+    )  # other nodes unaffected
 
 
 def test_a_symlink_planted_inside_a_node_directory_is_refused(tmp_path: Path) -> None:
@@ -92,14 +107,18 @@ def test_a_symlink_planted_inside_a_node_directory_is_refused(tmp_path: Path) ->
     wd = Path(p.workdir("k80"))
     wd.mkdir(parents=True)
     (wd / "r0000-a0").symlink_to(outside)  # a job's round directory pointing elsewhere
-    with pytest.raises(PathEscapeError, match="node k80: file: 'r0000-a0/j0-c0/spec.json' resolves to"):
+    with pytest.raises(
+        PathEscapeError, match="node k80: file: 'r0000-a0/j0-c0/spec.json' resolves to"
+    ):
         p.put("k80", __file__, "r0000-a0/j0-c0/spec.json")
     (wd / "out.pt").symlink_to(secret)  # a result file pointing elsewhere
     with pytest.raises(PathEscapeError):
         p.get("k80", "out.pt", tmp_path / "fetched.pt")
     with pytest.raises(PathEscapeError):
         p.sha256("k80", "out.pt")
-    assert not (tmp_path / "fetched.pt").exists() and sorted(x.name for x in outside.iterdir()) == ["secret.pt"]
+    assert not (tmp_path / "fetched.pt").exists() and sorted(x.name for x in outside.iterdir()) == [
+        "secret.pt"
+    ]
 
 
 def test_dispatch_stops_on_a_path_escape_instead_of_retrying_it(tmp_path: Path) -> None:
@@ -110,12 +129,31 @@ def test_dispatch_stops_on_a_path_escape_instead_of_retrying_it(tmp_path: Path) 
     wd = Path(p.workdir("v100"))
     wd.mkdir(parents=True)
     (wd / "r0003-a0").symlink_to(outside)
-    job = Job(job_id=7, job_type="MM", num_gpus=1, total_steps=10,
-              spec={"model": "MM", "size": "tiny", "data": "synthetic", "batch_size": 4, "lr": 0.01})
-    task = CopyTask(round=3, attempt=0, job=job, copy=0, tracker_copy=1, placement={"v100": {"v100": 1}},
-                    steps=1, deadline_s=5, timeout_s=10, checkpoint_in=None, checkpoint_sha256=None,
-                    data_stream=1, threads=1, gpus={"v100": {"v100": (0,)}}, devices={"v100": {"v100": (0,)}},
-                    warm=False)
+    job = Job(
+        job_id=7,
+        job_type="MM",
+        num_gpus=1,
+        total_steps=10,
+        spec={"model": "MM", "size": "tiny", "data": "synthetic", "batch_size": 4, "lr": 0.01},
+    )
+    task = CopyTask(
+        round=3,
+        attempt=0,
+        job=job,
+        copy=0,
+        tracker_copy=1,
+        placement={"v100": {"v100": 1}},
+        steps=1,
+        deadline_s=5,
+        timeout_s=10,
+        checkpoint_in=None,
+        checkpoint_sha256=None,
+        data_stream=1,
+        threads=1,
+        gpus={"v100": {"v100": (0,)}},
+        devices={"v100": {"v100": (0,)}},
+        warm=False,
+    )
     with pytest.raises(PathEscapeError, match="r0003-a0/j7-c0/spec.json"):
         run_copy(p, task, tmp_path / "incoming")
     assert list(outside.iterdir()) == []

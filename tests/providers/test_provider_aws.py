@@ -35,7 +35,9 @@ def tags(inst: dict) -> dict[str, str]:
 
 
 def live(ec2, cluster: str) -> list[dict]:
-    return describe(ec2, **{"tag:hadar-cluster": [cluster], "instance-state-name": ["pending", "running"]})
+    return describe(
+        ec2, **{"tag:hadar-cluster": [cluster], "instance-state-name": ["pending", "running"]}
+    )
 
 
 def write_config(path: Path, nodes: list[dict], **aws) -> Path:
@@ -49,12 +51,19 @@ def write_config(path: Path, nodes: list[dict], **aws) -> Path:
     return path
 
 
-def test_up_status_down_with_the_bundled_config(aws_env: MotoServer, tmp_path: Path, capsys) -> None:
+def test_up_status_down_with_the_bundled_config(
+    aws_env: MotoServer, tmp_path: Path, capsys
+) -> None:
     ec2 = aws_env.client()
     # someone else's instances in the same account: one tagged for another cluster, one untagged
     foreign = ec2.run_instances(
-        ImageId="ami-0123456789abcdef0", InstanceType="t3.micro", MinCount=1, MaxCount=1,
-        TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": "hadar-cluster", "Value": "other"}]}],
+        ImageId="ami-0123456789abcdef0",
+        InstanceType="t3.micro",
+        MinCount=1,
+        MaxCount=1,
+        TagSpecifications=[
+            {"ResourceType": "instance", "Tags": [{"Key": "hadar-cluster", "Value": "other"}]}
+        ],
     )["Instances"][0]["InstanceId"]
     untagged = ec2.run_instances(
         ImageId="ami-0123456789abcdef0", InstanceType="t3.micro", MinCount=1, MaxCount=1
@@ -67,7 +76,11 @@ def test_up_status_down_with_the_bundled_config(aws_env: MotoServer, tmp_path: P
 
     ours = live(ec2, "aws-5node")
     assert sorted(i["InstanceType"] for i in ours) == [
-        "g4dn.xlarge", "g4dn.xlarge", "p2.xlarge", "p2.xlarge", "p3.2xlarge",
+        "g4dn.xlarge",
+        "g4dn.xlarge",
+        "p2.xlarge",
+        "p2.xlarge",
+        "p3.2xlarge",
     ]
     by_node = {tags(i)["hadar-node"]: i for i in ours}
     assert set(by_node) == {"p3", "p2-0", "p2-1", "g4dn-0", "g4dn-1"}
@@ -89,7 +102,10 @@ def test_up_status_down_with_the_bundled_config(aws_env: MotoServer, tmp_path: P
         inst = by_node[n.name]
         assert n.address == inst["PublicIpAddress"] and n.port == 22 and n.user == "ubuntu"
         assert n.identity_file == "~/.ssh/hadar.pem" and n.instance_type == inst["InstanceType"]
-        assert ssh_cluster.settings["ssh"]["nodes"][n.name]["rendezvous_address"] == inst["PrivateIpAddress"]
+        assert (
+            ssh_cluster.settings["ssh"]["nodes"][n.name]["rendezvous_address"]
+            == inst["PrivateIpAddress"]
+        )
     with make_provider(ssh_cluster, "r") as p:  # a valid ssh cluster for the SSH provider
         assert p.rendezvous_address("p3") == by_node["p3"]["PrivateIpAddress"]
     for i in ours:
@@ -113,14 +129,20 @@ def test_up_status_down_with_the_bundled_config(aws_env: MotoServer, tmp_path: P
     # idempotent: a second down has nothing to do and succeeds
     assert main(["cluster", "down", "--config", "aws-5node", "-y"]) == 0
     assert "nothing to do" in capsys.readouterr().out
-    assert states[foreign] == describe(ec2, **{"instance-id": [foreign]})[0]["State"]["Name"] == "running"
+    assert (
+        states[foreign]
+        == describe(ec2, **{"instance-id": [foreign]})[0]["State"]["Name"]
+        == "running"
+    )
 
 
 def test_reclaimed_instance_drops_out_of_the_provider(aws_env: MotoServer, tmp_path: Path) -> None:
     cfg = write_config(
         tmp_path / "churn.yaml",
-        [{"name": "a", "gpus": {"t4": 1}, "instance_type": "g4dn.xlarge"},
-         {"name": "b", "gpus": {"t4": 1}, "instance_type": "g4dn.xlarge", "speed_factor": 0.5}],
+        [
+            {"name": "a", "gpus": {"t4": 1}, "instance_type": "g4dn.xlarge"},
+            {"name": "b", "gpus": {"t4": 1}, "instance_type": "g4dn.xlarge", "speed_factor": 0.5},
+        ],
     )
     cluster = load_cluster(cfg)
     aws = AwsCluster(cluster)
@@ -149,20 +171,30 @@ def test_reclaimed_instance_drops_out_of_the_provider(aws_env: MotoServer, tmp_p
     assert provider.rendezvous_address("a") == again[0].private_ip != instances[0].private_ip
     # an instance that dies while `up` waits for it is an error naming the node
     aws_env.client().terminate_instances(InstanceIds=[again[0].instance_id])
-    with pytest.raises(AwsError, match=rf"node a: instance {again[0].instance_id} is (terminated|shutting-down)"):
+    with pytest.raises(
+        AwsError, match=rf"node a: instance {again[0].instance_id} is (terminated|shutting-down)"
+    ):
         aws.wait_running({"a": again[0].instance_id, "b": again[1].instance_id})
     provider.close()
     assert len(aws.down()) == 1 and aws.down() == []
 
 
-def test_missing_and_unknown_aws_fields_are_one_line_errors(aws_env: MotoServer, tmp_path: Path) -> None:
+def test_missing_and_unknown_aws_fields_are_one_line_errors(
+    aws_env: MotoServer, tmp_path: Path
+) -> None:
     node = [{"name": "a", "gpus": {"t4": 1}, "instance_type": "g4dn.xlarge"}]
     cfg = tmp_path / "noami.yaml"
-    cfg.write_text(yaml.safe_dump({"name": "x", "provider": "aws", "nodes": node, "aws": {"region": REGION}}))
+    cfg.write_text(
+        yaml.safe_dump({"name": "x", "provider": "aws", "nodes": node, "aws": {"region": REGION}})
+    )
     env = {**os.environ, **aws_env.env()}
     res = subprocess.run(
         [sys.executable, "-m", "hadar", "cluster", "up", "--config", str(cfg), "--no-wait-ssh"],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
     )
     assert res.returncode == 2
     assert res.stderr.strip() == f"hadar: error: {cfg}: aws.ami: missing required field"
@@ -170,7 +202,9 @@ def test_missing_and_unknown_aws_fields_are_one_line_errors(aws_env: MotoServer,
     with pytest.raises(InputError, match=r"aws.amii: unknown field"):
         AwsCluster(load_cluster(write_config(tmp_path / "typo.yaml", node, amii="x")))
     with pytest.raises(InputError, match=r"aws.tags: .*hadar-cluster.* reserved"):
-        AwsCluster(load_cluster(write_config(tmp_path / "tag.yaml", node, tags={"hadar-cluster": "x"})))
+        AwsCluster(
+            load_cluster(write_config(tmp_path / "tag.yaml", node, tags={"hadar-cluster": "x"}))
+        )
     no_type = write_config(tmp_path / "notype.yaml", [{"name": "a", "gpus": {"t4": 1}}])
     with pytest.raises(InputError, match=r"nodes\[a\].instance_type: missing required field"):
         AwsCluster(load_cluster(no_type)).up(wait_ssh=False)
@@ -183,7 +217,8 @@ def test_missing_and_unknown_aws_fields_are_one_line_errors(aws_env: MotoServer,
 def test_endpoint_from_the_config_file(aws_env: MotoServer, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.delenv("HADAR_AWS_ENDPOINT_URL")
     cfg = write_config(
-        tmp_path / "ep.yaml", [{"name": "a", "gpus": {"t4": 1}, "instance_type": "g4dn.xlarge"}],
+        tmp_path / "ep.yaml",
+        [{"name": "a", "gpus": {"t4": 1}, "instance_type": "g4dn.xlarge"}],
         endpoint_url=aws_env.endpoint_url,
     )
     aws = AwsCluster(load_cluster(cfg))
@@ -196,13 +231,17 @@ def test_endpoint_from_the_config_file(aws_env: MotoServer, tmp_path: Path, monk
 def test_unsupported_instance_type_reported_per_type(tmp_path: Path, monkeypatch) -> None:
     """A moto server that validates instance types rejects a type EC2 does not offer; the
     other types still launch and the failure is one line for that type."""
-    with MotoServer.start(tmp_path / "moto", env={"MOTO_EC2_ENABLE_INSTANCE_TYPE_VALIDATION": "true"}) as srv:
+    with MotoServer.start(
+        tmp_path / "moto", env={"MOTO_EC2_ENABLE_INSTANCE_TYPE_VALIDATION": "true"}
+    ) as srv:
         for k, v in srv.env().items():
             monkeypatch.setenv(k, v)
         cfg = write_config(
             tmp_path / "cap.yaml",
-            [{"name": "huge", "count": 2, "gpus": {"v100": 8}, "instance_type": "p9.96xlarge"},
-             {"name": "t4", "gpus": {"t4": 1}, "instance_type": "g4dn.xlarge"}],
+            [
+                {"name": "huge", "count": 2, "gpus": {"v100": 8}, "instance_type": "p9.96xlarge"},
+                {"name": "t4", "gpus": {"t4": 1}, "instance_type": "g4dn.xlarge"},
+            ],
         )
         aws = AwsCluster(load_cluster(cfg))
         with pytest.raises(AwsError) as err:
@@ -217,8 +256,12 @@ def test_unsupported_instance_type_reported_per_type(tmp_path: Path, monkeypatch
         assert len(aws.down()) == 1
 
 
-def test_auth_failure_is_a_one_line_permission_error(aws_env: MotoServer, tmp_path: Path, capsys) -> None:
-    cfg = write_config(tmp_path / "auth.yaml", [{"name": "a", "gpus": {"t4": 1}, "instance_type": "g4dn.xlarge"}])
+def test_auth_failure_is_a_one_line_permission_error(
+    aws_env: MotoServer, tmp_path: Path, capsys
+) -> None:
+    cfg = write_config(
+        tmp_path / "auth.yaml", [{"name": "a", "gpus": {"t4": 1}, "instance_type": "g4dn.xlarge"}]
+    )
     aws_env.set_auth(0)  # from now on moto checks credentials like EC2 does
     try:
         assert main(["cluster", "up", "--config", str(cfg), "--no-wait-ssh"]) == 1
@@ -233,17 +276,29 @@ def test_capacity_and_permission_errors_mapping_per_type(tmp_path: Path) -> None
     """moto cannot run out of capacity, so EC2's real error responses for RunInstances are fed
     through botocore's own Stubber (the only stubbed test; everything else talks to moto)."""
     cluster = load_cluster("aws-5node")
-    client = boto3.client("ec2", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    client = boto3.client(
+        "ec2", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x"
+    )
     stub = Stubber(client)
     stub.add_response("describe_instances", {"Reservations": []})
-    stub.add_client_error("run_instances", "InsufficientInstanceCapacity",
-                          "We currently do not have sufficient p3.2xlarge capacity in the Availability Zone you requested (us-east-1a).")
+    stub.add_client_error(
+        "run_instances",
+        "InsufficientInstanceCapacity",
+        "We currently do not have sufficient p3.2xlarge capacity in the Availability Zone you requested (us-east-1a).",
+    )
     for _ in range(2):
-        stub.add_client_error("run_instances", "InstanceLimitExceeded",
-                              "You have requested more instances (2) than your current instance limit of 0 allows for the specified instance type.")
+        stub.add_client_error(
+            "run_instances",
+            "InstanceLimitExceeded",
+            "You have requested more instances (2) than your current instance limit of 0 allows for the specified instance type.",
+        )
     for _ in range(2):
-        stub.add_client_error("run_instances", "UnauthorizedOperation",
-                              "You are not authorized to perform this operation.", http_status_code=403)
+        stub.add_client_error(
+            "run_instances",
+            "UnauthorizedOperation",
+            "You are not authorized to perform this operation.",
+            http_status_code=403,
+        )
     with stub, pytest.raises(AwsError) as err:
         AwsCluster(cluster, client=client).up(wait_ssh=False)
     assert str(err.value).splitlines()[1:] == [
@@ -259,13 +314,28 @@ def test_capacity_and_permission_errors_mapping_per_type(tmp_path: Path) -> None
 
 def test_wait_ssh_times_out_naming_the_nodes(aws_env: MotoServer, tmp_path: Path, capsys) -> None:
     cfg = write_config(
-        tmp_path / "wait.yaml", [{"name": "a", "gpus": {"t4": 1}, "instance_type": "g4dn.xlarge"}],
-        address="private", poll_interval_s=0.2,
+        tmp_path / "wait.yaml",
+        [{"name": "a", "gpus": {"t4": 1}, "instance_type": "g4dn.xlarge"}],
+        address="private",
+        poll_interval_s=0.2,
     )
-    code = main(["cluster", "up", "--config", str(cfg), "--ssh-wait-timeout", "1", "--out", str(tmp_path / "o.yaml")])
+    code = main(
+        [
+            "cluster",
+            "up",
+            "--config",
+            str(cfg),
+            "--ssh-wait-timeout",
+            "1",
+            "--out",
+            str(tmp_path / "o.yaml"),
+        ]
+    )
     assert code == 3
     err = capsys.readouterr().err.strip()
-    assert err.startswith("hadar: error: not reachable over SSH after 1s: a (10.") and err.endswith(":22)")
+    assert err.startswith("hadar: error: not reachable over SSH after 1s: a (10.") and err.endswith(
+        ":22)"
+    )
     assert not (tmp_path / "o.yaml").exists()
     AwsCluster(load_cluster(cfg)).down()
 
@@ -291,26 +361,43 @@ def test_ssh_cluster_dict_skips_nodes_without_instances() -> None:
     cluster = load_cluster("aws-5node")
     aws = AwsCluster(cluster)
     now = dt.datetime.now(dt.timezone.utc)
-    data = aws.ssh_cluster_dict([Instance("i-1", "p3", "p3.2xlarge", "running", "1.2.3.4", "10.0.0.1", now)])
+    data = aws.ssh_cluster_dict(
+        [Instance("i-1", "p3", "p3.2xlarge", "running", "1.2.3.4", "10.0.0.1", now)]
+    )
     assert [n["name"] for n in data["nodes"]] == ["p3"]
     assert cluster_from_dict(data).node("p3").address == "1.2.3.4"
 
 
-def test_ssh_section_of_an_aws_cluster_carries_over(aws_env: MotoServer, tmp_path: Path, capsys) -> None:
+def test_ssh_section_of_an_aws_cluster_carries_over(
+    aws_env: MotoServer, tmp_path: Path, capsys
+) -> None:
     cfg = tmp_path / "withssh.yaml"
-    cfg.write_text(yaml.safe_dump({
-        "name": "withssh",
-        "provider": "aws",
-        "nodes": [{"name": "a", "gpus": {"t4": 1}, "instance_type": "g4dn.xlarge"},
-                  {"name": "b", "gpus": {"t4": 1}, "instance_type": "g4dn.xlarge"}],
-        "aws": {"region": REGION, "ami": "ami-12345678", "python": "/opt/venv/bin/python"},
-        "ssh": {"connect_attempts": 1, "python": "python3.11", "nodes": {"b": {"remote_base": "/scratch"}}},
-    }))
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "name": "withssh",
+                "provider": "aws",
+                "nodes": [
+                    {"name": "a", "gpus": {"t4": 1}, "instance_type": "g4dn.xlarge"},
+                    {"name": "b", "gpus": {"t4": 1}, "instance_type": "g4dn.xlarge"},
+                ],
+                "aws": {"region": REGION, "ami": "ami-12345678", "python": "/opt/venv/bin/python"},
+                "ssh": {
+                    "connect_attempts": 1,
+                    "python": "python3.11",
+                    "nodes": {"b": {"remote_base": "/scratch"}},
+                },
+            }
+        )
+    )
     # no instances yet: every node is reported unreachable, exit 3
     assert main(["nodes", "check", "--cluster", str(cfg), "--json"]) == 3
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["reachable"] for r in rows] == [False, False]
-    assert rows[0]["error"] == "node a: no running EC2 instance tagged hadar-cluster=withssh, hadar-node=a"
+    assert (
+        rows[0]["error"]
+        == "node a: no running EC2 instance tagged hadar-cluster=withssh, hadar-node=a"
+    )
 
     out = tmp_path / "withssh-ssh.yaml"
     assert main(["cluster", "up", "--config", str(cfg), "--no-wait-ssh", "--out", str(out)]) == 0

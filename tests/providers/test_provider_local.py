@@ -47,7 +47,9 @@ def test_bundled_configs_emulate_the_paper_gpus() -> None:
     assert c5.provider == "local"
     assert sorted(t for n in c5.nodes for t in n.gpus) == ["k80", "k80", "t4", "t4", "v100"]
     aws = load_cluster("aws-5node")
-    assert sorted(t for n in aws.nodes for t in n.gpus) == sorted(t for n in c5.nodes for t in n.gpus)
+    assert sorted(t for n in aws.nodes for t in n.gpus) == sorted(
+        t for n in c5.nodes for t in n.gpus
+    )
 
 
 def test_layout_python_speed_and_rendezvous(provider: LocalProvider, tmp_path: Path) -> None:
@@ -93,8 +95,14 @@ def test_paths_cannot_escape_the_workdir(provider: LocalProvider, tmp_path: Path
 
 def test_run_in_workdir_with_env_and_exit_codes(provider: LocalProvider) -> None:
     res = provider.run(
-        "k80", [*provider.python("k80"), "-c", "import os;print(os.getcwd());print(os.environ['HADAR_X'])"],
-        30, env={"HADAR_X": "42"},
+        "k80",
+        [
+            *provider.python("k80"),
+            "-c",
+            "import os;print(os.getcwd());print(os.environ['HADAR_X'])",
+        ],
+        30,
+        env={"HADAR_X": "42"},
     )
     assert res.ok, res.stderr
     assert res.stdout.split() == [provider.workdir("k80"), "42"]
@@ -124,9 +132,7 @@ def test_concurrent_runs_on_different_nodes_overlap(provider: LocalProvider) -> 
     results = {}
 
     def go(name: str) -> None:
-        results[name] = provider.run(
-            name, ["sh", "-c", "date +%s.%N; sleep 1; date +%s.%N"], 30
-        )
+        results[name] = provider.run(name, ["sh", "-c", "date +%s.%N; sleep 1; date +%s.%N"], 30)
 
     threads = [threading.Thread(target=go, args=(n,)) for n in ("v100", "t4", "k80")]
     for t in threads:

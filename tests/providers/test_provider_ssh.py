@@ -37,8 +37,12 @@ def ssh(sshd_farm: SshdFarm) -> SshProvider:
 
 def test_each_node_runs_in_its_own_workdir(ssh: SshProvider, sshd_farm: SshdFarm) -> None:
     for server in sshd_farm.servers:
-        res = ssh.run(server.name, ["sh", "-c", 'echo "$HOME"; pwd; echo "$HADAR_NODE"'], 30,
-                      env={"HADAR_NODE": server.name})
+        res = ssh.run(
+            server.name,
+            ["sh", "-c", 'echo "$HOME"; pwd; echo "$HADAR_NODE"'],
+            30,
+            env={"HADAR_NODE": server.name},
+        )
         assert res.ok, res.stderr
         home, cwd, env_node = res.stdout.split()
         assert home == str(server.home)
@@ -50,7 +54,9 @@ def test_each_node_runs_in_its_own_workdir(ssh: SshProvider, sshd_farm: SshdFarm
     assert ssh.speed_factor("ssh-k80") == 0.25
 
 
-def test_worker_like_python_round_trip(ssh: SshProvider, sshd_farm: SshdFarm, tmp_path: Path) -> None:
+def test_worker_like_python_round_trip(
+    ssh: SshProvider, sshd_farm: SshdFarm, tmp_path: Path
+) -> None:
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"steps": 5, "seed": 3}))
     spec_sha = ssh.put("ssh-t4", spec, "round-0/spec.json")
@@ -66,8 +72,12 @@ def test_worker_like_python_round_trip(ssh: SshProvider, sshd_farm: SshdFarm, tm
     assert res.ok, res.stderr
     ssh.get("ssh-t4", "round-0/result.json", tmp_path / "result.json")
     result = json.loads((tmp_path / "result.json").read_text())
-    got = ssh.get("ssh-t4", "round-0/ckpt.bin", tmp_path / "ckpt.bin", expected_sha256=result["sha256"])
-    assert got == result["sha256"] == hashlib.sha256((tmp_path / "ckpt.bin").read_bytes()).hexdigest()
+    got = ssh.get(
+        "ssh-t4", "round-0/ckpt.bin", tmp_path / "ckpt.bin", expected_sha256=result["sha256"]
+    )
+    assert (
+        got == result["sha256"] == hashlib.sha256((tmp_path / "ckpt.bin").read_bytes()).hexdigest()
+    )
     assert result["steps_done"] == 5
     assert spec_sha == hashlib.sha256(spec.read_bytes()).hexdigest()
 
@@ -87,7 +97,9 @@ def test_put_get_sha256_verified_and_mismatch_detected(
     assert ssh.get("ssh-v100", "a/b/blob", tmp_path / "copy") == digest
     assert (tmp_path / "copy").read_bytes() == data
     remote.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # the node's copy is corrupted
-    with pytest.raises(ChecksumMismatchError, match=r"node ssh-v100 \(127\.0\.0\.1:\d+\).*expected"):
+    with pytest.raises(
+        ChecksumMismatchError, match=r"node ssh-v100 \(127\.0\.0\.1:\d+\).*expected"
+    ):
         ssh.get("ssh-v100", "a/b/blob", tmp_path / "bad", expected_sha256=digest)
     assert not (tmp_path / "bad").exists()
     with pytest.raises(NodeTransferError, match="no file nothing.bin"):
@@ -106,7 +118,9 @@ def test_remote_paths_cannot_escape_the_run_dir(ssh: SshProvider, tmp_path: Path
         ssh.sha256("ssh-k80", bad)
 
 
-def test_connection_is_reused_across_operations(ssh: SshProvider, sshd_farm: SshdFarm, tmp_path: Path) -> None:
+def test_connection_is_reused_across_operations(
+    ssh: SshProvider, sshd_farm: SshdFarm, tmp_path: Path
+) -> None:
     before = accepted_logins(sshd_farm, "ssh-k80")
     src = tmp_path / "f"
     src.write_text("hello")
@@ -118,7 +132,9 @@ def test_connection_is_reused_across_operations(ssh: SshProvider, sshd_farm: Ssh
     assert accepted_logins(sshd_farm, "ssh-k80") == before + 1
 
 
-def test_concurrent_operations_on_all_nodes(ssh: SshProvider, sshd_farm: SshdFarm, tmp_path: Path) -> None:
+def test_concurrent_operations_on_all_nodes(
+    ssh: SshProvider, sshd_farm: SshdFarm, tmp_path: Path
+) -> None:
     errors: list[BaseException] = []
     outputs: dict[str, str] = {}
 
@@ -146,7 +162,9 @@ def test_concurrent_operations_on_all_nodes(ssh: SshProvider, sshd_farm: SshdFar
 
 
 def test_timeout_kills_the_remote_process_group(ssh: SshProvider) -> None:
-    res = ssh.run("ssh-v100", ["sh", "-c", "sleep 120 & echo $! > bg.pid; sleep 120"], timeout_s=1.5)
+    res = ssh.run(
+        "ssh-v100", ["sh", "-c", "sleep 120 & echo $! > bg.pid; sleep 120"], timeout_s=1.5
+    )
     assert res.timed_out and not res.ok
     pid = int((Path(ssh.workdir("ssh-v100")) / "bg.pid").read_text())
     deadline = time.monotonic() + 5
@@ -195,7 +213,9 @@ def test_trust_new_hosts_records_the_key(sshd_farm: SshdFarm, tmp_path: Path) ->
         assert strict.run("ssh-k80", ["true"], 30).ok
 
 
-def test_changed_host_key_is_rejected_even_when_trusting(sshd_farm: SshdFarm, tmp_path: Path) -> None:
+def test_changed_host_key_is_rejected_even_when_trusting(
+    sshd_farm: SshdFarm, tmp_path: Path
+) -> None:
     server = sshd_farm.server("ssh-k80")
     other = generate_ed25519(tmp_path / "impostor")
     kh = tmp_path / "known_hosts"
@@ -275,14 +295,19 @@ def test_ssh_config_supplies_host_port_user_and_key(sshd_farm: SshdFarm, tmp_pat
     with SshProvider(cluster_from_dict(data), "r") as p:
         ep = p.endpoint("n1")
         assert (ep.host, ep.port, ep.user, ep.key_files) == (
-            "127.0.0.1", server.port, sshd_farm.user, (str(sshd_farm.client_key),)
+            "127.0.0.1",
+            server.port,
+            sshd_farm.user,
+            (str(sshd_farm.client_key),),
         )
         assert p.run("n1", ["sh", "-c", "echo $HOME"], 30).stdout.strip() == str(server.home)
         assert p.run("n2", ["true"], 30).ok
         assert p.rendezvous_address("n1") == "127.0.0.1"
 
 
-def test_agent_keys_are_used(sshd_farm: SshdFarm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_agent_keys_are_used(
+    sshd_farm: SshdFarm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if not (shutil.which("ssh-agent") and shutil.which("ssh-add")):
         pytest.skip("ssh-agent/ssh-add not installed")
     sock = tmp_path / "agent.sock"
@@ -292,7 +317,9 @@ def test_agent_keys_are_used(sshd_farm: SshdFarm, tmp_path: Path, monkeypatch: p
         while not sock.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         env = {**os.environ, "SSH_AUTH_SOCK": str(sock)}
-        subprocess.run(["ssh-add", str(sshd_farm.client_key)], env=env, check=True, capture_output=True)
+        subprocess.run(
+            ["ssh-add", str(sshd_farm.client_key)], env=env, check=True, capture_output=True
+        )
         monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
         data = sshd_farm.cluster_dict(identity_file=None, allow_agent=True)
         with SshProvider(cluster_from_dict(data), "r") as p:
@@ -327,7 +354,9 @@ def test_missing_remote_python_is_reported(sshd_farm: SshdFarm) -> None:
 
 def test_invalid_ssh_settings_name_the_field(sshd_farm: SshdFarm) -> None:
     with pytest.raises(InputError, match=r"^<x>: ssh.connect_timeout_s: "):
-        SshProvider(cluster_from_dict(sshd_farm.cluster_dict(connect_timeout_s=-1), source="<x>"), "r")
+        SshProvider(
+            cluster_from_dict(sshd_farm.cluster_dict(connect_timeout_s=-1), source="<x>"), "r"
+        )
     with pytest.raises(InputError, match=r"ssh.nodes.ghost: no such node"):
         SshProvider(cluster_from_dict(sshd_farm.cluster_dict(nodes={"ghost": {}})), "r")
     with pytest.raises(InputError, match=r"ssh.hostname: unknown field"):

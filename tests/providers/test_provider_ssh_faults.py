@@ -60,7 +60,9 @@ def test_server_killed_mid_transfer_gives_a_clear_error(farm: SshdFarm, tmp_path
     err = box.get("error")
     assert isinstance(err, UnreachableNodeError), box
     msg = str(err)
-    assert msg.startswith(f"node {server.name} (127.0.0.1:{server.port}): connection lost during put of data/big.bin")
+    assert msg.startswith(
+        f"node {server.name} (127.0.0.1:{server.port}): connection lost during put of data/big.bin"
+    )
     assert "connection refused" in msg and "\n" not in msg
     assert box["seconds"] < 20
     assert not (wd / "data" / "big.bin").exists()  # never a half-written final file
@@ -82,7 +84,10 @@ def test_server_killed_mid_command_is_not_rerun(farm: SshdFarm) -> None:
     assert not thread.is_alive()
     err = box.get("error")
     assert isinstance(err, UnreachableNodeError), box
-    assert str(err) == f"node {server.name} (127.0.0.1:{server.port}): connection lost while running sh"
+    assert (
+        str(err)
+        == f"node {server.name} (127.0.0.1:{server.port}): connection lost while running sh"
+    )
     server.start()  # the machine comes back: the command was not started a second time
     time.sleep(0.5)
     assert (wd / "starts.txt").read_text() == "started\n"
@@ -114,7 +119,9 @@ def test_bounded_retry_rides_out_a_short_outage(farm: SshdFarm) -> None:
     threading.Timer(1.0, server.start).start()
     with (
         SshProvider(farm.cluster(connect_attempts=1), "r") as p,
-        pytest.raises(UnreachableNodeError, match="unreachable after 1 attempts: connection refused"),
+        pytest.raises(
+            UnreachableNodeError, match="unreachable after 1 attempts: connection refused"
+        ),
     ):
         p.run(server.name, ["true"], 30)
     time.sleep(1.5)

@@ -20,17 +20,32 @@ SPEC = {"model": "IC", "size": "tiny", "data": "synthetic", "batch_size": 8, "lr
 
 def worker_argv(provider, node: str, rnd: str, steps: int, resume: bool) -> list[str]:
     argv = [
-        *provider.python(node), "-m", "nodes.worker",
-        "--spec", f"{rnd}/spec.json", "--steps", str(steps), "--deadline-s", "90",
-        "--checkpoint-out", f"{rnd}/ckpt.pt", "--result", f"{rnd}/result.json",
-        "--speed-factor", str(provider.speed_factor(node)), "--threads", "1",
+        *provider.python(node),
+        "-m",
+        "nodes.worker",
+        "--spec",
+        f"{rnd}/spec.json",
+        "--steps",
+        str(steps),
+        "--deadline-s",
+        "90",
+        "--checkpoint-out",
+        f"{rnd}/ckpt.pt",
+        "--result",
+        f"{rnd}/result.json",
+        "--speed-factor",
+        str(provider.speed_factor(node)),
+        "--threads",
+        "1",
     ]
     if resume:
         argv += ["--checkpoint-in", f"{rnd}/in.pt"]
     return argv
 
 
-def test_tiny_ic_round_on_ssh_nodes_returns_a_verified_checkpoint(sshd_farm: SshdFarm, tmp_path: Path) -> None:
+def test_tiny_ic_round_on_ssh_nodes_returns_a_verified_checkpoint(
+    sshd_farm: SshdFarm, tmp_path: Path
+) -> None:
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps(SPEC))
     with make_provider(sshd_farm.cluster(), "ic-round") as p:

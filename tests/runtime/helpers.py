@@ -20,8 +20,14 @@ LR = {"IC": 0.05, "LM": 20.0, "LT": 2e-3, "RS": 0.01, "MM": 3e-3}
 
 
 def spec(model: str = "IC", data: str = "synthetic", **over: Any) -> dict[str, Any]:
-    out = {"model": model, "size": "tiny", "data": data, "batch_size": 8, "lr": LR[model.upper()],
-           "seed": 0}
+    out = {
+        "model": model,
+        "size": "tiny",
+        "data": data,
+        "batch_size": 8,
+        "lr": LR[model.upper()],
+        "seed": 0,
+    }
     out.update(over)
     return out
 
@@ -33,6 +39,7 @@ def write_spec(path: Path, **kw: Any) -> Path:
 
 # --- real-format files -------------------------------------------------------------------------
 
+
 def write_cifar10(root: Path, per_batch: int = 8, seed: int = 0) -> Path:
     rng = np.random.default_rng(seed)
     root.mkdir(parents=True, exist_ok=True)
@@ -40,12 +47,37 @@ def write_cifar10(root: Path, per_batch: int = 8, seed: int = 0) -> Path:
         labels = rng.integers(0, 10, per_batch)
         data = rng.integers(0, 256, (per_batch, 3072), dtype=np.uint8)
         with (root / name).open("wb") as f:
-            pickle.dump({b"batch_label": name.encode(), b"labels": labels.tolist(), b"data": data,
-                         b"filenames": [b"x.png"] * per_batch}, f)
+            pickle.dump(
+                {
+                    b"batch_label": name.encode(),
+                    b"labels": labels.tolist(),
+                    b"data": data,
+                    b"filenames": [b"x.png"] * per_batch,
+                },
+                f,
+            )
     return root
 
 
-WORDS = ["the", "cat", "sat", "on", "a", "mat", "and", "the", "dog", "ran", "to", "the", "park", "with", "a", "red", "ball"]
+WORDS = [
+    "the",
+    "cat",
+    "sat",
+    "on",
+    "a",
+    "mat",
+    "and",
+    "the",
+    "dog",
+    "ran",
+    "to",
+    "the",
+    "park",
+    "with",
+    "a",
+    "red",
+    "ball",
+]
 
 
 def write_wikitext2(root: Path, lines: int = 60, seed: int = 0) -> Path:
@@ -58,8 +90,18 @@ def write_wikitext2(root: Path, lines: int = 60, seed: int = 0) -> Path:
     return root
 
 
-DE = {"der": "the", "hund": "dog", "katze": "cat", "läuft": "runs", "schläft": "sleeps",
-      "im": "in", "park": "park", "garten": "garden", "ein": "a", "rote": "red"}
+DE = {
+    "der": "the",
+    "hund": "dog",
+    "katze": "cat",
+    "läuft": "runs",
+    "schläft": "sleeps",
+    "im": "in",
+    "park": "park",
+    "garten": "garden",
+    "ein": "a",
+    "rote": "red",
+}
 
 
 def write_multi30k(root: Path, train: int = 40, val: int = 10, seed: int = 0) -> Path:
@@ -82,14 +124,24 @@ def write_movielens(root: Path, users: int = 60, movies: int = 300, seed: int = 
     root.mkdir(parents=True, exist_ok=True)
     rows = ["userId,movieId,rating,timestamp"]
     for u in range(1, users + 1):
-        for m in sorted(rng.choice(np.arange(1, movies + 1) * 7, rng.integers(10, 40), replace=False)):
-            rows.append(f"{u},{m},{rng.integers(1, 11) / 2:.1f},{1100000000 + int(rng.integers(0, 10**8))}")
+        for m in sorted(
+            rng.choice(np.arange(1, movies + 1) * 7, rng.integers(10, 40), replace=False)
+        ):
+            rows.append(
+                f"{u},{m},{rng.integers(1, 11) / 2:.1f},{1100000000 + int(rng.integers(0, 10**8))}"
+            )
     (root / "ratings.csv").write_text("\n".join(rows) + "\n")
     return root
 
 
-MICRO = ["micro_temp_2m", "micro_rh", "micro_wind_speed", "micro_wind_dir", "micro_pressure",
-         "micro_solar_rad"]
+MICRO = [
+    "micro_temp_2m",
+    "micro_rh",
+    "micro_wind_speed",
+    "micro_wind_dir",
+    "micro_pressure",
+    "micro_solar_rad",
+]
 MACRO = ["macro_t850", "macro_rh700", "macro_u850", "macro_v850", "macro_z500", "macro_pwat"]
 
 
@@ -108,6 +160,7 @@ def write_mima(path: Path, rows: int = 200, seed: int = 0) -> Path:
 
 # --- running the worker -----------------------------------------------------------------------
 
+
 @dataclass
 class WorkerRun:
     returncode: int
@@ -120,15 +173,24 @@ def worker_cmd(*args: str | Path) -> list[str]:
     return [sys.executable, "-m", "nodes.worker", "--threads", "1", *map(str, args)]
 
 
-def start_worker(*args: str | Path, cwd: Path | None = None, env: dict[str, str] | None = None,
-                 module: str = "nodes.worker") -> subprocess.Popen[str]:
+def start_worker(
+    *args: str | Path,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    module: str = "nodes.worker",
+) -> subprocess.Popen[str]:
     """Start ``python -m nodes.worker`` (or ``module``, e.g. ``nodes.warm run --``) with this
     process's environment plus ``env``."""
-    full = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {}))
+    full = dict(
+        os.environ,
+        PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        **(env or {}),
+    )
     argv = worker_cmd(*args)
     argv[2:3] = module.split()
-    return subprocess.Popen(argv, cwd=cwd or REPO, env=full, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        argv, cwd=cwd or REPO, env=full, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
 
 
 def finish(proc: subprocess.Popen[str], result: Path | None, timeout: float = 120) -> WorkerRun:
@@ -137,20 +199,41 @@ def finish(proc: subprocess.Popen[str], result: Path | None, timeout: float = 12
     return WorkerRun(proc.returncode, out, err, res)
 
 
-def run_worker(*args: str | Path, result: Path | None = None, timeout: float = 120,
-               env: dict[str, str] | None = None) -> WorkerRun:
+def run_worker(
+    *args: str | Path,
+    result: Path | None = None,
+    timeout: float = 120,
+    env: dict[str, str] | None = None,
+) -> WorkerRun:
     return finish(start_worker(*args, env=env), result, timeout)
 
 
 def round_args(tmp: Path, name: str, steps: int = 4, *extra: str | Path) -> list[str | Path]:
     """Worker arguments for one round: spec ``tmp/spec.json``, checkpoint and result ``tmp/name.*``."""
-    return ["--spec", tmp / "spec.json", "--steps", str(steps), "--deadline-s", "120",
-            "--checkpoint-out", tmp / f"{name}.pt", "--result", tmp / f"{name}.json", *extra]
+    return [
+        "--spec",
+        tmp / "spec.json",
+        "--steps",
+        str(steps),
+        "--deadline-s",
+        "120",
+        "--checkpoint-out",
+        tmp / f"{name}.pt",
+        "--result",
+        tmp / f"{name}.json",
+        *extra,
+    ]
 
 
 def stop_warm_server(cwd: Path) -> None:
     """Let the warm server of ``cwd`` exit (``python -m nodes.warm stop``)."""
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    done = subprocess.run([sys.executable, "-m", "nodes.warm", "stop"], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "nodes.warm", "stop"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr

@@ -27,7 +27,9 @@ def trained_ic(steps: int = 2) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
 
 def save_ic(path: Path, **over) -> str:
     model, opt = trained_ic()
-    kw = dict(model="IC", size="tiny", state_dict=model.state_dict(), optimizer=opt.state_dict(), steps=7)
+    kw = dict(
+        model="IC", size="tiny", state_dict=model.state_dict(), optimizer=opt.state_dict(), steps=7
+    )
     kw.update(over)
     return save_checkpoint(path, **kw)
 
@@ -35,8 +37,14 @@ def save_ic(path: Path, **over) -> str:
 def test_round_trip_restores_identical_tensors_and_reports_sha256(tmp_path: Path) -> None:
     model, opt = trained_ic()
     path = tmp_path / "sub" / "c.pt"
-    sha = save_checkpoint(path, model="ic", size="tiny", state_dict=model.state_dict(),
-                          optimizer=opt.state_dict(), steps=42)
+    sha = save_checkpoint(
+        path,
+        model="ic",
+        size="tiny",
+        state_dict=model.state_dict(),
+        optimizer=opt.state_dict(),
+        steps=42,
+    )
     assert sha == sha256_file(path) == hashlib.sha256(path.read_bytes()).hexdigest()
     assert [p.name for p in path.parent.iterdir()] == ["c.pt"]  # no temporary file left behind
 
@@ -51,7 +59,9 @@ def test_round_trip_restores_identical_tensors_and_reports_sha256(tmp_path: Path
     opt2.load_state_dict(ck["optimizer"])
     bufs = [s["momentum_buffer"] for s in opt.state.values()]
     bufs2 = [s["momentum_buffer"] for s in opt2.state.values()]
-    assert len(bufs) == len(bufs2) > 0 and all(torch.equal(a, b) for a, b in zip(bufs, bufs2, strict=True))
+    assert len(bufs) == len(bufs2) > 0 and all(
+        torch.equal(a, b) for a, b in zip(bufs, bufs2, strict=True)
+    )
     # it is a plain torch.save dict that other components can read with torch.load
     raw = torch.load(path, weights_only=True)
     assert set(raw) == {"format", "model", "size", "state_dict", "optimizer", "steps"}
@@ -59,8 +69,14 @@ def test_round_trip_restores_identical_tensors_and_reports_sha256(tmp_path: Path
 
 def test_optimizer_may_be_none(tmp_path: Path) -> None:
     model, _ = trained_ic(0)
-    save_checkpoint(tmp_path / "c.pt", model="IC", size="tiny", state_dict=model.state_dict(),
-                    optimizer=None, steps=0)
+    save_checkpoint(
+        tmp_path / "c.pt",
+        model="IC",
+        size="tiny",
+        state_dict=model.state_dict(),
+        optimizer=None,
+        steps=0,
+    )
     assert load_checkpoint(tmp_path / "c.pt", "ic", "tiny")["optimizer"] is None
 
 
@@ -83,7 +99,9 @@ def test_state_dict_mismatches_name_the_first_bad_key(tmp_path: Path) -> None:
         load_checkpoint(path, "IC", "tiny")
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith(str(path))
-    assert "state_dict key 'conv1.weight' has shape (8, 3, 3, 3), IC/tiny expects (4, 3, 3, 3)" in msg
+    assert (
+        "state_dict key 'conv1.weight' has shape (8, 3, 3, 3), IC/tiny expects (4, 3, 3, 3)" in msg
+    )
 
     sd = dict(model.state_dict())
     del sd["linear.bias"]

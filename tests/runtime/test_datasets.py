@@ -36,7 +36,10 @@ def test_cifar10_python_batches(tmp_path: Path) -> None:
         assert (ds.n_train, ds.n_heldout) == (40, 8)
         b = ds.train_batch(0)
         assert b["image"].shape == (6, 3, 32, 32) and b["image"].dtype == torch.float32
-        assert b["label"].dtype == torch.int64 and 0 <= int(b["label"].min()) <= int(b["label"].max()) <= 9
+        assert (
+            b["label"].dtype == torch.int64
+            and 0 <= int(b["label"].min()) <= int(b["label"].max()) <= 9
+        )
     held = list(ds.heldout_batches())
     raw = pickle.loads((root / "test_batch").read_bytes())
     assert [int(x) for b in held for x in b["label"]] == raw[b"labels"]
@@ -58,7 +61,10 @@ def test_cifar10_errors_name_the_data_field(tmp_path: Path) -> None:
             return (print, ("pwned",))
 
     (root / "data_batch_3").write_bytes(pickle.dumps({b"data": Evil(), b"labels": [1]}))
-    with pytest.raises(InputError, match=r"data_batch_3 is not a CIFAR-10 python batch \(refusing to load builtins.print\)"):
+    with pytest.raises(
+        InputError,
+        match=r"data_batch_3 is not a CIFAR-10 python batch \(refusing to load builtins.print\)",
+    ):
         open_dataset("IC", "tiny", str(root))
 
 
@@ -75,7 +81,9 @@ def test_wikitext2_tokens(tmp_path: Path) -> None:
     b = ds.train_batch(0)
     assert b["tokens"].shape == (4, cfg.bptt + 1)
     start = int(idx[0]) * cfg.bptt
-    assert [ds.vocab.itos[i] for i in b["tokens"][0].tolist()] == words[start : start + cfg.bptt + 1]
+    assert [ds.vocab.itos[i] for i in b["tokens"][0].tolist()] == words[
+        start : start + cfg.bptt + 1
+    ]
     trains_one_step("LM", b, list(ds.heldout_batches()))
     with pytest.raises(InputError, match=r"^data: missing file .*wiki\.valid\.tokens$"):
         (root / "wiki.valid.tokens").unlink()
@@ -110,8 +118,13 @@ def test_movielens_ratings_csv(tmp_path: Path) -> None:
     import pandas as pd
 
     df = pd.read_csv(root / "ratings.csv")
-    top = df.groupby("movieId").size().reset_index(name="n").sort_values(
-        ["n", "movieId"], ascending=[False, True])["movieId"].to_numpy()[:n_items]
+    top = (
+        df.groupby("movieId")
+        .size()
+        .reset_index(name="n")
+        .sort_values(["n", "movieId"], ascending=[False, True])["movieId"]
+        .to_numpy()[:n_items]
+    )
     kept = df[df.movieId.isin(top)]
     b = ds.train_batch(0)
     assert b["ratings"].shape == (8, n_items)
@@ -153,7 +166,9 @@ def test_mima_csv(tmp_path: Path) -> None:
     assert torch.allclose(ds2.micro, ds.micro)
     cols = tmp_path / "cols.csv"
     cols.write_text("timestamp,micro_a,macro_b\n2021-01-01,1,2\n")
-    with pytest.raises(InputError, match="expected 6 micro_\\* and 6 macro_\\* columns, found 1 and 1$"):
+    with pytest.raises(
+        InputError, match="expected 6 micro_\\* and 6 macro_\\* columns, found 1 and 1$"
+    ):
         open_dataset("MM", "tiny", str(cols))
     short = h.write_mima(tmp_path / "short.csv", rows=30)
     with pytest.raises(InputError, match="30 rows is too short"):
@@ -167,7 +182,9 @@ def test_a_missing_path_names_data() -> None:
 
 
 def test_data_order_depends_on_seed_stream_and_step(tmp_path: Path) -> None:
-    ds = open_dataset("IC", "tiny", str(h.write_cifar10(tmp_path / "c", per_batch=8)), seed=3, batch_size=8)
+    ds = open_dataset(
+        "IC", "tiny", str(h.write_cifar10(tmp_path / "c", per_batch=8)), seed=3, batch_size=8
+    )
     # one epoch of 40 items = 5 steps; every item exactly once, and a new order next epoch
     epoch0 = np.concatenate([ds.train_indices(s) for s in range(5)])
     epoch1 = np.concatenate([ds.train_indices(s) for s in range(5, 10)])
@@ -190,7 +207,9 @@ def test_synthetic_streams(name: str) -> None:
     c = open_dataset(name, "tiny", "synthetic", seed=5, stream=1, batch_size=4)
 
     def same(x: dict, y: dict) -> bool:
-        return x.keys() == y.keys() and all(x[k].shape == y[k].shape and torch.equal(x[k], y[k]) for k in x)
+        return x.keys() == y.keys() and all(
+            x[k].shape == y[k].shape and torch.equal(x[k], y[k]) for k in x
+        )
 
     assert same(a.train_batch(2), b.train_batch(2))  # deterministic from the seed
     assert not same(a.train_batch(2), a.train_batch(3))  # consecutive steps differ

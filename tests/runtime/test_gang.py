@@ -27,10 +27,30 @@ def test_two_rank_gang_trains_with_ddp_and_ends_identical(tmp_path: Path) -> Non
     port = str(free_port())
     speeds = {0: "1.0", 1: "0.5"}
     procs = {
-        r: start_worker("--spec", tmp_path / "spec.json", "--steps", "8", "--deadline-s", "120",
-                        "--checkpoint-out", tmp_path / f"rank{r}.pt", "--result", tmp_path / f"rank{r}.json",
-                        "--rank", str(r), "--world-size", "2", "--master-addr", "127.0.0.1",
-                        "--master-port", port, "--speed-factor", speeds[r], "--device", "cpu")
+        r: start_worker(
+            "--spec",
+            tmp_path / "spec.json",
+            "--steps",
+            "8",
+            "--deadline-s",
+            "120",
+            "--checkpoint-out",
+            tmp_path / f"rank{r}.pt",
+            "--result",
+            tmp_path / f"rank{r}.json",
+            "--rank",
+            str(r),
+            "--world-size",
+            "2",
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            port,
+            "--speed-factor",
+            speeds[r],
+            "--device",
+            "cpu",
+        )
         for r in (0, 1)
     }
     runs = {r: finish(p, tmp_path / f"rank{r}.json") for r, p in procs.items()}
@@ -52,4 +72,7 @@ def test_two_rank_gang_trains_with_ddp_and_ends_identical(tmp_path: Path) -> Non
     assert not torch.equal(a["conv1.weight"], init["conv1.weight"])  # and they did train
     # the gang runs at its slowest member's pace: the full-speed rank is held back to about
     # the half-speed rank's step rate (alone it would run about twice as fast)
-    assert r0["steps_per_second"] < 1.5 * r1["steps_per_second"], (r0["steps_per_second"], r1["steps_per_second"])
+    assert r0["steps_per_second"] < 1.5 * r1["steps_per_second"], (
+        r0["steps_per_second"],
+        r1["steps_per_second"],
+    )

@@ -20,7 +20,9 @@ TRAIN = {"IC": (16, 20), "LM": (32, 80), "LT": (32, 40), "RS": (32, 20), "MM": (
 def test_registry_is_case_insensitive_and_rejects_unknown_names() -> None:
     assert canonical_model("ic") == "IC" and canonical_model(" Mm ") == "MM"
     assert set(MODELS) == {"IC", "LM", "LT", "RS", "MM"}
-    with pytest.raises(InputError, match=r"^model: unknown model 'resnet50' \(choose IC, LM, LT, RS, MM\)$"):
+    with pytest.raises(
+        InputError, match=r"^model: unknown model 'resnet50' \(choose IC, LM, LT, RS, MM\)$"
+    ):
         canonical_model("resnet50")
     with pytest.raises(InputError, match="^size: unknown size 'huge'"):
         build_model("IC", "huge")
@@ -36,7 +38,11 @@ def test_paper_sizes_are_the_real_architectures() -> None:
     assert len(lt.transformer.encoder.layers) == 6 and len(lt.transformer.decoder.layers) == 6
     assert lt.transformer.d_model == 512
     rs = build_model("RS", "paper", "meta")
-    assert [m.out_features for m in rs.encoder if isinstance(m, torch.nn.Linear)] == [512, 512, 1024]
+    assert [m.out_features for m in rs.encoder if isinstance(m, torch.nn.Linear)] == [
+        512,
+        512,
+        1024,
+    ]
     assert rs.decoder[-1].out_features == 26744
     mm = build_model("MM", "paper", "meta")
     assert hasattr(mm, "micro_encoder") and hasattr(mm, "macro_encoder") and hasattr(mm, "decoder")
@@ -57,9 +63,18 @@ def test_tiny_model_learns_on_synthetic_data(name: str) -> None:
     data = open_dataset(name, "tiny", "synthetic", seed=0, batch_size=batch)
     model.eval()
     before = entry.evaluate(model, data.heldout_batches())
-    out = train_round(entry=entry, model=model, optimizer=entry.optimizer(model.parameters(), LR[name]),
-                      data=data, device=torch.device("cpu"), start_steps=0, max_steps=steps,
-                      deadline=math.inf, speed_factor=1.0, stop_requested=lambda: False)
+    out = train_round(
+        entry=entry,
+        model=model,
+        optimizer=entry.optimizer(model.parameters(), LR[name]),
+        data=data,
+        device=torch.device("cpu"),
+        start_steps=0,
+        max_steps=steps,
+        deadline=math.inf,
+        speed_factor=1.0,
+        stop_requested=lambda: False,
+    )
     assert out.steps_done == steps and out.stopped_by == "steps"
     first, last = sum(out.losses[:5]) / 5, sum(out.losses[-5:]) / 5
     assert last < 0.92 * first, (name, first, last)

@@ -17,15 +17,34 @@ from nodes.worker import loss_ends, main
 from tests.runtime.helpers import finish, run_worker, start_worker, write_spec
 
 RESULT_FIELDS = {
-    "status": str, "steps_done": int, "wall_seconds": float, "train_seconds": float,
-    "steps_per_second": float, "final_loss": float, "start_steps": int, "checkpoint": str,
-    "sha256": str, "device": str, "rank": int, "world_size": int,
+    "status": str,
+    "steps_done": int,
+    "wall_seconds": float,
+    "train_seconds": float,
+    "steps_per_second": float,
+    "final_loss": float,
+    "start_steps": int,
+    "checkpoint": str,
+    "sha256": str,
+    "device": str,
+    "rank": int,
+    "world_size": int,
 }
 
 
 def common(tmp: Path, name: str, steps: int, deadline: float = 120) -> list[str | Path]:
-    return ["--spec", tmp / "spec.json", "--steps", str(steps), "--deadline-s", str(deadline),
-            "--checkpoint-out", tmp / f"{name}.pt", "--result", tmp / f"{name}.json"]
+    return [
+        "--spec",
+        tmp / "spec.json",
+        "--steps",
+        str(steps),
+        "--deadline-s",
+        str(deadline),
+        "--checkpoint-out",
+        tmp / f"{name}.pt",
+        "--result",
+        tmp / f"{name}.json",
+    ]
 
 
 def assert_clean_exit_2(run, needle: str) -> None:
@@ -33,11 +52,17 @@ def assert_clean_exit_2(run, needle: str) -> None:
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in run.stderr, run.stderr
     assert lines[0].startswith("hadar-worker: error: ") and needle in lines[0], lines[0]
-    assert run.result == {"status": "error", "error": lines[0].removeprefix("hadar-worker: error: "),
-                          "exit_code": 2, "wall_seconds": run.result["wall_seconds"]}
+    assert run.result == {
+        "status": "error",
+        "error": lines[0].removeprefix("hadar-worker: error: "),
+        "exit_code": 2,
+        "wall_seconds": run.result["wall_seconds"],
+    }
 
 
-def test_a_round_honours_the_step_budget_then_the_next_resumes_until_the_deadline(tmp_path: Path) -> None:
+def test_a_round_honours_the_step_budget_then_the_next_resumes_until_the_deadline(
+    tmp_path: Path,
+) -> None:
     write_spec(tmp_path / "spec.json", model="IC")
     r0 = run_worker(*common(tmp_path, "r0", 6), "--eval", result=tmp_path / "r0.json")
     assert r0.returncode == 0, r0.stderr
@@ -48,7 +73,12 @@ def test_a_round_honours_the_step_budget_then_the_next_resumes_until_the_deadlin
     assert (res["steps_done"], res["start_steps"], res["end_steps"]) == (6, 0, 6)
     # the device the worker must pick: local rank 0's visible GPU when CUDA is usable, else the CPU
     expected = "cuda:0" if torch.cuda.is_available() else "cpu"
-    assert (res["device"], res["rank"], res["world_size"], res["precision"]) == (expected, 0, 1, "fp32")
+    assert (res["device"], res["rank"], res["world_size"], res["precision"]) == (
+        expected,
+        0,
+        1,
+        "fp32",
+    )
     assert res["sha256"] == sha256_file(tmp_path / "r0.pt")
     assert 0 < res["train_seconds"] < res["wall_seconds"] < 120
     assert res["steps_per_second"] == pytest.approx(6 / res["train_seconds"])
@@ -61,8 +91,14 @@ def test_a_round_honours_the_step_budget_then_the_next_resumes_until_the_deadlin
     # next round: resume from r0 on another data stream with a budget it cannot finish
     deadline = 14
     t = time.monotonic()
-    r1 = run_worker(*common(tmp_path, "r1", 10**7, deadline=deadline), "--checkpoint-in",
-                    tmp_path / "r0.pt", "--data-stream", "1", result=tmp_path / "r1.json")
+    r1 = run_worker(
+        *common(tmp_path, "r1", 10**7, deadline=deadline),
+        "--checkpoint-in",
+        tmp_path / "r0.pt",
+        "--data-stream",
+        "1",
+        result=tmp_path / "r1.json",
+    )
     elapsed = time.monotonic() - t
     assert r1.returncode == 0, r1.stderr
     res1 = r1.result
@@ -106,8 +142,14 @@ def test_bad_spec_data_and_checkpoint_exit_2_with_one_line(tmp_path: Path) -> No
     (tmp_path / "model" / "spec.json").write_text(json.dumps(dict(raw, model="VGG")))
     torch.manual_seed(0)
     lm = build_model("LM", "tiny")
-    save_checkpoint(tmp_path / "lm.pt", model="LM", size="tiny", state_dict=lm.state_dict(),
-                    optimizer=None, steps=3)
+    save_checkpoint(
+        tmp_path / "lm.pt",
+        model="LM",
+        size="tiny",
+        state_dict=lm.state_dict(),
+        optimizer=None,
+        steps=3,
+    )
     procs = {n: start_worker(*common(d, "out", 5), *extra) for n, (d, extra) in cases.items()}
     runs = {n: finish(p, cases[n][0] / "out.json") for n, p in procs.items()}
     assert_clean_exit_2(runs["model"], "model: unknown model 'VGG'")
@@ -134,8 +176,10 @@ def test_speed_factor_slows_the_measured_step_rate(tmp_path: Path) -> None:
     [
         (["--speed-factor", "0"], "--speed-factor: must be in (0, 1], got 0.0"),
         (["--speed-factor", "1.5"], "--speed-factor: must be in (0, 1], got 1.5"),
-        (["--rank", "2", "--world-size", "2", "--master-addr", "h", "--master-port", "1"],
-         "--rank: must be in [0, 2), got 2"),
+        (
+            ["--rank", "2", "--world-size", "2", "--master-addr", "h", "--master-port", "1"],
+            "--rank: must be in [0, 2), got 2",
+        ),
         (["--world-size", "2"], "--master-addr/--master-port: required when --world-size > 1"),
         (["--steps", "-1"], "--steps: must be >= 0, got -1"),
         (["--bogus"], "unrecognized arguments: --bogus"),
@@ -144,8 +188,18 @@ def test_speed_factor_slows_the_measured_step_rate(tmp_path: Path) -> None:
 )
 def test_bad_arguments_exit_2_with_one_line(tmp_path: Path, capsys, args, needle) -> None:
     write_spec(tmp_path / "spec.json")
-    base = ["--spec", str(tmp_path / "spec.json"), "--steps", "1", "--deadline-s", "30",
-            "--checkpoint-out", str(tmp_path / "c.pt"), "--result", str(tmp_path / "r.json")]
+    base = [
+        "--spec",
+        str(tmp_path / "spec.json"),
+        "--steps",
+        "1",
+        "--deadline-s",
+        "30",
+        "--checkpoint-out",
+        str(tmp_path / "c.pt"),
+        "--result",
+        str(tmp_path / "r.json"),
+    ]
     assert main(base + args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0], err
@@ -153,13 +207,26 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path: Path, capsys, args, needle
 
 def test_bad_specs_exit_2_naming_the_field(tmp_path: Path, capsys) -> None:
     spec = tmp_path / "spec.json"
-    argv = ["--spec", str(spec), "--steps", "1", "--deadline-s", "30",
-            "--checkpoint-out", str(tmp_path / "c.pt"), "--result", str(tmp_path / "r.json")]
+    argv = [
+        "--spec",
+        str(spec),
+        "--steps",
+        "1",
+        "--deadline-s",
+        "30",
+        "--checkpoint-out",
+        str(tmp_path / "c.pt"),
+        "--result",
+        str(tmp_path / "r.json"),
+    ]
     good = {"model": "IC", "size": "tiny", "data": "synthetic", "batch_size": 4, "lr": 0.1}
     for raw, needle in [
         (dict(good, epochs=3), "epochs: unknown field"),
         ({k: v for k, v in good.items() if k != "lr"}, "lr: missing required field"),
-        (dict(good, size="large"), "size: Input should be 'tiny', 'small' or 'paper' (got 'large')"),
+        (
+            dict(good, size="large"),
+            "size: Input should be 'tiny', 'small' or 'paper' (got 'large')",
+        ),
         (dict(good, batch_size=0), "batch_size: Input should be greater than 0 (got 0)"),
         (dict(good, batch_size="8"), "batch_size: Input should be a valid integer (got '8')"),
     ]:
@@ -177,12 +244,24 @@ def test_bad_specs_exit_2_naming_the_field(tmp_path: Path, capsys) -> None:
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU")
 def test_cuda_requested_without_a_gpu_exits_2(tmp_path: Path, capsys) -> None:
     write_spec(tmp_path / "spec.json")
-    argv = ["--spec", str(tmp_path / "spec.json"), "--steps", "1", "--deadline-s", "30",
-            "--checkpoint-out", str(tmp_path / "c.pt"), "--result", str(tmp_path / "r.json"),
-            "--device", "cuda"]
+    argv = [
+        "--spec",
+        str(tmp_path / "spec.json"),
+        "--steps",
+        "1",
+        "--deadline-s",
+        "30",
+        "--checkpoint-out",
+        str(tmp_path / "c.pt"),
+        "--result",
+        str(tmp_path / "r.json"),
+        "--device",
+        "cuda",
+    ]
     assert main(argv) == 2
     assert capsys.readouterr().err.strip() == (
-        "hadar-worker: error: --device: cuda requested but no CUDA GPU is available")
+        "hadar-worker: error: --device: cuda requested but no CUDA GPU is available"
+    )
     assert json.loads((tmp_path / "r.json").read_text())["status"] == "error"
 
 

@@ -149,7 +149,8 @@ def test_bad_precision_and_placement_variables_exit_2_with_one_line(
     assert main(base) == 2
     err = capsys.readouterr().err.strip()
     assert (
-        err == f"hadar-worker: error: {spec}: precision: Input should be 'fp32', 'bf16' or 'fp16' (got 'fp8')"
+        err
+        == f"hadar-worker: error: {spec}: precision: Input should be 'fp32', 'bf16' or 'fp16' (got 'fp8')"
     )
     write_spec(spec)
     monkeypatch.setenv("RANK", "one")

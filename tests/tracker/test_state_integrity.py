@@ -51,7 +51,9 @@ def test_a_damaged_tracker_is_refused_naming_it_and_left_as_it_was(env, how: str
         env.open()
     msg = str(err.value)
     assert isinstance(err.value, InputError) and "\n" not in msg
-    assert msg.startswith(f"{env.db.resolve()}: damaged state file (") and msg.endswith("start a new run")
+    assert msg.startswith(f"{env.db.resolve()}: damaged state file (") and msg.endswith(
+        "start a new run"
+    )
     assert env.db.read_bytes() == before
     with pytest.raises(StateFileError):  # the lock was released: a second open gets the same answer
         env.open()
@@ -88,11 +90,15 @@ def test_journal_and_tracker_must_agree_on_the_rounds(tmp_path: Path) -> None:
     j = Journal(path)
     try:
         check_state_files(j, 2, tracker)  # consistent
-        with pytest.raises(StateFileError, match=rf"^{tracker}: has no record of round 2, which journal.sqlite"):
+        with pytest.raises(
+            StateFileError, match=rf"^{tracker}: has no record of round 2, which journal.sqlite"
+        ):
             check_state_files(j, None, tracker)
         with pytest.raises(StateFileError, match=rf"^{tracker}: has no record of round 2"):
             check_state_files(j, 1, tracker)
-        with pytest.raises(StateFileError, match=rf"^{path}: has no record of round 5, which tracker.sqlite"):
+        with pytest.raises(
+            StateFileError, match=rf"^{path}: has no record of round 5, which tracker.sqlite"
+        ):
             check_state_files(j, 5, tracker)
     finally:
         j.close()

@@ -132,7 +132,11 @@ def _check_final(root: Path, reference: dict) -> None:
     # retention (default 2): each job's latest checkpoint and the one before it, nothing else
     kept: dict[str, str] = {}
     for row in state["jobs"]:
-        written = [(c[7], c[8]) for c in reversed(state["consolidations"]) if c[1] == row[0] and c[9] == c[0]]
+        written = [
+            (c[7], c[8])
+            for c in reversed(state["consolidations"])
+            if c[1] == row[0] and c[9] == c[0]
+        ]
         if row[10] is not None:  # initial checkpoint, older than every round's
             written.append((row[10], row[11]))
         assert written[0] == (row[7], row[8]), f"job {row[0]}: latest is not the newest written"

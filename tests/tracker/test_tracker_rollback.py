@@ -22,7 +22,11 @@ def _rounds(t: JobTracker, env, job: int, cid: int, steps: list[int], first: int
         r = first + k
         t.open_round(r)
         ref = t.latest_checkpoint(job)
-        start = tiny_net(job).state_dict() if ref is None else torch.load(ref.path, weights_only=True)["state_dict"]
+        start = (
+            tiny_net(job).state_dict()
+            if ref is None
+            else torch.load(ref.path, weights_only=True)["state_dict"]
+        )
         path = env.reports / f"r{r}-c{cid}.pt"
         t.report(r, cid, "n1", n, 1.0, path, write_ckpt(path, perturbed(start, r, n), steps=n))
         refs.append(t.close_round(r).jobs[job].checkpoint)
@@ -46,7 +50,9 @@ def test_good_checkpoint_is_returned_unchanged(tracker: JobTracker, env) -> None
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate", "delete"])
-def test_damaged_latest_rolls_back_to_previous_with_its_steps(tracker: JobTracker, env, damage) -> None:
+def test_damaged_latest_rolls_back_to_previous_with_its_steps(
+    tracker: JobTracker, env, damage
+) -> None:
     tracker.register_job(1, 100)
     cid = tracker.register_copies(1, 1)[0]
     refs = _rounds(tracker, env, 1, cid, [5, 6, 7])
@@ -60,24 +66,38 @@ def test_damaged_latest_rolls_back_to_previous_with_its_steps(tracker: JobTracke
         latest.unlink()
     ref, rb = tracker.verified_checkpoint(1)
     assert ref == refs[1] and rb is not None
-    assert (rb.job_id, rb.from_steps, rb.to_steps, rb.checkpoint, rb.reopened) == (1, 18, 11, refs[1], False)
+    assert (rb.job_id, rb.from_steps, rb.to_steps, rb.checkpoint, rb.reopened) == (
+        1,
+        18,
+        11,
+        refs[1],
+        False,
+    )
     (q,) = rb.quarantined
     assert q.path == latest and not latest.exists()
     if damage == "delete":
         assert q.moved_to is None and "does not exist" in q.reason
     else:
-        assert q.moved_to == env.ckpt / "quarantine" / "job-1" / latest.name and q.moved_to.is_file()
+        assert (
+            q.moved_to == env.ckpt / "quarantine" / "job-1" / latest.name and q.moved_to.is_file()
+        )
         assert "sha256" in q.reason
     st = tracker.job_state(1)
     assert (st.steps_done, st.checkpoint) == (11, refs[1])
     # the next round trains from the rolled-back parameters and counts from 11
     more = _rounds(tracker, env, 1, cid, [4], first=3)
-    assert tracker.progress() == {1: 15} and torch.load(more[0].path, weights_only=True)["steps"] == 15
+    assert (
+        tracker.progress() == {1: 15} and torch.load(more[0].path, weights_only=True)["steps"] == 15
+    )
     # the rolled-back checkpoint is the one kept before the new latest
-    assert sorted(p.name for p in (env.ckpt / "job-1").iterdir()) == sorted([refs[1].path.name, more[0].path.name])
+    assert sorted(p.name for p in (env.ckpt / "job-1").iterdir()) == sorted(
+        [refs[1].path.name, more[0].path.name]
+    )
 
 
-def test_every_checkpoint_damaged_restarts_from_initial_state_and_reopens(tracker: JobTracker, env) -> None:
+def test_every_checkpoint_damaged_restarts_from_initial_state_and_reopens(
+    tracker: JobTracker, env
+) -> None:
     tracker.register_job(1, 11)
     cid = tracker.register_copies(1, 1)[0]
     refs = _rounds(tracker, env, 1, cid, [5, 6])
@@ -88,7 +108,12 @@ def test_every_checkpoint_damaged_restarts_from_initial_state_and_reopens(tracke
     assert ref is None and rb.to_steps == 0 and rb.from_steps == 11 and rb.reopened
     assert len(rb.quarantined) == 2
     st = tracker.job_state(1)
-    assert (st.steps_done, st.completed, st.checkpoint, st.active_copies) == (0, False, None, (cid,))
+    assert (st.steps_done, st.completed, st.checkpoint, st.active_copies) == (
+        0,
+        False,
+        None,
+        (cid,),
+    )
     assert not list((env.ckpt / "job-1").iterdir())
 
 
@@ -116,7 +141,9 @@ def test_no_rollback_under_a_round_with_reports(tracker: JobTracker, env) -> Non
     assert tracker.progress() == {1: 5}
 
 
-def test_base_damaged_during_a_round_is_quarantined_and_the_round_still_counts(tracker: JobTracker, env) -> None:
+def test_base_damaged_during_a_round_is_quarantined_and_the_round_still_counts(
+    tracker: JobTracker, env
+) -> None:
     tracker.register_job(1, 100)
     cid = tracker.register_copies(1, 1)[0]
     (ref0,) = _rounds(tracker, env, 1, cid, [5])
@@ -126,7 +153,10 @@ def test_base_damaged_during_a_round_is_quarantined_and_the_round_still_counts(t
     tracker.report(1, cid, "n", 3, 1.0, path, write_ckpt(path, sd, steps=3))
     _flip(ref0.path)
     summary = tracker.close_round(1)
-    assert summary.jobs[1].steps_total == 8 and file_sha(summary.jobs[1].checkpoint.path) == summary.jobs[1].checkpoint.sha256
+    assert (
+        summary.jobs[1].steps_total == 8
+        and file_sha(summary.jobs[1].checkpoint.path) == summary.jobs[1].checkpoint.sha256
+    )
     (q,) = summary.quarantined
     assert q.path == ref0.path and q.moved_to.is_file()
 
