@@ -166,7 +166,7 @@ def test_out_paths_are_checked_before_any_work(kind: str, command: str) -> None:
 # vectors that must fail while parsing: a valid one would train, probe hosts or call AWS).
 NUMBER_FLAGS = {
     "run": (
-        "--slot",
+        "--round",
         "--grace",
         "--seed",
         "--threads",
@@ -219,7 +219,7 @@ TOKENS = (
     "--gavel-compatible",
     "--throughputs",
     "--policies",
-    "--jobs",
+    "--workers",
     "--decision-sizes",
     "--bogus",
     "-h",
@@ -273,7 +273,7 @@ def test_random_argument_vectors(command: str, tokens: list[str]) -> None:
         if command in ("simulate", "compare"):
             head = [command, "--cluster", s.cluster, "--workload", s.jobs, "--out", s.out]
             head += (
-                ["--jobs", "1", "--decision-sizes", "2", "--policies", "hadar,yarn-cs"]
+                ["--workers", "1", "--decision-sizes", "2", "--policies", "hadar,yarn-cs"]
                 if command == "compare"
                 else ["--no-progress"]
             )
@@ -297,7 +297,7 @@ def test_random_argument_vectors(command: str, tokens: list[str]) -> None:
             or not tokens
             or tokens[0] not in ("check", "up", "down", "status")
         )
-        assume("--jobs" not in tokens)
+        assume("--workers" not in tokens)
         if command == "report":
             argv = ["report", str(s.path / "no-run"), *tokens]
         run_cli(argv)
