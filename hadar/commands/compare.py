@@ -69,6 +69,7 @@ METRICS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
     ("median_jct_s", "median JCT", _hours),
     ("p99_jct_s", "p99 JCT", _hours),
     ("gru", "GRU", lambda v: f"{100 * v:.1f}%"),
+    ("cru", "CRU", lambda v: f"{100 * v:.1f}%"),
     ("restarts_per_job", "restarts/job", lambda v: f"{v:.2f}"),
     ("avg_decision_s", "decision avg", lambda v: f"{v:.4f} s"),
     ("max_decision_s", "decision max", lambda v: f"{v:.3f} s"),

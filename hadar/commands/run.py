@@ -297,7 +297,9 @@ def print_run_summary(summary: dict, rundir: Path, console: Console | None = Non
     fmt = lambda v, unit="s": "-" if v is None else f"{v:,.1f} {unit}"  # noqa: E731
     t.add_row("total time duration (TTD)", fmt(summary["ttd_s"]))
     t.add_row("average JCT", fmt(summary["avg_jct_s"]))
-    t.add_row("cluster resource utilisation (CRU)", f"{summary['cru']:.3f}")
+    t.add_row("average queueing delay", fmt(summary["avg_queueing_s"]))
+    t.add_row("GPU resource utilisation (GRU)", f"{summary['gru']:.3f}")
+    t.add_row("cluster (node) resource utilisation (CRU)", f"{summary['cru']:.3f}")
     t.add_row("rounds / failed copies", f"{summary['rounds']} / {summary['failures']}")
     t.add_row(
         "coordination per round (decide, stage, fetch, average)", fmt(summary["avg_coordination_s"])

@@ -92,6 +92,7 @@ def print_summary(summary: dict, out: Path | None = None) -> None:
         ("p99 JCT", _hours(summary["p99_jct_s"])),
         ("average queueing delay", _hours(summary["avg_queueing_s"])),
         ("GPU resource utilisation (GRU)", f"{summary['gru']:.3f}"),
+        ("cluster (node) resource utilisation (CRU)", f"{summary['cru']:.3f}"),
         ("restarts per job", f"{summary['restarts_per_job']:.2f}"),
         ("rounds", str(summary["rounds"])),
         (

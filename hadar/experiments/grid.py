@@ -201,7 +201,7 @@ def run_cell(cell: Cell) -> dict[str, Any]:
         "avg_jct_s": s["avg_jct_s"],
         "min_jct_s": min(jct) if jct else None,
         "max_jct_s": max(jct) if jct else None,
-        "cru": s["gru"],
+        "cru": s["cru"],
         "gpu_util_gavel": s["gpu_util_gavel"],
         "restarts_per_job": s["restarts_per_job"],
         "rounds": s["rounds"],

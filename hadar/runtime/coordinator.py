@@ -234,6 +234,7 @@ class Coordinator:
             jobs=len(self.jobs),
             estimated_cells=[asdict(c) for c in self.estimated_cells],
             arrivals={j.job_id: j.arrival for j in self.jobs if j.arrival},
+            job_types={j.job_id: [j.job_type, j.num_gpus] for j in self.jobs},
         )
         self._restore_policy_state()
         loop = RoundLoop(self.policy, self)
@@ -508,6 +509,7 @@ class Coordinator:
         timings = {
             "copies": copies,
             "nodes_up": list(cluster.node_names),
+            "gpus_up": {n.name: n.num_gpus for n in cluster.nodes},
             "decide_s": decision_s,
             "dispatch_collect_s": t_collect - t1,
             "average_s": t_end - t_close,

@@ -11,6 +11,9 @@ import numpy as np
 
 from hadar.extras import plots_missing_note
 from hadar.io import write_csv, write_json
+from hadar.outputs_schema import JOB_COLUMNS as COMMON_JOB_COLUMNS
+from hadar.outputs_schema import ROUND_COLUMNS as COMMON_ROUND_COLUMNS
+from hadar.outputs_schema import completion_metrics, decision_metrics, utilisation
 from hadar.runtime.config import RunConfig, load_config
 from hadar.runtime.history import copy_records
 from hadar.runtime.journal import EventLog, Journal
@@ -20,43 +23,50 @@ from tracker.tracker import JobTracker
 def collect(
     rundir: Path,
 ) -> tuple[RunConfig, list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
-    """(config, round rows, job rows, summary) of a run directory."""
+    """(config, round rows, job rows, summary) of a run directory, in the schema a simulation
+    writes (:mod:`hadar.outputs_schema`) plus the columns and keys only a real run has."""
     cfg = load_config(rundir)
     journal = Journal(rundir / "journal.sqlite")
     tracker = JobTracker.open(rundir / "tracker.sqlite", rundir / "checkpoints")
     try:
-        rounds = _rounds(cfg, journal, tracker)
         events = EventLog(rundir / "events.jsonl").read()
-        jobs = _jobs(cfg, journal, tracker, events, rounds)
+        rounds = _rounds(cfg, journal, tracker)
+        jobs = _jobs(tracker, events, rounds)
     finally:
         tracker.close()
         journal.close()
-    done = [j for j in jobs if j["finish"] is not None]
-    busy = sum(r["busy_s"] for r in rounds)
-    avail = sum(r["nodes_up"] * r["duration"] for r in rounds)
-    overheads = [r["overhead_s"] for r in rounds if r["overhead_s"] is not None]
-    coordination = [r["coordination_s"] for r in rounds if r["coordination_s"] is not None]
+    _count_queued(rounds, jobs)
+    active = sum(r["duration"] for r in rounds)
+    gpu_s = sum(r["gpus_up"] * r["duration"] for r in rounds)
+    node_s = sum(r["nodes_up"] * r["duration"] for r in rounds)
+    overheads = [r["overhead_seconds"] for r in rounds if r["overhead_seconds"] is not None]
+    coordination = [
+        r["coordination_seconds"] for r in rounds if r["coordination_seconds"] is not None
+    ]
     summary = {
         "policy": cfg.policy,
         "cluster": _cluster_name(events, cfg.cluster),
+        **completion_metrics(
+            [j["arrival"] for j in jobs], [j["start"] for j in jobs], [j["finish"] for j in jobs]
+        ),
+        "gru": utilisation(sum(r["busy_gpu_seconds"] for r in rounds), gpu_s),
+        "cru": utilisation(sum(r["busy_node_seconds"] for r in rounds), node_s),
+        "restarts_per_job": float(np.mean([j["restarts"] for j in jobs])) if jobs else 0.0,
+        "rounds": len(rounds),
+        **decision_metrics([r["decision_seconds"] for r in rounds]),
+        "estimated_cells": _last_start(events).get("estimated_cells", []),
+        # only a real run has these
         "cluster_file": cfg.cluster,
         "workload": cfg.workload,
         "size": cfg.size,
         "slot_s": cfg.slot_s,
-        "jobs": len(jobs),
-        "completed": len(done),
-        "ttd_s": max((j["finish"] for j in done), default=None),
-        "avg_jct_s": float(np.mean([j["jct"] for j in done])) if done else None,
-        "cru": busy / avail if avail > 0 else 0.0,
-        "rounds": len(rounds),
+        "active_s": active,
         "failures": sum(r["failures"] for r in rounds),
-        "avg_decision_s": float(np.mean([r["decision_s"] for r in rounds])) if rounds else None,
         "avg_overhead_s": float(np.mean(overheads)) if overheads else None,
         "avg_coordination_s": float(np.mean(coordination)) if coordination else None,
         "quality": {
             str(j["id"]): {"metric": j["metric"], "value": j["metric_value"]} for j in jobs
         },
-        "estimated_cells": _last_start(events).get("estimated_cells", []),
     }
     return cfg, rounds, jobs, summary
 
@@ -68,41 +78,62 @@ def _rounds(cfg: RunConfig, journal: Journal, tracker: JobTracker) -> list[dict[
             continue
         copies = copy_records(row, tracker)
         duration = max(1e-9, (row.ended or row.started) - row.started)
-        nodes_up = len(row.timings.get("nodes_up") or {c["node"] for c in copies}) or 1
-        busy = sum(min(float(c["wall_s"]), duration) for c in copies)
+        up = row.timings.get("nodes_up") or sorted({c["node"] for c in copies})
+        gpus_up = row.timings.get("gpus_up") or {}
+        busy_gpus = 0
+        busy_gpu_s = 0.0
+        node_busy: dict[str, float] = {}
+        for c in copies:
+            held = min(float(c["wall_s"]), duration)
+            gpus = sum(n for per in c["placement"].values() for n in per.values())
+            busy_gpus += gpus
+            busy_gpu_s += gpus * held
+            for node in c["placement"]:
+                node_busy[node] = max(node_busy.get(node, 0.0), held)
+        nodes_up = len(up) or 1
+        # runs from before gpus_up was journalled: as many GPUs up as the copies held
+        total_gpus = sum(gpus_up.values()) if gpus_up else max(1, busy_gpus)
         out.append(
             {
                 "round": row.round,
-                "attempt": row.attempt,
-                "start": row.started - cfg.started_at,
+                "time": row.started - cfg.started_at,
                 "duration": duration,
+                "busy_gpus": busy_gpus,
+                "busy_gpu_seconds": busy_gpu_s,
+                "busy_nodes": len(node_busy),
+                "busy_node_seconds": sum(node_busy.values()),
+                "running_jobs": len({c["job"] for c in copies}),
+                "queued_jobs": 0,  # set by _count_queued once finishes are known
+                "decision_seconds": row.decision_s,
+                "attempt": row.attempt,
                 "nodes_up": nodes_up,
+                "gpus_up": total_gpus,
                 "copies": len(copies),
                 "failures": sum(c["kind"] not in ("ok",) for c in copies),
-                "busy_s": busy,
-                "cru": busy / (nodes_up * duration),
-                "decision_s": row.decision_s,
-                "overhead_s": row.timings.get("overhead_s"),
-                "coordination_s": row.timings.get("coordination_s"),
+                "gru": busy_gpu_s / (total_gpus * duration),
+                "cru": sum(node_busy.values()) / (nodes_up * duration),
+                "coordination_seconds": row.timings.get("coordination_s"),
+                "overhead_seconds": row.timings.get("overhead_s"),
                 "placements": {c["node"]: c["job"] for c in copies if c["kind"] == "ok"},
+                "ok_copies": {
+                    (c["job"], c["copy"]): c["placement"] for c in copies if c["kind"] == "ok"
+                },
             }
         )
     return out
 
 
 def _jobs(
-    cfg: RunConfig,
-    journal: Journal,
     tracker: JobTracker,
     events: list[dict[str, Any]],
     rounds: list[dict[str, Any]],
 ) -> list[dict[str, Any]]:
     finish: dict[int, float] = {}
     start: dict[int, float] = {}
-    ended = {r["round"]: r["start"] + r["duration"] for r in rounds}
+    ended = {r["round"]: r["time"] + r["duration"] for r in rounds}
     for r in rounds:
-        for job in r["placements"].values():
-            start.setdefault(job, r["start"])
+        for job, _copy in r["ok_copies"]:
+            start.setdefault(job, r["time"])
     for e in events:
         if (
             e.get("event") == "aggregation"
@@ -113,24 +144,29 @@ def _jobs(
             finish[e["job"]] = ended[e["round"]]
     metrics = {e["job"]: e.get("metric") for e in events if e.get("event") == "evaluation"}
     arrivals = _arrivals(events)
+    types = {int(j): v for j, v in (_last_start(events).get("job_types") or {}).items()}
+    restarts = _restarts(rounds)
     out = []
     for st in tracker.jobs():
         m = metrics.get(st.job_id) or {}
         f = finish.get(st.job_id) if st.completed else None
         arrival = arrivals.get(st.job_id, 0.0)
+        began = start.get(st.job_id)
+        job_type, gpus = types.get(st.job_id, [st.model, None])
         out.append(
             {
                 "id": st.job_id,
+                "type": job_type,
+                "gpus": gpus,
+                "arrival": arrival,
+                "start": began,
+                "finish": f,
+                "jct": None if f is None else f - arrival,
+                "queueing_delay": None if began is None else began - arrival,
+                "restarts": restarts.get(st.job_id, 0),
                 "model": st.model,
                 "target_steps": st.target_steps,
                 "steps_done": st.steps_done,
-                "arrival": arrival,
-                "start": start.get(st.job_id),
-                "finish": f,
-                "jct": None if f is None else f - arrival,
-                "queueing_delay": None
-                if start.get(st.job_id) is None
-                else start[st.job_id] - arrival,
                 "completed": st.completed,
                 "metric": m.get("name"),
                 "metric_value": m.get("value"),
@@ -139,30 +175,52 @@ def _jobs(
     return out
 
 
+def _restarts(rounds: list[dict[str, Any]]) -> dict[int, int]:
+    """Rounds in which a job that had already run resumed on a placement other than its last
+    round's (as a simulation counts them: a move, or a resume after a round without the job)."""
+    out: dict[int, int] = {}
+    previous: dict[tuple[int, int], Any] = {}
+    ran: set[int] = set()
+    for r in rounds:
+        now: dict[tuple[int, int], Any] = r["ok_copies"]
+        moved = {job for key, p in now.items() if previous.get(key) != p and (job := key[0]) in ran}
+        for job in moved:
+            out[job] = out.get(job, 0) + 1
+        ran |= {job for job, _ in now}
+        previous = now
+    return out
+
+
+def _count_queued(rounds: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> None:
+    """Each round's ``queued_jobs``: arrived, unfinished jobs that did not run in it."""
+    for r in rounds:
+        running = {job for job, _ in r["ok_copies"]} | set(r["placements"].values())
+        r["queued_jobs"] = sum(
+            1
+            for j in jobs
+            if j["arrival"] <= r["time"]
+            and (j["finish"] is None or j["finish"] > r["time"])
+            and j["id"] not in running
+        )
+
+
 ROUND_COLUMNS = [
-    "round",
+    *COMMON_ROUND_COLUMNS,
     "attempt",
-    "start",
-    "duration",
     "nodes_up",
+    "gpus_up",
     "copies",
     "failures",
-    "busy_s",
+    "gru",
     "cru",
-    "decision_s",
-    "coordination_s",
-    "overhead_s",
+    "coordination_seconds",
+    "overhead_seconds",
 ]
 JOB_COLUMNS = [
-    "id",
+    *COMMON_JOB_COLUMNS,
     "model",
     "target_steps",
     "steps_done",
-    "arrival",
-    "start",
-    "finish",
-    "jct",
-    "queueing_delay",
     "completed",
     "metric",
     "metric_value",
@@ -213,9 +271,9 @@ def _charts(rundir: Path, cfg: RunConfig, rounds: list[dict[str, Any]]) -> None:
                 job = r["placements"].get(node)
                 if job is None:
                     continue
-                ax.barh(y, r["duration"], left=r["start"], color=cmap(job % 20), edgecolor="white")
+                ax.barh(y, r["duration"], left=r["time"], color=cmap(job % 20), edgecolor="white")
                 ax.text(
-                    r["start"] + r["duration"] / 2,
+                    r["time"] + r["duration"] / 2,
                     y,
                     f"J{job}",
                     ha="center",

@@ -247,6 +247,7 @@ class SimulatorExecutor:
             policy=self.policy_name,
             cluster=cluster.name,
             total_gpus=cluster.total_gpus,
+            total_nodes=len(cluster.nodes),
             jobs=tuple(
                 _job_record(s, cluster, throughput)
                 for s in sorted(self.states.values(), key=lambda s: s.job.job_id)
@@ -329,10 +330,12 @@ def _run_round(
     else:
         duration = slot
     busy_seconds = 0.0
+    node_busy: dict[str, float] = {}
     for a, stop in stops:
         held = min(stop, duration)
         busy_seconds += a.num_gpus * held
         for node, per in a.placement.items():
+            node_busy[node] = max(node_busy.get(node, 0.0), held)
             for gtype, count in per.items():
                 placements.append(
                     PlacementRecord(ctx.round_index, ctx.now, a.job_id, a.copy, node, gtype, count)
@@ -353,6 +356,8 @@ def _run_round(
         busy_gpus=sum(a.num_gpus for a in plan.assignments),
         busy_gpu_seconds=busy_seconds,
         active_seconds=active_seconds,
+        busy_nodes=len(node_busy),
+        busy_node_seconds=sum(node_busy.values()),
         running_jobs=running,
         queued_jobs=len(ctx.jobs) - running,
         decision_seconds=0.0,

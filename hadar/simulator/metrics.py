@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from hadar.outputs_schema import completion_metrics, decision_metrics, utilisation
 from hadar.simulator.records import JobRecord, SimulationResult
 
 
@@ -17,6 +18,7 @@ def summarize(result: SimulationResult) -> dict[str, object]:
 
     * ``ttd_s``: from the first arrival until the last job finishes.
     * ``gru``: busy GPU-seconds / (GPUs x seconds during which unfinished jobs existed).
+    * ``cru``: busy node-seconds / (nodes x those seconds), see :mod:`hadar.outputs_schema`.
     * ``gpu_util_gavel``: Gavel's definition, the mean over GPUs of busy time / elapsed time.
     * ``avg_queueing_s``: mean of (first start - arrival) over the jobs that started.
     * ``work_efficiency``: GPU-seconds the jobs need at their best rates on this cluster over the
@@ -25,35 +27,26 @@ def summarize(result: SimulationResult) -> dict[str, object]:
     * ``estimated_cells``: the throughput figures that were estimated (not in the measured table).
     """
     jobs = result.jobs
-    done = [j for j in jobs if j.finish is not None]
-    jct = np.array([j.jct for j in done], dtype=float)
-    queueing = np.array(
-        [j.queueing_delay for j in jobs if j.queueing_delay is not None], dtype=float
+    completion = completion_metrics(
+        [j.arrival for j in jobs], [j.start for j in jobs], [j.finish for j in jobs]
     )
-    first_arrival = min((j.arrival for j in jobs), default=0.0)
-    last_finish = max((j.finish for j in jobs if j.finish is not None), default=first_arrival)
-    ttd = last_finish - first_arrival
     busy = sum(r.busy_gpu_seconds for r in result.rounds)
-    available = result.total_gpus * sum(r.active_seconds for r in result.rounds)
-    decisions = np.array([r.decision_seconds for r in result.rounds], dtype=float)
+    active = sum(r.active_seconds for r in result.rounds)
+    busy_nodes = sum(r.busy_node_seconds for r in result.rounds)
+    ttd = completion["ttd_s"]
     gavel_util = float(busy / (result.total_gpus * ttd)) if ttd > 0 and result.total_gpus else 0.0
+    need = sum(j.num_gpus * j.total_steps / j.best_rate for j in jobs if j.best_rate)
+    rho = finish_time_fairness(jobs, result.total_gpus)
 
     def stat(a: np.ndarray, f: Callable[[np.ndarray], Any]) -> float | None:
         return float(f(a)) if a.size else None
 
-    need = sum(j.num_gpus * j.total_steps / j.best_rate for j in jobs if j.best_rate)
-    rho = finish_time_fairness(jobs, result.total_gpus)
     return {
         "policy": result.policy,
         "cluster": result.cluster,
-        "jobs": len(jobs),
-        "completed": len(done),
-        "ttd_s": float(ttd),
-        "avg_jct_s": stat(jct, np.mean),
-        "median_jct_s": stat(jct, np.median),
-        "p99_jct_s": stat(jct, lambda a: np.percentile(a, 99)),
-        "avg_queueing_s": stat(queueing, np.mean),
-        "gru": float(busy / available) if available > 0 else 0.0,
+        **completion,
+        "gru": utilisation(busy, result.total_gpus * active),
+        "cru": utilisation(busy_nodes, result.total_nodes * active),
         "work_efficiency": float(need / busy) if busy > 0 else None,
         "rho_mean": stat(rho, np.mean),
         "rho_median": stat(rho, np.median),
@@ -62,9 +55,7 @@ def summarize(result: SimulationResult) -> dict[str, object]:
         "gpu_util_gavel": gavel_util,
         "restarts_per_job": float(np.mean([j.restarts for j in jobs])) if jobs else 0.0,
         "rounds": len(result.rounds),
-        "avg_decision_s": stat(decisions, np.mean),
-        "median_decision_s": stat(decisions, np.median),
-        "max_decision_s": stat(decisions, np.max),
+        **decision_metrics([r.decision_seconds for r in result.rounds]),
         "estimated_cells": [asdict(c) for c in result.estimated_cells],
     }
 

@@ -9,29 +9,9 @@ from typing import Any
 import pandas as pd
 
 from hadar.io import write_frame, write_json
+from hadar.outputs_schema import JOB_COLUMNS, ROUND_COLUMNS
 from hadar.simulator.records import SimulationResult
 
-JOB_COLUMNS = [
-    "id",
-    "type",
-    "gpus",
-    "arrival",
-    "start",
-    "finish",
-    "jct",
-    "queueing_delay",
-    "restarts",
-]
-ROUND_COLUMNS = [
-    "round",
-    "time",
-    "duration",
-    "busy_gpus",
-    "busy_gpu_seconds",
-    "running_jobs",
-    "queued_jobs",
-    "decision_seconds",
-]
 PLACEMENT_COLUMNS = ["round", "time", "job", "copy", "node", "gpu_type", "count"]
 CSV_DECIMALS = 6
 """Floats in the CSV files are rounded to this many decimals (the frames keep full precision)."""
@@ -64,6 +44,8 @@ def result_frames(result: SimulationResult) -> dict[str, pd.DataFrame]:
                 r.duration,
                 r.busy_gpus,
                 r.busy_gpu_seconds,
+                r.busy_nodes,
+                r.busy_node_seconds,
                 r.running_jobs,
                 r.queued_jobs,
                 r.decision_seconds,
@@ -81,7 +63,10 @@ def result_frames(result: SimulationResult) -> dict[str, pd.DataFrame]:
     )
     for frame, floats in (
         (jobs, JOB_COLUMNS[3:8]),
-        (rounds, ["time", "duration", "busy_gpu_seconds", "decision_seconds"]),
+        (
+            rounds,
+            ["time", "duration", "busy_gpu_seconds", "busy_node_seconds", "decision_seconds"],
+        ),
         (placements, ["time"]),
     ):
         frame[floats] = frame[floats].astype(float)  # None -> NaN, one dtype per column

@@ -43,6 +43,10 @@ class RoundRecord:
     """GPU-seconds actually held by running jobs (a job that finishes early frees its GPUs)."""
     active_seconds: float
     """Seconds of this round during which unfinished jobs existed."""
+    busy_nodes: int
+    """Nodes with at least one GPU allocated at the start of the round."""
+    busy_node_seconds: float
+    """Node-seconds during which at least one job ran on the node (sum over nodes)."""
     running_jobs: int
     queued_jobs: int
     decision_seconds: float
@@ -65,6 +69,7 @@ class SimulationResult:
     policy: str
     cluster: str
     total_gpus: int
+    total_nodes: int
     jobs: tuple[JobRecord, ...]
     rounds: tuple[RoundRecord, ...]
     placements: tuple[PlacementRecord, ...]

@@ -38,9 +38,10 @@ def test_rho_by_hand():
 
 
 def test_summary_reports_rho_statistics_and_work_efficiency():
-    rounds = (RoundRecord(0, 0.0, 300.0, 4, 1500.0, 300.0, 2, 0, 0.0),)
-    result = SimulationResult("p", "c", 4, JOBS, rounds, (), {})
+    rounds = (RoundRecord(0, 0.0, 300.0, 4, 1500.0, 300.0, 2, 450.0, 2, 0, 0.0),)
+    result = SimulationResult("p", "c", 4, 2, JOBS, rounds, (), {})
     s = summarize(result)
+    assert s["cru"] == pytest.approx(450.0 / (2 * 300.0))  # node-seconds over 2 nodes
     assert s["rho_mean"] == pytest.approx((2.0 + 1.2 + 0.5) / 3)
     assert s["rho_median"] == pytest.approx(1.2)
     assert s["rho_max"] == pytest.approx(2.0)

@@ -125,7 +125,7 @@ def test_hadare_utilises_the_cluster_more_than_hadar(tmp_path):
                     if e["event"] == "result" and e["round"] == int(r["round"])
                 }
                 assert nodes == {"v100", "t4", "k80"}, (r["round"], nodes)
-        busy = sum(float(r["busy_s"]) for r in rounds)
+        busy = sum(float(r["busy_node_seconds"]) for r in rounds)
         cru[policy] = busy / sum(int(r["nodes_up"]) * float(r["duration"]) for r in rounds)
     assert cru["hadare"] > cru["hadar"] + 0.2, cru
 

@@ -122,7 +122,7 @@ def test_cell_equals_direct_simulation(runs, cluster, mix, policy, slot):
         if (r["cluster"], r["mix"], r["policy"], r["slot_s"]) == (cluster, mix, policy, slot)
     )
     assert (
-        row["ttd_s"] == s["ttd_s"] and row["avg_jct_s"] == s["avg_jct_s"] and row["cru"] == s["gru"]
+        row["ttd_s"] == s["ttd_s"] and row["avg_jct_s"] == s["avg_jct_s"] and row["cru"] == s["cru"]
     )
     assert row["min_jct_s"] == min(jct) and row["max_jct_s"] == max(jct)
     assert row["rounds"] == s["rounds"] and row["restarts_per_job"] == s["restarts_per_job"]

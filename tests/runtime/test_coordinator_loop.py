@@ -13,11 +13,12 @@ import pytest
 import yaml
 
 from hadar.loop import PolicyError
+from hadar.outputs_schema import JOB_COLUMNS, ROUND_COLUMNS, SUMMARY_KEYS
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
 from hadar.runtime.config import RunConfig, RuntimeKnobs, save_config
 from hadar.runtime.coordinator import Coordinator, StopRequested
 from hadar.runtime.journal import Journal
-from hadar.runtime.outputs import collect
+from hadar.runtime.outputs import collect, write_report
 from tests.e2e.runlib import LOCAL_3
 
 pytestmark = pytest.mark.slow
@@ -100,6 +101,15 @@ def test_a_job_is_not_scheduled_before_its_arrival(tmp_path):
         and by_id[1]["queueing_delay"] >= 0
     )
     assert by_id[0]["jct"] == pytest.approx(by_id[0]["finish"])
+    # one schema with a simulation: the common columns first, every common summary key
+    write_report(tmp_path / "run")
+    for name, common in (("jobs", JOB_COLUMNS), ("rounds", ROUND_COLUMNS)):
+        header = (tmp_path / "run" / f"{name}.csv").read_text().splitlines()[0].split(",")
+        assert header[: len(common)] == common, name
+    assert set(SUMMARY_KEYS) <= set(summary)
+    assert by_id[0]["type"] and by_id[0]["gpus"] == 1 and by_id[1]["restarts"] == 0
+    # one GPU per node on local-3node: GPU-seconds and node-seconds agree
+    assert summary["gru"] == pytest.approx(summary["cru"]) and 0 < summary["cru"] <= 1
 
 
 def test_nothing_runs_and_no_round_is_recorded_before_the_first_arrival(tmp_path):
