@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
@@ -560,70 +560,55 @@ class PmiEstimator(ThroughputModel):
         self._cache[key] = est
         return est
 
+    def _key(self, job: Job, cluster: Cluster, network: object) -> tuple:
+        pcie = tuple(n.pcie_gen for n in cluster.nodes)
+        return (job.job_type, job_profile(job), job.num_gpus, cluster.gpu_types, pcie, network)
+
+    def _grid(
+        self, job: Job, cluster: Cluster, consolidated: bool, bandwidths: Sequence[float | None]
+    ) -> np.ndarray:
+        """``[node, gpu type]`` estimates (read-only), node h's multi-node ones at bandwidths[h]."""
+        out = np.array(
+            [
+                [
+                    self.estimate(
+                        job,
+                        gpu,
+                        pcie_gen=node.pcie_gen,
+                        consolidated=consolidated,
+                        bandwidth_gbps=bw,
+                    ).value
+                    for gpu in cluster.gpu_types
+                ]
+                for node, bw in zip(cluster.nodes, bandwidths, strict=True)
+            ],
+            dtype=float,
+        ).reshape(cluster.capacity.shape)
+        out.setflags(write=False)
+        return out
+
     def cell_rates(self, job: Job, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
         """Consolidated and multi-node estimates per cell. On a cluster that declares its
         network, a cell's multi-node figure is at its node's NIC bandwidth: the most a placement
         using that node can reach, reached when the gang stays within one rack."""
         net = cluster.network
-        nics = None if net is None else net.nics(cluster.node_names)
-        key = (
-            job.job_type,
-            job_profile(job),
-            job.num_gpus,
-            cluster.gpu_types,
-            tuple(n.pcie_gen for n in cluster.nodes),
-            nics,
-        )
+        nics = net.nics(cluster.node_names) if net is not None else None
+        key = self._key(job, cluster, nics)
         hit = self._cells.get(key)
         if hit is None:
-            shape = cluster.capacity.shape
-            cons, unc = np.zeros(shape), np.zeros(shape)
-            for h, node in enumerate(cluster.nodes):
-                for k, gpu in enumerate(cluster.gpu_types):
-                    cons[h, k] = self.estimate(
-                        job, gpu, pcie_gen=node.pcie_gen, consolidated=True
-                    ).value
-                    unc[h, k] = self.estimate(
-                        job,
-                        gpu,
-                        pcie_gen=node.pcie_gen,
-                        consolidated=False,
-                        bandwidth_gbps=None if nics is None else nics[h],
-                    ).value
-            cons.setflags(write=False)
-            unc.setflags(write=False)
-            hit = (cons, unc)
+            none: list[float | None] = [None] * len(cluster.nodes)
+            hit = (
+                self._grid(job, cluster, True, none),
+                self._grid(job, cluster, False, none if nics is None else list(nics)),
+            )
             self._cells[key] = hit
         return hit
 
     def multi_node_rates(self, job: Job, cluster: Cluster, bandwidth_gbps: float) -> np.ndarray:
-        key = (
-            job.job_type,
-            job_profile(job),
-            job.num_gpus,
-            cluster.gpu_types,
-            tuple(n.pcie_gen for n in cluster.nodes),
-            bandwidth_gbps,
-        )
+        key = self._key(job, cluster, bandwidth_gbps)
         hit = self._multi.get(key)
         if hit is None:
-            hit = np.array(
-                [
-                    [
-                        self.estimate(
-                            job,
-                            gpu,
-                            pcie_gen=node.pcie_gen,
-                            consolidated=False,
-                            bandwidth_gbps=bandwidth_gbps,
-                        ).value
-                        for gpu in cluster.gpu_types
-                    ]
-                    for node in cluster.nodes
-                ],
-                dtype=float,
-            ).reshape(cluster.capacity.shape)
-            hit.setflags(write=False)
+            hit = self._grid(job, cluster, False, [bandwidth_gbps] * len(cluster.nodes))
             self._multi[key] = hit
         return hit
 
