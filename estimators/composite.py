@@ -43,6 +43,7 @@ class CompositeThroughput(ThroughputModel):
         self._lock = threading.Lock()
         self._seen_estimated: set[tuple[str, str]] = set()
         self._cells: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self._multi: dict[tuple, np.ndarray] = {}
 
     def is_measured(self, job_type: str, gpu_type: str, num_gpus: int) -> bool:
         """True when the table has the consolidated figure for (job type, GPU type, W)."""
@@ -83,18 +84,21 @@ class CompositeThroughput(ThroughputModel):
         with self._lock:
             return sorted(self._seen_estimated)
 
-    def cell_rates(self, job: Job, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
-        key = (
+    def _cell_key(self, job: Job, cluster: Cluster) -> tuple:
+        return (
             job.job_type,
             job.num_gpus,
             job_profile(job),
             cluster.gpu_types,
             tuple(n.pcie_gen for n in cluster.nodes),
+            None if cluster.network is None else cluster.network.nics(cluster.node_names),
         )
-        hit = self._cells.get(key)
-        if hit is not None:
-            return hit
-        est_cons, est_unc = self.estimator.cell_rates(job, cluster)
+
+    def _merged(
+        self, job: Job, cluster: Cluster, est_cons: np.ndarray, est_unc: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, set[tuple[str, str]]]:
+        """The estimator's arrays with every measured figure put in (see the module docstring),
+        and the (job type, GPU type) pairs left estimated."""
         cons, unc = np.array(est_cons, dtype=float), np.array(est_unc, dtype=float)
         estimated = set()
         jt, w = job.job_type, job.num_gpus
@@ -111,10 +115,30 @@ class CompositeThroughput(ThroughputModel):
                 cons[:, k] = np.maximum(cons[:, k], measured_unc)
         cons.setflags(write=False)
         unc.setflags(write=False)
+        return cons, unc, estimated
+
+    def cell_rates(self, job: Job, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
+        key = self._cell_key(job, cluster)
+        hit = self._cells.get(key)
+        if hit is not None:
+            return hit
+        cons, unc, estimated = self._merged(job, cluster, *self.estimator.cell_rates(job, cluster))
         with self._lock:
             self._seen_estimated |= estimated
             self._cells[key] = (cons, unc)
         return cons, unc
+
+    def multi_node_rates(self, job: Job, cluster: Cluster, bandwidth_gbps: float) -> np.ndarray:
+        """Measured multi-node figures as given; estimated ones at ``bandwidth_gbps``."""
+        key = (*self._cell_key(job, cluster), bandwidth_gbps)
+        hit = self._multi.get(key)
+        if hit is None:
+            est_cons, _ = self.estimator.cell_rates(job, cluster)
+            est_unc = self.estimator.multi_node_rates(job, cluster, bandwidth_gbps)
+            hit = self._merged(job, cluster, est_cons, est_unc)[1]
+            with self._lock:
+                self._multi[key] = hit
+        return hit
 
     def reference_job_types(self) -> list[tuple[str, int]]:
         return self.table.reference_job_types()

@@ -158,7 +158,17 @@ class OnlineThroughput(ThroughputModel):
 
     # -- ThroughputModel ---------------------------------------------------------------------
     def cell_rates(self, job: Job, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
-        prior_cons, prior_unc = self.prior.cell_rates(job, cluster)
+        return self._rates(job, cluster, *self.prior.cell_rates(job, cluster))
+
+    def multi_node_rates(self, job: Job, cluster: Cluster, bandwidth_gbps: float) -> np.ndarray:
+        """As :meth:`cell_rates`' multi-node figures, from the prior's at ``bandwidth_gbps``."""
+        prior_cons, _ = self.prior.cell_rates(job, cluster)
+        prior_unc = self.prior.multi_node_rates(job, cluster, bandwidth_gbps)
+        return self._rates(job, cluster, prior_cons, prior_unc)[1]
+
+    def _rates(
+        self, job: Job, cluster: Cluster, prior_cons: np.ndarray, prior_unc: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         with self._lock:
             mine = {
                 (n, g): e.value

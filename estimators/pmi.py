@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 import numpy as np
@@ -43,6 +43,11 @@ from hadar.cluster import Cluster
 from hadar.errors import InputError
 from hadar.jobs import SIZE_CLASSES, Job
 from hadar.workloads.physical import PHYSICAL_WORKLOADS
+
+REFERENCE_NETWORK_GBPS = 10.0
+"""Assumed bandwidth of the network behind Gavel's ``*_unconsolidated`` figures: 10 Gbit/s
+Ethernet, what AWS gives the p2/p3 instance sizes of up to 8 GPUs (p2.8xlarge, p3.8xlarge) its
+hosts were. Gavel's data does not state it; see docs/estimators.md, "The network"."""
 
 WEIGHT_CLASSES = ("small", "modest", "high", "extra-high")
 DATASET_CLASSES = SIZE_CLASSES
@@ -97,6 +102,10 @@ class PmiParams:
     rate); False: always consolidated estimate x unconsolidated_penalty."""
     unconsolidated_penalty: float = DEFAULT_UNCONSOLIDATED_PENALTY
     """Multi-node rate = this x consolidated rate when no unconsolidated anchor exists."""
+    reference_network_gbps: float = REFERENCE_NETWORK_GBPS
+    """Bandwidth (Gbit/s) of the network the table's unconsolidated figures were measured on;
+    on a cluster that declares its network, a multi-node estimate's network rate scales by the
+    placement's bottleneck bandwidth / this (see :meth:`PmiEstimator.estimate`)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -107,6 +116,7 @@ class PmiParams:
         _positive("prior_samples_per_s", self.prior_samples_per_s)
         _positive("pmi_exponent", self.pmi_exponent)
         _positive("batch_reference", self.batch_reference)
+        _positive("reference_network_gbps", self.reference_network_gbps)
         if not 0.0 <= self.tensor_weight <= 1.0:
             raise InputError(f"tensor_weight: must be in [0, 1] (got {self.tensor_weight!r})")
         if not 0.0 <= self.batch_exponent <= 1.0:
@@ -206,6 +216,7 @@ class PmiParams:
             "gang_anchor": self.gang_anchor,
             "network_bound": self.network_bound,
             "unconsolidated_penalty": self.unconsolidated_penalty,
+            "reference_network_gbps": self.reference_network_gbps,
         }
 
 
@@ -387,6 +398,7 @@ class PmiEstimator(ThroughputModel):
                     self._members.setdefault(fam, []).append((jt, batch))
         self._cache: dict[tuple, Estimate] = {}
         self._cells: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self._multi: dict[tuple, np.ndarray] = {}
 
     @classmethod
     def bundled(cls, params: PmiParams | None = None) -> PmiEstimator:
@@ -477,6 +489,7 @@ class PmiEstimator(ThroughputModel):
         num_gpus: int | None = None,
         pcie_gen: int | None = None,
         consolidated: bool = True,
+        bandwidth_gbps: float | None = None,
     ) -> Estimate:
         """Eq. 10 for one (job, GPU type, node PCIe generation, gang size, placement).
 
@@ -485,6 +498,13 @@ class PmiEstimator(ThroughputModel):
         an anchor's unconsolidated figure when it fell below its consolidated one (it does not
         depend on the GPU; a family member of another weight class is scaled by the weight
         ratio). Without such an anchor: consolidated estimate x ``unconsolidated_penalty``.
+
+        ``bandwidth_gbps`` (the placement's bottleneck on a declared network; None: the
+        reference network) scales the network rate N by ``bandwidth / reference_network_gbps``:
+        ``min(compute, N x bandwidth / reference)``, with N the bound above when the anchor was
+        network-bound, the larger of bound and compute when it was not (its network rate was at
+        least that), compute x penalty without an anchor. At the reference bandwidth each case
+        is the figure without it.
         """
         gpu = canonical_gpu(gpu_type)
         job_type = job if isinstance(job, str) else job.job_type
@@ -494,7 +514,14 @@ class PmiEstimator(ThroughputModel):
         profile = job_profile(job)
         gen = self.params.reference_pcie_gen if pcie_gen is None else int(pcie_gen)
         cons = consolidated or w == 1
-        key = (job_type, profile, w, gpu, gen, cons)
+        if bandwidth_gbps is not None and not (
+            math.isfinite(bandwidth_gbps) and bandwidth_gbps > 0
+        ):
+            raise InputError(
+                f"bandwidth_gbps: must be a finite number > 0 (got {bandwidth_gbps!r})"
+            )
+        scaled = bandwidth_gbps is not None and not cons
+        key = (job_type, profile, w, gpu, gen, cons, bandwidth_gbps if scaled else None)
         hit = self._cache.get(key)
         if hit is not None:
             return hit
@@ -513,7 +540,8 @@ class PmiEstimator(ThroughputModel):
             base = self.estimate(job, gpu, num_gpus=w, pcie_gen=gen, consolidated=True)
             net = self.network_anchor(job_type, profile, w, gpu) if p.network_bound else None
             if net is None:
-                est = Estimate(base.value * p.unconsolidated_penalty, base.anchor)
+                network_rate = base.value * p.unconsolidated_penalty
+                est = Estimate(network_rate, base.anchor)
             else:
                 n, twin = net
                 bound = (
@@ -521,35 +549,67 @@ class PmiEstimator(ThroughputModel):
                     * p.weight_factors[n.profile.weight_class]
                     / p.weight_factors[profile.weight_class]
                 )
-                value = min(base.value, bound) if n.value < twin else base.value
+                network_bound = n.value < twin
+                value = min(base.value, bound) if network_bound else base.value
+                network_rate = bound if network_bound else max(bound, base.value)
                 est = Estimate(float(value), base.anchor, n)
+            if scaled:
+                assert bandwidth_gbps is not None
+                at_bandwidth = network_rate * (bandwidth_gbps / p.reference_network_gbps)
+                est = replace(est, value=float(min(base.value, at_bandwidth)))
         self._cache[key] = est
         return est
 
+    def _key(self, job: Job, cluster: Cluster, network: object) -> tuple:
+        pcie = tuple(n.pcie_gen for n in cluster.nodes)
+        return (job.job_type, job_profile(job), job.num_gpus, cluster.gpu_types, pcie, network)
+
+    def _grid(
+        self, job: Job, cluster: Cluster, consolidated: bool, bandwidths: Sequence[float | None]
+    ) -> np.ndarray:
+        """``[node, gpu type]`` estimates (read-only), node h's multi-node ones at bandwidths[h]."""
+        out = np.array(
+            [
+                [
+                    self.estimate(
+                        job,
+                        gpu,
+                        pcie_gen=node.pcie_gen,
+                        consolidated=consolidated,
+                        bandwidth_gbps=bw,
+                    ).value
+                    for gpu in cluster.gpu_types
+                ]
+                for node, bw in zip(cluster.nodes, bandwidths, strict=True)
+            ],
+            dtype=float,
+        ).reshape(cluster.capacity.shape)
+        out.setflags(write=False)
+        return out
+
     def cell_rates(self, job: Job, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
-        key = (
-            job.job_type,
-            job_profile(job),
-            job.num_gpus,
-            cluster.gpu_types,
-            tuple(n.pcie_gen for n in cluster.nodes),
-        )
+        """Consolidated and multi-node estimates per cell. On a cluster that declares its
+        network, a cell's multi-node figure is at its node's NIC bandwidth: the most a placement
+        using that node can reach, reached when the gang stays within one rack."""
+        net = cluster.network
+        nics = net.nics(cluster.node_names) if net is not None else None
+        key = self._key(job, cluster, nics)
         hit = self._cells.get(key)
         if hit is None:
-            shape = cluster.capacity.shape
-            cons, unc = np.zeros(shape), np.zeros(shape)
-            for h, node in enumerate(cluster.nodes):
-                for k, gpu in enumerate(cluster.gpu_types):
-                    cons[h, k] = self.estimate(
-                        job, gpu, pcie_gen=node.pcie_gen, consolidated=True
-                    ).value
-                    unc[h, k] = self.estimate(
-                        job, gpu, pcie_gen=node.pcie_gen, consolidated=False
-                    ).value
-            cons.setflags(write=False)
-            unc.setflags(write=False)
-            hit = (cons, unc)
+            none: list[float | None] = [None] * len(cluster.nodes)
+            hit = (
+                self._grid(job, cluster, True, none),
+                self._grid(job, cluster, False, none if nics is None else list(nics)),
+            )
             self._cells[key] = hit
+        return hit
+
+    def multi_node_rates(self, job: Job, cluster: Cluster, bandwidth_gbps: float) -> np.ndarray:
+        key = self._key(job, cluster, bandwidth_gbps)
+        hit = self._multi.get(key)
+        if hit is None:
+            hit = self._grid(job, cluster, False, [bandwidth_gbps] * len(cluster.nodes))
+            self._multi[key] = hit
         return hit
 
     def estimated_cells(self, jobs: Iterable[Job], cluster: Cluster) -> list[EstimatedCell]:

@@ -2,7 +2,9 @@
 
 A job's rate on a placement is its *bottleneck* throughput: the slowest GPU type it uses, at its
 gang size W, taken from the *unconsolidated* (multi-node) measurement when the placement spans
-more than one node and the consolidated one otherwise.
+more than one node and the consolidated one otherwise. On a cluster that declares its network,
+a multi-node placement's rates are those at its bottleneck bandwidth
+(:meth:`ThroughputModel.multi_node_rates`; only estimated figures depend on it).
 """
 
 from __future__ import annotations
@@ -69,8 +71,21 @@ class ThroughputModel(ABC):
         if not used.any():
             return 0.0
         cons, uncons = self.cell_rates(job, cluster)
-        multi = int(used.any(axis=1).sum()) > 1
-        return float((uncons if multi else cons)[used].min())
+        on_nodes = used.any(axis=1)
+        if int(on_nodes.sum()) == 1:
+            return float(cons[used].min())
+        if cluster.network is None:
+            return float(uncons[used].min())
+        names = [cluster.node_names[h] for h in np.flatnonzero(on_nodes)]
+        gbps = cluster.network.bottleneck_gbps(names)
+        return float(self.multi_node_rates(job, cluster, gbps)[used].min())
+
+    def multi_node_rates(self, job: Job, cluster: Cluster, bandwidth_gbps: float) -> np.ndarray:
+        """Multi-node ``[node, gpu type]`` rates of a placement whose nodes exchange data at
+        ``bandwidth_gbps`` (its bottleneck on ``cluster.network``). This default is for models
+        whose figures do not depend on the network (measured data is used as given): the
+        unconsolidated rates of :meth:`cell_rates`."""
+        return self.cell_rates(job, cluster)[1]
 
     def estimated_cells(self, jobs: Iterable[Job], cluster: Cluster) -> list[EstimatedCell]:
         """The figures for ``jobs`` on ``cluster`` that are estimates, not measurements (sorted)."""

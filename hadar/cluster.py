@@ -6,11 +6,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from estimators.gpu_catalogue import catalogue
+
+if TYPE_CHECKING:
+    from hadar.topology import Topology
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,8 @@ class Cluster:
     provider: str = "simulated"
     settings: Mapping[str, Any] = field(default_factory=dict)
     source: str | None = None
+    network: Topology | None = None
+    """The interconnect (racks, link bandwidths) when the cluster file declares one."""
 
     def __post_init__(self) -> None:
         names = [n.name for n in self.nodes]
@@ -107,6 +112,7 @@ class Cluster:
             provider=self.provider,
             settings=self.settings,
             source=self.source,
+            network=self.network,
         )
 
     def placement_matrix(self, placement: Mapping[str, Mapping[str, int]]) -> np.ndarray:

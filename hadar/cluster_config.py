@@ -23,10 +23,16 @@ Schema (unknown keys are rejected so typos surface)::
     ssh: {...}                     # provider sections, validated by the providers
     aws: {...}
     local: {...}
+    network:                       # optional interconnect (hadar/topology.py, docs/estimators.md)
+      nic_gbps: 25                 # each node's link to its rack switch, Gbit/s
+      racks:
+        - {name: rack-a, nodes: [v100, p100-0], uplink_gbps: 100}   # a nodes entry's name = all its nodes
+      links: [{between: [rack-a, rack-b], gbps: 40}]                # optional switch-to-switch links
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,6 +43,7 @@ from estimators.user_gpus import resolve_gpu_types
 from hadar.cluster import Cluster, Node
 from hadar.errors import InputError
 from hadar.safe_paths import check_safe_name
+from hadar.topology import NetworkSpec, build_topology
 from hadar.validation import (
     MAX_GPUS_PER_NODE,
     MAX_NODES,
@@ -142,6 +149,7 @@ class _ClusterSpec(BaseModel):
     ssh: dict[str, Any] = Field(default_factory=dict)
     aws: dict[str, Any] = Field(default_factory=dict)
     local: dict[str, Any] = Field(default_factory=dict)
+    network: NetworkSpec | None = None
 
     _name_safe = field_validator("name")(check_safe_name)
 
@@ -163,8 +171,11 @@ def cluster_from_dict(
     if total > MAX_NODES:
         raise InputError(f"{source}: nodes: {total:,} nodes; at most {MAX_NODES:,} are accepted")
     nodes: list[Node] = []
+    groups: dict[str, list[str]] = {}
     for ns in spec.nodes:
         names = [ns.name] if ns.count == 1 else [f"{ns.name}-{i}" for i in range(ns.count)]
+        if ns.count > 1:
+            groups[ns.name] = names
         for name in names:
             nodes.append(
                 Node(
@@ -184,7 +195,7 @@ def cluster_from_dict(
                 )
             )
     try:
-        return Cluster(
+        cluster = Cluster(
             name=spec.name,
             nodes=tuple(nodes),
             provider=spec.provider,
@@ -198,6 +209,13 @@ def cluster_from_dict(
         )
     except ValueError as exc:
         raise InputError(f"{source}: nodes: {exc}") from None
+    if spec.network is None:
+        return cluster
+    try:
+        network = build_topology(spec.network, cluster.node_names, groups)
+    except InputError as exc:
+        raise InputError(f"{source}: {exc}") from None
+    return replace(cluster, network=network)
 
 
 def load_cluster(path: str | Path) -> Cluster:
