@@ -20,12 +20,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
 from hadar.errors import InputError
+
+if TYPE_CHECKING:  # networkx is imported when a cluster declares a network (0.14 s otherwise)
+    import networkx as nx
 
 CORE = "core"
 """The core switch's name: what racks' ``uplink_gbps`` connect to; a ``links`` end may name it."""
@@ -130,6 +132,8 @@ def _steiner_bottleneck(tree: nx.Graph, members: Sequence[_Vertex]) -> float:
     if len(members) < 2:
         return math.inf
     root, rest = members[0], set(members[1:])
+    import networkx as nx
+
     parent = dict(nx.bfs_predecessors(tree, root))
     narrowest = math.inf
     seen: set[_Vertex] = {root}
@@ -150,6 +154,8 @@ def build_topology(
     its nodes) standing for all of them. Raises :class:`InputError` naming the field (without
     the file: the caller adds it): unknown or repeated node or rack, a node in no rack, a link
     to an unknown switch, a graph that does not connect every node."""
+    import networkx as nx
+
     groups = groups or {}
     known = set(node_names)
     g = nx.Graph()
