@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from baselines.placement import node_rank, runnable_cells, unaware_placement
-from hadar.jobs import JobStatus
+from hadar.core.jobs import JobStatus
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
 from hadar.scheduler import split_running
 

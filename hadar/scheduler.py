@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from hadar.jobs import JobStatus, Placement
+from hadar.core.jobs import JobStatus, Placement
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
 from hadar.reference_rates import best_achievable_rate
 from hadar.valuation import JobValuation, queue_entry, round_price_bounds, single_node, value_jobs
