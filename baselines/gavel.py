@@ -40,8 +40,8 @@ import numpy as np
 
 from baselines.gavel_lp import max_min_fairness, min_makespan
 from baselines.placement import fewest_nodes
-from hadar.cluster import Cluster
-from hadar.jobs import Job, JobStatus, Placement
+from hadar.core.cluster import Cluster
+from hadar.core.jobs import Job, JobStatus, Placement
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
 from hadar.valuation import value_jobs
 

@@ -32,7 +32,7 @@ import numpy as np
 from scipy import sparse
 from scipy.optimize import linprog
 
-from hadar.errors import HadarError
+from hadar.core.errors import HadarError
 
 
 class LpError(HadarError):

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from estimators.throughput import ThroughputModel
-from hadar.cluster import Cluster
-from hadar.jobs import Job
+from hadar.core.cluster import Cluster
+from hadar.core.jobs import Job
 from primal_dual.find_alloc import JobRequest, candidate_allocations
 
 

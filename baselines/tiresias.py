@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 
 from baselines.placement import node_rank, runnable_cells, unaware_placement
-from hadar.jobs import JobStatus
+from hadar.core.jobs import JobStatus
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
-from hadar.scheduler import split_running
+from hadar.running import split_running
 
 DEFAULT_THRESHOLD_GPU_S = 3250.0
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from baselines.placement import node_rank, runnable_cells, unaware_placement
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
-from hadar.scheduler import split_running
+from hadar.running import split_running
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,8 @@ import tempfile
 import time
 
 from estimators.throughput import GavelThroughputTable
-from hadar.cluster_config import load_cluster
-from hadar.jobs import JobStatus
+from hadar.core.cluster_config import load_cluster
+from hadar.core.jobs import JobStatus
 from hadar.policy import RoundContext, make_policy
 from hadar.workloads import load_workload
 

@@ -16,9 +16,9 @@ import statistics
 import time
 
 from estimators.throughput import GavelThroughputTable
-from hadar.cluster import Cluster, Node
-from hadar.cluster_config import load_cluster
-from hadar.jobs import Job, JobStatus
+from hadar.core.cluster import Cluster, Node
+from hadar.core.cluster_config import load_cluster
+from hadar.core.jobs import Job, JobStatus
 from hadar.policy import RoundContext
 from hadar.scheduler import HadarPolicy
 from hadar.workloads.philly import PhillyOptions, generate

@@ -24,9 +24,9 @@ from dataclasses import replace
 import numpy as np
 
 from estimators.throughput import GavelThroughputTable
-from hadar.cluster import Cluster, Node
-from hadar.cluster_config import load_cluster
-from hadar.jobs import Job, JobStatus
+from hadar.core.cluster import Cluster, Node
+from hadar.core.cluster_config import load_cluster
+from hadar.core.jobs import Job, JobStatus
 from hadar.policy import RoundContext
 from hadar.scheduler import HadarPolicy, admit
 from hadar.workloads.philly import PhillyOptions, generate

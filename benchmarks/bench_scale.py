@@ -46,8 +46,8 @@ def measure_round(jobs: int, nodes: int, types: int, repeat: int) -> dict:
     from bench_hadar_decision import cold_round, jobs_for
 
     from estimators.throughput import GavelThroughputTable
-    from hadar.cluster import Cluster, Node
-    from hadar.cluster_config import load_cluster
+    from hadar.core.cluster import Cluster, Node
+    from hadar.core.cluster_config import load_cluster
     from hadar.scheduler import HadarPolicy
 
     table = GavelThroughputTable.bundled()
@@ -86,9 +86,9 @@ def measure_simulation(workload: str) -> dict:
 
     from estimators.throughput import GavelThroughputTable
     from hadar import api
-    from hadar.cluster import Cluster
+    from hadar.core.cluster import Cluster
+    from hadar.core.jobs import Job
     from hadar.experiments.load_sweep import poisson_arrivals
-    from hadar.jobs import Job
 
     cluster: str | Cluster
     jobs: str | list[Job]

@@ -25,8 +25,8 @@ import numpy as np
 
 from estimators.pmi import PmiEstimator, job_profile
 from estimators.throughput import EstimatedCell, GavelThroughputTable, ThroughputModel
-from hadar.cluster import Cluster
-from hadar.jobs import Job
+from hadar.core.cluster import Cluster
+from hadar.core.jobs import Job
 
 CONSOLIDATED = "consolidated"
 MULTI_NODE = "multi-node"

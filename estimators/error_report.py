@@ -31,8 +31,8 @@ from typing import Any
 
 from estimators.pmi import PmiEstimator, PmiParams, parse_job_type
 from estimators.throughput import GavelThroughputTable, TableKey
-from hadar.errors import InputError
-from hadar.io import write_csv, write_json
+from hadar.core.errors import InputError
+from hadar.core.io import write_csv, write_json
 
 HOLDOUTS = ("cell", "gang", "job", "family")
 

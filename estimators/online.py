@@ -33,13 +33,13 @@ from typing import Any
 
 import numpy as np
 
-from estimators.gpu_catalogue import canonical_gpu
 from estimators.throughput import DEFAULT_UNCONSOLIDATED_PENALTY, EstimatedCell, ThroughputModel
-from hadar.cluster import Cluster
-from hadar.errors import InputError
-from hadar.io import write_json
-from hadar.jobs import Job
-from hadar.validation import load_json
+from hadar.core.cluster import Cluster
+from hadar.core.errors import InputError
+from hadar.core.gpu_catalogue import canonical_gpu
+from hadar.core.io import write_json
+from hadar.core.jobs import Job
+from hadar.core.validation import load_json
 
 log = logging.getLogger(__name__)
 

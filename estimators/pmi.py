@@ -32,17 +32,17 @@ from types import MappingProxyType
 
 import numpy as np
 
-from estimators.gpu_catalogue import GpuSpec, canonical_gpu, catalogue
 from estimators.throughput import (
     DEFAULT_UNCONSOLIDATED_PENALTY,
     EstimatedCell,
     GavelThroughputTable,
     ThroughputModel,
 )
-from hadar.cluster import Cluster
-from hadar.errors import InputError
-from hadar.jobs import SIZE_CLASSES, Job
-from hadar.workloads.physical import PHYSICAL_WORKLOADS
+from hadar.core.cluster import Cluster
+from hadar.core.errors import InputError
+from hadar.core.gpu_catalogue import GpuSpec, canonical_gpu, catalogue
+from hadar.core.jobs import SIZE_CLASSES, Job
+from hadar.core.physical_workloads import PHYSICAL_WORKLOADS
 
 REFERENCE_NETWORK_GBPS = 10.0
 """Assumed bandwidth of the network behind Gavel's ``*_unconsolidated`` figures: 10 Gbit/s
@@ -265,7 +265,7 @@ sample; dataset class from the paper's Table II/III)."""
 
 PHYSICAL_FAMILY = {"MM": "Transformer"}
 """Physical workloads Gavel never measured, mapped to the family whose measurements anchor them
-(MiMa is an encoder-decoder Transformer); their own classes come from hadar.workloads.physical."""
+(MiMa is an encoder-decoder Transformer); their own classes come from hadar.core.physical_workloads."""
 
 _TYPE_RE = re.compile(r"^(?P<family>.*?)\s*\(batch size (?P<batch>\d+)\)\s*$")
 

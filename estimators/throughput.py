@@ -22,11 +22,11 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import BeforeValidator, RootModel, ValidationError
 
-from estimators.gpu_catalogue import canonical_gpu
-from hadar.cluster import Cluster
-from hadar.errors import InputError
-from hadar.jobs import Job, Placement
-from hadar.validation import MAX_THROUGHPUT, MIN_THROUGHPUT, load_json
+from hadar.core.cluster import Cluster
+from hadar.core.errors import InputError
+from hadar.core.gpu_catalogue import canonical_gpu
+from hadar.core.jobs import Job, Placement
+from hadar.core.validation import MAX_THROUGHPUT, MIN_THROUGHPUT, load_json
 
 DEFAULT_UNCONSOLIDATED_PENALTY = 0.75
 """Knob: multi-node rate = this x consolidated rate, where the table has no unconsolidated entry."""

@@ -6,7 +6,7 @@
     >>> table = compare("sim-60gpu", "philly-48", policies=("hadar", "gavel")).table
 
 Every part of a scenario may be a name/path (as on the command line) or an object (a
-:class:`~hadar.cluster.Cluster`, a list of :class:`~hadar.jobs.Job`, a measured table, a
+:class:`~hadar.core.cluster.Cluster`, a list of :class:`~hadar.core.jobs.Job`, a measured table, a
 :class:`~hadar.policy.Policy`). Results carry pandas DataFrames with the same columns as the
 CSV files the CLI writes (``docs/outputs.md``). The CLI's ``simulate`` and ``compare`` run on
 these functions.
@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from hadar.errors import InputError
+from hadar.core.errors import InputError
 from hadar.policy import Policy
 from hadar.policy_options import policy_with_options
 from hadar.scenario import ClusterLike, TableLike, WorkloadLike, check_round, load_scenario

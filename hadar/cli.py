@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import NoReturn
 
 from hadar.commands.options import DefaultsHelpFormatter, add_global_args
-from hadar.errors import HadarError, InputError
+from hadar.core.errors import HadarError, InputError
 
 COMMAND_MODULES = [
     "hadar.commands.simulate",

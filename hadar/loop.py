@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from hadar.errors import HadarError
+from hadar.core.errors import HadarError
 from hadar.policy import Policy, RoundContext, RoundPlan
 
 Outcome = TypeVar("Outcome")

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from estimators.throughput import ThroughputModel
-from hadar.cluster import Cluster
-from hadar.errors import InputError
-from hadar.jobs import JobStatus, Placement
+from hadar.core.cluster import Cluster
+from hadar.core.errors import InputError
+from hadar.core.jobs import JobStatus, Placement
 
 
 @dataclass(frozen=True)

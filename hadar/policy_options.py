@@ -16,7 +16,7 @@ import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hadar.errors import InputError
+from hadar.core.errors import InputError
 from hadar.policy import Policy, make_policy, policy_class
 
 _TRUE = {"true", "yes", "on", "1"}

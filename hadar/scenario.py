@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from estimators.throughput import GavelThroughputTable, ThroughputModel
-from hadar.cluster import Cluster
-from hadar.cluster_config import load_cluster
-from hadar.errors import InputError
-from hadar.jobs import Job
+from hadar.core.cluster import Cluster
+from hadar.core.cluster_config import load_cluster
+from hadar.core.errors import InputError
+from hadar.core.jobs import Job
 from hadar.workloads import check_horizon, load_workload, validate_workload
 
 ClusterLike = Cluster | str | Path
@@ -40,7 +40,7 @@ def load_scenario(
     horizon_s: float | None = None,
 ) -> tuple[Cluster, list[Job], ThroughputModel]:
     """Cluster, validated jobs and the throughput model the jobs need on that cluster. Bad input
-    is one :class:`~hadar.errors.InputError` line naming the file and field; with ``horizon_s``, so
+    is one :class:`~hadar.core.errors.InputError` line naming the file and field; with ``horizon_s``, so
     is a workload no policy could finish within that much simulated time."""
     c = cluster if isinstance(cluster, Cluster) else load_cluster(cluster)
     table = load_table(throughputs)

@@ -29,9 +29,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from hadar.jobs import JobStatus, Placement
+from hadar.core.jobs import Placement
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
 from hadar.reference_rates import best_achievable_rate
+from hadar.running import split_running
 from hadar.valuation import JobValuation, queue_entry, round_price_bounds, single_node, value_jobs
 from primal_dual.dp import CandidateCache, QueueEntry, StateKey, plan_queue
 from primal_dual.find_alloc import Candidate, best_candidate
@@ -463,28 +464,6 @@ def deadline_candidate(
     if ok:
         return max(ok, key=entry.payoff)
     return None if strict else max(cands, key=lambda c: (c.rate, entry.payoff(c)))
-
-
-def split_running(ctx: RoundContext) -> tuple[dict[int, Placement], list[JobStatus]]:
-    """Running jobs whose placement is still valid on ``ctx.cluster``, and the queue (in order)."""
-    nodes = set(ctx.cluster.node_names)
-    running: dict[int, Placement] = {}
-    queued: list[JobStatus] = []
-    for st in ctx.jobs:
-        placement = ctx.current.get((st.job_id, 0))
-        if placement and set(placement) <= nodes and _fits_types(placement, ctx):
-            running[st.job_id] = placement
-        else:
-            queued.append(st)
-    return running, queued
-
-
-def _fits_types(placement: Placement, ctx: RoundContext) -> bool:
-    return all(
-        ctx.cluster.node(n).gpus.get(k, 0) >= c
-        for n, per in placement.items()
-        for k, c in per.items()
-    )
 
 
 def job_id_of(key: object) -> int:

@@ -22,7 +22,7 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from typing import Any, Literal, TypeVar
 
-from hadar.errors import InputError, UnreachableNodeError
+from hadar.core.errors import InputError, UnreachableNodeError
 
 C = TypeVar("C")
 R = TypeVar("R")

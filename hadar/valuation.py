@@ -9,8 +9,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from hadar.cluster import Cluster
-from hadar.jobs import JobStatus
+from hadar.core.cluster import Cluster
+from hadar.core.jobs import JobStatus
 from hadar.policy import RoundContext
 from primal_dual.dp import QueueEntry
 from primal_dual.find_alloc import PRUNE_ABOVE_NODES, JobRequest, static_node_groups

@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from hadar.cluster import Cluster
-from hadar.jobs import Placement
+from hadar.core.cluster import Cluster
+from hadar.core.jobs import Placement
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
 from hadar.scheduler import HadarConfig, HadarPolicy
 from hadar.valuation import JobValuation, value_jobs

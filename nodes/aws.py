@@ -52,10 +52,10 @@ import yaml
 from botocore.config import Config
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from hadar.cluster import Cluster, Node
-from hadar.cluster_config import cluster_from_dict
-from hadar.errors import HadarError, InputError, UnreachableNodeError
-from hadar.io import write_text
+from hadar.core.cluster import Cluster, Node
+from hadar.core.cluster_config import cluster_from_dict
+from hadar.core.errors import HadarError, InputError, UnreachableNodeError
+from hadar.core.io import write_text
 from nodes.provider import CommandResult, NodeHealth, NodeProvider, load_section
 from nodes.ssh import DEFAULT_KNOWN_HOSTS, SshProvider, known_hosts_name
 

@@ -19,10 +19,10 @@ from typing import Any
 
 import torch
 
-from hadar.errors import InputError
-from hadar.io import atomic_file
-from nodes.integrity import CHECKPOINT_FORMAT as FORMAT
-from nodes.integrity import sha256_file
+from hadar.core.errors import InputError
+from hadar.core.integrity import CHECKPOINT_FORMAT as FORMAT
+from hadar.core.integrity import sha256_file
+from hadar.core.io import atomic_file
 from nodes.models import build_model, canonical_model, check_size
 
 

@@ -27,10 +27,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hadar.cluster import Cluster, Node
-from hadar.safe_paths import confined
+from hadar.core.cluster import Cluster, Node
+from hadar.core.integrity import sha256_file
+from hadar.core.safe_paths import confined
 from nodes import health
-from nodes.integrity import sha256_file
 from nodes.provider import (
     CommandResult,
     NodeHealth,

@@ -21,11 +21,11 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ValidationError, create_model
 
-from hadar.cluster import Cluster, Node
-from hadar.errors import HadarError, InputError
-from hadar.extras import require
-from hadar.safe_paths import SAFE_NAME_RULE, PathEscapeError, is_safe_name
-from hadar.validation import from_validation_error
+from hadar.core.cluster import Cluster, Node
+from hadar.core.errors import HadarError, InputError
+from hadar.core.extras import require
+from hadar.core.safe_paths import SAFE_NAME_RULE, PathEscapeError, is_safe_name
+from hadar.core.validation import from_validation_error
 
 
 class NodeTransferError(HadarError):

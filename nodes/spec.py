@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from hadar.errors import InputError
-from hadar.validation import from_validation_error
+from hadar.core.errors import InputError
+from hadar.core.validation import from_validation_error
 from nodes.models import canonical_model
 
 

@@ -58,10 +58,10 @@ import paramiko
 import tenacity
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from hadar.cluster import Cluster, Node
-from hadar.errors import HadarError, InputError, UnreachableNodeError
+from hadar.core.cluster import Cluster, Node
+from hadar.core.errors import HadarError, InputError, UnreachableNodeError
+from hadar.core.integrity import SHA256_RE, sha256_file
 from nodes import health
-from nodes.integrity import SHA256_RE, sha256_file
 from nodes.provider import (
     CommandResult,
     NodeHealth,

@@ -15,7 +15,7 @@ from typing import Any
 
 import paramiko
 
-from hadar.errors import InputError
+from hadar.core.errors import InputError
 
 MAX_HOPS = 8
 _HOP_RE = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>\[[^\]]+\]|[^:@\s]+)(?::(?P<port>\d+))?$")

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from nodes.integrity import sha256_file
+from hadar.core.integrity import sha256_file
 from nodes.provider import ChecksumMismatchError
 
 

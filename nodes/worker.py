@@ -25,8 +25,8 @@ import traceback
 from pathlib import Path
 from typing import Any, NoReturn
 
-from hadar.errors import HadarError, InputError
-from hadar.io import write_json
+from hadar.core.errors import HadarError, InputError
+from hadar.core.io import write_json
 
 
 def process_start() -> float:

@@ -2,7 +2,7 @@
 
 A checkpoint is ``torch.save({"format": "hadar-ckpt-1", "model": str|None, "size": str|None,
 "state_dict": {...}, "optimizer": {...}|None, "steps": int}, path)``; its sha256 (of the file's
-bytes, :func:`nodes.integrity.sha256_file`) travels alongside it.
+bytes, :func:`hadar.core.integrity.sha256_file`) travels alongside it.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Any
 
 import torch
 
-from hadar.io import fsync_dir
-from nodes.integrity import CHECKPOINT_FORMAT as FORMAT
-from nodes.integrity import CHUNK, sha256_file
+from hadar.core.integrity import CHECKPOINT_FORMAT as FORMAT
+from hadar.core.integrity import CHUNK, sha256_file
+from hadar.core.io import fsync_dir
 from tracker.crashpoints import crash_point
 from tracker.errors import CheckpointError
 

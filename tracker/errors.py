@@ -6,7 +6,7 @@ to drop only that copy's round (the job continues from its last consolidated par
 
 from __future__ import annotations
 
-from hadar.errors import HadarError, InputError
+from hadar.core.errors import HadarError, InputError
 
 
 class TrackerError(HadarError):

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from hadar.state_db import open_state_db
+from hadar.core.state_db import open_state_db
 
 SCHEMA_VERSION = 1
 

@@ -36,8 +36,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from hadar.io import fsync_dir
-from nodes.integrity import SHA256_RE, sha256_file
+from hadar.core.integrity import SHA256_RE, sha256_file
+from hadar.core.io import fsync_dir
 from tracker import ids
 from tracker.averaging import (
     MODES,

@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from hadar.validation import MAX_SEED
+from hadar.core.validation import MAX_SEED
 
 MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
 _UNITS = {"": 1.0, "s": 1.0, "m": MINUTE, "min": MINUTE, "h": HOUR, "d": DAY}

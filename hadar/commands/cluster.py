@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hadar.cluster import Cluster
-from hadar.cluster_config import load_cluster
 from hadar.commands import argtypes
-from hadar.errors import InputError
-from hadar.extras import require
+from hadar.core.cluster import Cluster
+from hadar.core.cluster_config import load_cluster
+from hadar.core.errors import InputError
+from hadar.core.extras import require
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -7,12 +7,12 @@ from collections.abc import Sequence
 
 from estimators.throughput import EstimatedCell, ThroughputModel
 from hadar import scenario
-from hadar.cluster import Cluster
 from hadar.commands import argtypes
 from hadar.commands.options import add_restart_penalty_arg, add_round_arg, add_size_arg
-from hadar.jobs import Job
+from hadar.core.cluster import Cluster
+from hadar.core.jobs import Job
+from hadar.core.validation import MAX_SECONDS
 from hadar.simulator.engine import DEFAULT_HORIZON_S
-from hadar.validation import MAX_SECONDS
 
 
 def add_scenario_args(

@@ -26,7 +26,6 @@ from rich.console import Console
 from rich.table import Table
 
 from estimators.throughput import ThroughputModel
-from hadar.cluster import Cluster
 from hadar.commands.common import (
     add_policy_opt_arg,
     add_scenario_args,
@@ -34,15 +33,16 @@ from hadar.commands.common import (
     load_scenario,
 )
 from hadar.commands.options import add_out_arg, add_workers_arg, announce, output_dir
-from hadar.errors import InputError
-from hadar.extras import plots_missing_note
-from hadar.io import write_csv, write_json
-from hadar.jobs import Job, JobStatus
+from hadar.core.cluster import Cluster
+from hadar.core.errors import InputError
+from hadar.core.extras import plots_missing_note
+from hadar.core.io import write_csv, write_json
+from hadar.core.jobs import Job, JobStatus
+from hadar.core.validation import MAX_JOBS
 from hadar.policy import POLICY_REGISTRY, RoundContext
 from hadar.policy_options import build_config, parse_pairs, policy_with_options
 from hadar.simulator.metrics import comparison_rows
 from hadar.sweep import default_workers, run_cells
-from hadar.validation import MAX_JOBS
 
 DEFAULT_POLICIES = "hadar,gavel,tiresias,yarn-cs"
 DECISION_SIZES = (32, 64, 128, 256, 512, 1024, 2048)

@@ -12,10 +12,10 @@ from estimators.error_report import (
     score_variants,
     write_outputs,
 )
-from estimators.gpu_catalogue import canonical_gpu
 from estimators.pmi import PmiParams
 from hadar.commands import argtypes
-from hadar.errors import InputError
+from hadar.core.errors import InputError
+from hadar.core.gpu_catalogue import canonical_gpu
 from hadar.scenario import load_table
 
 

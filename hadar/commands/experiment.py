@@ -28,12 +28,12 @@ from hadar.commands.options import (
     announce,
     output_dir,
 )
-from hadar.errors import InputError
+from hadar.core.errors import InputError
+from hadar.core.extras import plots_missing_note
+from hadar.core.validation import MAX_JOBS
 from hadar.experiments import grid, load_sweep, report, tables
 from hadar.experiments.grid import DEFAULT_CLUSTERS, DEFAULT_MIXES, DEFAULT_POLICIES, DEFAULT_SLOTS
-from hadar.extras import plots_missing_note
 from hadar.sweep import default_workers
-from hadar.validation import MAX_JOBS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -142,8 +142,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_load_sweep(args: argparse.Namespace) -> int:
-    from hadar.cluster_config import load_cluster
     from hadar.commands.compare import parse_policies, parse_policy_options
+    from hadar.core.cluster_config import load_cluster
     from hadar.sweep import run_cells
 
     policies = parse_policies(args.policies)

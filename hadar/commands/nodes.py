@@ -12,10 +12,10 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from hadar.cluster import Cluster, Node
-from hadar.cluster_config import load_cluster
 from hadar.commands import argtypes
-from hadar.errors import InputError, UnreachableNodeError
+from hadar.core.cluster import Cluster, Node
+from hadar.core.cluster_config import load_cluster
+from hadar.core.errors import InputError, UnreachableNodeError
 from hadar.runtime.gpu_inventory import GpuReport, NodeGpus, gpu_report, number_nodes
 
 if TYPE_CHECKING:

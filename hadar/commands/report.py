@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from hadar.commands.run import print_run_summary
-from hadar.extras import require
+from hadar.core.extras import require
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -22,8 +22,8 @@ from hadar.commands.options import (
     add_round_arg,
     add_size_arg,
 )
-from hadar.errors import HadarError, InputError
-from hadar.extras import plots_missing_note, require
+from hadar.core.errors import HadarError, InputError
+from hadar.core.extras import plots_missing_note, require
 from hadar.policy_options import parse_pairs
 from hadar.runtime.config import RunConfig, RuntimeKnobs, load_config, save_config
 from hadar.runtime.identity import RunIdentity, check_same_run, run_identity

@@ -14,7 +14,7 @@ from hadar.commands.common import (
     estimates_note,
 )
 from hadar.commands.options import add_out_arg, add_policy_arg, announce, output_dir
-from hadar.extras import plots_missing_note
+from hadar.core.extras import plots_missing_note
 from hadar.policy_options import parse_pairs
 
 
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     if no_plots:
         Console().print(no_plots, style="yellow", markup=False, highlight=False, soft_wrap=True)
     else:
-        from hadar.cluster_config import load_cluster
+        from hadar.core.cluster_config import load_cluster
         from hadar.plots.simulation import draw_run, scenario_text
 
         cluster = load_cluster(args.cluster)

@@ -28,8 +28,8 @@ import numpy as np
 from scipy.optimize import linprog
 
 from estimators.throughput import ThroughputModel
-from hadar.cluster import Cluster
-from hadar.jobs import Job
+from hadar.core.cluster import Cluster
+from hadar.core.jobs import Job
 
 
 @dataclass(frozen=True)

@@ -16,15 +16,15 @@ from typing import Any
 from estimators.composite import CompositeThroughput
 from estimators.throughput import ThroughputModel
 from hadar import sweep
-from hadar.cluster import Cluster
-from hadar.errors import InputError
+from hadar.core.cluster import Cluster
+from hadar.core.errors import InputError
+from hadar.core.jobs import Job
+from hadar.core.physical_workloads import mix
 from hadar.experiments.bounds import TtdBounds, mix_bounds
-from hadar.jobs import Job
 from hadar.policy import POLICY_REGISTRY, make_policy
 from hadar.scenario import load_scenario
 from hadar.simulator import SimConfig, simulate
 from hadar.simulator.metrics import summarize
-from hadar.workloads.physical import mix
 
 DEFAULT_CLUSTERS = ("aws-5node", "lab-5node")
 DEFAULT_MIXES = ("M-1", "M-3", "M-4", "M-5", "M-8", "M-10", "M-12")

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from hadar.io import write_frame, write_json
-from hadar.jobs import Job
+from hadar.core.io import write_frame, write_json
+from hadar.core.jobs import Job
 from hadar.simulator.records import JobRecord
 
 SATURATION_GROWTH = 0.2
@@ -94,7 +94,7 @@ def run_cell(cell: SweepCell) -> dict[str, Any]:
     """Simulate one cell; its row of results (window statistics plus the whole run's summary)."""
     import time
 
-    from hadar.cluster_config import load_cluster
+    from hadar.core.cluster_config import load_cluster
     from hadar.policy_options import policy_with_options
     from hadar.scenario import load_table, throughput_for
     from hadar.simulator import SimConfig, simulate

@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from hadar import io
+from hadar.core import io
 from hadar.experiments.grid import ROW_KEYS, GridSpec
 from hadar.experiments.paper import (
     PAPER_AVERAGES,

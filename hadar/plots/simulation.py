@@ -7,7 +7,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from hadar.cluster import Cluster
+from hadar.core.cluster import Cluster
 from hadar.plots.figures import completion_cdf, occupancy_chart, utilisation_chart
 
 RUN_FIGURES = ("completion.png", "occupancy.png", "utilisation.png")

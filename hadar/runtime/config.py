@@ -8,11 +8,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from hadar.errors import InputError
-from hadar.io import write_json
+from hadar.core.errors import InputError
+from hadar.core.io import write_json
+from hadar.core.validation import from_validation_error
 from hadar.policy_options import effective_options
 from hadar.runtime.identity import RunIdentity
-from hadar.validation import from_validation_error
 
 
 class RunConfig(BaseModel):

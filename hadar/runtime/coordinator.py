@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from estimators.online import OnlineThroughput
-from hadar.cluster import Cluster
-from hadar.cluster_config import load_cluster
-from hadar.errors import InputError, UnreachableNodeError
-from hadar.jobs import Job
+from hadar.core.cluster import Cluster
+from hadar.core.cluster_config import load_cluster
+from hadar.core.errors import InputError, UnreachableNodeError
+from hadar.core.jobs import Job
 from hadar.loop import Decision, RoundLoop
 from hadar.policy import Assignment, Policy, RoundContext
 from hadar.policy_options import policy_with_options
@@ -843,7 +843,7 @@ def _make_policy(name: str, options: dict[str, str], knobs: RuntimeKnobs) -> Pol
 
 
 def _mtime(path: str) -> float | None:
-    from hadar.cluster_config import resolve_cluster_path
+    from hadar.core.cluster_config import resolve_cluster_path
 
     p = resolve_cluster_path(path)
     return p.stat().st_mtime if p.exists() else None

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hadar.errors import HadarError, UnreachableNodeError
-from hadar.jobs import Job, Placement
+from hadar.core.errors import HadarError, UnreachableNodeError
+from hadar.core.jobs import Job, Placement
+from hadar.core.safe_paths import PathEscapeError
 from hadar.runtime.gpu_binding import GpuIds, rank_layout, worker_env
-from hadar.safe_paths import PathEscapeError
 from nodes.provider import ChecksumMismatchError, NodeProvider
 
 WORKER_MODULE = "nodes.worker"

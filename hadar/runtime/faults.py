@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hadar.errors import HadarError
+from hadar.core.errors import HadarError
 
 Copy = Mapping[str, Any]
 """A copy's record in a closed round's timings: job, node, kind, steps, error, ..."""

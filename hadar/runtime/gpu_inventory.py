@@ -2,7 +2,7 @@
 checked against what the node's ``nvidia-smi`` shows. Value objects and pure functions only.
 
 * A node that is not ``emulate``\\ d must show every GPU it declares: for each declared type, as
-  many ``nvidia-smi`` GPUs whose name matches the catalogue type (``estimators/data/gpus.yaml``,
+  many ``nvidia-smi`` GPUs whose name matches the catalogue type (``hadar/core/data/gpus.yaml``,
   ``smi_pattern``) and whose memory is at least 90 % of the catalogue's. Its GPU ids are the
   ``nvidia-smi`` indices: pinned by the cluster file's ``gpu_indices`` or, by default, the lowest
   matching indices of each type in the order the types are declared.
@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from estimators.gpu_catalogue import catalogue, gpu_for_smi_name
-from hadar.cluster import Node
-from hadar.errors import InputError
+from hadar.core.cluster import Node
+from hadar.core.errors import InputError
+from hadar.core.gpu_catalogue import catalogue, gpu_for_smi_name
 
 MEMORY_TOLERANCE = 0.9
 """A GPU counts as the catalogue's type if it has at least this share of the catalogue's memory

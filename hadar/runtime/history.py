@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hadar.jobs import Job, JobStatus, Placement
+from hadar.core.jobs import Job, JobStatus, Placement
 from hadar.runtime.journal import RoundRow
 from tracker.tracker import JobTracker
 

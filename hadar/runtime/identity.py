@@ -17,9 +17,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from hadar.cluster_config import resolve_cluster_path
-from hadar.errors import InputError
-from hadar.jobs import Job
+from hadar.core.cluster_config import resolve_cluster_path
+from hadar.core.errors import InputError
+from hadar.core.jobs import Job
 from hadar.workloads import is_builtin
 
 

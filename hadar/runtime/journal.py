@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hadar.state_db import StateFileError, open_state_db
+from hadar.core.state_db import StateFileError, open_state_db
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS rounds (

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from hadar.extras import plots_missing_note
-from hadar.io import write_csv, write_json
+from hadar.core.extras import plots_missing_note
+from hadar.core.io import write_csv, write_json
 from hadar.outputs_schema import JOB_COLUMNS as COMMON_JOB_COLUMNS
 from hadar.outputs_schema import ROUND_COLUMNS as COMMON_ROUND_COLUMNS
 from hadar.outputs_schema import completion_metrics, decision_metrics, utilisation

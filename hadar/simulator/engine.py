@@ -31,9 +31,9 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from estimators.throughput import ThroughputModel
-from hadar.cluster import Cluster
-from hadar.errors import HadarError, InputError
-from hadar.jobs import Job, JobStatus, Placement
+from hadar.core.cluster import Cluster
+from hadar.core.errors import HadarError, InputError
+from hadar.core.jobs import Job, JobStatus, Placement
 from hadar.loop import Decision, PolicyError, RoundLoop, validate_plan
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
 from hadar.reference_rates import best_achievable_rate, equal_share_rate

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from estimators.throughput import EstimatedCell, ThroughputModel
-from hadar.cluster import Cluster
-from hadar.jobs import Job
+from hadar.core.cluster import Cluster
+from hadar.core.jobs import Job
 from hadar.policy import Policy
 from hadar.simulator.engine import SimConfig
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from hadar.io import write_frame, write_json
+from hadar.core.io import write_frame, write_json
 from hadar.outputs_schema import JOB_COLUMNS, ROUND_COLUMNS
 from hadar.simulator.records import SimulationResult
 

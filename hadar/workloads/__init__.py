@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from estimators.throughput import GavelThroughputTable, ThroughputModel
-from hadar.cluster import Cluster
-from hadar.errors import InputError
-from hadar.jobs import Job
+from hadar.core.cluster import Cluster
+from hadar.core.errors import InputError
+from hadar.core.jobs import Job
 
 PHILLY_RE = re.compile(r"philly-(\d+)(-arrivals)?")
 MIX_RE = re.compile(r"[Mm]-\d+")
@@ -135,7 +135,7 @@ def _days(seconds: float) -> str:
 
 def _estimator_knows(job_type: str) -> bool:
     from estimators.pmi import parse_job_type
-    from hadar.workloads.physical import PHYSICAL_WORKLOADS
+    from hadar.core.physical_workloads import PHYSICAL_WORKLOADS
 
     return job_type in PHYSICAL_WORKLOADS or parse_job_type(job_type)[0] is not None
 

@@ -15,9 +15,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from hadar.errors import InputError
-from hadar.jobs import Job
-from hadar.validation import (
+from hadar.core.errors import InputError
+from hadar.core.jobs import Job
+from hadar.core.validation import (
     MAX_JOB_ID,
     MAX_JOBS,
     GangGpus,

@@ -35,10 +35,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from estimators.throughput import GavelThroughputTable
-from hadar.errors import InputError
-from hadar.io import write_text
-from hadar.jobs import Job
-from hadar.validation import (
+from hadar.core.errors import InputError
+from hadar.core.io import write_text
+from hadar.core.jobs import Job
+from hadar.core.validation import (
     MAX_JOBS,
     DataDirFlag,
     GangGpus,

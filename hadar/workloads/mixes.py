@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from hadar.errors import InputError
-from hadar.jobs import Job
-from hadar.workloads.physical import PHYSICAL_WORKLOADS, mix
+from hadar.core.errors import InputError
+from hadar.core.jobs import Job
+from hadar.core.physical_workloads import PHYSICAL_WORKLOADS, mix
 
 SIZES = ("tiny", "small", "paper")
 

@@ -31,8 +31,8 @@ import numpy as np
 import pandas as pd
 
 from estimators.throughput import GavelThroughputTable
-from hadar.errors import InputError
-from hadar.jobs import Job
+from hadar.core.errors import InputError
+from hadar.core.jobs import Job
 
 CLASS_EDGES = {"S": (0.0, 1.0), "M": (1.0, 10.0), "L": (10.0, 50.0), "XL": (60.0, 100.0)}
 CLASS_MODELS = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from hadar.errors import InputError
+from hadar.core.errors import InputError
 from nodes.datasets.base import EVAL_SAMPLES, Batch, Dataset
 from nodes.datasets.cifar10 import Cifar10
 from nodes.datasets.mima import load_mima

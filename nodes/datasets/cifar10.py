@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from hadar.errors import InputError
+from hadar.core.errors import InputError
 from nodes.datasets.base import Batch, IndexedDataset
 
 TRAIN_FILES = tuple(f"data_batch_{i}" for i in range(1, 6))

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from hadar.errors import InputError
+from hadar.core.errors import InputError
 
 _WORD = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from hadar.errors import InputError
+from hadar.core.errors import InputError
 from nodes.datasets.base import Batch, IndexedDataset
 from nodes.datasets.text import Vocab, read_lines
 

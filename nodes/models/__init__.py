@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from hadar.errors import InputError
+from hadar.core.errors import InputError
 from nodes.models import lstm_lm, recommender, resnet, translation, weather
 
 SIZES = ("tiny", "small", "paper")

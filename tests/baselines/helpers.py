@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from estimators.throughput import GavelThroughputTable
-from hadar.cluster import Cluster, Node
-from hadar.jobs import Job, JobStatus
+from hadar.core.cluster import Cluster, Node
+from hadar.core.jobs import Job, JobStatus
 from hadar.policy import RoundContext
 
 TABLE = GavelThroughputTable.bundled()

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from hadar.cli import main
-from hadar.cluster import Cluster, Node
+from hadar.core.cluster import Cluster, Node
 from hadar.simulator import simulate
 from hadar.simulator.gavel_mode import (
     GAVEL_REALLOCATION_INTERVAL_S,

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from hadar.cli import main
-from hadar.errors import InputError
-from hadar.jobs import Job
+from hadar.core.errors import InputError
+from hadar.core.jobs import Job
 from hadar.workloads import load_workload
 from hadar.workloads.gavel_trace import gavel_command, read_trace, trace_lines, write_trace
 from tests.baselines.helpers import R18, TABLE

@@ -7,7 +7,7 @@ from collections import defaultdict
 
 from baselines.tiresias import DEFAULT_THRESHOLD_GPU_S, TiresiasPolicy
 from baselines.yarn_cs import YarnCapacityPolicy
-from hadar.cluster import Cluster, Node
+from hadar.core.cluster import Cluster, Node
 from hadar.simulator import SimConfig, simulate
 from tests.baselines.helpers import LM, R18, R50, TABLE, context, job, one_type, status
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from estimators.throughput import GavelThroughputTable
-from hadar.cluster import Cluster, Node
-from hadar.jobs import Job, JobStatus
+from hadar.core.cluster import Cluster, Node
+from hadar.core.jobs import Job, JobStatus
 from hadar.policy import RoundContext
 
 TABLE = GavelThroughputTable.bundled()

@@ -13,8 +13,8 @@ import pytest
 from estimators.throughput import GavelThroughputTable
 from hadar import compare, simulate
 from hadar.cli import main
-from hadar.cluster_config import load_cluster
-from hadar.errors import InputError
+from hadar.core.cluster_config import load_cluster
+from hadar.core.errors import InputError
 from hadar.policy import make_policy
 from hadar.simulator.output import CSV_DECIMALS, JOB_COLUMNS, PLACEMENT_COLUMNS, ROUND_COLUMNS
 from hadar.workloads import load_workload

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hadar.errors import InputError
+from hadar.core.errors import InputError
 from hadar.policy_options import effective_options
 from hadar.scheduler import DEFAULT_MAX_WAIT_S
 

@@ -4,8 +4,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from estimators.throughput import GavelThroughputTable
-from hadar.cluster import Cluster, Node
-from hadar.jobs import Job
+from hadar.core.cluster import Cluster, Node
+from hadar.core.jobs import Job
 from primal_dual.find_alloc import JobRequest, candidate_allocations
 
 

@@ -2,8 +2,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hadar.cluster import Cluster, Node
-from hadar.jobs import Job
+from hadar.core.cluster import Cluster, Node
+from hadar.core.jobs import Job
 from hadar.scheduler import HadarConfig, HadarPolicy
 from hadar.simulator.engine import validate_plan
 from tests.core.helpers import TABLE, context, small_cluster

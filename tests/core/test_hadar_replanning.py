@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from estimators.throughput import GavelThroughputTable, TableKey
-from hadar.cluster import Cluster, Node
-from hadar.jobs import Job, JobStatus
+from hadar.core.cluster import Cluster, Node
+from hadar.core.jobs import Job, JobStatus
 from hadar.policy import RoundContext
 from hadar.policy_options import policy_with_options
 from hadar.scheduler import HadarConfig, HadarPolicy
@@ -117,7 +117,7 @@ LEGACY = {
 @pytest.mark.parametrize("name", sorted(LEGACY))
 def test_the_legacy_configuration_is_bit_identical_to_the_original_hadar(name):
     table = GavelThroughputTable.bundled()
-    from hadar.cluster_config import load_cluster
+    from hadar.core.cluster_config import load_cluster
 
     policy = policy_with_options(name, {"preset": "legacy"})
     s = summarize(

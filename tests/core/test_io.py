@@ -1,4 +1,4 @@
-"""hadar.io: atomic writes (old or new file, never half of one; no temporary file left behind),
+"""hadar.core.io: atomic writes (old or new file, never half of one; no temporary file left behind),
 CSV through pandas that keeps each value as Python prints it, JSON with a final newline."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hadar.io import (
+from hadar.core.io import (
     atomic_file,
     csv_text,
     write_bytes,
@@ -70,7 +70,7 @@ def test_binary_and_json_round_trip(tmp_path):
 
 _KILLED_WRITER = """
 import sys
-from hadar.io import write_bytes
+from hadar.core.io import write_bytes
 path, size = sys.argv[1], int(sys.argv[2])
 i = 0
 while True:

@@ -10,8 +10,8 @@ import json
 import pytest
 
 from hadar import api
-from hadar.cluster import Cluster, Node
-from hadar.jobs import Job
+from hadar.core.cluster import Cluster, Node
+from hadar.core.jobs import Job
 from hadar.outputs_schema import JOB_COLUMNS, ROUND_COLUMNS, SUMMARY_KEYS
 
 TABLE = {"a100": {"('cifar10', 1)": {"null": 10.0}}}

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from hadar.jobs import Job
+from hadar.core.jobs import Job
 from hadar.loop import Decision, RoundLoop
 from hadar.policy import POLICY_REGISTRY, Policy, make_policy
 from hadar.simulator.engine import SimConfig, SimulatorExecutor

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import hadar.scheduler as scheduler
-from hadar.cluster_config import load_cluster
-from hadar.jobs import JobStatus
+from hadar.core.cluster_config import load_cluster
+from hadar.core.jobs import JobStatus
 from hadar.policy import RoundContext, RoundPlan
 from hadar.scheduler import HadarPolicy
 from hadar.valuation import JobValuation, value_jobs

@@ -2,8 +2,8 @@ from dataclasses import replace
 
 import pytest
 
-from hadar.cluster import Cluster, Node
-from hadar.jobs import Job
+from hadar.core.cluster import Cluster, Node
+from hadar.core.jobs import Job
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
 from hadar.scheduler import HadarPolicy
 from hadar.simulator import SimConfig, simulate
@@ -124,7 +124,7 @@ def test_simulation_is_deterministic_for_a_seed():
 
 
 def test_every_job_of_the_paper_workload_completes():
-    from hadar.cluster_config import load_cluster
+    from hadar.core.cluster_config import load_cluster
 
     jobs = generate(TABLE, PhillyOptions())
     assert len(jobs) == 480 and all(j.arrival == 0 for j in jobs)

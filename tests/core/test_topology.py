@@ -14,9 +14,9 @@ import networkx as nx
 import pytest
 import yaml
 
-from hadar.cluster_config import cluster_from_dict, load_cluster
-from hadar.errors import InputError
-from hadar.topology import NetworkSpec, build_topology
+from hadar.core.cluster_config import cluster_from_dict, load_cluster
+from hadar.core.errors import InputError
+from hadar.core.topology import NetworkSpec, build_topology
 
 
 def cluster_dict(network: dict[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from estimators.error_report import (
 )
 from estimators.pmi import PmiParams, parse_job_type
 from estimators.throughput import GavelThroughputTable, TableKey
-from hadar.errors import InputError
+from hadar.core.errors import InputError
 
 R18 = "ResNet-18 (batch size 64)"
 PMI_V100 = 15.7 * 4

@@ -12,10 +12,10 @@ from estimators.composite import CompositeThroughput
 from estimators.online import OnlineThroughput
 from estimators.pmi import REFERENCE_NETWORK_GBPS, PmiEstimator
 from hadar import api
-from hadar.cluster import Cluster
-from hadar.cluster_config import cluster_from_dict
-from hadar.errors import InputError
-from hadar.jobs import Job
+from hadar.core.cluster import Cluster
+from hadar.core.cluster_config import cluster_from_dict
+from hadar.core.errors import InputError
+from hadar.core.jobs import Job
 
 R50 = "ResNet-50 (batch size 64)"
 LM = "LM (batch size 20)"

@@ -13,9 +13,9 @@ import pytest
 from estimators.composite import CompositeThroughput
 from estimators.online import DEFAULT_ALPHA, OnlineThroughput
 from estimators.throughput import GavelThroughputTable, TableKey
-from hadar.cluster import Cluster, Node
-from hadar.errors import InputError
-from hadar.jobs import Job
+from hadar.core.cluster import Cluster, Node
+from hadar.core.errors import InputError
+from hadar.core.jobs import Job
 
 R18 = "ResNet-18 (batch size 64)"
 

@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from estimators.gpu_catalogue import catalogue
 from estimators.pmi import (
     DATASET_CLASSES,
     WEIGHT_CLASSES,
@@ -21,11 +20,12 @@ from estimators.pmi import (
     parse_job_type,
 )
 from estimators.throughput import GavelThroughputTable, TableKey
-from hadar.cluster import Cluster, Node
-from hadar.errors import InputError
-from hadar.jobs import Job
+from hadar.core.cluster import Cluster, Node
+from hadar.core.errors import InputError
+from hadar.core.gpu_catalogue import catalogue
+from hadar.core.jobs import Job
 
-# Datasheet figures written out by hand (they must agree with estimators/data/gpus.yaml).
+# Datasheet figures written out by hand (they must agree with hadar/core/data/gpus.yaml).
 PMI_V100 = 15.7 * math.sqrt(16)  # 62.8
 PMI_P100 = 9.3 * math.sqrt(16)  # 37.2
 PMI_K80 = 4.37 * math.sqrt(12)  # 15.138...

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from estimators.gpu_catalogue import canonical_gpu, catalogue, forget_user_gpus
 from estimators.pmi import PmiEstimator
-from hadar.cluster_config import load_cluster
-from hadar.errors import InputError
+from hadar.core.cluster_config import load_cluster
+from hadar.core.errors import InputError
+from hadar.core.gpu_catalogue import canonical_gpu, catalogue, forget_user_gpus
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB = "ResNet-18 (batch size 32)"
@@ -215,7 +215,7 @@ def test_conflicting_declarations_of_one_name_are_refused(tmp_path: Path) -> Non
 def test_aws_ssh_file_carries_the_declarations(tmp_path: Path) -> None:
     import datetime as dt
 
-    from hadar.cluster_config import cluster_from_dict
+    from hadar.core.cluster_config import cluster_from_dict
     from nodes.aws import AwsCluster, Instance
 
     (tmp_path / "my-gpus.yaml").write_text(yaml.safe_dump({"gpus": MY_GPUS}))
@@ -238,7 +238,7 @@ def test_aws_ssh_file_carries_the_declarations(tmp_path: Path) -> None:
 
 
 def test_nodes_check_recognises_declared_gpus_by_their_nvidia_smi_name(tmp_path: Path) -> None:
-    from estimators.gpu_catalogue import gpu_for_smi_name
+    from hadar.core.gpu_catalogue import gpu_for_smi_name
 
     gpus = {
         **MY_GPUS,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hadar.cluster import Cluster, Node
+from hadar.core.cluster import Cluster, Node
+from hadar.core.jobs import Job
 from hadar.experiments.bounds import NO_BOUNDS, mix_bounds, rate_matrix, ttd_bounds
-from hadar.jobs import Job
 from hadar.policy import make_policy
 from hadar.scenario import load_table, throughput_for
 from hadar.simulator import SimConfig, simulate
@@ -82,7 +82,7 @@ def test_rate_matrix_has_one_column_per_gpu_and_skips_multi_gpu_jobs():
 
 @pytest.mark.parametrize("cluster_name,mix", [("aws-5node", "M-5"), ("lab-5node", "M-4")])
 def test_no_policy_beats_its_bound_in_the_simulator(cluster_name, mix):
-    from hadar.cluster_config import load_cluster
+    from hadar.core.cluster_config import load_cluster
 
     cluster, jobs = load_cluster(cluster_name), mix_jobs(mix)
     throughput = throughput_for(jobs, cluster, load_table(None))

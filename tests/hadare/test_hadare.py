@@ -1,9 +1,9 @@
 import pytest
 
 from estimators.throughput import GavelThroughputTable
-from hadar.cluster import Cluster, Node
-from hadar.cluster_config import load_cluster
-from hadar.jobs import Job, JobStatus
+from hadar.core.cluster import Cluster, Node
+from hadar.core.cluster_config import load_cluster
+from hadar.core.jobs import Job, JobStatus
 from hadar.policy import RoundContext
 from hadar.scenario import throughput_for
 from hadar.scheduler import HadarPolicy

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from estimators.throughput import GavelThroughputTable, TableKey
-from hadar.cluster import Cluster, Node
-from hadar.jobs import Job
+from hadar.core.cluster import Cluster, Node
+from hadar.core.jobs import Job
 from hadar.scheduler import HadarConfig
 from hadar.simulator import SimConfig, simulate
 from hadare.policy import HadarEConfig, HadarEPolicy

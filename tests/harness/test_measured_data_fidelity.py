@@ -11,8 +11,8 @@ import pytest
 
 from estimators.throughput import GavelThroughputTable
 from hadar.cli import main
-from hadar.cluster import Cluster, Node
-from hadar.jobs import Job
+from hadar.core.cluster import Cluster, Node
+from hadar.core.jobs import Job
 from hadar.policy import POLICY_REGISTRY, make_policy
 from hadar.simulator import SimConfig, simulate
 from hadar.workloads.philly import PhillyOptions, generate

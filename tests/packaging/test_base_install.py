@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hadar.extras import EXTRA_OF_MODULE
+from hadar.core.extras import EXTRA_OF_MODULE
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -20,7 +20,7 @@ import yaml
 from botocore.stub import Stubber
 
 import nodes.aws
-from hadar.cluster_config import load_cluster
+from hadar.core.cluster_config import load_cluster
 from nodes.aws import AwsCluster, AwsError, Instance
 from tests.fixtures.moto_server import REGION, MotoServer
 from tests.fixtures.sshd import SshdFarm
@@ -187,7 +187,7 @@ def test_no_spot_capacity_is_one_clear_line(tmp_path: Path) -> None:
 
 
 def test_bad_spot_price_is_one_line(aws_env: MotoServer, tmp_path: Path) -> None:
-    from hadar.errors import InputError
+    from hadar.core.errors import InputError
 
     with pytest.raises(InputError, match=r"spot-bad.yaml: aws.spot_max_price: "):
         AwsCluster(load_cluster(write_config(tmp_path / "spot-bad.yaml", spot_max_price="cheap")))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from estimators.gpu_catalogue import forget_user_gpus
-from hadar.cluster_config import load_cluster
+from hadar.core.cluster_config import load_cluster
+from hadar.core.gpu_catalogue import forget_user_gpus
 from nodes.aws import AwsSettings
 from nodes.provider import load_section
 from nodes.ssh import SshSettings

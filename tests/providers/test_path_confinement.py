@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from hadar.cluster import Cluster, Node
-from hadar.cluster_config import cluster_from_dict, load_cluster
-from hadar.errors import InputError
-from hadar.jobs import Job
+from hadar.core.cluster import Cluster, Node
+from hadar.core.cluster_config import cluster_from_dict, load_cluster
+from hadar.core.errors import InputError
+from hadar.core.jobs import Job
+from hadar.core.safe_paths import PathEscapeError, confined
 from hadar.runtime.dispatch import CopyTask, run_copy
-from hadar.safe_paths import PathEscapeError, confined
 from hadar.workloads.files import load_job_file
 from nodes.local import LocalProvider
 from nodes.provider import RemotePathError, make_provider

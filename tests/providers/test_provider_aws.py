@@ -16,8 +16,8 @@ import yaml
 from botocore.stub import Stubber
 
 from hadar.cli import main
-from hadar.cluster_config import cluster_from_dict, load_cluster
-from hadar.errors import InputError
+from hadar.core.cluster_config import cluster_from_dict, load_cluster
+from hadar.core.errors import InputError
 from nodes.aws import AwsCluster, AwsError, AwsProvider, host_keys_from_console
 from nodes.provider import make_provider
 from tests.fixtures.moto_server import REGION, MotoServer
@@ -159,7 +159,7 @@ def test_reclaimed_instance_drops_out_of_the_provider(aws_env: MotoServer, tmp_p
     assert [n.name for n in provider.nodes()] == ["b"]
     h = provider.check("a")
     assert not h.reachable and "no running EC2 instance" in (h.error or "")
-    from hadar.errors import UnreachableNodeError
+    from hadar.core.errors import UnreachableNodeError
 
     with pytest.raises(UnreachableNodeError, match="node a: no running EC2 instance"):
         provider.run("a", ["true"], 10)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 LIGHT_MODULES = (
-    "nodes.integrity",
+    "hadar.core.integrity",
     "nodes.provider",
     "nodes.health",
     "nodes.local",

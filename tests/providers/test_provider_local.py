@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from hadar.cluster_config import cluster_from_dict, load_cluster
-from hadar.errors import InputError
+from hadar.core.cluster_config import cluster_from_dict, load_cluster
+from hadar.core.errors import InputError
 from nodes.local import LocalProvider
 from nodes.provider import ChecksumMismatchError, NodeTransferError, RemotePathError, make_provider
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from hadar.cluster_config import cluster_from_dict
-from hadar.errors import InputError, UnreachableNodeError
+from hadar.core.cluster_config import cluster_from_dict
+from hadar.core.errors import InputError, UnreachableNodeError
 from nodes.provider import ChecksumMismatchError, NodeTransferError, RemotePathError, make_provider
 from nodes.ssh import SshProvider
 from tests.fixtures.sshd import SshdFarm, free_port, generate_ed25519

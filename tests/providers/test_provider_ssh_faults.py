@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hadar.errors import UnreachableNodeError
+from hadar.core.errors import UnreachableNodeError
 from nodes.ssh import SshProvider
 from tests.fixtures.sshd import SshdFarm, require_sshd
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hadar.cluster_config import cluster_from_dict
-from hadar.errors import InputError, UnreachableNodeError
+from hadar.core.cluster_config import cluster_from_dict
+from hadar.core.errors import InputError, UnreachableNodeError
 from nodes.provider import make_provider
 from nodes.ssh import SshProvider
 from tests.fixtures.sshd import Bastion, free_port

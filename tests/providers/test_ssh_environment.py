@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hadar.cluster_config import cluster_from_dict
-from hadar.errors import InputError
+from hadar.core.cluster_config import cluster_from_dict
+from hadar.core.errors import InputError
 from nodes.provider import make_provider
 from nodes.ssh import NodeSetupError, SshProvider
 from tests.fixtures.sshd import SshdFarm

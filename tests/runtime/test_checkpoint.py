@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hadar.errors import InputError
+from hadar.core.errors import InputError
 from nodes.checkpoint import FORMAT, load_checkpoint, save_checkpoint, sha256_file
 from nodes.models import build_model, get_entry
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from hadar.errors import InputError
+from hadar.core.errors import InputError
 from nodes.datasets import open_dataset
 from nodes.models import build_model, get_entry, model_config
 from nodes.models.translation import BOS, EOS, PAD

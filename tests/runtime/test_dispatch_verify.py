@@ -7,8 +7,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from hadar.cluster_config import load_cluster
-from hadar.jobs import Job
+from hadar.core.cluster_config import load_cluster
+from hadar.core.jobs import Job
 from hadar.runtime.dispatch import CopyTask, run_copy
 from nodes.provider import make_provider
 from tests.runtime.helpers import spec

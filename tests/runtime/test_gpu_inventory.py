@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from estimators.gpu_catalogue import gpu_for_smi_name
-from hadar.cluster import Node
-from hadar.cluster_config import cluster_from_dict
-from hadar.errors import InputError
+from hadar.core.cluster import Node
+from hadar.core.cluster_config import cluster_from_dict
+from hadar.core.errors import InputError
+from hadar.core.gpu_catalogue import gpu_for_smi_name
 from hadar.runtime.gpu_inventory import (
     GpuMismatchError,
     GpuReport,

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from hadar.errors import InputError
+from hadar.core.errors import InputError
 from nodes.datasets import open_dataset
 from nodes.models import MODELS, SIZES, build_model, canonical_model, get_entry, parameter_count
 from nodes.trainer import train_round

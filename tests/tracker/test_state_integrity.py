@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from hadar.errors import InputError
+from hadar.core.errors import InputError
+from hadar.core.state_db import StateFileError
 from hadar.runtime.journal import Journal, check_state_files
-from hadar.state_db import StateFileError
 
 
 def _filled_tracker(env) -> None:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hadar.errors import InputError
+from hadar.core.errors import InputError
 from tracker import ids
 from tracker.errors import IdError
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 from tracker_testlib import dump_db, perturbed, snapshot_files, tiny_net, write_ckpt
 
-from hadar.errors import HadarError
+from hadar.core.errors import HadarError
 from tracker import JobTracker
 from tracker.errors import (
     CheckpointError,

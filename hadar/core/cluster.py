@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from estimators.gpu_catalogue import catalogue
+from hadar.core.gpu_catalogue import catalogue
 
 if TYPE_CHECKING:
-    from hadar.topology import Topology
+    from hadar.core.topology import Topology
 
 
 @dataclass(frozen=True)

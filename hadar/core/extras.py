@@ -11,7 +11,7 @@ import importlib
 import importlib.util
 from types import ModuleType
 
-from hadar.errors import MissingExtraError
+from hadar.core.errors import MissingExtraError
 
 DISTRIBUTION = "hadar-scheduler"
 """The name on the package index (``hadar`` there is an unrelated project)."""

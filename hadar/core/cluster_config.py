@@ -19,11 +19,11 @@ Schema (unknown keys are rejected so typos surface)::
         emulate: true              # declared GPUs are emulated, not checked against the machine's
                                    # (default: true for provider local, false for ssh and aws)
         gpu_indices: {v100: [0, 1, 2, 3]}   # nvidia-smi indices of each type (default: matched)
-    gpu_types: {...} | FILE        # GPU types the catalogue lacks (estimators/user_gpus.py)
+    gpu_types: {...} | FILE        # GPU types the catalogue lacks (hadar/core/user_gpus.py)
     ssh: {...}                     # provider sections, validated by the providers
     aws: {...}
     local: {...}
-    network:                       # optional interconnect (hadar/topology.py, docs/estimators.md)
+    network:                       # optional interconnect (hadar/core/topology.py, docs/estimators.md)
       nic_gbps: 25                 # each node's link to its rack switch, Gbit/s
       racks:
         - {name: rack-a, nodes: [v100, p100-0], uplink_gbps: 100}   # a nodes entry's name = all its nodes
@@ -38,13 +38,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from estimators.gpu_catalogue import canonical_gpu
-from estimators.user_gpus import resolve_gpu_types
-from hadar.cluster import Cluster, Node
-from hadar.errors import InputError
-from hadar.safe_paths import check_safe_name
-from hadar.topology import NetworkSpec, build_topology
-from hadar.validation import (
+from hadar.core.cluster import Cluster, Node
+from hadar.core.errors import InputError
+from hadar.core.gpu_catalogue import canonical_gpu
+from hadar.core.safe_paths import check_safe_name
+from hadar.core.topology import NetworkSpec, build_topology
+from hadar.core.user_gpus import resolve_gpu_types
+from hadar.core.validation import (
     MAX_GPUS_PER_NODE,
     MAX_NODES,
     from_validation_error,
@@ -226,7 +226,7 @@ def load_cluster(path: str | Path) -> Cluster:
 
 def bundled_configs_dir() -> Path:
     """The ``cluster_configs/`` folder of this checkout or installation."""
-    return Path(__file__).resolve().parent.parent / "cluster_configs"
+    return Path(__file__).resolve().parents[2] / "cluster_configs"
 
 
 def resolve_cluster_path(path: str | Path) -> Path:

@@ -1,5 +1,5 @@
-"""The GPU catalogue (``estimators/data/gpus.yaml``): known GPU types and their datasheet figures,
-plus GPU types a user declares (a cluster file's ``gpu_types:``, see :mod:`estimators.user_gpus`),
+"""The GPU catalogue (``hadar/core/data/gpus.yaml``): known GPU types and their datasheet figures,
+plus GPU types a user declares (a cluster file's ``gpu_types:``, see :mod:`hadar.core.user_gpus`),
 registered for the rest of the process with :func:`register_gpu`."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from importlib import resources
 
 import yaml
 
-from hadar.errors import InputError
+from hadar.core.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def forget_user_gpus() -> None:
 
 @functools.lru_cache(maxsize=1)
 def _bundled() -> dict[str, GpuSpec]:
-    text = resources.files("estimators").joinpath("data/gpus.yaml").read_text()
+    text = resources.files("hadar.core").joinpath("data/gpus.yaml").read_text()
     raw = yaml.safe_load(text)["gpus"]
     return {
         gid: GpuSpec(
@@ -90,7 +90,7 @@ def _bundled() -> dict[str, GpuSpec]:
 
 @functools.lru_cache(maxsize=1)
 def _bundled_aliases() -> dict[str, str]:
-    text = resources.files("estimators").joinpath("data/gpus.yaml").read_text()
+    text = resources.files("hadar.core").joinpath("data/gpus.yaml").read_text()
     raw = yaml.safe_load(text)["gpus"]
     return _alias_table((gid, [gid, *v.get("aliases", [])]) for gid, v in raw.items())
 

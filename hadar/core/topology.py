@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hadar.errors import InputError
+from hadar.core.errors import InputError
 
 if TYPE_CHECKING:  # networkx is imported when a cluster declares a network (0.14 s otherwise)
     import networkx as nx

@@ -25,9 +25,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from estimators.gpu_catalogue import GpuSpec, gpu_key, register_gpu
-from hadar.errors import InputError
-from hadar.validation import from_validation_error, load_yaml
+from hadar.core.errors import InputError
+from hadar.core.gpu_catalogue import GpuSpec, gpu_key, register_gpu
+from hadar.core.validation import from_validation_error, load_yaml
 
 GPU_ID_RE = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
 

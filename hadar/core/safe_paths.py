@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from hadar.errors import InputError
+from hadar.core.errors import InputError
 
 SAFE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 SAFE_NAME_RULE = "use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit"

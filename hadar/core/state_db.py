@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from hadar.errors import InputError
+from hadar.core.errors import InputError
 
 
 class StateFileError(InputError):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hadar.errors import InputError
+from hadar.core.errors import InputError
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BeforeValidator, ValidationError
 
-from hadar.errors import InputError
+from hadar.core.errors import InputError
 
 MAX_FILE_BYTES = 256 * 2**20
 """Largest input file read (cluster, job list, trace, throughputs): 256 MiB."""
