@@ -23,7 +23,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from estimators.pmi import PmiEstimator, job_profile
+from estimators.pmi import PmiEstimator
 from estimators.throughput import EstimatedCell, GavelThroughputTable, ThroughputModel
 from hadar.core.cluster import Cluster
 from hadar.core.jobs import Job
@@ -88,7 +88,7 @@ class CompositeThroughput(ThroughputModel):
         return (
             job.job_type,
             job.num_gpus,
-            job_profile(job),
+            job.profile,
             cluster.gpu_types,
             tuple(n.pcie_gen for n in cluster.nodes),
             None if cluster.network is None else cluster.network.nics(cluster.node_names),

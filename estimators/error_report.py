@@ -29,10 +29,11 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from estimators.pmi import PmiEstimator, PmiParams, parse_job_type
+from estimators.pmi import PmiEstimator, PmiParams
 from estimators.throughput import GavelThroughputTable, TableKey
 from hadar.core.errors import InputError
 from hadar.core.io import write_csv, write_json
+from hadar.core.job_profile import parse_job_type
 
 HOLDOUTS = ("cell", "gang", "job", "family")
 

@@ -25,7 +25,6 @@ W > 1 scales by the gang-scaling knob; multi-node placements are bounded by the 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -41,16 +40,20 @@ from estimators.throughput import (
 from hadar.core.cluster import Cluster
 from hadar.core.errors import InputError
 from hadar.core.gpu_catalogue import GpuSpec, canonical_gpu, catalogue
-from hadar.core.jobs import SIZE_CLASSES, Job
-from hadar.core.physical_workloads import PHYSICAL_WORKLOADS
+from hadar.core.job_profile import (
+    DATASET_CLASSES,
+    FAMILIES,
+    WEIGHT_CLASSES,
+    JobProfile,
+    job_profile,
+    parse_job_type,
+)
+from hadar.core.jobs import Job
 
 REFERENCE_NETWORK_GBPS = 10.0
 """Assumed bandwidth of the network behind Gavel's ``*_unconsolidated`` figures: 10 Gbit/s
 Ethernet, what AWS gives the p2/p3 instance sizes of up to 8 GPUs (p2.8xlarge, p3.8xlarge) its
 hosts were. Gavel's data does not state it; see docs/estimators.md, "The network"."""
-
-WEIGHT_CLASSES = ("small", "modest", "high", "extra-high")
-DATASET_CLASSES = SIZE_CLASSES
 
 
 def _frozen(d: Mapping) -> Mapping:
@@ -230,116 +233,6 @@ def _positive(name: str, v: float) -> None:
         raise InputError(f"{name}: must be a positive number (got {v!r})")
 
 
-# -- job profiles ----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class JobProfile:
-    """What Eq. 10 needs to know about a job besides its measurements."""
-
-    family: str | None
-    batch_size: int | None
-    weight_class: str
-    dataset_class: str
-
-
-@dataclass(frozen=True)
-class Family:
-    weight_class: str
-    dataset_class: str
-    batch_size: int | None
-    note: str
-
-
-FAMILIES: dict[str, Family] = {
-    "ResNet-18": Family("modest", "S", 64, "ResNet-18 on CIFAR-10, 11.7 M parameters"),
-    "ResNet-50": Family(
-        "extra-high", "XL", 64, "ResNet-50 on ImageNet, 25.6 M parameters, 4 GFLOP/image"
-    ),
-    "LM": Family("high", "L", 20, "2-layer LSTM language model on Wikitext-2"),
-    "Transformer": Family("high", "L", 64, "Transformer translation on Multi30k"),
-    "Recommendation": Family("modest", "XL", 2048, "autoencoder recommender on MovieLens-20M"),
-    "CycleGAN": Family("high", "M", 1, "CycleGAN (2 generators + 2 discriminators) on monet2photo"),
-    "A3C": Family("small", "S", None, "A3C reinforcement learning on Atari Pong"),
-}
-"""Gavel's job families with their Eq. 10 classes (model weight by parameters and FLOPs per
-sample; dataset class from the paper's Table II/III)."""
-
-PHYSICAL_FAMILY = {"MM": "Transformer"}
-"""Physical workloads Gavel never measured, mapped to the family whose measurements anchor them
-(MiMa is an encoder-decoder Transformer); their own classes come from hadar.core.physical_workloads."""
-
-_TYPE_RE = re.compile(r"^(?P<family>.*?)\s*\(batch size (?P<batch>\d+)\)\s*$")
-
-
-def _norm(s: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", s.lower())
-
-
-_FAMILY_KEYS = {_norm(f): f for f in FAMILIES}
-
-
-def parse_job_type(job_type: str) -> tuple[str | None, int | None]:
-    """``"ResNet-18 (batch size 64)"`` -> ``("ResNet-18", 64)``; unknown families -> (None, B)."""
-    m = _TYPE_RE.match(job_type)
-    name, batch = (m["family"], int(m["batch"])) if m else (job_type, None)
-    return _FAMILY_KEYS.get(_norm(name)), batch
-
-
-def job_profile(job: Job | str) -> JobProfile:
-    """The job's family, batch size and classes.
-
-    The job type decides first, since it is what keys the measured table: Gavel's
-    ``"Family (batch size B)"``, a physical workload's short name (``"MM"``) or a bare family
-    name. A Job's own fields only fill what the type leaves open: ``model`` (a family name or a
-    weight class), ``spec["weight_class"]``, ``spec["dataset_class"]`` or ``size_class``,
-    ``spec["batch_size"]``. Then the family's defaults; an unknown family is (modest, M).
-    """
-    job_type = job if isinstance(job, str) else job.job_type
-    family, batch = parse_job_type(job_type)
-    weight: str | None = None
-    dataset: str | None = None
-    phys = PHYSICAL_WORKLOADS.get(job_type)
-    if phys is not None:
-        family = (
-            parse_job_type(phys.gavel_job_type)[0]
-            if phys.gavel_job_type
-            else PHYSICAL_FAMILY.get(job_type)
-        )
-        batch, weight, dataset = phys.batch_size, phys.weight_class, phys.dataset_class
-
-    def fill_from_family() -> None:
-        nonlocal weight, dataset, batch
-        if family is not None:
-            fam = FAMILIES[family]
-            weight = weight or fam.weight_class
-            dataset = dataset or fam.dataset_class
-            batch = batch if batch is not None else fam.batch_size
-
-    fill_from_family()
-    where = f"job type {job_type!r}"
-    if isinstance(job, Job):
-        where = f"job {job.job_id}"
-        spec, model = job.spec, job.model
-        weight = weight or spec.get("weight_class") or (model if model in WEIGHT_CLASSES else None)
-        dataset = dataset or spec.get("dataset_class") or job.size_class
-        if batch is None and spec.get("batch_size") is not None:
-            batch = spec["batch_size"]
-        if family is None and model and _norm(model) in _FAMILY_KEYS:
-            family = _FAMILY_KEYS[_norm(model)]
-            fill_from_family()
-    weight, dataset = weight or "modest", dataset or "M"
-    if weight not in WEIGHT_CLASSES:
-        raise InputError(
-            f"{where}: weight class must be one of {', '.join(WEIGHT_CLASSES)} (got {weight!r})"
-        )
-    if dataset not in DATASET_CLASSES:
-        raise InputError(
-            f"{where}: dataset class must be one of {', '.join(DATASET_CLASSES)} (got {dataset!r})"
-        )
-    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
-        raise InputError(f"{where}: batch size must be an integer >= 1 (got {batch!r})")
-    return JobProfile(family, batch, weight, dataset)
-
-
 # -- the estimator -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Anchor:
@@ -511,7 +404,7 @@ class PmiEstimator(ThroughputModel):
         w = num_gpus if num_gpus is not None else (1 if isinstance(job, str) else job.num_gpus)
         if isinstance(w, bool) or not isinstance(w, int) or w < 1:
             raise InputError(f"job type {job_type!r}: num_gpus must be an integer >= 1 (got {w!r})")
-        profile = job_profile(job)
+        profile = job_profile(job) if isinstance(job, str) else job.profile
         gen = self.params.reference_pcie_gen if pcie_gen is None else int(pcie_gen)
         cons = consolidated or w == 1
         if bandwidth_gbps is not None and not (
@@ -562,7 +455,7 @@ class PmiEstimator(ThroughputModel):
 
     def _key(self, job: Job, cluster: Cluster, network: object) -> tuple:
         pcie = tuple(n.pcie_gen for n in cluster.nodes)
-        return (job.job_type, job_profile(job), job.num_gpus, cluster.gpu_types, pcie, network)
+        return (job.job_type, job.profile, job.num_gpus, cluster.gpu_types, pcie, network)
 
     def _grid(
         self, job: Job, cluster: Cluster, consolidated: bool, bandwidths: Sequence[float | None]

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hadar.core.job_profile import JobProfile
 
 SIZE_CLASSES = ("S", "M", "L", "XL")
 
@@ -28,6 +32,15 @@ class Job:
     model: str | None = None
     size_class: str | None = None
     spec: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    @cached_property
+    def profile(self) -> JobProfile:
+        """The job's typed profile (family, batch size, Eq. 10 classes), derived once from its
+        type and fields (:func:`hadar.core.job_profile.job_profile`); an InputError names the
+        job if its classes are invalid."""
+        from hadar.core.job_profile import job_profile  # it imports Job
+
+        return job_profile(self)
 
 
 Placement = Mapping[str, Mapping[str, int]]

@@ -134,7 +134,7 @@ def _days(seconds: float) -> str:
 
 
 def _estimator_knows(job_type: str) -> bool:
-    from estimators.pmi import parse_job_type
+    from hadar.core.job_profile import parse_job_type
     from hadar.core.physical_workloads import PHYSICAL_WORKLOADS
 
     return job_type in PHYSICAL_WORKLOADS or parse_job_type(job_type)[0] is not None

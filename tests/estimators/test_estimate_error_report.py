@@ -19,9 +19,10 @@ from estimators.error_report import (
     table_entries,
     write_outputs,
 )
-from estimators.pmi import PmiParams, parse_job_type
+from estimators.pmi import PmiParams
 from estimators.throughput import GavelThroughputTable, TableKey
 from hadar.core.errors import InputError
+from hadar.core.job_profile import parse_job_type
 
 R18 = "ResNet-18 (batch size 64)"
 PMI_V100 = 15.7 * 4

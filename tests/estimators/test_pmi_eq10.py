@@ -10,19 +10,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from estimators.pmi import (
-    DATASET_CLASSES,
-    WEIGHT_CLASSES,
-    JobProfile,
-    PmiEstimator,
-    PmiParams,
-    job_profile,
-    parse_job_type,
-)
+from estimators.pmi import PmiEstimator, PmiParams
 from estimators.throughput import GavelThroughputTable, TableKey
 from hadar.core.cluster import Cluster, Node
 from hadar.core.errors import InputError
 from hadar.core.gpu_catalogue import catalogue
+from hadar.core.job_profile import (
+    DATASET_CLASSES,
+    WEIGHT_CLASSES,
+    JobProfile,
+    job_profile,
+    parse_job_type,
+)
 from hadar.core.jobs import Job
 
 # Datasheet figures written out by hand (they must agree with hadar/core/data/gpus.yaml).
@@ -301,6 +300,9 @@ def test_job_profile_sources() -> None:
         "ResNet-50", 64, "extra-high", "XL"
     )
     assert job_profile("Unknown") == JobProfile(None, None, "modest", "M")
+    # a Job carries its profile, derived once
+    j = job("Custom", model="resnet50")
+    assert j.profile == job_profile(j) and j.profile is j.profile
 
 
 def test_bad_profiles_raise_one_line_input_errors() -> None:
