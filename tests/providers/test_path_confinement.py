@@ -73,7 +73,10 @@ def test_a_node_named_to_escape_in_code_is_refused_by_every_provider(tmp_path: P
         local.put("../../evil", __file__, "spec.json")
     assert not (tmp_path / "evil").exists()
     ssh = SshProvider(
-        Cluster("c", (Node("/abs", {"v100": 1}, transport={"address": "127.0.0.1"}),), provider="ssh"), "run-1"
+        Cluster(
+            "c", (Node("/abs", {"v100": 1}, transport={"address": "127.0.0.1"}),), provider="ssh"
+        ),
+        "run-1",
     )
     with pytest.raises(RemotePathError, match="not a safe directory name"):
         ssh.workdir("/abs")
