@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from estimators.throughput import GavelThroughputTable, ThroughputModel
+from hadar.clusters import load_cluster
 from hadar.core.cluster import Cluster
-from hadar.core.cluster_config import load_cluster
 from hadar.core.errors import InputError
 from hadar.core.jobs import Job
 from hadar.workloads import check_horizon, load_workload, validate_workload

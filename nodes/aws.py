@@ -58,6 +58,7 @@ from hadar.core.errors import HadarError, InputError, UnreachableNodeError
 from hadar.core.io import write_text
 from nodes.provider import CommandResult, NodeHealth, NodeProvider, load_section
 from nodes.ssh import DEFAULT_KNOWN_HOSTS, SshProvider, known_hosts_name
+from nodes.transport import AwsNode, node_transport, transport_keys
 
 CLUSTER_TAG = "hadar-cluster"
 NODE_TAG = "hadar-node"
@@ -237,6 +238,10 @@ class AwsCluster:
     def __init__(self, cluster: Cluster, *, client: Any = None, endpoint_url: str | None = None):
         self.cluster = cluster
         self.settings: AwsSettings = load_section(cluster, "aws", AwsSettings)
+        self.instance_types: dict[str, str | None] = {
+            n.name: node_transport(cluster, n, AwsNode).instance_type for n in cluster.nodes
+        }
+        """Each node's ``instance_type`` (from its entry in the cluster file)."""
         self.source = cluster.source or cluster.name
         self.endpoint_url = (
             os.environ.get(ENDPOINT_ENV) or endpoint_url or self.settings.endpoint_url
@@ -279,7 +284,7 @@ class AwsCluster:
 
     def _require_instance_types(self) -> None:
         for node in self.cluster.nodes:
-            if not node.instance_type:
+            if not self.instance_types[node.name]:
                 raise InputError(
                     f"{self.source}: nodes[{node.name}].instance_type: missing required field "
                     f"(aws clusters launch one instance per node)"
@@ -345,7 +350,7 @@ class AwsCluster:
         }
         args: dict[str, Any] = {
             "ImageId": s.ami,
-            "InstanceType": node.instance_type,
+            "InstanceType": self.instance_types[node.name],
             "MinCount": 1,
             "MaxCount": 1,
             "TagSpecifications": [
@@ -402,16 +407,17 @@ class AwsCluster:
                 if self.settings.spot and kind in ("no capacity", "spot quota exceeded"):
                     kind = f"{kind} for spot instances"
                     text = f"{text} (retry later, pick another instance type or subnet, or set aws.spot: false)"
-                failures.setdefault((str(node.instance_type), kind, code, text), []).append(
-                    node.name
-                )
+                itype = str(self.instance_types[node.name])
+                failures.setdefault((itype, kind, code, text), []).append(node.name)
                 continue
             except botocore.exceptions.BotoCoreError as exc:
                 raise botocore_error("run_instances", exc) from None
             inst = resp["Instances"][0]
             expected[node.name] = inst["InstanceId"]
             market = " spot" if self.settings.spot else ""
-            log(f"{node.name}: launched {inst['InstanceId']} ({node.instance_type}{market})")
+            log(
+                f"{node.name}: launched {inst['InstanceId']} ({self.instance_types[node.name]}{market})"
+            )
         if failures:
             lines = [
                 f"{itype} (node{'s' if len(names) > 1 else ''} {', '.join(names)}): {kind}: {code}: {text}"
@@ -582,7 +588,11 @@ class AwsCluster:
             k: {kk: vv for kk, vv in v.items() if kk != "setup"}
             for k, v in (ssh_side.get("nodes") or {}).items()
         }
-        cluster = cluster_from_dict({**data, "ssh": ssh_side}, source=f"{self.source} (setup)")
+        cluster = cluster_from_dict(
+            {**data, "ssh": ssh_side},
+            source=f"{self.source} (setup)",
+            transport_keys=transport_keys,
+        )
         by_node = {i.node: i for i in instances}
         timeout = self.settings.setup_timeout_s
 
@@ -719,7 +729,9 @@ class AwsProvider(NodeProvider):
                 self._ssh.close()
             self._ssh = None
             return {}
-        ssh_cluster = cluster_from_dict(data, source=f"{self.aws.source} (running instances)")
+        ssh_cluster = cluster_from_dict(
+            data, source=f"{self.aws.source} (running instances)", transport_keys=transport_keys
+        )
         if self._ssh is None:
             self._ssh = SshProvider(ssh_cluster, self.run_id, trust_new_hosts=self._trust)
         else:

@@ -73,6 +73,7 @@ from nodes.provider import (
 from nodes.ssh_env import ENV_NAME_RE, capture_command, captured_changes, env_prefix
 from nodes.ssh_route import Endpoint, Route, pick_route, resolve
 from nodes.transfer import part_name, receive_verified, require_sha256
+from nodes.transport import SshNode, node_transport
 
 T = TypeVar("T")
 # Failures reach the caller as one-line errors; keep paramiko's transport-thread tracebacks off
@@ -324,6 +325,8 @@ class SshProvider(NodeProvider):
             raise InputError(
                 f"{cluster.source or cluster.name}: ssh.nodes.{unknown[0]}: no such node in the cluster"
             )
+        for n in cluster.nodes:  # a bad node entry fails here, not at first use
+            node_transport(cluster, n, SshNode)
         self.settings = s
         self.known_hosts = Path(os.path.expanduser(s.known_hosts))
         self._ssh_config = self._load_ssh_config()
@@ -346,6 +349,7 @@ class SshProvider(NodeProvider):
         n = self.node(node)
         s = self.settings
         ns = self._node_settings(n)
+        t = self.transport(n)
         source = self.cluster.source or self.cluster.name
         where, route = pick_route(
             [
@@ -354,15 +358,19 @@ class SshProvider(NodeProvider):
             ]
         )
         return resolve(
-            n.address or n.name,
+            t.address or n.name,
             config=self._ssh_config,
-            port=n.port or s.port,
-            user=n.user or s.user,
-            explicit_key=n.identity_file or s.identity_file,
+            port=t.port or s.port,
+            user=t.user or s.user,
+            explicit_key=t.identity_file or s.identity_file,
             route=route,
             route_where=where,
             where=f"node {n.name}",
         )
+
+    def transport(self, node: Node | str) -> SshNode:
+        """The node entry's SSH keys (address, port, user, identity_file)."""
+        return node_transport(self.cluster, self.node(node), SshNode)
 
     def _node_settings(self, node: Node) -> SshNodeSettings:
         return self.settings.nodes.get(node.name) or SshNodeSettings()
@@ -930,7 +938,7 @@ class SshProvider(NodeProvider):
         try:
             ep = self.endpoint(n)
         except InputError as exc:
-            return NodeHealth(n.name, False, n.address, error=str(exc))
+            return NodeHealth(n.name, False, self.transport(n).address, error=str(exc))
         address = str(ep)
         try:
             py = self.python(n)

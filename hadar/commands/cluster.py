@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hadar.clusters import load_cluster
 from hadar.commands import argtypes
 from hadar.core.cluster import Cluster
-from hadar.core.cluster_config import load_cluster
 from hadar.core.errors import InputError
 from hadar.core.extras import require
 

@@ -142,8 +142,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_load_sweep(args: argparse.Namespace) -> int:
+    from hadar.clusters import load_cluster
     from hadar.commands.compare import parse_policies, parse_policy_options
-    from hadar.core.cluster_config import load_cluster
     from hadar.sweep import run_cells
 
     policies = parse_policies(args.policies)

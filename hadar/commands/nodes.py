@@ -12,9 +12,9 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+from hadar.clusters import load_cluster
 from hadar.commands import argtypes
 from hadar.core.cluster import Cluster, Node
-from hadar.core.cluster_config import load_cluster
 from hadar.core.errors import InputError, UnreachableNodeError
 from hadar.runtime.gpu_inventory import GpuReport, NodeGpus, gpu_report, number_nodes
 

@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     if no_plots:
         Console().print(no_plots, style="yellow", markup=False, highlight=False, soft_wrap=True)
     else:
-        from hadar.core.cluster_config import load_cluster
+        from hadar.clusters import load_cluster
         from hadar.plots.simulation import draw_run, scenario_text
 
         cluster = load_cluster(args.cluster)

@@ -23,19 +23,20 @@ class Node:
     name: str
     gpus: Mapping[str, int]
     pcie_gen: int = 3
-    address: str | None = None
-    port: int | None = None
-    user: str | None = None
-    identity_file: str | None = None
-    instance_type: str | None = None
     speed_factor: float = 1.0
-    extra: Mapping[str, Any] = field(default_factory=dict)
     emulate: bool = False
     """The declared GPUs are emulated (real runs: on whatever the machine has) and not checked
     against the GPUs the node shows."""
     gpu_indices: Mapping[str, tuple[int, ...]] | None = None
     """The device indices (as ``nvidia-smi`` numbers them) of each declared GPU type, if the
     cluster file pins them; else they are matched from ``nvidia-smi`` (docs/runtime.md)."""
+    transport: Mapping[str, Any] = field(default_factory=dict)
+    """The node entry's provider-specific keys (SSH address, port, user, identity_file; AWS
+    instance_type), uninterpreted here: each provider parses them with its own schema
+    (``nodes/transport.py``). A private copy, typed read-only (a plain dict, so it pickles)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "transport", dict(self.transport))
 
     @property
     def num_gpus(self) -> int:

@@ -1,6 +1,7 @@
 """Load and validate cluster YAML files (``cluster_configs/*.yaml``) into :class:`Cluster`.
 
-Schema (unknown keys are rejected so typos surface)::
+Schema (unknown keys are rejected so typos surface; a node entry's keys beyond the core's must
+be among the ``transport_keys`` the caller accepts, see :func:`cluster_from_dict`)::
 
     name: sim-60gpu
     provider: simulated            # simulated | local | ssh | aws
@@ -10,15 +11,13 @@ Schema (unknown keys are rejected so typos surface)::
         count: 5
         gpus: {v100: 4}            # GPU type (catalogue id or alias) -> count, each >= 1
         pcie_gen: 3                # motherboard PCIe generation (default 3)
-        address: host-or-ip        # ssh: host name, ~/.ssh/config alias or IP
-        port: 22
-        user: ubuntu
-        identity_file: ~/.ssh/id_ed25519
-        instance_type: p3.2xlarge  # aws
         speed_factor: 0.5          # local: emulate a GPU this fraction as fast
         emulate: true              # declared GPUs are emulated, not checked against the machine's
                                    # (default: true for provider local, false for ssh and aws)
         gpu_indices: {v100: [0, 1, 2, 3]}   # nvidia-smi indices of each type (default: matched)
+        address: host-or-ip        # transport keys: the provider's own (ssh: address, port,
+        instance_type: p3.2xlarge  # user, identity_file; aws: instance_type), kept uninterpreted
+                                   # in Node.transport and parsed by the provider (nodes/transport.py)
     gpu_types: {...} | FILE        # GPU types the catalogue lacks (hadar/core/user_gpus.py)
     ssh: {...}                     # provider sections, validated by the providers
     aws: {...}
@@ -32,6 +31,7 @@ Schema (unknown keys are rejected so typos surface)::
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
@@ -52,6 +52,8 @@ from hadar.core.validation import (
 )
 
 PROVIDERS = ("simulated", "local", "ssh", "aws")
+TransportKeys = Callable[[str], Collection[str]]
+"""A provider's name -> the node-entry keys it accepts beyond the core's (its transport keys)."""
 
 
 class _NodeSpec(BaseModel):
@@ -61,11 +63,6 @@ class _NodeSpec(BaseModel):
     count: int = 1
     gpus: dict[str, int]
     pcie_gen: int = Field(default=3, ge=1, le=6)
-    address: str | None = None
-    port: int | None = Field(default=None, ge=1, le=65535)
-    user: str | None = None
-    identity_file: str | None = None
-    instance_type: str | None = None
     speed_factor: float = Field(default=1.0, ge=0.001, le=1.0)
     emulate: bool | None = None
     gpu_indices: dict[str, list[int]] | None = None
@@ -155,14 +152,22 @@ class _ClusterSpec(BaseModel):
 
 
 def cluster_from_dict(
-    data: dict[str, Any], source: str = "<cluster>", base_dir: Path | None = None
+    data: dict[str, Any],
+    source: str = "<cluster>",
+    base_dir: Path | None = None,
+    transport_keys: TransportKeys = lambda provider: (),
 ) -> Cluster:
     """Validate a parsed cluster mapping; errors name ``source`` and the offending field.
     ``gpu_types`` (a file name is relative to ``base_dir``) is registered before the nodes are
-    read, so they (and later a throughputs table) may name those GPUs."""
+    read, so they (and later a throughputs table) may name those GPUs. A node entry's keys
+    beyond the core's must be among ``transport_keys(provider)`` (else "unknown field"; by
+    default there are none); they become the node's uninterpreted ``transport``. The core knows no provider's keys: load clusters for use
+    with :func:`hadar.clusters.load_cluster`, which passes and checks the provider's."""
     gpu_types: dict[str, Any] = {}
     if isinstance(data, dict) and data.get("gpu_types") is not None:
         gpu_types = resolve_gpu_types(data["gpu_types"], source, base_dir)
+    provider = data.get("provider", "simulated") if isinstance(data, dict) else "simulated"
+    data, transports = _split_transport(data, frozenset(transport_keys(str(provider))))
     try:
         spec = _ClusterSpec.model_validate(data)
     except ValidationError as exc:
@@ -172,7 +177,7 @@ def cluster_from_dict(
         raise InputError(f"{source}: nodes: {total:,} nodes; at most {MAX_NODES:,} are accepted")
     nodes: list[Node] = []
     groups: dict[str, list[str]] = {}
-    for ns in spec.nodes:
+    for ns, transport in zip(spec.nodes, transports, strict=True):
         names = [ns.name] if ns.count == 1 else [f"{ns.name}-{i}" for i in range(ns.count)]
         if ns.count > 1:
             groups[ns.name] = names
@@ -182,16 +187,12 @@ def cluster_from_dict(
                     name=name,
                     gpus=dict(ns.gpus),
                     pcie_gen=ns.pcie_gen,
-                    address=ns.address,
-                    port=ns.port,
-                    user=ns.user,
-                    identity_file=ns.identity_file,
-                    instance_type=ns.instance_type,
                     speed_factor=ns.speed_factor,
                     emulate=spec.provider == "local" if ns.emulate is None else ns.emulate,
                     gpu_indices=None
                     if ns.gpu_indices is None
                     else {gid: tuple(ix) for gid, ix in ns.gpu_indices.items()},
+                    transport=transport,
                 )
             )
     try:
@@ -218,10 +219,31 @@ def cluster_from_dict(
     return replace(cluster, network=network)
 
 
-def load_cluster(path: str | Path) -> Cluster:
-    """Load a cluster YAML file; bundled names like ``sim-60gpu`` resolve to ``cluster_configs/``."""
+def _split_transport(data: Any, transport_keys: frozenset[str]) -> tuple[Any, list[dict[str, Any]]]:
+    """``data`` with the transport keys taken out of each node entry, and those keys per entry
+    (malformed input passes through for the schema to report)."""
+    entries = data.get("nodes") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        return data, []
+    kept: list[Any] = []
+    transports: list[dict[str, Any]] = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            kept.append(entry)
+            transports.append({})
+            continue
+        kept.append({k: v for k, v in entry.items() if k not in transport_keys})
+        transports.append({k: v for k, v in entry.items() if k in transport_keys})
+    return {**data, "nodes": kept}, transports
+
+
+def load_cluster(path: str | Path, transport_keys: TransportKeys = lambda provider: ()) -> Cluster:
+    """Load a cluster YAML file; bundled names like ``sim-60gpu`` resolve to ``cluster_configs/``.
+    ``transport_keys`` as for :func:`cluster_from_dict`."""
     p = resolve_cluster_path(path)
-    return cluster_from_dict(load_yaml(p, "cluster"), source=str(path), base_dir=p.parent)
+    return cluster_from_dict(
+        load_yaml(p, "cluster"), source=str(path), base_dir=p.parent, transport_keys=transport_keys
+    )
 
 
 def bundled_configs_dir() -> Path:

@@ -101,9 +101,10 @@ def field_path(loc: tuple[Any, ...]) -> str:
     return out or "(top level)"
 
 
-def from_validation_error(source: str, exc: ValidationError) -> InputError:
+def from_validation_error(source: str, exc: ValidationError, at: str = "") -> InputError:
     """The first pydantic error as ``source: field: message`` (a misspelt field first: it
-    usually explains the "missing" error that comes with it)."""
+    usually explains the "missing" error that comes with it); ``at`` prefixes the field path
+    (``nodes[a]`` -> ``nodes[a].port``)."""
     errors = exc.errors()
     err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     msg = err["msg"]
@@ -122,7 +123,8 @@ def from_validation_error(source: str, exc: ValidationError) -> InputError:
     ):
         shown = repr(value)
         msg += f" (got {shown[:40] + '...' if len(shown) > 40 else shown})"
-    return InputError(f"{source}: {field_path(tuple(err['loc']))}: {msg}")
+    path = field_path(tuple(err["loc"]))
+    return InputError(f"{source}: {f'{at}.{path}' if at else path}: {msg}")
 
 
 def read_text(path: str | Path, what: str) -> str:

@@ -94,7 +94,7 @@ def run_cell(cell: SweepCell) -> dict[str, Any]:
     """Simulate one cell; its row of results (window statistics plus the whole run's summary)."""
     import time
 
-    from hadar.core.cluster_config import load_cluster
+    from hadar.clusters import load_cluster
     from hadar.policy_options import policy_with_options
     from hadar.scenario import load_table, throughput_for
     from hadar.simulator import SimConfig, simulate

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from estimators.online import OnlineThroughput
+from hadar.clusters import load_cluster
 from hadar.core.cluster import Cluster
-from hadar.core.cluster_config import load_cluster
 from hadar.core.errors import InputError, UnreachableNodeError
 from hadar.core.jobs import Job
 from hadar.loop import Decision, RoundLoop

@@ -13,7 +13,7 @@ import pytest
 from estimators.throughput import GavelThroughputTable
 from hadar import compare, simulate
 from hadar.cli import main
-from hadar.core.cluster_config import load_cluster
+from hadar.clusters import load_cluster
 from hadar.core.errors import InputError
 from hadar.policy import make_policy
 from hadar.simulator.output import CSV_DECIMALS, JOB_COLUMNS, PLACEMENT_COLUMNS, ROUND_COLUMNS

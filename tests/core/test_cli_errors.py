@@ -42,6 +42,19 @@ def assert_one_line_error(proc, *needles):
         ),
         ("nodes:\n  - {name: a, gpus: {v100: 1}}\n", ["name", "missing"]),
         ("name: c\nnodes:\n  - {name: a, gpu: {v100: 1}}\n", ["nodes[0].gpu", "unknown field"]),
+        # transport keys: a simulated cluster takes any provider's, checked with its schema
+        (
+            "name: c\nnodes:\n  - {name: a, gpus: {v100: 1}, adress: h}\n",
+            ["nodes[0].adress", "unknown field"],
+        ),
+        (
+            "name: c\nnodes:\n  - {name: a, gpus: {v100: 1}, speedfactor: 0.5}\n",
+            ["nodes[0].speedfactor", "unknown field"],
+        ),
+        (
+            "name: c\nnodes:\n  - {name: a, gpus: {v100: 1}, port: 70000}\n",
+            ["nodes[a].port", "less than or equal to 65535", "70000"],
+        ),
     ],
 )
 def test_bad_cluster_files(tmp_path: Path, cluster_yaml, needles):

@@ -117,7 +117,7 @@ LEGACY = {
 @pytest.mark.parametrize("name", sorted(LEGACY))
 def test_the_legacy_configuration_is_bit_identical_to_the_original_hadar(name):
     table = GavelThroughputTable.bundled()
-    from hadar.core.cluster_config import load_cluster
+    from hadar.clusters import load_cluster
 
     policy = policy_with_options(name, {"preset": "legacy"})
     s = summarize(

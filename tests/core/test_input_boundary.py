@@ -12,8 +12,8 @@ import pytest
 from estimators.throughput import GavelThroughputTable
 from hadar import api
 from hadar.cli import main
+from hadar.clusters import cluster_from_dict
 from hadar.commands import argtypes
-from hadar.core.cluster_config import cluster_from_dict
 from hadar.core.errors import InputError
 from hadar.policy import make_policy
 from hadar.simulator import SimConfig, simulate

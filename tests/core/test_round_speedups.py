@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import hadar.scheduler as scheduler
-from hadar.core.cluster_config import load_cluster
+from hadar.clusters import load_cluster
 from hadar.core.jobs import JobStatus
 from hadar.policy import RoundContext, RoundPlan
 from hadar.scheduler import HadarPolicy

@@ -124,7 +124,7 @@ def test_simulation_is_deterministic_for_a_seed():
 
 
 def test_every_job_of_the_paper_workload_completes():
-    from hadar.core.cluster_config import load_cluster
+    from hadar.clusters import load_cluster
 
     jobs = generate(TABLE, PhillyOptions())
     assert len(jobs) == 480 and all(j.arrival == 0 for j in jobs)

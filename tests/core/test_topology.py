@@ -14,7 +14,7 @@ import networkx as nx
 import pytest
 import yaml
 
-from hadar.core.cluster_config import cluster_from_dict, load_cluster
+from hadar.clusters import cluster_from_dict, load_cluster
 from hadar.core.errors import InputError
 from hadar.core.topology import NetworkSpec, build_topology
 

@@ -137,7 +137,7 @@ def test_estimated_cells_name_placement_and_gang_size(
 def test_gpu_aliases_are_the_same_in_throughput_files_and_cluster_files() -> None:
     """``titan_rtx`` names the Titan RTX in a cluster file; a throughputs file accepts it too,
     with and without the ``_unconsolidated`` suffix."""
-    from hadar.core.cluster_config import cluster_from_dict
+    from hadar.clusters import cluster_from_dict
 
     t = GavelThroughputTable.from_json(
         {

@@ -12,8 +12,8 @@ from estimators.composite import CompositeThroughput
 from estimators.online import OnlineThroughput
 from estimators.pmi import REFERENCE_NETWORK_GBPS, PmiEstimator
 from hadar import api
+from hadar.clusters import cluster_from_dict
 from hadar.core.cluster import Cluster
-from hadar.core.cluster_config import cluster_from_dict
 from hadar.core.errors import InputError
 from hadar.core.jobs import Job
 

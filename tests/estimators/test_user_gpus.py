@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from estimators.pmi import PmiEstimator
-from hadar.core.cluster_config import load_cluster
+from hadar.clusters import load_cluster
 from hadar.core.errors import InputError
 from hadar.core.gpu_catalogue import canonical_gpu, catalogue, forget_user_gpus
 
@@ -215,7 +215,7 @@ def test_conflicting_declarations_of_one_name_are_refused(tmp_path: Path) -> Non
 def test_aws_ssh_file_carries_the_declarations(tmp_path: Path) -> None:
     import datetime as dt
 
-    from hadar.core.cluster_config import cluster_from_dict
+    from hadar.clusters import cluster_from_dict
     from nodes.aws import AwsCluster, Instance
 
     (tmp_path / "my-gpus.yaml").write_text(yaml.safe_dump({"gpus": MY_GPUS}))

@@ -82,7 +82,7 @@ def test_rate_matrix_has_one_column_per_gpu_and_skips_multi_gpu_jobs():
 
 @pytest.mark.parametrize("cluster_name,mix", [("aws-5node", "M-5"), ("lab-5node", "M-4")])
 def test_no_policy_beats_its_bound_in_the_simulator(cluster_name, mix):
-    from hadar.core.cluster_config import load_cluster
+    from hadar.clusters import load_cluster
 
     cluster, jobs = load_cluster(cluster_name), mix_jobs(mix)
     throughput = throughput_for(jobs, cluster, load_table(None))

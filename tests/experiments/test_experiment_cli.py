@@ -13,7 +13,7 @@ import pytest
 
 from estimators.composite import CompositeThroughput
 from hadar.cli import main
-from hadar.core.cluster_config import load_cluster
+from hadar.clusters import load_cluster
 from hadar.policy import make_policy
 from hadar.scenario import load_table, throughput_for
 from hadar.simulator import SimConfig, simulate

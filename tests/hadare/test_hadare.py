@@ -1,8 +1,8 @@
 import pytest
 
 from estimators.throughput import GavelThroughputTable
+from hadar.clusters import load_cluster
 from hadar.core.cluster import Cluster, Node
-from hadar.core.cluster_config import load_cluster
 from hadar.core.jobs import Job, JobStatus
 from hadar.policy import RoundContext
 from hadar.scenario import throughput_for

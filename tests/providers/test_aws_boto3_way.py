@@ -20,7 +20,7 @@ import yaml
 from botocore.stub import Stubber
 
 import nodes.aws
-from hadar.core.cluster_config import load_cluster
+from hadar.clusters import load_cluster
 from nodes.aws import AwsCluster, AwsError, Instance
 from tests.fixtures.moto_server import REGION, MotoServer
 from tests.fixtures.sshd import SshdFarm

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from hadar.core.cluster_config import cluster_from_dict
+from hadar.clusters import cluster_from_dict
 from nodes.aws import AwsCluster
 
 BASE = {

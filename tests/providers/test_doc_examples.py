@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hadar.core.cluster_config import load_cluster
+from hadar.clusters import load_cluster
 from hadar.core.gpu_catalogue import forget_user_gpus
 from nodes.aws import AwsSettings
 from nodes.provider import load_section

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from hadar.clusters import cluster_from_dict, load_cluster
 from hadar.core.cluster import Cluster, Node
-from hadar.core.cluster_config import cluster_from_dict, load_cluster
 from hadar.core.errors import InputError
 from hadar.core.jobs import Job
 from hadar.core.safe_paths import PathEscapeError, confined
@@ -73,7 +73,10 @@ def test_a_node_named_to_escape_in_code_is_refused_by_every_provider(tmp_path: P
         local.put("../../evil", __file__, "spec.json")
     assert not (tmp_path / "evil").exists()
     ssh = SshProvider(
-        Cluster("c", (Node("/abs", {"v100": 1}, address="127.0.0.1"),), provider="ssh"), "run-1"
+        Cluster(
+            "c", (Node("/abs", {"v100": 1}, transport={"address": "127.0.0.1"}),), provider="ssh"
+        ),
+        "run-1",
     )
     with pytest.raises(RemotePathError, match="not a safe directory name"):
         ssh.workdir("/abs")

@@ -16,10 +16,11 @@ import yaml
 from botocore.stub import Stubber
 
 from hadar.cli import main
-from hadar.core.cluster_config import cluster_from_dict, load_cluster
+from hadar.clusters import cluster_from_dict, load_cluster
 from hadar.core.errors import InputError
 from nodes.aws import AwsCluster, AwsError, AwsProvider, host_keys_from_console
 from nodes.provider import make_provider
+from nodes.transport import SshNode, node_transport
 from tests.fixtures.moto_server import REGION, MotoServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,8 +101,9 @@ def test_up_status_down_with_the_bundled_config(
     ]
     for n in ssh_cluster.nodes:
         inst = by_node[n.name]
-        assert n.address == inst["PublicIpAddress"] and n.port == 22 and n.user == "ubuntu"
-        assert n.identity_file == "~/.ssh/hadar.pem" and n.instance_type == inst["InstanceType"]
+        t = node_transport(ssh_cluster, n, SshNode)
+        assert t.address == inst["PublicIpAddress"] and t.port == 22 and t.user == "ubuntu"
+        assert t.identity_file == "~/.ssh/hadar.pem" and t.instance_type == inst["InstanceType"]
         assert (
             ssh_cluster.settings["ssh"]["nodes"][n.name]["rendezvous_address"]
             == inst["PrivateIpAddress"]
@@ -365,7 +367,7 @@ def test_ssh_cluster_dict_skips_nodes_without_instances() -> None:
         [Instance("i-1", "p3", "p3.2xlarge", "running", "1.2.3.4", "10.0.0.1", now)]
     )
     assert [n["name"] for n in data["nodes"]] == ["p3"]
-    assert cluster_from_dict(data).node("p3").address == "1.2.3.4"
+    assert cluster_from_dict(data).node("p3").transport["address"] == "1.2.3.4"
 
 
 def test_ssh_section_of_an_aws_cluster_carries_over(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hadar.core.cluster_config import cluster_from_dict, load_cluster
+from hadar.clusters import cluster_from_dict, load_cluster
 from hadar.core.errors import InputError
 from nodes.local import LocalProvider
 from nodes.provider import ChecksumMismatchError, NodeTransferError, RemotePathError, make_provider

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hadar.core.cluster_config import cluster_from_dict
+from hadar.clusters import cluster_from_dict
 from hadar.core.errors import InputError, UnreachableNodeError
 from nodes.provider import make_provider
 from nodes.ssh import SshProvider

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from hadar.core.cluster_config import load_cluster
+from hadar.clusters import load_cluster
 from hadar.core.jobs import Job
 from hadar.runtime.dispatch import CopyTask, run_copy
 from nodes.provider import make_provider

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from hadar.clusters import cluster_from_dict
 from hadar.core.cluster import Node
-from hadar.core.cluster_config import cluster_from_dict
 from hadar.core.errors import InputError
 from hadar.core.gpu_catalogue import gpu_for_smi_name
 from hadar.runtime.gpu_inventory import (

@@ -1,0 +1,91 @@
+"""Each provider's per-node transport keys: the schema of a node entry's provider-specific keys.
+
+A cluster file's node entries are flat (``{name, gpus, address, port, user, ...}``). The core
+loader (:mod:`hadar.core.cluster_config`) keeps the scheduling keys and hands the rest to the
+node uninterpreted, as ``Node.transport``; this module says which of those keys each provider
+accepts and parses them (``extra="forbid"``, so a misspelt key is an error). A ``simulated``
+cluster may carry the keys of any provider (the bundled aws and lab clusters simulate real ones).
+
+Imports no optional extra: the base install (simulation only) validates cluster files with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from hadar.core.cluster import Cluster, Node
+from hadar.core.validation import from_validation_error
+
+
+class SshNode(BaseModel):
+    """The keys of a node entry of a ``provider: ssh`` cluster."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    address: str | None = None
+    """Host name, ``~/.ssh/config`` alias or IP (default: the node's name)."""
+    port: int | None = Field(default=None, ge=1, le=65535)
+    user: str | None = None
+    identity_file: str | None = None
+    instance_type: str | None = None
+    """The EC2 instance type, for information (``hadar cluster up`` writes it)."""
+
+
+class AwsNode(BaseModel):
+    """The keys of a node entry of a ``provider: aws`` cluster."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    instance_type: str | None = None
+    """The EC2 instance type launched for the node (required by ``hadar cluster up``)."""
+
+
+class NoTransport(BaseModel):
+    """Providers whose nodes have no transport keys (``local``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+NODE_MODELS: Mapping[str, type[BaseModel]] = {"ssh": SshNode, "aws": AwsNode, "local": NoTransport}
+"""The per-node schema of each provider that reaches real machines."""
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def transport_keys(provider: str) -> frozenset[str]:
+    """The node-entry keys ``provider`` accepts beyond the core's; for ``simulated`` (or a
+    provider name the core will reject) the keys of every provider."""
+    model = NODE_MODELS.get(provider)
+    models = [model] if model is not None else list(NODE_MODELS.values())
+    return frozenset(k for m in models for k in m.model_fields)
+
+
+def node_transport(cluster: Cluster, node: Node, model: type[M]) -> M:
+    """``node.transport`` parsed with ``model``; errors are one line naming the cluster file and
+    ``nodes[<node>].<field>``."""
+    return _parse(cluster, node.name, node.transport, model)
+
+
+def check_transport(cluster: Cluster) -> None:
+    """Validate every node's transport keys with the schema of the cluster's provider (with each
+    provider's schema, on its own keys, for a ``simulated`` cluster)."""
+    model = NODE_MODELS.get(cluster.provider)
+    for node in cluster.nodes:
+        for m in [model] if model is not None else NODE_MODELS.values():
+            own = (
+                node.transport
+                if model is not None
+                else {k: v for k, v in node.transport.items() if k in m.model_fields}
+            )
+            _parse(cluster, node.name, own, m)
+
+
+def _parse(cluster: Cluster, node: str, data: Mapping[str, object], model: type[M]) -> M:
+    try:
+        return model.model_validate(dict(data))
+    except ValidationError as exc:
+        source = cluster.source or f"cluster {cluster.name}"
+        raise from_validation_error(source, exc, at=f"nodes[{node}]") from None
