@@ -516,9 +516,10 @@ def admit(
     for wi, cand, _ in result.chosen:
         commit(window_idx[wi], cand)
     greedy = 0
+    lineage = object()  # from here on ``free`` only loses GPUs
     for _, i in ranked[k:]:
         if total_free >= entries[i].request.num_gpus:
-            best = cache.best(entries[i], free, key)
+            best = cache.best(entries[i], free, key, lineage)
             if best is not None:
                 commit(i, best[0])
                 greedy += 1

@@ -153,10 +153,28 @@ class CandidateCache:
         return p
 
     def candidates(
-        self, entry: QueueEntry, free: np.ndarray, key: StateKey | None = None
+        self,
+        entry: QueueEntry,
+        free: np.ndarray,
+        key: StateKey | None = None,
+        lineage: object | None = None,
     ) -> list[Candidate]:
-        """FIND_ALLOC's candidates for ``entry`` on ``free``, plus its kept placement if it fits."""
+        """FIND_ALLOC's candidates for ``entry`` on ``free``, plus its kept placement if it fits.
+
+        ``lineage``: a token the caller passes with a ``free`` that has only lost GPUs since its
+        last call with that token (a greedy pass), so single-GPU candidates on large clusters
+        resume their scans of the cells (:meth:`StaticPriceAllocator.single_gpu_descending`)."""
         state = free.tobytes() if key is None else key
+        if (
+            lineage is not None
+            and entry.keep is None
+            and self.static
+            and entry.request.num_gpus == 1
+            and (free.shape[0] > PRUNE_ABOVE_NODES or free.size > SMALL_CELLS)
+        ):
+            cands = self._allocator(entry, free).single_gpu_descending(free, lineage)
+            if cands is not None:
+                return cands
         by_class = self._memo.get(state)
         if by_class is None:
             by_class = _remember(self._memo, state, {}, self.max_states)
@@ -220,9 +238,14 @@ class CandidateCache:
         return hit[1] if all(flat[i] >= n for i, n in hit[2]) else None
 
     def best(
-        self, entry: QueueEntry, free: np.ndarray, key: StateKey | None = None
+        self,
+        entry: QueueEntry,
+        free: np.ndarray,
+        key: StateKey | None = None,
+        lineage: object | None = None,
     ) -> tuple[Candidate, float] | None:
-        return best_candidate(self.candidates(entry, free, key), entry.payoff)
+        """FIND_ALLOC's best candidate and its payoff (None if none is positive)."""
+        return best_candidate(self.candidates(entry, free, key, lineage), entry.payoff)
 
 
 @dataclass
