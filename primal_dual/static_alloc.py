@@ -10,6 +10,7 @@ in ``tests/core/test_static_alloc.py``), including the float summation order of 
 
 from __future__ import annotations
 
+from functools import cached_property
 from operator import itemgetter
 
 import numpy as np
@@ -21,6 +22,26 @@ from primal_dual.find_alloc import (
     JobRequest,
     _candidates_small,
 )
+
+
+class OneGpuCandidate(Candidate):
+    """One GPU on flat cell ``index``: a :class:`Candidate` whose dense (read-only) ``alloc`` is
+    built on first use. A greedy pass on a large cluster places tens of thousands of them and
+    needs only their cells."""
+
+    alloc = cached_property(lambda self: self._dense())  # type: ignore[assignment]
+
+    def __init__(self, shape: tuple[int, int], index: int, rate: float, unit_cost: float) -> None:
+        for name, value in (("rate", rate), ("unit_cost", unit_cost), ("nodes", 1)):
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "kept", False)
+        self.__dict__.update(gpus=1, cells=([index], [1]), _shape=shape)
+
+    def _dense(self) -> np.ndarray:
+        alloc = np.zeros(self.__dict__["_shape"], dtype=np.int64)
+        alloc.flat[self.cells[0][0]] = 1
+        alloc.flags.writeable = False
+        return alloc
 
 
 class StaticPriceAllocator:
@@ -182,12 +203,8 @@ class StaticPriceAllocator:
         """The single-GPU placement on flat cell ``i`` (shared by every state: read-only)."""
         cand = self._single.get(i)
         if cand is None:
-            alloc = np.zeros(self.shape, dtype=np.int64)
-            alloc.flat[i] = 1
-            alloc.flags.writeable = False
             cost = float(sum([float(self._price.flat[i]) * 1]))
-            cand = self._single[i] = Candidate(alloc, float(rate), cost, 1)
-            cand.__dict__.update(gpus=1, cells=([i], [1]))  # its cached properties, known
+            cand = self._single[i] = OneGpuCandidate(self.shape, i, float(rate), cost)
         return cand
 
     def _add(
