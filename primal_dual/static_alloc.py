@@ -29,7 +29,7 @@ class OneGpuCandidate(Candidate):
     built on first use. A greedy pass on a large cluster places tens of thousands of them and
     needs only their cells."""
 
-    alloc = cached_property(lambda self: self._dense())  # type: ignore[assignment]
+    alloc = cached_property(lambda self: self._dense())
 
     def __init__(self, shape: tuple[int, int], index: int, rate: float, unit_cost: float) -> None:
         for name, value in (("rate", rate), ("unit_cost", unit_cost), ("nodes", 1)):
