@@ -123,3 +123,30 @@ def test_greedy_pass_plans_equal_those_of_the_full_scan(seed, monkeypatch):
     for got, want in zip(fast, reference, strict=True):
         assert got.assignments == want.assignments
         assert got.info == want.info
+
+
+def test_a_decision_pauses_the_cyclic_gc_and_restores_it(monkeypatch):
+    import gc
+
+    seen = []
+    decide = HadarPolicy._decide_preemptive
+    monkeypatch.setattr(
+        HadarPolicy,
+        "_decide_preemptive",
+        lambda self, ctx: seen.append(gc.isenabled()) or decide(self, ctx),
+    )
+    ctx = random_round(3)
+    was = gc.isenabled()
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            plan = HadarPolicy().decide(ctx)
+            assert gc.isenabled() is enabled
+            assert plan.assignments
+        assert seen == [False, False]
+        gc.enable()
+        with pytest.raises(ZeroDivisionError), scheduler.cyclic_gc_paused():
+            _ = 1 / 0
+        assert gc.isenabled()  # restored on errors too
+    finally:
+        (gc.enable if was else gc.disable)()
