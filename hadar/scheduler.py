@@ -243,9 +243,13 @@ class HadarPolicy(Policy):
         free = ctx.cluster.capacity.copy()
         placed: dict[int, Candidate] = {}
 
+        free_gpus = int(free.sum())  # kept equal to free.sum() (a large cluster's sum is costly)
+
         def take(i: int, cand: Candidate) -> None:
+            nonlocal free_gpus
             placed[job_id_of(entries[i].key)] = cand
             cand.take_from(free)
+            free_gpus -= cand.gpus
 
         def idle_for(job_id: object) -> np.ndarray:
             """Free GPUs minus those other running jobs still hold (they may keep them)."""
@@ -288,9 +292,9 @@ class HadarPolicy(Policy):
                 take(i, planned)
         for key, planned in selected:  # the others where the DP put them, else the best left
             i = by_key[key]
-            if key in placed or int(free.sum()) < entries[i].request.num_gpus:
+            if key in placed or free_gpus < entries[i].request.num_gpus:
                 continue
-            if (planned.alloc <= free).all():
+            if fits(planned, free):
                 take(i, planned)
             else:
                 best = cache.best(entries[i], free)
@@ -379,6 +383,13 @@ def round_type_prices(
     values = np.array(rows, dtype=float).reshape(len(vals), n_types)
     gang = np.array([v.request.num_gpus for v in vals])
     return type_prices(values, gang, gpus_per_type)
+
+
+def fits(cand: Candidate, free: np.ndarray) -> bool:
+    """``(cand.alloc <= free).all()`` for a ``free`` without negative cells, through the
+    placement's few cells."""
+    flat = free.reshape(-1)
+    return all(flat[i] >= n for i, n in zip(*cand.cells, strict=True))
 
 
 def placement_of(cand: Candidate, ctx: RoundContext) -> Placement:

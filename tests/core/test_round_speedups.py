@@ -150,3 +150,14 @@ def test_a_decision_pauses_the_cyclic_gc_and_restores_it(monkeypatch):
         assert gc.isenabled()  # restored on errors too
     finally:
         (gc.enable if was else gc.disable)()
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_fits_checks_a_placement_through_its_cells(seed):
+    from primal_dual.find_alloc import Candidate
+
+    rng = np.random.default_rng(seed)
+    free = rng.integers(0, 3, size=(int(rng.integers(1, 9)), int(rng.integers(1, 4))))
+    alloc = rng.integers(0, 3, size=free.shape) * (rng.random(free.shape) < 0.4)
+    cand = Candidate(alloc, 1.0, 0.0, int((alloc.sum(axis=1) > 0).sum()))
+    assert scheduler.fits(cand, free) == bool((alloc <= free).all())
