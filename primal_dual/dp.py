@@ -278,11 +278,14 @@ def plan_queue(
     for i, entry in enumerate(entries):
         need = entry.request.num_gpus
         nxt: dict[bytes, _State] = {}
+        known: dict[int, tuple[Candidate, float]] = {}  # this job's payoffs, by candidate object
         for key, st in frontier.items():
             _merge(nxt, key, st)  # skip job i
             if st.total < need:
                 continue
-            best = cache.best(entry, st.free, key if exact_keys else None)
+            best = _best_known(
+                cache.candidates(entry, st.free, key if exact_keys else None), entry, known
+            )
             if best is None:
                 continue
             cand, pay = best
@@ -314,6 +317,23 @@ def plan_queue(
         chosen.append(step)
     chosen.reverse()
     return DPResult(tuple(chosen), best_state.value, exact, states, peak)
+
+
+def _best_known(
+    cands: list[Candidate], entry: QueueEntry, known: dict[int, tuple[Candidate, float]]
+) -> tuple[Candidate, float] | None:
+    """:func:`best_candidate` by ``entry.payoff``, each candidate object's payoff computed once
+    (``known`` holds the candidates, so their ids stay theirs): the DP's states share candidate
+    objects wherever prices are fixed."""
+    best: tuple[Candidate, float] | None = None
+    for cand in cands:
+        hit = known.get(id(cand))
+        if hit is None:
+            hit = known[id(cand)] = (cand, entry.payoff(cand))
+        value = hit[1]
+        if value > 0 and (best is None or value > best[1]):
+            best = (cand, value)
+    return best
 
 
 def _merge(states: dict[bytes, _State], key: bytes, st: _State) -> None:
