@@ -288,7 +288,7 @@ class HadarPolicy(Policy):
         for key, planned in selected:  # running jobs the DP keeps where they are
             i = by_key[key]
             keep = entries[i].keep
-            if planned.kept and keep is not None and (keep <= free).all():
+            if planned.kept and keep is not None and fits(planned, free):  # planned.alloc is keep
                 take(i, planned)
         for key, planned in selected:  # the others where the DP put them, else the best left
             i = by_key[key]

@@ -28,6 +28,7 @@ from primal_dual.find_alloc import (
     best_candidate,
     candidate_allocations,
     kept_candidate,
+    kept_candidate_on_cells,
 )
 from primal_dual.prices import PriceBounds, price_matrix
 from primal_dual.static_alloc import StaticPriceAllocator
@@ -165,16 +166,26 @@ class CandidateCache:
         last call with that token (a greedy pass), so single-GPU candidates on large clusters
         resume their scans of the cells (:meth:`StaticPriceAllocator.single_gpu_descending`)."""
         state = free.tobytes() if key is None else key
+        hit = None
         if (
             lineage is not None
-            and entry.keep is None
             and self.static
             and entry.request.num_gpus == 1
             and (free.shape[0] > PRUNE_ABOVE_NODES or free.size > SMALL_CELLS)
         ):
-            cands = self._allocator(entry, free).single_gpu_descending(free, lineage)
-            if cands is not None:
-                return cands
+            hit = self._allocator(entry, free).single_gpu_descending(free, lineage)
+        if hit is None:
+            hit = self._memo_candidates(entry, free, state)
+        if entry.keep is not None:
+            kept = self._kept_candidate(entry, free, state)
+            if kept is not None:
+                return [kept, *(c for c in hit if c.rate >= entry.move_min_rate)]
+        return hit
+
+    def _memo_candidates(
+        self, entry: QueueEntry, free: np.ndarray, state: StateKey
+    ) -> list[Candidate]:
+        """FIND_ALLOC's candidates for ``entry``'s class on ``free``, remembered by state."""
         by_class = self._memo.get(state)
         if by_class is None:
             by_class = _remember(self._memo, state, {}, self.max_states)
@@ -184,10 +195,6 @@ class CandidateCache:
             if hit is None:
                 hit = candidate_allocations(entry.request, free, self.prices(free, state))
             by_class[entry.class_key] = hit
-        if entry.keep is not None:
-            kept = self._kept_candidate(entry, free, state)
-            if kept is not None:
-                return [kept, *(c for c in hit if c.rate >= entry.move_min_rate)]
         return hit
 
     def _static_candidates(
@@ -228,7 +235,7 @@ class CandidateCache:
         if hit is None or hit[0] is not entry:
             idx = np.flatnonzero(keep)
             cells = list(zip(idx.tolist(), keep.ravel()[idx].tolist(), strict=True))
-            cand = kept_candidate(keep, entry.request, keep, self.prices(free, state))
+            cand = kept_candidate_on_cells(keep, idx, entry.request, self.prices(free, state))
             hit = self._kept[id(entry)] = (entry, cand, cells)
         if hit[1] is None:
             return None
