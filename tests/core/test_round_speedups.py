@@ -96,7 +96,7 @@ def test_round_prices_and_critical_jobs_equal_those_without_shared_requests(monk
 
 def large_round(seed: int, nodes: int = 96, jobs: int = 700) -> RoundContext:
     """Every job queued on an empty cluster past ``PRUNE_ABOVE_NODES`` (the large-cluster paths)."""
-    from hadar.cluster import Cluster, Node
+    from hadar.core.cluster import Cluster, Node
 
     types = ("v100", "p100", "k80")
     cluster = Cluster("gen", tuple(Node(f"n{i}", {types[i % 3]: 4}) for i in range(nodes)))
