@@ -28,6 +28,7 @@ from primal_dual.find_alloc import (
     best_candidate,
     candidate_allocations,
     kept_candidate,
+    kept_candidate_on_cells,
 )
 from primal_dual.prices import PriceBounds, price_matrix
 from primal_dual.static_alloc import StaticPriceAllocator
@@ -153,10 +154,38 @@ class CandidateCache:
         return p
 
     def candidates(
-        self, entry: QueueEntry, free: np.ndarray, key: StateKey | None = None
+        self,
+        entry: QueueEntry,
+        free: np.ndarray,
+        key: StateKey | None = None,
+        lineage: object | None = None,
     ) -> list[Candidate]:
-        """FIND_ALLOC's candidates for ``entry`` on ``free``, plus its kept placement if it fits."""
+        """FIND_ALLOC's candidates for ``entry`` on ``free``, plus its kept placement if it fits.
+
+        ``lineage``: a token the caller passes with a ``free`` that has only lost GPUs since its
+        last call with that token (a greedy pass), so single-GPU candidates on large clusters
+        resume their scans of the cells (:meth:`StaticPriceAllocator.single_gpu_descending`)."""
         state = free.tobytes() if key is None else key
+        hit = None
+        if (
+            lineage is not None
+            and self.static
+            and entry.request.num_gpus == 1
+            and (free.shape[0] > PRUNE_ABOVE_NODES or free.size > SMALL_CELLS)
+        ):
+            hit = self._allocator(entry, free).single_gpu_descending(free, lineage)
+        if hit is None:
+            hit = self._memo_candidates(entry, free, state)
+        if entry.keep is not None:
+            kept = self._kept_candidate(entry, free, state)
+            if kept is not None:
+                return [kept, *(c for c in hit if c.rate >= entry.move_min_rate)]
+        return hit
+
+    def _memo_candidates(
+        self, entry: QueueEntry, free: np.ndarray, state: StateKey
+    ) -> list[Candidate]:
+        """FIND_ALLOC's candidates for ``entry``'s class on ``free``, remembered by state."""
         by_class = self._memo.get(state)
         if by_class is None:
             by_class = _remember(self._memo, state, {}, self.max_states)
@@ -166,10 +195,6 @@ class CandidateCache:
             if hit is None:
                 hit = candidate_allocations(entry.request, free, self.prices(free, state))
             by_class[entry.class_key] = hit
-        if entry.keep is not None:
-            kept = self._kept_candidate(entry, free, state)
-            if kept is not None:
-                return [kept, *(c for c in hit if c.rate >= entry.move_min_rate)]
         return hit
 
     def _static_candidates(
@@ -210,7 +235,7 @@ class CandidateCache:
         if hit is None or hit[0] is not entry:
             idx = np.flatnonzero(keep)
             cells = list(zip(idx.tolist(), keep.ravel()[idx].tolist(), strict=True))
-            cand = kept_candidate(keep, entry.request, keep, self.prices(free, state))
+            cand = kept_candidate_on_cells(keep, idx, entry.request, self.prices(free, state))
             hit = self._kept[id(entry)] = (entry, cand, cells)
         if hit[1] is None:
             return None
@@ -220,9 +245,14 @@ class CandidateCache:
         return hit[1] if all(flat[i] >= n for i, n in hit[2]) else None
 
     def best(
-        self, entry: QueueEntry, free: np.ndarray, key: StateKey | None = None
+        self,
+        entry: QueueEntry,
+        free: np.ndarray,
+        key: StateKey | None = None,
+        lineage: object | None = None,
     ) -> tuple[Candidate, float] | None:
-        return best_candidate(self.candidates(entry, free, key), entry.payoff)
+        """FIND_ALLOC's best candidate and its payoff (None if none is positive)."""
+        return best_candidate(self.candidates(entry, free, key, lineage), entry.payoff)
 
 
 @dataclass
@@ -255,11 +285,14 @@ def plan_queue(
     for i, entry in enumerate(entries):
         need = entry.request.num_gpus
         nxt: dict[bytes, _State] = {}
+        known: dict[int, tuple[Candidate, float]] = {}  # this job's payoffs, by candidate object
         for key, st in frontier.items():
             _merge(nxt, key, st)  # skip job i
             if st.total < need:
                 continue
-            best = cache.best(entry, st.free, key if exact_keys else None)
+            best = _best_known(
+                cache.candidates(entry, st.free, key if exact_keys else None), entry, known
+            )
             if best is None:
                 continue
             cand, pay = best
@@ -291,6 +324,23 @@ def plan_queue(
         chosen.append(step)
     chosen.reverse()
     return DPResult(tuple(chosen), best_state.value, exact, states, peak)
+
+
+def _best_known(
+    cands: list[Candidate], entry: QueueEntry, known: dict[int, tuple[Candidate, float]]
+) -> tuple[Candidate, float] | None:
+    """:func:`best_candidate` by ``entry.payoff``, each candidate object's payoff computed once
+    (``known`` holds the candidates, so their ids stay theirs): the DP's states share candidate
+    objects wherever prices are fixed."""
+    best: tuple[Candidate, float] | None = None
+    for cand in cands:
+        hit = known.get(id(cand))
+        if hit is None:
+            hit = known[id(cand)] = (cand, entry.payoff(cand))
+        value = hit[1]
+        if value > 0 and (best is None or value > best[1]):
+            best = (cand, value)
+    return best
 
 
 def _merge(states: dict[bytes, _State], key: bytes, st: _State) -> None:

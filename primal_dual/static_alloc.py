@@ -10,6 +10,7 @@ in ``tests/core/test_static_alloc.py``), including the float summation order of 
 
 from __future__ import annotations
 
+from functools import cached_property
 from operator import itemgetter
 
 import numpy as np
@@ -21,6 +22,26 @@ from primal_dual.find_alloc import (
     JobRequest,
     _candidates_small,
 )
+
+
+class OneGpuCandidate(Candidate):
+    """One GPU on flat cell ``index``: a :class:`Candidate` whose dense (read-only) ``alloc`` is
+    built on first use. A greedy pass on a large cluster places tens of thousands of them and
+    needs only their cells."""
+
+    alloc = cached_property(lambda self: self._dense())
+
+    def __init__(self, shape: tuple[int, int], index: int, rate: float, unit_cost: float) -> None:
+        for name, value in (("rate", rate), ("unit_cost", unit_cost), ("nodes", 1)):
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "kept", False)
+        self.__dict__.update(gpus=1, cells=([index], [1]), _shape=shape)
+
+    def _dense(self) -> np.ndarray:
+        alloc = np.zeros(self.__dict__["_shape"], dtype=np.int64)
+        alloc.flat[self.cells[0][0]] = 1
+        alloc.flags.writeable = False
+        return alloc
 
 
 class StaticPriceAllocator:
@@ -40,6 +61,8 @@ class StaticPriceAllocator:
         self._ranked = ranked
         self._ranked_rates = flat_rc[ranked]
         self._no_capacity_cells = np.flatnonzero(runnable & (capacity.ravel() <= 0))
+        self._cursors: dict[object, list[int]] = {}  # lineage -> per rate level, a scan position
+        self._levels: list[tuple[float, list[int], list[int]]] | None = None
         if n_nodes * n_types > SMALL_CELLS or n_nodes > PRUNE_ABOVE_NODES:
             return  # large clusters: only single-GPU requests, vectorised (single_gpu_array)
         self._rc = req.rates_cons.tolist()
@@ -137,15 +160,51 @@ class StaticPriceAllocator:
             self._on_cell(int(self._ranked[r]), float(self._ranked_rates[r])) for r in records[::-1]
         ]
 
+    def single_gpu_descending(self, free: np.ndarray, lineage: object) -> list[Candidate] | None:
+        """:meth:`single_gpu_array` for a free state that only loses GPUs between calls with the
+        same ``lineage`` (a greedy pass committing placements one after another): per rate level a
+        cursor skips the cells found full before, so a call costs the levels, not the cells.
+        Same candidates; None where ``free`` has GPUs beyond capacity."""
+        assert self.w == 1
+        flat = free.ravel()
+        cursor = self._cursors.get(lineage)
+        if cursor is None:  # GPUs beyond capacity stay so (or vanish) as the state loses GPUs
+            if flat[self._no_capacity_cells].any():
+                return None
+            cursor = self._cursors[lineage] = [0] * len(self._rate_levels())
+        firsts = []  # (rank, rate, cell) of each rate level's first live cell
+        for lv, (rate, positions, cells) in enumerate(self._rate_levels()):
+            at, end = cursor[lv], len(cells)
+            while at < end and flat[cells[at]] <= 0:
+                at += 1
+            cursor[lv] = at
+            if at < end:
+                firsts.append((positions[at], rate, cells[at]))
+        records, top = [], 0.0  # a level's first live cell is a record if faster than all before
+        for _, rate, cell in sorted(firsts):
+            if rate > top:
+                records.append((cell, rate))
+                top = rate
+        return [self._on_cell(cell, rate) for cell, rate in reversed(records)]
+
+    def _rate_levels(self) -> list[tuple[float, list[int], list[int]]]:
+        """Per distinct rate, in order of first appearance: its cells' ranks and flat indices."""
+        if self._levels is None:  # per rate: its cells' ranks and flat indices, in rank order
+            by_rate: dict[float, tuple[list[int], list[int]]] = {}
+            ranked = self._ranked.tolist()
+            for pos, rate in enumerate(self._ranked_rates.tolist()):
+                level = by_rate.setdefault(rate, ([], []))
+                level[0].append(pos)
+                level[1].append(ranked[pos])
+            self._levels = [(rate, pos, cells) for rate, (pos, cells) in by_rate.items()]
+        return self._levels
+
     def _on_cell(self, i: int, rate: float) -> Candidate:
         """The single-GPU placement on flat cell ``i`` (shared by every state: read-only)."""
         cand = self._single.get(i)
         if cand is None:
-            alloc = np.zeros(self.shape, dtype=np.int64)
-            alloc.flat[i] = 1
-            alloc.flags.writeable = False
             cost = float(sum([float(self._price.flat[i]) * 1]))
-            cand = self._single[i] = Candidate(alloc, float(rate), cost, 1)
+            cand = self._single[i] = OneGpuCandidate(self.shape, i, float(rate), cost)
         return cand
 
     def _add(

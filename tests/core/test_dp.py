@@ -91,3 +91,34 @@ def test_incremental_prices_equal_a_full_recompute():
             free = free.copy()
             free[h, k] -= 1
         np.testing.assert_allclose(cache.prices(free), price_matrix(bounds, cap - free, cap))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_payoffs_remembered_per_candidate_object_pick_the_same_best(seed):
+    """The DP computes each candidate object's payoff once per job; the pick (ties: first) is
+    best_candidate's on every state."""
+    from primal_dual.dp import _best_known
+    from primal_dual.find_alloc import Candidate, best_candidate
+
+    rng = np.random.default_rng(seed)
+    pool = [
+        Candidate(np.eye(3, dtype=np.int64)[i % 3].reshape(1, 3), float(r), float(c), 1)
+        for i, (r, c) in enumerate(rng.choice([0.5, 1.0, 2.0], size=(8, 2)))
+    ]
+    calls = []
+    entry = QueueEntry(
+        0,
+        JobRequest(1, np.ones((1, 3)), np.ones((1, 3))),
+        0,
+        lambda r: calls.append(r) or 3.0 * r,
+        lambda r: 1.0,
+    )
+    known: dict = {}
+    memo_calls = 0
+    for _ in range(30):  # states sharing candidate objects
+        cands = [pool[int(k)] for k in rng.integers(0, len(pool), size=int(rng.integers(0, 5)))]
+        before = len(calls)
+        got = _best_known(cands, entry, known)
+        memo_calls += len(calls) - before
+        assert got == best_candidate(cands, entry.payoff)
+    assert memo_calls == len(known) <= len(pool)  # one payoff per candidate object

@@ -141,3 +141,29 @@ def test_python_and_numpy_constructions_agree(nodes, types, w, seed, ties):
         (c.alloc.tolist(), c.rate, c.nodes) for c in ref
     ]
     assert [c.unit_cost for c in fast] == pytest.approx([c.unit_cost for c in ref], rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_kept_candidate_on_cells_equals_the_dense_construction(seed):
+    from primal_dual.find_alloc import kept_candidate, kept_candidate_on_cells
+
+    rng = np.random.default_rng(seed)
+    shape = (int(rng.integers(1, 12)), int(rng.integers(1, 4)))
+    alloc = rng.integers(0, 4, size=shape) * (rng.random(shape) < 0.3)
+    alloc.flat[int(rng.integers(alloc.size))] += 1  # a placement holds GPUs
+    cons = rng.choice([0.0, 0.7, 1.3, 2.9], size=shape)
+    req = JobRequest(int(alloc.sum()), cons, cons * rng.uniform(0.2, 1.0))
+    price = rng.random(shape) * rng.choice([0.0, 1.0, 1e3])
+    want = kept_candidate(alloc, req, alloc, price)
+    got = kept_candidate_on_cells(alloc, np.flatnonzero(alloc), req, price)
+    if want is None:
+        assert got is None
+    else:
+        assert got is not None
+        assert (got.rate, got.unit_cost, got.nodes, got.kept) == (
+            want.rate,
+            want.unit_cost,
+            want.nodes,
+            want.kept,
+        )
+        assert got.alloc is alloc

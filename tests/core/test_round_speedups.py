@@ -92,3 +92,72 @@ def test_round_prices_and_critical_jobs_equal_those_without_shared_requests(monk
     for v in vals:
         assert scheduler.best_remaining_s(v, ctx, memo) == scheduler.best_remaining_s(v, ctx)
     assert len(memo) < len(vals)  # the memo is shared by the jobs of one class
+
+
+def large_round(seed: int, nodes: int = 96, jobs: int = 700) -> RoundContext:
+    """Every job queued on an empty cluster past ``PRUNE_ABOVE_NODES`` (the large-cluster paths)."""
+    from hadar.core.cluster import Cluster, Node
+
+    types = ("v100", "p100", "k80")
+    cluster = Cluster("gen", tuple(Node(f"n{i}", {types[i % 3]: 4}) for i in range(nodes)))
+    gen = generate(TABLE, PhillyOptions(num_jobs=jobs, seed=seed))
+    statuses = tuple(JobStatus(j, j.total_steps) for j in gen)
+    return RoundContext(0.0, 0, 360.0, cluster, statuses, {}, TABLE)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_greedy_pass_plans_equal_those_of_the_full_scan(seed, monkeypatch):
+    """The greedy pass resumes its single-GPU scans (``single_gpu_descending``); with every call
+    rescanning all cells (``single_gpu_array``) both rounds' plans are the same."""
+    from primal_dual.static_alloc import StaticPriceAllocator
+
+    ctx = large_round(seed)
+    fast = two_rounds(ctx)
+    assert fast[0].info["greedy_admitted"] > 50  # the greedy pass places jobs
+    monkeypatch.setattr(
+        StaticPriceAllocator,
+        "single_gpu_descending",
+        lambda self, free, lineage: self.single_gpu_array(free),
+    )
+    reference = two_rounds(ctx)
+    for got, want in zip(fast, reference, strict=True):
+        assert got.assignments == want.assignments
+        assert got.info == want.info
+
+
+def test_a_decision_pauses_the_cyclic_gc_and_restores_it(monkeypatch):
+    import gc
+
+    seen = []
+    decide = HadarPolicy._decide_preemptive
+    monkeypatch.setattr(
+        HadarPolicy,
+        "_decide_preemptive",
+        lambda self, ctx: seen.append(gc.isenabled()) or decide(self, ctx),
+    )
+    ctx = random_round(3)
+    was = gc.isenabled()
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            plan = HadarPolicy().decide(ctx)
+            assert gc.isenabled() is enabled
+            assert plan.assignments
+        assert seen == [False, False]
+        gc.enable()
+        with pytest.raises(ZeroDivisionError), scheduler.cyclic_gc_paused():
+            _ = 1 / 0
+        assert gc.isenabled()  # restored on errors too
+    finally:
+        (gc.enable if was else gc.disable)()
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_fits_checks_a_placement_through_its_cells(seed):
+    from primal_dual.find_alloc import Candidate
+
+    rng = np.random.default_rng(seed)
+    free = rng.integers(0, 3, size=(int(rng.integers(1, 9)), int(rng.integers(1, 4))))
+    alloc = rng.integers(0, 3, size=free.shape) * (rng.random(free.shape) < 0.4)
+    cand = Candidate(alloc, 1.0, 0.0, int((alloc.sum(axis=1) > 0).sum()))
+    assert scheduler.fits(cand, free) == bool((alloc <= free).all())

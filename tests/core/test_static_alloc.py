@@ -119,6 +119,19 @@ def test_dp_plans_equal_with_and_without_static_prices(nodes, types, seed):
     assert (a.total_payoff, a.exact, a.states) == (b.total_payoff, b.exact, b.states)
 
 
+def large_instance(nodes: int, types: int, seed: int, ties: bool, filled: float):
+    """A cluster past PRUNE_ABOVE_NODES (a ``filled`` share of its cells with GPUs), per-type
+    prices and per-type consolidated rates."""
+    rng = np.random.default_rng(seed)
+    cap = rng.integers(0, 9, size=(nodes, types)) * (rng.random((nodes, types)) < filled)
+    type_price = rng.choice([0.0, 0.5, 2.0], types) if ties else rng.random(types)
+    price = np.where(cap > 0, type_price[None, :], np.inf)
+    cons = np.tile(
+        rng.choice([1.0, 2.0, 3.5], types) if ties else rng.random(types) * 3, (nodes, 1)
+    )
+    return rng, cap, price, cons
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.integers(65, 300), st.integers(1, 3), st.integers(0, 2**31 - 1), st.booleans())
 def test_single_gpu_candidates_on_large_clusters_equal_the_pruned_construction(
@@ -126,13 +139,7 @@ def test_single_gpu_candidates_on_large_clusters_equal_the_pruned_construction(
 ):
     """Clusters past PRUNE_ABOVE_NODES: the vectorised single-GPU shortcut gives the candidates of
     ``candidate_allocations`` (node pruning, then the per-state construction)."""
-    rng = np.random.default_rng(seed)
-    cap = rng.integers(0, 9, size=(nodes, types)) * (rng.random((nodes, types)) < 0.6)
-    type_price = rng.choice([0.0, 0.5, 2.0], types) if ties else rng.random(types)
-    price = np.where(cap > 0, type_price[None, :], np.inf)
-    cons = np.tile(
-        rng.choice([1.0, 2.0, 3.5], types) if ties else rng.random(types) * 3, (nodes, 1)
-    )
+    rng, cap, price, cons = large_instance(nodes, types, seed, ties, filled=0.6)
     req = JobRequest(1, cons, cons * 0.5, find_alloc.static_node_groups(cap, cons, cons * 0.5))
     allocator = StaticPriceAllocator(req, price, cap)
     for _ in range(4):
@@ -171,3 +178,39 @@ def test_a_cache_that_forgets_states_plans_the_same(nodes, types, seed, exponent
         ], result.total_payoff
 
     assert plan(1) == plan(None)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(65, 200), st.integers(1, 3), st.integers(0, 2**31 - 1), st.booleans())
+def test_single_gpu_candidates_of_a_greedy_pass_equal_the_vectorised_scan(nodes, types, seed, ties):
+    """A state that only loses GPUs (the greedy pass): the cursor-resuming scan gives, call after
+    call, the candidates of ``single_gpu_array`` (itself equal to the per-state construction)."""
+    rng, cap, price, cons = large_instance(nodes, types, seed, ties, filled=0.7)
+    cons = cons * (rng.random(cons.shape) < 0.9)  # some cells cannot run the job
+    allocator = StaticPriceAllocator(JobRequest(1, cons, cons * 0.5), price, cap)
+    free = cap.copy()
+    lineage, other = object(), object()
+    for step in range(60):
+        want = allocator.single_gpu_array(free)
+        assert want is not None
+        assert exact(allocator.single_gpu_descending(free, lineage)) == exact(want)
+        if step % 7 == 0:  # a second pass, started later, keeps its own cursors
+            assert exact(allocator.single_gpu_descending(free, other)) == exact(want)
+        if not want:
+            break
+        want[int(rng.integers(len(want)))].take_from(free)  # a placement, as the greedy pass
+        for _ in range(int(rng.integers(0, 40))):  # and any other free GPUs
+            live = np.flatnonzero(free)
+            if live.size:
+                free.flat[int(rng.choice(live))] -= 1
+
+
+def test_greedy_scan_has_no_shortcut_where_gpus_exceed_capacity():
+    cap = np.zeros((70, 2), dtype=np.int64)
+    cap[:, 0] = 4
+    cons = np.ones(cap.shape)
+    allocator = StaticPriceAllocator(JobRequest(1, cons, cons), np.where(cap > 0, 0.0, np.inf), cap)
+    beyond = cap.copy()
+    beyond[3, 1] = 1
+    assert allocator.single_gpu_descending(beyond, object()) is None
+    assert allocator.single_gpu_array(beyond) is None
