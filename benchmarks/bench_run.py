@@ -66,7 +66,7 @@ def main() -> None:
             "--no-eval",
         )
         rs = rounds(out)[1:]  # round 0 also starts the warm servers: reported separately
-        coord = [float(r["coordination_s"]) for r in rs]
+        coord = [float(r["coordination_seconds"]) for r in rs]
         first = rounds(out)[0]
         print(
             f"coordination overhead per round, 5 local nodes, small M-5, hadare, round {a.slot:g} s:"
@@ -74,7 +74,7 @@ def main() -> None:
         print(
             f"  median {statistics.median(coord):.2f} s, max {max(coord):.2f} s over {len(coord)} rounds "
             f"({100 * statistics.median(coord) / a.slot:.1f}% of the round); "
-            f"round 0 (warm servers start) {float(first['coordination_s']):.2f} s"
+            f"round 0 (warm servers start) {float(first['coordination_seconds']):.2f} s"
         )
     if a.only in (None, "demo"):
         print(f"demo: M-5 small on local-5node, round {a.slot:g} s")

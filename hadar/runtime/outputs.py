@@ -194,7 +194,7 @@ def _restarts(rounds: list[dict[str, Any]]) -> dict[int, int]:
 def _count_queued(rounds: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> None:
     """Each round's ``queued_jobs``: arrived, unfinished jobs that did not run in it."""
     for r in rounds:
-        running = {job for job, _ in r["ok_copies"]} | set(r["placements"].values())
+        running = {job for job, _ in r["ok_copies"]}
         r["queued_jobs"] = sum(
             1
             for j in jobs
