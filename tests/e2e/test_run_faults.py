@@ -248,6 +248,20 @@ def _mount(*args: str) -> None:
         pytest.skip(f"this machine does not allow mount {' '.join(args)}: {res.stderr.strip()}")
 
 
+def _bind_read_only(directory: Path, stage: Path) -> None:
+    """Make `directory` read-only for every later open, race-free while a run writes to it.
+
+    Remounting a bind mount read-only fails with EBUSY if anything has a file open for writing
+    through that mount, and the run opens files all the time. So the read-only mount is made
+    on `stage` (which nobody writes through) and then bound over `directory` in one step: a
+    bind mount inherits the read-only flag of its source.
+    """
+    subprocess.run(["mount", "--bind", str(directory), str(stage)], check=True)
+    subprocess.run(["mount", "-o", "remount,bind,ro", str(stage)], check=True)
+    subprocess.run(["mount", "--bind", str(stage), str(directory)], check=True)
+    subprocess.run(["umount", str(stage)], check=True)
+
+
 def _fill(mnt: Path) -> Path:
     """Take every free byte of the filesystem; return the filler file."""
     filler = mnt / "filler"
@@ -268,8 +282,11 @@ def test_full_or_read_only_run_directory_stops_with_one_line_and_resumes(tmp_pat
         _mount("-t", "tmpfs", "-o", "size=48m", f"hadar-test-{uuid.uuid4().hex[:6]}", str(mnt))
     else:  # the run directory read-only from now on: a read-only bind mount over it
         out.mkdir()
-        _mount("--bind", str(out), str(out))
-        subprocess.run(["umount", str(out)], check=True)
+        stage = tmp_path / "read-only-stage"
+        stage.mkdir()
+        _mount("--bind", str(out), str(stage))
+        _mount("-o", "remount,bind,ro", str(stage))
+        subprocess.run(["umount", str(stage)], check=True)
     try:
         proc = start_run(out, _jobs(tmp_path), slot="6")
         try:
@@ -285,8 +302,7 @@ def test_full_or_read_only_run_directory_stops_with_one_line_and_resumes(tmp_pat
             if fault == "full":
                 filler = _fill(mnt)
             else:
-                subprocess.run(["mount", "--bind", str(out), str(out)], check=True)
-                subprocess.run(["mount", "-o", "remount,bind,ro", str(out)], check=True)
+                _bind_read_only(out, stage)
             rc = proc.wait(timeout=300)
             output = proc.stdout.read()
         finally:
@@ -307,6 +323,5 @@ def test_full_or_read_only_run_directory_stops_with_one_line_and_resumes(tmp_pat
         assert tracker_progress(out) == TARGETS
         assert steps_added(out) == TARGETS
     finally:
-        subprocess.run(
-            ["umount", "-R", "-l", str(out if fault != "full" else mnt)], capture_output=True
-        )
+        for mounted in [mnt] if fault == "full" else [tmp_path / "read-only-stage", out]:
+            subprocess.run(["umount", "-R", "-l", str(mounted)], capture_output=True)
