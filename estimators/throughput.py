@@ -134,6 +134,8 @@ class GavelThroughputTable(ThroughputModel):
         self.source = source
         self.unconsolidated_penalty = unconsolidated_penalty
         self._cache: dict[tuple[str, int, str], tuple[np.ndarray, np.ndarray]] = {}
+        self._cells: dict[tuple[str, int, str, tuple[int, ...]], tuple[np.ndarray, np.ndarray]] = {}
+        """Per-type figures broadcast to a cluster's ``[node, type]`` shape (read-only views)."""
         self.job_types = frozenset(k.job_type for k in self._table)
         self.gpu_types = frozenset(k.gpu_type for k in self._table)
 
@@ -200,7 +202,12 @@ class GavelThroughputTable(ThroughputModel):
         return {k.num_gpus for k in self._table if k.job_type == job_type}
 
     def cell_rates(self, job: Job, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
-        key = (job.job_type, job.num_gpus, ",".join(cluster.gpu_types))
+        types = ",".join(cluster.gpu_types)
+        shape = cluster.capacity.shape
+        cells = self._cells.get((job.job_type, job.num_gpus, types, shape))
+        if cells is not None:
+            return cells
+        key = (job.job_type, job.num_gpus, types)
         hit = self._cache.get(key)
         if hit is None:
             cons = np.array(
@@ -211,9 +218,9 @@ class GavelThroughputTable(ThroughputModel):
             )
             hit = (cons, unc)
             self._cache[key] = hit
-        shape = cluster.capacity.shape
-        cons, unc = (np.broadcast_to(a, shape) for a in hit)
-        return cons, unc
+        cons_cells, unc_cells = (np.broadcast_to(a, shape) for a in hit)
+        self._cells[(*key, shape)] = (cons_cells, unc_cells)
+        return cons_cells, unc_cells
 
     def describe(self, job: Job, cluster: Cluster) -> str:
         return f"measured ({self.source})"
