@@ -80,6 +80,8 @@ MEMO_STATE_BYTES = 256 * 2**20
 forgetting one costs time (its candidates are rebuilt if it recurs), never a different result."""
 
 _V = TypeVar("_V")
+_K = TypeVar("_K", bound=Hashable)
+_S = TypeVar("_S", "_State", "_FlatState")
 StateKey = Hashable
 """A free state's memo key: its ``tobytes()``, or a :meth:`CandidateCache.fresh_key`."""
 
@@ -121,6 +123,7 @@ class CandidateCache:
         self._kept: dict[int, tuple[QueueEntry, Candidate | None, list[tuple[int, int]]]] = {}
         self._flat: dict[StateKey, list[int]] = {}  # free GPUs per cell of each state, as a list
         self._fresh = 0
+        self._zero: np.ndarray | None = None
 
     def fresh_key(self) -> StateKey:
         """A state key never given before, for a caller that tracks its own state changes (cheaper
@@ -233,16 +236,77 @@ class CandidateCache:
             return kept_candidate(keep, entry.request, free, self.prices(free, state))
         hit = self._kept.get(id(entry))
         if hit is None or hit[0] is not entry:
-            idx = np.flatnonzero(keep)
-            cells = list(zip(idx.tolist(), keep.ravel()[idx].tolist(), strict=True))
-            cand = kept_candidate_on_cells(keep, idx, entry.request, self.prices(free, state))
-            hit = self._kept[id(entry)] = (entry, cand, cells)
+            hit = self._kept_on_cells(entry)
         if hit[1] is None:
             return None
         if keep.shape != free.shape:
             return hit[1] if bool((keep <= free).all()) else None
         flat = self._flat_free(free, state) if free.size <= SMALL_CELLS else free.ravel()
         return hit[1] if all(flat[i] >= n for i, n in hit[2]) else None
+
+    def takes_flat(self, free: np.ndarray) -> bool:
+        """Whether :meth:`candidates_flat` serves states shaped like ``free``: prices that do not
+        depend on the state, on a cluster small enough for the pure-Python construction."""
+        return (
+            self.static
+            and free.shape == self.capacity.shape
+            and free.shape[0] <= PRUNE_ABOVE_NODES
+            and free.size <= SMALL_CELLS
+        )
+
+    def candidates_flat(
+        self, entry: QueueEntry, flat: tuple[int, ...], live: int | None = None
+    ) -> list[Candidate]:
+        """:meth:`candidates` for a state given as its flat tuple ``tuple(free.ravel())`` (which is
+        also its memo key), where :meth:`takes_flat`: the same candidates, without an array.
+
+        ``live``: the state's cells with a free GPU as a bit mask (:func:`live_cells`), for a
+        state with no GPU beyond capacity. A single-GPU job's candidates depend only on which
+        cells have a free GPU (the cheapest at each rate level), so they are remembered by that
+        mask: states that differ only in how many GPUs a cell has left share them."""
+        memo_key: Hashable = flat
+        if live is not None and entry.request.num_gpus == 1:
+            memo_key = ("live", live)
+        by_class = self._memo.get(memo_key)
+        if by_class is None:
+            by_class = _remember(self._memo, memo_key, {}, self.max_states)
+        hit = by_class.get(entry.class_key)
+        if hit is None:
+            alloc = self._allocators.get(entry.class_key)
+            if alloc is None:
+                alloc = self._allocators[entry.class_key] = StaticPriceAllocator(
+                    entry.request, self.static_prices(), self.capacity
+                )
+            hit = by_class[entry.class_key] = alloc.candidates(flat)
+        if entry.keep is not None:
+            kept = self._kept.get(id(entry))
+            if kept is None or kept[0] is not entry:
+                kept = self._kept_on_cells(entry)
+            if kept[1] is not None and all(flat[i] >= n for i, n in kept[2]):
+                return [kept[1], *(c for c in hit if c.rate >= entry.move_min_rate)]
+        return hit
+
+    def static_prices(self) -> np.ndarray:
+        """The prices of a static cache (``fixed``, else 0 where there is capacity)."""
+        assert self.static
+        if self.fixed is not None:
+            return self.fixed
+        if self._zero is None:
+            self._zero = np.where(self.capacity > 0, 0.0, np.inf)
+        return self._zero
+
+    def _kept_on_cells(
+        self, entry: QueueEntry
+    ) -> tuple[QueueEntry, Candidate | None, list[tuple[int, int]]]:
+        """With static prices: ``entry``'s kept placement as a candidate (None if it cannot run)
+        and its cells, computed once per entry."""
+        keep = entry.keep
+        assert keep is not None and self.static
+        idx = np.flatnonzero(keep)
+        cells = list(zip(idx.tolist(), keep.ravel()[idx].tolist(), strict=True))
+        cand = kept_candidate_on_cells(keep, idx, entry.request, self.static_prices())
+        hit = self._kept[id(entry)] = (entry, cand, cells)
+        return hit
 
     def best(
         self,
@@ -276,6 +340,8 @@ def plan_queue(
     ``state_key`` maps a free state to its memo key (default: its exact bytes)."""
     if beam < 1:
         raise ValueError("beam must be >= 1")
+    if state_key is None and cache.takes_flat(free):
+        return _plan_queue_flat(entries, free, cache, beam)
     skey = state_key or (lambda f: f.tobytes())
     frontier: dict[bytes, _State] = {skey(free): _State(free.copy(), int(free.sum()), 0.0, 0, None)}
     exact_keys = state_key is None  # frontier keys are the memo's state keys
@@ -326,6 +392,80 @@ def plan_queue(
     return DPResult(tuple(chosen), best_state.value, exact, states, peak)
 
 
+def _plan_queue_flat(
+    entries: Sequence[QueueEntry], free: np.ndarray, cache: CandidateCache, beam: int
+) -> DPResult:
+    """:func:`plan_queue` with each free state as a flat tuple of ints that is also its key (where
+    :meth:`CandidateCache.takes_flat`): the same states in the same order, so the same result,
+    without an array subtraction, a ``tobytes()`` and a ``tolist()`` per state."""
+    start = tuple(free.ravel().tolist())
+    live = live_cells(start) if bool((free <= cache.capacity).all()) else None
+    frontier: dict[tuple[int, ...], _FlatState] = {
+        start: _FlatState(sum(start), 0.0, 0, None, live)
+    }
+    exact = True
+    states = 1
+    peak = 1
+    for i, entry in enumerate(entries):
+        need = entry.request.num_gpus
+        nxt: dict[tuple[int, ...], _FlatState] = {}
+        known: dict[int, tuple[Candidate, float]] = {}
+        for flat, st in frontier.items():
+            _merge(nxt, flat, st)  # skip job i
+            if st.total < need:
+                continue
+            best = _best_known(cache.candidates_flat(entry, flat, st.live), entry, known)
+            if best is None:
+                continue
+            cand, pay = best
+            after = list(flat)
+            live = st.live
+            for cell, n in zip(*cand.cells, strict=True):
+                after[cell] -= n
+                if live is not None and after[cell] == 0:
+                    live &= ~(1 << cell)
+            took = cand.gpus if cand.kept else need  # FIND_ALLOC's take exactly the gang
+            step = (st.chain, (i, cand, pay))
+            _merge(
+                nxt,
+                tuple(after),
+                _FlatState(st.total - took, st.value + pay, st.count + 1, step, live),
+            )
+        states += len(nxt)
+        if len(nxt) > beam:
+            exact = False
+            ranked = sorted(nxt.items(), key=lambda kv: (-kv[1].value, -kv[1].count))
+            nxt = dict(ranked[:beam])
+        peak = max(peak, len(nxt))
+        frontier = nxt
+    best_state = max(frontier.values(), key=lambda s: (s.value, s.count))
+    chosen: list[tuple[int, Candidate, float]] = []
+    chain = best_state.chain
+    while chain is not None:
+        chain, step = chain
+        chosen.append(step)
+    chosen.reverse()
+    return DPResult(tuple(chosen), best_state.value, exact, states, peak)
+
+
+class _FlatState:
+    """A DP state of :func:`_plan_queue_flat` (its free GPUs are its key)."""
+
+    __slots__ = ("total", "value", "count", "chain", "live")
+
+    def __init__(
+        self, total: int, value: float, count: int, chain: tuple | None, live: int | None
+    ) -> None:
+        self.total, self.value, self.count, self.chain = total, value, count, chain
+        self.live = live
+        """The cells with a free GPU (:func:`live_cells`); None if a cell is beyond capacity."""
+
+
+def live_cells(flat: Sequence[int]) -> int:
+    """The cells of a flat free state that have a free GPU, as a bit mask (bit i: cell i)."""
+    return sum(1 << i for i, n in enumerate(flat) if n > 0)
+
+
 def _best_known(
     cands: list[Candidate], entry: QueueEntry, known: dict[int, tuple[Candidate, float]]
 ) -> tuple[Candidate, float] | None:
@@ -343,7 +483,7 @@ def _best_known(
     return best
 
 
-def _merge(states: dict[bytes, _State], key: bytes, st: _State) -> None:
+def _merge(states: dict[_K, _S], key: _K, st: _S) -> None:
     old = states.get(key)
     if old is None or (st.value, st.count) > (old.value, old.count):
         states[key] = st
