@@ -66,19 +66,24 @@ class ThroughputModel(ABC):
 
     def rate(self, job: Job, placement: Placement, cluster: Cluster) -> float:
         """Bottleneck steps/s of ``job`` on ``placement`` (0 when it cannot run there)."""
-        y = cluster.placement_matrix(placement)
-        used = y > 0
-        if not used.any():
+        node_index, type_index = cluster.node_index, cluster.type_index
+        used = [
+            (node_index[node], type_index[gtype])
+            for node, per_type in placement.items()
+            for gtype, count in per_type.items()
+            if count > 0
+        ]
+        if not used:
             return 0.0
         cons, uncons = self.cell_rates(job, cluster)
-        on_nodes = used.any(axis=1)
-        if int(on_nodes.sum()) == 1:
-            return float(cons[used].min())
+        on_nodes = sorted({h for h, _ in used})
+        if len(on_nodes) == 1:
+            return float(min(cons[h, k] for h, k in used))
         if cluster.network is None:
-            return float(uncons[used].min())
-        names = [cluster.node_names[h] for h in np.flatnonzero(on_nodes)]
-        gbps = cluster.network.bottleneck_gbps(names)
-        return float(self.multi_node_rates(job, cluster, gbps)[used].min())
+            return float(min(uncons[h, k] for h, k in used))
+        gbps = cluster.network.bottleneck_gbps([cluster.node_names[h] for h in on_nodes])
+        multi = self.multi_node_rates(job, cluster, gbps)
+        return float(min(multi[h, k] for h, k in used))
 
     def multi_node_rates(self, job: Job, cluster: Cluster, bandwidth_gbps: float) -> np.ndarray:
         """Multi-node ``[node, gpu type]`` rates of a placement whose nodes exchange data at

@@ -168,6 +168,10 @@ class CandidateCache:
         ``lineage``: a token the caller passes with a ``free`` that has only lost GPUs since its
         last call with that token (a greedy pass), so single-GPU candidates on large clusters
         resume their scans of the cells (:meth:`StaticPriceAllocator.single_gpu_descending`)."""
+        if self.takes_flat(free) and (entry.keep is None or entry.keep.shape == free.shape):
+            flat = tuple(free.ravel().tolist())
+            live = live_cells(flat) if bool((free <= self.capacity).all()) else None
+            return self.candidates_flat(entry, flat, live)
         state = free.tobytes() if key is None else key
         hit = None
         if (
@@ -264,6 +268,18 @@ class CandidateCache:
         state with no GPU beyond capacity. A single-GPU job's candidates depend only on which
         cells have a free GPU (the cheapest at each rate level), so they are remembered by that
         mask: states that differ only in how many GPUs a cell has left share them."""
+        hit = self.class_candidates_flat(entry, flat, live)
+        if entry.keep is not None:
+            kept = self.kept_on_cells(entry)
+            if kept is not None and all(flat[i] >= n for i, n in kept[1]):
+                return [kept[0], *(c for c in hit if c.rate >= entry.move_min_rate)]
+        return hit
+
+    def class_candidates_flat(
+        self, entry: QueueEntry, flat: tuple[int, ...], live: int | None
+    ) -> list[Candidate]:
+        """FIND_ALLOC's candidates for ``entry``'s class on ``flat`` (without its kept placement),
+        remembered by state (single-GPU classes: by ``live`` mask, where given)."""
         memo_key: Hashable = flat
         if live is not None and entry.request.num_gpus == 1:
             memo_key = ("live", live)
@@ -278,13 +294,15 @@ class CandidateCache:
                     entry.request, self.static_prices(), self.capacity
                 )
             hit = by_class[entry.class_key] = alloc.candidates(flat)
-        if entry.keep is not None:
-            kept = self._kept.get(id(entry))
-            if kept is None or kept[0] is not entry:
-                kept = self._kept_on_cells(entry)
-            if kept[1] is not None and all(flat[i] >= n for i, n in kept[2]):
-                return [kept[1], *(c for c in hit if c.rate >= entry.move_min_rate)]
         return hit
+
+    def kept_on_cells(self, entry: QueueEntry) -> tuple[Candidate, list[tuple[int, int]]] | None:
+        """With static prices: ``entry``'s kept placement as a candidate and its flat cells
+        (None if it cannot run there), computed once per entry."""
+        hit = self._kept.get(id(entry))
+        if hit is None or hit[0] is not entry:
+            hit = self._kept_on_cells(entry)
+        return None if hit[1] is None else (hit[1], hit[2])
 
     def static_prices(self) -> np.ndarray:
         """The prices of a static cache (``fixed``, else 0 where there is capacity)."""
@@ -340,7 +358,11 @@ def plan_queue(
     ``state_key`` maps a free state to its memo key (default: its exact bytes)."""
     if beam < 1:
         raise ValueError("beam must be >= 1")
-    if state_key is None and cache.takes_flat(free):
+    if (
+        state_key is None
+        and cache.takes_flat(free)
+        and all(e.keep is None or e.keep.shape == free.shape for e in entries)
+    ):
         return _plan_queue_flat(entries, free, cache, beam)
     skey = state_key or (lambda f: f.tobytes())
     frontier: dict[bytes, _State] = {skey(free): _State(free.copy(), int(free.sum()), 0.0, 0, None)}
@@ -408,29 +430,54 @@ def _plan_queue_flat(
     peak = 1
     for i, entry in enumerate(entries):
         need = entry.request.num_gpus
+        payoff = entry.payoff
+        kept = cache.kept_on_cells(entry) if entry.keep is not None else None
         nxt: dict[tuple[int, ...], _FlatState] = {}
-        known: dict[int, tuple[Candidate, float]] = {}
+        known: dict[int, tuple[Candidate, float]] = {}  # this job's payoffs, by candidate object
+        # inlined (this loop is the DP's hot path): _merge, CandidateCache.candidates_flat and
+        # _best_known, with the same order of candidates and the same tie-breaking
         for flat, st in frontier.items():
-            _merge(nxt, flat, st)  # skip job i
+            old = nxt.get(flat)  # skip job i
+            if old is None or (st.value, st.count) > (old.value, old.count):
+                nxt[flat] = st
             if st.total < need:
                 continue
-            best = _best_known(cache.candidates_flat(entry, flat, st.live), entry, known)
+            cands = cache.class_candidates_flat(entry, flat, st.live)
+            best: Candidate | None = None
+            top = 0.0
+            min_rate = None
+            if kept is not None and all(flat[c] >= n for c, n in kept[1]):
+                cand = kept[0]  # the kept placement first, then the moves worth a restart
+                hit = known.get(id(cand))
+                if hit is None:
+                    hit = known[id(cand)] = (cand, payoff(cand))
+                if hit[1] > 0:
+                    best, top = cand, hit[1]
+                min_rate = entry.move_min_rate
+            for cand in cands:
+                if min_rate is not None and cand.rate < min_rate:
+                    continue
+                hit = known.get(id(cand))
+                if hit is None:
+                    hit = known[id(cand)] = (cand, payoff(cand))
+                if hit[1] > 0 and (best is None or hit[1] > top):
+                    best, top = cand, hit[1]
             if best is None:
                 continue
-            cand, pay = best
             after = list(flat)
             live = st.live
-            for cell, n in zip(*cand.cells, strict=True):
+            for cell, n in zip(*best.cells, strict=True):
                 after[cell] -= n
                 if live is not None and after[cell] == 0:
                     live &= ~(1 << cell)
-            took = cand.gpus if cand.kept else need  # FIND_ALLOC's take exactly the gang
-            step = (st.chain, (i, cand, pay))
-            _merge(
-                nxt,
-                tuple(after),
-                _FlatState(st.total - took, st.value + pay, st.count + 1, step, live),
+            took = best.gpus if best.kept else need  # FIND_ALLOC's take exactly the gang
+            state = _FlatState(
+                st.total - took, st.value + top, st.count + 1, (st.chain, (i, best, top)), live
             )
+            key = tuple(after)
+            old = nxt.get(key)
+            if old is None or (state.value, state.count) > (old.value, old.count):
+                nxt[key] = state
         states += len(nxt)
         if len(nxt) > beam:
             exact = False
