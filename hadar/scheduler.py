@@ -635,7 +635,9 @@ def upgrade_running(
             continue
         pool = free + own
         cands = zero.candidates(
-            QueueEntry(job_id, v.request, ("upgrade", job_id), lambda r: r, lambda r: 1.0), pool
+            # jobs of one class share their request object: and so its candidates
+            QueueEntry(job_id, v.request, ("upgrade", id(v.request)), lambda r: r, lambda r: 1.0),
+            pool,
         )
         if not cands:
             continue

@@ -124,6 +124,7 @@ class CandidateCache:
         self._flat: dict[StateKey, list[int]] = {}  # free GPUs per cell of each state, as a list
         self._fresh = 0
         self._zero: np.ndarray | None = None
+        self._flats: dict[StateKey, tuple[tuple[int, ...], int | None]] = {}
 
     def fresh_key(self) -> StateKey:
         """A state key never given before, for a caller that tracks its own state changes (cheaper
@@ -169,9 +170,7 @@ class CandidateCache:
         last call with that token (a greedy pass), so single-GPU candidates on large clusters
         resume their scans of the cells (:meth:`StaticPriceAllocator.single_gpu_descending`)."""
         if self.takes_flat(free) and (entry.keep is None or entry.keep.shape == free.shape):
-            flat = tuple(free.ravel().tolist())
-            live = live_cells(flat) if bool((free <= self.capacity).all()) else None
-            return self.candidates_flat(entry, flat, live)
+            return self.candidates_flat(entry, *self._as_flat(free, key))
         state = free.tobytes() if key is None else key
         hit = None
         if (
@@ -304,6 +303,19 @@ class CandidateCache:
             hit = self._kept_on_cells(entry)
         return None if hit[1] is None else (hit[1], hit[2])
 
+    def _as_flat(
+        self, free: np.ndarray, key: StateKey | None
+    ) -> tuple[tuple[int, ...], int | None]:
+        """``free`` as a flat tuple and its live-cell mask (None beyond capacity), remembered by
+        ``key`` when given (a round's standalone pass asks for every job on one state)."""
+        hit = None if key is None else self._flats.get(key)
+        if hit is None:
+            flat = tuple(free.ravel().tolist())
+            hit = (flat, live_cells(flat) if bool((free <= self.capacity).all()) else None)
+            if key is not None:
+                _remember(self._flats, key, hit, self.max_states)
+        return hit
+
     def static_prices(self) -> np.ndarray:
         """The prices of a static cache (``fixed``, else 0 where there is capacity)."""
         assert self.static
@@ -434,6 +446,11 @@ def _plan_queue_flat(
         kept = cache.kept_on_cells(entry) if entry.keep is not None else None
         nxt: dict[tuple[int, ...], _FlatState] = {}
         known: dict[int, tuple[Candidate, float]] = {}  # this job's payoffs, by candidate object
+        taken: dict[int, list[tuple[int, int]]] = {}  # cells of known candidates, once each
+        bests: dict[Hashable, tuple[Candidate | None, float]] = {}  # by the class memo's key
+        moves: dict[Hashable, tuple[Candidate | None, float]] = {}  # the same, beside kept
+        single = need == 1
+        kept_payoff = 0.0 if kept is None else payoff(kept[0])
         # inlined (this loop is the DP's hot path): _merge, CandidateCache.candidates_flat and
         # _best_known, with the same order of candidates and the same tie-breaking
         for flat, st in frontier.items():
@@ -442,31 +459,30 @@ def _plan_queue_flat(
                 nxt[flat] = st
             if st.total < need:
                 continue
-            cands = cache.class_candidates_flat(entry, flat, st.live)
-            best: Candidate | None = None
-            top = 0.0
-            min_rate = None
-            if kept is not None and all(flat[c] >= n for c, n in kept[1]):
-                cand = kept[0]  # the kept placement first, then the moves worth a restart
-                hit = known.get(id(cand))
-                if hit is None:
-                    hit = known[id(cand)] = (cand, payoff(cand))
-                if hit[1] > 0:
-                    best, top = cand, hit[1]
-                min_rate = entry.move_min_rate
-            for cand in cands:
-                if min_rate is not None and cand.rate < min_rate:
-                    continue
-                hit = known.get(id(cand))
-                if hit is None:
-                    hit = known[id(cand)] = (cand, payoff(cand))
-                if hit[1] > 0 and (best is None or hit[1] > top):
-                    best, top = cand, hit[1]
+            # the best of the class's candidates depends only on what they are remembered by
+            with_kept = kept is not None and all(flat[c] >= n for c, n in kept[1])
+            by_state = moves if with_kept else bests
+            memo_key = ("live", st.live) if single and st.live is not None else flat
+            found = by_state.get(memo_key)
+            if found is None:
+                found = by_state[memo_key] = _first_best(
+                    cache.class_candidates_flat(entry, flat, st.live),
+                    entry.move_min_rate if with_kept else None,
+                    payoff,
+                    known,
+                )
+            best, top = found
+            if with_kept and kept_payoff > 0 and (best is None or top <= kept_payoff):
+                # the kept placement comes first among equals
+                best, top = kept[0], kept_payoff  # type: ignore[index]
             if best is None:
                 continue
             after = list(flat)
             live = st.live
-            for cell, n in zip(*best.cells, strict=True):
+            cells = taken.get(id(best))
+            if cells is None:
+                cells = taken[id(best)] = list(zip(*best.cells, strict=True))
+            for cell, n in cells:
                 after[cell] -= n
                 if live is not None and after[cell] == 0:
                     live &= ~(1 << cell)
@@ -511,6 +527,27 @@ class _FlatState:
 def live_cells(flat: Sequence[int]) -> int:
     """The cells of a flat free state that have a free GPU, as a bit mask (bit i: cell i)."""
     return sum(1 << i for i, n in enumerate(flat) if n > 0)
+
+
+def _first_best(
+    cands: list[Candidate],
+    min_rate: float | None,
+    payoff: Callable[[Candidate], float],
+    known: dict[int, tuple[Candidate, float]],
+) -> tuple[Candidate | None, float]:
+    """The first candidate of the highest positive payoff (at least ``min_rate`` fast, if given),
+    and that payoff; ``(None, 0.0)`` if none. Payoffs are remembered in ``known``."""
+    best: Candidate | None = None
+    top = 0.0
+    for cand in cands:
+        if min_rate is not None and cand.rate < min_rate:
+            continue
+        hit = known.get(id(cand))
+        if hit is None:
+            hit = known[id(cand)] = (cand, payoff(cand))
+        if hit[1] > 0 and (best is None or hit[1] > top):
+            best, top = cand, hit[1]
+    return best, top
 
 
 def _best_known(
