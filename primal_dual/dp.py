@@ -80,8 +80,6 @@ MEMO_STATE_BYTES = 256 * 2**20
 forgetting one costs time (its candidates are rebuilt if it recurs), never a different result."""
 
 _V = TypeVar("_V")
-_K = TypeVar("_K", bound=Hashable)
-_S = TypeVar("_S", "_State", "_FlatState")
 StateKey = Hashable
 """A free state's memo key: its ``tobytes()``, or a :meth:`CandidateCache.fresh_key`."""
 
@@ -431,12 +429,14 @@ def _plan_queue_flat(
 ) -> DPResult:
     """:func:`plan_queue` with each free state as a flat tuple of ints that is also its key (where
     :meth:`CandidateCache.takes_flat`): the same states in the same order, so the same result,
-    without an array subtraction, a ``tobytes()`` and a ``tolist()`` per state."""
+    without an array subtraction, a ``tobytes()`` and a ``tolist()`` per state.
+
+    A state's record is a plain tuple ``(value, count, total, chain, live)``: total payoff, jobs
+    taken, free GPUs in all, the chain of choices, and the cells with a free GPU as a bit mask
+    (:func:`live_cells`; None when a cell is beyond capacity)."""
     start = tuple(free.ravel().tolist())
     live = live_cells(start) if bool((free <= cache.capacity).all()) else None
-    frontier: dict[tuple[int, ...], _FlatState] = {
-        start: _FlatState(sum(start), 0.0, 0, None, live)
-    }
+    frontier: dict[tuple[int, ...], _FlatRecord] = {start: (0.0, 0, sum(start), None, live)}
     exact = True
     states = 1
     peak = 1
@@ -444,29 +444,36 @@ def _plan_queue_flat(
         need = entry.request.num_gpus
         payoff = entry.payoff
         kept = cache.kept_on_cells(entry) if entry.keep is not None else None
-        nxt: dict[tuple[int, ...], _FlatState] = {}
+        nxt: dict[tuple[int, ...], _FlatRecord] = {}
         known: dict[int, tuple[Candidate, float]] = {}  # this job's payoffs, by candidate object
         taken: dict[int, list[tuple[int, int]]] = {}  # cells of known candidates, once each
         bests: dict[Hashable, tuple[Candidate | None, float]] = {}  # by the class memo's key
         moves: dict[Hashable, tuple[Candidate | None, float]] = {}  # the same, beside kept
         single = need == 1
         kept_payoff = 0.0 if kept is None else payoff(kept[0])
+        kept_cell = kept[1][0] if kept is not None and len(kept[1]) == 1 else None
         # inlined (this loop is the DP's hot path): _merge, CandidateCache.candidates_flat and
         # _best_known, with the same order of candidates and the same tie-breaking
         for flat, st in frontier.items():
             old = nxt.get(flat)  # skip job i
-            if old is None or (st.value, st.count) > (old.value, old.count):
+            if old is None or st[0] > old[0] or (st[0] == old[0] and st[1] > old[1]):
                 nxt[flat] = st
-            if st.total < need:
+            if st[2] < need:
                 continue
+            live = st[4]
             # the best of the class's candidates depends only on what they are remembered by
-            with_kept = kept is not None and all(flat[c] >= n for c, n in kept[1])
+            if kept is None:
+                with_kept = False
+            elif kept_cell is not None:  # most kept placements are one cell
+                with_kept = flat[kept_cell[0]] >= kept_cell[1]
+            else:
+                with_kept = all(flat[c] >= n for c, n in kept[1])
             by_state = moves if with_kept else bests
-            memo_key = ("live", st.live) if single and st.live is not None else flat
+            memo_key = live if single and live is not None else flat  # int or tuple
             found = by_state.get(memo_key)
             if found is None:
                 found = by_state[memo_key] = _first_best(
-                    cache.class_candidates_flat(entry, flat, st.live),
+                    cache.class_candidates_flat(entry, flat, live),
                     entry.move_min_rate if with_kept else None,
                     payoff,
                     known,
@@ -478,7 +485,6 @@ def _plan_queue_flat(
             if best is None:
                 continue
             after = list(flat)
-            live = st.live
             cells = taken.get(id(best))
             if cells is None:
                 cells = taken[id(best)] = list(zip(*best.cells, strict=True))
@@ -487,41 +493,30 @@ def _plan_queue_flat(
                 if live is not None and after[cell] == 0:
                     live &= ~(1 << cell)
             took = best.gpus if best.kept else need  # FIND_ALLOC's take exactly the gang
-            state = _FlatState(
-                st.total - took, st.value + top, st.count + 1, (st.chain, (i, best, top)), live
-            )
+            value = st[0] + top
             key = tuple(after)
             old = nxt.get(key)
-            if old is None or (state.value, state.count) > (old.value, old.count):
-                nxt[key] = state
+            if old is None or value > old[0] or (value == old[0] and st[1] + 1 > old[1]):
+                nxt[key] = (value, st[1] + 1, st[2] - took, (st[3], (i, best, top)), live)
         states += len(nxt)
         if len(nxt) > beam:
             exact = False
-            ranked = sorted(nxt.items(), key=lambda kv: (-kv[1].value, -kv[1].count))
+            ranked = sorted(nxt.items(), key=lambda kv: (-kv[1][0], -kv[1][1]))
             nxt = dict(ranked[:beam])
         peak = max(peak, len(nxt))
         frontier = nxt
-    best_state = max(frontier.values(), key=lambda s: (s.value, s.count))
+    best_record = max(frontier.values(), key=lambda r: (r[0], r[1]))
     chosen: list[tuple[int, Candidate, float]] = []
-    chain = best_state.chain
+    chain = best_record[3]
     while chain is not None:
         chain, step = chain
         chosen.append(step)
     chosen.reverse()
-    return DPResult(tuple(chosen), best_state.value, exact, states, peak)
+    return DPResult(tuple(chosen), best_record[0], exact, states, peak)
 
 
-class _FlatState:
-    """A DP state of :func:`_plan_queue_flat` (its free GPUs are its key)."""
-
-    __slots__ = ("total", "value", "count", "chain", "live")
-
-    def __init__(
-        self, total: int, value: float, count: int, chain: tuple | None, live: int | None
-    ) -> None:
-        self.total, self.value, self.count, self.chain = total, value, count, chain
-        self.live = live
-        """The cells with a free GPU (:func:`live_cells`); None if a cell is beyond capacity."""
+_FlatRecord = tuple[float, int, int, "tuple | None", "int | None"]
+"""A state of :func:`_plan_queue_flat`: (total payoff, jobs taken, free GPUs, chain, live cells)."""
 
 
 def live_cells(flat: Sequence[int]) -> int:
@@ -567,7 +562,7 @@ def _best_known(
     return best
 
 
-def _merge(states: dict[_K, _S], key: _K, st: _S) -> None:
+def _merge(states: dict[bytes, _State], key: bytes, st: _State) -> None:
     old = states.get(key)
     if old is None or (st.value, st.count) > (old.value, old.count):
         states[key] = st
