@@ -625,14 +625,21 @@ def upgrade_running(
     out = dict(running)
     moved = 0
     zero = CandidateCache(ctx.cluster.capacity, None)
+    ceilings: dict[int, float] = {}  # per request object: the fastest rate of any of its cells
     for job_id in sorted(running, key=lambda j: (vals[j].status.job.arrival, j)):
         if not free.any():  # no idle GPU to move onto (and none appears without a move)
             break
         v = vals[job_id]
-        own = ctx.cluster.placement_matrix(running[job_id])
         old_rate = ctx.throughput.rate(v.status.job, running[job_id], ctx.cluster)
-        if old_rate <= 0:
+        ceiling = ceilings.get(id(v.request))
+        if ceiling is None:  # no placement of this class is faster (jobs of a class share it)
+            ceiling = ceilings[id(v.request)] = max(
+                float(v.request.rates_cons.max(initial=0.0)),
+                float(v.request.rates_unc.max(initial=0.0)),
+            )
+        if old_rate <= 0 or old_rate >= ceiling:  # nothing faster: no move can gain (gain <= 0)
             continue
+        own = ctx.cluster.placement_matrix(running[job_id])
         pool = free + own
         cands = zero.candidates(
             # jobs of one class share their request object: and so its candidates
