@@ -224,7 +224,7 @@ class GavelThroughputTable(ThroughputModel):
             hit = (cons, unc)
             self._cache[key] = hit
         cons_cells, unc_cells = (np.broadcast_to(a, shape) for a in hit)
-        self._cells[(*key, shape)] = (cons_cells, unc_cells)
+        self._cells[key + (shape,)] = (cons_cells, unc_cells)
         return cons_cells, unc_cells
 
     def describe(self, job: Job, cluster: Cluster) -> str:

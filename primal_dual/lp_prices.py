@@ -20,13 +20,16 @@ than the alternatives, so the fast GPUs go to the jobs with the largest advantag
 The LP goes to HiGHS through its own Python API (``highspy``), column-wise as built: scipy's
 ``linprog`` reaches the same solver with the same options but spends twice the solve time
 validating and converting its inputs (226 LPs of ``philly-480``: 0.49 s -> 0.23 s, the same
-duals bit for bit).
+duals bit for bit). A round whose LP is degenerate (a GPU type exactly filled) has many optimal
+duals, and which one HiGHS returns can change between its releases; pyproject.toml pins highspy's
+minor version so a simulation replays identically on every install.
 """
 
 from __future__ import annotations
 
 import highspy
 import numpy as np
+from highspy._core import _Highs
 
 INTERIOR_POINT_ABOVE_JOBS = 4096
 """LPs over more jobs than this are solved by HiGHS's interior-point method (with crossover):
@@ -66,7 +69,9 @@ def type_prices(values: np.ndarray, gang: np.ndarray, capacity: np.ndarray) -> n
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
     lp.a_matrix_.start_ = np.arange(0, 2 * nv + 1, 2, dtype=np.int32)
     lp.a_matrix_.index_, lp.a_matrix_.value_ = index, value
-    solver = highspy._Highs()  # the solver without the Python wrapper's callbacks and banner
+    # the solver class that ``highspy.Highs`` extends: without the wrapper's callback machinery,
+    # which costs a third of a small solve and prints a banner once per process
+    solver = _Highs()
     solver.setOptionValue("output_flag", False)
     solver.setOptionValue("solver", "ipm" if n > INTERIOR_POINT_ABOVE_JOBS else "choose")
     solver.setOptionValue("simplex_strategy", 1)  # dual simplex, as scipy's linprog asks
