@@ -66,19 +66,24 @@ class ThroughputModel(ABC):
 
     def rate(self, job: Job, placement: Placement, cluster: Cluster) -> float:
         """Bottleneck steps/s of ``job`` on ``placement`` (0 when it cannot run there)."""
-        y = cluster.placement_matrix(placement)
-        used = y > 0
-        if not used.any():
+        node_index, type_index = cluster.node_index, cluster.type_index
+        used = [
+            (node_index[node], type_index[gtype])
+            for node, per_type in placement.items()
+            for gtype, count in per_type.items()
+            if count > 0
+        ]
+        if not used:
             return 0.0
         cons, uncons = self.cell_rates(job, cluster)
-        on_nodes = used.any(axis=1)
-        if int(on_nodes.sum()) == 1:
-            return float(cons[used].min())
+        on_nodes = sorted({h for h, _ in used})
+        if len(on_nodes) == 1:
+            return float(min(cons[h, k] for h, k in used))
         if cluster.network is None:
-            return float(uncons[used].min())
-        names = [cluster.node_names[h] for h in np.flatnonzero(on_nodes)]
-        gbps = cluster.network.bottleneck_gbps(names)
-        return float(self.multi_node_rates(job, cluster, gbps)[used].min())
+            return float(min(uncons[h, k] for h, k in used))
+        gbps = cluster.network.bottleneck_gbps([cluster.node_names[h] for h in on_nodes])
+        multi = self.multi_node_rates(job, cluster, gbps)
+        return float(min(multi[h, k] for h, k in used))
 
     def multi_node_rates(self, job: Job, cluster: Cluster, bandwidth_gbps: float) -> np.ndarray:
         """Multi-node ``[node, gpu type]`` rates of a placement whose nodes exchange data at
@@ -134,6 +139,8 @@ class GavelThroughputTable(ThroughputModel):
         self.source = source
         self.unconsolidated_penalty = unconsolidated_penalty
         self._cache: dict[tuple[str, int, str], tuple[np.ndarray, np.ndarray]] = {}
+        self._cells: dict[tuple[str, int, str, tuple[int, ...]], tuple[np.ndarray, np.ndarray]] = {}
+        """Per-type figures broadcast to a cluster's ``[node, type]`` shape (read-only views)."""
         self.job_types = frozenset(k.job_type for k in self._table)
         self.gpu_types = frozenset(k.gpu_type for k in self._table)
 
@@ -200,7 +207,12 @@ class GavelThroughputTable(ThroughputModel):
         return {k.num_gpus for k in self._table if k.job_type == job_type}
 
     def cell_rates(self, job: Job, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
-        key = (job.job_type, job.num_gpus, ",".join(cluster.gpu_types))
+        types = ",".join(cluster.gpu_types)
+        shape = cluster.capacity.shape
+        cells = self._cells.get((job.job_type, job.num_gpus, types, shape))
+        if cells is not None:
+            return cells
+        key = (job.job_type, job.num_gpus, types)
         hit = self._cache.get(key)
         if hit is None:
             cons = np.array(
@@ -211,9 +223,9 @@ class GavelThroughputTable(ThroughputModel):
             )
             hit = (cons, unc)
             self._cache[key] = hit
-        shape = cluster.capacity.shape
-        cons, unc = (np.broadcast_to(a, shape) for a in hit)
-        return cons, unc
+        cons_cells, unc_cells = (np.broadcast_to(a, shape) for a in hit)
+        self._cells[key + (shape,)] = (cons_cells, unc_cells)
+        return cons_cells, unc_cells
 
     def describe(self, job: Job, cluster: Cluster) -> str:
         return f"measured ({self.source})"

@@ -37,7 +37,7 @@ from hadar.reference_rates import best_achievable_rate
 from hadar.running import split_running
 from hadar.valuation import JobValuation, queue_entry, round_price_bounds, single_node, value_jobs
 from primal_dual.dp import CandidateCache, QueueEntry, StateKey, plan_queue
-from primal_dual.find_alloc import Candidate, best_candidate
+from primal_dual.find_alloc import Candidate, JobRequest, best_candidate
 from primal_dual.lp_prices import type_prices
 from primal_dual.utility import UTILITIES, make_utility
 
@@ -614,6 +614,18 @@ def backfill(
     return done
 
 
+def at_fastest_rate(rate: float, request: JobRequest, ceilings: dict[int, float]) -> bool:
+    """Whether no placement of ``request`` is faster than ``rate`` (then no move can gain: its
+    gain is at most minus the restart penalty). ``ceilings`` remembers each request object's
+    fastest cell (jobs of a class share their request)."""
+    ceiling = ceilings.get(id(request))
+    if ceiling is None:
+        ceiling = ceilings[id(request)] = max(
+            float(request.rates_cons.max(initial=0.0)), float(request.rates_unc.max(initial=0.0))
+        )
+    return rate >= ceiling
+
+
 def upgrade_running(
     running: Mapping[int, Placement],
     vals: Mapping[int, JobValuation],
@@ -625,17 +637,20 @@ def upgrade_running(
     out = dict(running)
     moved = 0
     zero = CandidateCache(ctx.cluster.capacity, None)
+    ceilings: dict[int, float] = {}  # per request object: the fastest rate of any of its cells
     for job_id in sorted(running, key=lambda j: (vals[j].status.job.arrival, j)):
         if not free.any():  # no idle GPU to move onto (and none appears without a move)
             break
         v = vals[job_id]
-        own = ctx.cluster.placement_matrix(running[job_id])
         old_rate = ctx.throughput.rate(v.status.job, running[job_id], ctx.cluster)
-        if old_rate <= 0:
+        if old_rate <= 0 or at_fastest_rate(old_rate, v.request, ceilings):
             continue
+        own = ctx.cluster.placement_matrix(running[job_id])
         pool = free + own
         cands = zero.candidates(
-            QueueEntry(job_id, v.request, ("upgrade", job_id), lambda r: r, lambda r: 1.0), pool
+            # jobs of one class share their request object: and so its candidates
+            QueueEntry(job_id, v.request, ("upgrade", id(v.request)), lambda r: r, lambda r: 1.0),
+            pool,
         )
         if not cands:
             continue

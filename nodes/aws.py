@@ -675,6 +675,8 @@ class AwsCluster:
         }
         if self.cluster.settings.get("gpu_types"):  # the user's own GPU types travel along
             out["gpu_types"] = dict(self.cluster.settings["gpu_types"])
+        if self.cluster.network is not None:  # so does the network, over the nodes launched
+            out["network"] = network_over(self.cluster.network.as_spec(), present)
         return {**out, "nodes": nodes, "ssh": ssh}
 
     def write_ssh_cluster(self, path: str | Path, instances: Sequence[Instance]) -> Path:
@@ -691,6 +693,23 @@ class AwsCluster:
             for i in instances
         ]
         return write_text(p, "\n".join(header) + "\n" + yaml.safe_dump(data, sort_keys=False))
+
+
+def network_over(spec: dict[str, Any], present: set[str]) -> dict[str, Any]:
+    """A ``network:`` section restricted to the ``present`` nodes: racks keep only those nodes,
+    and racks left empty (with the links that name them) are dropped."""
+    racks = []
+    for rack in spec["racks"]:
+        kept = [n for n in rack["nodes"] if n in present]
+        if kept:
+            racks.append({**rack, "nodes": kept})
+    names = {r["name"] for r in racks}
+    links = [link for link in spec.get("links", []) if set(link["between"]) <= names]
+    out = {k: v for k, v in spec.items() if k != "links"}
+    out["racks"] = racks
+    if links:
+        out["links"] = links
+    return out
 
 
 class AwsProvider(NodeProvider):

@@ -121,6 +121,8 @@ class CandidateCache:
         self._kept: dict[int, tuple[QueueEntry, Candidate | None, list[tuple[int, int]]]] = {}
         self._flat: dict[StateKey, list[int]] = {}  # free GPUs per cell of each state, as a list
         self._fresh = 0
+        self._zero: np.ndarray | None = None
+        self._flats: dict[StateKey, tuple[tuple[int, ...], int | None]] = {}
 
     def fresh_key(self) -> StateKey:
         """A state key never given before, for a caller that tracks its own state changes (cheaper
@@ -165,6 +167,8 @@ class CandidateCache:
         ``lineage``: a token the caller passes with a ``free`` that has only lost GPUs since its
         last call with that token (a greedy pass), so single-GPU candidates on large clusters
         resume their scans of the cells (:meth:`StaticPriceAllocator.single_gpu_descending`)."""
+        if self.takes_flat(free) and (entry.keep is None or entry.keep.shape == free.shape):
+            return self.candidates_flat(entry, *self._as_flat(free, key))
         state = free.tobytes() if key is None else key
         hit = None
         if (
@@ -233,16 +237,104 @@ class CandidateCache:
             return kept_candidate(keep, entry.request, free, self.prices(free, state))
         hit = self._kept.get(id(entry))
         if hit is None or hit[0] is not entry:
-            idx = np.flatnonzero(keep)
-            cells = list(zip(idx.tolist(), keep.ravel()[idx].tolist(), strict=True))
-            cand = kept_candidate_on_cells(keep, idx, entry.request, self.prices(free, state))
-            hit = self._kept[id(entry)] = (entry, cand, cells)
+            hit = self._kept_on_cells(entry)
         if hit[1] is None:
             return None
         if keep.shape != free.shape:
             return hit[1] if bool((keep <= free).all()) else None
         flat = self._flat_free(free, state) if free.size <= SMALL_CELLS else free.ravel()
         return hit[1] if all(flat[i] >= n for i, n in hit[2]) else None
+
+    def takes_flat(self, free: np.ndarray) -> bool:
+        """Whether :meth:`candidates_flat` serves states shaped like ``free``: prices that do not
+        depend on the state, on a cluster small enough for the pure-Python construction."""
+        return (
+            self.static
+            and free.shape == self.capacity.shape
+            and free.shape[0] <= PRUNE_ABOVE_NODES
+            and free.size <= SMALL_CELLS
+        )
+
+    def candidates_flat(
+        self, entry: QueueEntry, flat: tuple[int, ...], live: int | None = None
+    ) -> list[Candidate]:
+        """:meth:`candidates` for a state given as its flat tuple ``tuple(free.ravel())`` (which is
+        also its memo key), where :meth:`takes_flat`: the same candidates, without an array.
+
+        ``live``: the state's cells with a free GPU as a bit mask (:func:`live_cells`), for a
+        state with no GPU beyond capacity. A single-GPU job's candidates depend only on which
+        cells have a free GPU (the cheapest at each rate level), so they are remembered by that
+        mask: states that differ only in how many GPUs a cell has left share them."""
+        hit = self.class_candidates_flat(entry, flat, live)
+        if entry.keep is not None:
+            kept = self.kept_on_cells(entry)
+            if kept is not None and all(flat[i] >= n for i, n in kept[1]):
+                return [kept[0], *(c for c in hit if c.rate >= entry.move_min_rate)]
+        return hit
+
+    def class_candidates_flat(
+        self, entry: QueueEntry, flat: tuple[int, ...], live: int | None
+    ) -> list[Candidate]:
+        """FIND_ALLOC's candidates for ``entry``'s class on ``flat`` (without its kept placement),
+        remembered by state (single-GPU classes: by ``live`` mask, where given)."""
+        memo_key: Hashable = flat
+        if live is not None and entry.request.num_gpus == 1:
+            memo_key = ("live", live)
+        by_class = self._memo.get(memo_key)
+        if by_class is None:
+            by_class = _remember(self._memo, memo_key, {}, self.max_states)
+        hit = by_class.get(entry.class_key)
+        if hit is None:
+            alloc = self._allocators.get(entry.class_key)
+            if alloc is None:
+                alloc = self._allocators[entry.class_key] = StaticPriceAllocator(
+                    entry.request, self.static_prices(), self.capacity
+                )
+            hit = by_class[entry.class_key] = alloc.candidates(flat)
+        return hit
+
+    def kept_on_cells(self, entry: QueueEntry) -> tuple[Candidate, list[tuple[int, int]]] | None:
+        """With static prices: ``entry``'s kept placement as a candidate and its flat cells
+        (None if it cannot run there), computed once per entry."""
+        hit = self._kept.get(id(entry))
+        if hit is None or hit[0] is not entry:
+            hit = self._kept_on_cells(entry)
+        return None if hit[1] is None else (hit[1], hit[2])
+
+    def _as_flat(
+        self, free: np.ndarray, key: StateKey | None
+    ) -> tuple[tuple[int, ...], int | None]:
+        """``free`` as a flat tuple and its live-cell mask (None beyond capacity), remembered by
+        ``key`` when given (a round's standalone pass asks for every job on one state)."""
+        hit = None if key is None else self._flats.get(key)
+        if hit is None:
+            flat = tuple(free.ravel().tolist())
+            hit = (flat, live_cells(flat) if bool((free <= self.capacity).all()) else None)
+            if key is not None:
+                _remember(self._flats, key, hit, self.max_states)
+        return hit
+
+    def static_prices(self) -> np.ndarray:
+        """The prices of a static cache (``fixed``, else 0 where there is capacity)."""
+        assert self.static
+        if self.fixed is not None:
+            return self.fixed
+        if self._zero is None:
+            self._zero = np.where(self.capacity > 0, 0.0, np.inf)
+        return self._zero
+
+    def _kept_on_cells(
+        self, entry: QueueEntry
+    ) -> tuple[QueueEntry, Candidate | None, list[tuple[int, int]]]:
+        """With static prices: ``entry``'s kept placement as a candidate (None if it cannot run)
+        and its cells, computed once per entry."""
+        keep = entry.keep
+        assert keep is not None and self.static
+        idx = np.flatnonzero(keep)
+        cells = list(zip(idx.tolist(), keep.ravel()[idx].tolist(), strict=True))
+        cand = kept_candidate_on_cells(keep, idx, entry.request, self.static_prices())
+        hit = self._kept[id(entry)] = (entry, cand, cells)
+        return hit
 
     def best(
         self,
@@ -276,6 +368,12 @@ def plan_queue(
     ``state_key`` maps a free state to its memo key (default: its exact bytes)."""
     if beam < 1:
         raise ValueError("beam must be >= 1")
+    if (
+        state_key is None
+        and cache.takes_flat(free)
+        and all(e.keep is None or e.keep.shape == free.shape for e in entries)
+    ):
+        return _plan_queue_flat(entries, free, cache, beam)
     skey = state_key or (lambda f: f.tobytes())
     frontier: dict[bytes, _State] = {skey(free): _State(free.copy(), int(free.sum()), 0.0, 0, None)}
     exact_keys = state_key is None  # frontier keys are the memo's state keys
@@ -324,6 +422,127 @@ def plan_queue(
         chosen.append(step)
     chosen.reverse()
     return DPResult(tuple(chosen), best_state.value, exact, states, peak)
+
+
+def _plan_queue_flat(
+    entries: Sequence[QueueEntry], free: np.ndarray, cache: CandidateCache, beam: int
+) -> DPResult:
+    """:func:`plan_queue` with each free state as a flat tuple of ints that is also its key (where
+    :meth:`CandidateCache.takes_flat`): the same states in the same order, so the same result,
+    without an array subtraction, a ``tobytes()`` and a ``tolist()`` per state.
+
+    A state's record is a plain tuple ``(value, count, total, chain, live)``: total payoff, jobs
+    taken, free GPUs in all, the chain of choices, and the cells with a free GPU as a bit mask
+    (:func:`live_cells`; None when a cell is beyond capacity)."""
+    start = tuple(free.ravel().tolist())
+    live = live_cells(start) if bool((free <= cache.capacity).all()) else None
+    frontier: dict[tuple[int, ...], _FlatRecord] = {start: (0.0, 0, sum(start), None, live)}
+    exact = True
+    states = 1
+    peak = 1
+    for i, entry in enumerate(entries):
+        need = entry.request.num_gpus
+        payoff = entry.payoff
+        kept = cache.kept_on_cells(entry) if entry.keep is not None else None
+        nxt: dict[tuple[int, ...], _FlatRecord] = {}
+        known: dict[int, tuple[Candidate, float]] = {}  # this job's payoffs, by candidate object
+        taken: dict[int, list[tuple[int, int]]] = {}  # cells of known candidates, once each
+        bests: dict[Hashable, tuple[Candidate | None, float]] = {}  # by the class memo's key
+        moves: dict[Hashable, tuple[Candidate | None, float]] = {}  # the same, beside kept
+        single = need == 1
+        kept_payoff = 0.0 if kept is None else payoff(kept[0])
+        kept_cell = kept[1][0] if kept is not None and len(kept[1]) == 1 else None
+        # inlined (this loop is the DP's hot path): _merge, CandidateCache.candidates_flat and
+        # _best_known, with the same order of candidates and the same tie-breaking
+        for flat, st in frontier.items():
+            old = nxt.get(flat)  # skip job i
+            if old is None or st[0] > old[0] or (st[0] == old[0] and st[1] > old[1]):
+                nxt[flat] = st
+            if st[2] < need:
+                continue
+            live = st[4]
+            # the best of the class's candidates depends only on what they are remembered by
+            if kept is None:
+                with_kept = False
+            elif kept_cell is not None:  # most kept placements are one cell
+                with_kept = flat[kept_cell[0]] >= kept_cell[1]
+            else:
+                with_kept = all(flat[c] >= n for c, n in kept[1])
+            by_state = moves if with_kept else bests
+            memo_key = live if single and live is not None else flat  # int or tuple
+            found = by_state.get(memo_key)
+            if found is None:
+                found = by_state[memo_key] = _first_best(
+                    cache.class_candidates_flat(entry, flat, live),
+                    entry.move_min_rate if with_kept else None,
+                    payoff,
+                    known,
+                )
+            best, top = found
+            if with_kept and kept_payoff > 0 and (best is None or top <= kept_payoff):
+                # the kept placement comes first among equals
+                best, top = kept[0], kept_payoff  # type: ignore[index]
+            if best is None:
+                continue
+            after = list(flat)
+            cells = taken.get(id(best))
+            if cells is None:
+                cells = taken[id(best)] = list(zip(*best.cells, strict=True))
+            for cell, n in cells:
+                after[cell] -= n
+                if live is not None and after[cell] == 0:
+                    live &= ~(1 << cell)
+            took = best.gpus if best.kept else need  # FIND_ALLOC's take exactly the gang
+            value = st[0] + top
+            key = tuple(after)
+            old = nxt.get(key)
+            if old is None or value > old[0] or (value == old[0] and st[1] + 1 > old[1]):
+                nxt[key] = (value, st[1] + 1, st[2] - took, (st[3], (i, best, top)), live)
+        states += len(nxt)
+        if len(nxt) > beam:
+            exact = False
+            ranked = sorted(nxt.items(), key=lambda kv: (-kv[1][0], -kv[1][1]))
+            nxt = dict(ranked[:beam])
+        peak = max(peak, len(nxt))
+        frontier = nxt
+    best_record = max(frontier.values(), key=lambda r: (r[0], r[1]))
+    chosen: list[tuple[int, Candidate, float]] = []
+    chain = best_record[3]
+    while chain is not None:
+        chain, step = chain
+        chosen.append(step)
+    chosen.reverse()
+    return DPResult(tuple(chosen), best_record[0], exact, states, peak)
+
+
+_FlatRecord = tuple[float, int, int, "tuple | None", "int | None"]
+"""A state of :func:`_plan_queue_flat`: (total payoff, jobs taken, free GPUs, chain, live cells)."""
+
+
+def live_cells(flat: Sequence[int]) -> int:
+    """The cells of a flat free state that have a free GPU, as a bit mask (bit i: cell i)."""
+    return sum(1 << i for i, n in enumerate(flat) if n > 0)
+
+
+def _first_best(
+    cands: list[Candidate],
+    min_rate: float | None,
+    payoff: Callable[[Candidate], float],
+    known: dict[int, tuple[Candidate, float]],
+) -> tuple[Candidate | None, float]:
+    """The first candidate of the highest positive payoff (at least ``min_rate`` fast, if given),
+    and that payoff; ``(None, 0.0)`` if none. Payoffs are remembered in ``known``."""
+    best: Candidate | None = None
+    top = 0.0
+    for cand in cands:
+        if min_rate is not None and cand.rate < min_rate:
+            continue
+        hit = known.get(id(cand))
+        if hit is None:
+            hit = known[id(cand)] = (cand, payoff(cand))
+        if hit[1] > 0 and (best is None or hit[1] > top):
+            best, top = cand, hit[1]
+    return best, top
 
 
 def _best_known(

@@ -161,7 +161,7 @@ def kept_candidate_on_cells(
     if idx.size == 0:
         return kept_candidate(alloc, req, alloc, price)
     rows, cols = np.divmod(idx, alloc.shape[1])
-    nodes = int(np.unique(rows).size)
+    nodes = len(set(rows.tolist()))
     rate = float((req.rates_cons if nodes == 1 else req.rates_unc)[rows, cols].min())
     if rate <= 0:
         return None

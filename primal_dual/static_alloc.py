@@ -10,6 +10,7 @@ in ``tests/core/test_static_alloc.py``), including the float summation order of 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cached_property
 from operator import itemgetter
 
@@ -77,8 +78,8 @@ class StaticPriceAllocator:
         self._no_capacity = itemgetter(*no_capacity, no_capacity[0]) if no_capacity else None
         """Runnable cells with no capacity (never free on a valid state), as one tuple lookup."""
 
-    def candidates(self, flat_free: list[int]) -> list[Candidate]:
-        """All distinct candidates on the free GPUs ``flat_free`` (``free.ravel().tolist()``)."""
+    def candidates(self, flat_free: Sequence[int]) -> list[Candidate]:
+        """All distinct candidates on the free GPUs ``flat_free`` (``free.ravel()`` as a list or tuple)."""
         if self._no_capacity is not None and any(
             self._no_capacity(flat_free)
         ):  # beyond capacity: no shortcut
@@ -130,7 +131,7 @@ class StaticPriceAllocator:
             self._add(order, flat_free, seen, out)  # (c) the W cheapest eligible GPUs anywhere
         return out
 
-    def _single_gpu(self, flat_free: list[int]) -> list[Candidate]:
+    def _single_gpu(self, flat_free: Sequence[int]) -> list[Candidate]:
         """W = 1: each level's candidates are the cheapest eligible cell (the consolidated and the
         cheapest-anywhere placements coincide), i.e. the cells whose rate exceeds that of every
         cheaper live cell, fastest level first."""
@@ -210,7 +211,7 @@ class StaticPriceAllocator:
     def _add(
         self,
         cells: list[tuple[int, int, int, float]],
-        flat_free: list[int],
+        flat_free: Sequence[int],
         seen: set[tuple],
         out: list[Candidate],
     ) -> None:

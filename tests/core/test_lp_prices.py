@@ -82,3 +82,49 @@ def _check_strong_duality(n: int, m: int, seed: int) -> None:
 def test_no_jobs_or_no_runnable_cells_cost_nothing():
     assert type_prices(np.zeros((0, 2)), np.zeros(0), np.array([1.0, 1.0])).tolist() == [0.0, 0.0]
     assert type_prices(np.zeros((3, 2)), np.ones(3), np.array([1.0, 1.0])).tolist() == [0.0, 0.0]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 80), st.integers(1, 3), st.integers(0, 2**31 - 1))
+def test_the_prices_equal_those_of_scipys_linprog_on_the_same_lp(n, m, seed):
+    """The LP goes to HiGHS through highspy; scipy's ``linprog(method="highs")`` reaches HiGHS too
+    (dual simplex). On generic instances (continuous random values and capacities: a unique
+    optimal dual) both give the same prices. Degenerate rounds (a type exactly filled) have many
+    optimal duals, and which one HiGHS returns can change between its releases: hence the pinned
+    ``highspy`` minor version in pyproject.toml."""
+    from scipy import sparse
+    from scipy.optimize import linprog
+
+    rng = np.random.default_rng(seed)
+    values = rng.uniform(0, 10, size=(n, m)) * (rng.random((n, m)) > 0.2)
+    gang = rng.choice([1, 2, 4], size=n)
+    cap = rng.uniform(1, 8, size=m)
+    jj, kk = np.nonzero(values > 0)
+    nv = jj.size
+    if nv == 0:
+        assert type_prices(values, gang, cap).tolist() == [0.0] * m
+        return
+    a = sparse.csr_matrix(
+        (
+            np.concatenate([np.ones(nv), gang[jj].astype(float)]),
+            (np.concatenate([jj, n + kk]), np.concatenate([np.arange(nv), np.arange(nv)])),
+        ),
+        shape=(n + m, nv),
+    )
+    res = linprog(-values[jj, kk], A_ub=a, b_ub=np.concatenate([np.ones(n), cap]), method="highs")
+    want = np.maximum(-res.ineqlin.marginals[n:], 0.0)
+    np.testing.assert_allclose(type_prices(values, gang, cap), want, rtol=1e-9, atol=1e-9)
+
+
+def test_solving_prints_nothing(capfd):
+    """HiGHS's banner and log stay off the user's terminal (also at the first solve of a process)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np; from primal_dual.lp_prices import type_prices; "
+        "print(type_prices(np.array([[3.0, 1.0], [2.0, 2.0]]), np.array([1, 1]), np.array([1.0, 1.0])))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stderr == ""
+    assert out.stdout.strip().startswith("[") and out.stdout.count("\n") == 1, out.stdout

@@ -26,9 +26,9 @@ def unshared(vals: list[JobValuation]) -> list[JobValuation]:
     return [replace(v, request=replace(v.request)) for v in vals]
 
 
-def random_round(seed: int) -> RoundContext:
+def random_round(seed: int, max_jobs: int = 300) -> RoundContext:
     rng = np.random.default_rng(seed)
-    jobs = generate(TABLE, PhillyOptions(num_jobs=int(rng.integers(10, 300)), seed=seed))
+    jobs = generate(TABLE, PhillyOptions(num_jobs=int(rng.integers(10, max_jobs)), seed=seed))
     statuses = tuple(
         JobStatus(j, max(1, int(j.total_steps * rng.uniform(0.05, 1.0))))
         for j in sorted(jobs, key=lambda j: (j.arrival, j.job_id))
@@ -161,3 +161,23 @@ def test_fits_checks_a_placement_through_its_cells(seed):
     alloc = rng.integers(0, 3, size=free.shape) * (rng.random(free.shape) < 0.4)
     cand = Candidate(alloc, 1.0, 0.0, int((alloc.sum(axis=1) > 0).sum()))
     assert scheduler.fits(cand, free) == bool((alloc <= free).all())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_upgrades_skipped_at_the_fastest_rate_plan_the_same(seed, monkeypatch):
+    """A running job already at its class's fastest rate is not searched for an upgrade (no move
+    could gain); searching every job, as before, gives the same plans."""
+    ctx = random_round(seed, max_jobs=40)  # fewer jobs than GPUs: idle GPUs to move onto
+    fast = two_rounds(ctx)
+    skipped: list[bool] = []
+    real = scheduler.at_fastest_rate
+    monkeypatch.setattr(
+        scheduler,
+        "at_fastest_rate",
+        lambda rate, req, ceilings: skipped.append(real(rate, req, ceilings)) or False,
+    )
+    searched = two_rounds(ctx)
+    for got, want in zip(fast, searched, strict=True):
+        assert got.assignments == want.assignments
+        assert got.info == want.info
+    assert any(skipped), "some running job is at its fastest rate: the skip is exercised"

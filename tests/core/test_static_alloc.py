@@ -73,11 +73,17 @@ def test_single_gpu_candidates_are_one_per_rate_level_fastest_first():
     assert all(not c.alloc.flags.writeable for c in got)  # shared between DP states: read-only
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.integers(2, 8), st.integers(1, 3), st.integers(0, 2**31 - 1))
-def test_dp_plans_equal_with_and_without_static_prices(nodes, types, seed):
-    """The cache's static path (fixed prices, kept placements) gives the DP the same plan as the
-    per-state path it replaces."""
+@settings(max_examples=120, deadline=None)
+@given(
+    st.integers(2, 8),
+    st.integers(1, 3),
+    st.integers(0, 2**31 - 1),
+    st.sampled_from(["all free", "some taken", "beyond capacity"]),
+)
+def test_dp_plans_equal_with_and_without_static_prices(nodes, types, seed, start):
+    """The cache's static path (fixed prices, kept placements; small clusters: flat tuple states,
+    single-GPU candidates remembered by which cells have a free GPU) gives the DP the same plan
+    as the per-state path it replaces, from any starting state."""
     rng, cap, price, _ = random_instance(nodes, types, 1, seed, ties=True)
     requests = []  # four job classes, three jobs each
     for _ in range(4):
@@ -111,8 +117,13 @@ def test_dp_plans_equal_with_and_without_static_prices(nodes, types, seed):
     static = CandidateCache(cap, None, fixed)
     per_state = CandidateCache(cap, None, fixed)
     per_state.static = False
-    a = plan_queue(entries, cap.copy(), static, beam=8)
-    b = plan_queue(entries, cap.copy(), per_state, beam=8)
+    free = cap.copy()
+    if start == "some taken":
+        free = np.minimum(cap, rng.integers(0, 4, size=cap.shape))
+    elif start == "beyond capacity":  # GPUs on cells the capacity lacks: no shortcut there
+        free = cap + rng.integers(0, 2, size=cap.shape) * (cap == 0)
+    a = plan_queue(entries, free.copy(), static, beam=8)
+    b = plan_queue(entries, free.copy(), per_state, beam=8)
     assert [(i, c.alloc.tolist(), c.rate, c.unit_cost, c.kept, p) for i, c, p in a.chosen] == [
         (i, c.alloc.tolist(), c.rate, c.unit_cost, c.kept, p) for i, c, p in b.chosen
     ]

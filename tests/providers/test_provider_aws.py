@@ -370,6 +370,44 @@ def test_ssh_cluster_dict_skips_nodes_without_instances() -> None:
     assert cluster_from_dict(data).node("p3").transport["address"] == "1.2.3.4"
 
 
+def test_the_network_section_carries_over_to_the_ssh_cluster_over_the_launched_nodes() -> None:
+    from nodes.aws import Instance
+
+    cluster = cluster_from_dict(
+        {
+            "name": "racked",
+            "provider": "aws",
+            "nodes": [
+                {"name": n, "gpus": {"t4": 1}, "instance_type": "g4dn.xlarge"}
+                for n in ("a", "b", "c")
+            ],
+            "aws": {"region": REGION, "ami": "ami-12345678"},
+            "network": {
+                "nic_gbps": 25,
+                "racks": [
+                    {"name": "r1", "nodes": ["a", "b"], "uplink_gbps": 10},
+                    {"name": "r2", "nodes": ["c"], "uplink_gbps": 10},
+                ],
+            },
+        }
+    )
+    now = dt.datetime.now(dt.timezone.utc)
+    launched = [
+        Instance(f"i-{n}", n, "g4dn.xlarge", "running", f"1.2.3.{i}", f"10.0.0.{i}", now)
+        for i, n in enumerate(("a", "c"))  # b never came up
+    ]
+    data = AwsCluster(cluster).ssh_cluster_dict(launched)
+    assert [r["nodes"] for r in data["network"]["racks"]] == [["a"], ["c"]]
+    ssh = cluster_from_dict(data)  # the written file loads, with the same topology
+    assert ssh.network is not None
+    assert ssh.network.racks_spanned(["a", "c"]) == 2
+    assert ssh.network.bottleneck_gbps(["a", "c"]) == cluster.network.bottleneck_gbps(["a", "c"])
+    # the only rack left with a node keeps it; a rack left empty is dropped
+    one = AwsCluster(cluster).ssh_cluster_dict(launched[:1])
+    assert [r["name"] for r in one["network"]["racks"]] == ["r1"]
+    assert cluster_from_dict(one).network is not None
+
+
 def test_ssh_section_of_an_aws_cluster_carries_over(
     aws_env: MotoServer, tmp_path: Path, capsys
 ) -> None:
