@@ -166,7 +166,9 @@ def kept_candidate_on_cells(
     if rate <= 0:
         return None
     cost = float((price[rows, cols] * alloc[rows, cols]).sum())
-    return Candidate(alloc=alloc, rate=rate, unit_cost=cost, nodes=nodes, kept=True)
+    cand = Candidate(alloc=alloc, rate=rate, unit_cost=cost, nodes=nodes, kept=True)
+    cand.__dict__["cells"] = (idx.tolist(), alloc.ravel()[idx].tolist())  # as Candidate.cells
+    return cand
 
 
 PRUNE_ABOVE_NODES = 64

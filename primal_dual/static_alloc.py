@@ -236,4 +236,10 @@ class StaticPriceAllocator:
         p = self._p
         for h, k, c in key:
             alloc[h, k] = c
-        out.append(Candidate(alloc, float(rate), float(sum(p[h][k] * c for h, k, c in key)), nodes))
+        cand = Candidate(alloc, float(rate), float(sum(p[h][k] * c for h, k, c in key)), nodes)
+        # its cells (``key`` is sorted by node, then type: flat indices ascending) and size, known
+        n_types = self.shape[1]
+        used = [(h * n_types + k, c) for h, k, c in key if c > 0]
+        cand.__dict__["cells"] = ([i for i, _ in used], [c for _, c in used])
+        cand.__dict__["gpus"] = sum(c for _, c in used)
+        out.append(cand)

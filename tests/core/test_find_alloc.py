@@ -167,3 +167,4 @@ def test_kept_candidate_on_cells_equals_the_dense_construction(seed):
             want.kept,
         )
         assert got.alloc is alloc
+        assert got.cells == want.cells  # filled in from the cells it was given

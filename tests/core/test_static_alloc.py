@@ -15,7 +15,15 @@ from primal_dual.static_alloc import StaticPriceAllocator
 
 
 def exact(cands: list[find_alloc.Candidate]) -> list[tuple]:
-    return [(c.alloc.tolist(), c.rate, c.unit_cost, c.nodes, c.kept) for c in cands]
+    """Everything a candidate is, its sparse cells and size included (some are filled in when it
+    is built: they must equal what the dense ``alloc`` gives)."""
+    out = []
+    for c in cands:
+        idx = np.flatnonzero(c.alloc)
+        assert c.cells == (idx.tolist(), c.alloc.ravel()[idx].tolist())
+        assert c.gpus == int(c.alloc.sum())
+        out.append((c.alloc.tolist(), c.rate, c.unit_cost, c.nodes, c.kept))
+    return out
 
 
 def random_instance(nodes: int, types: int, w: int, seed: int, ties: bool):
