@@ -25,24 +25,38 @@ from primal_dual.find_alloc import (
 )
 
 
-class OneGpuCandidate(Candidate):
-    """One GPU on flat cell ``index``: a :class:`Candidate` whose dense (read-only) ``alloc`` is
-    built on first use. A greedy pass on a large cluster places tens of thousands of them and
-    needs only their cells."""
+class SparseCandidate(Candidate):
+    """A :class:`Candidate` built from its cells (flat ``[node, type]`` indices, ascending, and
+    their GPU counts), whose dense read-only ``alloc`` is built on first use: the DP and a greedy
+    pass on a large cluster read only the cells of the many candidates they build."""
 
     alloc = cached_property(lambda self: self._dense())
 
-    def __init__(self, shape: tuple[int, int], index: int, rate: float, unit_cost: float) -> None:
-        for name, value in (("rate", rate), ("unit_cost", unit_cost), ("nodes", 1)):
+    def __init__(
+        self,
+        shape: tuple[int, int],
+        cells: tuple[list[int], list[int]],
+        rate: float,
+        unit_cost: float,
+        nodes: int,
+    ) -> None:
+        for name, value in (("rate", rate), ("unit_cost", unit_cost), ("nodes", nodes)):
             object.__setattr__(self, name, value)
         object.__setattr__(self, "kept", False)
-        self.__dict__.update(gpus=1, cells=([index], [1]), _shape=shape)
+        self.__dict__.update(gpus=sum(cells[1]), cells=cells, _shape=shape)
 
     def _dense(self) -> np.ndarray:
         alloc = np.zeros(self.__dict__["_shape"], dtype=np.int64)
-        alloc.flat[self.cells[0][0]] = 1
+        alloc.flat[self.cells[0]] = self.cells[1]
         alloc.flags.writeable = False
         return alloc
+
+
+class OneGpuCandidate(SparseCandidate):
+    """One GPU on flat cell ``index``."""
+
+    def __init__(self, shape: tuple[int, int], index: int, rate: float, unit_cost: float) -> None:
+        super().__init__(shape, ([index], [1]), rate, unit_cost, 1)
 
 
 class StaticPriceAllocator:
@@ -232,14 +246,10 @@ class StaticPriceAllocator:
         rate = min(rates[h][k] for h, k, _ in key)
         if rate <= 0:
             return
-        alloc = np.zeros(self.shape, dtype=np.int64)
         p = self._p
-        for h, k, c in key:
-            alloc[h, k] = c
-        cand = Candidate(alloc, float(rate), float(sum(p[h][k] * c for h, k, c in key)), nodes)
-        # its cells (``key`` is sorted by node, then type: flat indices ascending) and size, known
+        cost = float(sum(p[h][k] * c for h, k, c in key))
+        # ``key`` is sorted by node, then type: its flat indices ascend
         n_types = self.shape[1]
         used = [(h * n_types + k, c) for h, k, c in key if c > 0]
-        cand.__dict__["cells"] = ([i for i, _ in used], [c for _, c in used])
-        cand.__dict__["gpus"] = sum(c for _, c in used)
-        out.append(cand)
+        placed = ([i for i, _ in used], [c for _, c in used])
+        out.append(SparseCandidate(self.shape, placed, float(rate), cost, nodes))
