@@ -160,6 +160,18 @@ def kept_candidate_on_cells(
     same order), without a pass over the whole cluster."""
     if idx.size == 0:
         return kept_candidate(alloc, req, alloc, price)
+    if idx.size == 1:  # most kept placements: one cell (a minimum and a sum of one element)
+        i = int(idx[0])
+        h, k = divmod(i, alloc.shape[1])
+        rate = float(req.rates_cons[h, k])
+        if rate <= 0:
+            return None
+        n = int(alloc[h, k])
+        cand = Candidate(
+            alloc=alloc, rate=rate, unit_cost=float(price[h, k] * n), nodes=1, kept=True
+        )
+        cand.__dict__["cells"] = ([i], [n])
+        return cand
     rows, cols = np.divmod(idx, alloc.shape[1])
     nodes = len(set(rows.tolist()))
     rate = float((req.rates_cons if nodes == 1 else req.rates_unc)[rows, cols].min())
