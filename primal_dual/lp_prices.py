@@ -54,6 +54,11 @@ def type_prices(values: np.ndarray, gang: np.ndarray, capacity: np.ndarray) -> n
     if jj.size == 0:
         return np.zeros(m)
     w = np.asarray(gang, dtype=float)
+    demand = np.bincount(kk, weights=w[jj], minlength=m)  # GPUs of type k all its jobs could take
+    if bool((demand < capacity).all()):
+        # no type can be filled: every capacity row is slack at every feasible point, so its dual
+        # is 0 in every optimal solution (complementary slackness): nothing to solve
+        return np.zeros(m)
     nv = jj.size
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = nv, n + m

@@ -92,27 +92,14 @@ def test_the_prices_equal_those_of_scipys_linprog_on_the_same_lp(n, m, seed):
     optimal dual) both give the same prices. Degenerate rounds (a type exactly filled) have many
     optimal duals, and which one HiGHS returns can change between its releases: hence the pinned
     ``highspy`` minor version in pyproject.toml."""
-    from scipy import sparse
-    from scipy.optimize import linprog
-
     rng = np.random.default_rng(seed)
     values = rng.uniform(0, 10, size=(n, m)) * (rng.random((n, m)) > 0.2)
     gang = rng.choice([1, 2, 4], size=n)
     cap = rng.uniform(1, 8, size=m)
-    jj, kk = np.nonzero(values > 0)
-    nv = jj.size
-    if nv == 0:
+    if not (values > 0).any():
         assert type_prices(values, gang, cap).tolist() == [0.0] * m
         return
-    a = sparse.csr_matrix(
-        (
-            np.concatenate([np.ones(nv), gang[jj].astype(float)]),
-            (np.concatenate([jj, n + kk]), np.concatenate([np.arange(nv), np.arange(nv)])),
-        ),
-        shape=(n + m, nv),
-    )
-    res = linprog(-values[jj, kk], A_ub=a, b_ub=np.concatenate([np.ones(n), cap]), method="highs")
-    want = np.maximum(-res.ineqlin.marginals[n:], 0.0)
+    want = np.maximum(-linprog_type_duals(values, gang, cap), 0.0)
     np.testing.assert_allclose(type_prices(values, gang, cap), want, rtol=1e-9, atol=1e-9)
 
 
@@ -128,3 +115,38 @@ def test_solving_prints_nothing(capfd):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stderr == ""
     assert out.stdout.strip().startswith("[") and out.stdout.count("\n") == 1, out.stdout
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 3), st.integers(0, 2**31 - 1))
+def test_an_lp_where_no_type_can_be_filled_prices_nothing_as_the_solver_does(n, m, seed):
+    """When every type's capacity exceeds what all the jobs that can run on it could take, the
+    capacity rows are slack at every feasible point: the prices are 0 without a solve, and the
+    solver (scipy's linprog here) agrees."""
+    rng = np.random.default_rng(seed)
+    values = rng.uniform(0, 10, size=(n, m)) * (rng.random((n, m)) > 0.2)
+    values[0, 0] = 1.0  # something to run
+    gang = rng.choice([1, 2, 4], size=n)
+    demand = ((values > 0) * gang[:, None]).sum(axis=0)
+    cap = demand + rng.uniform(0.5, 3.0, size=m)
+    assert type_prices(values, gang, cap).tolist() == [0.0] * m
+    assert np.abs(linprog_type_duals(values, gang, cap)).max() == 0.0
+
+
+def linprog_type_duals(values: np.ndarray, gang: np.ndarray, cap: np.ndarray) -> np.ndarray:
+    """The capacity rows' marginals of the same LP solved by scipy's ``linprog`` (HiGHS)."""
+    from scipy import sparse
+    from scipy.optimize import linprog
+
+    n, m = values.shape
+    jj, kk = np.nonzero(values > 0)
+    nv = jj.size
+    a = sparse.csr_matrix(
+        (
+            np.concatenate([np.ones(nv), gang[jj].astype(float)]),
+            (np.concatenate([jj, n + kk]), np.concatenate([np.arange(nv), np.arange(nv)])),
+        ),
+        shape=(n + m, nv),
+    )
+    res = linprog(-values[jj, kk], A_ub=a, b_ub=np.concatenate([np.ones(n), cap]), method="highs")
+    return np.asarray(res.ineqlin.marginals[n:], dtype=float)
