@@ -72,6 +72,7 @@ def validate_workload(
         if table is not None
         else (throughput if isinstance(throughput, GavelThroughputTable) else None)
     )
+    runnable: dict[tuple[int, bytes, bytes], bool] = {}  # by what decides it: W and the rates
     for job in jobs:
         if job.num_gpus > cluster.total_gpus:
             raise InputError(
@@ -87,7 +88,7 @@ def validate_workload(
                 raise InputError(
                     f"{source}: job {job.job_id}: unknown job type {job.job_type!r} (not in {table.source})"
                 )
-        if not _estimable(throughput, job, cluster):
+        if not _estimable(throughput, job, cluster, runnable):
             raise InputError(
                 f"{source}: job {job.job_id} ({job.job_type!r}, {job.num_gpus} GPUs) can never run on cluster "
                 f"{cluster.name}: no placement with a positive throughput"
@@ -140,16 +141,28 @@ def _estimator_knows(job_type: str) -> bool:
     return job_type in PHYSICAL_WORKLOADS or parse_job_type(job_type)[0] is not None
 
 
-def _estimable(throughput: ThroughputModel, job: Job, cluster: Cluster) -> bool:
-    """Whether some placement of ``job`` on ``cluster`` has a positive rate."""
+def _estimable(
+    throughput: ThroughputModel,
+    job: Job,
+    cluster: Cluster,
+    memo: dict[tuple[int, bytes, bytes], bool] | None = None,
+) -> bool:
+    """Whether some placement of ``job`` on ``cluster`` has a positive rate (``memo``: answers
+    by gang size and rate arrays, which alone decide it on one cluster)."""
     import numpy as np
 
     from primal_dual.find_alloc import JobRequest, candidate_allocations
 
     cons, unc = throughput.cell_rates(job, cluster)
-    cands = candidate_allocations(
-        JobRequest(job.num_gpus, cons, unc),
-        cluster.capacity.copy(),
-        np.where(cluster.capacity > 0, 0.0, np.inf),
-    )
-    return bool(cands)
+    key = (job.num_gpus, np.ascontiguousarray(cons).tobytes(), np.ascontiguousarray(unc).tobytes())
+    hit = None if memo is None else memo.get(key)
+    if hit is None:
+        cands = candidate_allocations(
+            JobRequest(job.num_gpus, cons, unc),
+            cluster.capacity.copy(),
+            np.where(cluster.capacity > 0, 0.0, np.inf),
+        )
+        hit = bool(cands)
+        if memo is not None:
+            memo[key] = hit
+    return hit
