@@ -25,7 +25,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import linprog
 
 from estimators.throughput import ThroughputModel
 from hadar.core.cluster import Cluster
@@ -116,6 +115,8 @@ def _lp(rates: np.ndarray, steps: np.ndarray, fork: bool) -> float:
     var_bounds = [
         (0.0, 0.0 if rates[j, g] <= 0 else None) for j in range(jobs) for g in range(gpus)
     ]
+    from scipy.optimize import linprog  # here: the CLI imports this module for every command
+
     res = linprog(
         cost,
         A_ub=np.vstack(a_rows),
