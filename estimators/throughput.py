@@ -138,9 +138,9 @@ class GavelThroughputTable(ThroughputModel):
         self._table = dict(table)
         self.source = source
         self.unconsolidated_penalty = unconsolidated_penalty
-        self._cache: dict[tuple[str, int, str], tuple[np.ndarray, np.ndarray]] = {}
         self._cells: dict[tuple[str, int, str, tuple[int, ...]], tuple[np.ndarray, np.ndarray]] = {}
-        """Per-type figures broadcast to a cluster's ``[node, type]`` shape (read-only views)."""
+        """Per (job type, W, the cluster's GPU types, its ``[node, type]`` shape): the per-type
+        figures broadcast to that shape (read-only views)."""
         self.job_types = frozenset(k.job_type for k in self._table)
         self.gpu_types = frozenset(k.gpu_type for k in self._table)
 
@@ -207,25 +207,16 @@ class GavelThroughputTable(ThroughputModel):
         return {k.num_gpus for k in self._table if k.job_type == job_type}
 
     def cell_rates(self, job: Job, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
-        types = ",".join(cluster.gpu_types)
-        shape = cluster.capacity.shape
-        cells = self._cells.get((job.job_type, job.num_gpus, types, shape))
-        if cells is not None:
-            return cells
-        key = (job.job_type, job.num_gpus, types)
-        hit = self._cache.get(key)
+        key = (job.job_type, job.num_gpus, ",".join(cluster.gpu_types), cluster.capacity.shape)
+        hit = self._cells.get(key)
         if hit is None:
-            cons = np.array(
-                [self.lookup(job.job_type, k, job.num_gpus, True) for k in cluster.gpu_types]
-            )
-            unc = np.array(
-                [self.lookup(job.job_type, k, job.num_gpus, False) for k in cluster.gpu_types]
-            )
-            hit = (cons, unc)
-            self._cache[key] = hit
-        cons_cells, unc_cells = (np.broadcast_to(a, shape) for a in hit)
-        self._cells[key + (shape,)] = (cons_cells, unc_cells)
-        return cons_cells, unc_cells
+            per_type = [
+                np.array([self.lookup(job.job_type, k, job.num_gpus, c) for k in cluster.gpu_types])
+                for c in (True, False)
+            ]
+            cons, unc = (np.broadcast_to(a, key[3]) for a in per_type)
+            hit = self._cells[key] = (cons, unc)
+        return hit
 
     def describe(self, job: Job, cluster: Cluster) -> str:
         return f"measured ({self.source})"

@@ -177,7 +177,7 @@ class CandidateCache:
             and entry.request.num_gpus == 1
             and (free.shape[0] > PRUNE_ABOVE_NODES or free.size > SMALL_CELLS)
         ):
-            hit = self._allocator(entry, free).single_gpu_descending(free, lineage)
+            hit = self._allocator(entry).single_gpu_descending(free, lineage)
         if hit is None:
             hit = self._memo_candidates(entry, free, state)
         if entry.keep is not None:
@@ -207,9 +207,9 @@ class CandidateCache:
         """Candidates from the class's static-price allocator, None where it has no shortcut
         (multi-GPU gangs on large clusters)."""
         if free.shape[0] <= PRUNE_ABOVE_NODES and free.size <= SMALL_CELLS:
-            return self._allocator(entry, free).candidates(self._flat_free(free, state))
+            return self._allocator(entry).candidates(self._flat_free(free, state))
         if entry.request.num_gpus == 1:
-            return self._allocator(entry, free).single_gpu_array(free)
+            return self._allocator(entry).single_gpu_array(free)
         return None
 
     def _flat_free(self, free: np.ndarray, state: StateKey) -> list[int]:
@@ -218,11 +218,12 @@ class CandidateCache:
             flat = _remember(self._flat, state, free.ravel().tolist(), self.max_states)
         return flat
 
-    def _allocator(self, entry: QueueEntry, free: np.ndarray) -> StaticPriceAllocator:
+    def _allocator(self, entry: QueueEntry) -> StaticPriceAllocator:
+        """The static-price FIND_ALLOC of ``entry``'s class, built once per cache."""
         alloc = self._allocators.get(entry.class_key)
         if alloc is None:
             alloc = self._allocators[entry.class_key] = StaticPriceAllocator(
-                entry.request, self.prices(free), self.capacity
+                entry.request, self.static_prices(), self.capacity
             )
         return alloc
 
@@ -285,12 +286,7 @@ class CandidateCache:
             by_class = _remember(self._memo, memo_key, {}, self.max_states)
         hit = by_class.get(entry.class_key)
         if hit is None:
-            alloc = self._allocators.get(entry.class_key)
-            if alloc is None:
-                alloc = self._allocators[entry.class_key] = StaticPriceAllocator(
-                    entry.request, self.static_prices(), self.capacity
-                )
-            hit = by_class[entry.class_key] = alloc.candidates(flat)
+            hit = by_class[entry.class_key] = self._allocator(entry).candidates(flat)
         return hit
 
     def kept_on_cells(self, entry: QueueEntry) -> tuple[Candidate, list[tuple[int, int]]] | None:
@@ -452,8 +448,8 @@ def _plan_queue_flat(
         single = need == 1
         kept_payoff = 0.0 if kept is None else payoff(kept[0])
         kept_cell = kept[1][0] if kept is not None and len(kept[1]) == 1 else None
-        # inlined (this loop is the DP's hot path): _merge, CandidateCache.candidates_flat and
-        # _best_known, with the same order of candidates and the same tie-breaking
+        # this loop is the DP's hot path: _merge and CandidateCache.candidates_flat are inlined,
+        # and each job's best per memo key is remembered (same order of candidates, same ties)
         for flat, st in frontier.items():
             old = nxt.get(flat)  # skip job i
             if old is None or st[0] > old[0] or (st[0] == old[0] and st[1] > old[1]):
@@ -551,15 +547,8 @@ def _best_known(
     """:func:`best_candidate` by ``entry.payoff``, each candidate object's payoff computed once
     (``known`` holds the candidates, so their ids stay theirs): the DP's states share candidate
     objects wherever prices are fixed."""
-    best: tuple[Candidate, float] | None = None
-    for cand in cands:
-        hit = known.get(id(cand))
-        if hit is None:
-            hit = known[id(cand)] = (cand, entry.payoff(cand))
-        value = hit[1]
-        if value > 0 and (best is None or value > best[1]):
-            best = (cand, value)
-    return best
+    best, top = _first_best(cands, None, entry.payoff, known)
+    return None if best is None else (best, top)
 
 
 def _merge(states: dict[bytes, _State], key: bytes, st: _State) -> None:
