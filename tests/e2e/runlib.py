@@ -177,9 +177,15 @@ def tracker_progress(rundir: Path) -> dict[int, int]:
 
 
 def start_run(
-    out: Path, workload: Path, cluster: str = LOCAL_3, slot: str = "12", policy: str = "hadare"
+    out: Path,
+    workload: Path,
+    cluster: str = LOCAL_3,
+    slot: str = "12",
+    policy: str = "hadare",
+    extra: tuple[str, ...] = (),
 ) -> subprocess.Popen:
-    """A run of ``workload`` in the background (HadarE unless told; no live view, no evaluation)."""
+    """A run of ``workload`` in the background (HadarE unless told; no live view, no evaluation;
+    ``extra`` flags are appended)."""
     return start(
         "run",
         "--cluster",
@@ -194,6 +200,7 @@ def start_run(
         "--no-eval",
         "--out",
         str(out),
+        *extra,
     )
 
 
