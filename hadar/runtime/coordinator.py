@@ -71,6 +71,7 @@ from hadar.workloads import load_workload, validate_workload
 from nodes.provider import NodeProvider, make_provider
 from nodes.spec import JobSpec, parse_spec
 from tracker import ids
+from tracker.crashpoints import crash_point
 from tracker.errors import ReportRejected
 from tracker.tracker import JobTracker, Quarantine, Rollback
 
@@ -804,7 +805,9 @@ class Coordinator:
                 warm=self.cfg.warm_workers,
                 env=eval_env(self._gpus.get(node)),
             )
+            crash_point("evaluate:computed")
             self.events.emit("evaluation", job=job_id, node=node, metric=metric)
+            crash_point("evaluate:scored")
         return all_good
 
 

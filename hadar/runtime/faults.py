@@ -165,8 +165,11 @@ def likely_cause(copies: Sequence[Copy], slot_s: float, warm: bool) -> str:
     if kinds == {"withheld"}:
         return f"every placement the policy chose had failed the same way {len(copies)} times before{last}"
     if kinds == {"ok"}:
-        hint = "use a longer --slot" + ("" if warm else " or drop --cold-workers")
-        return f"slot shorter than worker start-up: copies trained 0 steps in {slot_s:g} s slots; {hint}"
+        hint = "use a longer --round" + ("" if warm else " or drop --cold-workers")
+        return (
+            "slot shorter than worker start-up and the checkpoint save: copies trained 0 steps "
+            f"in {slot_s:g} s slots; {hint}"
+        )
     if "worker-error" in kinds:
         return f"failing job spec or worker{last}"
     if "timeout" in kinds:

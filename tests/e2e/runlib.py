@@ -43,13 +43,17 @@ def write_jobs(path: Path, steps: dict[str, int]) -> Path:
     return path
 
 
-def hadar(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+def hadar(
+    *args: str, timeout: float = 900, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """``python -m hadar ARGS`` to the end; ``env`` entries are added to this process's."""
     return subprocess.run(
         [sys.executable, "-m", "hadar", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
         cwd=REPO,
+        env={**os.environ, **env} if env else None,
     )
 
 

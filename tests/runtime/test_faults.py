@@ -116,7 +116,7 @@ def test_run_stalled_only_counts_rounds_that_dispatched_something():
 @pytest.mark.parametrize(
     ("copies", "expected"),
     [
-        ([copy(0, "a", steps=0)] * 2, "slot shorter than worker start-up"),
+        ([copy(0, "a", steps=0)] * 2, "slot shorter than worker start-up and the checkpoint save"),
         (
             [fail(0, "a", "corrupt-checkpoint", "not a readable checkpoint")],
             "unreadable or mismatched checkpoint",
