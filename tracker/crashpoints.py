@@ -2,8 +2,9 @@
 
 ``HADAR_TRACKER_CRASH_AT=<stage>`` makes the process SIGKILL itself the first time it reaches
 ``<stage>``; ``<stage>:<n>`` the n-th time. Stages are listed in docs/tracker.md (e.g.
-``close:renamed``, ``close:in_tx``; the coordinator's ``evaluate:*`` are in ``RUN_STAGES``). Production never sets the variable, and then the hook only
-reads the environment.
+``close:renamed``, ``close:in_tx``; ``STAGES`` are the tracker's, and the coordinator has
+``evaluate:computed`` and ``evaluate:scored``). Production never sets the variable, and then the
+hook only reads the environment.
 """
 
 from __future__ import annotations
@@ -25,11 +26,6 @@ STAGES = (
     "close:pruned",
     "rollback:in_tx",
 )
-RUN_STAGES = (
-    "evaluate:computed",
-    "evaluate:scored",
-)
-"""Stages of ``hadar run``'s coordinator outside the tracker (docs/tracker.md, "Crash hook")."""
 _hits: dict[str, int] = {}
 
 
