@@ -26,6 +26,7 @@ from hadar.core.errors import HadarError, InputError
 from hadar.core.extras import require
 from hadar.core.safe_paths import SAFE_NAME_RULE, PathEscapeError, is_safe_name
 from hadar.core.validation import from_validation_error
+from nodes.transport import PROVIDER_KINDS, provider_kind
 
 
 class NodeTransferError(HadarError):
@@ -220,19 +221,17 @@ class NodeProvider(ABC):
         self.close()
 
 
-PROVIDER_MODULES = {"local": "nodes.local", "ssh": "nodes.ssh", "aws": "nodes.aws"}
-
-
 def make_provider(cluster: Cluster, run_id: str, **options: Any) -> NodeProvider:
-    """The provider for ``cluster.provider`` (local, ssh or aws). ``options`` are passed to the
-    provider's constructor (e.g. ``trust_new_hosts=True`` for ssh/aws, ``base_dir=`` for local)."""
-    module = PROVIDER_MODULES.get(cluster.provider)
-    if module is None:
+    """The provider for ``cluster.provider`` (``nodes.transport.PROVIDER_KINDS``). ``options``
+    are passed to the provider's constructor (e.g. ``trust_new_hosts=True`` for ssh/aws,
+    ``base_dir=`` for local)."""
+    kind = provider_kind(cluster.provider)
+    if kind is None:
         where = f"{cluster.source}: provider" if cluster.source else "provider"
         raise InputError(
             f"{where}: {cluster.provider!r} clusters have no nodes to run on "
-            f"(use one of {', '.join(PROVIDER_MODULES)})"
+            f"(use one of {', '.join(PROVIDER_KINDS)})"
         )
     where = cluster.source or cluster.name
-    cls = require(module, f"{where}: the {cluster.provider} provider").PROVIDER
+    cls = require(kind.module, f"{where}: the {cluster.provider} provider").PROVIDER
     return cls(cluster, run_id, **options)

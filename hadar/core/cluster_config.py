@@ -13,7 +13,7 @@ be among the ``transport_keys`` the caller accepts, see :func:`cluster_from_dict
         pcie_gen: 3                # motherboard PCIe generation (default 3)
         speed_factor: 0.5          # local: emulate a GPU this fraction as fast
         emulate: true              # declared GPUs are emulated, not checked against the machine's
-                                   # (default: true for provider local, false for ssh and aws)
+                                   # (default: the provider's, see ``emulates_gpus``: local only)
         gpu_indices: {v100: [0, 1, 2, 3]}   # nvidia-smi indices of each type (default: matched)
         address: host-or-ip        # transport keys: the provider's own (ssh: address, port,
         instance_type: p3.2xlarge  # user, identity_file; aws: instance_type), kept uninterpreted
@@ -54,6 +54,8 @@ from hadar.core.validation import (
 PROVIDERS = ("simulated", "local", "ssh", "aws")
 TransportKeys = Callable[[str], Collection[str]]
 """A provider's name -> the node-entry keys it accepts beyond the core's (its transport keys)."""
+EmulatesGpus = Callable[[str], bool]
+"""A provider's name -> whether its nodes emulate their declared GPUs unless ``emulate:`` says."""
 
 
 class _NodeSpec(BaseModel):
@@ -156,12 +158,14 @@ def cluster_from_dict(
     source: str = "<cluster>",
     base_dir: Path | None = None,
     transport_keys: TransportKeys = lambda provider: (),
+    emulates_gpus: EmulatesGpus = lambda provider: False,
 ) -> Cluster:
     """Validate a parsed cluster mapping; errors name ``source`` and the offending field.
     ``gpu_types`` (a file name is relative to ``base_dir``) is registered before the nodes are
     read, so they (and later a throughputs table) may name those GPUs. A node entry's keys
     beyond the core's must be among ``transport_keys(provider)`` (else "unknown field"; by
-    default there are none); they become the node's uninterpreted ``transport``. The core knows no provider's keys: load clusters for use
+    default there are none); they become the node's uninterpreted ``transport``. A node's
+    ``emulate`` defaults to ``emulates_gpus(provider)`` (by default never). The core knows no provider's keys: load clusters for use
     with :func:`hadar.clusters.load_cluster`, which passes and checks the provider's."""
     gpu_types: dict[str, Any] = {}
     if isinstance(data, dict) and data.get("gpu_types") is not None:
@@ -188,7 +192,7 @@ def cluster_from_dict(
                     gpus=dict(ns.gpus),
                     pcie_gen=ns.pcie_gen,
                     speed_factor=ns.speed_factor,
-                    emulate=spec.provider == "local" if ns.emulate is None else ns.emulate,
+                    emulate=emulates_gpus(spec.provider) if ns.emulate is None else ns.emulate,
                     gpu_indices=None
                     if ns.gpu_indices is None
                     else {gid: tuple(ix) for gid, ix in ns.gpu_indices.items()},
@@ -237,12 +241,20 @@ def _split_transport(data: Any, transport_keys: frozenset[str]) -> tuple[Any, li
     return {**data, "nodes": kept}, transports
 
 
-def load_cluster(path: str | Path, transport_keys: TransportKeys = lambda provider: ()) -> Cluster:
+def load_cluster(
+    path: str | Path,
+    transport_keys: TransportKeys = lambda provider: (),
+    emulates_gpus: EmulatesGpus = lambda provider: False,
+) -> Cluster:
     """Load a cluster YAML file; bundled names like ``sim-60gpu`` resolve to ``cluster_configs/``.
-    ``transport_keys`` as for :func:`cluster_from_dict`."""
+    ``transport_keys`` and ``emulates_gpus`` as for :func:`cluster_from_dict`."""
     p = resolve_cluster_path(path)
     return cluster_from_dict(
-        load_yaml(p, "cluster"), source=str(path), base_dir=p.parent, transport_keys=transport_keys
+        load_yaml(p, "cluster"),
+        source=str(path),
+        base_dir=p.parent,
+        transport_keys=transport_keys,
+        emulates_gpus=emulates_gpus,
     )
 
 
