@@ -58,7 +58,7 @@ from hadar.core.errors import HadarError, InputError, UnreachableNodeError
 from hadar.core.io import write_text
 from nodes.provider import CommandResult, NodeHealth, NodeProvider, load_section
 from nodes.ssh import DEFAULT_KNOWN_HOSTS, SshProvider, known_hosts_name
-from nodes.transport import AwsNode, node_transport, transport_keys
+from nodes.transport import AwsNode, node_transport, provider_schema
 
 CLUSTER_TAG = "hadar-cluster"
 NODE_TAG = "hadar-node"
@@ -591,7 +591,7 @@ class AwsCluster:
         cluster = cluster_from_dict(
             {**data, "ssh": ssh_side},
             source=f"{self.source} (setup)",
-            transport_keys=transport_keys,
+            schema=provider_schema(),
         )
         by_node = {i.node: i for i in instances}
         timeout = self.settings.setup_timeout_s
@@ -749,7 +749,7 @@ class AwsProvider(NodeProvider):
             self._ssh = None
             return {}
         ssh_cluster = cluster_from_dict(
-            data, source=f"{self.aws.source} (running instances)", transport_keys=transport_keys
+            data, source=f"{self.aws.source} (running instances)", schema=provider_schema()
         )
         if self._ssh is None:
             self._ssh = SshProvider(ssh_cluster, self.run_id, trust_new_hosts=self._trust)

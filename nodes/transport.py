@@ -19,6 +19,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hadar.core.cluster import Cluster, Node
+from hadar.core.cluster_config import ProviderSchema
 from hadar.core.validation import from_validation_error
 
 
@@ -69,6 +70,11 @@ class ProviderKind:
     """Every node is this machine: their GPUs are one pool, their work directories go under the
     run directory."""
 
+    @property
+    def section(self) -> str:
+        """The cluster file's top-level section it reads its settings from (its name)."""
+        return self.name
+
 
 PROVIDER_KINDS: Mapping[str, ProviderKind] = {
     k.name: k
@@ -85,6 +91,21 @@ messages list them."""
 def provider_kind(provider: str) -> ProviderKind | None:
     """The kind of provider ``provider`` names; None for ``simulated`` (no machines)."""
     return PROVIDER_KINDS.get(provider)
+
+
+def provider_schema() -> ProviderSchema:
+    """What the registered providers add to a cluster file, for the core loader."""
+    return ProviderSchema(
+        providers=tuple(PROVIDER_KINDS),
+        sections=tuple(k.section for k in PROVIDER_KINDS.values()),
+        transport_keys=transport_keys,
+        emulates_gpus=_emulates_gpus,
+    )
+
+
+def _emulates_gpus(provider: str) -> bool:
+    kind = PROVIDER_KINDS.get(provider)
+    return kind is not None and kind.emulates_gpus
 
 
 def provider_names(conjunction: str = "or") -> str:

@@ -53,3 +53,26 @@ def test_the_emulate_default_is_the_providers_capability(tmp_path, monkeypatch):
 def test_a_cluster_without_machines_names_the_providers_that_have_them():
     with pytest.raises(InputError, match=r"no nodes to run on \(use one of local, ssh, aws\)"):
         make_provider(load_cluster("sim-60gpu"), "r1")
+
+
+def test_a_new_provider_kind_is_accepted_by_the_core_loader_without_core_edits(
+    tmp_path, monkeypatch
+):
+    f = tmp_path / "fake-provider.yaml"
+    f.write_text(
+        "name: c\nprovider: fake\nnodes:\n  - {name: a, gpus: {t4: 1}, slot: 3}\nfake: {zone: z1}\n"
+    )
+    with pytest.raises(InputError, match=r"provider: Input should be 'simulated', 'local', 'ssh'"):
+        load_cluster(_write(tmp_path, "fake"))
+
+    class FakeNode(transport.NoTransport):
+        slot: int
+
+    kind = transport.ProviderKind("fake", "tests.nowhere", FakeNode, emulates_gpus=True)
+    monkeypatch.setattr(transport, "PROVIDER_KINDS", {**transport.PROVIDER_KINDS, "fake": kind})
+    cluster = load_cluster(f)
+    assert cluster.settings["fake"] == {"zone": "z1"}
+    assert cluster.node("a").transport == {"slot": 3} and cluster.node("a").emulate is True
+    # the core alone accepts any provider name but no section it was not told of
+    with pytest.raises(InputError, match=r"fake: unknown field"):
+        cluster_config.load_cluster(f, lambda provider: {"slot"})
