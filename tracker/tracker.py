@@ -38,6 +38,7 @@ from typing import Any
 
 from hadar.core.integrity import SHA256_RE, sha256_file
 from hadar.core.io import fsync_dir
+from hadar.core.safe_paths import regular_files
 from tracker import ids
 from tracker.averaging import (
     MODES,
@@ -324,10 +325,8 @@ class JobTracker:
     def _remove_orphans(self) -> None:
         """Delete temp files and unreferenced owned checkpoints under ``job-*/`` directories."""
         keep = self._retained()
-        for job_dir in self.checkpoint_dir.glob("job-*"):
-            if not job_dir.is_dir():
-                continue
-            for f in job_dir.iterdir():
+        for job_dir in sorted(self.checkpoint_dir.glob("job-*")):
+            for f in regular_files(job_dir):  # a planted link is never followed
                 rel = f"{job_dir.name}/{f.name}"
                 if f.name.startswith(TMP_PREFIX) or (
                     OWNED_NAME_RE.match(f.name) and rel not in keep
@@ -610,9 +609,7 @@ class JobTracker:
         keep = self._retained()
         for job_id in job_ids:
             job_dir = self.checkpoint_dir / f"job-{job_id}"
-            if not job_dir.is_dir():
-                continue
-            for f in job_dir.iterdir():
+            for f in regular_files(job_dir):  # a planted link is never followed
                 if OWNED_NAME_RE.match(f.name) and f"{job_dir.name}/{f.name}" not in keep:
                     f.unlink(missing_ok=True)
 
@@ -728,6 +725,12 @@ class JobTracker:
                 tuple(self.active_copies(job_id)),
             )
 
+    def steps_audit(self) -> dict[int, tuple[int, int]]:
+        """The audit trail per job: (steps its consolidations added, steps its rollbacks
+        removed); the difference is its ``steps_done``."""
+        with self._mutex:
+            return self._store.steps_audit()
+
     def jobs(self) -> list[JobState]:
         with self._mutex:
             return [self.job_state(int(r["job_id"])) for r in self._store.jobs()]
@@ -805,6 +808,9 @@ class JobTracker:
                     None if restored is None else restored.round,
                 )
                 self._store.reopen_job(job_id)
+                self._store.insert_rollback(
+                    job_id, self._store.last_round(), int(job["steps_done"]), steps, problem
+                )
                 crash_point("rollback:in_tx")
             return restored, Rollback(
                 job_id, tuple(bad), int(job["steps_done"]), steps, restored, bool(job["completed"])

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hadar.core.errors import HadarError, UnreachableNodeError
+from hadar.core.io import write_json
 from hadar.core.jobs import Job, Placement
 from hadar.core.safe_paths import PathEscapeError
 from hadar.runtime.gpu_binding import GpuIds, rank_layout, worker_env
@@ -126,7 +127,7 @@ def run_copy(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOut
 
 def _run(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOutcome:
     spec_local = local_dir / f"j{task.job.job_id}-c{task.copy}-spec.json"
-    spec_local.write_text(json.dumps(dict(task.job.spec)))
+    write_json(spec_local, dict(task.job.spec))
     rd = task.remote_dir
     ranks = task.ranks
     nodes = sorted({n for n, _ in ranks})
@@ -253,7 +254,7 @@ def evaluate_checkpoint(
     rd = f"eval/j{job.job_id}"
     local_dir.mkdir(parents=True, exist_ok=True)
     spec_local = local_dir / f"eval-j{job.job_id}-spec.json"
-    spec_local.write_text(json.dumps(dict(job.spec)))
+    write_json(spec_local, dict(job.spec))
     try:
         provider.put(node, spec_local, f"{rd}/spec.json")
         put_checkpoint(provider, node, checkpoint, sha256, f"{rd}/in.pt")

@@ -329,3 +329,32 @@ def test_a_damaged_tracker_is_exit_2_naming_it(copied_run: Path) -> None:
         fh.write(b"\xa5" * 16)
     proc = resume(copied_run)
     assert refused(proc).startswith(f"hadar: error: {db.resolve()}: damaged state file (")
+
+
+# -- planted links (issue 28) -----------------------------------------------------------------
+def test_resume_refuses_a_planted_checkpoint_link_and_deletes_nothing(
+    copied_run: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    files = {".tmp-1.pt": b"t", f"round-0-{'a' * 64}.pt": b"r", "notes.txt": b"n"}
+    for name, data in files.items():
+        (outside / name).write_bytes(data)
+    link = copied_run / "checkpoints" / "job-77"
+    link.symlink_to(outside)
+    proc = resume(copied_run, "--no-eval")
+    assert refused(proc) == (
+        f"hadar: error: {link}: a symbolic link in the run directory {copied_run}, which hadar "
+        "never creates; remove it (hadar does not write or delete through links)"
+    )
+    assert {p.name: p.read_bytes() for p in outside.iterdir()} == files
+
+
+def test_resume_does_not_append_events_through_a_link(copied_run: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "diary.txt"
+    outside.write_text("private\n")
+    (copied_run / "events.jsonl").unlink()
+    (copied_run / "events.jsonl").symlink_to(outside)
+    proc = resume(copied_run, "--no-eval")
+    assert "events.jsonl: a symbolic link in the run directory" in refused(proc)
+    assert outside.read_text() == "private\n"
