@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import secrets
+import signal
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -217,12 +218,20 @@ def run(args: argparse.Namespace) -> int:
     except StopRequested:
         _close(view)
         write_report(rundir)
-        console.print(f"stopped cleanly; state saved. Continue with: hadar run --resume {rundir}")
-        return 130
-    except KeyboardInterrupt:
+        console.print(
+            f"stopped cleanly{_by(coordinator.stop_signal)}; state saved. "
+            f"Continue with: hadar run --resume {rundir}"
+        )
+        return 128 + coordinator.stop_signal
+    except (
+        KeyboardInterrupt
+    ) as exc:  # a second signal, or SIGTERM/SIGHUP (hadar.cli) before the run
         _close(view)
-        console.print(f"abandoned the current round; continue with: hadar run --resume {rundir}")
-        return 130
+        signum = int(getattr(exc, "signum", coordinator.stop_signal))
+        console.print(
+            f"abandoned the current round{_by(signum)}; continue with: hadar run --resume {rundir}"
+        )
+        return 128 + signum
     except RunStalledError:
         _close(view)
         write_report(rundir)  # what did finish is reported; the error line says what did not
@@ -234,6 +243,11 @@ def run(args: argparse.Namespace) -> int:
     summary = write_report(rundir)
     print_run_summary(summary, rundir, console)
     return 0
+
+
+def _by(signum: int) -> str:
+    """`` (SIGTERM)`` for a stop by a signal other than Ctrl-C's SIGINT."""
+    return "" if signum == signal.SIGINT else f" ({signal.Signals(signum).name})"
 
 
 def _given(value: float | None, default: float) -> float:

@@ -76,9 +76,12 @@ from tracker.crashpoints import crash_point
 from tracker.errors import ReportRejected
 from tracker.tracker import JobTracker, Quarantine, Rollback
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Signals that stop a run as Ctrl-C does: after the round in flight, state saved."""
+
 
 class StopRequested(Exception):
-    """Ctrl-C: the run stopped cleanly after saving its state."""
+    """Ctrl-C, SIGTERM or SIGHUP: the run stopped cleanly after saving its state."""
 
 
 class Coordinator:
@@ -140,6 +143,8 @@ class Coordinator:
         )
         self._stop = threading.Event()
         self._abandon = threading.Event()
+        self.stop_signal: int = signal.SIGINT
+        """The signal that stopped the run (exit status 128 + it)."""
         self._gpus: dict[str, NodeGpus] = {}
         """Each probed node's numbered GPUs (hadar/runtime/gpu_inventory.py), this process's."""
         self._preflight_done = False
@@ -202,9 +207,10 @@ class Coordinator:
         """Run rounds until every job is complete (or given up), then score the finished models.
         Raises StopRequested after a clean Ctrl-C, RunStalledError when the run or a job made
         no progress, RunResourceError when a directory is full, read-only or not writable."""
-        prev = signal.getsignal(signal.SIGINT)
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGINT, self._on_sigint)
+        main = threading.current_thread() is threading.main_thread()
+        prev = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS} if main else {}
+        for sig in prev:
+            signal.signal(sig, self._on_stop_signal)
         finished = False
         try:
             try:
@@ -215,8 +221,8 @@ class Coordinator:
                     raise
                 raise err from None
         finally:
-            if threading.current_thread() is threading.main_thread():
-                signal.signal(signal.SIGINT, prev)
+            for sig, handler in prev.items():
+                signal.signal(sig, handler)
             self._shutdown(clean_nodes=finished and not self.failed)
         if self.failed:
             lines = "; ".join(f"job {j}: {cause}" for j, cause in sorted(self.failed.items()))
@@ -367,13 +373,17 @@ class Coordinator:
             with contextlib.suppress(Exception):
                 close()
 
-    def _on_sigint(self, *_: object) -> None:
+    def _on_stop_signal(self, signum: int, _frame: object) -> None:
+        """SIGINT (Ctrl-C), SIGTERM, SIGHUP: the first stops the run after the round in flight
+        (state saved); a second abandons that round (KeyboardInterrupt)."""
         if self._stop.is_set():
             self._abandon.set()
             raise KeyboardInterrupt
+        self.stop_signal = signum
         self._stop.set()
         if self.view is not None:
-            self.view.note("stopping after this round (Ctrl-C again to abandon it)")
+            name = signal.Signals(signum).name
+            self.view.note(f"{name}: stopping after this round (Ctrl-C again to abandon it)")
 
     def _round(self, decision: Decision) -> tuple[int, list[dict[str, Any]]]:
         ctx, plan, decision_s = decision.ctx, decision.plan, decision.decision_s
