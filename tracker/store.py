@@ -89,12 +89,13 @@ TABLES = ("meta", "jobs", "copies", "rounds", "reports", "consolidations", "roll
 class Store:
     """A connection to the tracker database with the queries the tracker needs."""
 
-    def __init__(self, db_path: Path) -> None:
+    def __init__(self, db_path: Path, *, read_only: bool = False) -> None:
         self.db_path = db_path
-        self.conn = open_state_db(db_path)  # refuses a damaged file (integrity check)
+        # refuses a damaged file (integrity check)
+        self.conn = open_state_db(db_path, read_only=read_only)
         self.conn.row_factory = sqlite3.Row
         self.conn.execute("PRAGMA foreign_keys=ON")
-        if self.is_initialized():
+        if not read_only and self.is_initialized():
             with self.transaction() as c:
                 c.execute(ROLLBACKS_DDL)
 

@@ -172,6 +172,11 @@ def _int(value: Any, what: str, error: type[Exception]) -> int:
         raise error(f"{what}: expected an integer, got {value!r}") from None
 
 
+CLOSED = -1
+NO_LOCK = -2
+"""``_lock_fd`` of a tracker opened read-only (it holds no lock)."""
+
+
 class JobTracker:
     """Crash-safe Job Tracker. Create with :meth:`open`; one process at a time per database."""
 
@@ -184,7 +189,7 @@ class JobTracker:
         self.max_job_count = int(meta["max_job_count"])
         self.averaging = meta["averaging"]
         self.keep_history = meta["keep_history"] == "1"
-        self.keep_checkpoints = int(meta["keep_checkpoints"])
+        self.keep_checkpoints = int(meta.get("keep_checkpoints", "1"))  # older databases: 1
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
@@ -227,7 +232,8 @@ class JobTracker:
         except BlockingIOError:
             os.close(lock_fd)
             raise TrackerBusyError(
-                f"{db}: the tracker database is open in another process"
+                f"{db}: the tracker database is open in another process (the run is going on "
+                "there; wait for it to end, or read it with hadar report)"
             ) from None
         try:
             store = Store(db)
@@ -242,6 +248,29 @@ class JobTracker:
             raise
         tracker._remove_orphans()
         return tracker
+
+    @classmethod
+    def open_read_only(
+        cls, db_path: str | os.PathLike[str], checkpoint_dir: str | os.PathLike[str]
+    ) -> JobTracker:
+        """Open an existing tracker only to read it, also while another process has it open
+        (``hadar report`` on a live run): no lock taken, nothing written, no clean-up."""
+        db = Path(db_path).resolve()
+        if not db.is_file():
+            raise TrackerConfigError(f"{db}: no tracker database here")
+        store = Store(db, read_only=True)
+        try:
+            if not store.is_initialized():
+                raise TrackerConfigError(f"{db}: not a tracker database (no meta table)")
+            meta = store.meta()
+            if meta.get("schema_version") != str(SCHEMA_VERSION):
+                raise TrackerConfigError(
+                    f"{db}: schema version {meta.get('schema_version')}, this tracker reads {SCHEMA_VERSION}"
+                )
+            return cls(store, Path(checkpoint_dir).resolve(), NO_LOCK)
+        except BaseException:
+            store.close()
+            raise
 
     @staticmethod
     def _check_meta(
@@ -283,11 +312,12 @@ class JobTracker:
     def close(self) -> None:
         """Close the database and release the lock (idempotent)."""
         with self._mutex:
-            if self._lock_fd < 0:
+            if self._lock_fd == CLOSED:
                 return
             self._store.close()
-            os.close(self._lock_fd)
-            self._lock_fd = -1
+            if self._lock_fd >= 0:
+                os.close(self._lock_fd)
+            self._lock_fd = CLOSED
 
     def __enter__(self) -> JobTracker:
         return self

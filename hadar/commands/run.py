@@ -23,6 +23,7 @@ from hadar.commands.options import (
     add_round_arg,
     add_size_arg,
 )
+from hadar.commands.resume_options import check_resume_options, track_given
 from hadar.core.errors import HadarError, InputError
 from hadar.core.extras import plots_missing_note, require
 from hadar.policy_options import parse_pairs
@@ -134,6 +135,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="keep the nodes' work directories after the run completes (deleted by default)",
     )
     p.set_defaults(func=run)
+    track_given(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -148,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
     if args.resume:
         rundir = Path(args.resume)
         cfg = load_config(rundir)
+        check_resume_options(args, cfg, rundir)
         _check_options_unchanged(args, cfg)
         if cfg.identity is not None:  # before anything opens the run's state
             check_same_run(
@@ -160,14 +163,13 @@ def run(args: argparse.Namespace) -> int:
             )
         if args.keep_node_dirs:
             cfg = cfg.model_copy(update={"keep_node_dirs": True})
+        if "stall_rounds" in getattr(args, "given", ()):  # this session's patience
+            _at_least_one("--stall-rounds", args.stall_rounds)
+            cfg = cfg.model_copy(update={"stall_rounds": args.stall_rounds})
         console.print(f"resuming {rundir} ({cfg.policy} on {cfg.cluster}, workload {cfg.workload})")
     else:
-        for flag, value in (
-            ("--keep-checkpoints", args.keep_checkpoints),
-            ("--stall-rounds", args.stall_rounds),
-        ):
-            if value < 1:
-                raise InputError(f"{flag}: must be at least 1 (got {value})")
+        _at_least_one("--keep-checkpoints", args.keep_checkpoints)
+        _at_least_one("--stall-rounds", args.stall_rounds)
         rundir = Path(args.out or f"runs/{args.policy}-{time.strftime('%Y%m%d-%H%M%S')}")
         if (rundir / "run.json").exists():
             raise InputError(
@@ -176,8 +178,8 @@ def run(args: argparse.Namespace) -> int:
         defaults = RuntimeKnobs()
         cfg = RunConfig(
             run_id=f"{rundir.name}-{secrets.token_hex(3)}"[-60:].lstrip(".-_") or "run",
-            cluster=args.cluster,
-            workload=args.workload,
+            cluster=_absolute(args.cluster),
+            workload=_absolute(args.workload),
             size=args.size,
             policy=args.policy,
             policy_options=parse_pairs(args.policy_opt),
@@ -243,6 +245,19 @@ def run(args: argparse.Namespace) -> int:
     summary = write_report(rundir)
     print_run_summary(summary, rundir, console)
     return 0
+
+
+def _absolute(value: str) -> str:
+    """A file named relative to here, made absolute so that ``--resume`` works from any
+    directory (run.json also records its digest); a bundled name (a cluster or a built-in
+    workload) as it is."""
+    path = Path(value)
+    return str(path.absolute()) if path.is_file() else value
+
+
+def _at_least_one(flag: str, value: int) -> None:
+    if value < 1:
+        raise InputError(f"{flag}: must be at least 1 (got {value})")
 
 
 def _by(signum: int) -> str:

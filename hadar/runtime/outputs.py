@@ -27,7 +27,8 @@ def collect(
     writes (:mod:`hadar.outputs_schema`) plus the columns and keys only a real run has."""
     cfg = load_config(rundir)
     journal = Journal(rundir / "journal.sqlite")
-    tracker = JobTracker.open(rundir / "tracker.sqlite", rundir / "checkpoints")
+    # read-only and unlocked: `hadar report` may read a run that is going on
+    tracker = JobTracker.open_read_only(rundir / "tracker.sqlite", rundir / "checkpoints")
     try:
         events = EventLog(rundir / "events.jsonl").read()
         rounds = _rounds(cfg, journal, tracker)

@@ -187,3 +187,29 @@ def _closed(rundir: Path) -> list[int]:
         return [r[0] for r in conn.execute("SELECT round FROM rounds WHERE state = 'closed'")]
     finally:
         conn.close()
+
+
+def test_a_second_process_on_a_live_run_is_exit_6_and_report_reads_it(tmp_path: Path) -> None:
+    jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 1_000_000})
+    out = tmp_path / "run"
+    proc = start_run(out, jobs, slot="4", policy="hadar")
+    try:
+        wait_until_dispatched(out, 0, proc)
+        wait_for(lambda: (out / "run.json").exists(), 60, "run.json", proc)
+        second = hadar("run", "--resume", str(out), "--no-live", timeout=120)
+        assert second.returncode == 6, second.stdout + second.stderr
+        (line,) = second.stderr.strip().splitlines()
+        assert line.startswith(
+            f"hadar: error: {(out / 'tracker.sqlite').resolve()}: the tracker database is open "
+            "in another process"
+        ), line
+        report = hadar("report", str(out), timeout=120)  # reads the live run, takes no lock
+        assert report.returncode == 0, report.stdout + report.stderr
+        assert (out / "summary.json").exists() and proc.poll() is None
+        os.kill(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=120) == 130  # the run itself went on undisturbed
+    finally:
+        if proc.poll() is None:
+            kill(proc.pid)
+        for pid in run_pids(out):
+            kill(pid)
