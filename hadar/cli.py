@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Iterator
 from typing import NoReturn
@@ -74,8 +76,25 @@ def sub_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentPa
                     yield from sub_parsers(child)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the program is, so it unwinds (cleaning up) as after
+    Ctrl-C; ``hadar run`` installs its own handler, which first finishes the round."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _terminate(signum: int, _frame: object) -> NoReturn:
+    raise Terminated(signum)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; returns its exit code (0 ok, 2 bad input, 3 unreachable node)."""
+    """Run one command; returns its exit code (0 ok, 2 bad input, 3 unreachable node, 128 + the
+    signal after SIGINT, SIGTERM or SIGHUP)."""
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, _terminate)
     parser = build_parser()
     args = argparse.Namespace(debug=False)
     try:
@@ -102,9 +121,10 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"hadar: error: {_one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("hadar: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
+        print(f"hadar: interrupted ({signal.Signals(signum).name})", file=sys.stderr)
+        return 128 + signum
 
 
 def _one_line(message: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import secrets
+import signal
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +20,7 @@ from hadar.commands.options import (
     add_round_arg,
     add_size_arg,
 )
+from hadar.commands.resume_options import check_resume_options, track_given
 from hadar.core.defaults import REAL_RUN, SIMULATED
 from hadar.core.errors import HadarError, InputError
 from hadar.core.extras import plots_missing_note, require
@@ -131,6 +133,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="keep the nodes' work directories after the run completes (deleted by default)",
     )
     p.set_defaults(func=run)
+    track_given(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -145,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
     if args.resume:
         rundir = Path(args.resume)
         cfg = load_config(rundir)
+        check_resume_options(args, cfg, rundir)
         _check_options_unchanged(args, cfg)
         if cfg.identity is not None:  # before anything opens the run's state
             check_same_run(
@@ -157,14 +161,13 @@ def run(args: argparse.Namespace) -> int:
             )
         if args.keep_node_dirs:
             cfg = cfg.model_copy(update={"keep_node_dirs": True})
+        if "stall_rounds" in getattr(args, "given", ()):  # this session's patience
+            _at_least_one("--stall-rounds", args.stall_rounds)
+            cfg = cfg.model_copy(update={"stall_rounds": args.stall_rounds})
         console.print(f"resuming {rundir} ({cfg.policy} on {cfg.cluster}, workload {cfg.workload})")
     else:
-        for flag, value in (
-            ("--keep-checkpoints", args.keep_checkpoints),
-            ("--stall-rounds", args.stall_rounds),
-        ):
-            if value < 1:
-                raise InputError(f"{flag}: must be at least 1 (got {value})")
+        _at_least_one("--keep-checkpoints", args.keep_checkpoints)
+        _at_least_one("--stall-rounds", args.stall_rounds)
         rundir = Path(args.out or f"runs/{args.policy}-{time.strftime('%Y%m%d-%H%M%S')}")
         if (rundir / "run.json").exists():
             raise InputError(
@@ -172,8 +175,8 @@ def run(args: argparse.Namespace) -> int:
             )
         cfg = RunConfig(
             run_id=f"{rundir.name}-{secrets.token_hex(3)}"[-60:].lstrip(".-_") or "run",
-            cluster=args.cluster,
-            workload=args.workload,
+            cluster=_absolute(args.cluster),
+            workload=_absolute(args.workload),
             size=args.size,
             policy=args.policy,
             policy_options=parse_pairs(args.policy_opt),
@@ -214,12 +217,20 @@ def run(args: argparse.Namespace) -> int:
     except StopRequested:
         _close(view)
         write_report(rundir)
-        console.print(f"stopped cleanly; state saved. Continue with: hadar run --resume {rundir}")
-        return 130
-    except KeyboardInterrupt:
+        console.print(
+            f"stopped cleanly{_by(coordinator.stop_signal)}; state saved. "
+            f"Continue with: hadar run --resume {rundir}"
+        )
+        return 128 + coordinator.stop_signal
+    except (
+        KeyboardInterrupt
+    ) as exc:  # a second signal, or SIGTERM/SIGHUP (hadar.cli) before the run
         _close(view)
-        console.print(f"abandoned the current round; continue with: hadar run --resume {rundir}")
-        return 130
+        signum = int(getattr(exc, "signum", coordinator.stop_signal))
+        console.print(
+            f"abandoned the current round{_by(signum)}; continue with: hadar run --resume {rundir}"
+        )
+        return 128 + signum
     except RunStalledError:
         _close(view)
         write_report(rundir)  # what did finish is reported; the error line says what did not
@@ -231,6 +242,24 @@ def run(args: argparse.Namespace) -> int:
     summary = write_report(rundir)
     print_run_summary(summary, rundir, console)
     return 0
+
+
+def _absolute(value: str) -> str:
+    """A file named relative to here, made absolute so that ``--resume`` works from any
+    directory (run.json also records its digest); a bundled name (a cluster or a built-in
+    workload) as it is."""
+    path = Path(value)
+    return str(path.absolute()) if path.is_file() else value
+
+
+def _at_least_one(flag: str, value: int) -> None:
+    if value < 1:
+        raise InputError(f"{flag}: must be at least 1 (got {value})")
+
+
+def _by(signum: int) -> str:
+    """`` (SIGTERM)`` for a stop by a signal other than Ctrl-C's SIGINT."""
+    return "" if signum == signal.SIGINT else f" ({signal.Signals(signum).name})"
 
 
 def _given(value: float | None, default: float) -> float:

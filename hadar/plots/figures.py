@@ -16,16 +16,14 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
+from hadar.core.io import write_figure
 from hadar.policy import find_policy_info
 
 DPI = 120
 
 
 def _save(fig: Figure, path: str | Path) -> Path:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(p, dpi=DPI, bbox_inches="tight")
-    return p
+    return write_figure(path, fig, dpi=DPI, bbox_inches="tight")
 
 
 def _colour(policy: str, i: int) -> Any:

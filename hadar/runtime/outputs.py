@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from hadar.core.extras import plots_missing_note
-from hadar.core.io import write_csv, write_json
+from hadar.core.io import write_csv, write_figure, write_json
 from hadar.outputs_schema import JOB_COLUMNS as COMMON_JOB_COLUMNS
 from hadar.outputs_schema import ROUND_COLUMNS as COMMON_ROUND_COLUMNS
 from hadar.outputs_schema import completion_metrics, decision_metrics, utilisation
@@ -27,7 +27,8 @@ def collect(
     writes (:mod:`hadar.outputs_schema`) plus the columns and keys only a real run has."""
     cfg = load_config(rundir)
     journal = Journal(rundir / "journal.sqlite")
-    tracker = JobTracker.open(rundir / "tracker.sqlite", rundir / "checkpoints")
+    # read-only and unlocked: `hadar report` may read a run that is going on
+    tracker = JobTracker.open_read_only(rundir / "tracker.sqlite", rundir / "checkpoints")
     try:
         events = EventLog(rundir / "events.jsonl").read()
         rounds = _rounds(cfg, journal, tracker)
@@ -134,14 +135,10 @@ def _jobs(
     for r in rounds:
         for job, _copy in r["ok_copies"]:
             start.setdefault(job, r["time"])
-    for e in events:
-        if (
-            e.get("event") == "aggregation"
-            and e.get("completed")
-            and e["job"] not in finish
-            and e["round"] in ended
-        ):
-            finish[e["job"]] = ended[e["round"]]
+    for r in rounds:  # the tracker's record, not the events: a kill may have lost those
+        for job, res in tracker.round_summary(r["round"]).jobs.items():
+            if res.completed and job not in finish:
+                finish[job] = ended[r["round"]]
     metrics = {e["job"]: e.get("metric") for e in events if e.get("event") == "evaluation"}
     arrivals = _arrivals(events)
     types = {int(j): v for j, v in (_last_start(events).get("job_types") or {}).items()}
@@ -284,7 +281,7 @@ def _charts(rundir: Path, cfg: RunConfig, rounds: list[dict[str, Any]]) -> None:
         ax.set_xlabel("time since start (s)")
         ax.set_title(f"{cfg.policy}: which job ran on which node, round by round")
         fig.tight_layout()
-        fig.savefig(rundir / "nodes_by_round.png", dpi=110)
+        write_figure(rundir / "nodes_by_round.png", fig, dpi=110)
         plt.close(fig)
     fig, ax = plt.subplots(figsize=(7, 3.2))
     ax.bar([r["round"] for r in rounds], [r["cru"] for r in rounds], color="tab:blue")
@@ -293,5 +290,5 @@ def _charts(rundir: Path, cfg: RunConfig, rounds: list[dict[str, Any]]) -> None:
     ax.set_ylabel("CRU")
     ax.set_title(f"{cfg.policy}: cluster resource utilisation per round")
     fig.tight_layout()
-    fig.savefig(rundir / "cru_by_round.png", dpi=110)
+    write_figure(rundir / "cru_by_round.png", fig, dpi=110)
     plt.close(fig)
