@@ -12,10 +12,12 @@ import logging
 import sys
 import traceback
 from collections.abc import Iterator
-from typing import NoReturn
+from typing import Any, NoReturn
 
+from hadar import __version__
 from hadar.commands.options import DefaultsHelpFormatter, add_global_args
 from hadar.core.errors import HadarError, InputError
+from hadar.core.suggest import did_you_mean
 
 COMMAND_MODULES = [
     "hadar.commands.simulate",
@@ -40,6 +42,17 @@ class OneLineParser(argparse.ArgumentParser):
     :class:`UsageError` instead of printing the usage block and exiting (sub-command parsers
     inherit the class)."""
 
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """An invalid choice names the closest valid ones ("did you mean")."""
+        choices = action.choices
+        if choices is not None and value not in choices:
+            names = [str(c) for c in choices]
+            hint = did_you_mean(str(value), names)
+            listed = ", ".join(map(repr, names)) if len(names) <= 20 else f"{len(names)} names"
+            raise argparse.ArgumentError(
+                action, f"invalid choice: {value!r}{hint} (choose from {listed})"
+            )
+
     def error(self, message: str) -> NoReturn:
         command = self.prog.partition(" ")[2]
         raise UsageError(f"{command + ': ' if command else ''}{message} (see: {self.prog} --help)")
@@ -50,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="hadar",
         description="Heterogeneity-aware scheduling of deep-learning training jobs (Hadar/HadarE).",
         formatter_class=DefaultsHelpFormatter,
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"hadar {__version__}", help="print the version"
     )
     add_global_args(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -74,19 +90,51 @@ def sub_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentPa
                     yield from sub_parsers(child)
 
 
+def command_parser(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> argparse.ArgumentParser:
+    """The parser of the (sub-)sub-command ``args`` were parsed for (``hadar nodes check``)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = getattr(args, action.dest, None)
+            if chosen in action.choices:
+                return command_parser(action.choices[chosen], args)
+    return parser
+
+
+def _flags(parser: argparse.ArgumentParser) -> list[str]:
+    """The long option strings ``parser`` takes (hidden aliases excluded)."""
+    return [
+        o
+        for a in parser._actions
+        if a.help != argparse.SUPPRESS
+        for o in a.option_strings
+        if o.startswith("--")
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns its exit code (0 ok, 2 bad input, 3 unreachable node)."""
     parser = build_parser()
     args = argparse.Namespace(debug=False)
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:  # bare `hadar`: the help, exit 0
+        parser.print_help()
+        return 0
     try:
         try:
             args, extras = parser.parse_known_args(argv)
         except SystemExit as exc:  # --help exits through argparse
             return exc.code if isinstance(exc.code, int) else 0
         if extras:  # named after the sub-command, whose --help lists what it takes
+            command = command_parser(parser, args)
+            name = command.prog.partition(" ")[2]
+            hint = "".join(
+                did_you_mean(e.partition("=")[0], _flags(command)) for e in extras if e[:1] == "-"
+            )
             raise UsageError(
-                f"{args.command}: unrecognized arguments: {' '.join(extras)} "
-                f"(see: hadar {args.command} --help)"
+                f"{name}: unrecognized arguments: {' '.join(extras)}{hint} "
+                f"(see: {command.prog} --help)"
             )
         level = "debug" if args.debug else args.log_level
         logging.basicConfig(

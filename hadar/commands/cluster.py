@@ -69,7 +69,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     down.set_defaults(func=run_down)
 
-    status = actions.add_parser("status", help="list the instances tagged for this cluster")
+    status = actions.add_parser(
+        "status",
+        help="list the instances tagged for this cluster",
+        description="List the EC2 instances tagged hadar-cluster=<name> for the cluster file "
+        "(live ones; --all adds terminated ones), with type, state and addresses.",
+    )
     _config_arg(status)
     status.add_argument("--all", action="store_true", help="include terminated instances")
     status.set_defaults(func=run_status)
