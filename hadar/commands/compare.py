@@ -484,6 +484,7 @@ def print_table(
         METRICS,
         f"{workload} on {cluster} ({mode} mode); (x) = policy / {reference}",
         extra,
+        reference,
     )
     _metric_table(
         console,
@@ -491,6 +492,7 @@ def print_table(
         FAIRNESS_METRICS,
         "queueing delay, work efficiency and finish-time fairness (rho)",
         None,
+        reference,
     )
 
 
@@ -500,6 +502,7 @@ def _metric_table(
     metrics: Sequence[tuple[str, str, Callable[[float], str]]],
     title: str,
     extra: tuple[str, str] | None,
+    reference: str,
 ) -> None:
     """One metric per row, one policy per column (so four or five policies fit 80 columns);
     a ratio is that of the unrounded values."""
@@ -513,7 +516,12 @@ def _metric_table(
         for r in rows:
             v, ratio = r.get(key), r.get(f"{key}_ratio")
             shown = "-" if v is None else fmt(v)
-            if v is not None and ratio is not None and math.isfinite(ratio):
+            if (
+                v is not None
+                and ratio is not None
+                and math.isfinite(ratio)
+                and r["policy"] != reference
+            ):
                 shown += f" ({ratio:.2f}x)"
             cells.append(shown)
         table.add_row(name, *cells)
