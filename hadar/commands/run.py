@@ -128,6 +128,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="give up a job (or stop the run) after N rounds in a row without progress (default: %(default)s)",
     )
     p.add_argument(
+        "--down-after",
+        nargs="?",
+        const=0,
+        default=None,
+        type=argtypes.count(0, 24 * 60, "minutes"),
+        metavar="MINUTES",
+        help="aws clusters: terminate the cluster's instances once the run ends (completed, "
+        "stalled or failed; not after a clean stop, which you resume), or MINUTES after it "
+        "ends if given (the idle cluster waits that long; Ctrl-C keeps it)",
+    )
+    p.add_argument(
         "--keep-node-dirs",
         action="store_true",
         help="keep the nodes' work directories after the run completes (deleted by default)",
@@ -195,6 +206,8 @@ def run(args: argparse.Namespace) -> int:
                 args.aggregation_overhead, defaults.aggregation_overhead_s
             ),
         )
+    if args.down_after is not None:
+        check_down_after(cfg.cluster)
     view: LiveView | None = None
     coordinator = Coordinator(rundir, cfg, provider_options=_provider_options(args))
     if not args.resume:
@@ -226,14 +239,36 @@ def run(args: argparse.Namespace) -> int:
     except RunStalledError:
         _close(view)
         write_report(rundir)  # what did finish is reported; the error line says what did not
+        _down_after(args, cfg, console)
         raise
     except HadarError:
         _close(view)
+        _down_after(args, cfg, console)
         raise
     _close(view)
     summary = write_report(rundir)
     print_run_summary(summary, rundir, console)
+    _down_after(args, cfg, console)
     return 0
+
+
+def check_down_after(cluster_file: str) -> None:
+    """``--down-after`` terminates EC2 instances: only for a ``provider: aws`` cluster file."""
+    from hadar.clusters import load_cluster
+
+    provider = load_cluster(cluster_file).provider
+    if provider != "aws":
+        raise InputError(
+            f"--down-after: {cluster_file} is a provider: {provider} cluster; --down-after "
+            "terminates the instances of a provider: aws cluster (pass the aws file to hadar run)"
+        )
+
+
+def _down_after(args: argparse.Namespace, cfg: RunConfig, console: Console) -> None:
+    if args.down_after is not None:
+        from hadar.commands.cluster import teardown
+
+        teardown(cfg.cluster, args.down_after, console.print)
 
 
 def _given(value: float | None, default: float) -> float:
