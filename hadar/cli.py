@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "hadar.commands.compare",
     "hadar.commands.run",
     "hadar.commands.report",
+    "hadar.commands.background",
     "hadar.commands.nodes",
     "hadar.commands.cluster",
     "hadar.commands.estimate",
@@ -136,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{name}: unrecognized arguments: {' '.join(extras)}{hint} "
                 f"(see: {command.prog} --help)"
             )
+        args.argv = list(argv)  # `hadar run --detach` starts the same command in the background
         level = "debug" if args.debug else args.log_level
         logging.basicConfig(
             level=level.upper(), format="%(levelname)s %(name)s: %(message)s", force=True

@@ -79,6 +79,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--resume", metavar="RUNDIR", help="continue the run in RUNDIR after a crash or Ctrl-C"
     )
     p.add_argument(
+        "--detach",
+        action="store_true",
+        help="run in the background (output in RUNDIR/run.log) and return; then hadar status, "
+        "hadar logs RUNDIR -f, hadar stop RUNDIR",
+    )
+    p.add_argument(
         "--no-eval", action="store_true", help="do not score finished models on held-out data"
     )
     p.add_argument(
@@ -149,6 +155,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     # imported here: they bring torch, which `hadar --help` and the other commands do not need
     require("torch", "hadar run (real training)")
+    if args.detach:
+        from hadar.commands.background import detach
+
+        rundir = Path(args.resume or args.out or default_rundir(args.policy))
+        return detach(args.argv, rundir, resume=bool(args.resume))
     from hadar.runtime.coordinator import Coordinator, StopRequested
     from hadar.runtime.faults import RunStalledError
     from hadar.runtime.live import LiveView
@@ -178,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
         ):
             if value < 1:
                 raise InputError(f"{flag}: must be at least 1 (got {value})")
-        rundir = Path(args.out or f"runs/{args.policy}-{time.strftime('%Y%m%d-%H%M%S')}")
+        rundir = Path(args.out or default_rundir(args.policy))
         if (rundir / "run.json").exists():
             raise InputError(
                 f"--out: {rundir} already holds a run (use --resume {rundir} or another --out)"
@@ -271,6 +282,11 @@ def _down_after(args: argparse.Namespace, cfg: RunConfig, console: Console) -> N
         teardown(cfg.cluster, args.down_after, console.print)
 
 
+def default_rundir(policy: str) -> str:
+    """``runs/<policy>-<YYYYmmdd-HHMMSS>``: where a run without ``--out`` goes."""
+    return f"runs/{policy}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
 def _given(value: float | None, default: float) -> float:
     return default if value is None else value
 
@@ -321,6 +337,17 @@ def _LineView(jobs, console):  # noqa: N802 - a constructor
     return LiveView(jobs, Console(file=console.file, force_terminal=False))
 
 
+METRIC_HINTS = {
+    "accuracy": "held-out share right; 1 is perfect",
+    "token_accuracy": "held-out target tokens right, teacher-forced; 1 is perfect, "
+    "chance is about 1/vocabulary; the tiny/small demo models reach well under 1",
+    "perplexity": "lower is better; 1 is perfect",
+    "rmse": "lower is better, in the target's units",
+    "mse": "lower is better",
+}
+"""What a good value of each held-out metric looks like (printed next to it)."""
+
+
 def print_run_summary(summary: dict, rundir: Path, console: Console | None = None) -> None:
     console = console or Console()
     t = Table(
@@ -330,7 +357,13 @@ def print_run_summary(summary: dict, rundir: Path, console: Console | None = Non
     t.add_column("metric")
     t.add_column("value", justify="right")
     fmt = lambda v, unit="s": "-" if v is None else f"{v:,.1f} {unit}"  # noqa: E731
-    t.add_row("total time duration (TTD)", fmt(summary["ttd_s"]))
+    t.add_row("total time duration (TTD, wall clock)", fmt(summary["ttd_s"]))
+    active = summary.get("active_s")
+    if active is not None and summary["ttd_s"] is not None:
+        t.add_row(
+            "time in rounds (active_s: TTD less stops after Ctrl-C and gaps between rounds)",
+            f"{fmt(active)} ({fmt(summary['ttd_s'] - active)} outside rounds)",
+        )
     t.add_row("average JCT", fmt(summary["avg_jct_s"]))
     t.add_row("average queueing delay", fmt(summary["avg_queueing_s"]))
     t.add_row("GPU resource utilisation (GRU)", f"{summary['gru']:.3f}")
@@ -342,7 +375,10 @@ def print_run_summary(summary: dict, rundir: Path, console: Console | None = Non
     t.add_row("non-training time per round (adds worker start-up)", fmt(summary["avg_overhead_s"]))
     for jid, q in summary["quality"].items():
         if q["metric"]:
-            t.add_row(f"job {jid} {q['metric']}", f"{q['value']:.4f}")
+            hint = METRIC_HINTS.get(q["metric"], "")
+            t.add_row(
+                f"job {jid} {q['metric']}" + (f" ({hint})" if hint else ""), f"{q['value']:.4f}"
+            )
     console.print(t)
     no_plots = plots_missing_note("charts")
     if no_plots:
