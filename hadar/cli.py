@@ -32,6 +32,22 @@ COMMAND_MODULES = [
     "hadar.commands.experiment",
 ]
 """Modules that contribute sub-commands (order = order in ``hadar --help``)."""
+COMMANDS = {
+    "simulate": "hadar.commands.simulate",
+    "compare": "hadar.commands.compare",
+    "run": "hadar.commands.run",
+    "report": "hadar.commands.report",
+    "status": "hadar.commands.background",
+    "logs": "hadar.commands.background",
+    "stop": "hadar.commands.background",
+    "nodes": "hadar.commands.nodes",
+    "cluster": "hadar.commands.cluster",
+    "estimate-error": "hadar.commands.estimate",
+    "export-gavel": "hadar.commands.export_gavel",
+    "experiment": "hadar.commands.experiment",
+}
+"""Which module registers each sub-command: ``hadar simulate ...`` imports only its own module
+(the others bring imports the simulation does not need); ``tests/cli`` checks it is complete."""
 
 
 class UsageError(InputError):
@@ -59,7 +75,9 @@ class OneLineParser(argparse.ArgumentParser):
         raise UsageError(f"{command + ': ' if command else ''}{message} (see: {self.prog} --help)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or with ``command`` (a key of :data:`COMMANDS`) one holding only that
+    sub-command, which parses its command lines the same way and imports less."""
     parser = OneLineParser(
         prog="hadar",
         description="Heterogeneity-aware scheduling of deep-learning training jobs (Hadar/HadarE).",
@@ -70,12 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_global_args(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMAND_MODULES:
+    for name in [COMMANDS[command]] if command in COMMANDS else COMMAND_MODULES:
         importlib.import_module(name).register(sub)
-    for command in sub_parsers(parser):
-        command.formatter_class = DefaultsHelpFormatter
-        if not any(isinstance(a, argparse._SubParsersAction) for a in command._actions):
-            add_global_args(command, top=False)
+    for child in sub_parsers(parser):
+        child.formatter_class = DefaultsHelpFormatter
+        if not any(isinstance(a, argparse._SubParsersAction) for a in child._actions):
+            add_global_args(child, top=False)
     return parser
 
 
@@ -116,9 +134,9 @@ def _flags(parser: argparse.ArgumentParser) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns its exit code (0 ok, 2 bad input, 3 unreachable node)."""
-    parser = build_parser()
-    args = argparse.Namespace(debug=False)
     argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv[0] if argv else None)
+    args = argparse.Namespace(debug=False)
     if not argv:  # bare `hadar`: the help, exit 0
         parser.print_help()
         return 0

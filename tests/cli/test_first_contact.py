@@ -72,3 +72,33 @@ def test_help_gaps_are_filled(capsys: pytest.CaptureFixture[str]) -> None:
     ):
         assert main(argv) == 0
         assert wanted in " ".join(capsys.readouterr().out.split())
+
+
+def test_each_command_parses_alone_as_in_the_whole_parser() -> None:
+    """``hadar simulate ...`` builds a parser with only its own sub-command (fewer imports):
+    :data:`hadar.cli.COMMANDS` names every sub-command, and each lone parser has the same
+    options as in the whole one."""
+    from hadar.cli import COMMANDS, build_parser, sub_parsers
+
+    whole = {p.prog: p for p in sub_parsers(build_parser())}
+    top = {prog.split()[1] for prog in whole}
+    assert top == set(COMMANDS)
+    for command in COMMANDS:
+        for p in sub_parsers(build_parser(command)):
+            if p.prog.split()[1] == command:
+                mine = sorted(o for a in p._actions for o in a.option_strings)
+                assert mine == sorted(o for a in whole[p.prog]._actions for o in a.option_strings)
+
+
+def test_simulate_without_figures_imports_no_matplotlib(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from hadar.cli import main; "
+        f"rc = main(['simulate', '--workload', 'philly-8', '--no-progress', '--out', {str(tmp_path / 'o')!r}]); "
+        "print(rc, 'matplotlib' in sys.modules, 'hadar.experiments' in sys.modules)"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.stdout.strip().splitlines()[-1] == "0 False False", res.stderr
+    assert not list((tmp_path / "o").glob("*.png"))
