@@ -361,7 +361,7 @@ def print_run_summary(summary: dict, rundir: Path, console: Console | None = Non
     active = summary.get("active_s")
     if active is not None and summary["ttd_s"] is not None:
         t.add_row(
-            "time in rounds (active_s: TTD less stops after Ctrl-C and gaps between rounds)",
+            "time in rounds (active_s; excludes stops)",
             f"{fmt(active)} ({fmt(summary['ttd_s'] - active)} outside rounds)",
         )
     t.add_row("average JCT", fmt(summary["avg_jct_s"]))

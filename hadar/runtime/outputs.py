@@ -334,6 +334,7 @@ def _charts(rundir: Path, cfg: RunConfig, rounds: list[dict[str, Any]]) -> None:
         label="worker start-up",
     )
     ax.set_ylim(0, 1.05)
+    ax.set_xticks(x)
     ax.set_xlabel("round")
     ax.set_ylabel("CRU")
     ax.legend(fontsize=8, loc="lower right")
