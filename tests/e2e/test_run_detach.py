@@ -54,6 +54,8 @@ def test_detach_status_logs_stop(tmp_path: Path) -> None:
     log = hadar("logs", str(out), timeout=60)
     assert log.returncode == 0 and "stopped cleanly; state saved" in log.stdout
     assert "round 0:" in log.stdout  # one line per round (no live view in the background)
+    follow = hadar("logs", str(out), "-f", timeout=60)  # the run has ended: -f returns at once
+    assert follow.returncode == 0 and follow.stdout == log.stdout
     status = hadar("status", str(out), timeout=60, env=WIDE)
     assert "stopped" in status.stdout and "running" not in status.stdout
     again = hadar("stop", str(out), timeout=60)
