@@ -48,7 +48,7 @@ from hadar.sweep import default_workers, run_cells
 DEFAULT_POLICIES = "hadar,gavel,tiresias,yarn-cs"
 DECISION_SIZES = (32, 64, 128, 256, 512, 1024, 2048)
 DECISION_POLICIES = ("hadar", "gavel")
-DECISION_REPEATS = 5
+DECISION_REPEATS = 3
 """Decisions timed per policy and queue length (Fig. 5 draws the median and the min-max range)."""
 SCENARIO_KEYS = (
     "cluster",

@@ -206,8 +206,12 @@ def summary_line(
     line = f"{len(results) - len(down)}/{len(results)} nodes reachable, {len(ready)} ready"
     if down:
         line += "; unreachable: " + ", ".join(f"{h.node} ({short_reason(h.error)})" for h in down)
-    if missing_torch:
-        line += "; no torch: " + ", ".join(missing_torch)
+    silent = [n for n in missing_torch if next(h for h in results if h.node == n).python is None]
+    no_torch = [n for n in missing_torch if n not in silent]
+    if no_torch:
+        line += "; no torch: " + ", ".join(no_torch)
+    if silent:
+        line += "; health probe failed: " + ", ".join(silent)
     if problems:
         line += "; GPUs do not match: " + ", ".join(problems)
     return line
