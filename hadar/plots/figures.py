@@ -151,7 +151,7 @@ def utilisation_chart(
         busy,
         edges,
         fill=True,
-        color=OTHER_COLOURS[2],
+        color=OTHER_COLOURS[0],
         alpha=0.35,
         label="busy GPUs (% of cluster)",
     )
