@@ -10,8 +10,8 @@ in a doc; this script runs the command behind every NAME once and rewrites the b
     .venv/bin/python scripts/doc_tables.py           # rewrite the blocks
     .venv/bin/python scripts/doc_tables.py --check   # exit 1 naming each stale block
 
-``tests/cli/test_doc_tables.py`` runs ``--check`` (a slow test: the physical grid takes ~20 s
-on two cores).
+``tests/cli/test_doc_tables.py`` runs ``--check`` (a slow test: the physical grid and two
+philly-480 comparisons take about 100 s on two cores).
 """
 
 from __future__ import annotations
@@ -82,7 +82,62 @@ def physical(tmp: Path) -> dict[str, str]:
     }
 
 
-GENERATORS: dict[str, Callable[[Path], dict[str, str]]] = {"physical": physical}
+def _h(v: float) -> str:
+    return f"{v / 3600:.2f} h"
+
+
+def _compare_table(rows: list[dict], gavel: bool) -> str:
+    """One markdown table of ``hadar compare``'s rows: TTD (ratio in bold), JCTs with ratios
+    to the reference, p99, GRU (Gavel's utilisation in Gavel-compatible mode), restarts."""
+    last = "GRU = Gavel util" if gavel else "GRU | restarts/job"
+    head = "Gavel-compatible" if gavel else "normal mode"
+    lines = [
+        f"| {head} | TTD | avg JCT | median JCT | p99 JCT | {last} |",
+        "| --- | --- | --- | --- | --- | --- |" + ("" if gavel else " --- |"),
+    ]
+    for i, r in enumerate(rows):
+
+        def ratio(key: str, bold: bool = False, r: dict = r, i: int = i) -> str:
+            x = r.get(f"{key}_ratio")
+            if i == 0 or x is None:
+                return ""
+            return f" (**{x:.2f}x**)" if bold else f" ({x:.2f}x)"
+
+        util = r["gpu_util_gavel"] if gavel else r["gru"]
+        cells = [
+            r["policy"],
+            _h(r["ttd_s"]) + ratio("ttd_s", bold=True),
+            _h(r["avg_jct_s"]) + ratio("avg_jct_s"),
+            _h(r["median_jct_s"]) + ratio("median_jct_s"),
+            _h(r["p99_jct_s"]),
+            f"{100 * util:.1f} %",
+        ]
+        if not gavel:
+            cells.append(f"{r['restarts_per_job']:.2f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def baselines(tmp: Path) -> dict[str, str]:
+    """``hadar compare`` on philly-480 / sim-60gpu (seed 0), normal and Gavel-compatible (the
+    decision-time figure is skipped: it is measured, not a result of the runs)."""
+    import json
+
+    out = {}
+    for mode, extra in (("normal", []), ("gavel", ["--gavel-compatible"])):
+        d = tmp / f"compare-{mode}"
+        _hadar(
+            "compare", "--workload", "philly-480", "--decision-sizes", "", "--out", str(d), *extra
+        )
+        rows = json.loads((d / "compare.json").read_text())["policies"]
+        out[f"baselines-philly-480-{mode}"] = _compare_table(rows, gavel=mode == "gavel")
+    return out
+
+
+GENERATORS: dict[str, Callable[[Path], dict[str, str]]] = {
+    "physical": physical,
+    "baselines": baselines,
+}
 DOCS = ("docs/experiments.md", "docs/baselines.md")
 
 

@@ -208,7 +208,8 @@ def decision_time_curve(
     ax.set_ylabel("decision time (s)")
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
+    if by_policy:  # none when --decision-sizes is empty
+        ax.legend(fontsize=8)
     return _save(fig, path)
 
 
