@@ -106,6 +106,16 @@ def out_file(text: str) -> str:
     return text
 
 
+def missing_folder(path: str | Path) -> Path | None:
+    """The outermost folder above ``path`` that does not exist yet (None when its folder
+    exists): an ``--out FILE`` command creates it and says so."""
+    missing = None
+    parent = Path(path).absolute().parent
+    while not parent.exists():
+        missing, parent = parent, parent.parent
+    return missing
+
+
 def _check_creatable(path: Path, text: str) -> None:
     """Raise unless ``path`` is a writable directory or could be created below its nearest
     existing ancestor. Probed by creating (and removing) a scratch directory there, so read-only
