@@ -28,7 +28,15 @@ def add_scenario_args(
     p.add_argument(
         "--workload",
         default=default_workload,
-        help="philly-N, philly-N-arrivals, M-1..M-12, or a .csv/.yaml job list (default: %(default)s)",
+        help="philly-N, philly-N-arrivals, M-1..M-12, pollux-1..pollux-8, or a .csv/.yaml job "
+        "list (default: %(default)s)",
+    )
+    p.add_argument(
+        "--load",
+        type=float,
+        default=None,
+        metavar="L",
+        help="relative job load of a pollux-N workload: 0.5, 1, 1.5 or 2 (default: 1)",
     )
     p.add_argument(
         "--throughputs",
