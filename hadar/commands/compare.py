@@ -56,6 +56,7 @@ SCENARIO_KEYS = (
     "round_length",
     "restart_penalty",
     "horizon_s",
+    "fork_progress",
 )
 
 

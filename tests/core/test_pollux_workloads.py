@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from goodput import statistical_efficiency
 from goodput.traces import bundled_trace
 from hadar import api
 from hadar.cli import main
@@ -25,6 +26,7 @@ def test_every_bundled_workload_and_load_loads_as_elastic_jobs():
             jobs = pollux_jobs(workload_at_load(f"pollux-{n}", load))
             # the load scales the number of jobs sampled over the same 8 hours: 160 at load 1
             assert len(jobs) == 160 * load and all(j.is_elastic for j in jobs)
+    assert len(load_workload("pollux-1-load-0.5", table=None)) == 80  # type: ignore[arg-type]
     first = load_workload("pollux-6", table=None)[0]  # type: ignore[arg-type]
     assert (first.job_type, first.arrival, first.num_gpus) == ("cifar10", 53.0, 6)
     assert job_batch_size(first, bundled_trace("cifar10")) == 2048
@@ -119,3 +121,51 @@ def test_every_policy_finishes_a_pollux_workload(policy):
     assert len(elastic_rows) == len(sim.placements) > 0
     assert ((elastic_rows.efficiency > 0) & (elastic_rows.efficiency <= 1.0 + 1e-9)).all()
     assert pd.api.types.is_integer_dtype(sim.placements.batch_size)
+
+
+def test_forked_copies_progress_at_most_as_one_job_at_their_combined_batch(tmp_path):
+    path = tmp_path / "one.csv"
+    path.write_text(f"{HEADER}\nc,0,cifar10,1,128\n")
+    runs = {
+        mode: api.simulate(
+            "pollux-64t4", str(path), "hadare", round_length=60.0, fork_progress=mode
+        )
+        for mode in ("steps", "goodput")
+    }
+    steps, good = runs["steps"], runs["goodput"]
+    assert steps.placements["copy"].max() > 1 and good.placements["copy"].max() > 1  # forked
+    assert steps.jobs.step_sum[0] == pytest.approx(steps.jobs.target[0])
+    # the bound: the paper's accounting would have credited more than the progress that counted
+    assert good.jobs.step_sum[0] > 1.2 * good.jobs.target[0]
+    assert good.jobs.jct[0] > steps.jobs.jct[0]
+    forked = good.placements[good.placements["copy"] > 0]
+    assert (forked.efficiency < 1.0).all()
+    # each copy at batch 128, together at 128 x copies: the efficiency of the combined batch
+    first = forked[forked["round"] == forked["round"].min()]
+    copies = first["copy"].nunique()
+    combined = bundled_trace("cifar10").grad_stats(128 * copies, 0.0)
+    expected = float(statistical_efficiency(combined, 128, 128 * copies))
+    assert first.efficiency.iloc[0] == pytest.approx(expected)
+
+
+def test_a_pollux_job_off_the_t4_runs_on_estimated_figures_and_says_so():
+    jobs = pollux_jobs("pollux-1")[:3]
+    sim = api.simulate("sim-60gpu", jobs, "tiresias", round_length=60.0)
+    assert sim.summary["completed"] == 3
+    assert sim.placements.estimated.all() and sim.summary["estimated_cells"]
+
+
+def test_gavel_jobs_borrow_the_noise_scale_of_the_same_model_or_none():
+    from estimators.throughput import GavelThroughputTable
+    from hadar.workloads.fork_efficiency import fork_factors
+
+    table = GavelThroughputTable.bundled()
+    resnet = Job(0, "ResNet-18 (batch size 64)", 1, 1000.0)
+    factors = fork_factors(resnet, [None, None, None], 0.0, table)
+    assert factors is not None and len(factors) == 3 and all(0 < f < 1 for f in factors)
+    # later in training the noise scale grows, so forking costs less
+    later = fork_factors(resnet, [None, None, None], 900.0, table)
+    assert later is not None and later[0] > factors[0]
+    assert fork_factors(Job(1, "A3C", 1, 1000.0), [None, None], 0.0, table) is None
+    sim = api.simulate("sim-60gpu", "philly-8", "hadare", fork_progress="goodput")
+    assert (sim.jobs.step_sum >= sim.jobs.target - 1e-6).all()
