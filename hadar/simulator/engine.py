@@ -8,7 +8,11 @@ Semantics (also in docs/hadar.md, section Simulator):
 * A run whose placement differs from the same (job, copy)'s placement last round pays
   ``restart_penalty`` seconds (checkpoint-restart), unless the job has done no step yet or the
   policy decided it explicitly (``Assignment.restart``).
-  ``Assignment.overhead_s`` is paid every round (e.g. HadarE's aggregation).
+  ``Assignment.overhead_s`` is paid every round (e.g. HadarE's aggregation). A job with its
+  own ``restart_s`` (Pollux's applications) pays that instead of ``restart_penalty``.
+* A run progresses at ``throughput.run_rate`` (steps/s; for a Pollux job its goodput at its
+  progress so far and the round's batch size, docs/elastic.md). With ``fork_progress="goodput"``
+  a job's copies running together progress at most as one job at their combined batch.
 * A job finishes at the exact moment its steps reach the target; its GPUs stay idle for the
   rest of the round (``round_end="slot"``) or the round ends when its longest run ends
   (``round_end="longest-job"``, Gavel's simulator).
@@ -77,7 +81,7 @@ class SimConfig:
     stall_rounds: int = 2_000
     """Give up (error) after this many consecutive rounds with jobs waiting and nothing running."""
     progress: bool = False
-    fork_progress: str = "goodput"
+    fork_progress: str = FORK_PROGRESS[0]
     """How a job's copies running in the same round (HadarE's forks) progress, for jobs with
     efficiency data: ``goodput`` (at most as one job at their combined batch: each copy's
     samples count at the combined batch's statistical efficiency) or ``steps`` (each copy's own
