@@ -286,6 +286,9 @@ def _LineView(jobs, console):  # noqa: N802 - a constructor
     return LiveView(jobs, Console(file=console.file, force_terminal=False))
 
 
+JCT_TAIL_KEYS = ("median_jct_s", "p99_jct_s", "max_jct_s")
+
+
 def print_run_summary(summary: dict, rundir: Path, console: Console | None = None) -> None:
     console = console or Console()
     t = Table(
@@ -297,6 +300,7 @@ def print_run_summary(summary: dict, rundir: Path, console: Console | None = Non
     fmt = lambda v, unit="s": "-" if v is None else f"{v:,.1f} {unit}"  # noqa: E731
     t.add_row("total time duration (TTD)", fmt(summary["ttd_s"]))
     t.add_row("average JCT", fmt(summary["avg_jct_s"]))
+    t.add_row("median / p99 / max JCT", " / ".join(fmt(summary[k]) for k in JCT_TAIL_KEYS))
     t.add_row("average queueing delay", fmt(summary["avg_queueing_s"]))
     t.add_row("GPU resource utilisation (GRU)", f"{summary['gru']:.3f}")
     t.add_row("cluster (node) resource utilisation (CRU)", f"{summary['cru']:.3f}")
