@@ -25,15 +25,16 @@ from __future__ import annotations
 
 import gc
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
 from hadar.core.jobs import Placement
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
-from hadar.reference_rates import best_achievable_rate
+from hadar.reference_rates import best_achievable_rate, equal_share_rate, fair_share_jct
 from hadar.running import split_running
 from hadar.valuation import JobValuation, queue_entry, round_price_bounds, single_node, value_jobs
 from primal_dual.dp import CandidateCache, QueueEntry, StateKey, plan_queue
@@ -41,9 +42,17 @@ from primal_dual.find_alloc import Candidate, JobRequest, best_candidate
 from primal_dual.lp_prices import type_prices
 from primal_dual.utility import UTILITIES, make_utility
 
-DEFAULT_MAX_WAIT_S = 24 * 3600.0
-"""Default starvation bound: a day. It almost never binds on the paper's workloads (where the
-utility already favours short jobs) but guarantees that no job is held back indefinitely."""
+DEFAULT_MAX_RHO = 1.0
+"""Default deferral bound in finish-time fairness (Themis's rho = JCT / JCT with an equal 1/n
+share): a job that would finish later than its fair-share JCT if it waited another round is
+placed first. 1 is the sharing-incentive point (no job worse off than with its 1/n share), a
+bound relative to the job and to the load rather than a wall-clock constant."""
+
+TTD_SLACK_ROUNDS = 2.0
+"""``preset=ttd``: jobs within two rounds of the TTD bound count as critical. A job that waits a
+round loses a round, and one whose remaining time is within two rounds of the bound may be
+pushed past it by the next round's wait as well; protecting them keeps the longest jobs running
+from the start, which is what a makespan objective asks (docs/hadar.md)."""
 
 CRITICAL_TOLERANCE_ROUNDS = 0.01
 """Jobs within 1 % of a round of the TTD bound count as on the critical path (rate estimates are
@@ -75,10 +84,16 @@ class HadarConfig:
     critical_slack_rounds: float = 0.0
     """With ``ttd_guard``: also treat as critical the jobs within this many rounds of the bound
     (0 = only the jobs on the critical path, up to a tolerance of 1 % of a round)."""
-    max_wait_s: float | None = DEFAULT_MAX_WAIT_S
-    """Starvation bound (``replan=preempt``): a job that has not started within this many seconds
-    of its arrival is placed before every other job, on its best placement, as soon as its gang
-    fits on the cluster (running jobs yield their GPUs if need be). None = no bound."""
+    max_rho: float | None = DEFAULT_MAX_RHO
+    """Deferral bound (``replan=preempt``): a job whose finish-time fairness would exceed this if
+    it waited another round (elapsed time + a round + its best remaining time, over its JCT with
+    an equal 1/n share of the cluster, n = the jobs present now) is placed before every other job,
+    worst first, on its fastest placement, as soon as its gang fits (others yield their GPUs if
+    need be). None = no bound."""
+    max_wait_s: float | None = None
+    """Wall-clock starvation bound (``replan=preempt``): a job not started within this many
+    seconds of its arrival is placed first, as with ``max_rho``. None (default) = no bound; it was
+    86400 until issue 27 replaced it by ``max_rho``."""
     single_node: bool = False
     """Place every job on one node when its gang fits on some node (HadarE's per-node copies)."""
 
@@ -96,18 +111,23 @@ class HadarConfig:
 
     @classmethod
     def preset(cls, name: str) -> HadarConfig:
-        """A named configuration: ``default`` or ``legacy``."""
+        """A named configuration: ``default``, ``legacy`` or ``ttd`` (the TTD objective: the
+        critical-path rule also protects jobs within ``TTD_SLACK_ROUNDS`` rounds of the bound)."""
         if name == "default":
             return cls()
         if name == "legacy":
             return cls.legacy()
-        raise ValueError(f"unknown preset {name!r} (known: default, legacy)")
+        if name == "ttd":
+            return cls(critical_slack_rounds=TTD_SLACK_ROUNDS)
+        raise ValueError(f"unknown preset {name!r} (known: default, legacy, ttd)")
 
     def __post_init__(self) -> None:
         if self.replan not in ("never", "upgrade", "preempt"):
             raise ValueError("replan must be 'never', 'upgrade' or 'preempt'")
         if self.critical_slack_rounds < 0:
             raise ValueError("critical_slack_rounds must be >= 0")
+        if self.max_rho is not None and not (math.isfinite(self.max_rho) and self.max_rho > 0):
+            raise ValueError("max_rho must be a positive number (or None)")
         if self.max_wait_s is not None and not (
             math.isfinite(self.max_wait_s) and self.max_wait_s > 0
         ):
@@ -128,6 +148,47 @@ class HadarConfig:
             raise ValueError("need 1 <= window_min <= window_max")
 
 
+@dataclass
+class Contention:
+    """How many jobs each job has shared the cluster with: the time-average, over the rounds since
+    the job was first seen, of the number of jobs present (Themis's n, which the finish-time
+    fairness bound needs). Between two rounds the count of the earlier one holds."""
+
+    t: float | None = None
+    n: int = 0
+    area: float = 0.0
+    """Job-seconds of presence summed since the first round."""
+    since: dict[int, tuple[float, float]] = field(default_factory=dict)
+    """Per job present: (``area``, time) when it was first seen."""
+
+    def observe(self, now: float, job_ids: Sequence[int]) -> None:
+        if self.t is not None and now > self.t:
+            self.area += self.n * (now - self.t)
+        self.t, self.n = now, len(job_ids)
+        self.since = {j: self.since.get(j, (self.area, now)) for j in job_ids}
+
+    def average(self, job_id: int) -> float:
+        """The time-averaged number of jobs present since ``job_id`` was first seen (the current
+        count in its first round)."""
+        area0, t0 = self.since.get(job_id, (self.area, self.t))
+        if self.t is None or t0 is None or self.t <= t0:
+            return float(self.n)
+        return (self.area - area0) / (self.t - t0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "t": self.t,
+            "n": self.n,
+            "area": self.area,
+            "since": {str(j): list(v) for j, v in self.since.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Contention:
+        since = {int(j): (float(a), float(t)) for j, (a, t) in data["since"].items()}
+        return cls(data["t"], int(data["n"]), float(data["area"]), since)
+
+
 class HadarPolicy(Policy):
     """Task-level heterogeneity-aware primal-dual scheduling (Hadar)."""
 
@@ -138,6 +199,18 @@ class HadarPolicy(Policy):
         self.config = config or HadarConfig(**knobs)  # type: ignore[arg-type]
         params = {"gamma2": self.config.gamma2} if self.config.utility == "sigmoid" else {}
         self.utility = make_utility(self.config.utility, **params)
+        self.contention = Contention()
+
+    def state(self) -> dict[str, Any]:
+        """The contention bookkeeping of the finish-time fairness bound (empty when unused)."""
+        return {"contention": self.contention.to_json()} if self.contention.t is not None else {}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        if set(state) - {"contention"}:
+            raise ValueError(
+                f"policy {self.name} keeps no state other than 'contention', got {sorted(state)}"
+            )
+        self.contention = Contention.from_json(state["contention"]) if state else Contention()
 
     def decide(self, ctx: RoundContext) -> RoundPlan:
         with cyclic_gc_paused():
@@ -259,27 +332,24 @@ class HadarPolicy(Policy):
                     out -= y
             return np.maximum(out, 0)
 
-        for i in overdue_jobs(vals, ctx, cfg.max_wait_s):  # the starvation bound comes first
-            cands = (
-                cache.candidates(entries[i], free)
-                if int(free.sum()) >= entries[i].request.num_gpus
-                else []
-            )
-            if cands:  # whatever its payoff: the fastest placement (ties: payoff)
-                take(i, max(cands, key=lambda c: (c.rate, entries[i].payoff(c))))
         slack_s = (cfg.critical_slack_rounds + CRITICAL_TOLERANCE_ROUNDS) * ctx.round_length
-        crit = (
-            [(i, d) for i, d in critical_jobs(vals, ctx, slack_s) if entries[i].key not in placed]
-            if cfg.ttd_guard
-            else []
-        )
-        for i, deadline in crit:
+        crit = critical_jobs(vals, ctx, slack_s) if cfg.ttd_guard else []
+        for i, deadline in crit:  # the TTD guard first: these jobs set the TTD
             cand = deadline_candidate(
                 entries[i], vals[i], idle_for(entries[i].key), cache, deadline, ctx, strict=True
             )
             cand = cand or deadline_candidate(entries[i], vals[i], free, cache, deadline, ctx)
             if cand is not None:
                 take(i, cand)
+        # then the deferral bounds: the best-payoff placement (round prices) that meets the job's
+        # deadline (its finish-time fairness bound), else the fastest
+        if cfg.max_rho is not None:
+            self.contention.observe(ctx.now, [s.job_id for s in ctx.jobs])
+        for i, deadline in overdue_jobs(vals, ctx, cfg.max_wait_s, cfg.max_rho, self.contention):
+            if entries[i].key not in placed:
+                cand = deadline_candidate(entries[i], vals[i], free, cache, deadline, ctx)
+                if cand is not None:
+                    take(i, cand)
         rest = [i for i in range(len(entries)) if entries[i].key not in placed]
         selected, info = admit(
             [entries[i] for i in rest], free.copy(), ctx, cache, replace(cfg, backfill=False)
@@ -417,19 +487,68 @@ def type_rates_alone(v: JobValuation, capacity: np.ndarray) -> np.ndarray:
 
 
 def overdue_jobs(
-    vals: list[JobValuation], ctx: RoundContext, max_wait_s: float | None
-) -> list[int]:
-    """Indices of the jobs that have not started and would exceed ``max_wait_s`` of waiting by
-    the end of this round, longest-waiting first."""
-    if max_wait_s is None:
-        return []
-    waited = {
-        i: ctx.now - v.status.job.arrival
-        for i, v in enumerate(vals)
-        if v.status.first_start is None
-    }
-    late = [i for i, w in waited.items() if w + ctx.round_length > max_wait_s]
-    return sorted(late, key=lambda i: (-waited[i], i))
+    vals: list[JobValuation],
+    ctx: RoundContext,
+    max_wait_s: float | None,
+    max_rho: float | None = None,
+    contention: Contention | None = None,
+) -> list[tuple[int, float]]:
+    """The jobs a deferral bound protects this round, each with the seconds from now by which it
+    should finish: those whose finish-time fairness would exceed ``max_rho`` if they waited
+    another round (:func:`deferred_rho`; deadline: finishing at ``max_rho``), least laxity first,
+    then those not started that would exceed ``max_wait_s`` of waiting by the end of this round
+    (longest-waiting first; deadline 0: the fastest placement)."""
+    out: list[tuple[int, float]] = []
+    if max_rho is not None:
+        rho = deferred_rho(vals, ctx, contention)
+        deadline = {
+            i: max_rho * fair - (ctx.now - vals[i].status.job.arrival)
+            for i, (r, fair) in enumerate(rho)
+            if r > max_rho
+        }
+        # least laxity first (deadline - best remaining time): the classical order for deadlines
+        # (ordering by rho would let any job shorter than a round, whose rho a one-round wait
+        # inflates, outrank a long job that has no slack left)
+        rates: dict[int, float] = {}
+        laxity = {i: d - best_remaining_s(vals[i], ctx, rates) for i, d in deadline.items()}
+        out = [(i, deadline[i]) for i in sorted(deadline, key=lambda i: (laxity[i], i))]
+    if max_wait_s is not None:
+        waited = {
+            i: ctx.now - v.status.job.arrival
+            for i, v in enumerate(vals)
+            if v.status.first_start is None
+        }
+        late = [i for i, w in waited.items() if w + ctx.round_length > max_wait_s]
+        chosen = {i for i, _ in out}
+        out += [(i, 0.0) for i in sorted(late, key=lambda i: (-waited[i], i)) if i not in chosen]
+    return out
+
+
+def deferred_rho(
+    vals: list[JobValuation], ctx: RoundContext, contention: Contention | None = None
+) -> list[tuple[float, float]]:
+    """Per job, its finish-time fairness if it got no GPUs this round and then ran on its fastest
+    placement, ``(now + round - arrival + best remaining time) / (fair-share JCT + round)``, and
+    that denominator. The fair share is an equal 1/n share (:func:`fair_share_jct`), n the jobs
+    present averaged over the job's life so far (``contention``; the jobs present now without
+    it), as the metric averages it over the whole life. *Decision*: the reference JCT includes one round, the wait no round-based
+    scheduler can avoid (jobs arrive between rounds): without it every job shorter than a round
+    would count as overdue on arrival and outrank all others."""
+    cap, gpus, n = ctx.cluster.capacity, ctx.cluster.total_gpus, len(ctx.jobs)
+    rates: dict[int, float] = {}  # best rates per request object (jobs of a class share it)
+    equal: dict[int, float] = {}
+    out = []
+    for v in vals:
+        key = id(v.request)
+        if key not in equal:
+            equal[key] = equal_share_rate(v.request.rates_cons, cap)
+        job = v.status.job
+        shared = n if contention is None else contention.average(job.job_id)
+        fair = fair_share_jct(job.total_steps, equal[key], job.num_gpus, gpus, shared)
+        fair += ctx.round_length
+        finish = ctx.now + ctx.round_length - job.arrival + best_remaining_s(v, ctx, rates)
+        out.append((finish / fair, fair) if math.isfinite(fair) else (0.0, fair))
+    return out
 
 
 def critical_jobs(

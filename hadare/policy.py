@@ -66,6 +66,13 @@ class HadarEPolicy(Policy):
         self.config = config or HadarEConfig(**knobs)
         self._hadar = HadarPolicy(replace(self.config.hadar, single_node=True))
 
+    def state(self) -> dict[str, Any]:
+        """The inner Hadar policy's state (its finish-time fairness bookkeeping)."""
+        return self._hadar.state()
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        self._hadar.restore(state)
+
     def decide(self, ctx: RoundContext) -> RoundPlan:
         cluster = ctx.cluster
         n_copies = self.config.copies or len(cluster.nodes)
