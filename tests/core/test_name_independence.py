@@ -20,7 +20,16 @@ from hadar.core.cluster import Cluster, Node
 from hadar.core.gpu_catalogue import GpuSpec, forget_user_gpus, register_gpu
 from hadar.core.jobs import Job
 
-POLICIES = ("hadar", "hadare", "gavel", "tiresias", "yarn-cs")
+POLICIES = (
+    "hadar",
+    "hadare",
+    "gavel",
+    "tiresias",
+    "yarn-cs",
+    "hadar-legacy",
+    "gavel-makespan",
+    "gavel-fifo",
+)
 JOB_TYPES = ("model-a", "model-b", "model-c")
 GANGS = (1, 2, 4)
 NAMES = ("zz-alpha", "zz-beta", "zz-gamma")
@@ -115,7 +124,7 @@ def schedule(sc: dict, policy: str, renamed: bool) -> tuple[list, dict]:
 
 @pytest.mark.parametrize("policy", POLICIES)
 @settings(
-    max_examples=12,
+    max_examples=10,
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
