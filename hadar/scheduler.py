@@ -86,10 +86,11 @@ class HadarConfig:
     (0 = only the jobs on the critical path, up to a tolerance of 1 % of a round)."""
     max_rho: float | None = DEFAULT_MAX_RHO
     """Deferral bound (``replan=preempt``): a job whose finish-time fairness would exceed this if
-    it waited another round (elapsed time + a round + its best remaining time, over its JCT with
-    an equal 1/n share of the cluster, n = the jobs present now) is placed before every other job,
-    worst first, on its fastest placement, as soon as its gang fits (others yield their GPUs if
-    need be). None = no bound."""
+    it waited another round (:func:`deferred_rho`: elapsed time + a round + its best remaining
+    time, over its JCT with an equal 1/n share of the cluster plus a round, n averaged over its
+    life so far) is placed right after the critical-path jobs and before the DP, least laxity
+    first, on the best-payoff placement that meets that bound, else the fastest, as soon as its
+    gang fits (others yield their GPUs if need be). None = no bound."""
     max_wait_s: float | None = None
     """Wall-clock starvation bound (``replan=preempt``): a job not started within this many
     seconds of its arrival is placed first, as with ``max_rho``. None (default) = no bound; it was
