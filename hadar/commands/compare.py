@@ -78,6 +78,8 @@ METRICS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
     ("avg_jct_s", "avg JCT", _duration),
     ("median_jct_s", "median JCT", _duration),
     ("p99_jct_s", "p99 JCT", _duration),
+    ("max_jct_s", "max JCT", _duration),
+    ("rho_max", "max rho", lambda v: f"{v:.2f}"),
     ("gru", "GRU", lambda v: f"{100 * v:.1f}%"),
     ("cru", "CRU", lambda v: f"{100 * v:.1f}%"),
     ("restarts_per_job", "restarts/job", lambda v: f"{v:.2f}"),
@@ -91,7 +93,6 @@ FAIRNESS_METRICS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
     ("work_efficiency", "work efficiency", lambda v: f"{v:.2f}"),
     ("rho_mean", "mean rho", lambda v: f"{v:.2f}"),
     ("rho_median", "median rho", lambda v: f"{v:.2f}"),
-    ("rho_max", "max rho", lambda v: f"{v:.1f}"),
     ("rho_above_1", "rho > 1", lambda v: f"{100 * v:.0f}%"),
 )
 """The second table: queueing delay, work efficiency (1.0 = every job always on its fastest GPU

@@ -373,6 +373,8 @@ METRIC_HINTS = {
 }
 """What a good value of each held-out metric looks like (printed next to it)."""
 
+JCT_TAIL_KEYS = ("median_jct_s", "p99_jct_s", "max_jct_s")
+
 
 def print_run_summary(summary: dict, rundir: Path, console: Console | None = None) -> None:
     console = console or Console()
@@ -391,6 +393,7 @@ def print_run_summary(summary: dict, rundir: Path, console: Console | None = Non
             f"{fmt(active)} ({fmt(summary['ttd_s'] - active)} outside rounds)",
         )
     t.add_row("average JCT", fmt(summary["avg_jct_s"]))
+    t.add_row("median / p99 / max JCT", " / ".join(fmt(summary[k]) for k in JCT_TAIL_KEYS))
     t.add_row("average queueing delay", fmt(summary["avg_queueing_s"]))
     t.add_row("GPU resource utilisation (GRU)", f"{summary['gru']:.3f}")
     t.add_row("cluster (node) resource utilisation (CRU)", f"{summary['cru']:.3f}")

@@ -97,6 +97,8 @@ def print_summary(summary: dict, out: Path | None = None) -> None:
         ("average JCT", _hours(summary["avg_jct_s"])),
         ("median JCT", _hours(summary["median_jct_s"])),
         ("p99 JCT", _hours(summary["p99_jct_s"])),
+        ("max JCT", _hours(summary["max_jct_s"])),
+        ("max finish-time fairness rho", _ratio(summary.get("rho_max"))),
         ("average queueing delay", _hours(summary["avg_queueing_s"])),
         ("GPU resource utilisation (GRU)", f"{summary['gru']:.3f}"),
         ("cluster (node) resource utilisation (CRU)", f"{summary['cru']:.3f}"),
@@ -113,6 +115,10 @@ def print_summary(summary: dict, out: Path | None = None) -> None:
     console.print(table)
     if out is not None:
         console.print(f"results written to {out}/")
+
+
+def _ratio(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
 
 
 def _hours(seconds: float | None) -> str:

@@ -156,6 +156,7 @@ def test_simulate_does_not_write_its_figures_through_a_planted_link(tmp_path: Pa
         "--cluster",
         "sim-60gpu",
         "--no-progress",
+        "--figures",
         "--out",
         str(out),
         cwd=tmp_path,

@@ -176,10 +176,9 @@ def test_run_json_records_digests_of_the_run_inputs(finished_run: Path) -> None:
     assert identity["size"] == "tiny" and identity["policy"] == "hadare"
     options = identity["policy_options"]
     assert options["restart_penalty_s"] == "3" and options["aggregation_overhead_s"] == "2"
-    # every knob of the policy's config, defaults included (the starvation bound among them)
-    assert (
-        options["hadar.max_wait_s"] == "86400" and options["hadar.utility"] == "inverse-remaining"
-    )
+    # every knob of the policy's config, defaults included (the deferral bounds among them)
+    assert options["hadar.max_rho"] == "1" and options["hadar.max_wait_s"] == "None"
+    assert options["hadar.utility"] == "inverse-remaining"
     assert all(len(identity[k]) == 64 for k in ("cluster_sha256", "workload_sha256"))
 
 
@@ -245,12 +244,12 @@ def test_resume_refuses_other_policy_options(copied_run: Path) -> None:
 
 
 def test_resume_refuses_run_json_edited_to_other_policy_options(copied_run: Path) -> None:
-    """A knob the run never named (the starvation bound, at its default) is part of its identity too."""
-    edit_run_json(copied_run, policy_options={"max_wait_s": "3600"})
+    """A knob the run never named (the deferral bound, at its default) is part of its identity too."""
+    edit_run_json(copied_run, policy_options={"max_rho": "2"})
     proc = resume(copied_run)
     assert refused(proc) == (
         f"hadar: error: {copied_run / 'run.json'}: policy options differ from the run's "
-        f"(hadar.max_wait_s=86400 at the start, now hadar.max_wait_s=3600); start a new run "
+        f"(hadar.max_rho=1 at the start, now hadar.max_rho=2); start a new run "
         f"with --out instead"
     )
 
