@@ -122,6 +122,7 @@ POLICY_REGISTRY: dict[str, str] = {
     "gavel-makespan": "baselines.gavel:GavelMakespanPolicy",
     "tiresias": "baselines.tiresias:TiresiasPolicy",
     "yarn-cs": "baselines.yarn_cs:YarnCapacityPolicy",
+    "themis": "baselines.themis:ThemisPolicy",
 }
 """Policy names the CLI accepts, mapped to ``module:Class`` (imported on demand)."""
 
