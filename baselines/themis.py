@@ -35,7 +35,7 @@ import numpy as np
 from baselines.gavel import GavelConfig, GavelPolicy
 from baselines.gavel_lp import LpResult, runnable_mask, solve_level_lp
 from hadar.core.jobs import JobStatus
-from hadar.policy import RoundContext, RoundPlan
+from hadar.policy import PolicyInfo, RoundContext, RoundPlan, register_policy
 
 
 @dataclass(frozen=True)
@@ -124,10 +124,12 @@ def finish_time_fairness(
     return LpResult(best, hi)
 
 
+@register_policy
 class ThemisPolicy(GavelPolicy):
     """Gavel's finish-time fairness (Themis's metric) on Gavel's round mechanism."""
 
     name = "themis"
+    info = PolicyInfo(title="Themis", colour="tab:pink", gavel_native=True)
     config_class = ThemisConfig
     config: ThemisConfig
 
