@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from baselines.afs_share import ShareJob, afs_shares
+from baselines.afs_share import ShareJob, afs_p_shares, afs_shares
 from baselines.placement import best_fit_costs, fewest_nodes, node_rank, runnable_cells
 from hadar.core.cluster import Cluster
 from hadar.core.jobs import JobStatus, Placement
@@ -186,11 +186,16 @@ class AfsPolicy(Policy):
         self._pool = {int(j): str(k) for j, k in state["pool"].items()}
 
     # -- shares --------------------------------------------------------------------------
-    def decide(self, ctx: RoundContext) -> RoundPlan:
-        signature = [
+    def signature(self, ctx: RoundContext) -> list[Any]:
+        """What the shares depend on besides progress: the jobs and the cluster (a change is a
+        churn event)."""
+        return [
             sorted(s.job_id for s in ctx.jobs),
             [[n.name, sorted(n.gpus.items())] for n in ctx.cluster.nodes],
         ]
+
+    def decide(self, ctx: RoundContext) -> RoundPlan:
+        signature = self.signature(ctx)
         recomputed = signature != self._signature
         if recomputed:
             self._shares = self.shares(ctx)
@@ -215,6 +220,15 @@ class AfsPolicy(Policy):
             shares = _solve(ctx.jobs, pooled, ["*"], [sum(counts)])
             return {j: ("*", g) for j, (_, g) in shares.items()}
         return self._per_type(ctx, curves, types, counts)
+
+    def pooled_curves(self, ctx: RoundContext) -> dict[int, tuple[float, ...]]:
+        """Each job's curve on all the cluster's GPUs seen as one type (count-weighted mean)."""
+        types = list(ctx.cluster.gpu_types)
+        counts = [ctx.cluster.gpus_of_type(k) for k in types]
+        return {
+            s.job_id: _mean_curve([self._curves.curve(ctx, s, k) for k in types], counts)
+            for s in ctx.jobs
+        }
 
     def _per_type(
         self,
@@ -344,3 +358,58 @@ def _shrink(y: np.ndarray, g: int) -> np.ndarray:
         if drop <= 0:
             break
     return y
+
+
+@dataclass(frozen=True)
+class AfsPConfig(AfsConfig):
+    quantum: float = 7200.0
+    """AFS-P's unit of executed time, seconds (the paper: 2 h for its full-scale traces)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.quantum > 0:
+            raise ValueError("quantum must be > 0")
+
+
+@register_policy
+class AfsPPolicy(AfsPolicy):
+    """AFS-P, without job lengths: with more jobs than GPUs (their ``min_gpus`` summed), one
+    share each by least executed time counted in quanta, a job evicted (shares recomputed) when
+    its count grows; otherwise Eq. 3 both ways (``afs_share.afs_p_shares``), jobs scanned by
+    (count, arrival). All GPUs seen as one pool, as ``afs``."""
+
+    name = "afs-p"
+    info = PolicyInfo(title="AFS-P", colour="tab:purple")
+    config_class = AfsPConfig
+    config: AfsPConfig
+
+    def __init__(self, config: AfsPConfig | None = None, **knobs: Any) -> None:
+        super().__init__(config or AfsPConfig(**knobs))
+
+    def _count(self, st: JobStatus) -> int:
+        return int(sum(st.time_on_type.values()) // self.config.quantum)
+
+    def _crowded(self, ctx: RoundContext) -> bool:
+        return sum(s.job.gpu_range[0] for s in ctx.jobs) > ctx.cluster.total_gpus
+
+    def signature(self, ctx: RoundContext) -> list[Any]:
+        counts = [[s.job_id, self._count(s)] for s in ctx.jobs] if self._crowded(ctx) else []
+        return [*super().signature(ctx), counts]
+
+    def shares(self, ctx: RoundContext) -> dict[int, tuple[str, int]]:
+        order = sorted(ctx.jobs, key=lambda s: (self._count(s), s.job.arrival, s.job_id))
+        curves = self.pooled_curves(ctx)
+        if self._crowded(ctx):
+            free, out = ctx.cluster.total_gpus, {}
+            for s in order:
+                lo = s.job.gpu_range[0]
+                if lo <= free and usable(curves[s.job_id], s):
+                    out[s.job_id] = ("*", lo)
+                    free -= lo
+            return out
+        share_jobs = [
+            ShareJob(max(s.remaining_steps, 1e-9), (curves[s.job_id],), s.job.gpu_range[0])
+            for s in order
+        ]
+        held = afs_p_shares(share_jobs, [ctx.cluster.total_gpus])
+        return {s.job_id: ("*", g) for s, (_, g) in zip(order, held, strict=True) if g > 0}

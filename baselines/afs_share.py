@@ -45,7 +45,7 @@ Decisions the paper leaves open, made here (docs/baselines.md, "AFS"):
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -160,6 +160,38 @@ def afs_shares_literal(jobs: Sequence[ShareJob], counts: Sequence[int]) -> list[
     """Algorithm 1 (AFS-L) exactly: ``M`` times, scan every candidate (in increasing length) with
     ``TOPPRIORITY`` and give the winner one GPU. Returns ``(GPU type, share)`` per job (type -1,
     share 0 for a job left without GPUs). O(GPUs x candidates): the reference for tests."""
+    return _hand_out(jobs, counts, lambda cands: top_priority(sorted(cands, key=_scan_key)))
+
+
+def _winner_unknown_lengths(champion: _State, challenger: _State) -> _State:
+    """AFS-P's ``TOPPRIORITY`` body: Eq. 3 both ways (either job as the shorter); the challenger
+    wins only if Eq. 3 says so with it as the longer. Neither way true: the paper picks at random;
+    we keep the champion (so the scan order decides)."""
+    a, b = champion, challenger
+    if b.p_next > 0 and a.p > 0 and (b.p_next - b.p) / b.p_next > (a.p_next - a.p) / a.p:
+        return b
+    return a
+
+
+def afs_p_shares(jobs: Sequence[ShareJob], counts: Sequence[int]) -> list[tuple[int, int]]:
+    """AFS-P's hand-out without job lengths (the paper's modified ``TOPPRIORITY``), scanning the
+    jobs in the order given (:func:`_winner_unknown_lengths`); ``remaining`` is not used.
+    O(GPUs x jobs)."""
+
+    def top(cands: list[_State]) -> _State:
+        champion = cands[0]
+        for s in cands:
+            champion = _winner_unknown_lengths(champion, s)
+        return champion
+
+    return _hand_out(jobs, counts, top)
+
+
+def _hand_out(
+    jobs: Sequence[ShareJob], counts: Sequence[int], top: Callable[[list[_State]], _State]
+) -> list[tuple[int, int]]:
+    """Give one GPU (a job's first: ``min_gpus``) at a time to ``top(candidates)`` (candidates
+    in job order, then type order) until no job can take one."""
     _check(jobs, counts)
     free = [int(c) for c in counts]
     caps = [[usable_cap(c, job.min_gpus) for c in job.curves] for job in jobs]
@@ -174,7 +206,7 @@ def afs_shares_literal(jobs: Sequence[ShareJob], counts: Sequence[int]) -> list[
                     cands.append(_state(job, j, k, cnt))
         if not cands:
             return held
-        best = top_priority(sorted(cands, key=_scan_key))
+        best = top(cands)
         held[best.job] = (best.gtype, best.cnt + best.step)
         free[best.gtype] -= best.step
 

@@ -6,16 +6,21 @@ each policy's average JCT to AFS's (> 1: AFS better), next to the paper's 1.9-3.
         [--policies afs,tiresias] [--round 60] [--workers 2]
     .venv/bin/python benchmarks/afs_jct.py philly [--sizes 120,480] [--cluster sim-60gpu] \\
         [--policies afs,afs-het,tiresias] [--round 360]
+    .venv/bin/python benchmarks/afs_jct.py mixes [--mixes 1-12] [--cluster lab-5node] \\
+        [--policies afs,afs:pools=per-type,afs-het]
 
 ``pollux`` runs ``pollux-N[-load-L]`` on ``pollux-64t4`` (16 nodes x 4 T4); ``philly`` runs
 ``philly-N-elastic`` (each job may run on 1 GPU up to its request; rigid policies get the
-request) on the given cluster. One simulation per (workload, policy), seed 0.
+request) on the given cluster; ``mixes`` runs the physical mixes ``M-1..M-12`` (paper sizes) on a
+physical cluster. A policy may carry one knob, ``name:key=value``. One simulation per (workload,
+policy), seed 0.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 from dataclasses import dataclass
 
@@ -31,7 +36,11 @@ class Cell:
 def run(cell: Cell) -> dict[str, float]:
     from hadar.api import simulate
 
-    s = simulate(cell.cluster, cell.workload, cell.policy, round_length=cell.round_length).summary
+    name, _, knob = cell.policy.partition(":")
+    options = dict([knob.split("=", 1)]) if knob else None
+    s = simulate(
+        cell.cluster, cell.workload, name, round_length=cell.round_length, policy_options=options
+    ).summary
     return {k: float(s[k]) for k in ("avg_jct_s", "ttd_s", "restarts_per_job", "completed")}
 
 
@@ -73,7 +82,8 @@ def main() -> None:
     from hadar.sweep import run_cells
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("family", choices=("pollux", "philly"))
+    parser.add_argument("family", choices=("pollux", "philly", "mixes"))
+    parser.add_argument("--mixes", default="1-12", help="mixes: mix numbers")
     parser.add_argument("--workloads", default="1-8", help="pollux: workload numbers")
     parser.add_argument("--loads", default="1,2", help="pollux: relative loads")
     parser.add_argument("--sizes", default="120,480", help="philly: job counts")
@@ -81,7 +91,12 @@ def main() -> None:
     parser.add_argument("--policies", default="afs,tiresias")
     parser.add_argument("--round", type=float, default=None)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--json", default=None, help="also write the raw results here")
+    parser.add_argument(
+        "--json",
+        default=None,
+        help="append each result here as a JSON line as it arrives; cells already there are "
+        "not run again",
+    )
     args = parser.parse_args()
     policies = args.policies.split(",")
     if args.family == "pollux":
@@ -91,16 +106,33 @@ def main() -> None:
             for load in args.loads.split(",")
             for n in parse_range(args.workloads)
         ]
-    else:
+    elif args.family == "philly":
         cluster, rnd = args.cluster or "sim-60gpu", args.round or 360.0
         names = [f"philly-{n}-elastic" for n in parse_range(args.sizes)]
+    else:
+        cluster, rnd = args.cluster or "lab-5node", args.round or 360.0
+        names = [f"M-{n}" for n in parse_range(args.mixes)]
     cells = [Cell(cluster, w, p, rnd) for w in names for p in policies]
-    results = run_cells(run, cells, workers=args.workers)
-    print(f"cluster {cluster}, round {rnd:g} s, seed 0\n")
-    table(cells, results, policies)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump([{**c.__dict__, **r} for c, r in zip(cells, results, strict=True)], fh)
+    done: dict[Cell, dict[str, float]] = {}
+    if args.json and os.path.exists(args.json):
+        with open(args.json) as fh:
+            for line in fh:
+                row = json.loads(line)
+                cell = Cell(
+                    *(row.pop(k) for k in ("cluster", "workload", "policy", "round_length"))
+                )
+                done[cell] = row
+
+    def save(cell: Cell, result: dict[str, float]) -> None:
+        done[cell] = result
+        print(f"{cell.workload} {cell.policy}: avg JCT {result['avg_jct_s']:,.0f} s", flush=True)
+        if args.json:
+            with open(args.json, "a") as fh:
+                fh.write(json.dumps({**cell.__dict__, **result}) + "\n")
+
+    run_cells(run, [c for c in cells if c not in done], workers=args.workers, on_done=save)
+    print(f"\ncluster {cluster}, round {rnd:g} s, seed 0\n")
+    table(cells, [done[c] for c in cells], policies)
 
 
 if __name__ == "__main__":

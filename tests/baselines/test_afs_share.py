@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from baselines.afs_share import (
     ShareJob,
     _state,
+    afs_p_shares,
     afs_shares,
     afs_shares_literal,
     top_priority,
@@ -153,3 +154,17 @@ def test_a_job_beating_all_others_wins_in_every_scan_order(problem):
         ):
             for order in itertools.islice(itertools.permutations(states), 24):
                 assert top_priority(list(order)) is s
+
+
+def test_afs_p_without_lengths_ignores_remaining_work_and_keeps_eq_3():
+    # Same curves, very different remaining work: AFS-L favours the short job, AFS-P cannot
+    # tell them apart (scan order decides, first job first), and stage one still gives each a GPU.
+    curve = (_curve(1.0, [1.5, 1.2]),)
+    jobs = [ShareJob(100.0, curve), ShareJob(1.0, curve)]
+    assert afs_shares(jobs, [3]) == [(0, 1), (0, 2)]
+    assert afs_p_shares(jobs, [3]) == [(0, 2), (0, 1)]
+    assert afs_p_shares(list(reversed(jobs)), [3]) == [(0, 2), (0, 1)]
+    # An efficient job wins the extra GPU whatever its length (Eq. 3 holds one way).
+    eff = ShareJob(100.0, (_curve(1.0, [1.9, 1.8]),))
+    ineff = ShareJob(1.0, (_curve(1.0, [1.1, 1.05]),))
+    assert afs_p_shares([ineff, eff], [3]) == [(0, 1), (0, 2)]
