@@ -18,6 +18,7 @@ from typing import Any, ClassVar, TypeVar
 
 from estimators.throughput import ThroughputModel
 from hadar.core.cluster import Cluster
+from hadar.core.defaults import SIMULATED
 from hadar.core.errors import InputError
 from hadar.core.jobs import JobStatus, Placement
 
@@ -82,7 +83,7 @@ class RoundContext:
     """Last round's placements by (job id, copy); empty for jobs that were not running. Drivers
     leave out placements on nodes that are not in ``cluster`` any more (down or gone)."""
     throughput: ThroughputModel
-    restart_penalty: float = 10.0
+    restart_penalty: float = SIMULATED.restart_penalty_s
 
     def status(self, job_id: int) -> JobStatus:
         for s in self.jobs:

@@ -71,8 +71,8 @@ def throughput_for(
     """The measured table when it covers every (job type, GPU count) of the run on every GPU
     type of the cluster, else the composite model (measured where available, PMI/PCIe estimate
     of Eq. 10 elsewhere; the measured table interpolated between measured GPU counts when a job
-    is elastic, ``estimators/gang_sizes.py``); wrapped in the Pollux traces' goodput model when a job is one of
-    Pollux's applications. A (job type, GPU count) the table lacks is rejected later by
+    is elastic, ``estimators/gang_sizes.py``); wrapped in the Pollux traces' goodput model when
+    a job is one of Pollux's applications. A (job type, GPU count) the table lacks is rejected later by
     :func:`hadar.workloads.validate_workload`."""
     from estimators.composite import CompositeThroughput
     from estimators.gang_sizes import InterpolatedGangs
