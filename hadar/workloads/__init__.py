@@ -21,12 +21,15 @@ from hadar.core.jobs import Job
 PHILLY_RE = re.compile(r"philly-(\d+)(-arrivals)?(-elastic)?")
 MIX_RE = re.compile(r"[Mm]-\d+")
 POLLUX_PREFIX = "pollux-"
+FILE_SUFFIXES = (".csv", ".yaml", ".yml", ".trace")
 
 
 def is_builtin(name: str) -> bool:
     """Whether ``name`` is a generated workload (``philly-N``, a mix) rather than a file."""
     return bool(
-        PHILLY_RE.fullmatch(name) or MIX_RE.fullmatch(name) or name.startswith(POLLUX_PREFIX)
+        PHILLY_RE.fullmatch(name)
+        or MIX_RE.fullmatch(name)
+        or (name.startswith(POLLUX_PREFIX) and not name.lower().endswith(FILE_SUFFIXES))
     )
 
 
@@ -45,7 +48,7 @@ def load_workload(
         if m.group(3):  # elastic: each job's GPU request becomes its maximum (docs/afs.md)
             jobs = [replace(j, min_gpus=1, max_gpus=j.num_gpus) for j in jobs]
         return jobs
-    if name.startswith(POLLUX_PREFIX) and not Path(name).suffix:
+    if name.startswith(POLLUX_PREFIX) and not name.lower().endswith(FILE_SUFFIXES):
         from hadar.workloads.pollux import pollux_jobs
 
         return pollux_jobs(name)
