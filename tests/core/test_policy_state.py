@@ -78,8 +78,9 @@ def test_a_restored_policy_decides_as_an_uninterrupted_one(name):
         )
 
 
-STATEFUL = ("gavel", "gavel-fifo", "gavel-makespan", "themis")
-"""Gavel's mechanism and the policies built on it keep their bookkeeping in their state."""
+STATEFUL = ("gavel", "gavel-fifo", "gavel-makespan", "themis", "afs", "afs-het", "afs-p")
+"""Gavel's mechanism and the policies built on it keep their bookkeeping in their state; AFS
+keeps its shares between churn events."""
 
 
 @pytest.mark.parametrize("name", ["gavel", "gavel-makespan", "themis"])
