@@ -3,7 +3,7 @@ workload (docs/results.md, "AFS"). Prints a markdown table per workload family a
 each policy's average JCT to AFS's (> 1: AFS better), next to the paper's 1.9-3.1x over Tiresias.
 
     .venv/bin/python benchmarks/afs_jct.py pollux [--workloads 1-8] [--loads 1,2] \\
-        [--policies afs,tiresias] [--round 60] [--workers 2]
+        [--policies afs,tiresias] [--round 60] [--workers 2] [--free-restarts]
     .venv/bin/python benchmarks/afs_jct.py philly [--sizes 120,480] [--cluster sim-60gpu] \\
         [--policies afs,afs-het,tiresias] [--round 360]
     .venv/bin/python benchmarks/afs_jct.py mixes [--mixes 1-12] [--cluster lab-5node] \\
@@ -22,7 +22,8 @@ import argparse
 import json
 import os
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class Cell:
     workload: str
     policy: str
     round_length: float
+    free_restarts: bool = False
 
 
 def run(cell: Cell) -> dict[str, float]:
@@ -38,8 +40,13 @@ def run(cell: Cell) -> dict[str, float]:
 
     name, _, knob = cell.policy.partition(":")
     options = dict([knob.split("=", 1)]) if knob else None
+    workload: Any = cell.workload
+    if cell.free_restarts:  # CoDDL-like rescaling: no re-allocation delay for any job
+        from hadar.workloads.pollux import pollux_jobs
+
+        workload = [replace(j, restart_s=0.0) for j in pollux_jobs(cell.workload)]
     s = simulate(
-        cell.cluster, cell.workload, name, round_length=cell.round_length, policy_options=options
+        cell.cluster, workload, name, round_length=cell.round_length, policy_options=options
     ).summary
     return {k: float(s[k]) for k in ("avg_jct_s", "ttd_s", "restarts_per_job", "completed")}
 
@@ -92,6 +99,9 @@ def main() -> None:
     parser.add_argument("--round", type=float, default=None)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument(
+        "--free-restarts", action="store_true", help="pollux: no re-allocation delay for any job"
+    )
+    parser.add_argument(
         "--json",
         default=None,
         help="append each result here as a JSON line as it arrives; cells already there are "
@@ -112,15 +122,14 @@ def main() -> None:
     else:
         cluster, rnd = args.cluster or "lab-5node", args.round or 360.0
         names = [f"M-{n}" for n in parse_range(args.mixes)]
-    cells = [Cell(cluster, w, p, rnd) for w in names for p in policies]
+    cells = [Cell(cluster, w, p, rnd, args.free_restarts) for w in names for p in policies]
     done: dict[Cell, dict[str, float]] = {}
     if args.json and os.path.exists(args.json):
         with open(args.json) as fh:
             for line in fh:
                 row = json.loads(line)
-                cell = Cell(
-                    *(row.pop(k) for k in ("cluster", "workload", "policy", "round_length"))
-                )
+                keys = ("cluster", "workload", "policy", "round_length", "free_restarts")
+                cell = Cell(*(row.pop(k, False) for k in keys))
                 done[cell] = row
 
     def save(cell: Cell, result: dict[str, float]) -> None:
