@@ -11,6 +11,8 @@ Algorithm 1 as written, and the whole ``afs`` decision on Pollux's workload.
    curves from the traces plus the hand-out plus placement (skipped when the workload is not
    available in this installation).
 
+Times are CPU seconds of this process (``time.process_time``).
+
     .venv/bin/python benchmarks/bench_afs.py [--repeat 5]
 """
 
@@ -38,9 +40,9 @@ def synthetic(n: int, seed: int) -> list[ShareJob]:
 
 
 def timed(fn, *args):  # type: ignore[no-untyped-def]
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU seconds: the machine is shared, wall time depends on load
     out = fn(*args)
-    return time.perf_counter() - t0, out
+    return time.process_time() - t0, out
 
 
 def hand_out(repeat: int) -> None:

@@ -28,7 +28,7 @@ def add_scenario_args(
     p.add_argument(
         "--workload",
         default=default_workload,
-        help="philly-N, philly-N-arrivals, M-1..M-12, pollux-1..pollux-8, or a .csv/.yaml job "
+        help="philly-N[-arrivals][-elastic], M-1..M-12, pollux-1..pollux-8, or a .csv/.yaml job "
         "list (default: %(default)s)",
     )
     p.add_argument(
