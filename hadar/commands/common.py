@@ -31,8 +31,8 @@ def add_scenario_args(
     p.add_argument(
         "--workload",
         default=default_workload,
-        help="philly-N, philly-N-arrivals, M-1..M-12, pollux-1..pollux-8, a .csv/.yaml job list or a Gavel .trace "
-        "(default: %(default)s)",
+        help="philly-N[-arrivals][-elastic], M-1..M-12, pollux-1..pollux-8, a .csv/.yaml job list "
+        "or a Gavel .trace (default: %(default)s)",
     )
     p.add_argument(
         "--load",
