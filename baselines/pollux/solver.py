@@ -138,7 +138,10 @@ class _Packer:
             out[node] = k
             return out
         need = -(-k // self.size)
-        open_nodes = np.flatnonzero(~self.dist | ((own > 0) if own is not None else False))
+        reopen = self.dist & False
+        if own is not None and np.count_nonzero(own) > 1:  # a distributed job's own nodes
+            reopen = own > 0
+        open_nodes = np.flatnonzero(~self.dist | reopen)
         order = open_nodes[np.argsort(-free[open_nodes], kind="stable")][:need]
         if len(order) < need or free[order].sum() < k:
             return None

@@ -16,7 +16,7 @@ from baselines.pollux.fitness import (
     utility,
 )
 from baselines.pollux.problem import AllocationProblem, fitness, speedups, total_utility, violations
-from baselines.pollux.solver import best_counts, solve
+from baselines.pollux.solver import _Packer, best_counts, solve
 from baselines.pollux.speedup import speedup_row
 
 
@@ -181,3 +181,14 @@ def test_solver_places_each_job_on_one_type_and_uses_both_types():
     assert alloc[:, :, 0].sum() == 4 and alloc[:, :, 1].sum() == 4
     assert np.all(np.count_nonzero(alloc.sum(axis=1), axis=1) <= 1)
     assert fitness(prob, alloc) > 0.4  # every job got a GPU (harmonic mean, no zero)
+
+
+def test_a_local_job_beside_a_distributed_one_cannot_spread_over_its_node():
+    packer = _Packer(np.array([4, 4, 4]), 4)
+    packer.take(np.array([4, 2, 0]))  # a distributed job on nodes 0-1
+    own = np.array([0, 2, 0])  # a local job beside it on node 1
+    packer.take(own)
+    assert packer.feasible(6, own) is None  # node 1 already hosts a distributed job
+    assert list(packer.feasible(4, own)) == [0, 0, 4]
+    mover = np.array([4, 2, 0])  # the distributed job itself may regrow over its nodes
+    assert list(packer.feasible(8, mover)) == [4, 0, 4]
