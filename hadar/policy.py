@@ -34,6 +34,8 @@ class Assignment:
     """Steps this run should do this round; None = as many as the round allows."""
     overhead_s: float = 0.0
     """Fixed seconds of this round spent on something other than training (e.g. aggregation)."""
+    batch_size: int | None = None
+    """Total batch size of an elastic job this round (None: the job's own batch size)."""
     restart: bool | None = None
     """Whether this run pays the checkpoint-restart penalty this round; None lets the driver
     decide (it does when the placement differs from last round's for the same job and copy)."""
