@@ -21,8 +21,9 @@ from typing import Any
 
 import pandas as pd
 
+from hadar.core.defaults import SIMULATED
 from hadar.core.errors import InputError
-from hadar.policy import Policy
+from hadar.policy import Policy, default_policies, preferred_reference
 from hadar.policy_options import policy_with_options
 from hadar.scenario import ClusterLike, TableLike, WorkloadLike, check_round, load_scenario
 from hadar.simulator import SimConfig
@@ -31,11 +32,6 @@ from hadar.simulator.engine import DEFAULT_HORIZON_S
 from hadar.simulator.metrics import comparison_rows, summarize
 from hadar.simulator.output import result_frames, write_result
 from hadar.simulator.records import SimulationResult
-
-DEFAULT_ROUND_S = 360.0
-"""Round (slot) length in seconds: the paper's six minutes."""
-DEFAULT_RESTART_PENALTY_S = 10.0
-"""Seconds a job loses when it is moved or resumed (checkpoint-restart)."""
 
 
 @dataclass(frozen=True)
@@ -73,8 +69,8 @@ def simulate(
     throughputs: TableLike = None,
     seed: int = 0,
     size: str = "paper",
-    round_length: float = DEFAULT_ROUND_S,
-    restart_penalty: float = DEFAULT_RESTART_PENALTY_S,
+    round_length: float = SIMULATED.round_s,
+    restart_penalty: float = SIMULATED.restart_penalty_s,
     policy_options: Mapping[str, str] | None = None,
     gavel_compatible: bool = False,
     progress: bool = False,
@@ -127,20 +123,24 @@ def simulate(
 def compare(
     cluster: ClusterLike = "sim-60gpu",
     workload: WorkloadLike = "philly-480",
-    policies: Sequence[str] = ("hadar", "gavel", "tiresias", "yarn-cs"),
+    policies: Sequence[str] | None = None,
     *,
     reference: str | None = None,
     policy_options: Mapping[str, Mapping[str, str]] | None = None,
     **scenario: Any,
 ) -> Comparison:
-    """Simulate each of ``policies`` on the same scenario (one after another, in this process);
-    ``scenario`` takes :func:`simulate`'s keyword arguments. ``reference`` (default: ``hadar``
-    when compared, else the first policy) is the denominator of the ratio columns. For many
+    """Simulate each of ``policies`` (default: those that join the ``compare`` default set) on
+    the same scenario (one after another, in this process);
+    ``scenario`` takes :func:`simulate`'s keyword arguments. ``reference`` (default: the policy
+    declared the reference, Hadar, when compared, else the first policy) is the denominator of
+    the ratio columns. For many
     policies or sweeps in parallel processes or on Ray, use ``hadar compare`` or
     :func:`hadar.sweep.run_cells`."""
+    if policies is None:
+        policies = default_policies("compare")
     if not policies:
         raise InputError("compare: no policy given")
-    ref = reference or ("hadar" if "hadar" in policies else policies[0])
+    ref = reference or preferred_reference(policies)
     if ref not in policies:
         raise InputError(
             f"compare: reference {ref!r} is not one of the policies ({', '.join(policies)})"

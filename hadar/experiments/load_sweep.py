@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from hadar.core.defaults import SIMULATED
 from hadar.core.io import write_frame, write_json
 from hadar.core.jobs import Job
 from hadar.simulator.records import JobRecord
@@ -32,7 +33,6 @@ SATURATION_GROWTH = 0.2
 """Backlog growth across the window, as a fraction of the window's jobs, that marks saturation."""
 
 DEFAULT_RATES = (8.0, 16.0, 24.0, 32.0, 40.0, 48.0, 56.0, 64.0)
-DEFAULT_POLICIES = ("hadar", "hadare", "gavel", "tiresias", "yarn-cs")
 DEFAULT_JOBS = 600
 DEFAULT_WINDOW = (100, 500)
 
@@ -47,8 +47,8 @@ class SweepCell:
     cluster: str
     num_jobs: int
     window: tuple[int, int]
-    round_length: float = 360.0
-    restart_penalty: float = 10.0
+    round_length: float = SIMULATED.round_s
+    restart_penalty: float = SIMULATED.restart_penalty_s
     throughputs: str | None = None
     options: Mapping[str, str] = field(default_factory=dict)
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from estimators.throughput import RunRate, ThroughputModel
 from hadar.core.cluster import Cluster
+from hadar.core.defaults import SIMULATED
 from hadar.core.errors import HadarError, InputError
 from hadar.core.jobs import Job, JobStatus, Placement
 from hadar.loop import Decision, PolicyError, RoundLoop, validate_plan
@@ -62,8 +63,8 @@ class SimulationLimitError(InputError):
 
 @dataclass(frozen=True)
 class SimConfig:
-    round_length: float = 360.0
-    restart_penalty: float = 10.0
+    round_length: float = SIMULATED.round_s
+    restart_penalty: float = SIMULATED.restart_penalty_s
     round_end: str = "slot"
     """``slot``: every round lasts round_length; ``longest-job``: a round ends when its longest
     run ends (Gavel's simulator)."""
