@@ -140,19 +140,26 @@ def exploration_limit(state: AgentState) -> int:
     return max(2 * state.max_gpus_seen, 1)
 
 
-def model(state: AgentState) -> GoodputModel | None:
-    """The job's goodput model, or None before its first measurement."""
+def model(state: AgentState, compute_scale: float = 1.0) -> GoodputModel | None:
+    """The job's goodput model, or None before its first measurement. ``compute_scale``
+    multiplies the compute time (another GPU type; the synchronisation is the network's)."""
     if state.perf is None:
         return None
     grad = state.grad if state.grad is not None and state.adaptive else GradParams(0.0, 1.0)
-    return GoodputModel(state.perf, grad, state.init_batch_size)
+    perf = state.perf
+    if compute_scale != 1.0:
+        perf = replace(
+            perf, alpha_c=perf.alpha_c * compute_scale, beta_c=perf.beta_c * compute_scale
+        )
+    return GoodputModel(perf, grad, state.init_batch_size)
 
 
-def best_goodput(state: AgentState) -> BestGoodput | None:
-    """(nodes, GPUs) -> best goodput, for ``speedup.speedup_row``; None: not measured yet."""
-    m = model(state)
+def best_goodput(state: AgentState, compute_scale: float = 1.0) -> BestGoodput:
+    """(nodes, GPUs) -> best goodput over batch sizes, for ``speedup.speedup_row``. Before the
+    first measurement, perfect scaling (Pollux's prior): K GPUs give K x one GPU's speed."""
+    m = model(state, compute_scale)
     if m is None:
-        return None
+        return lambda num_nodes, num_gpus: np.asarray(num_gpus, dtype=float) / compute_scale
 
     def fn(num_nodes: np.ndarray, num_gpus: np.ndarray) -> np.ndarray:
         return m.optimize(
@@ -166,11 +173,13 @@ def best_goodput(state: AgentState) -> BestGoodput | None:
     return fn
 
 
-def choose_batch(state: AgentState, num_nodes: int, num_gpus: int) -> tuple[int, int]:
+def choose_batch(
+    state: AgentState, num_nodes: int, num_gpus: int, compute_scale: float = 1.0
+) -> tuple[int, int]:
     """(local batch per pass, accumulation steps) for an allocation (Eq. 13). Before the first
     measurement: the smallest total batch the GPUs can hold, at least M0 (no accumulation)."""
     lo, hi = state.local_bsz_bounds
-    m = model(state)
+    m = model(state, compute_scale)
     if m is None or num_gpus <= 0:
         total = max(state.init_batch_size, lo * max(num_gpus, 1))
         local = min(math.ceil(total / max(num_gpus, 1)), hi)

@@ -17,7 +17,7 @@ from baselines.pollux.fitness import (
 )
 from baselines.pollux.problem import AllocationProblem, fitness, speedups, total_utility, violations
 from baselines.pollux.solver import _Packer, best_counts, solve
-from baselines.pollux.speedup import speedup_row
+from baselines.pollux.speedup import fair_goodput, speedup_row
 
 
 def _problem(local, spread=None, nodes=2, node_size=4, current=None, factor=None, p=-1.0):
@@ -56,17 +56,18 @@ def test_fair_share_rounds_up():
     assert fair_share_gpus(64, 0) == 64
 
 
-def test_speedup_row_is_goodput_over_fair_share_and_perfect_scaling_without_a_model():
+def test_speedup_row_is_goodput_over_fair_share():
     def good(nodes, k):  # 10 samples/s per GPU, 20 % lost across nodes
         return np.where(nodes > 1, 8.0, 10.0) * k
 
-    local, spread = speedup_row(good, max_k=6, width=9, node_size=4, fair_gpus=2)
+    base = fair_goodput(good, fair_gpus=2, node_size=4)
+    assert base == 20.0
+    local, spread = speedup_row(good, base, max_k=6, width=9, node_size=4)
     assert local[2] == pytest.approx(1.0) and local[4] == pytest.approx(2.0)
     assert np.isnan(local[5])  # five GPUs do not fit one node
     assert spread[6] == pytest.approx(6 * 8 / 20)
     assert np.isnan(spread[1]) and np.isnan(spread[7])
-    local, spread = speedup_row(None, max_k=3, width=5, node_size=4, fair_gpus=2)
-    assert list(local[1:4]) == [0.5, 1.0, 1.5] and np.isnan(local[4])
+    assert fair_goodput(good, fair_gpus=6, node_size=4) == 48.0  # two nodes
 
 
 def test_speedups_apply_the_realloc_factor_only_to_changed_allocations():
