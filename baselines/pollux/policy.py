@@ -109,9 +109,11 @@ class PolluxPolicy(Policy):
             if count == 0:
                 continue
             placement = cluster.placement_from_matrix(alloc[j])
-            previous = ctx.current.get((s.job_id, 0))
-            if previous and previous != placement:
-                self._restarts[s.job_id] = self._restarts.get(s.job_id, 0) + 1
+            # R_j: re-allocations after the first (a move, or a restart after a preemption).
+            if s.job_id not in self._restarts:
+                self._restarts[s.job_id] = 0
+            elif ctx.current.get((s.job_id, 0)) != placement:
+                self._restarts[s.job_id] += 1
             batch = self._choose_batch(s, alloc[j], count, ctx)
             out.append(Assignment(s.job_id, placement, batch_size=batch))
         speedup = speedups(problem, alloc)

@@ -89,3 +89,18 @@ def test_rules_hold_every_round_and_the_rigid_job_keeps_its_gang(decisions):
         assert _batch(d, 3) is None
         assert d.plan.info["throughput_only_jobs"] == 1
     assert any(_gpus(d, 3) == 2 for d in decisions)
+
+
+def test_restarts_count_every_reallocation_after_the_first(decisions):
+    for job in (0, 1):
+        placements = [
+            next((a.placement for a in d.plan.assignments if a.job_id == job), None)
+            for d in decisions
+        ]
+        first = next(i for i, p in enumerate(placements) if p)
+        moves = sum(
+            1
+            for prev, cur in zip(placements[first:], placements[first + 1 :], strict=False)
+            if cur and cur != prev
+        )
+        assert decisions[-1].policy_state["restarts"][str(job)] == moves
