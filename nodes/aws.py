@@ -56,9 +56,14 @@ from hadar.core.cluster import Cluster, Node
 from hadar.core.cluster_config import cluster_from_dict
 from hadar.core.errors import HadarError, InputError, UnreachableNodeError
 from hadar.core.io import write_text
-from nodes.provider import CommandResult, NodeHealth, NodeProvider, load_section
+from nodes.provider import (
+    NodeHealth,
+    NodeProvider,
+    RunsThroughAnother,
+    load_section,
+)
 from nodes.ssh import DEFAULT_KNOWN_HOSTS, SshProvider, known_hosts_name
-from nodes.transport import AwsNode, node_transport, transport_keys
+from nodes.transport import AwsNode, node_transport, provider_schema
 
 CLUSTER_TAG = "hadar-cluster"
 NODE_TAG = "hadar-node"
@@ -591,7 +596,7 @@ class AwsCluster:
         cluster = cluster_from_dict(
             {**data, "ssh": ssh_side},
             source=f"{self.source} (setup)",
-            transport_keys=transport_keys,
+            schema=provider_schema(),
         )
         by_node = {i.node: i for i in instances}
         timeout = self.settings.setup_timeout_s
@@ -712,7 +717,7 @@ def network_over(spec: dict[str, Any], present: set[str]) -> dict[str, Any]:
     return out
 
 
-class AwsProvider(NodeProvider):
+class AwsProvider(RunsThroughAnother):
     """Run work on the cluster's running EC2 instances over SSH. :meth:`nodes` re-reads EC2, so
     a reclaimed instance drops out (node churn); operations on it raise UnreachableNodeError."""
 
@@ -749,7 +754,7 @@ class AwsProvider(NodeProvider):
             self._ssh = None
             return {}
         ssh_cluster = cluster_from_dict(
-            data, source=f"{self.aws.source} (running instances)", transport_keys=transport_keys
+            data, source=f"{self.aws.source} (running instances)", schema=provider_schema()
         )
         if self._ssh is None:
             self._ssh = SshProvider(ssh_cluster, self.run_id, trust_new_hosts=self._trust)
@@ -781,49 +786,9 @@ class AwsProvider(NodeProvider):
             return NodeHealth(self.node(node).name, False, None, error=str(exc))
         return ssh.check(name, timeout_s)
 
-    def workdir(self, node: Node | str) -> str:
-        ssh, name = self._via(node)
-        return ssh.workdir(name)
-
-    def python(self, node: Node | str) -> list[str]:
-        ssh, name = self._via(node)
-        return ssh.python(name)
-
-    def rendezvous_address(self, node: Node | str) -> str:
-        ssh, name = self._via(node)
-        return ssh.rendezvous_address(name)
-
-    def put(self, node: Node | str, local_path: str | Path, remote_rel_path: str) -> str:
-        ssh, name = self._via(node)
-        return ssh.put(name, local_path, remote_rel_path)
-
-    def get(
-        self,
-        node: Node | str,
-        remote_rel_path: str,
-        local_path: str | Path,
-        expected_sha256: str | None = None,
-    ) -> str:
-        ssh, name = self._via(node)
-        return ssh.get(name, remote_rel_path, local_path, expected_sha256)
-
-    def sha256(self, node: Node | str, remote_rel_path: str) -> str:
-        ssh, name = self._via(node)
-        return ssh.sha256(name, remote_rel_path)
-
-    def run(
-        self,
-        node: Node | str,
-        argv: Sequence[str],
-        timeout_s: float | None,
-        env: Mapping[str, str] | None = None,
-    ) -> CommandResult:
-        ssh, name = self._via(node)
-        return ssh.run(name, argv, timeout_s, env)
-
-    def remove_workdir(self, node: Node | str) -> None:
-        ssh, name = self._via(node)
-        ssh.remove_workdir(name)
+    def runner(self, node: Node | str) -> tuple[NodeProvider, str]:
+        """The SSH provider of the running instances, and the node's name there."""
+        return self._via(node)
 
     def close(self) -> None:
         if self._ssh is not None:

@@ -2,7 +2,8 @@
 
 Each policy is simulated in its own process (``--jobs``); a simulation depends only on its
 inputs, so the results equal those of running the policies one by one (only the measured
-decision times vary). Writes ``compare.csv``, ``compare.json``, ``decision_times.csv``, each
+decision times vary). Writes ``compare.csv``, ``compare.json``, ``compare.md`` (the printed
+tables as Markdown, as docs/results.md quotes them), ``decision_times.csv``, each
 policy's run files in ``DIR/<policy>/`` and four PNGs: GRU per policy (paper Fig. 3), cumulative
 fraction of jobs completed (Fig. 4), decision time vs number of jobs (Fig. 5) and the GPU-by-round
 occupancy of one policy.
@@ -37,7 +38,7 @@ from hadar.core.cluster import Cluster
 from hadar.core.defaults import SIMULATED
 from hadar.core.errors import InputError
 from hadar.core.extras import plots_missing_note
-from hadar.core.io import write_csv, write_json
+from hadar.core.io import write_csv, write_json, write_text
 from hadar.core.jobs import Job, JobStatus
 from hadar.core.validation import MAX_JOBS
 from hadar.policy import POLICY_REGISTRY, RoundContext, default_policies, preferred_reference
@@ -93,7 +94,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "compare",
         help="compare policies on one cluster and workload (table, CSV/JSON, paper figures)",
         description="Simulate several policies on the same cluster and workload (in parallel processes), print "
-        "one table with ratios to Hadar, write compare.csv/compare.json, each policy's run files in "
+        "one table with ratios to Hadar, write compare.csv/compare.json/compare.md (Markdown), each policy's run files in "
         "DIR/<policy>/ and the paper's figures as PNG.",
     )
     add_scenario_args(p)
@@ -382,7 +383,10 @@ def write_outputs(
         },
     )
     dec_path = write_csv(out / "decision_times.csv", decisions, ["policy", "jobs", "seconds"])
-    return [csv_path, json_path, dec_path]
+    md_path = write_text(
+        out / "compare.md", markdown_tables(rows, str(meta["reference"]), str(meta["mode"]))
+    )
+    return [csv_path, json_path, dec_path, md_path]
 
 
 def draw_figures(
@@ -470,19 +474,41 @@ def _metric_table(
     if extra:
         table.add_column(extra[0], justify="right")
     for r in rows:
-        cells = [
-            f"{r['policy']}"
-            + ("" if r["completed"] == r["jobs"] else f" ({r['completed']}/{r['jobs']} done)")
-        ]
-        for key, _, fmt in metrics:
-            v, ratio = r.get(key), r.get(f"{key}_ratio")
-            cells.append(
-                "-"
-                if v is None
-                else fmt(v)
-                + ("" if ratio is None or not math.isfinite(ratio) else f" ({ratio:.2f}x)")
-            )
-        if extra:
-            cells.append(f"{100 * r[extra[1]]:.1f}%")
-        table.add_row(*cells)
+        table.add_row(*_cells(r, metrics, extra))
     console.print(table)
+
+
+def _cells(
+    r: Mapping[str, Any],
+    metrics: Sequence[tuple[str, str, Callable[[float], str]]],
+    extra: tuple[str, str] | None,
+) -> list[str]:
+    """One policy's row: its name (and how many jobs finished, if not all), each metric with its
+    ratio to the reference."""
+    cells = [
+        f"{r['policy']}"
+        + ("" if r["completed"] == r["jobs"] else f" ({r['completed']}/{r['jobs']} done)")
+    ]
+    for key, _, fmt in metrics:
+        v, ratio = r.get(key), r.get(f"{key}_ratio")
+        cells.append(
+            "-"
+            if v is None
+            else fmt(v) + ("" if ratio is None or not math.isfinite(ratio) else f" ({ratio:.2f}x)")
+        )
+    if extra:
+        cells.append(f"{100 * r[extra[1]]:.1f}%")
+    return cells
+
+
+def markdown_tables(rows: Sequence[dict[str, Any]], reference: str, mode: str) -> str:
+    """The two printed tables as Markdown (``compare.md``, the form docs/results.md quotes)."""
+    extra = ("util (Gavel)", "gpu_util_gavel") if mode == "gavel-compatible" else None
+    out = []
+    for metrics, more in ((METRICS, extra), (FAIRNESS_METRICS, None)):
+        names = ["policy", *(name for _, name, _ in metrics), *([more[0]] if more else [])]
+        out.append("| " + " | ".join(names) + " |")
+        out.append("|---" * len(names) + "|")
+        out += ["| " + " | ".join(_cells(r, metrics, more)) + " |" for r in rows]
+        out.append("")
+    return f"Ratios (x) are policy / {reference}.\n\n" + "\n".join(out)

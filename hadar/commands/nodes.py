@@ -58,12 +58,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run_check(args: argparse.Namespace) -> int:
     from nodes.provider import make_provider
+    from nodes.transport import provider_kind, provider_names
 
     cluster = load_cluster(args.cluster)
-    if cluster.provider == "simulated":
+    kind = provider_kind(cluster.provider)
+    if kind is None:
         raise InputError(
-            f"{args.cluster}: provider: simulated clusters have no machines to check "
-            f"(use provider: local, ssh or aws)"
+            f"{args.cluster}: provider: {cluster.provider} clusters have no machines to check "
+            f"(use provider: {provider_names()})"
         )
     options = {"trust_new_hosts": True} if args.trust_new_hosts else {}
     with make_provider(cluster, CHECK_RUN_ID, **options) as provider:
@@ -77,7 +79,7 @@ def run_check(args: argparse.Namespace) -> int:
     numbered, problems = number_nodes(
         [n for n in cluster.nodes if n.name in reports],
         reports,
-        shared_machine=cluster.provider == "local",
+        shared_machine=kind.shares_machine,
     )
     if args.json:
         for node, h in zip(cluster.nodes, results, strict=True):

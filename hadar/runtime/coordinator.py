@@ -70,6 +70,7 @@ from hadar.scenario import load_table, throughput_for
 from hadar.workloads import load_workload, validate_workload
 from nodes.provider import NodeProvider, make_provider
 from nodes.spec import JobSpec, parse_spec
+from nodes.transport import provider_kind
 from tracker import ids
 from tracker.crashpoints import crash_point
 from tracker.errors import ReportRejected
@@ -154,7 +155,7 @@ class Coordinator:
     # -- set-up and recovery ------------------------------------------------------------------
     def _provider_kwargs(self) -> dict[str, Any]:
         opts = dict(self.provider_options)
-        if self.cluster.provider == "local":
+        if _shares_machine(self.cluster):
             opts.setdefault("base_dir", str(self.rundir / "nodes"))
         return opts
 
@@ -739,7 +740,7 @@ class Coordinator:
         numbered, problems = number_nodes(
             [self.cluster.node(n) for n in probed],
             probed,
-            shared_machine=self.cluster.provider == "local",
+            shared_machine=_shares_machine(self.cluster),
             numbered={n: g for n, g in self._gpus.items() if n not in probed},
         )
         if problems and not self._preflight_done:
@@ -850,3 +851,9 @@ def _mtime(path: str) -> float | None:
 
     p = resolve_cluster_path(path)
     return p.stat().st_mtime if p.exists() else None
+
+
+def _shares_machine(cluster: Cluster) -> bool:
+    """Whether every node of ``cluster`` is this machine (its provider's capability)."""
+    kind = provider_kind(cluster.provider)
+    return kind is not None and kind.shares_machine
