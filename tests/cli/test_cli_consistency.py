@@ -15,6 +15,7 @@ import pytest
 from hadar.cli import build_parser, main, sub_parsers
 from hadar.cli_reference import REFERENCE, render, unknown_flags, visible_options
 from hadar.commands.options import output_dir, shows_default
+from hadar.policy import POLICY_REGISTRY
 
 ROOT = Path(__file__).resolve().parents[2]
 PARSER = build_parser()
@@ -133,10 +134,9 @@ def test_every_option_has_help_and_shows_its_default():
 @pytest.mark.parametrize("path", [("simulate",), ("run",)])
 def test_policy_lists_its_choices_and_rejects_others_in_one_line(path, capsys):
     help_text = " ".join(_command(*path).format_help().split())
-    assert (
-        "one of gavel, gavel-fifo, gavel-makespan, hadar, hadar-legacy, hadare, tiresias, yarn-cs"
-        in help_text
-    )
+    names = sorted(POLICY_REGISTRY)
+    assert {"gavel", "hadar", "hadare", "tiresias", "yarn-cs"} <= set(names)
+    assert "one of " + ", ".join(names) in help_text
     assert main([*path, "--policy", "slurm"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "invalid choice: 'slurm'" in err[0] and "'hadare'" in err[0]
