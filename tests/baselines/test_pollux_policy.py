@@ -13,25 +13,13 @@ from hadar.policy import make_policy
 from hadar.simulator.engine import SimConfig, SimulatorExecutor
 from hadar.workloads.pollux import jobs_from_pollux_csv
 from hadar.workloads.pollux_throughput import PolluxThroughput
-from tests.core.helpers import TABLE
+from tests.core.helpers import TABLE, RecordingExecutor
 
 CSV = """name,time,application,num_replicas,batch_size
 a,0,cifar10,1,128
 b,0,cifar10,2,256
 c,120,deepspeech2,2,40
 """
-
-
-class _Recording:
-    def __init__(self, executor: SimulatorExecutor) -> None:
-        self.inner, self.decisions = executor, []
-
-    def __getattr__(self, name: str):
-        return getattr(self.inner, name)
-
-    def record(self, decision: Decision, outcome) -> None:
-        self.decisions.append(decision)
-        self.inner.record(decision, outcome)
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +30,7 @@ def decisions() -> list[Decision]:
     nodes = tuple(Node(f"n{i}", {"t4": 4}) for i in range(3)) + (Node("v", {"v100": 4}),)
     cluster = Cluster("mixed", nodes)
     cfg = SimConfig(round_length=60.0, restart_penalty=30.0)
-    ex = _Recording(
+    ex = RecordingExecutor(
         SimulatorExecutor(cluster, [*jobs, rigid], "test", PolluxThroughput(TABLE), cfg)
     )
     RoundLoop(make_policy("pollux"), ex).run(max_rounds=12)
