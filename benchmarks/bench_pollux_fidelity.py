@@ -62,20 +62,22 @@ def main() -> None:
     ap.add_argument("--policies", nargs="+", default=["pollux", "tiresias"])
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()
-    cells = [(p, n, ld) for ld in args.loads for n in args.workloads for p in args.policies]
-    with ProcessPoolExecutor(args.workers) as pool:
-        rows = list(pool.map(run_cell, cells))
+    cells = [(p, n, ld) for n in args.workloads for ld in args.loads for p in args.policies]
     print(
         "| policy | workload | load | avg JCT (s) | p99 JCT (s) | makespan (s) | GPU-hours "
         "| avg GPUs/job | avg batch/job | done | CPU s |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(
-            f"| {r['policy']} | {r['workload']} | {r['load']:g} | {r['avg_jct_s']:,.0f} "
-            f"| {r['p99_jct_s']:,.0f} | {r['makespan_s']:,.0f} | {r['gpu_hours']:,.1f} "
-            f"| {r['avg_gpus']:.2f} | {r['avg_batch']:,.0f} | {r['completed']} | {r['cpu_s']:.0f} |"
-        )
+    print("|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
+    with ProcessPoolExecutor(args.workers) as pool:
+        for r in pool.map(
+            run_cell, cells
+        ):  # in order, each row as soon as it and those before are done
+            print(
+                f"| {r['policy']} | {r['workload']} | {r['load']:g} | {r['avg_jct_s']:,.0f} "
+                f"| {r['p99_jct_s']:,.0f} | {r['makespan_s']:,.0f} | {r['gpu_hours']:,.1f} "
+                f"| {r['avg_gpus']:.2f} | {r['avg_batch']:,.0f} | {r['completed']} | {r['cpu_s']:.0f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":
