@@ -42,7 +42,7 @@ from baselines.gavel_lp import max_min_fairness, min_makespan
 from baselines.placement import fewest_nodes
 from hadar.core.cluster import Cluster
 from hadar.core.jobs import Job, JobStatus, Placement
-from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
+from hadar.policy import Assignment, Policy, PolicyInfo, RoundContext, RoundPlan, register_policy
 from hadar.valuation import value_jobs
 
 NO_TIME_PRIORITY = 1e9
@@ -84,10 +84,18 @@ def fastest_first(gpu_types: Sequence[str], rates: np.ndarray) -> list[str]:
     return [gpu_types[i] for i in order]
 
 
+@register_policy
 class GavelPolicy(Policy):
     """Gavel's heterogeneity-aware max-min fairness (``max_min_fairness_perf``)."""
 
     name = "gavel"
+    info = PolicyInfo(
+        title="Gavel",
+        colour="tab:orange",
+        gavel_native=True,
+        defaults=frozenset({"compare", "load-sweep", "decision-times"}),
+        rank=30,
+    )
     config_class = GavelConfig
     skip_zero_priority = False
 
@@ -331,12 +339,14 @@ class GavelPolicy(Policy):
         return out, idle
 
 
+@register_policy
 class GavelFifoPolicy(GavelPolicy):
     """Gavel's heterogeneity-aware FIFO (``fifo_perf``): in arrival order, each job is given its
     fastest GPU type among those with W GPUs not yet promised (x = 1 there); the first job that
     fits nowhere stops the allocation. Jobs with priority 0 are never scheduled."""
 
     name = "gavel-fifo"
+    info = PolicyInfo(title="Gavel (FIFO)", colour="tab:brown", gavel_native=True, rank=31)
     skip_zero_priority = True
 
     def allocate(
@@ -356,11 +366,13 @@ class GavelFifoPolicy(GavelPolicy):
         return x
 
 
+@register_policy
 class GavelMakespanPolicy(GavelPolicy):
     """Gavel's min-makespan (``min_total_duration``): the allocation that lets every job finish
     its remaining steps soonest, one LP with level 1/makespan."""
 
     name = "gavel-makespan"
+    info = PolicyInfo(title="Gavel (makespan)", colour="tab:pink", gavel_native=True, rank=32)
 
     def allocate(
         self, statuses: Sequence[JobStatus], T: np.ndarray, counts: np.ndarray, types: Sequence[str]

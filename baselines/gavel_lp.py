@@ -29,8 +29,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import sparse
-from scipy.optimize import linprog
 
 from hadar.core.errors import HadarError
 
@@ -62,6 +60,10 @@ def equal_share_throughput(T: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 def solve_level_lp(T: np.ndarray, coef: np.ndarray, W: np.ndarray, counts: np.ndarray) -> LpResult:
     """Maximise ``t`` s.t. ``coef_j * sum_k T[j,k] x[j,k] >= t`` and the capacity constraints."""
+    # scipy here: the policy registry imports every policy module for every command
+    from scipy import sparse
+    from scipy.optimize import linprog
+
     T = np.asarray(T, dtype=float)
     n, m = T.shape
     W = np.asarray(W, dtype=float)

@@ -30,7 +30,7 @@ import numpy as np
 
 from baselines.placement import node_rank, runnable_cells, unaware_placement
 from hadar.core.jobs import JobStatus
-from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
+from hadar.policy import Assignment, Policy, PolicyInfo, RoundContext, RoundPlan, register_policy
 from hadar.running import split_running
 
 DEFAULT_THRESHOLD_GPU_S = 3250.0
@@ -48,10 +48,17 @@ class TiresiasConfig:
             raise ValueError("threshold must be >= 0")
 
 
+@register_policy
 class TiresiasPolicy(Policy):
     """2D-LAS with two queues, PromoteKnob off, heterogeneity-unaware, preemptive per round."""
 
     name = "tiresias"
+    info = PolicyInfo(
+        title="Tiresias",
+        colour="tab:green",
+        defaults=frozenset({"compare", "load-sweep"}),
+        rank=40,
+    )
     config_class = TiresiasConfig
 
     def __init__(self, config: TiresiasConfig | None = None, **knobs: Any) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from baselines.placement import node_rank, runnable_cells, unaware_placement
-from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
+from hadar.policy import Assignment, Policy, PolicyInfo, RoundContext, RoundPlan, register_policy
 from hadar.running import split_running
 
 
@@ -24,10 +24,17 @@ class YarnConfig:
     """Seed of the node tie-break order used by placement."""
 
 
+@register_policy
 class YarnCapacityPolicy(Policy):
     """Strict FIFO, non-preemptive, no backfilling."""
 
     name = "yarn-cs"
+    info = PolicyInfo(
+        title="YARN-CS",
+        colour="tab:red",
+        defaults=frozenset({"compare", "load-sweep"}),
+        rank=50,
+    )
     config_class = YarnConfig
 
     def __init__(self, config: YarnConfig | None = None, **knobs: Any) -> None:

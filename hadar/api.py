@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from hadar.core.errors import InputError
-from hadar.policy import Policy
+from hadar.policy import Policy, default_policies, preferred_reference
 from hadar.policy_options import policy_with_options
 from hadar.scenario import ClusterLike, TableLike, WorkloadLike, check_round, load_scenario
 from hadar.simulator import SimConfig
@@ -127,20 +127,24 @@ def simulate(
 def compare(
     cluster: ClusterLike = "sim-60gpu",
     workload: WorkloadLike = "philly-480",
-    policies: Sequence[str] = ("hadar", "gavel", "tiresias", "yarn-cs"),
+    policies: Sequence[str] | None = None,
     *,
     reference: str | None = None,
     policy_options: Mapping[str, Mapping[str, str]] | None = None,
     **scenario: Any,
 ) -> Comparison:
-    """Simulate each of ``policies`` on the same scenario (one after another, in this process);
-    ``scenario`` takes :func:`simulate`'s keyword arguments. ``reference`` (default: ``hadar``
-    when compared, else the first policy) is the denominator of the ratio columns. For many
+    """Simulate each of ``policies`` (default: those that join the ``compare`` default set) on
+    the same scenario (one after another, in this process);
+    ``scenario`` takes :func:`simulate`'s keyword arguments. ``reference`` (default: the policy
+    declared the reference, Hadar, when compared, else the first policy) is the denominator of
+    the ratio columns. For many
     policies or sweeps in parallel processes or on Ray, use ``hadar compare`` or
     :func:`hadar.sweep.run_cells`."""
+    if policies is None:
+        policies = default_policies("compare")
     if not policies:
         raise InputError("compare: no policy given")
-    ref = reference or ("hadar" if "hadar" in policies else policies[0])
+    ref = reference or preferred_reference(policies)
     if ref not in policies:
         raise InputError(
             f"compare: reference {ref!r} is not one of the policies ({', '.join(policies)})"

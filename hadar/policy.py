@@ -11,11 +11,10 @@ are fine.
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from estimators.throughput import ThroughputModel
 from hadar.core.cluster import Cluster
@@ -90,10 +89,50 @@ class RoundContext:
         raise KeyError(job_id)
 
 
+@dataclass(frozen=True)
+class PolicyInfo:
+    """What the harness knows about a policy besides its decisions, declared by the policy
+    (``Policy.info``) so that nothing else names it: listings, default sets, tables and figures
+    read it from the registry (:func:`policy_info`)."""
+
+    title: str
+    """Its name in tables and figure legends (``HadarE``)."""
+    colour: str | None = None
+    """Its colour in figures (any matplotlib colour); None = the next colour of ``tab10``."""
+    forking: bool = False
+    """Runs copies of one job on several nodes at once (its TTD lower bound is the fork bound)."""
+    gavel_native: bool = False
+    """One of Gavel's own policies: Gavel-compatible mode gives it Gavel's reallocation interval
+    (``hadar.simulator.gavel_mode.policy_options``)."""
+    defaults: frozenset[str] = frozenset()
+    """The default policy sets it belongs to (:data:`DEFAULT_SETS`)."""
+    rank: int = 100
+    """Its place in a default set (smaller first, ties by name)."""
+    reference: bool = False
+    """The preferred reference (denominator of ratio columns) when it is compared."""
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.defaults) - set(DEFAULT_SETS))
+        if unknown:
+            raise ValueError(f"unknown default set(s) {unknown} (known: {', '.join(DEFAULT_SETS)})")
+        object.__setattr__(self, "defaults", frozenset(self.defaults))
+
+
+DEFAULT_SETS: Mapping[str, str] = {
+    "compare": "hadar compare --policies and hadar.compare()",
+    "load-sweep": "hadar experiment load-sweep --policies",
+    "decision-times": "the policies hadar compare times one decision of (Fig. 5)",
+}
+"""The default policy sets a policy may join (``PolicyInfo.defaults``), with where each is used."""
+
+
 class Policy(ABC):
-    """A scheduling policy. Subclasses set ``name`` and implement :meth:`decide`."""
+    """A scheduling policy. Subclasses set ``name`` and ``info``, implement :meth:`decide` and
+    join the registry with :func:`register_policy` (CONTRIBUTING.md, "Adding a policy")."""
 
     name: ClassVar[str] = "policy"
+    info: ClassVar[PolicyInfo] = PolicyInfo(title="policy")
+    """Title, colour, default sets and other properties the harness reads (:class:`PolicyInfo`)."""
     config_class: ClassVar[type | None] = None
     """The frozen dataclass of the policy's knobs (``--policy-opt`` converts values by its fields)."""
 
@@ -113,34 +152,122 @@ class Policy(ABC):
             raise ValueError(f"policy {self.name} keeps no state, got {sorted(state)}")
 
 
-POLICY_REGISTRY: dict[str, str] = {
-    "hadar": "hadar.scheduler:HadarPolicy",
-    "hadar-legacy": "hadar.scheduler:HadarLegacyPolicy",
-    "hadare": "hadare.policy:HadarEPolicy",
-    "gavel": "baselines.gavel:GavelPolicy",
-    "gavel-fifo": "baselines.gavel:GavelFifoPolicy",
-    "gavel-makespan": "baselines.gavel:GavelMakespanPolicy",
-    "tiresias": "baselines.tiresias:TiresiasPolicy",
-    "yarn-cs": "baselines.yarn_cs:YarnCapacityPolicy",
-}
-"""Policy names the CLI accepts, mapped to ``module:Class`` (imported on demand)."""
+POLICY_PACKAGES = ("hadar.scheduler", "hadare", "baselines")
+"""Where the registry looks for policies: every module of these packages (or the module itself)
+is imported once, on first use, and registers its policies with :func:`register_policy`. A
+policy elsewhere (a plug-in) registers through the ``hadar.policies`` entry-point group."""
+
+ENTRY_POINT_GROUP = "hadar.policies"
+
+P = TypeVar("P", bound=type[Policy])
+
+_REGISTERED: dict[str, type[Policy]] = {}
+_discovered = False
+
+
+def register_policy(cls: P) -> P:
+    """Class decorator: make ``cls`` a policy the CLI, the API, comparisons and figures know by
+    ``cls.name``. A second class under a taken name is an error (a typo would hide a policy)."""
+    if not (isinstance(cls, type) and issubclass(cls, Policy)):
+        raise TypeError(f"register_policy: {cls!r} is not a Policy subclass")
+    if "name" not in vars(cls) or "info" not in vars(cls):
+        raise TypeError(f"register_policy: {cls.__name__} must set its own name and info")
+    taken = _REGISTERED.get(cls.name)
+    if taken is not None and taken.__qualname__ != cls.__qualname__:
+        raise ValueError(f"register_policy: policy name {cls.name!r} is taken by {taken!r}")
+    _REGISTERED[cls.name] = cls
+    return cls
+
+
+def unregister_policy(name: str) -> None:
+    """Forget policy ``name`` (tests that register a policy of their own take it out again)."""
+    _REGISTERED.pop(name, None)
+
+
+def _discover() -> None:
+    global _discovered
+    if _discovered:
+        return
+    _discovered = True
+    import importlib
+    import pkgutil
+    from importlib.metadata import entry_points
+
+    for package in POLICY_PACKAGES:
+        module = importlib.import_module(package)
+        for sub in sorted(m.name for m in pkgutil.iter_modules(getattr(module, "__path__", []))):
+            importlib.import_module(f"{package}.{sub}")
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        ep.load()
+
+
+class _Registry(Mapping[str, type[Policy]]):
+    """The registered policies by name (read-only; policies are found on first use)."""
+
+    def __getitem__(self, name: str) -> type[Policy]:
+        _discover()
+        return _REGISTERED[name]
+
+    def __iter__(self) -> Iterator[str]:
+        _discover()
+        return iter(sorted(_REGISTERED))
+
+    def __len__(self) -> int:
+        _discover()
+        return len(_REGISTERED)
+
+
+POLICY_REGISTRY: Mapping[str, type[Policy]] = _Registry()
+"""Every registered policy by name, in name order (``--policy`` choices)."""
+
+
+def policy_names() -> list[str]:
+    """The registered policies' names, sorted."""
+    return list(POLICY_REGISTRY)
 
 
 def policy_class(name: str) -> type[Policy]:
     """The class of a registered policy; unknown names are an InputError."""
-    target = POLICY_REGISTRY.get(name)
-    if target is None:
-        raise InputError(
-            f"--policy: unknown policy {name!r} (known: {', '.join(sorted(POLICY_REGISTRY))})"
-        )
-    module, _, cls = target.partition(":")
-    try:
-        policy_cls: type[Policy] = getattr(importlib.import_module(module), cls)
-    except (ImportError, AttributeError):
-        raise InputError(
-            f"--policy: policy {name!r} is not available in this installation"
-        ) from None
-    return policy_cls
+    cls = POLICY_REGISTRY.get(name)
+    if cls is None:
+        raise InputError(f"--policy: unknown policy {name!r} (known: {', '.join(POLICY_REGISTRY)})")
+    return cls
+
+
+def policy_info(name: str) -> PolicyInfo:
+    """The declared properties of a registered policy (InputError for an unknown name)."""
+    return policy_class(name).info
+
+
+def find_policy_info(name: str) -> PolicyInfo | None:
+    """The declared properties of policy ``name``, None when it is not registered (rows read
+    back from outputs may name a policy this installation lacks)."""
+    cls = POLICY_REGISTRY.get(name)
+    return cls.info if cls is not None else None
+
+
+def policy_title(name: str) -> str:
+    """The policy's title for tables and figures (the name itself for an unknown policy)."""
+    info = find_policy_info(name)
+    return info.title if info is not None else name
+
+
+def default_policies(default_set: str) -> tuple[str, ...]:
+    """The policies that declare ``default_set`` (:data:`DEFAULT_SETS`), by rank, then name."""
+    if default_set not in DEFAULT_SETS:
+        raise ValueError(f"unknown default set {default_set!r}")
+    chosen = [c for c in POLICY_REGISTRY.values() if default_set in c.info.defaults]
+    return tuple(c.name for c in sorted(chosen, key=lambda c: (c.info.rank, c.name)))
+
+
+def preferred_reference(policies: Sequence[str]) -> str:
+    """The reference of a comparison: the first policy that declares itself one (Hadar), else
+    the first policy."""
+    for name in policies:
+        info = find_policy_info(name)
+        if info is not None and info.reference:
+            return name
+    return policies[0]
 
 
 def make_policy(name: str, **options: Any) -> Policy:

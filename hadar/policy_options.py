@@ -46,6 +46,14 @@ def policy_with_options(
     return make_policy(name, config=build_config(name, options, **fixed))
 
 
+def config_knobs(name: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of ``values`` that policy ``name``'s config has a field of that name for
+    (a driver's knobs that a policy takes, like HadarE's ``aggregation_overhead_s``)."""
+    config_cls = policy_class(name).config_class
+    fields = {f.name for f in dataclasses.fields(config_cls)} if config_cls else set()
+    return {k: v for k, v in values.items() if k in fields}
+
+
 def build_config(name: str, options: Mapping[str, str], **fixed: Any) -> Any:
     """The config dataclass of policy ``name`` with ``options`` applied (InputError when bad)."""
     cls = policy_class(name)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from hadar.core.jobs import Placement
-from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
+from hadar.policy import Assignment, Policy, PolicyInfo, RoundContext, RoundPlan, register_policy
 from hadar.reference_rates import best_achievable_rate
 from hadar.running import split_running
 from hadar.valuation import JobValuation, queue_entry, round_price_bounds, single_node, value_jobs
@@ -128,10 +128,18 @@ class HadarConfig:
             raise ValueError("need 1 <= window_min <= window_max")
 
 
+@register_policy
 class HadarPolicy(Policy):
     """Task-level heterogeneity-aware primal-dual scheduling (Hadar)."""
 
     name = "hadar"
+    info = PolicyInfo(
+        title="Hadar",
+        colour="tab:blue",
+        defaults=frozenset({"compare", "load-sweep", "decision-times"}),
+        rank=10,
+        reference=True,
+    )
     config_class = HadarConfig
 
     def __init__(self, config: HadarConfig | None = None, **knobs: object) -> None:
@@ -343,10 +351,12 @@ def cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+@register_policy
 class HadarLegacyPolicy(HadarPolicy):
     """Hadar with its original configuration (:meth:`HadarConfig.legacy`), for comparisons."""
 
     name = "hadar-legacy"
+    info = PolicyInfo(title="Hadar (legacy)", colour="tab:cyan", rank=11)
 
     def __init__(self, config: HadarConfig | None = None, **knobs: object) -> None:
         super().__init__(config or replace(HadarConfig.legacy(), **knobs))  # type: ignore[arg-type]

@@ -30,7 +30,7 @@ import numpy as np
 
 from hadar.core.cluster import Cluster
 from hadar.core.jobs import Placement
-from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
+from hadar.policy import Assignment, Policy, PolicyInfo, RoundContext, RoundPlan, register_policy
 from hadar.scheduler import HadarConfig, HadarPolicy
 from hadar.valuation import JobValuation, value_jobs
 from hadare.step_split import CopySlot, finishing_subset, split_steps
@@ -56,10 +56,18 @@ class HadarEConfig:
         return cls(hadar=HadarConfig.preset(name))
 
 
+@register_policy
 class HadarEPolicy(Policy):
     """Hadar with job forking (HadarE)."""
 
     name = "hadare"
+    info = PolicyInfo(
+        title="HadarE",
+        colour="tab:purple",
+        forking=True,
+        defaults=frozenset({"load-sweep"}),
+        rank=20,
+    )
     config_class = HadarEConfig
 
     def __init__(self, config: HadarEConfig | None = None, **knobs: Any) -> None:

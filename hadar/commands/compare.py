@@ -39,14 +39,12 @@ from hadar.core.extras import plots_missing_note
 from hadar.core.io import write_csv, write_json
 from hadar.core.jobs import Job, JobStatus
 from hadar.core.validation import MAX_JOBS
-from hadar.policy import POLICY_REGISTRY, RoundContext
+from hadar.policy import POLICY_REGISTRY, RoundContext, default_policies, preferred_reference
 from hadar.policy_options import build_config, parse_pairs, policy_with_options
 from hadar.simulator.metrics import comparison_rows
 from hadar.sweep import default_workers, run_cells
 
-DEFAULT_POLICIES = "hadar,gavel,tiresias,yarn-cs"
 DECISION_SIZES = (32, 64, 128, 256, 512, 1024, 2048)
-DECISION_POLICIES = ("hadar", "gavel")
 SCENARIO_KEYS = (
     "cluster",
     "workload",
@@ -99,7 +97,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_scenario_args(p)
     p.add_argument(
         "--policies",
-        default=DEFAULT_POLICIES,
+        default=",".join(default_policies("compare")),
         help=f"comma-separated, from {', '.join(sorted(POLICY_REGISTRY))} (default: %(default)s)",
     )
     add_policy_opt_arg(p, per_policy=True)
@@ -182,14 +180,14 @@ def run(args: argparse.Namespace) -> int:
         args.ray_address,
         on_done=lambda s, dt: console.print(f"  {s['policy']:>15} done ({dt:.1f} s)"),
     )
-    reference = "hadar" if "hadar" in policies else policies[0]
+    reference = preferred_reference(policies)
     rows = comparison_rows(summaries, reference, [key for key, _, _ in METRICS + FAIRNESS_METRICS])
     decisions = (
         measure_decision_times(
             cluster,
             jobs,
             throughput,
-            [p for p in DECISION_POLICIES if p in POLICY_REGISTRY],
+            list(default_policies("decision-times")),
             sizes,
             args.round_length,
             args.gavel_compatible,

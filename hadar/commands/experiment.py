@@ -33,6 +33,8 @@ from hadar.core.extras import plots_missing_note
 from hadar.core.validation import MAX_JOBS
 from hadar.experiments import grid, load_sweep, report, tables
 from hadar.experiments.grid import DEFAULT_CLUSTERS, DEFAULT_MIXES, DEFAULT_POLICIES, DEFAULT_SLOTS
+from hadar.experiments.paper import PAPER_BEST_SLOT
+from hadar.policy import default_policies
 from hadar.sweep import default_workers
 
 
@@ -108,7 +110,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     ls.add_argument(
         "--policies",
-        default=",".join(load_sweep.DEFAULT_POLICIES),
+        default=",".join(default_policies("load-sweep")),
         help="policies (default: %(default)s)",
     )
     ls.add_argument(
@@ -310,7 +312,7 @@ def run_physical(args: argparse.Namespace) -> int:
         targets = tables.targets(comps)
         sweeps = {
             p: tables.slot_sweep(rows, c, p, spec.mixes, spec.slots)
-            for p in ("hadare", "hadar")
+            for p in PAPER_BEST_SLOT  # the policies of the paper's slot sweeps (Figs. 11-12)
             if p in spec.policies
         }
         pairs = sorted({p for m in spec.mixes for p in estimated[(c, m)]})

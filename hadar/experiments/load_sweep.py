@@ -32,7 +32,6 @@ SATURATION_GROWTH = 0.2
 """Backlog growth across the window, as a fraction of the window's jobs, that marks saturation."""
 
 DEFAULT_RATES = (8.0, 16.0, 24.0, 32.0, 40.0, 48.0, 56.0, 64.0)
-DEFAULT_POLICIES = ("hadar", "hadare", "gavel", "tiresias", "yarn-cs")
 DEFAULT_JOBS = 600
 DEFAULT_WINDOW = (100, 500)
 

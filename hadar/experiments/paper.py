@@ -44,9 +44,6 @@ TARGET_HADARE_CRU_MIN = 0.9
 TARGET_HADARE_TTD_RATIO_MAX = 0.6
 """Issue 4: HadarE TTD <= 0.6 x Hadar's TTD on M-5 ... M-12."""
 
-FORKING_POLICIES = frozenset({"hadare"})
-"""Policies that run copies of one job at the same time (their TTD bound is the fork bound)."""
-
 
 def paper_value(key: str, cluster: str) -> float | None:
     """The paper's mean ratio ``key`` for cluster ``cluster`` (None if not a paper cluster)."""

@@ -21,6 +21,7 @@ from hadar.experiments.paper import (
     paper_value,
 )
 from hadar.experiments.tables import COMPARISONS, RATIO_METRICS, Row
+from hadar.policy import policy_title
 
 CSV_KEYS = (
     *ROW_KEYS,
@@ -31,7 +32,6 @@ CSV_KEYS = (
     "ttd_over_lb",
     "estimated",
 )
-POLICY_TITLES = {"gavel": "Gavel", "hadar": "Hadar", "hadare": "HadarE"}
 MEAN_KEYS = (
     *[f"{m}_{p}_vs_{r}" for p, r in COMPARISONS for m, _, _ in RATIO_METRICS],
     "hadare_ttd_over_hadar",
@@ -97,7 +97,7 @@ def print_cluster(
             done = "" if r["completed"] == r["jobs"] else f" ({r['completed']}/{r['jobs']} done)"
             t.add_row(
                 m if i == 0 else "",
-                POLICY_TITLES.get(str(r["policy"]), str(r["policy"])) + done,
+                policy_title(str(r["policy"])) + done,
                 _pct(r["cru"]),
                 _s(r["ttd_s"]),
                 _s(r["lb_s"]),
@@ -117,7 +117,7 @@ def print_cluster(
     for p, ref in COMPARISONS:
         for m, _, _ in RATIO_METRICS:
             ratios.add_column(
-                f"{m.upper()} {POLICY_TITLES[p]}\nvs {POLICY_TITLES[ref]}", justify="right"
+                f"{m.upper()} {policy_title(p)}\nvs {policy_title(ref)}", justify="right"
             )
     ratios.add_column(
         f"HadarE TTD /\nHadar TTD\n(target <= {TARGET_HADARE_TTD_RATIO_MAX})", justify="right"
@@ -188,8 +188,8 @@ def print_slot_sweep(
     t.add_column("mix")
     for policy in sweeps:
         for s in slots:
-            t.add_column(f"{POLICY_TITLES.get(policy, policy)}\n{s:g} s", justify="right")
-        t.add_column(f"{POLICY_TITLES.get(policy, policy)}\nbest (paper)", justify="right")
+            t.add_column(f"{policy_title(policy)}\n{s:g} s", justify="right")
+        t.add_column(f"{policy_title(policy)}\nbest (paper)", justify="right")
     mixes = [x["mix"] for x in next(iter(sweeps.values()))]
     for i, m in enumerate(mixes):
         cells = [m]

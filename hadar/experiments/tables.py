@@ -9,11 +9,11 @@ from typing import Any
 
 from hadar.experiments.bounds import TtdBounds
 from hadar.experiments.paper import (
-    FORKING_POLICIES,
     TARGET_HADARE_CRU_MIN,
     TARGET_HADARE_TTD_RATIO_MAX,
     TARGET_MIXES,
 )
+from hadar.policy import find_policy_info
 
 Row = dict[str, Any]
 Key = tuple[str, str, str, float]
@@ -46,11 +46,17 @@ def with_bounds(rows: Iterable[Row], bounds: Mapping[tuple[str, str], TtdBounds]
         row["lb_fork_s"] = b.fork_s if b else None
         row["lb_nofork_s"] = b.nofork_s if b else None
         row["lb_fastest_job_s"] = b.fastest_job_s if b else None
-        lb = b.for_policy(r["policy"] in FORKING_POLICIES) if b else None
+        lb = b.for_policy(_forking(r["policy"])) if b else None
         row["lb_s"] = lb
         row["ttd_over_lb"] = (r["ttd_s"] / lb) if lb and r["completed"] == r["jobs"] else None
         out.append(row)
     return out
+
+
+def _forking(policy: str) -> bool:
+    """Whether ``policy`` runs copies of one job at once (its TTD bound is the fork bound)."""
+    info = find_policy_info(policy)
+    return info is not None and info.forking
 
 
 def _ratio(value: float | None, ref: float | None, higher_better: bool) -> float | None:

@@ -16,6 +16,8 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
+from hadar.policy import find_policy_info
+
 DPI = 120
 
 
@@ -26,6 +28,12 @@ def _save(fig: Figure, path: str | Path) -> Path:
     return p
 
 
+def _colour(policy: str, i: int) -> Any:
+    """The colour the policy declares (``PolicyInfo.colour``), else the ``i``-th of tab10."""
+    info = find_policy_info(policy)
+    return info.colour if info is not None and info.colour else colormaps["tab10"](i)
+
+
 def gru_bars(
     gru: Mapping[str, float], path: str | Path, title: str = "GPU resource utilisation (GRU)"
 ) -> Path:
@@ -34,7 +42,7 @@ def gru_bars(
     ax = fig.add_subplot()
     names = list(gru)
     values = [100.0 * gru[n] for n in names]
-    bars = ax.bar(names, values, color=[colormaps["tab10"](i) for i in range(len(names))])
+    bars = ax.bar(names, values, color=[_colour(n, i) for i, n in enumerate(names)])
     for bar, v in zip(bars, values, strict=True):
         ax.annotate(
             f"{v:.1f}%",
@@ -79,7 +87,7 @@ def completion_figure(
     for i, (name, times) in enumerate(finish_s.items()):
         t = np.maximum(np.sort(np.asarray(times, dtype=float)) / 3600.0, left)
         frac = np.arange(1, len(t) + 1) / max(1, totals[name])
-        color = colormaps["tab10"](i)
+        color = _colour(name, i)
         median = median_hours(t, totals[name])
         label = (
             f"{name}: median {_hours_text(median)}"
@@ -186,7 +194,7 @@ def decision_time_curve(
             [p[1] for p in pts],
             marker="o",
             label=name,
-            color=colormaps["tab10"](i),
+            color=_colour(name, i),
         )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -266,7 +274,7 @@ def load_sweep_chart(
     for i, (p, pts) in enumerate(by_policy.items()):
         rates = sorted(pts)
         jct = [float(np.mean(pts[x])) for x in rates]
-        color = colormaps["tab10"](i)
+        color = _colour(p, i)
         s = saturation.get(p)
         label = (
             f"{p} (saturates at {s:g} jobs/h)" if s is not None else f"{p} (sustains every rate)"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from hadar.core.errors import InputError
 from hadar.core.io import write_json
 from hadar.core.validation import from_validation_error
-from hadar.policy_options import effective_options
+from hadar.policy_options import config_knobs, effective_options
 from hadar.runtime.identity import RunIdentity
 
 
@@ -99,5 +99,6 @@ class RuntimeKnobs:
     """What HadarE assumes averaging costs a forked job per round on real nodes."""
 
     def fixed_for(self, policy: str) -> dict[str, float]:
-        """The knobs that go into policy ``policy``'s config (HadarE's averaging cost)."""
-        return {"aggregation_overhead_s": self.aggregation_overhead_s} if policy == "hadare" else {}
+        """The knobs that go into policy ``policy``'s config: those its config class has a field
+        for (HadarE's ``aggregation_overhead_s``)."""
+        return config_knobs(policy, asdict(self))

@@ -25,14 +25,13 @@ import numpy as np
 from estimators.throughput import EstimatedCell, ThroughputModel
 from hadar.core.cluster import Cluster
 from hadar.core.jobs import Job
-from hadar.policy import Policy
+from hadar.policy import Policy, find_policy_info
 from hadar.simulator.engine import SimConfig
 
 GAVEL_ROUND_S = 360.0
 """Gavel's ``time_per_iteration``."""
 GAVEL_REALLOCATION_INTERVAL_S = 1920.0
 """Gavel's ``minimum_time_between_allocation_resets``."""
-GAVEL_POLICIES = ("gavel", "gavel-fifo", "gavel-makespan")
 
 
 def sim_config(round_length: float = GAVEL_ROUND_S, **overrides: Any) -> SimConfig:
@@ -43,8 +42,10 @@ def sim_config(round_length: float = GAVEL_ROUND_S, **overrides: Any) -> SimConf
 
 
 def policy_options(policy: str) -> dict[str, Any]:
-    """Constructor options that put ``policy`` in Gavel-compatible mode (Gavel's policies only)."""
-    if policy in GAVEL_POLICIES:
+    """Constructor options that put ``policy`` in Gavel-compatible mode (Gavel's own policies,
+    those that declare ``PolicyInfo.gavel_native``)."""
+    info = find_policy_info(policy)
+    if info is not None and info.gavel_native:
         return {"reallocation_interval": GAVEL_REALLOCATION_INTERVAL_S}
     return {}
 
