@@ -49,6 +49,23 @@ class EstimatedCell:
         return f"{self.job_type} x{self.num_gpus} on {self.gpu_type} ({self.placement})"
 
 
+@dataclass(frozen=True)
+class RunRate:
+    """A run's speed for one round: ``rate`` in the job's progress units per second (steps/s, or
+    samples at the initial batch size per second for an elastic job with efficiency data, i.e.
+    its goodput), and for elastic jobs what it is made of (None elsewhere)."""
+
+    rate: float
+    batch_size: int | None = None
+    """Total batch size of one iteration."""
+    throughput: float | None = None
+    """Samples per second."""
+    efficiency: float | None = None
+    """Statistical efficiency of ``batch_size`` relative to the initial batch (Pollux Eq. 6)."""
+    estimated: bool = False
+    """Whether the figure is scaled from another GPU type's measurements."""
+
+
 class ThroughputModel(ABC):
     """Steps per second of a job on a placement."""
 
@@ -84,6 +101,19 @@ class ThroughputModel(ABC):
         gbps = cluster.network.bottleneck_gbps([cluster.node_names[h] for h in on_nodes])
         multi = self.multi_node_rates(job, cluster, gbps)
         return float(min(multi[h, k] for h, k in used))
+
+    def run_rate(
+        self,
+        job: Job,
+        placement: Placement,
+        cluster: Cluster,
+        done: float = 0.0,
+        batch_size: int | None = None,
+    ) -> RunRate:
+        """The simulator's speed of ``job`` on ``placement`` when ``done`` progress units are
+        behind it, at total batch ``batch_size`` (None: the job's own). This default is for
+        models whose rate depends on neither: :meth:`rate`."""
+        return RunRate(self.rate(job, placement, cluster))
 
     def multi_node_rates(self, job: Job, cluster: Cluster, bandwidth_gbps: float) -> np.ndarray:
         """Multi-node ``[node, gpu type]`` rates of a placement whose nodes exchange data at

@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from hadar.core.defaults import SIMULATED
 from hadar.core.errors import InputError
 from hadar.policy import Policy, default_policies, preferred_reference
 from hadar.policy_options import policy_with_options
@@ -31,11 +32,6 @@ from hadar.simulator.engine import DEFAULT_HORIZON_S
 from hadar.simulator.metrics import comparison_rows, summarize
 from hadar.simulator.output import result_frames, write_result
 from hadar.simulator.records import SimulationResult
-
-DEFAULT_ROUND_S = 360.0
-"""Round (slot) length in seconds: the paper's six minutes."""
-DEFAULT_RESTART_PENALTY_S = 10.0
-"""Seconds a job loses when it is moved or resumed (checkpoint-restart)."""
 
 
 @dataclass(frozen=True)
@@ -73,8 +69,8 @@ def simulate(
     throughputs: TableLike = None,
     seed: int = 0,
     size: str = "paper",
-    round_length: float = DEFAULT_ROUND_S,
-    restart_penalty: float = DEFAULT_RESTART_PENALTY_S,
+    round_length: float = SIMULATED.round_s,
+    restart_penalty: float = SIMULATED.restart_penalty_s,
     policy_options: Mapping[str, str] | None = None,
     gavel_compatible: bool = False,
     progress: bool = False,

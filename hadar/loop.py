@@ -119,9 +119,15 @@ def validate_plan(plan: RoundPlan, ctx: RoundContext) -> None:
         if a.run_key in seen:
             raise PolicyError(f"plan places job {a.job_id} copy {a.copy} twice")
         seen.add(a.run_key)
-        if a.num_gpus != job.num_gpus:
+        lo, hi = job.gpu_range
+        if not lo <= a.num_gpus <= hi:
+            need = f"{lo}" if lo == hi else f"{lo}-{hi}"
+            raise PolicyError(f"gang violated: job {a.job_id} needs {need} GPUs, got {a.num_gpus}")
+        if a.batch_size is not None and (
+            job.batch_range is None or not job.batch_range[0] <= a.batch_size <= job.batch_range[1]
+        ):
             raise PolicyError(
-                f"gang violated: job {a.job_id} needs {job.num_gpus} GPUs, got {a.num_gpus}"
+                f"job {a.job_id}: batch size {a.batch_size} outside its range {job.batch_range}"
             )
         for node, per in a.placement.items():
             if node not in ctx.cluster.node_index:

@@ -18,6 +18,7 @@ from typing import Any, ClassVar, TypeVar
 
 from estimators.throughput import ThroughputModel
 from hadar.core.cluster import Cluster
+from hadar.core.defaults import SIMULATED
 from hadar.core.errors import InputError
 from hadar.core.jobs import JobStatus, Placement
 
@@ -33,6 +34,8 @@ class Assignment:
     """Steps this run should do this round; None = as many as the round allows."""
     overhead_s: float = 0.0
     """Fixed seconds of this round spent on something other than training (e.g. aggregation)."""
+    batch_size: int | None = None
+    """Total batch size of an elastic job this round (None: the job's own batch size)."""
     restart: bool | None = None
     """Whether this run pays the checkpoint-restart penalty this round; None lets the driver
     decide (it does when the placement differs from last round's for the same job and copy)."""
@@ -80,7 +83,7 @@ class RoundContext:
     """Last round's placements by (job id, copy); empty for jobs that were not running. Drivers
     leave out placements on nodes that are not in ``cluster`` any more (down or gone)."""
     throughput: ThroughputModel
-    restart_penalty: float = 10.0
+    restart_penalty: float = SIMULATED.restart_penalty_s
 
     def status(self, job_id: int) -> JobStatus:
         for s in self.jobs:

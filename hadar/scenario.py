@@ -70,11 +70,14 @@ def throughput_for(
 ) -> ThroughputModel:
     """The measured table when it covers every (job type, GPU count) of the run on every GPU
     type of the cluster, else the composite model (measured where available, PMI/PCIe estimate
-    of Eq. 10 elsewhere). A (job type, GPU count) the table lacks is rejected later by
+    of Eq. 10 elsewhere); wrapped in the Pollux traces' goodput model when a job is one of
+    Pollux's applications. A (job type, GPU count) the table lacks is rejected later by
     :func:`hadar.workloads.validate_workload`."""
     from estimators.composite import CompositeThroughput
+    from hadar.workloads.pollux_throughput import PolluxThroughput, is_pollux_job
 
-    needed = {(j.job_type, j.num_gpus) for j in jobs}
+    pollux = any(is_pollux_job(j) for j in jobs)
+    needed = {(j.job_type, j.num_gpus) for j in jobs if not is_pollux_job(j)}
     if all(table.measured(jt, k, w) is not None for jt, w in needed for k in cluster.gpu_types):
-        return table
-    return CompositeThroughput(table)
+        return PolluxThroughput(table) if pollux else table
+    return PolluxThroughput(CompositeThroughput(table)) if pollux else CompositeThroughput(table)

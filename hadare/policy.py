@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from hadar.core.cluster import Cluster
+from hadar.core.defaults import SIMULATED
 from hadar.core.jobs import Placement
 from hadar.policy import Assignment, Policy, PolicyInfo, RoundContext, RoundPlan, register_policy
 from hadar.scheduler import HadarConfig, HadarPolicy
@@ -36,17 +37,14 @@ from hadar.valuation import JobValuation, value_jobs
 from hadare.step_split import CopySlot, finishing_subset, split_steps
 from tracker.ids import DEFAULT_MAX_JOB_COUNT
 
-DEFAULT_AGGREGATION_OVERHEAD_S = 10.0
-"""Knob: seconds of each round every copy of a forked job spends saving its parameters, having
-them averaged and loading the result. It is a checkpoint save and load, so the default equals the
-paper's checkpoint-restart penalty; ``hadar run`` measures the real figure on real nodes."""
-
 
 @dataclass(frozen=True)
 class HadarEConfig:
     copies: int | None = None
     """Copies per job; None = one per node of the cluster."""
-    aggregation_overhead_s: float = DEFAULT_AGGREGATION_OVERHEAD_S
+    aggregation_overhead_s: float = SIMULATED.aggregation_overhead_s
+    """Knob: seconds of each round every copy of a forked job spends on averaging (see
+    :class:`hadar.core.defaults.DriverDefaults`); ``hadar run`` passes its own figure."""
     max_job_count: int = DEFAULT_MAX_JOB_COUNT
     hadar: HadarConfig = HadarConfig()
 

@@ -34,6 +34,7 @@ from hadar.commands.common import (
 )
 from hadar.commands.options import add_out_arg, add_workers_arg, announce, output_dir
 from hadar.core.cluster import Cluster
+from hadar.core.defaults import SIMULATED
 from hadar.core.errors import InputError
 from hadar.core.extras import plots_missing_note
 from hadar.core.io import write_csv, write_json
@@ -321,7 +322,7 @@ def measure_decision_times(
     throughput: ThroughputModel,
     policies: Sequence[str],
     sizes: Sequence[int],
-    round_length: float = 360.0,
+    round_length: float = SIMULATED.round_s,
     gavel_compatible: bool = False,
     repeat: int = 1,
     options: Mapping[str, Mapping[str, str]] | None = None,
@@ -343,7 +344,7 @@ def measure_decision_times(
             jobs=tuple(JobStatus(j, j.total_steps) for j in queue),
             current={},
             throughput=throughput,
-            restart_penalty=0.0 if gavel_compatible else 10.0,
+            restart_penalty=0.0 if gavel_compatible else SIMULATED.restart_penalty_s,
         )
         for name in policies:
             fixed = gavel_mode.policy_options(name) if gavel_compatible else {}

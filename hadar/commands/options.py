@@ -16,20 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hadar.commands import argtypes
+from hadar.core.defaults import REAL_RUN, SIMULATED
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-SIM_ROUND_S = 360.0
-"""Simulated round length: the paper's 6-minute rounds (simulate, compare, experiments)."""
-RUN_ROUND_S = 30.0
-"""Real-training round length: wall-clock seconds, short enough for the tiny/small models."""
-SIM_RESTART_PENALTY_S = 10.0
-"""Simulated checkpoint-restart cost (the paper's figure for its models)."""
-SIM_SIZE = "paper"
-"""Mixes M-1..M-12 at the paper's model sizes in the simulator."""
-RUN_SIZE = "tiny"
-"""Mixes at the tiny size for real training on CPUs."""
 LOG_LEVELS = ("debug", "info", "warning", "error")
 WORKERS = argtypes.count(1, 256, "processes")
 """``--workers``: parallel processes."""
@@ -94,18 +85,18 @@ def add_alias(
 
 
 def add_round_arg(
-    p: argparse.ArgumentParser, default: float = SIM_ROUND_S, old: str | None = None
+    p: argparse.ArgumentParser, default: float = SIMULATED.round_s, old: str | None = None
 ) -> None:
     """``--round SECONDS`` (dest ``round_length``); ``old`` is a deprecated spelling kept working."""
     round_type = (
         argtypes.seconds(0, argtypes.DAY, lo_open=True)
-        if default == RUN_ROUND_S
+        if default == REAL_RUN.round_s
         else argtypes.seconds(1, 7 * argtypes.DAY)
     )
     where = (
-        f"in wall-clock seconds of training; the simulator's rounds default to {SIM_ROUND_S:g}"
-        if default == RUN_ROUND_S
-        else f"in simulated seconds; hadar run's rounds default to {RUN_ROUND_S:g}"
+        f"in wall-clock seconds of training; the simulator's rounds default to {SIMULATED.round_s:g}"
+        if default == REAL_RUN.round_s
+        else f"in simulated seconds; hadar run's rounds default to {REAL_RUN.round_s:g}"
     )
     p.add_argument(
         "--round",
@@ -121,7 +112,7 @@ def add_round_arg(
 
 def add_restart_penalty_arg(
     p: argparse.ArgumentParser,
-    default: float = SIM_RESTART_PENALTY_S,
+    default: float = SIMULATED.restart_penalty_s,
     what: str = "the simulated checkpoint-restart cost",
     *,
     unset: bool = False,
@@ -137,16 +128,16 @@ def add_restart_penalty_arg(
     )
 
 
-def add_size_arg(p: argparse.ArgumentParser, default: str = SIM_SIZE) -> None:
+def add_size_arg(p: argparse.ArgumentParser, default: str = SIMULATED.size) -> None:
     from hadar.workloads.mixes import SIZES
 
-    other = RUN_SIZE if default == SIM_SIZE else SIM_SIZE
+    other = REAL_RUN.size if default == SIMULATED.size else SIMULATED.size
     p.add_argument(
         "--size",
         default=default,
         choices=SIZES,
         help=f"model size of the mixes M-1..M-12 (default: %(default)s; "
-        f"{'hadar run' if default == SIM_SIZE else 'the simulator'} defaults to {other})",
+        f"{'hadar run' if default == SIMULATED.size else 'the simulator'} defaults to {other})",
     )
 
 

@@ -14,18 +14,16 @@ from rich.table import Table
 from hadar.commands import argtypes
 from hadar.commands.common import add_policy_opt_arg, estimates_note
 from hadar.commands.options import (
-    RUN_ROUND_S,
-    RUN_SIZE,
-    SIM_RESTART_PENALTY_S,
     add_policy_arg,
     add_restart_penalty_arg,
     add_round_arg,
     add_size_arg,
 )
+from hadar.core.defaults import REAL_RUN, SIMULATED
 from hadar.core.errors import HadarError, InputError
 from hadar.core.extras import plots_missing_note, require
 from hadar.policy_options import parse_pairs
-from hadar.runtime.config import RunConfig, RuntimeKnobs, load_config, save_config
+from hadar.runtime.config import RunConfig, load_config, save_config
 from hadar.runtime.identity import RunIdentity, check_same_run, run_identity
 
 if TYPE_CHECKING:
@@ -50,14 +48,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="M-3",
         help="M-1..M-12 or a job file with training specs (default: %(default)s)",
     )
-    add_size_arg(p, RUN_SIZE)
+    add_size_arg(p, REAL_RUN.size)
     add_policy_arg(p, "hadare")
     add_policy_opt_arg(p)
-    add_round_arg(p, RUN_ROUND_S, old="--slot")
+    add_round_arg(p, REAL_RUN.round_s, old="--slot")
     p.add_argument(
         "--grace",
         type=argtypes.seconds(0, argtypes.DAY),
-        default=20.0,
+        default=REAL_RUN.grace_s,
         help="seconds past the round before a copy counts as hung",
     )
     p.add_argument(
@@ -100,10 +98,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_restart_penalty_arg(
         p,
-        RuntimeKnobs.restart_penalty_s,
+        REAL_RUN.restart_penalty_s,
         unset=True,
         what="what policies assume a restart costs on real nodes, fixed for a run "
-        f"(the simulator charges {SIM_RESTART_PENALTY_S:g})",
+        f"(the simulator charges {SIMULATED.restart_penalty_s:g})",
     )
     p.add_argument(
         "--aggregation-overhead",
@@ -111,7 +109,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         metavar="SECONDS",
         help="what HadarE assumes averaging costs per round, fixed for a run, in seconds "
-        f"(default: {RuntimeKnobs.aggregation_overhead_s})",
+        f"(default: {REAL_RUN.aggregation_overhead_s})",
     )
     p.add_argument(
         "--keep-checkpoints",
@@ -172,7 +170,6 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(
                 f"--out: {rundir} already holds a run (use --resume {rundir} or another --out)"
             )
-        defaults = RuntimeKnobs()
         cfg = RunConfig(
             run_id=f"{rundir.name}-{secrets.token_hex(3)}"[-60:].lstrip(".-_") or "run",
             cluster=args.cluster,
@@ -190,9 +187,9 @@ def run(args: argparse.Namespace) -> int:
             keep_checkpoints=args.keep_checkpoints,
             stall_rounds=args.stall_rounds,
             keep_node_dirs=args.keep_node_dirs,
-            restart_penalty_s=_given(args.restart_penalty, defaults.restart_penalty_s),
+            restart_penalty_s=_given(args.restart_penalty, REAL_RUN.restart_penalty_s),
             aggregation_overhead_s=_given(
-                args.aggregation_overhead, defaults.aggregation_overhead_s
+                args.aggregation_overhead, REAL_RUN.aggregation_overhead_s
             ),
         )
     view: LiveView | None = None

@@ -8,6 +8,8 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from hadar.core.errors import InputError
+
 if TYPE_CHECKING:
     from hadar.core.job_profile import JobProfile
 
@@ -19,7 +21,9 @@ class Job:
     """A training job.
 
     ``job_type`` keys the throughput source (e.g. Gavel's ``"ResNet-18 (batch size 64)"``);
-    ``num_gpus`` is the gang size W (all-or-nothing); ``total_steps`` is N_j.
+    ``num_gpus`` is the gang size W (all-or-nothing; for an elastic job, the GPU count a rigid
+    policy gives it); ``total_steps`` is N_j (for an elastic job with efficiency data: samples at
+    its initial batch size, docs/elastic.md).
     ``model``/``size_class``/``spec`` describe the training for real runs and estimators.
     """
 
@@ -32,6 +36,41 @@ class Job:
     model: str | None = None
     size_class: str | None = None
     spec: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    min_gpus: int | None = None
+    """Elastic jobs: the fewest GPUs the job may run on (None: ``num_gpus``, a rigid gang)."""
+    max_gpus: int | None = None
+    """Elastic jobs: the most GPUs the job may run on (None: ``num_gpus``)."""
+    batch_range: tuple[int, int] | None = None
+    """Elastic jobs: the total batch sizes a policy may choose (None: the job's own batch)."""
+    restart_s: float | None = None
+    """Seconds a re-allocation (checkpoint-restart) costs this job (None: the run's setting)."""
+
+    def __post_init__(self) -> None:
+        lo, hi = self.gpu_range
+        if not 1 <= lo <= self.num_gpus <= hi:
+            raise InputError(
+                f"job {self.job_id}: min_gpus <= gpus <= max_gpus must hold with min_gpus >= 1 "
+                f"(got {lo}, {self.num_gpus}, {hi})"
+            )
+        if self.batch_range is not None and not 1 <= self.batch_range[0] <= self.batch_range[1]:
+            raise InputError(
+                f"job {self.job_id}: batch_range must be 1 <= low <= high (got {self.batch_range})"
+            )
+        if self.restart_s is not None and not 0 <= self.restart_s < float("inf"):
+            raise InputError(f"job {self.job_id}: restart_s must be >= 0 (got {self.restart_s})")
+
+    @property
+    def gpu_range(self) -> tuple[int, int]:
+        """(fewest, most) GPUs the job may run on; ``(num_gpus, num_gpus)`` for a rigid job."""
+        lo = self.num_gpus if self.min_gpus is None else self.min_gpus
+        hi = self.num_gpus if self.max_gpus is None else self.max_gpus
+        return lo, hi
+
+    @property
+    def is_elastic(self) -> bool:
+        """Whether a policy may change the job's GPU count or batch size."""
+        lo, hi = self.gpu_range
+        return lo < hi or self.batch_range is not None
 
     @cached_property
     def profile(self) -> JobProfile:

@@ -17,6 +17,7 @@ from estimators.composite import CompositeThroughput
 from estimators.throughput import ThroughputModel
 from hadar import sweep
 from hadar.core.cluster import Cluster
+from hadar.core.defaults import SIMULATED
 from hadar.core.errors import InputError
 from hadar.core.jobs import Job
 from hadar.core.physical_workloads import mix
@@ -30,7 +31,7 @@ DEFAULT_CLUSTERS = ("aws-5node", "lab-5node")
 DEFAULT_MIXES = ("M-1", "M-3", "M-4", "M-5", "M-8", "M-10", "M-12")
 DEFAULT_POLICIES = ("gavel", "hadar", "hadare")
 DEFAULT_SLOTS = (90.0, 180.0, 360.0)
-DEFAULT_MAIN_SLOT = 360.0
+DEFAULT_MAIN_SLOT = SIMULATED.round_s
 
 ROW_KEYS = (
     "cluster",
@@ -60,7 +61,7 @@ class GridSpec:
     policies: tuple[str, ...] = DEFAULT_POLICIES
     slots: tuple[float, ...] = DEFAULT_SLOTS
     main_slot: float = DEFAULT_MAIN_SLOT
-    restart_penalty: float = 10.0
+    restart_penalty: float = SIMULATED.restart_penalty_s
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class Cell:
     mix: str
     policy: str
     slot: float
-    restart_penalty: float = 10.0
+    restart_penalty: float = SIMULATED.restart_penalty_s
 
 
 def cells(spec: GridSpec) -> list[Cell]:
@@ -139,7 +140,7 @@ def parse_spec(
     policies: str,
     slots: str,
     main_slot: str | None,
-    restart_penalty: float = 10.0,
+    restart_penalty: float = SIMULATED.restart_penalty_s,
 ) -> GridSpec:
     """A validated :class:`GridSpec` from the command-line strings (InputError on bad input).
     ``main_slot`` None = 360 s if swept, else the longest slot."""

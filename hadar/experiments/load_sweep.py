@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from hadar.core.defaults import SIMULATED
 from hadar.core.io import write_frame, write_json
 from hadar.core.jobs import Job
 from hadar.simulator.records import JobRecord
@@ -46,8 +47,8 @@ class SweepCell:
     cluster: str
     num_jobs: int
     window: tuple[int, int]
-    round_length: float = 360.0
-    restart_penalty: float = 10.0
+    round_length: float = SIMULATED.round_s
+    restart_penalty: float = SIMULATED.restart_penalty_s
     throughputs: str | None = None
     options: Mapping[str, str] = field(default_factory=dict)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from hadar.core.defaults import REAL_RUN
 from hadar.core.errors import InputError
 from hadar.core.io import write_json
 from hadar.core.validation import from_validation_error
@@ -22,12 +23,12 @@ class RunConfig(BaseModel):
     cluster: str
     """Path of the cluster file (re-read every round, so nodes may join or leave)."""
     workload: str
-    size: str = "tiny"
+    size: str = REAL_RUN.size
     policy: str = "hadare"
     policy_options: dict[str, str] = Field(default_factory=dict)
     """``--policy-opt`` knobs of the policy (kept so that a resumed run decides the same way)."""
-    slot_s: float = Field(default=30.0, gt=0)
-    grace_s: float = Field(default=20.0, ge=0)
+    slot_s: float = Field(default=REAL_RUN.round_s, gt=0)
+    grace_s: float = Field(default=REAL_RUN.grace_s, ge=0)
     """Extra seconds past the slot before a silent copy is declared hung and killed."""
     seed: int = 0
     max_job_count: int = Field(default=1000, ge=2)
@@ -47,9 +48,9 @@ class RunConfig(BaseModel):
     """Keep the nodes' work directories after a run completes (deleted by default)."""
     started_at: float
     """Wall-clock start of the run (Unix seconds); TTD and JCT count from here."""
-    restart_penalty_s: float = Field(default=3.0, ge=0)
+    restart_penalty_s: float = Field(default=REAL_RUN.restart_penalty_s, ge=0)
     """What a policy assumes a checkpoint-restart costs (fixed for the run)."""
-    aggregation_overhead_s: float = Field(default=2.0, ge=0)
+    aggregation_overhead_s: float = Field(default=REAL_RUN.aggregation_overhead_s, ge=0)
     """What HadarE assumes averaging costs per round (fixed for the run)."""
     identity: RunIdentity | None = None
     """Digests of the cluster file, workload, size and policy; ``--resume`` refuses a mismatch."""
@@ -93,9 +94,9 @@ def load_config(rundir: Path) -> RunConfig:
 class RuntimeKnobs:
     """Policy-side estimates for real runs (documented in docs/runtime.md)."""
 
-    restart_penalty_s: float = 3.0
+    restart_penalty_s: float = REAL_RUN.restart_penalty_s
     """What a policy assumes a checkpoint-restart costs: starting a worker and loading a model."""
-    aggregation_overhead_s: float = 2.0
+    aggregation_overhead_s: float = REAL_RUN.aggregation_overhead_s
     """What HadarE assumes averaging costs a forked job per round on real nodes."""
 
     def fixed_for(self, policy: str) -> dict[str, float]:

@@ -30,8 +30,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from estimators.throughput import ThroughputModel
+from estimators.throughput import RunRate, ThroughputModel
 from hadar.core.cluster import Cluster
+from hadar.core.defaults import SIMULATED
 from hadar.core.errors import HadarError, InputError
 from hadar.core.jobs import Job, JobStatus, Placement
 from hadar.loop import Decision, PolicyError, RoundLoop, validate_plan
@@ -62,8 +63,8 @@ class SimulationLimitError(InputError):
 
 @dataclass(frozen=True)
 class SimConfig:
-    round_length: float = 360.0
-    restart_penalty: float = 10.0
+    round_length: float = SIMULATED.round_s
+    restart_penalty: float = SIMULATED.restart_penalty_s
     round_end: str = "slot"
     """``slot``: every round lasts round_length; ``longest-job``: a round ends when its longest
     run ends (Gavel's simulator)."""
@@ -290,14 +291,22 @@ def _run_round(
         by_job.setdefault(a.job_id, []).append(a)
     stops: list[tuple[Assignment, float]] = []
     restarted: set[int] = set()
+    speeds: dict[tuple[int, int], RunRate] = {}
     for job_id, assigns in by_job.items():
         st = states[job_id]
         runs: list[Run] = []
-        for a in assigns:
-            rate = ctx.throughput.rate(st.job, a.placement, ctx.cluster)
+        done_before = st.job.total_steps - st.remaining
+        restart_s = cfg.restart_penalty if st.job.restart_s is None else st.job.restart_s
+        run_rates = [
+            ctx.throughput.run_rate(st.job, a.placement, ctx.cluster, done_before, a.batch_size)
+            for a in assigns
+        ]
+        for a, run_rate in zip(assigns, run_rates, strict=True):
+            rate = run_rate.rate
+            speeds[a.run_key] = run_rate
             moved = ctx.current.get(a.run_key) != a.placement if a.restart is None else a.restart
             resumed = moved and st.remaining < st.job.total_steps
-            penalty = cfg.restart_penalty if resumed else 0.0
+            penalty = restart_s if resumed else 0.0
             if resumed:
                 restarted.add(job_id)
             start = min(slot, penalty + a.overhead_s)
@@ -336,9 +345,24 @@ def _run_round(
         busy_seconds += a.num_gpus * held
         for node, per in a.placement.items():
             node_busy[node] = max(node_busy.get(node, 0.0), held)
+            speed = speeds[a.run_key]
             for gtype, count in per.items():
                 placements.append(
-                    PlacementRecord(ctx.round_index, ctx.now, a.job_id, a.copy, node, gtype, count)
+                    PlacementRecord(
+                        ctx.round_index,
+                        ctx.now,
+                        a.job_id,
+                        a.copy,
+                        node,
+                        gtype,
+                        count,
+                        gpus=a.num_gpus,
+                        batch_size=speed.batch_size,
+                        throughput=speed.throughput,
+                        efficiency=speed.efficiency,
+                        goodput=speed.rate if speed.efficiency is not None else None,
+                        estimated=speed.estimated,
+                    )
                 )
                 key = f"{node}/{gtype}"
                 gpu_busy[key] = gpu_busy.get(key, 0.0) + count * held
@@ -349,6 +373,8 @@ def _run_round(
     else:
         active_seconds = duration
     running = len(by_job)
+    elastic = [v for v in speeds.values() if v.efficiency is not None and v.throughput]
+    samples = sum(v.throughput or 0.0 for v in elastic)
     record = RoundRecord(
         index=ctx.round_index,
         time=ctx.now,
@@ -362,6 +388,12 @@ def _run_round(
         queued_jobs=len(ctx.jobs) - running,
         decision_seconds=0.0,
         info=dict(plan.info),
+        goodput=sum(v.rate for v in elastic) if elastic else None,
+        efficiency=(
+            sum((v.throughput or 0.0) * (v.efficiency or 0.0) for v in elastic) / samples
+            if samples > 0
+            else None
+        ),
     )
     new_current = {
         a.run_key: a.placement for a in plan.assignments if states[a.job_id].finish is None

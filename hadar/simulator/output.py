@@ -13,6 +13,18 @@ from hadar.outputs_schema import JOB_COLUMNS, ROUND_COLUMNS
 from hadar.simulator.records import SimulationResult
 
 PLACEMENT_COLUMNS = ["round", "time", "job", "copy", "node", "gpu_type", "count"]
+ELASTIC_PLACEMENT_COLUMNS = [
+    "gpus",
+    "batch_size",
+    "throughput",
+    "efficiency",
+    "goodput",
+    "estimated",
+]
+"""Appended to ``placements.csv`` (docs/outputs.md): the run's GPUs, and for runs of elastic jobs
+with efficiency data their batch size, samples/s, efficiency and goodput (empty otherwise)."""
+ELASTIC_ROUND_COLUMNS = ["goodput", "efficiency"]
+"""Appended to ``rounds.csv``: the elastic runs' summed goodput and mean efficiency."""
 CSV_DECIMALS = 6
 """Floats in the CSV files are rounded to this many decimals (the frames keep full precision)."""
 
@@ -49,27 +61,45 @@ def result_frames(result: SimulationResult) -> dict[str, pd.DataFrame]:
                 r.running_jobs,
                 r.queued_jobs,
                 r.decision_seconds,
+                r.goodput,
+                r.efficiency,
             ]
             for r in result.rounds
         ],
-        columns=ROUND_COLUMNS,
+        columns=ROUND_COLUMNS + ELASTIC_ROUND_COLUMNS,
     )
     placements = pd.DataFrame(
         [
-            [p.round_index, p.time, p.job_id, p.copy, p.node, p.gpu_type, p.count]
+            [
+                p.round_index,
+                p.time,
+                p.job_id,
+                p.copy,
+                p.node,
+                p.gpu_type,
+                p.count,
+                p.gpus,
+                p.batch_size,
+                p.throughput,
+                p.efficiency,
+                p.goodput,
+                p.estimated,
+            ]
             for p in result.placements
         ],
-        columns=PLACEMENT_COLUMNS,
+        columns=PLACEMENT_COLUMNS + ELASTIC_PLACEMENT_COLUMNS,
     )
     for frame, floats in (
         (jobs, JOB_COLUMNS[3:8]),
         (
             rounds,
-            ["time", "duration", "busy_gpu_seconds", "busy_node_seconds", "decision_seconds"],
+            ["time", "duration", "busy_gpu_seconds", "busy_node_seconds", "decision_seconds"]
+            + ELASTIC_ROUND_COLUMNS,
         ),
-        (placements, ["time"]),
+        (placements, ["time", "throughput", "efficiency", "goodput"]),
     ):
         frame[floats] = frame[floats].astype(float)  # None -> NaN, one dtype per column
+    placements["batch_size"] = placements["batch_size"].astype("Int64")
     return {"jobs": jobs, "rounds": rounds, "placements": placements}
 
 

@@ -51,6 +51,11 @@ class RoundRecord:
     queued_jobs: int
     decision_seconds: float
     info: dict[str, Any] = field(default_factory=dict)
+    goodput: float | None = None
+    """Elastic runs with efficiency data: their summed goodput (samples at M0 per second)."""
+    efficiency: float | None = None
+    """Elastic runs with efficiency data: their mean statistical efficiency, weighted by
+    throughput (so ``goodput`` / the runs' samples per second)."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,18 @@ class PlacementRecord:
     node: str
     gpu_type: str
     count: int
+    gpus: int = 0
+    """GPUs of the whole run (job or copy) this row is part of."""
+    batch_size: int | None = None
+    """Elastic runs: total batch size of one iteration."""
+    throughput: float | None = None
+    """Elastic runs: samples per second of the whole run."""
+    efficiency: float | None = None
+    """Elastic runs: statistical efficiency relative to the initial batch (Pollux Eq. 6)."""
+    goodput: float | None = None
+    """Elastic runs: throughput x efficiency, samples at the initial batch per second."""
+    estimated: bool = False
+    """Whether the run's speed was scaled from another GPU type's measurements."""
 
 
 @dataclass(frozen=True)

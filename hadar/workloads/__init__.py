@@ -1,7 +1,8 @@
 """Workload sources: the paper's Philly generator, hand-written job lists, the physical mixes.
 
 ``load_workload(name)`` accepts ``philly-480`` (any ``philly-N``), ``philly-480-arrivals``
-(keep trace arrival times), a path to a ``.csv``/``.yaml`` job list, or a mix ``M-1`` ... ``M-12``.
+(keep trace arrival times), a path to a ``.csv``/``.yaml`` job list (or a ``.csv`` in Pollux's
+workload schema), a mix ``M-1`` ... ``M-12``, or Pollux's ``pollux-N`` / ``pollux-N-load-L``.
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ from hadar.core.jobs import Job
 
 PHILLY_RE = re.compile(r"philly-(\d+)(-arrivals)?")
 MIX_RE = re.compile(r"[Mm]-\d+")
+POLLUX_PREFIX = "pollux-"
 
 
 def is_builtin(name: str) -> bool:
     """Whether ``name`` is a generated workload (``philly-N``, a mix) rather than a file."""
-    return bool(PHILLY_RE.fullmatch(name) or MIX_RE.fullmatch(name))
+    return bool(
+        PHILLY_RE.fullmatch(name) or MIX_RE.fullmatch(name) or name.startswith(POLLUX_PREFIX)
+    )
 
 
 def load_workload(
@@ -36,6 +40,10 @@ def load_workload(
             table,
             PhillyOptions(num_jobs=int(m.group(1)), seed=seed, keep_arrivals=bool(m.group(2))),
         )
+    if name.startswith(POLLUX_PREFIX) and not Path(name).suffix:
+        from hadar.workloads.pollux import pollux_jobs
+
+        return pollux_jobs(name)
     if MIX_RE.fullmatch(name):
         from hadar.workloads.mixes import mix_jobs
 
@@ -50,7 +58,8 @@ def load_workload(
 
         return load_job_file(p)
     raise InputError(
-        f"--workload: unknown workload {name!r} (philly-N, M-1..M-12, or a .csv/.yaml/.trace file)"
+        f"--workload: unknown workload {name!r} (philly-N, M-1..M-12, pollux-N, or a "
+        ".csv/.yaml/.trace file)"
     )
 
 
@@ -78,7 +87,7 @@ def validate_workload(
             raise InputError(
                 f"{source}: job {job.job_id}: needs {job.num_gpus} GPUs but cluster {cluster.name} has {cluster.total_gpus}"
             )
-        if table is not None:
+        if table is not None and not job.is_elastic:
             if job.job_type in table.job_types:
                 if job.num_gpus not in table.gang_sizes(job.job_type):
                     raise InputError(

@@ -1,6 +1,7 @@
 """Hand-written job lists (CSV or YAML).
 
-CSV header ``id,type,gpus,steps[,arrival][,weight]``; YAML ``jobs: [{id, type, gpus, steps,
+CSV header ``id,type,gpus,steps[,arrival][,weight]`` (or Pollux's workload schema,
+``hadar.workloads.pollux``); YAML ``jobs: [{id, type, gpus, steps,
 arrival, weight, spec}, ...]`` where ``spec`` (YAML only) is the training spec real runs need. ``type`` is a throughput-table job type (e.g. ``ResNet-18 (batch size
 64)``) or, for the physical workloads, IC/LM/LT/RS/MM.
 """
@@ -28,6 +29,7 @@ from hadar.core.validation import (
     load_yaml,
     read_text,
 )
+from hadar.workloads import pollux
 
 
 class _JobSpec(BaseModel):
@@ -93,7 +95,10 @@ def load_job_file(path: str | Path) -> list[Job]:
             raise InputError(f"{p}: jobs: missing required field (a list of jobs)")
         return jobs_from_records(data["jobs"], str(p))
     if p.suffix.lower() == ".csv":
-        reader = csv.DictReader(io.StringIO(read_text(p, "workload file"), newline=""))
+        text = read_text(p, "workload file")
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        if pollux.is_pollux_header(list(reader.fieldnames or [])):
+            return pollux.jobs_from_pollux_csv(text, str(p))
         try:
             missing = {"id", "type", "gpus", "steps"} - set(reader.fieldnames or [])
             if missing:

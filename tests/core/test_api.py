@@ -16,14 +16,23 @@ from hadar.cli import main
 from hadar.clusters import load_cluster
 from hadar.core.errors import InputError
 from hadar.policy import make_policy
-from hadar.simulator.output import CSV_DECIMALS, JOB_COLUMNS, PLACEMENT_COLUMNS, ROUND_COLUMNS
+from hadar.simulator.output import (
+    CSV_DECIMALS,
+    ELASTIC_PLACEMENT_COLUMNS,
+    ELASTIC_ROUND_COLUMNS,
+    JOB_COLUMNS,
+    PLACEMENT_COLUMNS,
+    ROUND_COLUMNS,
+)
 from hadar.workloads import load_workload
 
 
 def test_simulate_by_name_returns_the_cli_files_as_tables(tmp_path):
     sim = simulate("sim-60gpu", "philly-24", "hadar", seed=2)
-    assert list(sim.jobs.columns) == JOB_COLUMNS and list(sim.rounds.columns) == ROUND_COLUMNS
-    assert list(sim.placements.columns) == PLACEMENT_COLUMNS
+    assert list(sim.jobs.columns) == JOB_COLUMNS
+    assert list(sim.rounds.columns) == ROUND_COLUMNS + ELASTIC_ROUND_COLUMNS
+    assert list(sim.placements.columns) == PLACEMENT_COLUMNS + ELASTIC_PLACEMENT_COLUMNS
+    assert sim.rounds["goodput"].isna().all()  # no elastic job in philly-24
     assert len(sim.jobs) == 24 and sim.jobs["jct"].notna().all()  # jct is a column, not dropped
     assert (sim.jobs["jct"] == sim.jobs["finish"] - sim.jobs["arrival"]).all()
     assert sim.summary["avg_jct_s"] == pytest.approx(sim.jobs["jct"].mean())

@@ -29,7 +29,7 @@ def test_a_simulation_writes_the_common_columns_and_summary_keys(tmp_path):
     run.save(tmp_path / "out")
     for name, common in (("jobs", JOB_COLUMNS), ("rounds", ROUND_COLUMNS)):
         header = (tmp_path / "out" / f"{name}.csv").read_text().splitlines()[0].split(",")
-        assert header == common, name
+        assert header[: len(common)] == common, name  # a driver may append its own columns
     assert set(SUMMARY_KEYS) <= set(run.summary)
 
 

@@ -1,0 +1,35 @@
+"""Goodput of data-parallel training (Pollux, OSDI'21, section 3): the iteration-time model
+(Eq. 8-11), statistical efficiency from the gradient noise scale (Eq. 5-6), goodput (Eq. 4) and
+the choice of batch size, plus fitting the iteration-time model to measurements.
+
+Pure maths (numpy, scipy): no I/O, no clocks, no global state.
+"""
+
+from goodput.fit import FitResult, fit_perf_params
+from goodput.model import (
+    BatchChoice,
+    GoodputModel,
+    GradParams,
+    PerfParams,
+    compute_time,
+    overlapped_time,
+    statistical_efficiency,
+    step_time,
+    sync_time,
+    total_batch_size,
+)
+
+__all__ = [
+    "BatchChoice",
+    "FitResult",
+    "GoodputModel",
+    "GradParams",
+    "PerfParams",
+    "compute_time",
+    "fit_perf_params",
+    "overlapped_time",
+    "statistical_efficiency",
+    "step_time",
+    "sync_time",
+    "total_batch_size",
+]

@@ -1,0 +1,321 @@
+"""The simulator's ground truth for elastic jobs: Pollux's measured traces, replayed (Pollux §5.3).
+
+Per application (``data/pollux/traces/<app>/``, see its ATTRIBUTION.md):
+
+- *iteration time*: a placement measured in ``placements.csv`` is interpolated linearly in the
+  local batch size; any other placement by multi-dimensional linear interpolation over
+  (nodes, replicas, local batch) across the per-placement means and ``scalability.csv``, with the
+  nearest measured point outside their convex hull;
+- *gradient statistics* (``grad_sqr``, ``grad_var``): the row of the epoch the job's progress is
+  in, interpolated linearly between the two measured batch sizes nearest the job's total batch;
+- *progress*: in iterations at the initial batch size M0 (the smallest measured batch), as the
+  traces count it; the completion target is the smallest final progress over the validation
+  runs (the official simulator's rule with the artifact's epoch counts, which equal the rows of
+  every validation file: every run reached the paper's Table 1 target).
+
+The official simulator keys a placement by its lexicographically smallest rotation; here a
+placement is its per-node GPU counts sorted ascending (our node order carries no meaning), which
+the measured placements also cover.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.interpolate import LinearNDInterpolator, NearestNDInterpolator
+
+from goodput.model import GradParams, statistical_efficiency
+from hadar.core.errors import InputError
+from hadar.core.validation import read_text
+
+APPLICATIONS = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")
+"""The six applications Pollux measured (its Table 1)."""
+
+MAX_LOCAL_BSZ = {"yolov3": 8}
+"""Per-GPU batch limits below the largest measured one (the official simulator's: YOLOv3 fits 8
+images per T4)."""
+
+PLACEMENT_COLUMNS = ("placement", "local_bsz", "step_time", "sync_time")
+SCALABILITY_COLUMNS = ("num_nodes", "num_replicas", "local_bsz", "step_time", "sync_time")
+VALIDATION_COLUMNS = ("progress", "iteration", "metric", "grad_sqr", "grad_var")
+_EPS = 1e-8
+_VALIDATION_RE = re.compile(r"validation-(\d+)\.csv")
+
+
+def read_checked_csv(
+    path: Path, columns: tuple[str, ...], positive: tuple[str, ...], nonnegative: tuple[str, ...]
+) -> pd.DataFrame:
+    """A measurement table: the named columns present, every listed value a finite number, those
+    in ``positive`` > 0 and those in ``nonnegative`` >= 0. A bad one is an InputError naming the
+    file, the row (0-based, header excluded) and the field."""
+    import io
+
+    text = read_text(path, "trace file")
+    try:
+        frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise InputError(f"{path}: malformed CSV: {str(exc).splitlines()[0]}") from None
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise InputError(f"{path}: header: missing column(s) {', '.join(missing)}")
+    if frame.empty:
+        raise InputError(f"{path}: no rows")
+    out = pd.DataFrame(index=frame.index)
+    for col in columns:
+        values = pd.to_numeric(frame[col].str.strip(), errors="coerce").to_numpy(dtype=float)
+        bad = ~np.isfinite(values)
+        if col in positive:
+            bad |= ~(values > 0)
+        elif col in nonnegative:
+            bad |= ~(values >= 0)
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            need = (
+                "a number > 0"
+                if col in positive
+                else "a number >= 0"
+                if col in nonnegative
+                else "a finite number"
+            )
+            raise InputError(
+                f"{path}: row[{row}].{col}: must be {need} (got {frame[col].iloc[row]!r})"
+            )
+        out[col] = values
+    return out
+
+
+@dataclass(frozen=True)
+class ValidationRun:
+    """One measured training run at total batch ``batch_size``: per epoch, the progress reached
+    (iterations at M0) and the gradient statistics during that epoch."""
+
+    batch_size: int
+    progress: np.ndarray
+    grad_sqr: np.ndarray
+    grad_var: np.ndarray
+
+
+@dataclass(frozen=True)
+class TraceRate:
+    """A job's true speed on one placement at one moment."""
+
+    step_time: float  # seconds per iteration, accumulation passes included
+    local_bsz: int  # samples per pass per GPU
+    accum_steps: int
+    batch_size: int  # total samples per iteration
+    throughput: float  # samples per second
+    efficiency: float  # statistical efficiency at batch_size relative to M0 (Eq. 6)
+
+    @property
+    def goodput(self) -> float:
+        """Samples at M0 per second: throughput x efficiency."""
+        return self.throughput * self.efficiency
+
+
+@dataclass(eq=False)
+class AppTrace:
+    """One application's measurements and the interpolations over them (see module docs)."""
+
+    name: str
+    placements: pd.DataFrame  # placement (str), num_nodes, num_replicas, local_bsz, step, sync
+    scalability: pd.DataFrame
+    runs: tuple[ValidationRun, ...]  # ascending batch size
+    max_local_bsz_limit: int | None = None
+    _exact: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    _nd: Any = None
+    _cache: dict[tuple[tuple[int, ...], float], tuple[float, float]] = field(default_factory=dict)
+
+    # -- the application's constants ---------------------------------------------------------
+    @property
+    def init_batch_size(self) -> int:
+        """M0: the smallest measured batch size (the paper's Table 1)."""
+        return self.runs[0].batch_size
+
+    @property
+    def max_batch_size(self) -> int:
+        return self.runs[-1].batch_size
+
+    @property
+    def min_local_bsz(self) -> int:
+        return int(self.placements.local_bsz.min())
+
+    @property
+    def max_local_bsz(self) -> int:
+        measured = int(self.placements.local_bsz.max())
+        limit = self.max_local_bsz_limit
+        return measured if limit is None else min(measured, limit)
+
+    @property
+    def epoch_progress(self) -> np.ndarray:
+        """Progress (iterations at M0) at the end of each epoch: the smallest over the runs."""
+        rows = min(len(r.progress) for r in self.runs)
+        return np.min([r.progress[:rows] for r in self.runs], axis=0)
+
+    @property
+    def target_progress(self) -> float:
+        """Completion target in iterations at M0."""
+        return float(self.epoch_progress[-1])
+
+    @property
+    def target_samples(self) -> float:
+        """Completion target in samples at M0."""
+        return self.target_progress * self.init_batch_size
+
+    # -- ground truth -----------------------------------------------------------------------
+    def iteration_time(self, per_node: tuple[int, ...], local_bsz: float) -> tuple[float, float]:
+        """(step time, sync time) in seconds of one pass on ``per_node`` GPUs per node at local
+        batch ``local_bsz`` (clipped to the measured range)."""
+        counts = tuple(sorted(c for c in per_node if c > 0))
+        if not counts:
+            raise ValueError("a placement needs at least one GPU")
+        key = (counts, float(local_bsz))
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        exact = self._exact_placement(counts)
+        if exact is not None:
+            bsz, times = exact
+            m = float(np.clip(local_bsz, bsz[0], bsz[-1]))
+            step = float(np.interp(m, bsz, times[:, 0]))
+            sync = float(np.interp(m, bsz, times[:, 1]))
+        else:
+            m = float(np.clip(local_bsz, self.min_local_bsz, self.placements.local_bsz.max()))
+            step, sync = self._interpolate_nd(min(len(counts), 16), sum(counts), m)
+        self._cache[key] = (step, sync)
+        return step, sync
+
+    def _exact_placement(self, counts: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray] | None:
+        if not self._exact:
+            for pid, rows in self.placements.groupby("placement", sort=True):
+                rows = rows.groupby("local_bsz", as_index=False)[["step_time", "sync_time"]].mean()
+                digits = tuple(sorted(int(ch) for ch in str(pid)))
+                self._exact[digits] = (
+                    rows.local_bsz.to_numpy(dtype=float),
+                    rows[["step_time", "sync_time"]].to_numpy(dtype=float),
+                )
+        return self._exact.get(counts)
+
+    def _interpolate_nd(self, nodes: int, replicas: int, local_bsz: float) -> tuple[float, float]:
+        if self._nd is None:
+            xs = ["num_nodes", "num_replicas", "local_bsz"]
+            ys = ["step_time", "sync_time"]
+            means = self.placements.groupby(xs, as_index=False)[ys].mean()
+            points = pd.concat([means[xs + ys], self.scalability[xs + ys]], ignore_index=True)
+            pts = points[xs].to_numpy(dtype=float)
+            vals = points[ys].to_numpy(dtype=float)
+            self._nd = (LinearNDInterpolator(pts, vals), NearestNDInterpolator(pts, vals))
+        linear, nearest = self._nd
+        q = np.array([[nodes, replicas, local_bsz]], dtype=float)
+        out = linear(q)[0]
+        if not np.all(np.isfinite(out)):
+            out = nearest(q)[0]
+        return float(out[0]), float(out[1])
+
+    def grad_stats(self, batch_size: float, progress: float) -> GradParams:
+        """Gradient statistics at total batch ``batch_size`` during the epoch ``progress``
+        (iterations at M0) falls in, interpolated between the two nearest measured batches."""
+        bounds = self.epoch_progress
+        epoch = min(int(np.searchsorted(bounds, progress, side="right")), len(bounds) - 1)
+        sizes = [r.batch_size for r in self.runs]
+        b = float(np.clip(batch_size, sizes[0], sizes[-1]))
+        hi = int(np.searchsorted(sizes, b, side="left"))
+        upper = self.runs[hi]
+        if upper.batch_size == b or hi == 0:
+            return GradParams(float(upper.grad_sqr[epoch]), float(upper.grad_var[epoch]))
+        lower = self.runs[hi - 1]
+        w = (b - lower.batch_size) / (upper.batch_size - lower.batch_size)
+        sqr = (1 - w) * lower.grad_sqr[epoch] + w * upper.grad_sqr[epoch]
+        var = (1 - w) * lower.grad_var[epoch] + w * upper.grad_var[epoch]
+        return GradParams(float(sqr), float(var))
+
+    def split_batch(self, num_replicas: int, batch_size: int) -> tuple[int, int]:
+        """(local batch per pass, accumulation steps) for a fixed total batch on ``num_replicas``
+        GPUs, as the official simulator configures TunedJobs: accumulate when the local batch
+        exceeds the per-GPU limit (and at least once for one GPU above M0), never above the
+        largest measured total batch."""
+        local = math.ceil(batch_size / num_replicas - _EPS)
+        accum = math.ceil(local / self.max_local_bsz - _EPS) - 1
+        if num_replicas == 1 and batch_size > self.init_batch_size:
+            accum = max(1, accum)
+        atomic = math.ceil(local / (accum + 1) - _EPS)
+        atomic = min(atomic, int(self.max_batch_size / (num_replicas * (accum + 1))))
+        return max(atomic, 1), accum
+
+    def rate(self, per_node: tuple[int, ...], batch_size: int, progress: float) -> TraceRate:
+        """The job's true throughput and efficiency at total batch ``batch_size`` (split as
+        :meth:`split_batch`) on ``per_node`` GPUs per node, ``progress`` iterations at M0 in."""
+        replicas = sum(per_node)
+        local, accum = self.split_batch(replicas, batch_size)
+        step, sync = self.iteration_time(per_node, local)
+        total = step + accum * (step - sync)
+        batch = replicas * local * (accum + 1)
+        grad = self.grad_stats(batch, progress)
+        eff = float(statistical_efficiency(grad, self.init_batch_size, batch))
+        return TraceRate(total, local, accum, batch, batch / total, eff)
+
+
+def load_trace_dir(path: str | Path, name: str | None = None) -> AppTrace:
+    """An application's traces from a folder (``placements.csv``, ``scalability.csv``,
+    ``validation-<M>.csv``); bad tables are InputErrors naming file, row and field."""
+    root = Path(path)
+    app = name or root.name
+    placements = read_checked_csv(
+        root / "placements.csv",
+        PLACEMENT_COLUMNS,
+        positive=("placement", "local_bsz", "step_time"),
+        nonnegative=("sync_time",),
+    )
+    placement_ids = placements.placement.astype(int).astype(str)
+    for i, pid in enumerate(placement_ids):
+        if "0" in pid:
+            raise InputError(
+                f"{root / 'placements.csv'}: row[{i}].placement: per-node GPU counts 1-9 "
+                f"(got {pid!r})"
+            )
+    placements["placement"] = placement_ids
+    placements["num_nodes"] = placement_ids.str.len().astype(float)
+    placements["num_replicas"] = placement_ids.map(lambda p: sum(int(c) for c in p)).astype(float)
+    scalability = read_checked_csv(
+        root / "scalability.csv",
+        SCALABILITY_COLUMNS,
+        positive=("num_nodes", "num_replicas", "local_bsz", "step_time"),
+        nonnegative=("sync_time",),
+    )
+    runs = []
+    for file in sorted(root.glob("validation-*.csv")):
+        m = _VALIDATION_RE.fullmatch(file.name)
+        if m is None:
+            continue
+        frame = read_checked_csv(
+            file, VALIDATION_COLUMNS, positive=("progress",), nonnegative=("grad_var", "iteration")
+        )
+        runs.append(
+            ValidationRun(
+                int(m.group(1)),
+                frame.progress.to_numpy(),
+                frame.grad_sqr.to_numpy(),
+                frame.grad_var.to_numpy(),
+            )
+        )
+    if not runs:
+        raise InputError(f"{root}: no validation-<batch size>.csv file")
+    runs.sort(key=lambda r: r.batch_size)
+    return AppTrace(app, placements, scalability, tuple(runs), MAX_LOCAL_BSZ.get(app))
+
+
+@cache
+def bundled_trace(name: str) -> AppTrace:
+    """One of Pollux's six applications, from the package data (loaded once per process)."""
+    if name not in APPLICATIONS:
+        raise InputError(f"unknown application {name!r} (known: {', '.join(APPLICATIONS)})")
+    folder = resources.files("goodput").joinpath(f"data/pollux/traces/{name}")
+    with resources.as_file(folder) as path:
+        return load_trace_dir(path, name)

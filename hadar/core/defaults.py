@@ -1,0 +1,51 @@
+"""Every default the two drivers share, defined once (value objects; nothing else spells the
+numbers). The simulator's are the paper's settings in simulated seconds; real runs' (``hadar
+run``) are wall-clock seconds on CPU nodes training the tiny models, where a round, a restart and
+an averaging step all cost far less. The concepts are the same, so the names are too.
+
+Names (one per concept; the older spellings still used by a few APIs and files are listed in
+docs/glossary.md): ``round_s`` is the round (the paper's "slot"; ``--round``),
+``restart_penalty_s`` the checkpoint-restart penalty (``--restart-penalty``),
+``aggregation_overhead_s`` HadarE's per-round averaging cost of a forked job."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DriverDefaults:
+    """Defaults of one driver (simulated or real runs)."""
+
+    round_s: float
+    """Round (slot) length in seconds."""
+    restart_penalty_s: float
+    """Seconds a job loses when it is moved or resumed (checkpoint-restart). In real runs, what a
+    policy assumes it costs (the run itself pays what it pays)."""
+    aggregation_overhead_s: float
+    """Seconds of each round every copy of a forked job spends saving its parameters, having
+    them averaged and loading the result (HadarE). Simulated: a checkpoint save and load, so the
+    paper's restart penalty; real runs: what HadarE assumes averaging costs on real nodes."""
+    size: str
+    """Model size of the workload mixes (``--size``)."""
+
+
+@dataclass(frozen=True)
+class RealRunDefaults(DriverDefaults):
+    """Real runs' defaults, plus those only a real run has."""
+
+    grace_s: float = 20.0
+    """Extra seconds past the round before a silent copy is declared hung and killed."""
+
+
+SIMULATED = DriverDefaults(
+    round_s=360.0, restart_penalty_s=10.0, aggregation_overhead_s=10.0, size="paper"
+)
+"""The simulator's defaults (``simulate``, ``compare``, the experiments, the Python API): the
+paper's six-minute rounds and 10 s checkpoint-restart penalty, mixes at the paper's sizes."""
+
+REAL_RUN = RealRunDefaults(
+    round_s=30.0, restart_penalty_s=3.0, aggregation_overhead_s=2.0, size="tiny"
+)
+"""``hadar run``'s defaults: 30 s wall-clock rounds, short enough for the tiny models on CPUs;
+3 s for starting a worker and loading a model; 2 s for averaging; tiny models."""

@@ -1,0 +1,90 @@
+"""The Hadar policy's knobs (defaults documented in docs/hadar.md)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from primal_dual.utility import UTILITIES
+
+DEFAULT_MAX_WAIT_S = 24 * 3600.0
+"""Default starvation bound: a day. It almost never binds on the paper's workloads (where the
+utility already favours short jobs) but guarantees that no job is held back indefinitely."""
+
+
+@dataclass(frozen=True)
+class HadarConfig:
+    """Knobs of the Hadar policy (defaults documented in docs/hadar.md)."""
+
+    utility: str = "inverse-remaining"
+    gamma2: float = 5.0
+    eta: float = 1.0
+    hold_cost: bool = False
+    window_factor: float = 2.0
+    window_min: int = 16
+    window_max: int = 64
+    beam: int = 32
+    backfill: bool = True
+    replan: str = "preempt"
+    upgrade_min_gain_s: float = 360.0
+    price_model: str = "lp"
+    """GPU prices: ``exponential`` (Eq. 5-7, rising as a node fills), ``lp`` (per type, the exact
+    dual of the round's allocation LP) or ``none`` (0: placement by utility alone)."""
+    ttd_guard: bool = True
+    """Critical-path rule: a job whose remaining time on its best placement reaches the lower bound
+    on the remaining TTD (it would extend the TTD if it waited) is placed first, on a placement
+    that keeps it within the bound."""
+    critical_slack_rounds: float = 0.0
+    """With ``ttd_guard``: also treat as critical the jobs within this many rounds of the bound
+    (0 = only the jobs on the critical path, up to a tolerance of 1 % of a round)."""
+    max_wait_s: float | None = DEFAULT_MAX_WAIT_S
+    """Starvation bound (``replan=preempt``): a job that has not started within this many seconds
+    of its arrival is placed before every other job, on its best placement, as soon as its gang
+    fits on the cluster (running jobs yield their GPUs if need be). None = no bound."""
+    single_node: bool = False
+    """Place every job on one node when its gang fits on some node (HadarE's per-node copies)."""
+
+    @classmethod
+    def legacy(cls) -> HadarConfig:
+        """Hadar as first implemented: OASiS's sigmoid utility, non-preemptive (running jobs keep
+        their GPUs and only move onto idle ones), prices times the rounds a job holds its GPUs."""
+        return cls(
+            utility="sigmoid",
+            hold_cost=True,
+            replan="upgrade",
+            price_model="exponential",
+            ttd_guard=False,
+        )
+
+    @classmethod
+    def preset(cls, name: str) -> HadarConfig:
+        """A named configuration: ``default`` or ``legacy``."""
+        if name == "default":
+            return cls()
+        if name == "legacy":
+            return cls.legacy()
+        raise ValueError(f"unknown preset {name!r} (known: default, legacy)")
+
+    def __post_init__(self) -> None:
+        if self.replan not in ("never", "upgrade", "preempt"):
+            raise ValueError("replan must be 'never', 'upgrade' or 'preempt'")
+        if self.critical_slack_rounds < 0:
+            raise ValueError("critical_slack_rounds must be >= 0")
+        if self.max_wait_s is not None and not (
+            math.isfinite(self.max_wait_s) and self.max_wait_s > 0
+        ):
+            raise ValueError("max_wait_s must be a positive number of seconds (or None)")
+        if self.utility not in UTILITIES:
+            raise ValueError(
+                f"utility must be one of {', '.join(UTILITIES)} (got {self.utility!r})"
+            )
+        if self.price_model not in ("exponential", "lp", "none"):
+            raise ValueError("price_model must be 'exponential', 'lp' or 'none'")
+        if self.beam < 1:
+            raise ValueError("beam must be >= 1")
+        if self.eta < 1:
+            raise ValueError("eta must be >= 1")
+        if self.gamma2 <= 0 or self.window_factor <= 0 or self.upgrade_min_gain_s < 0:
+            raise ValueError("gamma2 and window_factor must be > 0, upgrade_min_gain_s >= 0")
+        if self.window_min < 1 or self.window_max < self.window_min:
+            raise ValueError("need 1 <= window_min <= window_max")

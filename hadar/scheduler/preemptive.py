@@ -1,0 +1,217 @@
+"""Hadar's preemptive round (``replan=preempt``, the default): every job, running or not, is
+re-planned each round, with the starvation bound and the TTD guard placing overdue and
+critical-path jobs first."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from hadar.policy import Assignment, RoundContext, RoundPlan
+from hadar.reference_rates import best_achievable_rate
+from hadar.running import split_running
+from hadar.scheduler.steps import (
+    admit,
+    backfill,
+    fits,
+    job_id_of,
+    placement_of,
+)
+from hadar.valuation import JobValuation
+from primal_dual.dp import CandidateCache, QueueEntry
+from primal_dual.find_alloc import Candidate
+
+if TYPE_CHECKING:
+    from hadar.scheduler import HadarPolicy
+
+CRITICAL_TOLERANCE_ROUNDS = 0.01
+"""Jobs within 1 % of a round of the TTD bound count as on the critical path (rate estimates are
+continuous, so "exactly on the bound" needs a tolerance)."""
+
+
+def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
+    """Every job is (re-)planned each round (Algorithm 1 with preemption):
+
+    1. critical-path jobs (the TTD guard) are placed first, on idle GPUs when that meets their
+       deadline;
+    2. the DP (Algorithm 2) over all other jobs, running ones included, selects which run;
+    3. selected running jobs the DP keeps where they are stay on their GPUs (no restart); the
+       others take the placement the DP chose for them where it is still free, else the best
+       placement left;
+    4. GPUs still idle are backfilled at zero price, highest utility first;
+    5. a kept job moves onto faster idle GPUs only when that finishes it ``upgrade_min_gain_s``
+       sooner, restart included.
+    """
+    cfg = policy.config
+    running, _ = split_running(ctx)
+    held = {j: ctx.cluster.placement_matrix(p) for j, p in running.items()}
+    vals, entries, cache = policy.round_problem(ctx, held)
+    free = ctx.cluster.capacity.copy()
+    placed: dict[int, Candidate] = {}
+
+    free_gpus = int(free.sum())  # kept equal to free.sum() (a large cluster's sum is costly)
+
+    def take(i: int, cand: Candidate) -> None:
+        nonlocal free_gpus
+        placed[job_id_of(entries[i].key)] = cand
+        cand.take_from(free)
+        free_gpus -= cand.gpus
+
+    def idle_for(job_id: object) -> np.ndarray:
+        """Free GPUs minus those other running jobs still hold (they may keep them)."""
+        out = free.copy()
+        for j, y in held.items():
+            if j != job_id and j not in placed:
+                out -= y
+        return np.maximum(out, 0)
+
+    for i in overdue_jobs(vals, ctx, cfg.max_wait_s):  # the starvation bound comes first
+        cands = (
+            cache.candidates(entries[i], free)
+            if int(free.sum()) >= entries[i].request.num_gpus
+            else []
+        )
+        if cands:  # whatever its payoff: the fastest placement (ties: payoff)
+            take(i, max(cands, key=lambda c: (c.rate, entries[i].payoff(c))))
+    slack_s = (cfg.critical_slack_rounds + CRITICAL_TOLERANCE_ROUNDS) * ctx.round_length
+    crit = (
+        [(i, d) for i, d in critical_jobs(vals, ctx, slack_s) if entries[i].key not in placed]
+        if cfg.ttd_guard
+        else []
+    )
+    for i, deadline in crit:
+        cand = deadline_candidate(
+            entries[i], vals[i], idle_for(entries[i].key), cache, deadline, ctx, strict=True
+        )
+        cand = cand or deadline_candidate(entries[i], vals[i], free, cache, deadline, ctx)
+        if cand is not None:
+            take(i, cand)
+    rest = [i for i in range(len(entries)) if entries[i].key not in placed]
+    selected, info = admit(
+        [entries[i] for i in rest], free.copy(), ctx, cache, replace(cfg, backfill=False)
+    )
+    by_key = {entries[i].key: i for i in rest}
+    for key, planned in selected:  # running jobs the DP keeps where they are
+        i = by_key[key]
+        keep = entries[i].keep
+        if planned.kept and keep is not None and fits(planned, free):  # planned.alloc is keep
+            take(i, planned)
+    for key, planned in selected:  # the others where the DP put them, else the best left
+        i = by_key[key]
+        if key in placed or free_gpus < entries[i].request.num_gpus:
+            continue
+        if fits(planned, free):
+            take(i, planned)
+        else:
+            best = cache.best(entries[i], free)
+            if best is not None:
+                take(i, best[0])
+    info["backfilled"] = (
+        backfill(
+            [e for e in entries if e.key not in placed],
+            free,
+            ctx,
+            lambda e, c: placed.__setitem__(job_id_of(e.key), c),
+        )
+        if cfg.backfill
+        else 0
+    )
+    kept_jobs = {k: running[k] for k, c in placed.items() if c.kept}
+    moved_to, upgraded = policy.upgrade(kept_jobs, {v.status.job_id: v for v in vals}, free, ctx)
+    info.update(
+        critical=sum(1 for i, _ in crit if entries[i].key in placed),
+        upgraded=upgraded,
+        preempted=sum(1 for j in running if j not in placed),
+        moved=sum(1 for j in running if j in placed and not placed[j].kept),
+    )
+    assignments = [
+        Assignment(k, moved_to[k] if k in moved_to else placement_of(c, ctx))
+        for k, c in placed.items()
+    ]
+    return RoundPlan(tuple(sorted(assignments, key=lambda a: a.job_id)), info)
+
+
+def overdue_jobs(
+    vals: list[JobValuation], ctx: RoundContext, max_wait_s: float | None
+) -> list[int]:
+    """Indices of the jobs that have not started and would exceed ``max_wait_s`` of waiting by
+    the end of this round, longest-waiting first."""
+    if max_wait_s is None:
+        return []
+    waited = {
+        i: ctx.now - v.status.job.arrival
+        for i, v in enumerate(vals)
+        if v.status.first_start is None
+    }
+    late = [i for i, w in waited.items() if w + ctx.round_length > max_wait_s]
+    return sorted(late, key=lambda i: (-waited[i], i))
+
+
+def critical_jobs(
+    vals: list[JobValuation], ctx: RoundContext, slack_s: float
+) -> list[tuple[int, float]]:
+    """Jobs on the critical path of the remaining TTD, longest first, with their deadline (seconds
+    from now). The remaining TTD is at least ``L = max(longest remaining time on its best
+    placement, GPU-seconds of remaining work at best rates / GPUs)``; a job whose own best
+    remaining time is within ``slack_s`` of L extends the TTD if it waits, so it must run now at a
+    rate that finishes it by L."""
+    if not vals:
+        return []
+    gpus = max(1, ctx.cluster.total_gpus)
+    rates: dict[int, float] = {}  # per request object: jobs of one class share theirs
+    best = [best_remaining_s(v, ctx, rates) for v in vals]
+    work = sum(
+        v.status.job.num_gpus * t for v, t in zip(vals, best, strict=True) if math.isfinite(t)
+    )
+    finite = [t for t in best if math.isfinite(t)]
+    if not finite:
+        return []
+    bound = max(max(finite), work / gpus)
+    out = [(i, bound) for i, t in enumerate(best) if math.isfinite(t) and t >= bound - slack_s]
+    return sorted(out, key=lambda it: (-best[it[0]], it[0]))
+
+
+def best_remaining_s(
+    v: JobValuation, ctx: RoundContext, memo: dict[int, float] | None = None
+) -> float:
+    """Seconds the job still needs on the fastest placement the cluster can give its gang
+    (``memo``: best rates by ``id(request)``, shared across calls of one round)."""
+    rate = None if memo is None else memo.get(id(v.request))
+    if rate is None:
+        rate = best_achievable_rate(
+            v.request.rates_cons, v.request.rates_unc, ctx.cluster.capacity, v.request.num_gpus
+        )
+        if memo is not None:
+            memo[id(v.request)] = rate
+    return v.status.remaining_steps / rate if rate > 0 else math.inf
+
+
+def deadline_candidate(
+    entry: QueueEntry,
+    v: JobValuation,
+    free: np.ndarray,
+    cache: CandidateCache,
+    deadline_s: float,
+    ctx: RoundContext,
+    strict: bool = False,
+) -> Candidate | None:
+    """The best-payoff candidate that finishes the job within ``deadline_s``; if none does, the
+    fastest candidate (ties: payoff), or None with ``strict``; None when nothing fits."""
+    if int(free.sum()) < entry.request.num_gpus:
+        return None
+    cands = cache.candidates(entry, free)
+    if not cands:
+        return None
+    rem = v.status.remaining_steps
+    penalty = ctx.restart_penalty if v.status.done_steps > 0 else 0.0
+
+    def finish(c: Candidate) -> float:
+        return rem / c.rate + (0.0 if c.kept else penalty)
+
+    ok = [c for c in cands if finish(c) <= deadline_s + 1e-6]
+    if ok:
+        return max(ok, key=entry.payoff)
+    return None if strict else max(cands, key=lambda c: (c.rate, entry.payoff(c)))

@@ -1,0 +1,181 @@
+"""The throughput model of Pollux's applications: goodput from the measured traces.
+
+A job whose type is one of Pollux's applications progresses in samples at its initial batch
+size M0; its rate on a placement is its goodput there (throughput x statistical efficiency,
+``goodput.traces``), at the round's batch size and at its progress so far. Other jobs go to the
+fallback model (Gavel's table or the composite estimate).
+
+Policies see :meth:`cell_rates`: per GPU type, the gang at the job's own batch on one node
+(consolidated) and spread over nodes (unconsolidated), at its *average* efficiency over training
+(total progress / sum over epochs of progress / efficiency: the rate that finishes the job in the
+same time as the varying one). The simulator asks :meth:`run_rate`, which uses the efficiency at
+the job's current progress and the real placement.
+
+The traces were measured on T4s. On another GPU type the compute part of an iteration is scaled
+by the T4's speed relative to it (:mod:`hadar.workloads.gpu_scaling`), and the figures are
+reported as estimated.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import numpy as np
+
+from estimators.throughput import EstimatedCell, RunRate, ThroughputModel
+from goodput.model import statistical_efficiency
+from goodput.traces import APPLICATIONS, AppTrace, TraceRate, bundled_trace
+from hadar.core.cluster import Cluster
+from hadar.core.jobs import Job, Placement
+from hadar.workloads.gpu_scaling import MEASURED_GPU, compute_scale
+
+NODE_GPUS = 4
+"""GPUs per node of the measured testbed: how an unconsolidated gang is spread."""
+
+
+def is_pollux_job(job: Job) -> bool:
+    """Whether the job replays one of Pollux's applications (its spec names it: a job type
+    alone, e.g. a user's ``cifar10`` in a Gavel-schema table, does not)."""
+    return job.spec.get("application") in APPLICATIONS
+
+
+def job_batch_size(job: Job, trace: AppTrace) -> int:
+    """The job's own total batch size (its workload's tuned one), else M0."""
+    batch = job.spec.get("batch_size")
+    return int(batch) if batch is not None else trace.init_batch_size
+
+
+def spread(num_gpus: int) -> tuple[int, ...]:
+    """An unconsolidated gang: ``num_gpus`` over max(2, ceil(W / 4)) nodes, as evenly as
+    possible (one GPU cannot be spread)."""
+    if num_gpus <= 1:
+        return (num_gpus,)
+    nodes = max(2, math.ceil(num_gpus / NODE_GPUS))
+    base, extra = divmod(num_gpus, nodes)
+    return tuple(base + (1 if i < extra else 0) for i in range(nodes) if base or i < extra)
+
+
+def scaled(rate: TraceRate, sync_s: float, factor: float) -> TraceRate:
+    """``rate`` with each pass's compute time scaled by ``factor`` (the sync time kept)."""
+    if factor == 1.0:
+        return rate
+    passes = rate.accum_steps + 1
+    compute = (rate.step_time - sync_s) / passes
+    step = passes * compute * factor + sync_s
+    return TraceRate(
+        step,
+        rate.local_bsz,
+        rate.accum_steps,
+        rate.batch_size,
+        rate.batch_size / step,
+        rate.efficiency,
+    )
+
+
+class PolluxThroughput(ThroughputModel):
+    """Goodput of Pollux's applications from the traces; other jobs from ``fallback``."""
+
+    def __init__(self, fallback: ThroughputModel) -> None:
+        self.fallback = fallback
+        self._cells: dict[tuple[str, int, int, tuple[str, ...], tuple[int, ...]], tuple] = {}
+
+    def _true_rate(
+        self, trace: AppTrace, per_node: tuple[int, ...], gpu_type: str, batch: int, progress: float
+    ) -> tuple[TraceRate, bool]:
+        rate = trace.rate(per_node, batch, progress)
+        factor, estimated = compute_scale(gpu_type)
+        if factor != 1.0:
+            _, sync = trace.iteration_time(per_node, rate.local_bsz)
+            rate = scaled(rate, sync, factor)
+        return rate, estimated
+
+    def run_rate(
+        self,
+        job: Job,
+        placement: Placement,
+        cluster: Cluster,
+        done: float = 0.0,
+        batch_size: int | None = None,
+    ) -> RunRate:
+        if not is_pollux_job(job):
+            return self.fallback.run_rate(job, placement, cluster, done, batch_size)
+        per_node = tuple(sum(per.values()) for per in placement.values() if sum(per.values()) > 0)
+        types = {t for per in placement.values() for t, c in per.items() if c > 0}
+        if not per_node:
+            return RunRate(0.0)
+        trace = bundled_trace(job.job_type)
+        batch = batch_size if batch_size is not None else job_batch_size(job, trace)
+        progress = done / trace.init_batch_size
+        # the slowest GPU type of the placement sets the pace (synchronous data parallelism)
+        worst: tuple[TraceRate, bool] | None = None
+        for gtype in sorted(types):
+            rate, est = self._true_rate(trace, per_node, gtype, batch, progress)
+            if worst is None or rate.throughput < worst[0].throughput:
+                worst = (rate, est)
+        assert worst is not None
+        rate, estimated = worst
+        return RunRate(
+            rate.goodput, rate.batch_size, rate.throughput, rate.efficiency, estimated=estimated
+        )
+
+    def rate(self, job: Job, placement: Placement, cluster: Cluster) -> float:
+        if not is_pollux_job(job):
+            return self.fallback.rate(job, placement, cluster)
+        return self.run_rate(job, placement, cluster).rate
+
+    def average_efficiency(self, trace: AppTrace, batch: int) -> float:
+        """Total progress / sum over epochs of (epoch progress / efficiency) at total ``batch``."""
+        bounds = trace.epoch_progress
+        lengths = np.diff(np.concatenate([[0.0], bounds]))
+        effs = np.array(
+            [
+                float(
+                    statistical_efficiency(
+                        trace.grad_stats(batch, start), trace.init_batch_size, batch
+                    )
+                )
+                for start in np.concatenate([[0.0], bounds[:-1]])
+            ]
+        )
+        return float(bounds[-1] / np.sum(lengths / np.maximum(effs, 1e-9)))
+
+    def cell_rates(self, job: Job, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
+        if not is_pollux_job(job):
+            return self.fallback.cell_rates(job, cluster)
+        trace = bundled_trace(job.job_type)
+        batch = job_batch_size(job, trace)
+        key = (job.job_type, job.num_gpus, batch, cluster.gpu_types, cluster.capacity.shape)
+        hit = self._cells.get(key)
+        if hit is None:
+            eff = self.average_efficiency(trace, batch)
+            per_type = []
+            for per_node in ((job.num_gpus,), spread(job.num_gpus)):
+                row = []
+                for gtype in cluster.gpu_types:
+                    rate, _ = self._true_rate(trace, per_node, gtype, batch, 0.0)
+                    row.append(rate.throughput * eff)
+                per_type.append(np.array(row))
+            hit = tuple(np.broadcast_to(a, cluster.capacity.shape) for a in per_type)
+            self._cells[key] = hit
+        return hit[0], hit[1]
+
+    def describe(self, job: Job, cluster: Cluster) -> str:
+        if not is_pollux_job(job):
+            return self.fallback.describe(job, cluster)
+        return "Pollux traces (goodput, samples at M0 per second)"
+
+    def estimated_cells(self, jobs: Iterable[Job], cluster: Cluster) -> list[EstimatedCell]:
+        jobs = list(jobs)
+        out = set(self.fallback.estimated_cells([j for j in jobs if not is_pollux_job(j)], cluster))
+        for job in jobs:
+            if not is_pollux_job(job):
+                continue
+            for gtype in cluster.gpu_types:
+                if gtype != MEASURED_GPU and compute_scale(gtype)[1]:
+                    for where in ("consolidated", "multi-node"):
+                        out.add(EstimatedCell(job.job_type, gtype, job.num_gpus, where))
+        return sorted(out)
+
+    def reference_job_types(self) -> list[tuple[str, int]]:
+        return self.fallback.reference_job_types()
