@@ -46,6 +46,7 @@ Formulation = Literal["choices", "counts", "nodes"]
 DEFAULT_T_FWD_S = 120.0
 """Forward-looking time: BFTrainer's utilisation saturates at about 120 s (Fig. 9)."""
 DEFAULT_TIME_LIMIT_S = 10.0
+_DISP = False
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,8 @@ def solve(
             b.add_choices(t, t_fwd, total)
         else:
             b.add_trainer(t, t_fwd, names if formulation == "nodes" else None, current_nodes)
+    if formulation != "nodes":
+        b.break_symmetry(trainers)
     if names is not None and formulation == "nodes":
         b.node_capacity(len(names))
     elif formulation == "choices":
@@ -146,12 +149,14 @@ def solve(
     else:
         b.count_capacity([b.n_var[t.key] for t in trainers], total)
     a = coo_matrix((b.vals, (b.rows, b.cols)), shape=(len(b.lo_row), len(b.c))).tocsr()
+    cost = np.asarray(b.c)
+    scale = float(np.abs(cost).max()) or 1.0  # HiGHS prefers costs near 1; Eq. 16 is recomputed
     res = milp(
-        c=-np.asarray(b.c),
+        c=-cost / scale,
         constraints=LinearConstraint(a, np.asarray(b.lo_row), np.asarray(b.hi_row)),
         integrality=np.asarray(b.integrality),
         bounds=Bounds(np.asarray(b.lb), np.asarray(b.ub)),
-        options={"time_limit": time_limit, "disp": False},
+        options={"time_limit": time_limit, "disp": _DISP},
     )
     keep_obj = objective_value(trainers, current, t_fwd)
     seconds = time.perf_counter() - t0
@@ -243,6 +248,26 @@ class _Builder:
         if key in self.choice_vars:
             return next((n for n, col in self.choice_vars[key] if x[col] > 0.5), 0)
         return round(float(x[self.n_var[key]]))
+
+    def size_expr(self, key: int) -> list[tuple[int, float]]:
+        """``N_j`` as a linear expression of the columns."""
+        if key in self.choice_vars:
+            return [(col, float(n)) for n, col in self.choice_vars[key] if n]
+        return [(self.n_var[key], 1.0)]
+
+    def break_symmetry(self, trainers: Sequence[Trainer]) -> None:
+        """Interchangeable Trainers (same curve, limits, costs and current count; e.g. HPO
+        trials) can swap decisions without changing Eq. 16, which makes branch-and-bound
+        explore every permutation; ordering their sizes (``N_a >= N_b`` for consecutive ones,
+        by key) keeps one optimum of each class and loses none."""
+        groups: dict[tuple[object, ...], list[int]] = {}
+        for t in sorted(trainers, key=lambda t: t.key):
+            sig = (t.points, t.n_min, t.n_max, t.current, t.r_up, t.r_dw)
+            groups.setdefault(sig, []).append(t.key)
+        for keys in groups.values():
+            for a, b in zip(keys, keys[1:], strict=False):
+                neg = [(col, -v) for col, v in self.size_expr(b)]
+                self.row([*self.size_expr(a), *neg], 0.0, np.inf)
 
     def add_choices(self, t: Trainer, t_fwd: float, total: int) -> None:
         """The ``choices`` formulation: one binary per feasible ``N_j`` (0 or N_min..N_max, at

@@ -15,7 +15,7 @@ these functions.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ import pandas as pd
 
 from hadar.core.defaults import SIMULATED
 from hadar.core.errors import InputError
+from hadar.core.node_stream import load_node_stream
 from hadar.policy import Policy, default_policies, preferred_reference
 from hadar.policy_options import policy_with_options
 from hadar.scenario import ClusterLike, TableLike, WorkloadLike, check_round, load_scenario
@@ -75,12 +76,15 @@ def simulate(
     gavel_compatible: bool = False,
     progress: bool = False,
     horizon_s: float = DEFAULT_HORIZON_S,
+    node_stream: str | Path | None = None,
 ) -> Simulation:
     """Replay ``workload`` on ``cluster`` under ``policy`` (deterministic for a given ``seed``).
 
     ``policy_options`` are the ``--policy-opt`` knobs as strings (``{"utility": "sigmoid"}``);
     ``gavel_compatible`` runs as Gavel's own simulator does (``docs/baselines.md``). A workload
-    that cannot finish within ``horizon_s`` seconds of simulated time is an InputError."""
+    that cannot finish within ``horizon_s`` seconds of simulated time is an InputError.
+    ``node_stream`` is a ``time,node,event`` CSV of nodes joining and leaving mid-run
+    (docs/node-streams.md)."""
     if isinstance(policy, Policy):
         if policy_options or gavel_compatible:
             raise InputError(
@@ -95,11 +99,15 @@ def simulate(
     c, jobs, throughput = load_scenario(
         cluster, workload, throughputs, seed=seed, size=size, horizon_s=horizon_s
     )
+    stream = None
+    if node_stream is not None:
+        stream = load_node_stream(node_stream, c.node_names, c.source or f"cluster {c.name}")
     config = SimConfig(
         round_length=round_length,
         restart_penalty=restart_penalty,
         progress=progress,
         horizon_s=horizon_s,
+        node_stream=stream,
     )
     if gavel_compatible:
         from hadar.simulator.gavel_mode import setup
@@ -112,6 +120,7 @@ def simulate(
             progress=progress,
             horizon_s=horizon_s,
         )
+        config = replace(config, node_stream=stream)
     result = run_simulator(c, jobs, chosen, throughput, config)
     summary = summarize(result)
     if isinstance(policy, str):

@@ -27,6 +27,7 @@ COMMAND_MODULES = [
     "hadar.commands.estimate",
     "hadar.commands.export_gavel",
     "hadar.commands.experiment",
+    "hadar.commands.node_stream",
 ]
 """Modules that contribute sub-commands (order = order in ``hadar --help``)."""
 

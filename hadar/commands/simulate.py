@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
         gavel_compatible=args.gavel_compatible,
         progress=not args.no_progress,
         horizon_s=args.horizon_s,
+        node_stream=args.node_stream,
     )
     note = estimates_note(sim.records.estimated_cells)
     if note:

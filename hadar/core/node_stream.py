@@ -3,8 +3,9 @@
 A stream is a CSV ``time,node,event`` (``event`` is ``join`` or ``leave``; ``time`` in seconds
 from the stream's start), sorted by time. It describes the idle nodes of a supercomputer that its
 main scheduler cannot fill (BFTrainer, MalleTrain) or any lab's machines that come and go.
-A node the stream names is available only between a ``join`` and the next ``leave`` (or the
-stream's end: it stays after that); a cluster node the stream never names is available throughout. A ``leave``
+A node is available only between a ``join`` and the next ``leave`` (a node that has not left
+by the stream's end stays); a cluster node the stream never names is never available (the
+stream *is* the pool: give a node that is always there a join at time 0). A ``leave``
 comes without warning: whatever runs on the node is preempted (docs/node-streams.md).
 
 :func:`parse_node_stream` checks every row: sorted times, known events, nodes the cluster
@@ -84,11 +85,11 @@ class NodeStream:
 
     def is_up(self, node: str, t: float) -> bool:
         """Whether ``node`` is in the pool at ``t`` (a join at ``t`` counts, a leave at ``t``
-        does not); nodes the stream never names are always up, and a node that has not left
+        does not); a node the stream never names is never up, and a node that has not left
         by the stream's end stays up."""
         b = self._intervals.get(node)
         if b is None:
-            return True
+            return False
         # joins sit at even positions, leaves at odd ones: up iff an odd count is <= t
         return bisect.bisect_right(b, t) % 2 == 1
 

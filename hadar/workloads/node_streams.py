@@ -93,7 +93,7 @@ def generate_stream(
     machine: StreamPreset = PRESETS["summit"],
     source: str = "generated node stream",
 ) -> NodeStream:
-    """A stream over ``nodes`` lasting ``hours``, seeded; every node of ``nodes`` is named.
+    """A stream over ``nodes`` lasting ``hours``, seeded (a node never idle is not named).
     Events at the same time share an event (the papers' definition)."""
     if not nodes:
         raise InputError("node stream: the cluster has no nodes")

@@ -26,10 +26,10 @@ GOOD = "time,node,event\n0,a,join\n0,b,join\n30,a,leave\n45.5,a,join\n60,b,leave
 def test_parse_and_availability() -> None:
     s = parse_node_stream(GOOD, "s.csv", NODES)
     assert s.times == (0.0, 30.0, 45.5, 60.0)
-    assert s.available(("a", "b", "c"), 0.0) == ("a", "b", "c")  # c is never named: always up
-    assert s.available(("a", "b", "c"), 30.0) == ("b", "c")  # a leave at t counts at t
-    assert s.available(("a", "b", "c"), 50.0) == ("a", "b", "c")
-    assert s.available(("a", "b", "c"), 1e6) == ("a", "c")  # a stays after the stream ends
+    assert s.available(("a", "b", "c"), 0.0) == ("a", "b")  # c is never named: never up
+    assert s.available(("a", "b", "c"), 30.0) == ("b",)  # a leave at t counts at t
+    assert s.available(("a", "b", "c"), 50.0) == ("a", "b")
+    assert s.available(("a", "b", "c"), 1e6) == ("a",)  # a stays after the stream ends
     assert s.next_time(30.0) == 45.5 and s.next_time(60.0) is None
     assert [(f.node, f.start, f.end) for f in s.fragments] == [
         ("a", 0.0, 30.0),
