@@ -179,7 +179,7 @@ class SimulatorExecutor:
             while self.pending and self.pending[0].arrival <= self.now:
                 self.arrived.append(self.pending.pop(0).job_id)
             if self._active() or not self.pending:
-                return
+                break
             self.now = self.pending[
                 0
             ].arrival  # an idle gap: no round is recorded and none is counted
