@@ -44,7 +44,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="mean share of the nodes idle (default: the preset's, e.g. 0.111 for Summit)",
     )
-    gen.add_argument("--out", "-o", required=True, type=argtypes.out_file, metavar="FILE")
+    gen.add_argument(
+        "--out",
+        "-o",
+        required=True,
+        type=argtypes.out_file,
+        metavar="FILE",
+        help="stream CSV to write",
+    )
     gen.set_defaults(func=run_generate)
 
     conv = actions.add_parser(
@@ -63,7 +70,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="drop idle spells shorter than S seconds (default: %(default)s)",
     )
     conv.add_argument("--cluster", default=None, help="check the nodes against this cluster file")
-    conv.add_argument("--out", "-o", required=True, type=argtypes.out_file, metavar="FILE")
+    conv.add_argument(
+        "--out",
+        "-o",
+        required=True,
+        type=argtypes.out_file,
+        metavar="FILE",
+        help="stream CSV to write",
+    )
     conv.set_defaults(func=run_from_slurm)
 
     stats = actions.add_parser(

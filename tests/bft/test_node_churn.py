@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-import baselines.bftrainer  # noqa: F401  (registers the policies even where tests/baselines shadows the scan)
 from hadar.core.cluster import Cluster, Node
 from hadar.core.jobs import Job
 from hadar.core.node_stream import NodeEvent, build_stream
