@@ -277,6 +277,9 @@ class MalleTrainPolicy(_MilpPolicy):
         }
 
     def restore(self, state: Mapping[str, Any]) -> None:
+        unknown = sorted(set(state) - {"measured", "profile", "admitted"})
+        if unknown:
+            raise ValueError(f"policy {self.name}: unknown state key(s) {unknown}")
         self.measured = {
             int(j): {int(n): float(r) for n, r in m.items()}
             for j, m in state.get("measured", {}).items()

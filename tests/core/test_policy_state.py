@@ -90,7 +90,7 @@ def test_state_is_json_and_empty_for_stateless_policies():
         policy = make_policy(name)
         state = policy.state()
         assert json.loads(json.dumps(state)) == state
-        if not name.startswith("gavel"):
+        if not name.startswith("gavel") and name != "malletrain":  # those two keep state
             assert state == {}
             with pytest.raises(ValueError, match="keeps no state"):
                 policy.restore({"x": 1})
