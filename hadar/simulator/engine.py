@@ -269,7 +269,10 @@ class SimulatorExecutor:
             self.progress.update(
                 sum(1 for s in self.states.values() if s.finish is not None), self.now
             )
-        self.stall = self.stall + 1 if not decision.plan.assignments else 0
+        stream = self.cfg.node_stream
+        more_nodes_ahead = stream is not None and stream.next_time(self.now) is not None
+        # while a node stream still has events ahead the pool may yet fit the waiting jobs
+        self.stall = self.stall + 1 if not decision.plan.assignments and not more_nodes_ahead else 0
         if self.stall >= self.cfg.stall_rounds:
             active = [s.job_id for s in decision.ctx.jobs]
             waiting = ", ".join(str(i) for i in active[:5]) + (", ..." if len(active) > 5 else "")

@@ -90,3 +90,24 @@ def test_malletrain_profiles_top_scale_first_then_down() -> None:
     again = make_policy("malletrain")
     again.restore(policy.state())
     assert again.state() == policy.state()
+
+
+def test_waiting_for_the_pool_to_grow_is_not_a_stall() -> None:
+    """A 4-GPU rigid job on a pool of one 2-GPU node: no stall error while joins are ahead; once
+    the stream has ended with too few nodes, the usual 'cannot place' error."""
+    from hadar.simulator.engine import SimulationLimitError
+
+    rigid = [Job(0, "ResNet-18 (batch size 64)", 4, 5_000)]
+    grows = build_stream([NodeEvent(0, "n0", "join"), NodeEvent(600, "n1", "join")], end=600)
+    cfg = SimConfig(round_length=10, stall_rounds=5, node_stream=grows)
+    r = simulate(CLUSTER, rigid, make_policy("hadar"), TABLE, cfg)
+    assert r.jobs[0].start is not None and r.jobs[0].start >= 600
+    never = build_stream([NodeEvent(0, "n0", "join")], end=60)
+    with pytest.raises(SimulationLimitError, match="cannot place"):
+        simulate(
+            CLUSTER,
+            rigid,
+            make_policy("hadar"),
+            TABLE,
+            SimConfig(round_length=10, stall_rounds=5, node_stream=never),
+        )
