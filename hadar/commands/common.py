@@ -10,6 +10,7 @@ from hadar import scenario
 from hadar.commands import argtypes
 from hadar.commands.options import add_restart_penalty_arg, add_round_arg, add_size_arg
 from hadar.core.cluster import Cluster
+from hadar.core.cluster_config import bundled_cluster_names
 from hadar.core.jobs import Job
 from hadar.core.validation import MAX_SECONDS
 from hadar.simulator.engine import DEFAULT_HORIZON_S
@@ -23,12 +24,15 @@ def add_scenario_args(
     p.add_argument(
         "--cluster",
         default=default_cluster,
-        help="cluster YAML file or bundled name (default: %(default)s)",
+        help="cluster YAML file or bundled name: "
+        + ", ".join(bundled_cluster_names())
+        + " (default: %(default)s)",
     )
     p.add_argument(
         "--workload",
         default=default_workload,
-        help="philly-N, philly-N-arrivals, M-1..M-12, or a .csv/.yaml job list (default: %(default)s)",
+        help="philly-N, philly-N-arrivals, M-1..M-12, a .csv/.yaml job list or a Gavel .trace "
+        "(default: %(default)s)",
     )
     p.add_argument(
         "--throughputs",
