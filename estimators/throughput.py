@@ -64,6 +64,13 @@ class RunRate:
     """Statistical efficiency of ``batch_size`` relative to the initial batch (Pollux Eq. 6)."""
     estimated: bool = False
     """Whether the figure is scaled from another GPU type's measurements."""
+    step_rate: float | None = None
+    """Where a bound lowered ``rate`` (forked copies under goodput accounting): the rate the
+    steps accounting would credit; None when it equals ``rate``."""
+
+    def __post_init__(self) -> None:
+        if self.step_rate is None:
+            object.__setattr__(self, "step_rate", self.rate)
 
 
 class ThroughputModel(ABC):
@@ -114,6 +121,12 @@ class ThroughputModel(ABC):
         behind it, at total batch ``batch_size`` (None: the job's own). This default is for
         models whose rate depends on neither: :meth:`rate`."""
         return RunRate(self.rate(job, placement, cluster))
+
+    def efficiency(self, job: Job, batch_size: int, done: float = 0.0) -> float | None:
+        """Statistical efficiency of ``job`` at total batch ``batch_size`` when ``done`` progress
+        units are behind it (Pollux Eq. 6), or None when the model has no efficiency data for
+        it (this default: steps are steps)."""
+        return None
 
     def multi_node_rates(self, job: Job, cluster: Cluster, bandwidth_gbps: float) -> np.ndarray:
         """Multi-node ``[node, gpu type]`` rates of a placement whose nodes exchange data at

@@ -30,6 +30,7 @@ _CEIL = 1e3  # largest time parameter (seconds)
 _GAMMA_MAX = 10.0  # Eq. 10 is close to max() at 10
 _GAMMA_REG = 1e-3  # pulls gamma towards 1 (the alphas and betas fit more easily)
 _RETRO_REG = 1e-2  # prefers small retrogression (beta/alpha): the optimistic model
+_FTOL = 1e-7  # relative change of the objective at which the fit stops (errors of ~1e-2 matter)
 _START = (1e-1, 1e-2, 1e-1, 1e-2, 1e-1, 1e-2, 1.0 + 1e-3)
 
 
@@ -168,6 +169,7 @@ def fit_perf_params(
         jac=True,
         method="L-BFGS-B",
         bounds=list(zip(lower, upper, strict=True)),
+        options={"ftol": _FTOL},
     )
     theta = np.asarray(result.x, dtype=float)
     values = np.exp(theta[:6])

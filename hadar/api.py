@@ -29,7 +29,7 @@ from hadar.policy_options import policy_with_options
 from hadar.scenario import ClusterLike, TableLike, WorkloadLike, check_round, load_scenario
 from hadar.simulator import SimConfig
 from hadar.simulator import simulate as run_simulator
-from hadar.simulator.engine import DEFAULT_HORIZON_S
+from hadar.simulator.engine import DEFAULT_HORIZON_S, FORK_PROGRESS
 from hadar.simulator.metrics import comparison_rows, summarize
 from hadar.simulator.output import result_frames, write_result
 from hadar.simulator.records import SimulationResult
@@ -77,6 +77,7 @@ def simulate(
     progress: bool = False,
     horizon_s: float = DEFAULT_HORIZON_S,
     node_stream: str | Path | None = None,
+    fork_progress: str = FORK_PROGRESS[0],
 ) -> Simulation:
     """Replay ``workload`` on ``cluster`` under ``policy`` (deterministic for a given ``seed``).
 
@@ -84,7 +85,9 @@ def simulate(
     ``gavel_compatible`` runs as Gavel's own simulator does (``docs/baselines.md``). A workload
     that cannot finish within ``horizon_s`` seconds of simulated time is an InputError.
     ``node_stream`` is a ``time,node,event`` CSV of nodes joining and leaving mid-run
-    (docs/node-streams.md)."""
+    (docs/node-streams.md).
+    ``fork_progress`` is how HadarE's forked copies of a job with efficiency data progress
+    (``goodput``: at most as one job at their combined batch; ``steps``: the paper's sum)."""
     if isinstance(policy, Policy):
         if policy_options or gavel_compatible:
             raise InputError(
@@ -102,12 +105,17 @@ def simulate(
     stream = None
     if node_stream is not None:
         stream = load_node_stream(node_stream, c.node_names, c.source or f"cluster {c.name}")
+    if fork_progress not in FORK_PROGRESS:
+        raise InputError(
+            f"--fork-progress: must be one of {', '.join(FORK_PROGRESS)} (got {fork_progress!r})"
+        )
     config = SimConfig(
         round_length=round_length,
         restart_penalty=restart_penalty,
         progress=progress,
         horizon_s=horizon_s,
         node_stream=stream,
+        fork_progress=fork_progress,
     )
     if gavel_compatible:
         from hadar.simulator.gavel_mode import setup

@@ -30,6 +30,7 @@ COMMAND_MODULES = [
     "hadar.commands.nodes",
     "hadar.commands.cluster",
     "hadar.commands.estimate",
+    "hadar.commands.fit_report",
     "hadar.commands.export_gavel",
     "hadar.commands.experiment",
     "hadar.commands.node_stream",
@@ -177,6 +178,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"(see: {command.prog} --help)"
             )
         args.argv = list(argv)  # `hadar run --detach` starts the same command in the background
+        if getattr(args, "load", None) is not None:  # --load picks a pollux-N workload's load
+            from hadar.workloads.pollux import workload_at_load
+
+            args.workload = workload_at_load(args.workload, args.load)
         level = "debug" if args.debug else args.log_level
         logging.basicConfig(
             level=level.upper(), format="%(levelname)s %(name)s: %(message)s", force=True

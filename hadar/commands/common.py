@@ -13,7 +13,7 @@ from hadar.core.cluster import Cluster
 from hadar.core.cluster_config import bundled_cluster_names
 from hadar.core.jobs import Job
 from hadar.core.validation import MAX_SECONDS
-from hadar.simulator.engine import DEFAULT_HORIZON_S
+from hadar.simulator.engine import DEFAULT_HORIZON_S, FORK_PROGRESS
 
 
 def add_scenario_args(
@@ -31,8 +31,15 @@ def add_scenario_args(
     p.add_argument(
         "--workload",
         default=default_workload,
-        help="philly-N, philly-N-arrivals, M-1..M-12, a .csv/.yaml job list or a Gavel .trace "
+        help="philly-N, philly-N-arrivals, M-1..M-12, pollux-1..pollux-8, a .csv/.yaml job list or a Gavel .trace "
         "(default: %(default)s)",
+    )
+    p.add_argument(
+        "--load",
+        type=float,
+        default=None,
+        metavar="L",
+        help="relative job load of a pollux-N workload: 0.5, 1, 1.5 or 2 (default: 1)",
     )
     p.add_argument(
         "--throughputs",
@@ -44,6 +51,14 @@ def add_scenario_args(
         type=argtypes.seed,
         default=0,
         help="workload sampling seed (default: %(default)s)",
+    )
+    p.add_argument(
+        "--fork-progress",
+        choices=FORK_PROGRESS,
+        default=FORK_PROGRESS[0],
+        help="how HadarE's forked copies of a job with efficiency data (Pollux workloads) "
+        "progress: goodput = at most as one job at their combined batch, steps = each copy's "
+        "own progress in full (the Hadar paper's accounting) (default: %(default)s)",
     )
     add_size_arg(p)
     add_round_arg(p)

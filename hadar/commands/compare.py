@@ -60,6 +60,7 @@ SCENARIO_KEYS = (
     "restart_penalty",
     "horizon_s",
     "node_stream",
+    "fork_progress",
 )
 
 

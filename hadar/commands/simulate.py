@@ -63,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         horizon_s=args.horizon_s,
         node_stream=args.node_stream,
+        fork_progress=args.fork_progress,
     )
     note = estimates_note(sim.records.estimated_cells)
     if note:

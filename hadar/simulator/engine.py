@@ -8,7 +8,11 @@ Semantics (also in docs/hadar.md, section Simulator):
 * A run whose placement differs from the same (job, copy)'s placement last round pays
   ``restart_penalty`` seconds (checkpoint-restart), unless the job has done no step yet or the
   policy decided it explicitly (``Assignment.restart``).
-  ``Assignment.overhead_s`` is paid every round (e.g. HadarE's aggregation).
+  ``Assignment.overhead_s`` is paid every round (e.g. HadarE's aggregation). A job with its
+  own ``restart_s`` (Pollux's applications) pays that instead of ``restart_penalty``.
+* A run progresses at ``throughput.run_rate`` (steps/s; for a Pollux job its goodput at its
+  progress so far and the round's batch size, docs/elastic.md). With ``fork_progress="goodput"``
+  a job's copies running together progress at most as one job at their combined batch.
 * A job finishes at the exact moment its steps reach the target; its GPUs stay idle for the
   rest of the round (``round_end="slot"``) or the round ends when its longest run ends
   (``round_end="longest-job"``, Gavel's simulator).
@@ -41,6 +45,7 @@ from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
 from hadar.reference_rates import best_achievable_rate, equal_share_rate
 from hadar.simulator.progress_math import Run, time_to_reach
 from hadar.simulator.records import JobRecord, PlacementRecord, RoundRecord, SimulationResult
+from hadar.workloads.fork_efficiency import fork_factors
 
 __all__ = [
     "DEFAULT_HORIZON_S",
@@ -52,6 +57,9 @@ __all__ = [
     "validate_plan",
 ]
 """``PolicyError`` and ``validate_plan`` live in ``hadar.loop`` (shared with real runs)."""
+
+FORK_PROGRESS = ("goodput", "steps")
+"""How forked copies progress (:attr:`SimConfig.fork_progress`); the first is the default."""
 
 DEFAULT_HORIZON_S = 365 * 86400.0
 """Knob: simulated time by which every job must have finished (one year)."""
@@ -75,6 +83,11 @@ class SimConfig:
     stall_rounds: int = 2_000
     """Give up (error) after this many consecutive rounds with jobs waiting and nothing running."""
     progress: bool = False
+    fork_progress: str = FORK_PROGRESS[0]
+    """How a job's copies running in the same round (HadarE's forks) progress, for jobs with
+    efficiency data: ``goodput`` (at most as one job at their combined batch: each copy's
+    samples count at the combined batch's statistical efficiency) or ``steps`` (each copy's own
+    progress counts in full, the Hadar paper's accounting). docs/elastic.md."""
     extra: dict = field(default_factory=dict)
     node_stream: NodeStream | None = None
     """Nodes joining and leaving (``--node-stream``, docs/node-streams.md): each round sees only
@@ -90,6 +103,8 @@ class SimConfig:
             raise ValueError("restart_penalty must be >= 0")
         if self.round_end not in ("slot", "longest-job"):
             raise ValueError("round_end must be 'slot' or 'longest-job'")
+        if self.fork_progress not in FORK_PROGRESS:
+            raise ValueError(f"fork_progress must be one of {', '.join(FORK_PROGRESS)}")
 
 
 @dataclass
@@ -102,6 +117,8 @@ class _JobState:
     start: float | None = None
     finish: float | None = None
     restarts: int = 0
+    step_sum: float = 0.0
+    """Progress as the steps accounting credits it (each copy's own progress in full)."""
 
     def status(self) -> JobStatus:
         return JobStatus(
@@ -321,6 +338,7 @@ def _job_record(s: _JobState, cluster: Cluster, throughput: ThroughputModel) -> 
         s.finish,
         s.restarts,
         total_steps=float(s.job.total_steps),
+        step_sum=s.step_sum,
         best_rate=best_achievable_rate(cons, unc, cluster.capacity, s.job.num_gpus),
         equal_share_rate=equal_share_rate(cons, cluster.capacity),
     )
@@ -350,9 +368,13 @@ def _run_round(
             ctx.throughput.run_rate(st.job, a.placement, ctx.cluster, done_before, a.batch_size)
             for a in assigns
         ]
+        run_rates = _fork_bound(st.job, run_rates, done_before, ctx.throughput, cfg.fork_progress)
+        step_credit: list[float] = []  # per run: steps-accounting progress per credited unit
         for a, run_rate in zip(assigns, run_rates, strict=True):
             rate = run_rate.rate
             speeds[a.run_key] = run_rate
+            credited = rate if run_rate.step_rate is None else run_rate.step_rate
+            step_credit.append(credited / rate if rate > 0 else 0.0)
             moved = ctx.current.get(a.run_key) != a.placement if a.restart is None else a.restart
             resumed = moved and st.remaining < st.job.total_steps
             penalty = restart_s if resumed else 0.0
@@ -366,6 +388,7 @@ def _run_round(
         )
         end = slot if finish_at is None else finish_at
         done = sum(r.steps_by(end) for r in runs)
+        st.step_sum += sum(r.steps_by(end) * c for r, c in zip(runs, step_credit, strict=True))
         for a, r in zip(assigns, runs, strict=True):
             stop = min(end, r.stop_time()) if r.rate > 0 else end
             stops.append((a, max(stop, r.start)))
@@ -448,6 +471,30 @@ def _run_round(
         a.run_key: a.placement for a in plan.assignments if states[a.job_id].finish is None
     }
     return record, new_current, busy_seconds
+
+
+def _fork_bound(
+    job: Job, rates: list[RunRate], done: float, throughput: ThroughputModel, mode: str
+) -> list[RunRate]:
+    """With ``goodput`` accounting, a job's copies running together progress at most as one job
+    at their combined batch (``hadar.workloads.fork_efficiency``). One copy, jobs without
+    efficiency data and ``steps`` accounting are unchanged."""
+    if mode != "goodput" or len(rates) < 2:
+        return rates
+    factors = fork_factors(job, [r.batch_size for r in rates], done, throughput)
+    if factors is None:
+        return rates
+    combined = sum(r.batch_size or 0 for r in rates)
+    together = throughput.efficiency(job, combined, done) if combined else None
+    return [
+        replace(
+            r,
+            rate=r.rate * f,
+            efficiency=together if together is not None else r.efficiency,
+            step_rate=r.rate,
+        )
+        for r, f in zip(rates, factors, strict=True)
+    ]
 
 
 class _Progress:

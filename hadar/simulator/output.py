@@ -25,6 +25,10 @@ ELASTIC_PLACEMENT_COLUMNS = [
 with efficiency data their batch size, samples/s, efficiency and goodput (empty otherwise)."""
 ELASTIC_ROUND_COLUMNS = ["goodput", "efficiency"]
 """Appended to ``rounds.csv``: the elastic runs' summed goodput and mean efficiency."""
+PROGRESS_JOB_COLUMNS = ["target", "step_sum"]
+"""Appended to ``jobs.csv``: the job's progress target (steps, or samples at its initial batch)
+and the progress the steps accounting credited it (each forked copy's own progress in full);
+above the target when goodput accounting bounded its forks (docs/elastic.md)."""
 CSV_DECIMALS = 6
 """Floats in the CSV files are rounded to this many decimals (the frames keep full precision)."""
 
@@ -43,10 +47,12 @@ def result_frames(result: SimulationResult) -> dict[str, pd.DataFrame]:
                 j.jct,
                 j.queueing_delay,
                 j.restarts,
+                j.total_steps,
+                j.step_sum,
             ]
             for j in result.jobs
         ],
-        columns=JOB_COLUMNS,
+        columns=JOB_COLUMNS + PROGRESS_JOB_COLUMNS,
     )
     rounds = pd.DataFrame(
         [
@@ -90,7 +96,7 @@ def result_frames(result: SimulationResult) -> dict[str, pd.DataFrame]:
         columns=PLACEMENT_COLUMNS + ELASTIC_PLACEMENT_COLUMNS,
     )
     for frame, floats in (
-        (jobs, JOB_COLUMNS[3:8]),
+        (jobs, JOB_COLUMNS[3:8] + PROGRESS_JOB_COLUMNS),
         (
             rounds,
             ["time", "duration", "busy_gpu_seconds", "busy_node_seconds", "decision_seconds"]

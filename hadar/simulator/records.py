@@ -22,6 +22,9 @@ class JobRecord:
     """Steps/s of the job's fastest placement on this cluster (for work efficiency)."""
     equal_share_rate: float | None = None
     """Steps/s with its time split over GPU types by GPU count (for finish-time fairness)."""
+    step_sum: float | None = None
+    """Progress the steps accounting credited (each forked copy's own progress in full, as the
+    Job Tracker's step sum); above ``total_steps`` when goodput accounting bounded its forks."""
 
     @property
     def jct(self) -> float | None:

@@ -22,12 +22,15 @@ MIX_RE = re.compile(r"[Mm]-\d+")
 MIX_NAMES = tuple(f"M-{i}" for i in range(1, 13))
 """The paper's physical mixes, as ``--workload`` spells them."""
 POLLUX_PREFIX = "pollux-"
+FILE_SUFFIXES = (".csv", ".yaml", ".yml", ".trace")
 
 
 def is_builtin(name: str) -> bool:
     """Whether ``name`` is a generated workload (``philly-N``, a mix) rather than a file."""
     return bool(
-        PHILLY_RE.fullmatch(name) or MIX_RE.fullmatch(name) or name.startswith(POLLUX_PREFIX)
+        PHILLY_RE.fullmatch(name)
+        or MIX_RE.fullmatch(name)
+        or (name.startswith(POLLUX_PREFIX) and not name.lower().endswith(FILE_SUFFIXES))
     )
 
 
@@ -43,7 +46,7 @@ def load_workload(
             table,
             PhillyOptions(num_jobs=int(m.group(1)), seed=seed, keep_arrivals=bool(m.group(2))),
         )
-    if name.startswith(POLLUX_PREFIX) and not Path(name).suffix:
+    if name.startswith(POLLUX_PREFIX) and not name.lower().endswith(FILE_SUFFIXES):
         from hadar.workloads.pollux import pollux_jobs
 
         return pollux_jobs(name)

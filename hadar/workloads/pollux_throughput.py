@@ -119,6 +119,13 @@ class PolluxThroughput(ThroughputModel):
             rate.goodput, rate.batch_size, rate.throughput, rate.efficiency, estimated=estimated
         )
 
+    def efficiency(self, job: Job, batch_size: int, done: float = 0.0) -> float | None:
+        if not is_pollux_job(job):
+            return self.fallback.efficiency(job, batch_size, done)
+        trace = bundled_trace(job.job_type)
+        grad = trace.grad_stats(batch_size, done / trace.init_batch_size)
+        return float(statistical_efficiency(grad, trace.init_batch_size, batch_size))
+
     def rate(self, job: Job, placement: Placement, cluster: Cluster) -> float:
         if not is_pollux_job(job):
             return self.fallback.rate(job, placement, cluster)
