@@ -33,6 +33,7 @@ COMMAND_MODULES = [
     "hadar.commands.fit_report",
     "hadar.commands.export_gavel",
     "hadar.commands.experiment",
+    "hadar.commands.node_stream",
 ]
 """Modules that contribute sub-commands (order = order in ``hadar --help``)."""
 COMMANDS = {
@@ -48,6 +49,7 @@ COMMANDS = {
     "estimate-error": "hadar.commands.estimate",
     "export-gavel": "hadar.commands.export_gavel",
     "experiment": "hadar.commands.experiment",
+    "node-stream": "hadar.commands.node_stream",
 }
 """Which module registers each sub-command: ``hadar simulate ...`` imports only its own module
 (the others bring imports the simulation does not need); ``tests/cli`` checks it is complete."""

@@ -149,3 +149,11 @@ def _duration(text: str) -> float | None:
         return _float(text)
     value = _float(m.group(1))
     return None if value is None else value * _UNITS[m.group(2).lower()]
+
+
+def fraction(text: str) -> float:
+    """A share in ``(0, 1]`` (e.g. ``--idle-share 0.5``)."""
+    value = _float(text)
+    if value is None or not math.isfinite(value) or not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1] (got {text!r})")
+    return float(value)

@@ -71,6 +71,14 @@ def add_scenario_args(
         help="simulated time by which every job must have finished, in seconds or with a unit "
         "(90m, 36h, 30d); a workload that cannot finish by then is an error (default: %(default)s, 365 days)",
     )
+    p.add_argument(
+        "--node-stream",
+        default=None,
+        metavar="FILE",
+        help="CSV time,node,event: nodes of the cluster join and leave the pool mid-run (a leave "
+        "preempts without warning; a node the stream never names is never up); see "
+        "docs/node-streams.md and hadar node-stream",
+    )
 
 
 def add_policy_opt_arg(p: argparse.ArgumentParser, per_policy: bool = False) -> None:

@@ -59,6 +59,7 @@ SCENARIO_KEYS = (
     "round_length",
     "restart_penalty",
     "horizon_s",
+    "node_stream",
     "fork_progress",
 )
 

@@ -62,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
         gavel_compatible=args.gavel_compatible,
         progress=not args.no_progress,
         horizon_s=args.horizon_s,
+        node_stream=args.node_stream,
         fork_progress=args.fork_progress,
     )
     note = estimates_note(sim.records.estimated_cells)

@@ -64,9 +64,19 @@ def test_a_restored_policy_decides_as_an_uninterrupted_one(name):
         )
 
 
-STATEFUL = ("gavel", "gavel-fifo", "gavel-makespan", "themis", "afs", "afs-het", "afs-p", "pollux")
+STATEFUL = (
+    "gavel",
+    "gavel-fifo",
+    "gavel-makespan",
+    "themis",
+    "afs",
+    "afs-het",
+    "afs-p",
+    "pollux",
+    "malletrain",
+)
 """Gavel's mechanism and the policies built on it keep their bookkeeping in their state; AFS
-keeps its shares between churn events; Pollux its agents and restarts."""
+keeps its shares between churn events; Pollux its agents and restarts; MalleTrain its profiles."""
 
 
 @pytest.mark.parametrize("name", ["gavel", "gavel-makespan", "themis"])
