@@ -21,21 +21,6 @@ from hadar.commands.options import DefaultsHelpFormatter, add_global_args
 from hadar.core.errors import HadarError, InputError
 from hadar.core.suggest import did_you_mean
 
-COMMAND_MODULES = [
-    "hadar.commands.simulate",
-    "hadar.commands.compare",
-    "hadar.commands.run",
-    "hadar.commands.report",
-    "hadar.commands.background",
-    "hadar.commands.nodes",
-    "hadar.commands.cluster",
-    "hadar.commands.estimate",
-    "hadar.commands.fit_report",
-    "hadar.commands.export_gavel",
-    "hadar.commands.experiment",
-    "hadar.commands.node_stream",
-]
-"""Modules that contribute sub-commands (order = order in ``hadar --help``)."""
 COMMANDS = {
     "simulate": "hadar.commands.simulate",
     "compare": "hadar.commands.compare",
@@ -47,12 +32,15 @@ COMMANDS = {
     "nodes": "hadar.commands.nodes",
     "cluster": "hadar.commands.cluster",
     "estimate-error": "hadar.commands.estimate",
+    "fit-report": "hadar.commands.fit_report",
     "export-gavel": "hadar.commands.export_gavel",
     "experiment": "hadar.commands.experiment",
     "node-stream": "hadar.commands.node_stream",
 }
 """Which module registers each sub-command: ``hadar simulate ...`` imports only its own module
 (the others bring imports the simulation does not need); ``tests/cli`` checks it is complete."""
+COMMAND_MODULES = list(dict.fromkeys(COMMANDS.values()))
+"""Modules that contribute sub-commands (order = order in ``hadar --help``)."""
 
 
 class UsageError(InputError):
