@@ -234,6 +234,25 @@ class GoodputModel:
         )
 
 
+def speedup(
+    model: GoodputModel,
+    num_nodes: ArrayLike,
+    num_replicas: ArrayLike,
+    max_batch_size: int | None = None,
+    local_bsz_bounds: tuple[int, int] | None = None,
+    accumulation: bool = False,
+    base: tuple[int, int] = (1, 1),
+) -> Array:
+    """SPEEDUP (Pollux Eq. 15): the best goodput on each placement over the best goodput on the
+    ``base`` placement (nodes, replicas), each at its best batch size; 0 where no batch is valid.
+    The paper's base is a fair 1/J share of the cluster; its simulator's (the default) one GPU."""
+    args = (max_batch_size, local_bsz_bounds, accumulation)
+    reference = model.optimize(base[0], base[1], *args).goodput
+    best = model.optimize(num_nodes, num_replicas, *args).goodput
+    result: Array = np.where(reference > 0, best / np.where(reference > 0, reference, 1.0), 0.0)
+    return result
+
+
 def total_batch_size(
     num_replicas: ArrayLike, local_bsz: ArrayLike, accum_steps: ArrayLike = 0
 ) -> Array:

@@ -1,4 +1,5 @@
-"""The one policy interface shared by the simulator and the real cluster loop.
+"""The one policy interface shared by the simulator and the real cluster loop, and the registry
+of policies (:func:`register_policy`, :data:`POLICY_REGISTRY`).
 
 Each round the driver (simulator or coordinator) builds a :class:`RoundContext` and calls
 ``policy.decide(ctx)``; the policy returns a :class:`RoundPlan`: which jobs (or HadarE copies)
@@ -176,10 +177,14 @@ def register_policy(cls: P) -> P:
     if "name" not in vars(cls) or "info" not in vars(cls):
         raise TypeError(f"register_policy: {cls.__name__} must set its own name and info")
     taken = _REGISTERED.get(cls.name)
-    if taken is not None and taken.__qualname__ != cls.__qualname__:
+    if taken is not None and _where(taken) != _where(cls):  # the same class again: a reload
         raise ValueError(f"register_policy: policy name {cls.name!r} is taken by {taken!r}")
     _REGISTERED[cls.name] = cls
     return cls
+
+
+def _where(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def unregister_policy(name: str) -> None:

@@ -56,9 +56,14 @@ from hadar.core.cluster import Cluster, Node
 from hadar.core.cluster_config import cluster_from_dict
 from hadar.core.errors import HadarError, InputError, UnreachableNodeError
 from hadar.core.io import write_text
-from nodes.provider import CommandResult, NodeHealth, NodeProvider, load_section
+from nodes.provider import (
+    NodeHealth,
+    NodeProvider,
+    RunsThroughAnother,
+    load_section,
+)
 from nodes.ssh import DEFAULT_KNOWN_HOSTS, SshProvider, known_hosts_name
-from nodes.transport import AwsNode, node_transport, transport_keys
+from nodes.transport import AwsNode, node_transport, provider_schema
 
 CLUSTER_TAG = "hadar-cluster"
 NODE_TAG = "hadar-node"
@@ -384,14 +389,65 @@ class AwsCluster:
             args["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": spot}
         return args
 
+    def to_launch(self) -> tuple[list[Node], dict[str, Instance]]:
+        """The nodes that have no pending or running instance (what ``up`` would launch), and
+        the instances the others already have."""
+        self._require_instance_types()
+        have = {i.node: i for i in self.instances(("pending", "running"))}
+        return [n for n in self.cluster.nodes if n.name not in have], have
+
+    def _launch_failure(
+        self,
+        exc: botocore.exceptions.ClientError,
+        node: Node,
+        failures: dict[tuple[str, str, str, str], list[str]],
+    ) -> None:
+        kind, code, text = error_line(exc)
+        if self.settings.spot and kind in ("no capacity", "spot quota exceeded"):
+            kind = f"{kind} for spot instances"
+            text = f"{text} (retry later, pick another instance type or subnet, or set aws.spot: false)"
+        itype = str(self.instance_types[node.name])
+        failures.setdefault((itype, kind, code, text), []).append(node.name)
+
+    @staticmethod
+    def _failure_lines(failures: Mapping[tuple[str, str, str, str], list[str]]) -> list[str]:
+        return [
+            f"{itype} (node{'s' if len(names) > 1 else ''} {', '.join(names)}): {kind}: {code}: {text}"
+            for (itype, kind, code, text), names in failures.items()
+        ]
+
+    def dry_run(self, nodes: Sequence[Node]) -> None:
+        """Ask EC2 whether launching ``nodes`` would succeed (``DryRun=True``: permissions, AMI,
+        instance types, key pair, subnet and security groups are checked, nothing is
+        launched); failures are one :class:`AwsError` with a line per instance type and cause."""
+        failures: dict[tuple[str, str, str, str], list[str]] = {}
+        for node in nodes:
+            try:
+                self.ec2.run_instances(**self._launch_args(node), DryRun=True)
+            except botocore.exceptions.ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") == "DryRunOperation":
+                    continue  # "Request would have succeeded, but DryRun flag is set"
+                self._launch_failure(exc, node, failures)
+            except botocore.exceptions.BotoCoreError as exc:
+                raise botocore_error("run_instances", exc) from None
+            else:  # an endpoint that ignores DryRun launched it: say so rather than hide it
+                raise AwsError(
+                    f"EC2 run_instances: the endpoint ignored DryRun and launched an instance "
+                    f"for node {node.name}; run `hadar cluster down`"
+                )
+        if failures:
+            raise AwsError(
+                f"dry run: {sum(len(v) for v in failures.values())} of {len(nodes)} launches "
+                "would fail:\n  " + "\n  ".join(self._failure_lines(failures))
+            )
+
     def up(
         self, *, wait_ssh: bool = True, log: Callable[[str], None] = lambda _m: None
     ) -> list[Instance]:
         """Launch an instance for every node that has none (idempotent), wait until all are
         running (and answer on SSH unless ``wait_ssh`` is False); returns them in node order.
         Launch failures are reported per instance type, one line each, as :class:`AwsError`."""
-        self._require_instance_types()
-        have = {i.node: i for i in self.instances(("pending", "running"))}
+        missing, have = self.to_launch()
         failures: dict[tuple[str, str, str, str], list[str]] = {}
         expected = {name: inst.instance_id for name, inst in have.items()}
         for node in self.cluster.nodes:
@@ -403,12 +459,7 @@ class AwsCluster:
             try:
                 resp = self.ec2.run_instances(**self._launch_args(node))
             except botocore.exceptions.ClientError as exc:
-                kind, code, text = error_line(exc)
-                if self.settings.spot and kind in ("no capacity", "spot quota exceeded"):
-                    kind = f"{kind} for spot instances"
-                    text = f"{text} (retry later, pick another instance type or subnet, or set aws.spot: false)"
-                itype = str(self.instance_types[node.name])
-                failures.setdefault((itype, kind, code, text), []).append(node.name)
+                self._launch_failure(exc, node, failures)
                 continue
             except botocore.exceptions.BotoCoreError as exc:
                 raise botocore_error("run_instances", exc) from None
@@ -419,15 +470,12 @@ class AwsCluster:
                 f"{node.name}: launched {inst['InstanceId']} ({self.instance_types[node.name]}{market})"
             )
         if failures:
-            lines = [
-                f"{itype} (node{'s' if len(names) > 1 else ''} {', '.join(names)}): {kind}: {code}: {text}"
-                for (itype, kind, code, text), names in failures.items()
-            ]
             ok = len(self.cluster.nodes) - sum(len(v) for v in failures.values())
             raise AwsError(
                 f"{sum(len(v) for v in failures.values())} of {len(self.cluster.nodes)} instances "
                 f"could not be launched ({ok} launched or already up; re-run `hadar cluster up` "
-                f"to retry, `hadar cluster down` to terminate):\n  " + "\n  ".join(lines)
+                f"to retry, `hadar cluster down` to terminate):\n  "
+                + "\n  ".join(self._failure_lines(failures))
             )
         instances = self.wait_running(expected)
         if wait_ssh:
@@ -591,7 +639,7 @@ class AwsCluster:
         cluster = cluster_from_dict(
             {**data, "ssh": ssh_side},
             source=f"{self.source} (setup)",
-            transport_keys=transport_keys,
+            schema=provider_schema(),
         )
         by_node = {i.node: i for i in instances}
         timeout = self.settings.setup_timeout_s
@@ -712,7 +760,7 @@ def network_over(spec: dict[str, Any], present: set[str]) -> dict[str, Any]:
     return out
 
 
-class AwsProvider(NodeProvider):
+class AwsProvider(RunsThroughAnother):
     """Run work on the cluster's running EC2 instances over SSH. :meth:`nodes` re-reads EC2, so
     a reclaimed instance drops out (node churn); operations on it raise UnreachableNodeError."""
 
@@ -749,7 +797,7 @@ class AwsProvider(NodeProvider):
             self._ssh = None
             return {}
         ssh_cluster = cluster_from_dict(
-            data, source=f"{self.aws.source} (running instances)", transport_keys=transport_keys
+            data, source=f"{self.aws.source} (running instances)", schema=provider_schema()
         )
         if self._ssh is None:
             self._ssh = SshProvider(ssh_cluster, self.run_id, trust_new_hosts=self._trust)
@@ -781,49 +829,9 @@ class AwsProvider(NodeProvider):
             return NodeHealth(self.node(node).name, False, None, error=str(exc))
         return ssh.check(name, timeout_s)
 
-    def workdir(self, node: Node | str) -> str:
-        ssh, name = self._via(node)
-        return ssh.workdir(name)
-
-    def python(self, node: Node | str) -> list[str]:
-        ssh, name = self._via(node)
-        return ssh.python(name)
-
-    def rendezvous_address(self, node: Node | str) -> str:
-        ssh, name = self._via(node)
-        return ssh.rendezvous_address(name)
-
-    def put(self, node: Node | str, local_path: str | Path, remote_rel_path: str) -> str:
-        ssh, name = self._via(node)
-        return ssh.put(name, local_path, remote_rel_path)
-
-    def get(
-        self,
-        node: Node | str,
-        remote_rel_path: str,
-        local_path: str | Path,
-        expected_sha256: str | None = None,
-    ) -> str:
-        ssh, name = self._via(node)
-        return ssh.get(name, remote_rel_path, local_path, expected_sha256)
-
-    def sha256(self, node: Node | str, remote_rel_path: str) -> str:
-        ssh, name = self._via(node)
-        return ssh.sha256(name, remote_rel_path)
-
-    def run(
-        self,
-        node: Node | str,
-        argv: Sequence[str],
-        timeout_s: float | None,
-        env: Mapping[str, str] | None = None,
-    ) -> CommandResult:
-        ssh, name = self._via(node)
-        return ssh.run(name, argv, timeout_s, env)
-
-    def remove_workdir(self, node: Node | str) -> None:
-        ssh, name = self._via(node)
-        ssh.remove_workdir(name)
+    def runner(self, node: Node | str) -> tuple[NodeProvider, str]:
+        """The SSH provider of the running instances, and the node's name there."""
+        return self._via(node)
 
     def close(self) -> None:
         if self._ssh is not None:

@@ -26,6 +26,7 @@ from hadar.core.errors import HadarError, InputError
 from hadar.core.extras import require
 from hadar.core.safe_paths import SAFE_NAME_RULE, PathEscapeError, is_safe_name
 from hadar.core.validation import from_validation_error
+from nodes.transport import PROVIDER_KINDS, provider_kind
 
 
 class NodeTransferError(HadarError):
@@ -220,19 +221,73 @@ class NodeProvider(ABC):
         self.close()
 
 
-PROVIDER_MODULES = {"local": "nodes.local", "ssh": "nodes.ssh", "aws": "nodes.aws"}
+class RunsThroughAnother(NodeProvider):
+    """A provider that finds its nodes' machines itself (their lifecycle: launch, list,
+    terminate) and runs everything on a node through another provider, the split of Ray's
+    ``NodeProvider`` and ``CommandRunner``: AWS finds the running instances, SSH runs on them.
+    A subclass implements :meth:`runner` (and ``check``, which must not raise)."""
+
+    @abstractmethod
+    def runner(self, node: Node | str) -> tuple[NodeProvider, str]:
+        """The provider that runs commands on ``node``'s machine and the node's name there;
+        raises UnreachableNodeError when the node has no machine now."""
+
+    def workdir(self, node: Node | str) -> str:
+        runner, name = self.runner(node)
+        return runner.workdir(name)
+
+    def python(self, node: Node | str) -> list[str]:
+        runner, name = self.runner(node)
+        return runner.python(name)
+
+    def rendezvous_address(self, node: Node | str) -> str:
+        runner, name = self.runner(node)
+        return runner.rendezvous_address(name)
+
+    def put(self, node: Node | str, local_path: str | Path, remote_rel_path: str) -> str:
+        runner, name = self.runner(node)
+        return runner.put(name, local_path, remote_rel_path)
+
+    def get(
+        self,
+        node: Node | str,
+        remote_rel_path: str,
+        local_path: str | Path,
+        expected_sha256: str | None = None,
+    ) -> str:
+        runner, name = self.runner(node)
+        return runner.get(name, remote_rel_path, local_path, expected_sha256)
+
+    def sha256(self, node: Node | str, remote_rel_path: str) -> str:
+        runner, name = self.runner(node)
+        return runner.sha256(name, remote_rel_path)
+
+    def run(
+        self,
+        node: Node | str,
+        argv: Sequence[str],
+        timeout_s: float | None,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
+        runner, name = self.runner(node)
+        return runner.run(name, argv, timeout_s, env)
+
+    def remove_workdir(self, node: Node | str) -> None:
+        runner, name = self.runner(node)
+        runner.remove_workdir(name)
 
 
 def make_provider(cluster: Cluster, run_id: str, **options: Any) -> NodeProvider:
-    """The provider for ``cluster.provider`` (local, ssh or aws). ``options`` are passed to the
-    provider's constructor (e.g. ``trust_new_hosts=True`` for ssh/aws, ``base_dir=`` for local)."""
-    module = PROVIDER_MODULES.get(cluster.provider)
-    if module is None:
+    """The provider for ``cluster.provider`` (``nodes.transport.PROVIDER_KINDS``). ``options``
+    are passed to the provider's constructor (e.g. ``trust_new_hosts=True`` for ssh/aws,
+    ``base_dir=`` for local)."""
+    kind = provider_kind(cluster.provider)
+    if kind is None:
         where = f"{cluster.source}: provider" if cluster.source else "provider"
         raise InputError(
             f"{where}: {cluster.provider!r} clusters have no nodes to run on "
-            f"(use one of {', '.join(PROVIDER_MODULES)})"
+            f"(use one of {', '.join(PROVIDER_KINDS)})"
         )
     where = cluster.source or cluster.name
-    cls = require(module, f"{where}: the {cluster.provider} provider").PROVIDER
+    cls = require(kind.module, f"{where}: the {cluster.provider} provider").PROVIDER
     return cls(cluster, run_id, **options)

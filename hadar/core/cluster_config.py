@@ -4,7 +4,7 @@ Schema (unknown keys are rejected so typos surface; a node entry's keys beyond t
 be among the ``transport_keys`` the caller accepts, see :func:`cluster_from_dict`)::
 
     name: sim-60gpu
-    provider: simulated            # simulated | local | ssh | aws
+    provider: simulated            # simulated, or a provider of nodes.transport.PROVIDER_KINDS
     description: free text
     nodes:
       - name: v100                 # with count > 1 the nodes are v100-0, v100-1, ...
@@ -13,14 +13,14 @@ be among the ``transport_keys`` the caller accepts, see :func:`cluster_from_dict
         pcie_gen: 3                # motherboard PCIe generation (default 3)
         speed_factor: 0.5          # local: emulate a GPU this fraction as fast
         emulate: true              # declared GPUs are emulated, not checked against the machine's
-                                   # (default: true for provider local, false for ssh and aws)
+                                   # (default: the provider's, see ``emulates_gpus``: local only)
         gpu_indices: {v100: [0, 1, 2, 3]}   # nvidia-smi indices of each type (default: matched)
         address: host-or-ip        # transport keys: the provider's own (ssh: address, port,
         instance_type: p3.2xlarge  # user, identity_file; aws: instance_type), kept uninterpreted
                                    # in Node.transport and parsed by the provider (nodes/transport.py)
     gpu_types: {...} | FILE        # GPU types the catalogue lacks (hadar/core/user_gpus.py)
-    ssh: {...}                     # provider sections, validated by the providers
-    aws: {...}
+    ssh: {...}                     # provider sections (each provider's own, validated by it;
+    aws: {...}                     # the core accepts those its caller's ProviderSchema names)
     local: {...}
     network:                       # optional interconnect (hadar/core/topology.py, docs/estimators.md)
       nic_gbps: 25                 # each node's link to its rack switch, Gbit/s
@@ -32,16 +32,26 @@ be among the ``transport_keys`` the caller accepts, see :func:`cluster_from_dict
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from hadar.core.cluster import Cluster, Node
 from hadar.core.errors import InputError
 from hadar.core.gpu_catalogue import canonical_gpu
 from hadar.core.safe_paths import check_safe_name
+from hadar.core.suggest import did_you_mean
 from hadar.core.topology import NetworkSpec, build_topology
 from hadar.core.user_gpus import resolve_gpu_types
 from hadar.core.validation import (
@@ -51,9 +61,10 @@ from hadar.core.validation import (
     load_yaml,
 )
 
-PROVIDERS = ("simulated", "local", "ssh", "aws")
 TransportKeys = Callable[[str], Collection[str]]
 """A provider's name -> the node-entry keys it accepts beyond the core's (its transport keys)."""
+EmulatesGpus = Callable[[str], bool]
+"""A provider's name -> whether its nodes emulate their declared GPUs unless ``emulate:`` says."""
 
 
 class _NodeSpec(BaseModel):
@@ -135,20 +146,43 @@ class _NodeSpec(BaseModel):
         return self
 
 
-class _ClusterSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+@dataclass(frozen=True)
+class ProviderSchema:
+    """What a cluster file may hold beyond the core's keys, as the providers declare it (the core
+    names no provider): :func:`hadar.clusters.load_cluster` passes the registered providers'
+    (``nodes.transport.PROVIDER_KINDS``)."""
 
-    name: str
-    provider: Literal["simulated", "local", "ssh", "aws"] = "simulated"
-    description: str | None = None
-    gpu_types: dict[str, Any] | str | None = None
-    nodes: list[_NodeSpec] = Field(min_length=1)
-    ssh: dict[str, Any] = Field(default_factory=dict)
-    aws: dict[str, Any] = Field(default_factory=dict)
-    local: dict[str, Any] = Field(default_factory=dict)
-    network: NetworkSpec | None = None
+    providers: tuple[str, ...] | None = None
+    """``provider:`` values besides ``simulated``; None = any name (the core alone)."""
+    sections: tuple[str, ...] = ()
+    """Top-level sections the providers read (``ssh:``, ``aws:``, ``local:``): each a mapping,
+    validated by its provider when it starts (``nodes.provider.load_section``)."""
+    transport_keys: TransportKeys = lambda provider: ()
+    """A provider's name -> the node-entry keys it accepts beyond the core's."""
+    emulates_gpus: EmulatesGpus = lambda provider: False
+    """A provider's name -> whether its nodes emulate their GPUs unless ``emulate:`` says."""
 
-    _name_safe = field_validator("name")(check_safe_name)
+
+@lru_cache(maxsize=8)
+def _cluster_spec(providers: tuple[str, ...] | None, sections: tuple[str, ...]) -> type[BaseModel]:
+    """The cluster file's schema for these providers and sections (fields in the file's order)."""
+    # a Literal of the names the caller gives (pydantic's message lists them, as before)
+    provider: Any = str if providers is None else Literal.__getitem__(("simulated", *providers))
+    fields: dict[str, Any] = {
+        "name": (str, ...),
+        "provider": (provider, "simulated"),
+        "description": (str | None, None),
+        "gpu_types": (dict[str, Any] | str | None, None),
+        "nodes": (list[_NodeSpec], Field(min_length=1)),
+        **{s: (dict[str, Any], Field(default_factory=dict)) for s in sections},
+        "network": (NetworkSpec | None, None),
+    }
+    return create_model(
+        "_ClusterSpec",
+        __config__=ConfigDict(extra="forbid", allow_inf_nan=False),
+        __validators__={"_name_safe": field_validator("name")(check_safe_name)},
+        **fields,
+    )
 
 
 def cluster_from_dict(
@@ -156,20 +190,26 @@ def cluster_from_dict(
     source: str = "<cluster>",
     base_dir: Path | None = None,
     transport_keys: TransportKeys = lambda provider: (),
+    *,
+    schema: ProviderSchema | None = None,
 ) -> Cluster:
     """Validate a parsed cluster mapping; errors name ``source`` and the offending field.
     ``gpu_types`` (a file name is relative to ``base_dir``) is registered before the nodes are
     read, so they (and later a throughputs table) may name those GPUs. A node entry's keys
     beyond the core's must be among ``transport_keys(provider)`` (else "unknown field"; by
-    default there are none); they become the node's uninterpreted ``transport``. The core knows no provider's keys: load clusters for use
-    with :func:`hadar.clusters.load_cluster`, which passes and checks the provider's."""
+    default there are none); they become the node's uninterpreted ``transport``. ``schema`` (which
+    replaces ``transport_keys``) says which providers and provider sections there are and each
+    provider's default ``emulate``; without it any provider name passes, no section does and
+    nothing is emulated by default. The core knows no provider: load clusters for use with
+    :func:`hadar.clusters.load_cluster`, which passes the providers' schema and checks their keys."""
+    schema = schema or ProviderSchema(transport_keys=transport_keys)
     gpu_types: dict[str, Any] = {}
     if isinstance(data, dict) and data.get("gpu_types") is not None:
         gpu_types = resolve_gpu_types(data["gpu_types"], source, base_dir)
     provider = data.get("provider", "simulated") if isinstance(data, dict) else "simulated"
-    data, transports = _split_transport(data, frozenset(transport_keys(str(provider))))
+    data, transports = _split_transport(data, frozenset(schema.transport_keys(str(provider))))
     try:
-        spec = _ClusterSpec.model_validate(data)
+        spec: Any = _cluster_spec(schema.providers, schema.sections).model_validate(data)
     except ValidationError as exc:
         raise from_validation_error(source, exc) from None
     total = sum(ns.count for ns in spec.nodes)
@@ -188,7 +228,9 @@ def cluster_from_dict(
                     gpus=dict(ns.gpus),
                     pcie_gen=ns.pcie_gen,
                     speed_factor=ns.speed_factor,
-                    emulate=spec.provider == "local" if ns.emulate is None else ns.emulate,
+                    emulate=schema.emulates_gpus(spec.provider)
+                    if ns.emulate is None
+                    else ns.emulate,
                     gpu_indices=None
                     if ns.gpu_indices is None
                     else {gid: tuple(ix) for gid, ix in ns.gpu_indices.items()},
@@ -201,9 +243,7 @@ def cluster_from_dict(
             nodes=tuple(nodes),
             provider=spec.provider,
             settings={
-                "ssh": spec.ssh,
-                "aws": spec.aws,
-                "local": spec.local,
+                **{section: getattr(spec, section) for section in schema.sections},
                 **({"gpu_types": gpu_types} if gpu_types else {}),
             },
             source=source,
@@ -237,18 +277,45 @@ def _split_transport(data: Any, transport_keys: frozenset[str]) -> tuple[Any, li
     return {**data, "nodes": kept}, transports
 
 
-def load_cluster(path: str | Path, transport_keys: TransportKeys = lambda provider: ()) -> Cluster:
+def load_cluster(
+    path: str | Path,
+    transport_keys: TransportKeys = lambda provider: (),
+    *,
+    schema: ProviderSchema | None = None,
+) -> Cluster:
     """Load a cluster YAML file; bundled names like ``sim-60gpu`` resolve to ``cluster_configs/``.
-    ``transport_keys`` as for :func:`cluster_from_dict`."""
+    ``transport_keys`` and ``schema`` as for :func:`cluster_from_dict`."""
     p = resolve_cluster_path(path)
+    if not p.exists():
+        raise InputError(missing_cluster_message(str(path)))
     return cluster_from_dict(
-        load_yaml(p, "cluster"), source=str(path), base_dir=p.parent, transport_keys=transport_keys
+        load_yaml(p, "cluster"),
+        source=str(path),
+        base_dir=p.parent,
+        transport_keys=transport_keys,
+        schema=schema,
     )
 
 
 def bundled_configs_dir() -> Path:
     """The ``cluster_configs/`` folder of this checkout or installation."""
     return Path(__file__).resolve().parents[2] / "cluster_configs"
+
+
+def bundled_cluster_names() -> list[str]:
+    """The bundled cluster names ``--cluster`` accepts without a path (``sim-60gpu``, ...)."""
+    return sorted(p.stem for p in bundled_configs_dir().glob("*.yaml"))
+
+
+def missing_cluster_message(path: str) -> str:
+    """One line for a ``--cluster`` that is neither a file nor a bundled name: it lists the
+    bundled names and suggests the closest one."""
+    names = bundled_cluster_names()
+    hint = did_you_mean(Path(path).stem, names)
+    return (
+        f"{path}: cluster file not found{hint} "
+        f"(bundled clusters: {', '.join(names)}; or give a cluster YAML path)"
+    )
 
 
 def resolve_cluster_path(path: str | Path) -> Path:

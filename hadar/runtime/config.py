@@ -76,12 +76,11 @@ def save_config(cfg: RunConfig, rundir: Path) -> None:
     write_json(rundir / "run.json", cfg.model_dump(), durable=True)
 
 
-def load_config(rundir: Path) -> RunConfig:
+def load_config(rundir: Path, hint: str = "start a run without --resume") -> RunConfig:
+    """The run's ``run.json``; a directory without one is an error ending with ``hint``."""
     path = rundir / "run.json"
     if not path.is_file():
-        raise InputError(
-            f"{rundir}: not a run directory (no run.json); start a run without --resume"
-        )
+        raise InputError(f"{rundir}: not a run directory (no run.json); {hint}")
     try:
         return RunConfig.model_validate(json.loads(path.read_text()))
     except json.JSONDecodeError as exc:

@@ -34,6 +34,7 @@ from hadar.clusters import load_cluster
 from hadar.core.cluster import Cluster
 from hadar.core.errors import InputError, UnreachableNodeError
 from hadar.core.jobs import Job
+from hadar.core.safe_paths import refuse_links
 from hadar.loop import Decision, RoundLoop
 from hadar.policy import Assignment, Policy, RoundContext
 from hadar.policy_options import policy_with_options
@@ -70,14 +71,18 @@ from hadar.scenario import load_table, throughput_for
 from hadar.workloads import load_workload, validate_workload
 from nodes.provider import NodeProvider, make_provider
 from nodes.spec import JobSpec, parse_spec
+from nodes.transport import provider_kind
 from tracker import ids
 from tracker.crashpoints import crash_point
 from tracker.errors import ReportRejected
 from tracker.tracker import JobTracker, Quarantine, Rollback
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Signals that stop a run as Ctrl-C does: after the round in flight, state saved."""
+
 
 class StopRequested(Exception):
-    """Ctrl-C: the run stopped cleanly after saving its state."""
+    """Ctrl-C, SIGTERM or SIGHUP: the run stopped cleanly after saving its state."""
 
 
 class Coordinator:
@@ -108,6 +113,7 @@ class Coordinator:
         self.throughput = OnlineThroughput(prior)
         self.estimated_cells = prior.estimated_cells(self.jobs, self.cluster)
         self.policy: Policy = _make_policy(cfg.policy, cfg.policy_options, self.knobs)
+        refuse_links(rundir, "the run directory")  # before anything is written there
         rundir.mkdir(parents=True, exist_ok=True)
         self.events = EventLog(rundir / "events.jsonl")
         self.journal = Journal(rundir / "journal.sqlite")
@@ -138,6 +144,8 @@ class Coordinator:
         )
         self._stop = threading.Event()
         self._abandon = threading.Event()
+        self.stop_signal: int = signal.SIGINT
+        """The signal that stopped the run (exit status 128 + it)."""
         self._gpus: dict[str, NodeGpus] = {}
         """Each probed node's numbered GPUs (hadar/runtime/gpu_inventory.py), this process's."""
         self._preflight_done = False
@@ -154,7 +162,7 @@ class Coordinator:
     # -- set-up and recovery ------------------------------------------------------------------
     def _provider_kwargs(self) -> dict[str, Any]:
         opts = dict(self.provider_options)
-        if self.cluster.provider == "local":
+        if _shares_machine(self.cluster):
             opts.setdefault("base_dir", str(self.rundir / "nodes"))
         return opts
 
@@ -200,9 +208,10 @@ class Coordinator:
         """Run rounds until every job is complete (or given up), then score the finished models.
         Raises StopRequested after a clean Ctrl-C, RunStalledError when the run or a job made
         no progress, RunResourceError when a directory is full, read-only or not writable."""
-        prev = signal.getsignal(signal.SIGINT)
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGINT, self._on_sigint)
+        main = threading.current_thread() is threading.main_thread()
+        prev = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS} if main else {}
+        for sig in prev:
+            signal.signal(sig, self._on_stop_signal)
         finished = False
         try:
             try:
@@ -213,8 +222,8 @@ class Coordinator:
                     raise
                 raise err from None
         finally:
-            if threading.current_thread() is threading.main_thread():
-                signal.signal(signal.SIGINT, prev)
+            for sig, handler in prev.items():
+                signal.signal(sig, handler)
             self._shutdown(clean_nodes=finished and not self.failed)
         if self.failed:
             lines = "; ".join(f"job {j}: {cause}" for j, cause in sorted(self.failed.items()))
@@ -365,13 +374,17 @@ class Coordinator:
             with contextlib.suppress(Exception):
                 close()
 
-    def _on_sigint(self, *_: object) -> None:
+    def _on_stop_signal(self, signum: int, _frame: object) -> None:
+        """SIGINT (Ctrl-C), SIGTERM, SIGHUP: the first stops the run after the round in flight
+        (state saved); a second abandons that round (KeyboardInterrupt)."""
         if self._stop.is_set():
             self._abandon.set()
             raise KeyboardInterrupt
+        self.stop_signal = signum
         self._stop.set()
         if self.view is not None:
-            self.view.note("stopping after this round (Ctrl-C again to abandon it)")
+            name = signal.Signals(signum).name
+            self.view.note(f"{name}: stopping after this round (Ctrl-C again to abandon it)")
 
     def _round(self, decision: Decision) -> tuple[int, list[dict[str, Any]]]:
         ctx, plan, decision_s = decision.ctx, decision.plan, decision.decision_s
@@ -739,7 +752,7 @@ class Coordinator:
         numbered, problems = number_nodes(
             [self.cluster.node(n) for n in probed],
             probed,
-            shared_machine=self.cluster.provider == "local",
+            shared_machine=_shares_machine(self.cluster),
             numbered={n: g for n, g in self._gpus.items() if n not in probed},
         )
         if problems and not self._preflight_done:
@@ -850,3 +863,9 @@ def _mtime(path: str) -> float | None:
 
     p = resolve_cluster_path(path)
     return p.stat().st_mtime if p.exists() else None
+
+
+def _shares_machine(cluster: Cluster) -> bool:
+    """Whether every node of ``cluster`` is this machine (its provider's capability)."""
+    kind = provider_kind(cluster.provider)
+    return kind is not None and kind.shares_machine

@@ -17,9 +17,12 @@ from estimators.throughput import GavelThroughputTable, ThroughputModel
 from hadar.core.cluster import Cluster
 from hadar.core.errors import InputError
 from hadar.core.jobs import Job
+from hadar.core.suggest import did_you_mean
 
 PHILLY_RE = re.compile(r"philly-(\d+)(-arrivals)?(-elastic)?")
 MIX_RE = re.compile(r"[Mm]-\d+")
+MIX_NAMES = tuple(f"M-{i}" for i in range(1, 13))
+"""The paper's physical mixes, as ``--workload`` spells them."""
 POLLUX_PREFIX = "pollux-"
 FILE_SUFFIXES = (".csv", ".yaml", ".yml", ".trace")
 
@@ -65,9 +68,10 @@ def load_workload(
         from hadar.workloads.files import load_job_file
 
         return load_job_file(p)
+    hint = did_you_mean(name, [*MIX_NAMES, "philly-480", "philly-480-arrivals", "pollux-1"])
     raise InputError(
-        f"--workload: unknown workload {name!r} (philly-N, M-1..M-12, pollux-N, or a "
-        ".csv/.yaml/.trace file)"
+        f"--workload: unknown workload {name!r}{hint} "
+        "(philly-N, philly-N-arrivals, M-1..M-12, pollux-N, or a .csv/.yaml/.trace file)"
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from estimators.throughput import GavelThroughputTable
 from hadar.core.cluster import Cluster, Node
 from hadar.core.jobs import Job, JobStatus
+from hadar.loop import Decision
 from hadar.policy import RoundContext
 
 TABLE = GavelThroughputTable.bundled()
@@ -30,3 +31,17 @@ def context(
 
 def small_cluster() -> Cluster:
     return Cluster("small", (Node("v", {"v100": 2}), Node("p", {"p100": 2}), Node("k", {"k80": 4})))
+
+
+class RecordingExecutor:
+    """Wraps an executor (e.g. the simulator's) and keeps every round's :class:`Decision`."""
+
+    def __init__(self, executor) -> None:
+        self.inner, self.decisions = executor, []
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    def record(self, decision: Decision, outcome) -> None:
+        self.decisions.append(decision)
+        self.inner.record(decision, outcome)

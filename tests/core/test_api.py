@@ -22,6 +22,7 @@ from hadar.simulator.output import (
     ELASTIC_ROUND_COLUMNS,
     JOB_COLUMNS,
     PLACEMENT_COLUMNS,
+    PROGRESS_JOB_COLUMNS,
     ROUND_COLUMNS,
 )
 from hadar.workloads import load_workload
@@ -29,7 +30,8 @@ from hadar.workloads import load_workload
 
 def test_simulate_by_name_returns_the_cli_files_as_tables(tmp_path):
     sim = simulate("sim-60gpu", "philly-24", "hadar", seed=2)
-    assert list(sim.jobs.columns) == JOB_COLUMNS
+    assert list(sim.jobs.columns) == JOB_COLUMNS + PROGRESS_JOB_COLUMNS
+    assert ((sim.jobs.step_sum - sim.jobs.target).abs() <= 1e-6 * sim.jobs.target).all()
     assert list(sim.rounds.columns) == ROUND_COLUMNS + ELASTIC_ROUND_COLUMNS
     assert list(sim.placements.columns) == PLACEMENT_COLUMNS + ELASTIC_PLACEMENT_COLUMNS
     assert sim.rounds["goodput"].isna().all()  # no elastic job in philly-24

@@ -1,6 +1,6 @@
 """Hadar's decisions on the paper workload are pinned: speed-ups of the round must leave them
 unchanged (README: philly-480, seed 0, TTD 22.51 h, average JCT 2.39 h). A deliberate change of
-decisions updates these figures and the README together."""
+decisions updates these figures, the README and docs/results.md together."""
 
 from __future__ import annotations
 

@@ -9,10 +9,10 @@ import json
 import pytest
 
 from hadar.core.jobs import Job
-from hadar.loop import Decision, RoundLoop
+from hadar.loop import RoundLoop
 from hadar.policy import POLICY_REGISTRY, Policy, make_policy
 from hadar.simulator.engine import SimConfig, SimulatorExecutor
-from tests.core.helpers import TABLE, small_cluster
+from tests.core.helpers import TABLE, RecordingExecutor, small_cluster
 
 TYPES = [
     "ResNet-18 (batch size 64)",
@@ -35,23 +35,9 @@ def _jobs() -> list[Job]:
     return jobs
 
 
-class _Recording:
-    """Wraps a simulator executor and keeps every round's decision."""
-
-    def __init__(self, executor: SimulatorExecutor) -> None:
-        self.inner, self.decisions = executor, []
-
-    def __getattr__(self, name: str):
-        return getattr(self.inner, name)
-
-    def record(self, decision: Decision, outcome) -> None:
-        self.decisions.append((decision.ctx.round_index, decision.plan.assignments))
-        self.inner.record(decision, outcome)
-
-
-def _executor() -> _Recording:
+def _executor() -> RecordingExecutor:
     cfg = SimConfig(round_length=360.0, restart_penalty=10.0)
-    return _Recording(SimulatorExecutor(small_cluster(), _jobs(), "test", TABLE, cfg))
+    return RecordingExecutor(SimulatorExecutor(small_cluster(), _jobs(), "test", TABLE, cfg))
 
 
 def _decisions(name: str, interrupt_at: int | None, restore: bool = True) -> list:
@@ -65,7 +51,7 @@ def _decisions(name: str, interrupt_at: int | None, restore: bool = True) -> lis
         if restore:
             policy.restore(persisted)
     RoundLoop(policy, ex).run(first_index=index)
-    return ex.decisions
+    return [(d.ctx.round_index, d.plan.assignments) for d in ex.decisions]
 
 
 @pytest.mark.parametrize("name", sorted(POLICY_REGISTRY))
@@ -78,9 +64,19 @@ def test_a_restored_policy_decides_as_an_uninterrupted_one(name):
         )
 
 
-STATEFUL = ("gavel", "gavel-fifo", "gavel-makespan", "themis", "afs", "afs-het", "afs-p")
+STATEFUL = (
+    "gavel",
+    "gavel-fifo",
+    "gavel-makespan",
+    "themis",
+    "afs",
+    "afs-het",
+    "afs-p",
+    "pollux",
+    "malletrain",
+)
 """Gavel's mechanism and the policies built on it keep their bookkeeping in their state; AFS
-keeps its shares between churn events."""
+keeps its shares between churn events; Pollux its agents and restarts; MalleTrain its profiles."""
 
 
 @pytest.mark.parametrize("name", ["gavel", "gavel-makespan", "themis"])

@@ -60,19 +60,26 @@ def test_restart_penalty_is_paid_when_the_placement_changes():
 
 def test_copies_split_steps_and_the_job_ends_when_the_last_copy_ends():
     job = Job(0, JT, 1, RATE * 400)
+    steps = SimConfig(fork_progress="steps")  # the paper's accounting: every copy's steps count
     # two equal copies each take half the remaining steps: the job ends after 200 s
-    res = simulate(
-        TWO_V100, [job], Scripted([], copies=lambda rem: [("a", rem / 2), ("b", rem / 2)]), TABLE
-    )
+    halves = Scripted([], copies=lambda rem: [("a", rem / 2), ("b", rem / 2)])
+    res = simulate(TWO_V100, [job], halves, TABLE, steps)
     assert res.jobs[0].finish == pytest.approx(200.0)
+    assert res.jobs[0].step_sum == pytest.approx(job.total_steps)
     # uneven split: the busier copy decides
     res2 = simulate(
         TWO_V100,
         [job],
         Scripted([], copies=lambda rem: [("a", rem * 0.75), ("b", rem * 0.25)]),
         TABLE,
+        steps,
     )
     assert res2.jobs[0].finish == pytest.approx(300.0)
+    # goodput accounting (the default): ResNet-18 borrows CIFAR-10's noise scale, so two copies
+    # at batch 64 progress as one job at 128 would, and the job needs longer
+    bounded = simulate(TWO_V100, [job], halves, TABLE)
+    assert bounded.jobs[0].finish > 200.0
+    assert bounded.jobs[0].step_sum > job.total_steps
 
 
 def test_arrivals_wait_for_the_next_round_and_idle_gaps_are_skipped():

@@ -16,7 +16,7 @@ A step the workers trained in a committed round that the tracker does not count 
 the tracker counts that no committed copy trained is *double-counted*. Both must be 0.
 
     python -m tests.faults.campaign                  # 3 kills, seed 0 (what CI runs)
-    python -m tests.faults.campaign --kills 20       # the campaign of README's reliability table
+    python -m tests.faults.campaign --kills 20       # the campaign of docs/results.md's crash table
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ class CampaignFigures:
     wall_s: float = 0.0
 
     def table(self) -> dict[str, Any]:
-        """The figures of README's reliability table."""
+        """The figures of docs/results.md's crash table."""
         phases = Counter(k.phase for r in self.runs for k in r.kills)
         return {
             "faults injected (coordinator SIGKILLs)": sum(len(r.kills) for r in self.runs),

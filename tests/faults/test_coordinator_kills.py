@@ -2,7 +2,7 @@
 training step is counted exactly once.
 
 ``HADAR_FAULT_KILLS`` (default 3, about 1.5 minutes on 2 cores) and ``HADAR_FAULT_SEED`` (default 0)
-set the campaign; ``HADAR_FAULT_KILLS=20`` is the campaign of README's reliability table.
+set the campaign; ``HADAR_FAULT_KILLS=20`` is the campaign of docs/results.md's crash table.
 """
 
 from __future__ import annotations

@@ -117,3 +117,16 @@ def test_optimize_defaults_to_the_initial_batch_and_rejects_a_smaller_maximum():
         model.optimize(1, 1, max_batch_size=64)
     with pytest.raises(ValueError, match="num_nodes <= num_replicas"):
         model.optimize(3, 2, 4096)
+
+
+def test_speedup_is_one_on_the_base_placement_and_the_ratio_of_best_goodputs():
+    from goodput import speedup
+
+    model = GoodputModel(PERF, GRAD, init_batch_size=128)
+    args = (4096, (16, 256), True)
+    assert speedup(model, 1, 1, *args) == pytest.approx(1.0)
+    got = speedup(model, np.array([1, 2]), np.array([4, 8]), *args)
+    base = model.optimize(1, 1, *args).goodput
+    want = model.optimize(np.array([1, 2]), np.array([4, 8]), *args).goodput / base
+    assert np.allclose(got, want) and np.all(got > 1)
+    assert speedup(model, 2, 8, *args, base=(2, 8)) == pytest.approx(1.0)
