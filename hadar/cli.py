@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     args = argparse.Namespace(debug=False)
     try:
         try:
-            args, extras = parser.parse_known_args(argv)
+            args, extras = parser.parse_known_args(argv, namespace=args)
         except SystemExit as exc:  # --help exits through argparse
             return exc.code if isinstance(exc.code, int) else 0
         if extras:  # named after the sub-command, whose --help lists what it takes
@@ -115,11 +115,15 @@ def main(argv: list[str] | None = None) -> int:
             level != "debug"
         ):  # paramiko logs every failed handshake with a traceback; hadar reports it in one line
             logging.getLogger("paramiko").setLevel(logging.CRITICAL)
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        for note in getattr(args, "deprecated", []):
+            print(f"hadar: warning: {note}", file=sys.stderr)
+        return code
     except HadarError as exc:
         if getattr(args, "debug", False):
             traceback.print_exc()
-        print(f"hadar: error: {_one_line(str(exc))}", file=sys.stderr)
+        notes = "".join(f" (note: {n})" for n in getattr(args, "deprecated", []))
+        print(f"hadar: error: {_one_line(str(exc))}{notes}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt as exc:
         signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
