@@ -94,10 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     signal after SIGINT, SIGTERM or SIGHUP)."""
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, _terminate)
-    parser = build_parser()
+            if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup's ignored SIGHUP stays so
+                signal.signal(sig, _terminate)
     args = argparse.Namespace(debug=False)
     try:
+        parser = build_parser()  # imports every command: a signal may already arrive here
         try:
             args, extras = parser.parse_known_args(argv, namespace=args)
         except SystemExit as exc:  # --help exits through argparse

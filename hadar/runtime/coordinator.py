@@ -216,6 +216,7 @@ class Coordinator:
         no progress, RunResourceError when a directory is full, read-only or not writable."""
         main = threading.current_thread() is threading.main_thread()
         prev = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS} if main else {}
+        prev = {sig: h for sig, h in prev.items() if h is not signal.SIG_IGN}  # nohup stays so
         for sig in prev:
             signal.signal(sig, self._on_stop_signal)
         finished = False
