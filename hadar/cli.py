@@ -143,16 +143,18 @@ def main(argv: list[str] | None = None) -> int:
     signal after SIGINT, SIGTERM or SIGHUP)."""
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, _terminate)
+            if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup's ignored SIGHUP stays so
+                signal.signal(sig, _terminate)
     argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser(argv[0] if argv else None)
     args = argparse.Namespace(debug=False)
-    if not argv:  # bare `hadar`: the help, exit 0
-        parser.print_help()
-        return 0
     try:
+        # imports the command's module: a signal may already arrive here
+        parser = build_parser(argv[0] if argv else None)
+        if not argv:  # bare `hadar`: the help, exit 0
+            parser.print_help()
+            return 0
         try:
-            args, extras = parser.parse_known_args(argv)
+            args, extras = parser.parse_known_args(argv, namespace=args)
         except SystemExit as exc:  # --help exits through argparse
             return exc.code if isinstance(exc.code, int) else 0
         if extras:  # named after the sub-command, whose --help lists what it takes
@@ -178,11 +180,15 @@ def main(argv: list[str] | None = None) -> int:
             level != "debug"
         ):  # paramiko logs every failed handshake with a traceback; hadar reports it in one line
             logging.getLogger("paramiko").setLevel(logging.CRITICAL)
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        for note in getattr(args, "deprecated", []):
+            print(f"hadar: warning: {note}", file=sys.stderr)
+        return code
     except HadarError as exc:
         if getattr(args, "debug", False):
             traceback.print_exc()
-        print(f"hadar: error: {_one_line(str(exc))}", file=sys.stderr)
+        notes = "".join(f" (note: {n})" for n in getattr(args, "deprecated", []))
+        print(f"hadar: error: {_one_line(str(exc))}{notes}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt as exc:
         signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT

@@ -47,6 +47,7 @@ from typing import Any, Literal
 
 import boto3
 import botocore.exceptions
+import botocore.parsers
 import botocore.waiter
 import yaml
 from botocore.config import Config
@@ -194,15 +195,25 @@ def error_line(exc: botocore.exceptions.ClientError) -> tuple[str, str, str]:
     return "error", code, text
 
 
-def botocore_error(op: str, exc: botocore.exceptions.BotoCoreError) -> AwsError:
-    """One line for a client-side boto failure (no credentials, endpoint down...)."""
+BOTO_FAILURES = (botocore.exceptions.BotoCoreError, botocore.parsers.ResponseParserError)
+"""Client-side failures: no credentials, endpoint down, an answer that is not EC2's."""
+
+
+def botocore_error(op: str, exc: Exception) -> AwsError:
+    """One line for a client-side boto failure (no credentials, endpoint down, garbage)."""
     if isinstance(exc, botocore.exceptions.NoCredentialsError):
         return AwsError(
             "no AWS credentials found (environment, ~/.aws/credentials, aws.profile or instance role)"
         )
     if isinstance(exc, botocore.exceptions.EndpointConnectionError):
         return AwsError(f"EC2 {op}: cannot reach endpoint {exc.kwargs.get('endpoint_url')}")
-    return AwsError(f"EC2 {op}: {type(exc).__name__}: {exc}")
+    if isinstance(exc, botocore.parsers.ResponseParserError):
+        return AwsError(
+            f"EC2 {op}: the endpoint's answer is not an EC2 response ({str(exc).splitlines()[0][:160]})"
+        )
+    return AwsError(
+        f"EC2 {op}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    )
 
 
 def host_keys_from_console(text: str) -> list[tuple[str, str]]:
@@ -284,7 +295,7 @@ class AwsCluster:
         except botocore.exceptions.ClientError as exc:
             kind, code, text = error_line(exc)
             raise AwsError(f"EC2 {op}: {kind}: {code}: {text}") from None
-        except botocore.exceptions.BotoCoreError as exc:
+        except BOTO_FAILURES as exc:
             raise botocore_error(op, exc) from None
 
     def _require_instance_types(self) -> None:
@@ -313,7 +324,7 @@ class AwsCluster:
         except botocore.exceptions.ClientError as exc:
             kind, code, text = error_line(exc)
             raise AwsError(f"EC2 describe_instances: {kind}: {code}: {text}") from None
-        except botocore.exceptions.BotoCoreError as exc:
+        except BOTO_FAILURES as exc:
             raise botocore_error("describe_instances", exc) from None
         out = [i for i in out if i.cluster == self.cluster.name]
         return sorted(out, key=lambda i: (self._order(i.node), i.instance_id))
@@ -461,7 +472,7 @@ class AwsCluster:
             except botocore.exceptions.ClientError as exc:
                 self._launch_failure(exc, node, failures)
                 continue
-            except botocore.exceptions.BotoCoreError as exc:
+            except BOTO_FAILURES as exc:
                 raise botocore_error("run_instances", exc) from None
             inst = resp["Instances"][0]
             expected[node.name] = inst["InstanceId"]
@@ -499,7 +510,7 @@ class AwsCluster:
             )
         except botocore.exceptions.WaiterError as exc:
             self._explain_wait_failure(expected, exc)
-        except botocore.exceptions.BotoCoreError as exc:
+        except BOTO_FAILURES as exc:
             raise botocore_error("describe_instances", exc) from None
         found = {i.instance_id: i for i in self.instances(ALL_STATES)}
         return [found[expected[n]] for n in self.cluster.node_names if expected.get(n) in found]

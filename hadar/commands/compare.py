@@ -195,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
     mode = "gavel-compatible" if args.gavel_compatible else "normal"
     note = estimates_note(throughput.estimated_cells(jobs, cluster))
     if note:
-        console.print(note, style="yellow", highlight=False)
+        console.print(note, style="yellow", highlight=False, soft_wrap=True)
     where = (
         f"Ray at {args.ray_address}"
         if args.ray_address

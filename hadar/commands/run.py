@@ -232,7 +232,7 @@ def run(args: argparse.Namespace) -> int:
         save_config(cfg.model_copy(update={"identity": identity}), rundir)
     note = estimates_note(coordinator.estimated_cells)
     if note:
-        console.print(note, style="yellow", highlight=False)
+        console.print(note, style="yellow", highlight=False, soft_wrap=True)
     try:
         if not args.no_live:
             view = LiveView(coordinator.by_id, console)

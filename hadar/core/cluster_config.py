@@ -87,6 +87,16 @@ class _NodeSpec(BaseModel):
             raise ValueError(f"must be a positive integer of at most {MAX_NODES:,} nodes (got {v})")
         return v
 
+    @field_validator("gpus", "count", mode="before")
+    @classmethod
+    def _no_booleans(cls, v: Any) -> Any:
+        """``true`` is not a count (pydantic would read it as 1)."""
+        for name, count in v.items() if isinstance(v, dict) else [(None, v)]:
+            if isinstance(count, bool):
+                what = f"{name}: GPU count" if name is not None else "count"
+                raise ValueError(f"{what} must be a positive integer (got {count!r})")
+        return v
+
     @field_validator("gpus")
     @classmethod
     def _gpus_valid(cls, v: dict[str, int]) -> dict[str, int]:

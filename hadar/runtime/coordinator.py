@@ -38,7 +38,13 @@ from hadar.core.safe_paths import refuse_links
 from hadar.loop import Decision, RoundLoop
 from hadar.policy import Assignment, Policy, RoundContext
 from hadar.policy_options import policy_with_options
-from hadar.runtime.config import RunConfig, RuntimeKnobs, load_config, save_config
+from hadar.runtime.config import (
+    RunConfig,
+    RuntimeKnobs,
+    check_run_jobs,
+    load_config,
+    save_config,
+)
 from hadar.runtime.dispatch import (
     CopyOutcome,
     CopyTask,
@@ -110,6 +116,7 @@ class Coordinator:
         self.by_id = {j.job_id: j for j in self.jobs}
         prior = throughput_for(self.jobs, self.cluster, table)
         validate_workload(self.jobs, self.cluster, prior, source=cfg.workload, table=table)
+        check_run_jobs(self.jobs, cfg.workload, cfg.max_job_count)
         self.throughput = OnlineThroughput(prior)
         self.estimated_cells = prior.estimated_cells(self.jobs, self.cluster)
         self.policy: Policy = _make_policy(cfg.policy, cfg.policy_options, self.knobs)
@@ -210,6 +217,7 @@ class Coordinator:
         no progress, RunResourceError when a directory is full, read-only or not writable."""
         main = threading.current_thread() is threading.main_thread()
         prev = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS} if main else {}
+        prev = {sig: h for sig, h in prev.items() if h is not signal.SIG_IGN}  # nohup stays so
         for sig in prev:
             signal.signal(sig, self._on_stop_signal)
         finished = False
