@@ -34,7 +34,7 @@ from hadar.clusters import load_cluster
 from hadar.core.cluster import Cluster
 from hadar.core.errors import InputError, UnreachableNodeError
 from hadar.core.jobs import Job
-from hadar.core.node_stream import NodeEvent, load_node_stream
+from hadar.core.node_stream import NodeEvent, NodeStream, load_node_stream
 from hadar.core.safe_paths import refuse_links
 from hadar.loop import Decision, RoundLoop
 from hadar.policy import Assignment, Policy, RoundContext
@@ -115,6 +115,7 @@ class Coordinator:
         self.throughput = OnlineThroughput(prior)
         self.estimated_cells = prior.estimated_cells(self.jobs, self.cluster)
         self.policy: Policy = _make_policy(cfg.policy, cfg.policy_options, self.knobs)
+        stream = self._load_stream()  # bad input is refused before anything is written
         refuse_links(rundir, "the run directory")  # before anything is written there
         rundir.mkdir(parents=True, exist_ok=True)
         self.events = EventLog(rundir / "events.jsonl")
@@ -144,7 +145,7 @@ class Coordinator:
         self.provider: NodeProvider = make_provider(
             self.cluster, cfg.run_id, **self._provider_kwargs()
         )
-        self.leaves: LeaveWatcher | None = self._leave_watcher()
+        self.leaves: LeaveWatcher | None = None if stream is None else self._leave_watcher(stream)
         self._stop = threading.Event()
         self._abandon = threading.Event()
         self.stop_signal: int = signal.SIGINT
@@ -707,9 +708,9 @@ class Coordinator:
             "killed and its steps of this round are lost",
         )
 
-    def _leave_watcher(self) -> LeaveWatcher | None:
-        """The node stream's watcher (None without ``--node-stream``). Nodes vanish by having
-        their processes killed, so the stream needs nodes that run on this machine."""
+    def _load_stream(self) -> NodeStream | None:
+        """The checked ``--node-stream`` (None without one). Nodes vanish by having their
+        processes killed, so a stream needs nodes that run on this machine."""
         if self.cfg.node_stream is None:
             return None
         stream = load_node_stream(self.cfg.node_stream, self.cluster.node_names, self.cfg.cluster)
@@ -718,6 +719,10 @@ class Coordinator:
                 f"--node-stream {self.cfg.node_stream}: real runs replay a node stream on local "
                 f"nodes only (cluster {self.cluster.name} uses the {self.cluster.provider} provider)"
             )
+        return stream
+
+    def _leave_watcher(self, stream: NodeStream) -> LeaveWatcher:
+        """The watcher that kills a node's processes when the stream says it leaves."""
 
         def vanish(node: str) -> list[int]:
             return kill_processes_in(Path(self.provider.workdir(node)))

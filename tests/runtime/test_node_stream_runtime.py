@@ -6,6 +6,9 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+import pytest
 
 from hadar.core.node_stream import NodeEvent, parse_node_stream
 from hadar.runtime.node_stream import LeaveWatcher, kill_processes_in, leaves_between, next_join
@@ -62,3 +65,44 @@ def test_the_watcher_kills_a_node_when_it_leaves_and_remembers_it(tmp_path):
     finally:
         w.stop()
         proc.kill()
+
+
+def _config(tmp_path, cluster: str, stream_text: str):
+    from hadar.runtime.config import RunConfig
+    from tests.e2e.runlib import write_jobs
+
+    stream = tmp_path / "stream.csv"
+    stream.write_text(stream_text)
+    return RunConfig(
+        run_id="ns",
+        cluster=cluster,
+        workload=str(write_jobs(tmp_path / "jobs.yaml", {"MM": 10})),
+        evaluate=False,
+        started_at=time.time(),
+        node_stream=str(stream),
+    )
+
+
+@pytest.mark.parametrize(
+    ("cluster", "stream", "message"),
+    [
+        ("local", "time,node,event\n0,v100,join\n2,zz,join\n", "line 3, field node: node 'zz'"),
+        ("ssh", "time,node,event\n0,a,join\n", "on local nodes only"),
+    ],
+)
+def test_a_bad_stream_or_a_remote_cluster_is_refused_before_anything_is_written(
+    tmp_path, cluster, stream, message
+):
+    from hadar.core.errors import InputError
+    from hadar.runtime.coordinator import Coordinator
+    from tests.e2e.runlib import LOCAL_3
+
+    path = LOCAL_3
+    if cluster == "ssh":
+        path = str(tmp_path / "ssh.yaml")
+        Path(path).write_text(
+            "name: remote\nprovider: ssh\nnodes:\n  - {name: a, gpus: {t4: 1}, address: 127.0.0.1}\n"
+        )
+    with pytest.raises(InputError, match=message):
+        Coordinator(tmp_path / "run", _config(tmp_path, path, stream))
+    assert not (tmp_path / "run").exists()
