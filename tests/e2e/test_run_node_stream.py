@@ -12,8 +12,8 @@ from tests.faults.campaign import RunFigures, account
 
 pytestmark = pytest.mark.slow
 
-LEAVE_S, REJOIN_S = 8.0, 14.0
-STEPS = 1500
+LEAVE_S, REJOIN_S = 8.0, 13.0
+STEPS = 1200
 
 
 def test_a_node_that_leaves_is_killed_gets_no_work_while_down_and_rejoins(tmp_path):
@@ -22,7 +22,7 @@ def test_a_node_that_leaves_is_killed_gets_no_work_while_down_and_rejoins(tmp_pa
         "time,node,event\n0,v100,join\n0,t4,join\n0,k80,join\n"
         f"{LEAVE_S},t4,leave\n{REJOIN_S},t4,join\n"
     )
-    steps = {"MM": STEPS, "LT": STEPS}
+    steps = {"MM": STEPS, "MM#2": STEPS}
     jobs = write_jobs(tmp_path / "jobs.yaml", steps)
     out = tmp_path / "run"
     proc = start_run(out, jobs, cluster=LOCAL_3, slot="3", extra=("--node-stream", str(stream)))
