@@ -72,6 +72,7 @@ def _recorded(cfg: RunConfig) -> dict[str, tuple[str, object, Callable[[Any], ob
         "no_eval": ("--no-eval", not cfg.evaluate, bool),
         "cold_workers": ("--cold-workers", not cfg.warm_workers, bool),
         "keep_checkpoints": ("--keep-checkpoints", cfg.keep_checkpoints, int),
+        "node_stream": ("--node-stream", cfg.node_stream, lambda v: v and Path(v).resolve()),
     }
 
 

@@ -145,6 +145,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "ends if given (the idle cluster waits that long; Ctrl-C keeps it)",
     )
     p.add_argument(
+        "--node-stream",
+        default=None,
+        metavar="FILE",
+        help="CSV time,node,event, counted from the run's start: local nodes join and leave on "
+        "its schedule; a leaving node's workers are killed (SIGKILL) and its copies preempted "
+        "(docs/node-streams.md)",
+    )
+    p.add_argument(
         "--keep-node-dirs",
         action="store_true",
         help="keep the nodes' work directories after the run completes (deleted by default)",
@@ -212,6 +220,7 @@ def run(args: argparse.Namespace) -> int:
             keep_checkpoints=args.keep_checkpoints,
             stall_rounds=args.stall_rounds,
             keep_node_dirs=args.keep_node_dirs,
+            node_stream=None if args.node_stream is None else _absolute(args.node_stream),
             restart_penalty_s=_given(args.restart_penalty, REAL_RUN.restart_penalty_s),
             aggregation_overhead_s=_given(
                 args.aggregation_overhead, REAL_RUN.aggregation_overhead_s

@@ -47,6 +47,9 @@ class RunConfig(BaseModel):
     """Rounds in a row without progress after which a job is given up (or the run stopped)."""
     keep_node_dirs: bool = False
     """Keep the nodes' work directories after a run completes (deleted by default)."""
+    node_stream: str | None = None
+    """Path of a ``time,node,event`` CSV: nodes join and leave on its schedule, counted from
+    ``started_at`` (hadar/runtime/node_stream.py); None: every node that answers is up."""
     started_at: float
     """Wall-clock start of the run (Unix seconds); TTD and JCT count from here."""
     restart_penalty_s: float = Field(default=REAL_RUN.restart_penalty_s, ge=0)

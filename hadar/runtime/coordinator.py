@@ -34,6 +34,7 @@ from hadar.clusters import load_cluster
 from hadar.core.cluster import Cluster
 from hadar.core.errors import InputError, UnreachableNodeError
 from hadar.core.jobs import Job
+from hadar.core.node_stream import NodeEvent, NodeStream, load_node_stream
 from hadar.core.safe_paths import refuse_links
 from hadar.loop import Decision, RoundLoop
 from hadar.policy import Assignment, Policy, RoundContext
@@ -73,6 +74,7 @@ from hadar.runtime.gpu_inventory import (
 from hadar.runtime.history import copy_records, rebuild, statuses
 from hadar.runtime.identity import check_tracker_jobs, cluster_digest
 from hadar.runtime.journal import EventLog, Journal, check_state_files
+from hadar.runtime.node_stream import PREEMPTED, LeaveWatcher, kill_processes_in, next_join
 from hadar.scenario import load_table, throughput_for
 from hadar.workloads import load_workload, validate_workload
 from nodes.provider import NodeProvider, make_provider
@@ -120,6 +122,7 @@ class Coordinator:
         self.throughput = OnlineThroughput(prior)
         self.estimated_cells = prior.estimated_cells(self.jobs, self.cluster)
         self.policy: Policy = _make_policy(cfg.policy, cfg.policy_options, self.knobs)
+        stream = self._load_stream()  # bad input is refused before anything is written
         refuse_links(rundir, "the run directory")  # before anything is written there
         rundir.mkdir(parents=True, exist_ok=True)
         self.events = EventLog(rundir / "events.jsonl")
@@ -149,6 +152,7 @@ class Coordinator:
         self.provider: NodeProvider = make_provider(
             self.cluster, cfg.run_id, **self._provider_kwargs()
         )
+        self.leaves: LeaveWatcher | None = None if stream is None else self._leave_watcher(stream)
         self._stop = threading.Event()
         self._abandon = threading.Event()
         self.stop_signal: int = signal.SIGINT
@@ -221,6 +225,8 @@ class Coordinator:
         for sig in prev:
             signal.signal(sig, self._on_stop_signal)
         finished = False
+        if self.leaves is not None:
+            self.leaves.start()
         try:
             try:
                 finished = self._run_rounds()
@@ -230,6 +236,8 @@ class Coordinator:
                     raise
                 raise err from None
         finally:
+            if self.leaves is not None:
+                self.leaves.stop()
             for sig, handler in prev.items():
                 signal.signal(sig, handler)
             self._shutdown(clean_nodes=finished and not self.failed)
@@ -688,7 +696,67 @@ class Coordinator:
             return []
         local = self.rundir / "incoming" / f"r{r:04d}-a{attempt}"
         with ThreadPoolExecutor(max_workers=len(tasks)) as pool:
-            return list(pool.map(lambda t: run_copy(self.provider, t, local), tasks))
+            return list(pool.map(lambda t: self._run_copy(t, local), tasks))
+
+    def _run_copy(self, task: CopyTask, local: Path) -> CopyOutcome:
+        """One copy; with a node stream, a copy whose node is not up when it starts, or leaves
+        before it returns, is preempted: nothing it did is reported (its steps are lost)."""
+        if self.leaves is None:
+            return run_copy(self.provider, task, local)
+        nodes, t0 = placement_nodes(task.placement), self.leaves.now()
+        gone = [n for n in nodes if self.leaves.left_since(n, t0)]
+        outcome = None if gone else run_copy(self.provider, task, local)
+        gone = gone or [n for n in nodes if self.leaves.left_since(n, t0)]
+        if outcome is not None and not gone:
+            return outcome
+        return CopyOutcome(
+            task,
+            PREEMPTED,
+            error=f"node {'+'.join(gone)} left the pool (node stream): the copy's worker was "
+            "killed and its steps of this round are lost",
+        )
+
+    def _load_stream(self) -> NodeStream | None:
+        """The checked ``--node-stream`` (None without one). Nodes vanish by having their
+        processes killed, so a stream needs nodes that run on this machine."""
+        if self.cfg.node_stream is None:
+            return None
+        stream = load_node_stream(self.cfg.node_stream, self.cluster.node_names, self.cfg.cluster)
+        if not _shares_machine(self.cluster):
+            raise InputError(
+                f"--node-stream {self.cfg.node_stream}: real runs replay a node stream on local "
+                f"nodes only (cluster {self.cluster.name} uses the {self.cluster.provider} provider)"
+            )
+        return stream
+
+    def _leave_watcher(self, stream: NodeStream) -> LeaveWatcher:
+        """The watcher that kills a node's processes when the stream says it leaves."""
+
+        def vanish(node: str) -> list[int]:
+            return kill_processes_in(Path(self.provider.workdir(node)))
+
+        def on_leave(event: NodeEvent, killed: list[int]) -> None:
+            self.events.emit("node-leave", node=event.node, at_s=event.time, killed=len(killed))
+
+        return LeaveWatcher(stream, self.cfg.started_at, vanish, on_leave)
+
+    def _stream_nodes(self, r: int) -> set[str]:
+        """The nodes the stream has up now; while none is, wait for the next join."""
+        assert self.leaves is not None
+        stream, names = self.leaves.stream, self.cluster.node_names
+        while not (up := set(stream.available(names, self.leaves.now()))):
+            at = next_join(stream, names, self.leaves.now())
+            if at is None:
+                raise UnreachableNodeError(
+                    f"{self.cfg.node_stream}: no node of cluster {self.cluster.name} is up "
+                    "from here to the stream's end"
+                )
+            self.events.emit("waiting", round=r, next_join_s=at, note="no node is up")
+            while self.leaves.now() < at:
+                if self._stop.is_set():
+                    raise StopRequested()
+                time.sleep(min(0.5, at - self.leaves.now()))
+        return up
 
     def _observe(self, job_id: int, node: str, steps: int, train_s: float) -> None:
         if steps > 0 and train_s > 0 and job_id in self.by_id:
@@ -716,6 +784,8 @@ class Coordinator:
             self.provider.close()
             self.provider = make_provider(self.cluster, self.cfg.run_id, **self._provider_kwargs())
         offered = {n.name for n in self.provider.nodes()} & set(self.cluster.node_names)
+        if self.leaves is not None:
+            offered &= self._stream_nodes(r)
         states = self.journal.node_states()
         up = []
         probed: dict[str, GpuReport] = {}

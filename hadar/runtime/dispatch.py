@@ -84,7 +84,8 @@ class CopyTask:
 class CopyOutcome:
     task: CopyTask
     kind: str
-    """``ok``, ``timeout``, ``unreachable``, ``worker-error``, ``corrupt-checkpoint`` or ``transfer``."""
+    """``ok``, ``timeout``, ``unreachable``, ``worker-error``, ``corrupt-checkpoint``, ``transfer``
+    or ``preempted`` (its node left a ``--node-stream`` pool; hadar/runtime/node_stream.py)."""
     steps_done: int = 0
     train_seconds: float = 0.0
     wall_seconds: float = 0.0

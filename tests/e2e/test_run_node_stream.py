@@ -1,0 +1,62 @@
+"""``hadar run --node-stream``: a local node leaves mid-run (its worker SIGKILLed, its copy
+preempted) and rejoins later; no step is lost or counted twice."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.e2e.runlib import LOCAL_3, events, start_run, write_jobs
+from tests.faults.campaign import RunFigures, account
+
+pytestmark = pytest.mark.slow
+
+LEAVE_S, REJOIN_S = 8.0, 13.0
+STEPS = 1200
+
+
+def test_a_node_that_leaves_is_killed_gets_no_work_while_down_and_rejoins(tmp_path):
+    stream = tmp_path / "stream.csv"
+    stream.write_text(
+        "time,node,event\n0,v100,join\n0,t4,join\n0,k80,join\n"
+        f"{LEAVE_S},t4,leave\n{REJOIN_S},t4,join\n"
+    )
+    steps = {"MM": STEPS, "MM#2": STEPS}
+    jobs = write_jobs(tmp_path / "jobs.yaml", steps)
+    out = tmp_path / "run"
+    proc = start_run(out, jobs, cluster=LOCAL_3, slot="3", extra=("--node-stream", str(stream)))
+    output, _ = proc.communicate(timeout=240)
+    assert proc.returncode == 0, output
+    started = json.loads((out / "run.json").read_text())["started_at"]
+    ev = events(out)
+    # the stream's leave killed the node's processes (its warm server at least)
+    leaves = [e for e in ev if e["event"] == "node-leave"]
+    assert [(e["node"], e["at_s"]) for e in leaves] == [("t4", LEAVE_S)]
+    assert leaves[0]["killed"] >= 1
+    assert leaves[0]["t"] - started >= LEAVE_S
+    # no copy on t4 succeeded across its down time, none was dispatched well inside it
+    dispatched = {
+        (e["round"], e["job"], e["node"]): e["t"] - started for e in ev if e["event"] == "dispatch"
+    }
+    for e in ev:
+        if e["event"] == "result" and e["node"] == "t4":
+            t0 = dispatched[(e["round"], e["job"], "t4")]
+            assert not (t0 < REJOIN_S and e["t"] - started > LEAVE_S), e
+    assert not [
+        t for (_, _, n), t in dispatched.items() if n == "t4" and LEAVE_S + 1 < t < REJOIN_S
+    ]
+    # a copy caught by the leave was preempted, never reported
+    preempted = [e for e in ev if e["event"] == "failure" and e["kind"] == "preempted"]
+    assert all(e["node"] == "t4" for e in preempted)
+    # t4 was given work before it left, and worked again after it rejoined
+    assert any(t < LEAVE_S for (_, _, n), t in dispatched.items() if n == "t4")
+    t4_results = [e["t"] - started for e in ev if e["event"] == "result" and e["node"] == "t4"]
+    assert any(t > REJOIN_S for t in t4_results)
+    # the audit: every job complete, tracker == checkpoints == committed reports
+    figures = RunFigures(targets=dict(enumerate(steps.values())))
+    account(out, figures)
+    assert figures.tracker_steps == {0: STEPS, 1: STEPS}
+    assert figures.checkpoint_steps == figures.tracker_steps
+    assert figures.steps_lost == 0 and figures.steps_double_counted == 0
+    assert figures.round_mismatches == 0
