@@ -3,6 +3,7 @@
     PYTHONPATH=. .venv/bin/python benchmarks/bench_pollux.py fit
     PYTHONPATH=. .venv/bin/python benchmarks/bench_pollux.py tiresias [--workloads 6]
     PYTHONPATH=. .venv/bin/python benchmarks/bench_pollux.py hadare
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_pollux.py table pollux_sweep.csv [...]
     PYTHONPATH=. .venv/bin/python benchmarks/bench_pollux.py sweep --out pollux_sweep.csv \
         [--policies ...] [--workloads 1-8] [--loads 0.5,1,1.5,2]
 
@@ -132,6 +133,21 @@ def hadare() -> None:
         )
 
 
+def table(paths: list[Path]) -> None:
+    """The sweep CSVs as one markdown table: average JCT per (load, workload) and policy."""
+    import pandas as pd
+
+    runs = pd.concat([pd.read_csv(p) for p in paths], ignore_index=True)
+    runs = runs.drop_duplicates(["policy", "workload", "load"], keep="last")
+    policies = [p for p in POLICIES if p in set(runs.policy)]
+    print("| load | workload | " + " | ".join(policies) + " |")
+    print("|---|---|" + "---:|" * len(policies))
+    for (load, n), rows in runs.groupby(["load", "workload"], sort=True):
+        by = dict(zip(rows.policy, rows.avg_jct_s, strict=True))
+        cells = [f"{by[p]:,.0f}" if p in by else "-" for p in policies]
+        print(f"| {load:g} | pollux-{n} | " + " | ".join(cells) + " |")
+
+
 def _ints(text: str) -> list[int]:
     lo, _, hi = text.partition("-")
     return list(range(int(lo), int(hi or lo) + 1))
@@ -141,7 +157,8 @@ def main() -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("what", choices=("fit", "tiresias", "sweep", "hadare"))
+    p.add_argument("what", choices=("fit", "tiresias", "sweep", "hadare", "table"))
+    p.add_argument("csv", nargs="*", type=Path, help="sweep CSVs (table)")
     p.add_argument("--workloads", default="1-8")
     p.add_argument("--loads", default="0.5,1,1.5,2")
     p.add_argument("--policies", default=",".join(POLICIES))
@@ -149,6 +166,8 @@ def main() -> None:
     a = p.parse_args()
     if a.what == "fit":
         fit()
+    elif a.what == "table":
+        table(a.csv)
     elif a.what == "hadare":
         hadare()
     elif a.what == "tiresias":

@@ -15,7 +15,7 @@ these functions.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ import pandas as pd
 
 from hadar.core.defaults import SIMULATED
 from hadar.core.errors import InputError
+from hadar.core.node_stream import load_node_stream
 from hadar.policy import Policy, default_policies, preferred_reference
 from hadar.policy_options import policy_with_options
 from hadar.scenario import ClusterLike, TableLike, WorkloadLike, check_round, load_scenario
@@ -75,6 +76,7 @@ def simulate(
     gavel_compatible: bool = False,
     progress: bool = False,
     horizon_s: float = DEFAULT_HORIZON_S,
+    node_stream: str | Path | None = None,
     fork_progress: str = FORK_PROGRESS[0],
 ) -> Simulation:
     """Replay ``workload`` on ``cluster`` under ``policy`` (deterministic for a given ``seed``).
@@ -82,6 +84,8 @@ def simulate(
     ``policy_options`` are the ``--policy-opt`` knobs as strings (``{"utility": "sigmoid"}``);
     ``gavel_compatible`` runs as Gavel's own simulator does (``docs/baselines.md``). A workload
     that cannot finish within ``horizon_s`` seconds of simulated time is an InputError.
+    ``node_stream`` is a ``time,node,event`` CSV of nodes joining and leaving mid-run
+    (docs/node-streams.md).
     ``fork_progress`` is how HadarE's forked copies of a job with efficiency data progress
     (``goodput``: at most as one job at their combined batch; ``steps``: the paper's sum)."""
     if isinstance(policy, Policy):
@@ -98,6 +102,9 @@ def simulate(
     c, jobs, throughput = load_scenario(
         cluster, workload, throughputs, seed=seed, size=size, horizon_s=horizon_s
     )
+    stream = None
+    if node_stream is not None:
+        stream = load_node_stream(node_stream, c.node_names, c.source or f"cluster {c.name}")
     if fork_progress not in FORK_PROGRESS:
         raise InputError(
             f"--fork-progress: must be one of {', '.join(FORK_PROGRESS)} (got {fork_progress!r})"
@@ -107,6 +114,7 @@ def simulate(
         restart_penalty=restart_penalty,
         progress=progress,
         horizon_s=horizon_s,
+        node_stream=stream,
         fork_progress=fork_progress,
     )
     if gavel_compatible:
@@ -120,6 +128,7 @@ def simulate(
             progress=progress,
             horizon_s=horizon_s,
         )
+        config = replace(config, node_stream=stream)
     result = run_simulator(c, jobs, chosen, throughput, config)
     summary = summarize(result)
     if isinstance(policy, str):

@@ -9,26 +9,37 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Iterator
-from typing import NoReturn
+from typing import Any, NoReturn
 
+from hadar import __version__
 from hadar.commands.options import DefaultsHelpFormatter, add_global_args
 from hadar.core.errors import HadarError, InputError
+from hadar.core.suggest import did_you_mean
 
-COMMAND_MODULES = [
-    "hadar.commands.simulate",
-    "hadar.commands.compare",
-    "hadar.commands.run",
-    "hadar.commands.report",
-    "hadar.commands.nodes",
-    "hadar.commands.cluster",
-    "hadar.commands.estimate",
-    "hadar.commands.fit_report",
-    "hadar.commands.export_gavel",
-    "hadar.commands.experiment",
-]
+COMMANDS = {
+    "simulate": "hadar.commands.simulate",
+    "compare": "hadar.commands.compare",
+    "run": "hadar.commands.run",
+    "report": "hadar.commands.report",
+    "status": "hadar.commands.background",
+    "logs": "hadar.commands.background",
+    "stop": "hadar.commands.background",
+    "nodes": "hadar.commands.nodes",
+    "cluster": "hadar.commands.cluster",
+    "estimate-error": "hadar.commands.estimate",
+    "fit-report": "hadar.commands.fit_report",
+    "export-gavel": "hadar.commands.export_gavel",
+    "experiment": "hadar.commands.experiment",
+    "node-stream": "hadar.commands.node_stream",
+}
+"""Which module registers each sub-command: ``hadar simulate ...`` imports only its own module
+(the others bring imports the simulation does not need); ``tests/cli`` checks it is complete."""
+COMMAND_MODULES = list(dict.fromkeys(COMMANDS.values()))
 """Modules that contribute sub-commands (order = order in ``hadar --help``)."""
 
 
@@ -41,25 +52,41 @@ class OneLineParser(argparse.ArgumentParser):
     :class:`UsageError` instead of printing the usage block and exiting (sub-command parsers
     inherit the class)."""
 
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """An invalid choice names the closest valid ones ("did you mean")."""
+        choices = action.choices
+        if choices is not None and value not in choices:
+            names = [str(c) for c in choices]
+            hint = did_you_mean(str(value), names)
+            listed = ", ".join(map(repr, names)) if len(names) <= 20 else f"{len(names)} names"
+            raise argparse.ArgumentError(
+                action, f"invalid choice: {value!r}{hint} (choose from {listed})"
+            )
+
     def error(self, message: str) -> NoReturn:
         command = self.prog.partition(" ")[2]
         raise UsageError(f"{command + ': ' if command else ''}{message} (see: {self.prog} --help)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or with ``command`` (a key of :data:`COMMANDS`) one holding only that
+    sub-command, which parses its command lines the same way and imports less."""
     parser = OneLineParser(
         prog="hadar",
         description="Heterogeneity-aware scheduling of deep-learning training jobs (Hadar/HadarE).",
         formatter_class=DefaultsHelpFormatter,
     )
+    parser.add_argument(
+        "--version", action="version", version=f"hadar {__version__}", help="print the version"
+    )
     add_global_args(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMAND_MODULES:
+    for name in [COMMANDS[command]] if command in COMMANDS else COMMAND_MODULES:
         importlib.import_module(name).register(sub)
-    for command in sub_parsers(parser):
-        command.formatter_class = DefaultsHelpFormatter
-        if not any(isinstance(a, argparse._SubParsersAction) for a in command._actions):
-            add_global_args(command, top=False)
+    for child in sub_parsers(parser):
+        child.formatter_class = DefaultsHelpFormatter
+        if not any(isinstance(a, argparse._SubParsersAction) for a in child._actions):
+            add_global_args(child, top=False)
     return parser
 
 
@@ -75,20 +102,72 @@ def sub_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentPa
                     yield from sub_parsers(child)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the program is, so it unwinds (cleaning up) as after
+    Ctrl-C; ``hadar run`` installs its own handler, which first finishes the round."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _terminate(signum: int, _frame: object) -> NoReturn:
+    raise Terminated(signum)
+
+
+def command_parser(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> argparse.ArgumentParser:
+    """The parser of the (sub-)sub-command ``args`` were parsed for (``hadar nodes check``)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = getattr(args, action.dest, None)
+            if chosen in action.choices:
+                return command_parser(action.choices[chosen], args)
+    return parser
+
+
+def _flags(parser: argparse.ArgumentParser) -> list[str]:
+    """The long option strings ``parser`` takes (hidden aliases excluded)."""
+    return [
+        o
+        for a in parser._actions
+        if a.help != argparse.SUPPRESS
+        for o in a.option_strings
+        if o.startswith("--")
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; returns its exit code (0 ok, 2 bad input, 3 unreachable node)."""
-    parser = build_parser()
+    """Run one command; returns its exit code (0 ok, 2 bad input, 3 unreachable node, 128 + the
+    signal after SIGINT, SIGTERM or SIGHUP)."""
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup's ignored SIGHUP stays so
+                signal.signal(sig, _terminate)
+    argv = sys.argv[1:] if argv is None else argv
     args = argparse.Namespace(debug=False)
     try:
+        # imports the command's module: a signal may already arrive here
+        parser = build_parser(argv[0] if argv else None)
+        if not argv:  # bare `hadar`: the help, exit 0
+            parser.print_help()
+            return 0
         try:
-            args, extras = parser.parse_known_args(argv)
+            args, extras = parser.parse_known_args(argv, namespace=args)
         except SystemExit as exc:  # --help exits through argparse
             return exc.code if isinstance(exc.code, int) else 0
         if extras:  # named after the sub-command, whose --help lists what it takes
-            raise UsageError(
-                f"{args.command}: unrecognized arguments: {' '.join(extras)} "
-                f"(see: hadar {args.command} --help)"
+            command = command_parser(parser, args)
+            name = command.prog.partition(" ")[2]
+            hint = "".join(
+                did_you_mean(e.partition("=")[0], _flags(command)) for e in extras if e[:1] == "-"
             )
+            raise UsageError(
+                f"{name}: unrecognized arguments: {' '.join(extras)}{hint} "
+                f"(see: {command.prog} --help)"
+            )
+        args.argv = list(argv)  # `hadar run --detach` starts the same command in the background
         if getattr(args, "load", None) is not None:  # --load picks a pollux-N workload's load
             from hadar.workloads.pollux import workload_at_load
 
@@ -101,15 +180,20 @@ def main(argv: list[str] | None = None) -> int:
             level != "debug"
         ):  # paramiko logs every failed handshake with a traceback; hadar reports it in one line
             logging.getLogger("paramiko").setLevel(logging.CRITICAL)
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        for note in getattr(args, "deprecated", []):
+            print(f"hadar: warning: {note}", file=sys.stderr)
+        return code
     except HadarError as exc:
         if getattr(args, "debug", False):
             traceback.print_exc()
-        print(f"hadar: error: {_one_line(str(exc))}", file=sys.stderr)
+        notes = "".join(f" (note: {n})" for n in getattr(args, "deprecated", []))
+        print(f"hadar: error: {_one_line(str(exc))}{notes}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("hadar: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
+        print(f"hadar: interrupted ({signal.Signals(signum).name})", file=sys.stderr)
+        return 128 + signum
 
 
 def _one_line(message: str) -> str:

@@ -20,7 +20,7 @@ run would have.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Generic, Protocol, TypeVar
 
 from hadar.core.errors import HadarError
@@ -81,7 +81,7 @@ class RoundLoop(Generic[Outcome]):
         self.executor.admit_arrivals()
         ctx = self.executor.context(index)
         t0 = time.perf_counter()
-        plan = self.policy.decide(ctx)
+        plan = self.policy.decide(policy_view(ctx))
         decision = Decision(ctx, plan, time.perf_counter() - t0, self.policy.state())
         try:
             validate_plan(plan, ctx)
@@ -104,6 +104,15 @@ class RoundLoop(Generic[Outcome]):
             self.play_round(index)
             index += 1
         return index
+
+
+def policy_view(ctx: RoundContext) -> RoundContext:
+    """The context a policy decides on: the cluster's nodes and GPU types in an order given by
+    their figures (:attr:`Cluster.canonical`), so that no decision depends on what a node or GPU
+    is called or where it is declared. Placements name nodes and types, so the plan applies to
+    the cluster as declared."""
+    canonical = ctx.cluster.canonical
+    return ctx if canonical is ctx.cluster else replace(ctx, cluster=canonical)
 
 
 def validate_plan(plan: RoundPlan, ctx: RoundContext) -> None:

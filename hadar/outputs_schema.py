@@ -55,6 +55,7 @@ SUMMARY_KEYS = [
     "avg_jct_s",
     "median_jct_s",
     "p99_jct_s",
+    "max_jct_s",
     "avg_queueing_s",
     "gru",
     "cru",
@@ -80,7 +81,7 @@ def completion_metrics(
     finishes: Sequence[float | None],
 ) -> dict[str, Any]:
     """``jobs``, ``completed``, ``ttd_s`` (first arrival to last finish), ``avg_jct_s``,
-    ``median_jct_s``, ``p99_jct_s`` (finish - arrival, finished jobs) and ``avg_queueing_s``
+    ``median_jct_s``, ``p99_jct_s``, ``max_jct_s`` (finish - arrival, finished jobs) and ``avg_queueing_s``
     (first start - arrival, started jobs); one entry per job in each sequence."""
     jct = np.array(
         [f - a for a, f in zip(arrivals, finishes, strict=True) if f is not None], dtype=float
@@ -97,6 +98,7 @@ def completion_metrics(
         "avg_jct_s": _stat(jct, np.mean),
         "median_jct_s": _stat(jct, np.median),
         "p99_jct_s": _stat(jct, lambda a: np.percentile(a, 99)),
+        "max_jct_s": _stat(jct, np.max),
         "avg_queueing_s": _stat(queueing, np.mean),
     }
 

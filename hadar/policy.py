@@ -196,7 +196,6 @@ def _discover() -> None:
     global _discovered
     if _discovered:
         return
-    _discovered = True
     import importlib
     import pkgutil
     from importlib.metadata import entry_points
@@ -207,6 +206,7 @@ def _discover() -> None:
             importlib.import_module(f"{package}.{sub}")
     for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
         ep.load()
+    _discovered = True  # only once every module imported: a failed import is raised again
 
 
 class _Registry(Mapping[str, type[Policy]]):

@@ -31,3 +31,16 @@ def equal_share_rate(rates_cons: np.ndarray, capacity: np.ndarray) -> float:
         return 0.0
     per_type = np.where(capacity > 0, rates_cons, 0.0).max(axis=0)
     return float((counts * per_type).sum() / total)
+
+
+def fair_share_jct(
+    total_steps: float, equal_rate: float, num_gpus: int, total_gpus: int, contention: float
+) -> float:
+    """Themis's (and Gavel's finish-time fairness) reference JCT: the job's JCT with an equal
+    ``1/n`` share of the cluster, ``n = contention`` jobs (itself included). The share is
+    ``G/n`` GPUs split over the types by GPU count, on which a gang of W runs at its equal-share
+    rate for a fraction ``min(1, G / (n W))`` of the time; inf when the job cannot run."""
+    if equal_rate <= 0 or total_gpus <= 0:
+        return float("inf")
+    share = min(1.0, total_gpus / (max(1.0, contention) * num_gpus))
+    return total_steps / (equal_rate * share)

@@ -70,14 +70,19 @@ def throughput_for(
 ) -> ThroughputModel:
     """The measured table when it covers every (job type, GPU count) of the run on every GPU
     type of the cluster, else the composite model (measured where available, PMI/PCIe estimate
-    of Eq. 10 elsewhere); wrapped in the Pollux traces' goodput model when a job is one of
-    Pollux's applications. A (job type, GPU count) the table lacks is rejected later by
+    of Eq. 10 elsewhere; the measured table interpolated between measured GPU counts when a job
+    is elastic, ``estimators/gang_sizes.py``); wrapped in the Pollux traces' goodput model when
+    a job is one of Pollux's applications. A (job type, GPU count) the table lacks is rejected later by
     :func:`hadar.workloads.validate_workload`."""
     from estimators.composite import CompositeThroughput
+    from estimators.gang_sizes import InterpolatedGangs
     from hadar.workloads.pollux_throughput import PolluxThroughput, is_pollux_job
 
     pollux = any(is_pollux_job(j) for j in jobs)
     needed = {(j.job_type, j.num_gpus) for j in jobs if not is_pollux_job(j)}
     if all(table.measured(jt, k, w) is not None for jt, w in needed for k in cluster.gpu_types):
-        return PolluxThroughput(table) if pollux else table
+        base: ThroughputModel = table
+        if any(j.is_elastic and not is_pollux_job(j) for j in jobs):
+            base = InterpolatedGangs(table)  # elastic jobs run on counts the table may lack
+        return PolluxThroughput(base) if pollux else base
     return PolluxThroughput(CompositeThroughput(table)) if pollux else CompositeThroughput(table)

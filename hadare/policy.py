@@ -72,6 +72,13 @@ class HadarEPolicy(Policy):
         self.config = config or HadarEConfig(**knobs)
         self._hadar = HadarPolicy(replace(self.config.hadar, single_node=True))
 
+    def state(self) -> dict[str, Any]:
+        """The inner Hadar policy's state (its finish-time fairness bookkeeping)."""
+        return self._hadar.state()
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        self._hadar.restore(state)
+
     def decide(self, ctx: RoundContext) -> RoundPlan:
         cluster = ctx.cluster
         n_copies = self.config.copies or len(cluster.nodes)
@@ -131,7 +138,9 @@ class HadarEPolicy(Policy):
             per_node = copies[job_id]
             st = vals[job_id].status
             slots = []
-            for node, placement in sorted(per_node.items()):
+            for node, placement in sorted(
+                per_node.items(), key=lambda item: ctx.cluster.node_index[item[0]]
+            ):
                 copy = ctx.cluster.node_index[node] + 1
                 moved = ctx.current.get((job_id, copy)) != placement
                 overhead = self._overhead(ctx, job_id, len(per_node), moved)
@@ -260,7 +269,7 @@ def _trim(
         st = vals[job_id].status
         slots = [
             CopySlot(n, ctx.throughput.rate(st.job, p, ctx.cluster), seconds[job_id])
-            for n, p in per_node.items()
+            for n, p in sorted(per_node.items(), key=lambda np_: ctx.cluster.node_index[np_[0]])
         ]
         if sum(c.capacity for c in slots) < st.remaining_steps:
             continue

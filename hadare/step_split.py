@@ -26,11 +26,12 @@ class CopySlot:
 
 def finishing_subset(copies: Sequence[CopySlot], remaining: float) -> list[CopySlot]:
     """The copies to keep: all of them if the job cannot finish this round, else the fewest
-    fastest copies (by steps they can do this round) that finish it within the round."""
+    fastest copies (by steps they can do this round) that finish it within the round; copies
+    that can do as many steps are taken in the order given (never by node name)."""
     if sum(c.capacity for c in copies) < remaining:
         return list(copies)
     kept: list[CopySlot] = []
-    for c in sorted(copies, key=lambda c: (-c.capacity, c.node)):
+    for c in sorted(copies, key=lambda c: -c.capacity):  # ties: the order given (node order)
         kept.append(c)
         # with budgets proportional to rates, the kept copies all stop at remaining / sum(rate)
         finish = remaining / sum(k.rate for k in kept)

@@ -47,6 +47,7 @@ from typing import Any, Literal
 
 import boto3
 import botocore.exceptions
+import botocore.parsers
 import botocore.waiter
 import yaml
 from botocore.config import Config
@@ -194,15 +195,25 @@ def error_line(exc: botocore.exceptions.ClientError) -> tuple[str, str, str]:
     return "error", code, text
 
 
-def botocore_error(op: str, exc: botocore.exceptions.BotoCoreError) -> AwsError:
-    """One line for a client-side boto failure (no credentials, endpoint down...)."""
+BOTO_FAILURES = (botocore.exceptions.BotoCoreError, botocore.parsers.ResponseParserError)
+"""Client-side failures: no credentials, endpoint down, an answer that is not EC2's."""
+
+
+def botocore_error(op: str, exc: Exception) -> AwsError:
+    """One line for a client-side boto failure (no credentials, endpoint down, garbage)."""
     if isinstance(exc, botocore.exceptions.NoCredentialsError):
         return AwsError(
             "no AWS credentials found (environment, ~/.aws/credentials, aws.profile or instance role)"
         )
     if isinstance(exc, botocore.exceptions.EndpointConnectionError):
         return AwsError(f"EC2 {op}: cannot reach endpoint {exc.kwargs.get('endpoint_url')}")
-    return AwsError(f"EC2 {op}: {type(exc).__name__}: {exc}")
+    if isinstance(exc, botocore.parsers.ResponseParserError):
+        return AwsError(
+            f"EC2 {op}: the endpoint's answer is not an EC2 response ({str(exc).splitlines()[0][:160]})"
+        )
+    return AwsError(
+        f"EC2 {op}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    )
 
 
 def host_keys_from_console(text: str) -> list[tuple[str, str]]:
@@ -284,7 +295,7 @@ class AwsCluster:
         except botocore.exceptions.ClientError as exc:
             kind, code, text = error_line(exc)
             raise AwsError(f"EC2 {op}: {kind}: {code}: {text}") from None
-        except botocore.exceptions.BotoCoreError as exc:
+        except BOTO_FAILURES as exc:
             raise botocore_error(op, exc) from None
 
     def _require_instance_types(self) -> None:
@@ -313,7 +324,7 @@ class AwsCluster:
         except botocore.exceptions.ClientError as exc:
             kind, code, text = error_line(exc)
             raise AwsError(f"EC2 describe_instances: {kind}: {code}: {text}") from None
-        except botocore.exceptions.BotoCoreError as exc:
+        except BOTO_FAILURES as exc:
             raise botocore_error("describe_instances", exc) from None
         out = [i for i in out if i.cluster == self.cluster.name]
         return sorted(out, key=lambda i: (self._order(i.node), i.instance_id))
@@ -389,14 +400,65 @@ class AwsCluster:
             args["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": spot}
         return args
 
+    def to_launch(self) -> tuple[list[Node], dict[str, Instance]]:
+        """The nodes that have no pending or running instance (what ``up`` would launch), and
+        the instances the others already have."""
+        self._require_instance_types()
+        have = {i.node: i for i in self.instances(("pending", "running"))}
+        return [n for n in self.cluster.nodes if n.name not in have], have
+
+    def _launch_failure(
+        self,
+        exc: botocore.exceptions.ClientError,
+        node: Node,
+        failures: dict[tuple[str, str, str, str], list[str]],
+    ) -> None:
+        kind, code, text = error_line(exc)
+        if self.settings.spot and kind in ("no capacity", "spot quota exceeded"):
+            kind = f"{kind} for spot instances"
+            text = f"{text} (retry later, pick another instance type or subnet, or set aws.spot: false)"
+        itype = str(self.instance_types[node.name])
+        failures.setdefault((itype, kind, code, text), []).append(node.name)
+
+    @staticmethod
+    def _failure_lines(failures: Mapping[tuple[str, str, str, str], list[str]]) -> list[str]:
+        return [
+            f"{itype} (node{'s' if len(names) > 1 else ''} {', '.join(names)}): {kind}: {code}: {text}"
+            for (itype, kind, code, text), names in failures.items()
+        ]
+
+    def dry_run(self, nodes: Sequence[Node]) -> None:
+        """Ask EC2 whether launching ``nodes`` would succeed (``DryRun=True``: permissions, AMI,
+        instance types, key pair, subnet and security groups are checked, nothing is
+        launched); failures are one :class:`AwsError` with a line per instance type and cause."""
+        failures: dict[tuple[str, str, str, str], list[str]] = {}
+        for node in nodes:
+            try:
+                self.ec2.run_instances(**self._launch_args(node), DryRun=True)
+            except botocore.exceptions.ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") == "DryRunOperation":
+                    continue  # "Request would have succeeded, but DryRun flag is set"
+                self._launch_failure(exc, node, failures)
+            except botocore.exceptions.BotoCoreError as exc:
+                raise botocore_error("run_instances", exc) from None
+            else:  # an endpoint that ignores DryRun launched it: say so rather than hide it
+                raise AwsError(
+                    f"EC2 run_instances: the endpoint ignored DryRun and launched an instance "
+                    f"for node {node.name}; run `hadar cluster down`"
+                )
+        if failures:
+            raise AwsError(
+                f"dry run: {sum(len(v) for v in failures.values())} of {len(nodes)} launches "
+                "would fail:\n  " + "\n  ".join(self._failure_lines(failures))
+            )
+
     def up(
         self, *, wait_ssh: bool = True, log: Callable[[str], None] = lambda _m: None
     ) -> list[Instance]:
         """Launch an instance for every node that has none (idempotent), wait until all are
         running (and answer on SSH unless ``wait_ssh`` is False); returns them in node order.
         Launch failures are reported per instance type, one line each, as :class:`AwsError`."""
-        self._require_instance_types()
-        have = {i.node: i for i in self.instances(("pending", "running"))}
+        missing, have = self.to_launch()
         failures: dict[tuple[str, str, str, str], list[str]] = {}
         expected = {name: inst.instance_id for name, inst in have.items()}
         for node in self.cluster.nodes:
@@ -408,14 +470,9 @@ class AwsCluster:
             try:
                 resp = self.ec2.run_instances(**self._launch_args(node))
             except botocore.exceptions.ClientError as exc:
-                kind, code, text = error_line(exc)
-                if self.settings.spot and kind in ("no capacity", "spot quota exceeded"):
-                    kind = f"{kind} for spot instances"
-                    text = f"{text} (retry later, pick another instance type or subnet, or set aws.spot: false)"
-                itype = str(self.instance_types[node.name])
-                failures.setdefault((itype, kind, code, text), []).append(node.name)
+                self._launch_failure(exc, node, failures)
                 continue
-            except botocore.exceptions.BotoCoreError as exc:
+            except BOTO_FAILURES as exc:
                 raise botocore_error("run_instances", exc) from None
             inst = resp["Instances"][0]
             expected[node.name] = inst["InstanceId"]
@@ -424,15 +481,12 @@ class AwsCluster:
                 f"{node.name}: launched {inst['InstanceId']} ({self.instance_types[node.name]}{market})"
             )
         if failures:
-            lines = [
-                f"{itype} (node{'s' if len(names) > 1 else ''} {', '.join(names)}): {kind}: {code}: {text}"
-                for (itype, kind, code, text), names in failures.items()
-            ]
             ok = len(self.cluster.nodes) - sum(len(v) for v in failures.values())
             raise AwsError(
                 f"{sum(len(v) for v in failures.values())} of {len(self.cluster.nodes)} instances "
                 f"could not be launched ({ok} launched or already up; re-run `hadar cluster up` "
-                f"to retry, `hadar cluster down` to terminate):\n  " + "\n  ".join(lines)
+                f"to retry, `hadar cluster down` to terminate):\n  "
+                + "\n  ".join(self._failure_lines(failures))
             )
         instances = self.wait_running(expected)
         if wait_ssh:
@@ -456,7 +510,7 @@ class AwsCluster:
             )
         except botocore.exceptions.WaiterError as exc:
             self._explain_wait_failure(expected, exc)
-        except botocore.exceptions.BotoCoreError as exc:
+        except BOTO_FAILURES as exc:
             raise botocore_error("describe_instances", exc) from None
         found = {i.instance_id: i for i in self.instances(ALL_STATES)}
         return [found[expected[n]] for n in self.cluster.node_names if expected.get(n) in found]

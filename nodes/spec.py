@@ -3,7 +3,7 @@
     {"model": "IC", "size": "tiny", "data": "synthetic", "batch_size": 32, "lr": 0.05, "seed": 0}
 
 ``model`` (IC, LM, LT, RS, MM; any case), ``size`` (tiny, small, paper), ``data`` (a dataset
-path or ``"synthetic"``), ``batch_size`` (> 0, per rank) and ``lr`` (> 0) are required; ``seed``
+path or ``"synthetic"``), ``batch_size`` (1-16,384, per rank) and ``lr`` (> 0) are required; ``seed``
 (>= 0) defaults to 0; ``precision`` (``fp32``, ``bf16``, ``fp16``) defaults to ``fp32`` (mixed precision
 off). Unknown fields are rejected.
 """
@@ -20,6 +20,10 @@ from hadar.core.errors import InputError
 from hadar.core.validation import from_validation_error
 from nodes.models import canonical_model
 
+MAX_BATCH_SIZE = 16_384
+"""Largest per-rank batch accepted: beyond it a batch of the paper's models does not fit a GPU's
+memory, and a worker would fail every round instead of the spec being refused up front."""
+
 
 class JobSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
@@ -27,7 +31,7 @@ class JobSpec(BaseModel):
     model: str
     size: Literal["tiny", "small", "paper"]
     data: str = Field(min_length=1)
-    batch_size: int = Field(gt=0)
+    batch_size: int = Field(gt=0, le=MAX_BATCH_SIZE)
     lr: float = Field(gt=0)
     seed: int = Field(default=0, ge=0)
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"

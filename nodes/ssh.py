@@ -71,9 +71,9 @@ from nodes.provider import (
     load_section,
 )
 from nodes.ssh_env import ENV_NAME_RE, capture_command, captured_changes, env_prefix
-from nodes.ssh_route import Endpoint, Route, pick_route, resolve
+from nodes.ssh_route import Endpoint, RawProxyCommandConfig, Route, pick_route, resolve
 from nodes.transfer import part_name, receive_verified, require_sha256
-from nodes.transport import SshNode, node_transport
+from nodes.transport import SshNode, SshUser, node_transport
 
 T = TypeVar("T")
 # Failures reach the caller as one-line errors; keep paramiko's transport-thread tracebacks off
@@ -121,7 +121,7 @@ class SshNodeSettings(_NodeEnvironment):
 class SshSettings(_NodeEnvironment):
     """The ``ssh:`` section of a cluster file."""
 
-    user: str | None = None
+    user: SshUser | None = None
     port: int | None = Field(default=None, ge=1, le=65535)
     identity_file: str | None = None
     known_hosts: str = DEFAULT_KNOWN_HOSTS
@@ -339,7 +339,7 @@ class SshProvider(NodeProvider):
         if not path.is_file():
             return None
         try:
-            return paramiko.SSHConfig.from_path(str(path))
+            return RawProxyCommandConfig.from_path(str(path))
         except Exception as exc:  # paramiko raises ConfigParseError and friends
             raise InputError(f"{path}: cannot parse SSH config: {exc}") from None
 

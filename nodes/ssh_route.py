@@ -9,6 +9,7 @@ from __future__ import annotations
 import getpass
 import os
 import re
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import paramiko
 
 from hadar.core.errors import InputError
+from nodes.transport import ssh_name_problem
 
 MAX_HOPS = 8
 _HOP_RE = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>\[[^\]]+\]|[^:@\s]+)(?::(?P<port>\d+))?$")
@@ -49,6 +51,27 @@ class Route:
     proxy_command: str | None = None
 
 
+class RawProxyCommandConfig(paramiko.SSHConfig):
+    """``~/.ssh/config`` whose ``ProxyCommand`` comes back with its ``%`` tokens unexpanded:
+    paramiko pastes ``%h``/``%r`` in unquoted; :func:`expand_tokens` quotes them."""
+
+    def _tokenize(self, config: Any, target_hostname: str, key: str, value: str) -> str:
+        # paramiko's lookup() expands every value through this hook; its type stubs omit it
+        if key == "proxycommand":
+            return value
+        expand = paramiko.SSHConfig._tokenize  # type: ignore[attr-defined]
+        return str(expand(self, config, target_hostname, key, value))
+
+
+def check_names(host: str, user: str | None, where: str) -> None:
+    """One-line InputError naming ``where`` if ``host`` or ``user`` is no name OpenSSH accepts
+    (shell metacharacters, spaces, a leading '-')."""
+    for value, what in ((host, "host"), (user, "user")):
+        problem = None if value is None else ssh_name_problem(value, what)
+        if problem is not None:
+            raise InputError(f"{where}: {problem} (OpenSSH refuses it)")
+
+
 def _disabled(value: str | None) -> bool:
     return value is not None and value.strip().lower() == "none"
 
@@ -64,6 +87,7 @@ def parse_hops(spec: str, where: str) -> list[tuple[str | None, str, int | None]
             raise InputError(
                 f"{where}: bad ProxyJump hop {raw.strip()!r} (want [user@]host[:port])"
             )
+        check_names(m["host"].strip("[]"), m["user"], f"{where}: ProxyJump hop {raw.strip()!r}")
         hops.append((m["user"], m["host"].strip("[]"), port))
     if len(hops) > MAX_HOPS:
         raise InputError(f"{where}: more than {MAX_HOPS} ProxyJump hops")
@@ -71,8 +95,15 @@ def parse_hops(spec: str, where: str) -> list[tuple[str | None, str, int | None]
 
 
 def expand_tokens(command: str, host: str, port: int, user: str, alias: str) -> str:
-    """OpenSSH's ``%h %p %r %n %%`` tokens in a ProxyCommand written in the cluster file."""
-    table = {"h": host, "p": str(port), "r": user, "n": alias, "%": "%"}
+    """OpenSSH's ``%h %p %r %n %%`` tokens in a ProxyCommand, each value shell-quoted (a no-op
+    for the names :func:`check_names` accepts; defence in depth for any other)."""
+    table = {
+        "h": shlex.quote(host),
+        "p": str(port),
+        "r": shlex.quote(user),
+        "n": shlex.quote(alias),
+        "%": "%",
+    }
     return re.sub(r"%(.)", lambda m: table.get(m[1], m[0]), command)
 
 
@@ -111,6 +142,7 @@ def resolve(
     host = str(cfg.get("hostname") or alias)
     the_port = int(port or cfg.get("port", 22))
     the_user = str(user or cfg.get("user") or getpass.getuser())
+    check_names(host, the_user, f"{where or 'host ' + alias} (after ~/.ssh/config)")
     if explicit_key:
         path = os.path.expanduser(explicit_key)
         if not os.path.isfile(path):
@@ -133,7 +165,6 @@ def resolve(
     jump: Endpoint | None = None
     proxy_command: str | None = None
     if route.proxy_command is not None:
-        # ssh_config's ProxyCommand arrives with tokens already expanded by paramiko
         proxy_command = expand_tokens(route.proxy_command, host, the_port, the_user, alias)
     elif route.proxy_jump is not None:
         for hop_user, hop_host, hop_port in parse_hops(route.proxy_jump, route_where or alias):

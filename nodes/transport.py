@@ -14,13 +14,43 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Annotated, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from hadar.core.cluster import Cluster, Node
 from hadar.core.cluster_config import ProviderSchema
 from hadar.core.validation import from_validation_error
+
+_SHELL_METACHARACTERS = frozenset("'`\"$\\;&<>|(){}")
+"""What OpenSSH refuses in a host or user name (ssh.c ``valid_hostname``/``valid_ruser``): they
+reach a local shell through ProxyCommand's ``%h``/``%r``."""
+
+
+def ssh_name_problem(value: str, what: str) -> str | None:
+    """Why ``value`` is no valid SSH host name (``what="host"``; a comma is refused too) or user
+    name (``what="user"``), as OpenSSH judges it; None if it is valid."""
+    bad = _SHELL_METACHARACTERS | ({","} if what == "host" else set())
+    if not value:
+        return f"empty {what} name"
+    if value.startswith("-"):
+        return f"{what} name {value!r} starts with '-'"
+    if any(c in bad or c.isspace() or not c.isprintable() for c in value):
+        return f"{what} name {value!r} holds a space, a control character or one of {''.join(sorted(bad))}"
+    return None
+
+
+def check_ssh_name(value: str | None, what: str) -> str | None:
+    """``value`` if it is a valid SSH host/user name (or None), else ``ValueError``."""
+    if value is not None and (problem := ssh_name_problem(value, what)) is not None:
+        raise ValueError(problem)
+    return value
+
+
+SshHost = Annotated[str, AfterValidator(lambda v: check_ssh_name(v, "host"))]
+"""A host name, alias or IP as OpenSSH accepts it (no shell metacharacters)."""
+SshUser = Annotated[str, AfterValidator(lambda v: check_ssh_name(v, "user"))]
+"""A user name as OpenSSH accepts it (no shell metacharacters)."""
 
 
 class SshNode(BaseModel):
@@ -28,10 +58,10 @@ class SshNode(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    address: str | None = None
+    address: SshHost | None = None
     """Host name, ``~/.ssh/config`` alias or IP (default: the node's name)."""
     port: int | None = Field(default=None, ge=1, le=65535)
-    user: str | None = None
+    user: SshUser | None = None
     identity_file: str | None = None
     instance_type: str | None = None
     """The EC2 instance type, for information (``hadar cluster up`` writes it)."""

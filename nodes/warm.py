@@ -3,7 +3,7 @@ round, so a round's start-up costs milliseconds instead of seconds of ``import t
 
     python -m nodes.warm run -- <worker arguments>     # what the coordinator runs on a node
     python -m nodes.warm serve --socket PATH           # started by ``run`` when none is up
-    python -m nodes.warm stop                          # let this directory's server exit
+    python -m nodes.warm stop                          # end this directory's server and its children
 
 ``run`` (light: it never imports torch) connects to the server listening on
 ``.hadar-warm.sock`` in its working directory, starting one if there is none, sends its
@@ -32,7 +32,11 @@ import time
 from pathlib import Path
 
 SOCKET_NAME = ".hadar-warm.sock"
+PID_NAME = ".hadar-warm.pid"
+"""The server's process id, beside its socket: ``stop`` ends it (and so its children)."""
 IDLE_EXIT_S = 900.0
+STOP_GRACE_S = 5.0
+"""How long ``stop`` (and a server ending its children) waits after SIGTERM before SIGKILL."""
 
 
 # -- client ------------------------------------------------------------------------------------
@@ -74,6 +78,12 @@ def _connect_or_spawn(sock_path: Path, timeout_s: float) -> socket.socket:
     with open(sock_path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one spawner at a time (gang ranks on one node)
         conn = _connect(sock_path)
+        starting = _server_pid(sock_path.parent)  # a server still importing torch: wait for it
+        if conn is None and starting is not None:
+            end = time.monotonic() + timeout_s
+            while conn is None and time.monotonic() < end and _is_warm_server(starting):
+                time.sleep(0.05)
+                conn = _connect(sock_path)
         if conn is None:
             with contextlib.suppress(FileNotFoundError):
                 sock_path.unlink()
@@ -113,11 +123,26 @@ class _Job:
 
 
 def serve(sock_path: Path, idle_exit_s: float = IDLE_EXIT_S) -> None:
-    """Accept requests until idle for ``idle_exit_s``; fork one child per request."""
-    preload()
-
+    """Accept requests until idle for ``idle_exit_s``; fork one child per request. The pid file
+    is written before torch is imported, so ``stop`` can end a server still starting."""
     os.chdir(sock_path.resolve().parent)  # bind a short relative name (AF_UNIX path limit)
     sock_path = Path(sock_path.name)
+    Path(PID_NAME).write_text(f"{os.getpid()}\n")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    jobs: dict[socket.socket, _Job] = {}
+    try:
+        preload()
+        _serve(sock_path, idle_exit_s, jobs)
+    finally:
+        with contextlib.suppress(OSError):
+            sock_path.unlink()
+        _end_children([job.pid for job in jobs.values()])
+        with contextlib.suppress(OSError):
+            if Path(PID_NAME).read_text().strip() == str(os.getpid()):
+                Path(PID_NAME).unlink()
+
+
+def _serve(sock_path: Path, idle_exit_s: float, jobs: dict[socket.socket, _Job]) -> None:
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     with contextlib.suppress(FileNotFoundError):
         sock_path.unlink()
@@ -126,56 +151,116 @@ def serve(sock_path: Path, idle_exit_s: float = IDLE_EXIT_S) -> None:
     sel = selectors.DefaultSelector()
     sel.register(srv, selectors.EVENT_READ, "accept")
     pending: dict[socket.socket, bytes] = {}
-    jobs: dict[socket.socket, _Job] = {}
     last_busy = time.monotonic()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    try:
-        while True:
-            for key, _ in sel.select(timeout=0.05):
-                if key.data == "accept":
-                    conn, _ = srv.accept()
-                    pending[conn] = b""
-                    sel.register(conn, selectors.EVENT_READ, "conn")
-                    continue
-                if not isinstance(key.fileobj, socket.socket):  # only sockets are registered
-                    continue
-                conn = key.fileobj
-                chunk = b""
-                with contextlib.suppress(OSError):
-                    chunk = conn.recv(65536)
-                if conn in jobs:
-                    if not chunk:  # client gone: kill its child
-                        _stop(jobs[conn])
-                    continue
-                if not chunk:
-                    sel.unregister(conn)
-                    conn.close()
-                    pending.pop(conn, None)
-                    continue
-                pending[conn] += chunk
-                if pending[conn].endswith(b"\n"):
-                    jobs[conn] = _fork(json.loads(pending.pop(conn)), conn)
-            for conn, job in list(jobs.items()):
-                pid, status = os.waitpid(job.pid, os.WNOHANG)
-                if pid == 0:
-                    if job.killed_at is not None and time.monotonic() - job.killed_at > 5:
-                        with contextlib.suppress(ProcessLookupError):
-                            os.kill(job.pid, signal.SIGKILL)
-                    continue
-                rc = os.waitstatus_to_exitcode(status)
-                reply = {"returncode": rc, "stdout": _read(job.out), "stderr": _read(job.err)}
-                with contextlib.suppress(OSError):
-                    conn.sendall((json.dumps(reply) + "\n").encode())
+    while True:
+        for key, _ in sel.select(timeout=0.05):
+            if key.data == "accept":
+                conn, _ = srv.accept()
+                pending[conn] = b""
+                sel.register(conn, selectors.EVENT_READ, "conn")
+                continue
+            if not isinstance(key.fileobj, socket.socket):  # only sockets are registered
+                continue
+            conn = key.fileobj
+            chunk = b""
+            with contextlib.suppress(OSError):
+                chunk = conn.recv(65536)
+            if conn in jobs:
+                if not chunk:  # client gone: kill its child
+                    _stop(jobs[conn])
+                continue
+            if not chunk:
                 sel.unregister(conn)
                 conn.close()
-                del jobs[conn]
-            if jobs or pending:
-                last_busy = time.monotonic()
-            elif time.monotonic() - last_busy > idle_exit_s or not sock_path.exists():
-                return
-    finally:
-        with contextlib.suppress(OSError):
-            sock_path.unlink()
+                pending.pop(conn, None)
+                continue
+            pending[conn] += chunk
+            if pending[conn].endswith(b"\n"):
+                jobs[conn] = _fork(json.loads(pending.pop(conn)), conn)
+        for conn, job in list(jobs.items()):
+            pid, status = os.waitpid(job.pid, os.WNOHANG)
+            if pid == 0:
+                if job.killed_at is not None and time.monotonic() - job.killed_at > 5:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(job.pid, signal.SIGKILL)
+                continue
+            rc = os.waitstatus_to_exitcode(status)
+            reply = {"returncode": rc, "stdout": _read(job.out), "stderr": _read(job.err)}
+            with contextlib.suppress(OSError):
+                conn.sendall((json.dumps(reply) + "\n").encode())
+            sel.unregister(conn)
+            conn.close()
+            del jobs[conn]
+        if jobs or pending:
+            last_busy = time.monotonic()
+        elif time.monotonic() - last_busy > idle_exit_s or not sock_path.exists():
+            return
+
+
+def _end_children(pids: list[int]) -> None:
+    """SIGTERM each child's process group, reap them, SIGKILL what is left after the grace."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGTERM)
+    end = time.monotonic() + STOP_GRACE_S
+    alive = set(pids)
+    while alive and time.monotonic() < end:
+        for pid in list(alive):
+            with contextlib.suppress(ChildProcessError):
+                if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                    continue
+            alive.discard(pid)
+        time.sleep(0.05)
+    for pid in alive:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+
+def stop(directory: Path) -> None:
+    """End the warm server of ``directory`` (its socket goes first, so no new work reaches it),
+    waiting for it and its children: SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`."""
+    with contextlib.suppress(FileNotFoundError):
+        (directory / SOCKET_NAME).unlink()
+    pid = _server_pid(directory)
+    if pid is None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    end = time.monotonic() + 2 * STOP_GRACE_S  # the server itself waits up to the grace
+    while _is_warm_server(pid) and time.monotonic() < end:
+        time.sleep(0.05)
+    if _is_warm_server(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        (directory / PID_NAME).unlink()
+
+
+def _server_pid(directory: Path) -> int | None:
+    """The live warm server of ``directory`` (its pid file), if there is one."""
+    try:
+        pid = int((directory / PID_NAME).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return pid if _is_warm_server(pid) else None
+
+
+def _is_warm_server(pid: int) -> bool:
+    """Whether ``pid`` is alive and (where /proc shows it) a warm server, not a reused id."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return False  # another user's process: not ours
+    try:
+        text = Path(f"/proc/{pid}/cmdline").read_bytes()
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[:1]
+    except OSError:
+        return not Path("/proc").is_dir()  # no /proc: trust the pid file
+    return b"nodes.warm" in text and b"serve" in text and state != ["Z"]
 
 
 def preload() -> None:
@@ -253,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run one worker invocation through the warm server")
     r.add_argument("worker_args", nargs=argparse.REMAINDER)
-    sub.add_parser("stop", help="ask this directory's warm server to exit once idle")
+    sub.add_parser("stop", help="end this directory's warm server and its children")
     s = sub.add_parser("serve", help="the warm server (started by run)")
     s.add_argument("--socket", required=True)
     s.add_argument("--idle-exit", type=float, default=IDLE_EXIT_S)
@@ -262,8 +347,7 @@ def main(argv: list[str] | None = None) -> int:
         serve(Path(a.socket), a.idle_exit)
         return 0
     if a.cmd == "stop":
-        with contextlib.suppress(FileNotFoundError):
-            (Path.cwd() / SOCKET_NAME).unlink()  # the server exits when idle and its socket is gone
+        stop(Path.cwd())
         return 0
     args = a.worker_args[1:] if a.worker_args[:1] == ["--"] else a.worker_args
     return client(args)

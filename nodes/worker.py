@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from hadar.core.errors import HadarError, InputError
-from hadar.core.io import write_json
+from hadar.core.io import check_writable, write_json
 
 
 def process_start() -> float:
@@ -391,16 +391,37 @@ def main(argv: list[str] | None = None) -> int:
     return _main(argv, time.monotonic())
 
 
+def check_result_path(path: str) -> None:
+    """One-line InputError (exit 2) unless the result file can be written: its folder exists or
+    can be created and is writable, and the path is no device, FIFO, socket or folder."""
+    p = Path(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(
+            f"--result {path}: cannot create its folder: {exc.strerror or exc}"
+        ) from None
+    if not os.access(p.parent, os.W_OK):
+        raise InputError(f"--result {path}: its folder is not writable")
+    check_writable(p)
+
+
 def _main(argv: list[str] | None, t0: float) -> int:
     stop = _StopFlag()
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     result_path = None
     try:
         args = build_parser().parse_args(argv)
+        check_result_path(args.result)  # before any training: a round's work needs somewhere to go
         result_path = args.result
         result = run(args, stop, t0)
         result["wall_seconds"] = time.monotonic() - t0
-        write_json(args.result, result)
+        try:
+            write_json(args.result, result)
+        except OSError as exc:
+            raise InputError(
+                f"--result {args.result}: cannot write: {exc.strerror or exc}"
+            ) from None
         return 0
     except HadarError as exc:
         msg, code = str(exc), exc.exit_code

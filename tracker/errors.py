@@ -18,7 +18,10 @@ class TrackerConfigError(TrackerError, InputError):
 
 
 class TrackerBusyError(TrackerError):
-    """Another process holds the tracker's database open."""
+    """Another process holds the tracker's database open (a second ``hadar run --resume`` of
+    one run, or a second run on one ``--out``): exit code 6."""
+
+    exit_code = 6
 
 
 class IdError(TrackerError, InputError):

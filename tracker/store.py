@@ -72,19 +72,32 @@ CREATE TABLE consolidations (
     ckpt_round     INTEGER,           -- round that produced ckpt_path (earlier if 0 steps)
     UNIQUE (round, job_id)
 );
+CREATE TABLE IF NOT EXISTS rollbacks (
+    job_id         INTEGER NOT NULL REFERENCES jobs (job_id),
+    after_round    INTEGER,           -- the last closed round when it happened (NULL: none)
+    steps_before   INTEGER NOT NULL,
+    steps_after    INTEGER NOT NULL,  -- steps_removed = steps_before - steps_after
+    reason         TEXT NOT NULL
+);
 """
+ROLLBACKS_DDL = SCHEMA[SCHEMA.index("CREATE TABLE IF NOT EXISTS rollbacks") :]
+"""Added without a schema version change: a database from before gets the table when opened."""
 
-TABLES = ("meta", "jobs", "copies", "rounds", "reports", "consolidations")
+TABLES = ("meta", "jobs", "copies", "rounds", "reports", "consolidations", "rollbacks")
 
 
 class Store:
     """A connection to the tracker database with the queries the tracker needs."""
 
-    def __init__(self, db_path: Path) -> None:
+    def __init__(self, db_path: Path, *, read_only: bool = False) -> None:
         self.db_path = db_path
-        self.conn = open_state_db(db_path)  # refuses a damaged file (integrity check)
+        # refuses a damaged file (integrity check)
+        self.conn = open_state_db(db_path, read_only=read_only)
         self.conn.row_factory = sqlite3.Row
         self.conn.execute("PRAGMA foreign_keys=ON")
+        if not read_only and self.is_initialized():
+            with self.transaction() as c:
+                c.execute(ROLLBACKS_DDL)
 
     def close(self) -> None:
         self.conn.close()
@@ -290,6 +303,32 @@ class Store:
                 ckpt_round,
             ),
         )
+
+    def insert_rollback(
+        self, job_id: int, after_round: int | None, before: int, after: int, reason: str
+    ) -> None:
+        self.conn.execute(
+            "INSERT INTO rollbacks (job_id, after_round, steps_before, steps_after, reason)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (job_id, after_round, before, after, reason),
+        )
+
+    def steps_audit(self) -> dict[int, tuple[int, int]]:
+        """Per job: (steps the consolidations added, steps the rollbacks removed)."""
+        added = dict(
+            self.conn.execute(
+                "SELECT job_id, SUM(steps_added) FROM consolidations GROUP BY job_id"
+            ).fetchall()
+        )
+        removed = dict(
+            self.conn.execute(
+                "SELECT job_id, SUM(steps_before - steps_after) FROM rollbacks GROUP BY job_id"
+            ).fetchall()
+        )
+        return {
+            int(j): (int(added.get(j) or 0), int(removed.get(j) or 0))
+            for j in sorted(set(added) | set(removed))
+        }
 
     def set_job_progress(
         self,

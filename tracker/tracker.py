@@ -38,6 +38,7 @@ from typing import Any
 
 from hadar.core.integrity import SHA256_RE, sha256_file
 from hadar.core.io import fsync_dir
+from hadar.core.safe_paths import regular_files
 from tracker import ids
 from tracker.averaging import (
     MODES,
@@ -171,6 +172,11 @@ def _int(value: Any, what: str, error: type[Exception]) -> int:
         raise error(f"{what}: expected an integer, got {value!r}") from None
 
 
+CLOSED = -1
+NO_LOCK = -2
+"""``_lock_fd`` of a tracker opened read-only (it holds no lock)."""
+
+
 class JobTracker:
     """Crash-safe Job Tracker. Create with :meth:`open`; one process at a time per database."""
 
@@ -183,7 +189,7 @@ class JobTracker:
         self.max_job_count = int(meta["max_job_count"])
         self.averaging = meta["averaging"]
         self.keep_history = meta["keep_history"] == "1"
-        self.keep_checkpoints = int(meta["keep_checkpoints"])
+        self.keep_checkpoints = int(meta.get("keep_checkpoints", "1"))  # older databases: 1
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
@@ -226,7 +232,8 @@ class JobTracker:
         except BlockingIOError:
             os.close(lock_fd)
             raise TrackerBusyError(
-                f"{db}: the tracker database is open in another process"
+                f"{db}: the tracker database is open in another process (the run is going on "
+                "there; wait for it to end, or read it with hadar report)"
             ) from None
         try:
             store = Store(db)
@@ -241,6 +248,29 @@ class JobTracker:
             raise
         tracker._remove_orphans()
         return tracker
+
+    @classmethod
+    def open_read_only(
+        cls, db_path: str | os.PathLike[str], checkpoint_dir: str | os.PathLike[str]
+    ) -> JobTracker:
+        """Open an existing tracker only to read it, also while another process has it open
+        (``hadar report`` on a live run): no lock taken, nothing written, no clean-up."""
+        db = Path(db_path).resolve()
+        if not db.is_file():
+            raise TrackerConfigError(f"{db}: no tracker database here")
+        store = Store(db, read_only=True)
+        try:
+            if not store.is_initialized():
+                raise TrackerConfigError(f"{db}: not a tracker database (no meta table)")
+            meta = store.meta()
+            if meta.get("schema_version") != str(SCHEMA_VERSION):
+                raise TrackerConfigError(
+                    f"{db}: schema version {meta.get('schema_version')}, this tracker reads {SCHEMA_VERSION}"
+                )
+            return cls(store, Path(checkpoint_dir).resolve(), NO_LOCK)
+        except BaseException:
+            store.close()
+            raise
 
     @staticmethod
     def _check_meta(
@@ -282,11 +312,12 @@ class JobTracker:
     def close(self) -> None:
         """Close the database and release the lock (idempotent)."""
         with self._mutex:
-            if self._lock_fd < 0:
+            if self._lock_fd == CLOSED:
                 return
             self._store.close()
-            os.close(self._lock_fd)
-            self._lock_fd = -1
+            if self._lock_fd >= 0:
+                os.close(self._lock_fd)
+            self._lock_fd = CLOSED
 
     def __enter__(self) -> JobTracker:
         return self
@@ -324,10 +355,8 @@ class JobTracker:
     def _remove_orphans(self) -> None:
         """Delete temp files and unreferenced owned checkpoints under ``job-*/`` directories."""
         keep = self._retained()
-        for job_dir in self.checkpoint_dir.glob("job-*"):
-            if not job_dir.is_dir():
-                continue
-            for f in job_dir.iterdir():
+        for job_dir in sorted(self.checkpoint_dir.glob("job-*")):
+            for f in regular_files(job_dir):  # a planted link is never followed
                 rel = f"{job_dir.name}/{f.name}"
                 if f.name.startswith(TMP_PREFIX) or (
                     OWNED_NAME_RE.match(f.name) and rel not in keep
@@ -610,9 +639,7 @@ class JobTracker:
         keep = self._retained()
         for job_id in job_ids:
             job_dir = self.checkpoint_dir / f"job-{job_id}"
-            if not job_dir.is_dir():
-                continue
-            for f in job_dir.iterdir():
+            for f in regular_files(job_dir):  # a planted link is never followed
                 if OWNED_NAME_RE.match(f.name) and f"{job_dir.name}/{f.name}" not in keep:
                     f.unlink(missing_ok=True)
 
@@ -728,6 +755,12 @@ class JobTracker:
                 tuple(self.active_copies(job_id)),
             )
 
+    def steps_audit(self) -> dict[int, tuple[int, int]]:
+        """The audit trail per job: (steps its consolidations added, steps its rollbacks
+        removed); the difference is its ``steps_done``."""
+        with self._mutex:
+            return self._store.steps_audit()
+
     def jobs(self) -> list[JobState]:
         with self._mutex:
             return [self.job_state(int(r["job_id"])) for r in self._store.jobs()]
@@ -805,6 +838,9 @@ class JobTracker:
                     None if restored is None else restored.round,
                 )
                 self._store.reopen_job(job_id)
+                self._store.insert_rollback(
+                    job_id, self._store.last_round(), int(job["steps_done"]), steps, problem
+                )
                 crash_point("rollback:in_tx")
             return restored, Rollback(
                 job_id, tuple(bad), int(job["steps_done"]), steps, restored, bool(job["completed"])

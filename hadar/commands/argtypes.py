@@ -81,6 +81,8 @@ def out_dir(text: str) -> str:
     path = Path(text)
     if not text.strip():
         raise argparse.ArgumentTypeError("empty path")
+    if path.is_symlink() and not path.exists():
+        raise argparse.ArgumentTypeError(f"{text} is a dangling symbolic link")
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is an existing file, not a directory")
     _check_creatable(path, text)
@@ -95,11 +97,23 @@ def out_file(text: str) -> str:
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a directory, not a file")
     if path.exists():
+        if not path.is_file():
+            raise argparse.ArgumentTypeError(f"{text} exists and is not a regular file")
         if not os.access(path, os.W_OK):
             raise argparse.ArgumentTypeError(f"{text} is not writable")
         return text
     _check_creatable(path.parent, text)
     return text
+
+
+def missing_folder(path: str | Path) -> Path | None:
+    """The outermost folder above ``path`` that does not exist yet (None when its folder
+    exists): an ``--out FILE`` command creates it and says so."""
+    missing = None
+    parent = Path(path).absolute().parent
+    while not parent.exists():
+        missing, parent = parent, parent.parent
+    return missing
 
 
 def _check_creatable(path: Path, text: str) -> None:
@@ -135,3 +149,11 @@ def _duration(text: str) -> float | None:
         return _float(text)
     value = _float(m.group(1))
     return None if value is None else value * _UNITS[m.group(2).lower()]
+
+
+def fraction(text: str) -> float:
+    """A share in ``(0, 1]`` (e.g. ``--idle-share 0.5``)."""
+    value = _float(text)
+    if value is None or not math.isfinite(value) or not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1] (got {text!r})")
+    return float(value)

@@ -1,14 +1,18 @@
 """``hadar cluster up|down|status --config FILE``: EC2 instances for a ``provider: aws`` cluster.
 
-``up`` launches one instance per node (skipping nodes that already have one), waits until they
-run and answer on SSH, runs ``aws.setup`` on each, and writes the SSH cluster file; ``down``
+``up`` shows the instance types, count and hourly price it is about to launch (from a bundled,
+dated price table: :mod:`nodes.ec2_prices`) and asks (``-y`` skips the question; ``--dry-run``
+asks EC2 whether the launch would succeed and launches nothing), then launches one instance per
+node (skipping nodes that already have one), waits until they run and answer on SSH, runs
+``aws.setup`` on each, and writes the SSH cluster file; ``down``
 asks, then terminates exactly the instances tagged for the cluster (a second ``down`` has
 nothing to do; ``-y`` skips the question); ``status`` lists them."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +25,7 @@ from hadar.core.extras import require
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from hadar.core.cluster import Node
     from nodes.aws import AwsCluster, Instance
 
 
@@ -33,11 +38,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     up = actions.add_parser(
         "up",
         help="launch one instance per node and write the SSH cluster file",
-        description="Launch one EC2 instance per node of the cluster file (its instance_type, "
-        "with the aws section's AMI, key pair, security groups, subnet and tags), wait until "
-        "they are running and reachable over SSH, and write a provider: ssh cluster file.",
+        description="Show the instance types, count and hourly price of what would be launched "
+        "(bundled on-demand price table, dated; it says when stale) and ask (unless -y; "
+        "without a terminal -y is required). Then launch one EC2 instance per node of the "
+        "cluster file that has none (its instance_type, with the aws section's AMI, key pair, "
+        "security groups, subnet and tags), wait until they are running and reachable over "
+        "SSH, and write a provider: ssh cluster file. --dry-run asks EC2 (DryRun) instead.",
     )
     _config_arg(up)
+    up.add_argument(
+        "-y", "--yes", action="store_true", help="launch without asking for confirmation"
+    )
+    up.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check with EC2's DryRun that the launch would succeed (permissions, AMI, types, "
+        "key pair, network); launch nothing",
+    )
     up.add_argument(
         "--out",
         metavar="FILE",
@@ -69,7 +86,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     down.set_defaults(func=run_down)
 
-    status = actions.add_parser("status", help="list the instances tagged for this cluster")
+    status = actions.add_parser(
+        "status",
+        help="list the instances tagged for this cluster",
+        description="List the EC2 instances tagged hadar-cluster=<name> for the cluster file "
+        "(live ones; --all adds terminated ones), with type, state and addresses.",
+    )
     _config_arg(status)
     status.add_argument("--all", action="store_true", help="include terminated instances")
     status.set_defaults(func=run_status)
@@ -118,11 +140,61 @@ def _print_instances(console: Console, title: str, instances: Sequence[Instance]
     console.print(table)
 
 
+def print_cost(console: Console, aws: AwsCluster, nodes: Sequence[Node]) -> float:
+    """The table of what launching ``nodes`` costs per hour; returns the known total."""
+    from rich.table import Table
+
+    from nodes.ec2_prices import estimate
+
+    s = aws.settings
+    cost = estimate(
+        [str(aws.instance_types[n.name]) for n in nodes],
+        region=s.region,
+        spot=s.spot,
+        spot_max_price=s.spot_max_price,
+    )
+    table = Table(title=f"{aws.cluster.name}: {len(nodes)} instances to launch")
+    for col in ("instance type", "count", "USD/hour each", "USD/hour"):
+        table.add_column(col, justify="left" if col == "instance type" else "right")
+    for line in cost.lines:
+        each = "?" if line.usd_per_hour is None else f"{line.usd_per_hour:.3f}"
+        total = "?" if line.total is None else f"{line.total:.2f}"
+        table.add_row(
+            line.instance_type + (" (spot)" if s.spot else ""), str(line.count), each, total
+        )
+    table.add_row("total", str(len(nodes)), "", f"{cost.usd_per_hour:.2f}")
+    console.print(table)
+    for note in cost.notes:
+        console.print(f"note: {note}", style="yellow")
+    return cost.usd_per_hour
+
+
 def run_up(args: argparse.Namespace) -> int:
     aws = _aws_cluster(args.config)
     console = _console()
     name = aws.cluster.name
     out = Path(args.out) if args.out else Path(f"{name}-ssh.yaml")
+    missing, have = aws.to_launch()
+    for node, inst in have.items():
+        console.print(f"{node}: already has {inst.instance_id} ({inst.state})")
+    if missing:
+        hourly = print_cost(console, aws, missing)
+        if args.dry_run:
+            aws.dry_run(missing)
+            console.print(
+                f"dry run: EC2 would launch all {len(missing)} instances (DryRun accepted "
+                "every request); nothing launched"
+            )
+            return 0
+        question = (
+            f"launch {len(missing)} instances of cluster {name} (about {hourly:.2f} USD/hour)?"
+        )
+        if not confirm(question, args.yes, "launch"):
+            console.print("nothing launched")
+            return 1
+    elif args.dry_run:
+        console.print(f"dry run: every node of {name} already has an instance; nothing to launch")
+        return 0
     instances = aws.up(wait_ssh=False, log=console.print)
     if not args.no_wait_ssh:
         console.print(f"waiting for SSH on {len(instances)} instances...")
@@ -135,13 +207,14 @@ def run_up(args: argparse.Namespace) -> int:
     aws.write_ssh_cluster(out, instances)
     _print_instances(console, f"{name}: {len(instances)} instances running", instances)
     console.print(
-        f"wrote SSH cluster file {out} ({len(instances)} nodes); "
-        f"check it with: hadar nodes check --cluster {out}"
+        f"wrote SSH cluster file {out} ({len(instances)} nodes); check the nodes with "
+        f"hadar nodes check --cluster {args.config} (or {out}); they cost money until "
+        f"hadar cluster down --config {args.config} (or hadar run --down-after)"
     )
     return 0
 
 
-def confirm_termination(question: str, assume_yes: bool) -> bool:
+def confirm(question: str, assume_yes: bool, verb: str = "terminate") -> bool:
     """Ask on the terminal; without one (and without ``-y``) refuse with one line (exit 2)."""
     import sys
 
@@ -150,7 +223,7 @@ def confirm_termination(question: str, assume_yes: bool) -> bool:
     if not sys.stdin.isatty():
         raise InputError(
             f"{question.rstrip('?')}: refusing without confirmation "
-            f"(stdin is not a terminal); pass -y to terminate"
+            f"(stdin is not a terminal); pass -y to {verb}"
         )
     try:
         answer = input(f"{question} [y/N] ").strip().lower()
@@ -169,7 +242,7 @@ def run_down(args: argparse.Namespace) -> int:
     if live:
         _print_instances(console, f"{name}: {len(live)} instances to terminate", live)
         question = f"terminate {len(live)} instances of cluster {name}?"
-        if not confirm_termination(question, args.yes):
+        if not confirm(question, args.yes):
             console.print("nothing terminated")
             return 1
     ids = aws.down(log=console.print, wait=not args.no_wait)
@@ -178,6 +251,34 @@ def run_down(args: argparse.Namespace) -> int:
     else:
         console.print(f"terminated {len(ids)} instances of cluster {name}")
     return 0
+
+
+def teardown(
+    config: str,
+    minutes: float,
+    log: Callable[[str], None],
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[str]:
+    """``hadar run --down-after``: after ``minutes`` (Ctrl-C keeps the cluster), terminate
+    every instance tagged for the aws cluster ``config``; returns the terminated ids."""
+    aws = _aws_cluster(config)
+    name = aws.cluster.name
+    if minutes > 0:
+        log(
+            f"--down-after: terminating the instances of {name} in {minutes:g} min (Ctrl-C keeps them)"
+        )
+        try:
+            sleep(minutes * 60.0)
+        except KeyboardInterrupt:
+            log(f"--down-after: kept the instances of {name}; hadar cluster down --config {config}")
+            return []
+    ids = aws.down(log=log)
+    log(
+        f"--down-after: terminated {len(ids)} instances of cluster {name}"
+        if ids
+        else f"--down-after: no live instances of cluster {name}"
+    )
+    return ids
 
 
 def run_status(args: argparse.Namespace) -> int:

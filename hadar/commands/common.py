@@ -10,6 +10,7 @@ from hadar import scenario
 from hadar.commands import argtypes
 from hadar.commands.options import add_restart_penalty_arg, add_round_arg, add_size_arg
 from hadar.core.cluster import Cluster
+from hadar.core.cluster_config import bundled_cluster_names
 from hadar.core.jobs import Job
 from hadar.core.validation import MAX_SECONDS
 from hadar.simulator.engine import DEFAULT_HORIZON_S, FORK_PROGRESS
@@ -23,13 +24,15 @@ def add_scenario_args(
     p.add_argument(
         "--cluster",
         default=default_cluster,
-        help="cluster YAML file or bundled name (default: %(default)s)",
+        help="cluster YAML file or bundled name: "
+        + ", ".join(bundled_cluster_names())
+        + " (default: %(default)s)",
     )
     p.add_argument(
         "--workload",
         default=default_workload,
-        help="philly-N, philly-N-arrivals, M-1..M-12, pollux-1..pollux-8, or a .csv/.yaml job "
-        "list (default: %(default)s)",
+        help="philly-N[-arrivals][-elastic], M-1..M-12, pollux-1..pollux-8, a .csv/.yaml job list "
+        "or a Gavel .trace (default: %(default)s)",
     )
     p.add_argument(
         "--load",
@@ -67,6 +70,14 @@ def add_scenario_args(
         default=DEFAULT_HORIZON_S,
         help="simulated time by which every job must have finished, in seconds or with a unit "
         "(90m, 36h, 30d); a workload that cannot finish by then is an error (default: %(default)s, 365 days)",
+    )
+    p.add_argument(
+        "--node-stream",
+        default=None,
+        metavar="FILE",
+        help="CSV time,node,event: nodes of the cluster join and leave the pool mid-run (a leave "
+        "preempts without warning; a node the stream never names is never up); see "
+        "docs/node-streams.md and hadar node-stream",
     )
 
 

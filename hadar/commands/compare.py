@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 from estimators.throughput import ThroughputModel
+from hadar.commands import argtypes, terminal
 from hadar.commands.common import (
     add_policy_opt_arg,
     add_scenario_args,
@@ -47,6 +48,8 @@ from hadar.simulator.metrics import comparison_rows
 from hadar.sweep import default_workers, run_cells
 
 DECISION_SIZES = (32, 64, 128, 256, 512, 1024, 2048)
+DECISION_REPEATS = 3
+"""Decisions timed per policy and queue length (Fig. 5 draws the median and the min-max range)."""
 SCENARIO_KEYS = (
     "cluster",
     "workload",
@@ -56,19 +59,28 @@ SCENARIO_KEYS = (
     "round_length",
     "restart_penalty",
     "horizon_s",
+    "node_stream",
     "fork_progress",
 )
 
 
-def _hours(v: float) -> str:
-    return f"{v / 3600:.2f} h"
+def _duration(v: float) -> str:
+    """A duration in the unit that shows it with three significant figures or so (hours down
+    to 0.1 h, then minutes, then seconds), so a ratio next to it reads true."""
+    if abs(v) >= 360:
+        return f"{v / 3600:.2f} h"
+    if abs(v) >= 60:
+        return f"{v / 60:.1f} min"
+    return f"{v:.1f} s"
 
 
 METRICS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
-    ("ttd_s", "TTD", _hours),
-    ("avg_jct_s", "avg JCT", _hours),
-    ("median_jct_s", "median JCT", _hours),
-    ("p99_jct_s", "p99 JCT", _hours),
+    ("ttd_s", "TTD", _duration),
+    ("avg_jct_s", "avg JCT", _duration),
+    ("median_jct_s", "median JCT", _duration),
+    ("p99_jct_s", "p99 JCT", _duration),
+    ("max_jct_s", "max JCT", _duration),
+    ("rho_max", "max rho", lambda v: f"{v:.2f}"),
     ("gru", "GRU", lambda v: f"{100 * v:.1f}%"),
     ("cru", "CRU", lambda v: f"{100 * v:.1f}%"),
     ("restarts_per_job", "restarts/job", lambda v: f"{v:.2f}"),
@@ -78,11 +90,10 @@ METRICS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
 """Table/CSV metrics: summary key, column title, formatter. Ratios are policy / reference."""
 
 FAIRNESS_METRICS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
-    ("avg_queueing_s", "avg queueing", _hours),
+    ("avg_queueing_s", "avg queueing", _duration),
     ("work_efficiency", "work efficiency", lambda v: f"{v:.2f}"),
     ("rho_mean", "mean rho", lambda v: f"{v:.2f}"),
     ("rho_median", "median rho", lambda v: f"{v:.2f}"),
-    ("rho_max", "max rho", lambda v: f"{v:.1f}"),
     ("rho_above_1", "rho > 1", lambda v: f"{100 * v:.0f}%"),
 )
 """The second table: queueing delay, work efficiency (1.0 = every job always on its fastest GPU
@@ -129,7 +140,28 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="LIST",
         help="queue lengths for the decision-time figure (default: %(default)s)",
     )
+    p.add_argument(
+        "--decision-repeats",
+        type=argtypes.count(1, 100, "decisions"),
+        default=DECISION_REPEATS,
+        metavar="N",
+        help="decisions timed per policy and queue length; the figure draws the median and "
+        "the min-max range (default: %(default)s)",
+    )
     p.set_defaults(func=run)
+
+
+@dataclass(frozen=True)
+class DecisionTime:
+    """Fig. 5's measurement of one policy at one queue length, over ``repeats`` decisions."""
+
+    policy: str
+    jobs: int
+    seconds: float
+    """The median."""
+    min_s: float
+    max_s: float
+    repeats: int
 
 
 @dataclass(frozen=True)
@@ -157,13 +189,13 @@ def run(args: argparse.Namespace) -> int:
         argparse.Namespace(**scenario)
     )  # bad input fails here, once
     out, replacing = output_dir(args.out, args.out_stem)
-    console = Console(width=max(170, Console().width))
+    console = terminal.console()
     announce(replacing, console)
     workers = default_workers(len(policies), args.workers)
     mode = "gavel-compatible" if args.gavel_compatible else "normal"
     note = estimates_note(throughput.estimated_cells(jobs, cluster))
     if note:
-        console.print(note, style="yellow", highlight=False)
+        console.print(note, style="yellow", highlight=False, soft_wrap=True)
     where = (
         f"Ray at {args.ray_address}"
         if args.ray_address
@@ -194,6 +226,7 @@ def run(args: argparse.Namespace) -> int:
             sizes,
             args.round_length,
             args.gavel_compatible,
+            repeat=args.decision_repeats,
             options=options,
         )
         if sizes
@@ -326,11 +359,11 @@ def measure_decision_times(
     sizes: Sequence[int],
     round_length: float = SIMULATED.round_s,
     gavel_compatible: bool = False,
-    repeat: int = 1,
+    repeat: int = DECISION_REPEATS,
     options: Mapping[str, Mapping[str, str]] | None = None,
-) -> list[tuple[str, int, float]]:
-    """``(policy, queued jobs, median seconds)``: one decision on the empty cluster per repeat,
-    each by a fresh policy instance (Gavel solves its LP, Hadar runs its DP)."""
+) -> list[DecisionTime]:
+    """One decision on the empty cluster per repeat, each by a fresh policy instance (Gavel
+    solves its LP, Hadar runs its DP): median, fastest and slowest of the repeats."""
     from hadar.simulator import gavel_mode
 
     if gavel_compatible:
@@ -357,7 +390,9 @@ def measure_decision_times(
                 policy.decide(ctx)
                 times.append(time.perf_counter() - t)
             times.sort()
-            rows.append((name, n, times[len(times) // 2]))
+            rows.append(
+                DecisionTime(name, n, times[len(times) // 2], times[0], times[-1], len(times))
+            )
     return rows
 
 
@@ -365,7 +400,7 @@ def measure_decision_times(
 def write_outputs(
     out: Path,
     rows: Sequence[dict[str, Any]],
-    decisions: Sequence[tuple[str, int, float]],
+    decisions: Sequence[DecisionTime],
     meta: dict[str, Any],
 ) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
@@ -379,10 +414,14 @@ def write_outputs(
         {
             **meta,
             "policies": list(rows),
-            "decision_times": [{"policy": p, "jobs": n, "seconds": s} for p, n, s in decisions],
+            "decision_times": [asdict(d) for d in decisions],
         },
     )
-    dec_path = write_csv(out / "decision_times.csv", decisions, ["policy", "jobs", "seconds"])
+    dec_path = write_csv(
+        out / "decision_times.csv",
+        [asdict(d) for d in decisions],
+        ["policy", "jobs", "seconds", "min_s", "max_s", "repeats"],
+    )
     md_path = write_text(
         out / "compare.md", markdown_tables(rows, str(meta["reference"]), str(meta["mode"]))
     )
@@ -393,20 +432,19 @@ def draw_figures(
     out: Path,
     cluster: Cluster,
     summaries: Sequence[dict[str, Any]],
-    decisions: Sequence[tuple[str, int, float]],
+    decisions: Sequence[DecisionTime],
     occupancy: str,
     scenario: str,
 ) -> list[Path]:
     """Fig. 3-5 and the occupancy chart of ``occupancy``; ``scenario`` (workload, cluster, seed)
     is in every title."""
     from hadar import plots
-    from hadar.plots.simulation import finish_times, placements
+    from hadar.plots.simulation import finish_times, job_classes, placements, round_times
 
     finish: dict[str, list[float]] = {}
     totals: dict[str, int] = {}
     for s in summaries:
         finish[s["policy"]], totals[s["policy"]] = finish_times(out / s["policy"])
-    rounds = next(s["rounds"] for s in summaries if s["policy"] == occupancy)
     return [
         plots.gru_bars(
             {s["policy"]: s["gru"] for s in summaries},
@@ -420,14 +458,16 @@ def draw_figures(
             title=f"Cumulative fraction of jobs completed: {scenario}",
         ),
         plots.decision_time_curve(
-            decisions,
+            [(d.policy, d.jobs, d.seconds, d.min_s, d.max_s) for d in decisions],
             out / "fig5_decision_time.png",
-            title=f"Decision time of one round vs queued jobs ({cluster.name})",
+            title=f"Decision time of one round vs queued jobs ({cluster.name}; "
+            f"median of {decisions[0].repeats if decisions else 0}, bars = min-max)",
         ),
         plots.occupancy_chart(
             [(n.name, dict(n.gpus)) for n in cluster.nodes],
             placements(out / occupancy),
-            rounds,
+            round_times(out / occupancy),
+            job_classes(out / occupancy),
             out / f"occupancy_{occupancy}.png",
             title=f"GPU occupancy: {occupancy}, {scenario}",
         ),
@@ -450,6 +490,7 @@ def print_table(
         METRICS,
         f"{workload} on {cluster} ({mode} mode); (x) = policy / {reference}",
         extra,
+        reference,
     )
     _metric_table(
         console,
@@ -457,6 +498,7 @@ def print_table(
         FAIRNESS_METRICS,
         "queueing delay, work efficiency and finish-time fairness (rho)",
         None,
+        reference,
     )
 
 
@@ -466,15 +508,31 @@ def _metric_table(
     metrics: Sequence[tuple[str, str, Callable[[float], str]]],
     title: str,
     extra: tuple[str, str] | None,
+    reference: str,
 ) -> None:
+    """One metric per row, one policy per column (so four or five policies fit 80 columns);
+    a ratio is that of the unrounded values."""
     table = Table(title=title)
-    table.add_column("policy")
-    for _, name, _ in metrics:
-        table.add_column(name, justify="right")
-    if extra:
-        table.add_column(extra[0], justify="right")
+    table.add_column("metric")
     for r in rows:
-        table.add_row(*_cells(r, metrics, extra))
+        done = "" if r["completed"] == r["jobs"] else f" ({r['completed']}/{r['jobs']} done)"
+        table.add_column(f"{r['policy']}{done}", justify="right", overflow="fold")
+    for key, name, fmt in metrics:
+        cells = []
+        for r in rows:
+            v, ratio = r.get(key), r.get(f"{key}_ratio")
+            shown = "-" if v is None else fmt(v)
+            if (
+                v is not None
+                and ratio is not None
+                and math.isfinite(ratio)
+                and r["policy"] != reference
+            ):
+                shown += f" ({ratio:.2f}x)"
+            cells.append(shown)
+        table.add_row(name, *cells)
+    if extra:
+        table.add_row(extra[0], *(f"{100 * r[extra[1]]:.1f}%" for r in rows))
     console.print(table)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 
 from hadar.commands import argtypes
+from hadar.core.errors import InputError
+from hadar.core.physical_workloads import PHYSICAL_WORKLOADS
 from hadar.scenario import load_table
 from hadar.workloads import load_workload
 from hadar.workloads.gavel_trace import check_in_table, gavel_steps, write_trace
@@ -14,15 +16,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "export-gavel",
         help="write a workload as a Gavel trace (10 tab-separated columns)",
-        description="Write a workload (philly-N, M-x, a .csv/.yaml job list or a Gavel .trace) as a trace for "
-        "Gavel's own simulator. Every (job type, GPU count) must be in the throughputs table, since "
-        "Gavel cannot replay a job without one.",
+        description="Write a workload (philly-N, a .csv/.yaml job list or a Gavel .trace) as a "
+        "trace for Gavel's own simulator. Every (job type, GPU count) must be in the throughputs "
+        "table, since Gavel cannot replay a job without one: the physical mixes M-1..M-12 use "
+        "job types Gavel never measured (MM, LT, IC, ...), so they export only with a "
+        "--throughputs table that has them; nothing is mapped to a stand-in model.",
     )
     p.add_argument(
-        "--workload", default="philly-480", help="workload to export (default: %(default)s)"
+        "--workload",
+        default="philly-480",
+        help="philly-N, philly-N-arrivals, a .csv/.yaml job list or a .trace (default: %(default)s)",
     )
     p.add_argument(
-        "--out", required=True, metavar="FILE", type=argtypes.out_file, help="trace file to write"
+        "--out",
+        required=True,
+        metavar="FILE",
+        type=argtypes.out_file,
+        help="trace file to write (a missing folder is created, and the command says so)",
     )
     p.add_argument(
         "--seed",
@@ -41,10 +51,23 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     table = load_table(args.throughputs)
     jobs = load_workload(args.workload, table, seed=args.seed)
+    unmeasured = {w.job_type: w for w in PHYSICAL_WORKLOADS.values() if w.gavel_job_type is None}
+    lacking = sorted({j.job_type for j in jobs if j.job_type in unmeasured} - set(table.job_types))
+    if lacking:
+        what = "; ".join(f"{t}: {unmeasured[t].description}" for t in lacking)
+        raise InputError(
+            f"{args.workload}: job type {', '.join(repr(t) for t in lacking)} ({what}) is a "
+            f"physical workload Gavel never measured, so {table.source} has no throughputs for "
+            "it and Gavel cannot replay it; give --throughputs with its measurements, or export "
+            "philly-N or a job list"
+        )
     for job in jobs:
         check_in_table(job, table, f"{args.workload}: job {job.job_id}")
+    created = argtypes.missing_folder(args.out)
     path = write_trace(jobs, args.out)
     rounded = sum(1 for j in jobs if gavel_steps(j.total_steps) != j.total_steps)
     note = f" ({rounded} jobs' total steps rounded to integers)" if rounded else ""
     print(f"wrote {len(jobs)} jobs to {path}{note}")
+    if created is not None:
+        print(f"note: created the folder {created}")
     return 0

@@ -1,8 +1,10 @@
 """``hadar nodes check --cluster FILE``: each node's reachability, Python/torch versions and GPUs,
 and whether the GPUs it shows match the ones the cluster file declares.
 
-Exit status 0 when every node is reachable and matches, 3 when a node is unreachable, 2 when a
-node's GPUs do not match (one line per node) or the cluster file is bad."""
+Exit status 0 when every node is ready (reachable, torch installed, GPUs as declared), 3 when a
+node is unreachable, 2 when a reachable node cannot train (torch missing, or its GPUs do not
+match: one line per node) or the cluster file is bad. An ``aws`` cluster file and the SSH file
+``hadar cluster up`` wrote are both accepted."""
 
 from __future__ import annotations
 
@@ -32,11 +34,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="reachability, Python/torch versions and GPUs of every node",
         description="Contact every node of the cluster (concurrently) and report whether it is "
         "reachable, its Python and torch versions, the GPUs it sees and whether they match the "
-        "declared ones (type, count, memory). Exit 0 if all nodes are reachable and match, 3 if "
-        "a node is unreachable, 2 if a node's GPUs do not match.",
+        "declared ones (type, count, memory). Exit 0 if every node is ready, 3 if a node is "
+        "unreachable, 2 if a reachable node cannot train (torch is not installed, or its GPUs "
+        "do not match). For an aws cluster, either the aws file or the SSH file `hadar cluster "
+        "up` wrote.",
     )
     c.add_argument(
-        "--cluster", required=True, metavar="FILE", help="cluster YAML file or bundled name"
+        "--cluster",
+        required=True,
+        metavar="FILE",
+        help="cluster YAML file or bundled name (local, ssh or aws; for aws also the SSH file "
+        "hadar cluster up wrote)",
     )
     c.add_argument(
         "--trust-new-hosts",
@@ -81,6 +89,7 @@ def run_check(args: argparse.Namespace) -> int:
         reports,
         shared_machine=kind.shares_machine,
     )
+    missing_torch = {h.node: no_torch_line(h) for h in results if h.reachable and not h.torch}
     if args.json:
         for node, h in zip(cluster.nodes, results, strict=True):
             print(
@@ -91,35 +100,56 @@ def run_check(args: argparse.Namespace) -> int:
                         reports.get(node.name),
                         numbered.get(node.name),
                         problems.get(node.name),
+                        missing_torch.get(node.name),
                     )
                 )
             )
     else:
-        render(cluster, results, numbered, problems)
-        for line in problems.values():
-            print(line)
+        render(cluster, results, numbered, problems, missing_torch)
     if not all(h.reachable for h in results):
         return UnreachableNodeError.exit_code
-    return InputError.exit_code if problems else 0
+    return InputError.exit_code if problems or missing_torch else 0
+
+
+def no_torch_line(h: NodeHealth) -> str:
+    """Why a reachable node without torch cannot train, and what to do."""
+    if h.python is None:
+        return f"node {h.node}: the health probe did not report: {h.error or 'no output'}"
+    return (
+        f"node {h.node}: torch is not installed for Python {h.python} there, so it cannot train; "
+        "install the node's environment (docs/install.md), e.g. pip install "
+        "'hadar-scheduler[train]' from a wheel or clone"
+    )
 
 
 def _row(
-    node: Node, h: NodeHealth, report: GpuReport | None, gpus: NodeGpus | None, problem: str | None
+    node: Node,
+    h: NodeHealth,
+    report: GpuReport | None,
+    gpus: NodeGpus | None,
+    problem: str | None,
+    torch_problem: str | None,
 ) -> dict:
     """One node of ``--json``: the health fields, the declared and seen GPUs and the verdict."""
     return {
+        "ready": h.reachable and problem is None and torch_problem is None,
         **h.as_dict(),
         "declared": dict(node.gpus),
         "emulate": node.emulate,
         "gpus_seen": [vars(g) for g in report.gpus] if report else [],
         "gpu_ids": gpus.as_dict() if gpus else None,
         "gpu_mismatch": problem,
+        "torch_missing": torch_problem,
     }
 
 
-def _verdict(node: Node, gpus: NodeGpus | None, problem: str | None) -> str:
+def _verdict(node: Node, h: NodeHealth, gpus: NodeGpus | None, problem: str | None) -> str:
+    if not h.reachable:
+        return "[red]UNREACHABLE[/]"
     if problem:
-        return "[red]MISMATCH[/]"
+        return "[red]GPU MISMATCH[/]"
+    if not h.torch:
+        return "[red]NO TORCH[/]"
     if gpus is None:
         return "-"
     devices = ",".join(str(gpus.device(i)) for ids in gpus.ids.values() for i in ids)
@@ -135,45 +165,63 @@ def render(
     results: list[NodeHealth],
     numbered: dict[str, NodeGpus],
     problems: dict[str, str],
+    missing_torch: dict[str, str],
 ) -> None:
-    """Print the health table and a one-line summary."""
-    import sys
-
-    from rich.console import Console
+    """Print the health table (narrow enough for 80 columns: the errors go below it, one line
+    per node) and a one-line summary naming what is wrong with each node that is not ready."""
     from rich.table import Table
 
-    console = Console(width=None if sys.stdout.isatty() else 200)
+    from hadar.commands.terminal import console
+
+    out = console()
     table = Table(title=f"{cluster.name} ({cluster.provider}, {len(cluster.nodes)} nodes)")
-    for col in (
-        "node",
-        "address",
-        "declared GPUs",
-        "reachable",
-        "python",
-        "torch",
-        "GPUs seen",
-        "GPU check",
-        "error",
-    ):
+    for col in ("node", "address", "declared", "python", "torch", "GPUs seen", "verdict"):
         table.add_column(col, overflow="fold")
     for node, h in zip(cluster.nodes, results, strict=True):
         table.add_row(
             node.name,
             h.address or "-",
             _gpus(node),
-            "[green]yes[/]" if h.reachable else "[red]NO[/]",
             h.python or "-",
-            h.torch or "-",
+            h.torch or ("[red]missing[/]" if h.reachable else "-"),
             ", ".join(h.gpus) if h.gpus else ("none (CPU)" if h.python else "-"),
-            _verdict(node, numbered.get(node.name), problems.get(node.name))
-            if h.reachable
-            else "-",
-            h.error or "",
+            _verdict(node, h, numbered.get(node.name), problems.get(node.name)),
         )
-    console.print(table)
-    down = [h.node for h in results if not h.reachable]
-    ok = len(results) - len(down)
-    line = f"{ok}/{len(results)} nodes reachable"
-    line += f"; unreachable: {', '.join(down)}" if down else ""
-    line += f"; GPUs do not match on {', '.join(problems)}:" if problems else ""
-    console.print(line, highlight=False)
+    out.print(table)
+    for h in results:  # full reasons, one line each, wrapped at word boundaries
+        line = problems.get(h.node) or missing_torch.get(h.node) or h.error
+        if line:
+            named = line if line.startswith(f"node {h.node}") else f"node {h.node}: {line}"
+            out.print(named, markup=False, highlight=False)
+    out.print(summary_line(results, problems, missing_torch), markup=False, highlight=False)
+
+
+def summary_line(
+    results: list[NodeHealth], problems: dict[str, str], missing_torch: dict[str, str]
+) -> str:
+    """``2/3 nodes reachable, 1 ready; unreachable: t4 (connection refused); no torch: k80; GPUs do not
+    match: v100`` -- every node that is not ready, with the short reason."""
+    down = [h for h in results if not h.reachable]
+    ready = [
+        h for h in results if h.reachable and h.node not in problems and h.node not in missing_torch
+    ]
+    line = f"{len(results) - len(down)}/{len(results)} nodes reachable, {len(ready)} ready"
+    if down:
+        line += "; unreachable: " + ", ".join(f"{h.node} ({short_reason(h.error)})" for h in down)
+    silent = [n for n in missing_torch if next(h for h in results if h.node == n).python is None]
+    no_torch = [n for n in missing_torch if n not in silent]
+    if no_torch:
+        line += "; no torch: " + ", ".join(no_torch)
+    if silent:
+        line += "; health probe failed: " + ", ".join(silent)
+    if problems:
+        line += "; GPUs do not match: " + ", ".join(problems)
+    return line
+
+
+def short_reason(error: str | None) -> str:
+    """The last clause of a provider's error (``node t4 (host:22): unreachable after 3
+    attempts: connection refused`` -> ``connection refused``)."""
+    if not error:
+        return "no reason given"
+    return error.rsplit(": ", 1)[-1].strip() or error

@@ -9,7 +9,6 @@ the reason, so that ``--help`` of each command says which one applies.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -62,10 +61,11 @@ class _DeprecatedAlias(argparse.Action):
         values: Any,
         option_string: str | None = None,
     ) -> None:
-        print(
-            f"hadar: warning: {option_string} is deprecated, use {self.replacement}",
-            file=sys.stderr,
-        )
+        # said by hadar.cli: a warning line after the command, or inside its one error line
+        namespace.deprecated = [
+            *getattr(namespace, "deprecated", []),
+            f"{option_string} is deprecated, use {self.replacement}",
+        ]
         setattr(namespace, self.dest, values)
 
 

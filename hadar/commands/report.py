@@ -16,14 +16,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Rebuild rounds.csv, jobs.csv, summary.json and the PNG charts of a run "
         "directory from its journal, tracker and events.",
     )
-    p.add_argument("rundir")
+    p.add_argument(
+        "rundir", metavar="RUNDIR", help="a run directory written by hadar run (holds run.json)"
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     require("torch", "hadar report (reads the run's tracker)")
+    from hadar.runtime.config import load_config
     from hadar.runtime.outputs import write_report  # brings torch (through the tracker)
 
     rundir = Path(args.rundir)
+    load_config(rundir, "give the --out directory of a hadar run")
     print_run_summary(write_report(rundir), rundir)
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import secrets
+import signal
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +20,7 @@ from hadar.commands.options import (
     add_round_arg,
     add_size_arg,
 )
+from hadar.commands.resume_options import check_resume_options, track_given
 from hadar.core.defaults import REAL_RUN, SIMULATED
 from hadar.core.errors import HadarError, InputError
 from hadar.core.extras import plots_missing_note, require
@@ -77,6 +79,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--resume", metavar="RUNDIR", help="continue the run in RUNDIR after a crash or Ctrl-C"
     )
     p.add_argument(
+        "--detach",
+        action="store_true",
+        help="run in the background (output in RUNDIR/run.log) and return; then hadar status, "
+        "hadar logs RUNDIR -f, hadar stop RUNDIR",
+    )
+    p.add_argument(
         "--no-eval", action="store_true", help="do not score finished models on held-out data"
     )
     p.add_argument(
@@ -126,16 +134,33 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="give up a job (or stop the run) after N rounds in a row without progress (default: %(default)s)",
     )
     p.add_argument(
+        "--down-after",
+        nargs="?",
+        const=0,
+        default=None,
+        type=argtypes.count(0, 24 * 60, "minutes"),
+        metavar="MINUTES",
+        help="aws clusters: terminate the cluster's instances once the run ends (completed, "
+        "stalled or failed; not after a clean stop, which you resume), or MINUTES after it "
+        "ends if given (the idle cluster waits that long; Ctrl-C keeps it)",
+    )
+    p.add_argument(
         "--keep-node-dirs",
         action="store_true",
         help="keep the nodes' work directories after the run completes (deleted by default)",
     )
     p.set_defaults(func=run)
+    track_given(p)
 
 
 def run(args: argparse.Namespace) -> int:
     # imported here: they bring torch, which `hadar --help` and the other commands do not need
     require("torch", "hadar run (real training)")
+    if args.detach:
+        from hadar.commands.background import detach
+
+        rundir = Path(args.resume or args.out or default_rundir(args.policy))
+        return detach(args.argv, rundir, resume=bool(args.resume))
     from hadar.runtime.coordinator import Coordinator, StopRequested
     from hadar.runtime.faults import RunStalledError
     from hadar.runtime.live import LiveView
@@ -145,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
     if args.resume:
         rundir = Path(args.resume)
         cfg = load_config(rundir)
+        check_resume_options(args, cfg, rundir)
         _check_options_unchanged(args, cfg)
         if cfg.identity is not None:  # before anything opens the run's state
             check_same_run(
@@ -157,23 +183,22 @@ def run(args: argparse.Namespace) -> int:
             )
         if args.keep_node_dirs:
             cfg = cfg.model_copy(update={"keep_node_dirs": True})
+        if "stall_rounds" in getattr(args, "given", ()):  # this session's patience
+            _at_least_one("--stall-rounds", args.stall_rounds)
+            cfg = cfg.model_copy(update={"stall_rounds": args.stall_rounds})
         console.print(f"resuming {rundir} ({cfg.policy} on {cfg.cluster}, workload {cfg.workload})")
     else:
-        for flag, value in (
-            ("--keep-checkpoints", args.keep_checkpoints),
-            ("--stall-rounds", args.stall_rounds),
-        ):
-            if value < 1:
-                raise InputError(f"{flag}: must be at least 1 (got {value})")
-        rundir = Path(args.out or f"runs/{args.policy}-{time.strftime('%Y%m%d-%H%M%S')}")
+        _at_least_one("--keep-checkpoints", args.keep_checkpoints)
+        _at_least_one("--stall-rounds", args.stall_rounds)
+        rundir = Path(args.out or default_rundir(args.policy))
         if (rundir / "run.json").exists():
             raise InputError(
                 f"--out: {rundir} already holds a run (use --resume {rundir} or another --out)"
             )
         cfg = RunConfig(
             run_id=f"{rundir.name}-{secrets.token_hex(3)}"[-60:].lstrip(".-_") or "run",
-            cluster=args.cluster,
-            workload=args.workload,
+            cluster=_absolute(args.cluster),
+            workload=_absolute(args.workload),
             size=args.size,
             policy=args.policy,
             policy_options=parse_pairs(args.policy_opt),
@@ -192,6 +217,8 @@ def run(args: argparse.Namespace) -> int:
                 args.aggregation_overhead, REAL_RUN.aggregation_overhead_s
             ),
         )
+    if args.down_after is not None:
+        check_down_after(cfg.cluster)
     view: LiveView | None = None
     coordinator = Coordinator(rundir, cfg, provider_options=_provider_options(args))
     if not args.resume:
@@ -205,7 +232,7 @@ def run(args: argparse.Namespace) -> int:
         save_config(cfg.model_copy(update={"identity": identity}), rundir)
     note = estimates_note(coordinator.estimated_cells)
     if note:
-        console.print(note, style="yellow", highlight=False)
+        console.print(note, style="yellow", highlight=False, soft_wrap=True)
     try:
         if not args.no_live:
             view = LiveView(coordinator.by_id, console)
@@ -214,23 +241,76 @@ def run(args: argparse.Namespace) -> int:
     except StopRequested:
         _close(view)
         write_report(rundir)
-        console.print(f"stopped cleanly; state saved. Continue with: hadar run --resume {rundir}")
-        return 130
-    except KeyboardInterrupt:
+        console.print(
+            f"stopped cleanly{_by(coordinator.stop_signal)}; state saved. "
+            f"Continue with: hadar run --resume {rundir}"
+        )
+        return 128 + coordinator.stop_signal
+    except (
+        KeyboardInterrupt
+    ) as exc:  # a second signal, or SIGTERM/SIGHUP (hadar.cli) before the run
         _close(view)
-        console.print(f"abandoned the current round; continue with: hadar run --resume {rundir}")
-        return 130
+        signum = int(getattr(exc, "signum", coordinator.stop_signal))
+        console.print(
+            f"abandoned the current round{_by(signum)}; continue with: hadar run --resume {rundir}"
+        )
+        return 128 + signum
     except RunStalledError:
         _close(view)
         write_report(rundir)  # what did finish is reported; the error line says what did not
+        _down_after(args, cfg, console)
         raise
     except HadarError:
         _close(view)
+        _down_after(args, cfg, console)
         raise
     _close(view)
     summary = write_report(rundir)
     print_run_summary(summary, rundir, console)
+    _down_after(args, cfg, console)
     return 0
+
+
+def _absolute(value: str) -> str:
+    """A file named relative to here, made absolute so that ``--resume`` works from any
+    directory (run.json also records its digest); a bundled name (a cluster or a built-in
+    workload) as it is."""
+    path = Path(value)
+    return str(path.absolute()) if path.is_file() else value
+
+
+def _at_least_one(flag: str, value: int) -> None:
+    if value < 1:
+        raise InputError(f"{flag}: must be at least 1 (got {value})")
+
+
+def _by(signum: int) -> str:
+    """`` (SIGTERM)`` for a stop by a signal other than Ctrl-C's SIGINT."""
+    return "" if signum == signal.SIGINT else f" ({signal.Signals(signum).name})"
+
+
+def check_down_after(cluster_file: str) -> None:
+    """``--down-after`` terminates EC2 instances: only for a ``provider: aws`` cluster file."""
+    from hadar.clusters import load_cluster
+
+    provider = load_cluster(cluster_file).provider
+    if provider != "aws":
+        raise InputError(
+            f"--down-after: {cluster_file} is a provider: {provider} cluster; --down-after "
+            "terminates the instances of a provider: aws cluster (pass the aws file to hadar run)"
+        )
+
+
+def _down_after(args: argparse.Namespace, cfg: RunConfig, console: Console) -> None:
+    if args.down_after is not None:
+        from hadar.commands.cluster import teardown
+
+        teardown(cfg.cluster, args.down_after, console.print)
+
+
+def default_rundir(policy: str) -> str:
+    """``runs/<policy>-<YYYYmmdd-HHMMSS>``: where a run without ``--out`` goes."""
+    return f"runs/{policy}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def _given(value: float | None, default: float) -> float:
@@ -283,6 +363,19 @@ def _LineView(jobs, console):  # noqa: N802 - a constructor
     return LiveView(jobs, Console(file=console.file, force_terminal=False))
 
 
+METRIC_HINTS = {
+    "accuracy": "held-out share right; 1 is perfect",
+    "token_accuracy": "held-out target tokens right, teacher-forced; 1 is perfect, "
+    "chance is about 1/vocabulary; the tiny/small demo models reach well under 1",
+    "perplexity": "lower is better; 1 is perfect",
+    "rmse": "lower is better, in the target's units",
+    "mse": "lower is better",
+}
+"""What a good value of each held-out metric looks like (printed next to it)."""
+
+JCT_TAIL_KEYS = ("median_jct_s", "p99_jct_s", "max_jct_s")
+
+
 def print_run_summary(summary: dict, rundir: Path, console: Console | None = None) -> None:
     console = console or Console()
     t = Table(
@@ -292,8 +385,15 @@ def print_run_summary(summary: dict, rundir: Path, console: Console | None = Non
     t.add_column("metric")
     t.add_column("value", justify="right")
     fmt = lambda v, unit="s": "-" if v is None else f"{v:,.1f} {unit}"  # noqa: E731
-    t.add_row("total time duration (TTD)", fmt(summary["ttd_s"]))
+    t.add_row("total time duration (TTD, wall clock)", fmt(summary["ttd_s"]))
+    active = summary.get("active_s")
+    if active is not None and summary["ttd_s"] is not None:
+        t.add_row(
+            "time in rounds (active_s; excludes stops)",
+            f"{fmt(active)} ({fmt(summary['ttd_s'] - active)} outside rounds)",
+        )
     t.add_row("average JCT", fmt(summary["avg_jct_s"]))
+    t.add_row("median / p99 / max JCT", " / ".join(fmt(summary[k]) for k in JCT_TAIL_KEYS))
     t.add_row("average queueing delay", fmt(summary["avg_queueing_s"]))
     t.add_row("GPU resource utilisation (GRU)", f"{summary['gru']:.3f}")
     t.add_row("cluster (node) resource utilisation (CRU)", f"{summary['cru']:.3f}")
@@ -304,7 +404,10 @@ def print_run_summary(summary: dict, rundir: Path, console: Console | None = Non
     t.add_row("non-training time per round (adds worker start-up)", fmt(summary["avg_overhead_s"]))
     for jid, q in summary["quality"].items():
         if q["metric"]:
-            t.add_row(f"job {jid} {q['metric']}", f"{q['value']:.4f}")
+            hint = METRIC_HINTS.get(q["metric"], "")
+            t.add_row(
+                f"job {jid} {q['metric']}" + (f" ({hint})" if hint else ""), f"{q['value']:.4f}"
+            )
     console.print(t)
     no_plots = plots_missing_note("charts")
     if no_plots:

@@ -23,14 +23,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         "simulate",
         help="run the trace-driven simulator",
         description="Replay a workload on a cluster under one policy; print a summary and write "
-        "summary.json, jobs.csv, rounds.csv, placements.csv and three PNGs (completion CDF, "
-        "GPU occupancy by job, GPU use over time) into --out.",
+        "summary.json, jobs.csv, rounds.csv and placements.csv into --out; with --figures also "
+        "three PNGs (completion CDF, GPU occupancy by job class, GPU use over time).",
     )
     add_scenario_args(p)
     add_policy_arg(p, "hadar")
     add_policy_opt_arg(p)
     add_out_arg(p, "simulate")
     p.add_argument("--no-progress", action="store_true", help="do not show the progress bar")
+    p.add_argument(
+        "--figures",
+        action="store_true",
+        help="also draw completion.png, occupancy.png and utilisation.png (needs the plots "
+        "extra; off by default: drawing costs more than a small simulation)",
+    )
     p.add_argument(
         "--gavel-compatible",
         action="store_true",
@@ -56,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
         gavel_compatible=args.gavel_compatible,
         progress=not args.no_progress,
         horizon_s=args.horizon_s,
+        node_stream=args.node_stream,
         fork_progress=args.fork_progress,
     )
     note = estimates_note(sim.records.estimated_cells)
@@ -64,10 +71,10 @@ def run(args: argparse.Namespace) -> int:
     out, replacing = output_dir(args.out, args.out_stem)
     announce(replacing, Console(stderr=True))
     print_summary(sim.summary, sim.save(out))
-    no_plots = plots_missing_note("figures")
+    no_plots = plots_missing_note("figures") if args.figures else None
     if no_plots:
         Console().print(no_plots, style="yellow", markup=False, highlight=False, soft_wrap=True)
-    else:
+    elif args.figures:
         from hadar.clusters import load_cluster
         from hadar.plots.simulation import draw_run, scenario_text
 
@@ -91,6 +98,8 @@ def print_summary(summary: dict, out: Path | None = None) -> None:
         ("average JCT", _hours(summary["avg_jct_s"])),
         ("median JCT", _hours(summary["median_jct_s"])),
         ("p99 JCT", _hours(summary["p99_jct_s"])),
+        ("max JCT", _hours(summary["max_jct_s"])),
+        ("max finish-time fairness rho", _ratio(summary.get("rho_max"))),
         ("average queueing delay", _hours(summary["avg_queueing_s"])),
         ("GPU resource utilisation (GRU)", f"{summary['gru']:.3f}"),
         ("cluster (node) resource utilisation (CRU)", f"{summary['cru']:.3f}"),
@@ -107,6 +116,10 @@ def print_summary(summary: dict, out: Path | None = None) -> None:
     console.print(table)
     if out is not None:
         console.print(f"results written to {out}/")
+
+
+def _ratio(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
 
 
 def _hours(seconds: float | None) -> str:

@@ -63,11 +63,32 @@ class Cluster:
 
     @cached_property
     def gpu_types(self) -> tuple[str, ...]:
-        """GPU types present, in catalogue order (stable across runs)."""
-        present = {k for n in self.nodes for k, c in n.gpus.items() if c > 0}
-        order = list(catalogue())
-        return tuple(
-            sorted(present, key=lambda k: (order.index(k) if k in order else len(order), k))
+        """GPU types present, ordered by their figures, never by name (:func:`gpu_type_order`)."""
+        counts: dict[str, int] = {}
+        for n in self.nodes:
+            for k, c in n.gpus.items():
+                if c > 0:
+                    counts[k] = counts.get(k, 0) + c
+        return gpu_type_order(counts)
+
+    @cached_property
+    def canonical(self) -> Cluster:
+        """The same cluster with its nodes in an order given by their figures, not their names
+        or declaration order (:func:`node_order_key`); what policies see (``hadar/loop.py``),
+        so no decision depends on labels. Nodes equal in every figure keep their relative
+        declaration order: they are interchangeable, so which of them a job gets changes
+        nothing but the name."""
+        types = self.gpu_types
+        order = sorted(range(len(self.nodes)), key=lambda i: node_order_key(self.nodes[i], types))
+        if order == list(range(len(self.nodes))):
+            return self
+        return Cluster(
+            name=self.name,
+            nodes=tuple(self.nodes[i] for i in order),
+            provider=self.provider,
+            settings=self.settings,
+            source=self.source,
+            network=self.network,
         )
 
     @cached_property
@@ -130,3 +151,31 @@ class Cluster:
         for h, k in zip(*np.nonzero(y), strict=True):
             out.setdefault(self.node_names[h], {})[self.gpu_types[k]] = int(y[h, k])
         return out
+
+
+def gpu_type_order(counts: Mapping[str, int]) -> tuple[str, ...]:
+    """GPU types (with their GPU counts in a cluster) ordered by numbers, never by labels:
+    datasheet figures ascending (FP32 TFLOPS, tensor TFLOPS, memory, PCIe generation), then the
+    count. Policies break exact ties by a type's position, so this makes such ties go to the
+    same physical GPU whatever it is called or wherever it is declared. Only types equal in all
+    of these figures fall back to their id (documented in docs/hadar.md)."""
+    specs = catalogue()
+
+    def key(k: str) -> tuple[float, float, float, int, int, str]:
+        s = specs.get(k)
+        figures = (
+            (s.fp32_tflops, s.tensor_tflops, s.memory_gb, s.pcie_gen)
+            if s is not None
+            else (0.0, 0.0, 0.0, 0)
+        )
+        return (*figures, counts[k], k)
+
+    return tuple(sorted(counts, key=key))
+
+
+def node_order_key(node: Node, types: tuple[str, ...]) -> tuple[object, ...]:
+    """Sort key of a node in :attr:`Cluster.canonical`: more GPUs of the highest-ranked type
+    (:func:`gpu_type_order`) first, then of the next type, ..., then the newer PCIe generation
+    and the larger speed factor; real GPUs before emulated ones."""
+    counts = tuple(-node.gpus.get(k, 0) for k in reversed(types))
+    return (*counts, -node.pcie_gen, -node.speed_factor, node.emulate)

@@ -51,6 +51,7 @@ from hadar.core.cluster import Cluster, Node
 from hadar.core.errors import InputError
 from hadar.core.gpu_catalogue import canonical_gpu
 from hadar.core.safe_paths import check_safe_name
+from hadar.core.suggest import did_you_mean
 from hadar.core.topology import NetworkSpec, build_topology
 from hadar.core.user_gpus import resolve_gpu_types
 from hadar.core.validation import (
@@ -84,6 +85,16 @@ class _NodeSpec(BaseModel):
     def _count_positive(cls, v: int) -> int:
         if not 1 <= v <= MAX_NODES:
             raise ValueError(f"must be a positive integer of at most {MAX_NODES:,} nodes (got {v})")
+        return v
+
+    @field_validator("gpus", "count", mode="before")
+    @classmethod
+    def _no_booleans(cls, v: Any) -> Any:
+        """``true`` is not a count (pydantic would read it as 1)."""
+        for name, count in v.items() if isinstance(v, dict) else [(None, v)]:
+            if isinstance(count, bool):
+                what = f"{name}: GPU count" if name is not None else "count"
+                raise ValueError(f"{what} must be a positive integer (got {count!r})")
         return v
 
     @field_validator("gpus")
@@ -285,6 +296,8 @@ def load_cluster(
     """Load a cluster YAML file; bundled names like ``sim-60gpu`` resolve to ``cluster_configs/``.
     ``transport_keys`` and ``schema`` as for :func:`cluster_from_dict`."""
     p = resolve_cluster_path(path)
+    if not p.exists():
+        raise InputError(missing_cluster_message(str(path)))
     return cluster_from_dict(
         load_yaml(p, "cluster"),
         source=str(path),
@@ -297,6 +310,22 @@ def load_cluster(
 def bundled_configs_dir() -> Path:
     """The ``cluster_configs/`` folder of this checkout or installation."""
     return Path(__file__).resolve().parents[2] / "cluster_configs"
+
+
+def bundled_cluster_names() -> list[str]:
+    """The bundled cluster names ``--cluster`` accepts without a path (``sim-60gpu``, ...)."""
+    return sorted(p.stem for p in bundled_configs_dir().glob("*.yaml"))
+
+
+def missing_cluster_message(path: str) -> str:
+    """One line for a ``--cluster`` that is neither a file nor a bundled name: it lists the
+    bundled names and suggests the closest one."""
+    names = bundled_cluster_names()
+    hint = did_you_mean(Path(path).stem, names)
+    return (
+        f"{path}: cluster file not found{hint} "
+        f"(bundled clusters: {', '.join(names)}; or give a cluster YAML path)"
+    )
 
 
 def resolve_cluster_path(path: str | Path) -> Path:

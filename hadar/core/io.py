@@ -4,27 +4,39 @@ JSON ends with a newline.
 
 ``durable=True`` also fsyncs the file and its folder, so the new content survives a power cut
 (state a run resumes from); plain outputs skip the two fsyncs.
+
+No writer writes into anything but a regular file: an existing path that is a device, a FIFO, a
+socket or a folder is refused with one line (:func:`check_writable`), a file opened for appending
+is opened without following a symbolic link (:func:`open_append`), and a replaced file replaces a
+link itself, never its target.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import secrets
+import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal, overload
+
+from hadar.core.errors import InputError
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
     "atomic_file",
+    "check_writable",
     "csv_text",
     "fsync_dir",
+    "open_append",
     "write_bytes",
     "write_csv",
+    "write_figure",
     "write_frame",
     "write_json",
     "write_text",
@@ -38,6 +50,64 @@ def fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _kind(mode: int) -> str | None:
+    """What a non-regular file is (None for a regular file or a link)."""
+    return next((name for test, name in _KINDS if test(mode)), None)
+
+
+def _not_regular(path: str | Path, kind: str) -> InputError:
+    return InputError(f"{path}: is {kind}, not a regular file; hadar writes only regular files")
+
+
+def check_writable(path: str | Path) -> None:
+    """One-line :class:`InputError` if ``path`` exists and is not a regular file (a device, a
+    FIFO, a socket, a folder), itself or where the link it is points: replacing or writing it
+    would destroy a device node or block on a pipe."""
+    for follow in (False, True):
+        try:
+            mode = os.stat(path, follow_symlinks=follow).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        except OSError as exc:
+            raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        kind = _kind(mode)
+        if kind is not None:
+            raise _not_regular(path, kind)
+        if not stat.S_ISLNK(mode):
+            return
+
+
+def open_append(path: str | Path) -> IO[str]:
+    """Open ``path`` (UTF-8 text) to append to, created if missing, without following a
+    symbolic link: a link or any other non-regular file there is a one-line :class:`InputError`."""
+    try:
+        # O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of blocking
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise _not_regular(path, "a FIFO") from None
+        if exc.errno == errno.ELOOP:
+            raise InputError(
+                f"{path}: is a symbolic link; hadar does not append through links (remove it)"
+            ) from None
+        raise
+    kind = _kind(os.fstat(fd).st_mode)
+    if kind is not None:
+        os.close(fd)
+        raise _not_regular(path, kind)
+    return os.fdopen(fd, "a", encoding="utf-8")
 
 
 @overload
@@ -59,6 +129,7 @@ def atomic_file(
 
 @contextlib.contextmanager
 def _atomic_file(path: Path, mode: str, durable: bool) -> Iterator[IO[Any]]:
+    check_writable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
     try:
@@ -81,6 +152,15 @@ def write_bytes(path: str | Path, data: bytes, *, durable: bool = False) -> Path
     with atomic_file(path, "wb", durable=durable) as f:
         f.write(data)
     return Path(path)
+
+
+def write_figure(path: str | Path, figure: Any, **savefig: Any) -> Path:
+    """Save a matplotlib ``figure`` to ``path`` atomically (format from the suffix; keyword
+    arguments go to ``savefig``): a link there is replaced, never written through."""
+    p = Path(path)
+    with atomic_file(p, "wb") as f:
+        figure.savefig(f, format=p.suffix.lstrip(".") or "png", **savefig)
+    return p
 
 
 def write_text(path: str | Path, text: str, *, durable: bool = False) -> Path:

@@ -5,11 +5,18 @@ Node names, cluster names and run ids end up as directory names (``RUNDIR/nodes/
 where the file that names them is loaded (:func:`check_safe_name`), and every path built from
 them is resolved and checked to stay under its root where it is built (:func:`confined`), so a
 name like ``../../x``, an absolute path or a planted symlink cannot move a run's files elsewhere.
+
+A run never creates a symbolic link in its directory, so one found there was planted: a run (new
+or resumed) refuses such a directory (:func:`refuse_links`), and code that deletes files inside
+it lists only real files of real folders (:func:`regular_files`).
 """
 
 from __future__ import annotations
 
+import os
 import re
+import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from hadar.core.errors import InputError
@@ -44,3 +51,30 @@ def confined(root: Path, *parts: str, what: str) -> Path:
         shown = "/".join(parts)
         raise PathEscapeError(f"{what}: {shown!r} resolves to {path}, outside {base}")
     return path
+
+
+def refuse_links(root: Path, what: str) -> None:
+    """One-line :class:`PathEscapeError` naming the first symbolic link found below ``root``
+    (walked without following links; ``root`` itself may be one). Nothing if ``root`` is missing."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in sorted(dirnames + filenames):
+            path = Path(dirpath, name)
+            if path.is_symlink():
+                raise PathEscapeError(
+                    f"{path}: a symbolic link in {what} {root}, which hadar never creates; "
+                    "remove it (hadar does not write or delete through links)"
+                )
+
+
+def regular_files(folder: Path) -> Iterator[Path]:
+    """The regular files directly in ``folder``, not following links: nothing when ``folder``
+    is missing, a link or no folder; links and other non-regular entries are skipped."""
+    try:
+        if not stat.S_ISDIR(os.lstat(folder).st_mode):
+            return
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        return
+    for entry in entries:
+        if entry.is_file(follow_symlinks=False):
+            yield Path(entry.path)

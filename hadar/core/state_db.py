@@ -17,16 +17,27 @@ class StateFileError(InputError):
     """A state database is damaged (fails SQLite's integrity check or is not a database)."""
 
 
-def open_state_db(path: Path) -> sqlite3.Connection:
+def open_state_db(path: Path, *, read_only: bool = False) -> sqlite3.Connection:
     """Connect to ``path`` (WAL, synchronous=FULL, autocommit) after ``PRAGMA quick_check``;
-    :class:`StateFileError` naming the file if it is damaged."""
-    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    :class:`StateFileError` naming the file if it is damaged. ``read_only``: an existing file,
+    opened so that nothing can write it (a reader beside the process that writes it)."""
+    conn = (
+        sqlite3.connect(
+            f"{path.resolve().as_uri()}?mode=ro",
+            uri=True,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        if read_only
+        else sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    )
     try:
         problems = [row[0] for row in conn.execute("PRAGMA quick_check").fetchall()]
         if problems != ["ok"]:
             raise sqlite3.DatabaseError(" ".join(str(problems[-1]).split()))
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")
+        if not read_only:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
     except sqlite3.DatabaseError as exc:
         conn.close()
         raise StateFileError(

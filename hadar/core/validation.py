@@ -20,6 +20,9 @@ from hadar.core.errors import InputError
 
 MAX_FILE_BYTES = 256 * 2**20
 """Largest input file read (cluster, job list, trace, throughputs): 256 MiB."""
+MAX_YAML_BYTES = 4 * 2**20
+"""Largest YAML file read (a cluster file, a YAML job list): 4 MiB, parsed in a few seconds
+(PyYAML reads ~1 MB/s); a larger job list is a CSV file."""
 MAX_YAML_VALUES = 5_000_000
 """Values a YAML file may expand to through aliases (a "billion laughs" file expands to 10^9)."""
 MAX_SEED = 2**63 - 1
@@ -127,9 +130,10 @@ def from_validation_error(source: str, exc: ValidationError, at: str = "") -> In
     return InputError(f"{source}: {f'{at}.{path}' if at else path}: {msg}")
 
 
-def read_text(path: str | Path, what: str) -> str:
+def read_text(path: str | Path, what: str, limit: int = MAX_FILE_BYTES) -> str:
     """A text file's contents: InputError when it is missing, not a regular file, larger than
-    :data:`MAX_FILE_BYTES`, unreadable or not UTF-8 (``what`` names it: "cluster file")."""
+    ``limit`` bytes (:data:`MAX_FILE_BYTES`), unreadable or not UTF-8 (``what`` names it:
+    "cluster file"). A leading UTF-8 byte-order mark (spreadsheet exports) is dropped."""
     p = Path(path)
     if not p.is_file():
         raise InputError(
@@ -137,11 +141,9 @@ def read_text(path: str | Path, what: str) -> str:
         )
     try:
         size = p.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise InputError(
-                f"{p}: {what} is {size / 2**20:.0f} MiB; at most {MAX_FILE_BYTES // 2**20} MiB is read"
-            )
-        return p.read_bytes().decode("utf-8")
+        if size > limit:
+            raise InputError(f"{p}: {what} is {_mib(size)}; at most {_mib(limit)} is read")
+        return p.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(
             f"{p}: not a UTF-8 text file (byte {exc.start} is 0x{exc.object[exc.start]:02x})"
@@ -150,8 +152,13 @@ def read_text(path: str | Path, what: str) -> str:
         raise InputError(f"{p}: cannot read {what}: {exc.strerror or exc}") from None
 
 
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB" if size < 10 * 2**20 else f"{size / 2**20:.0f} MiB"
+
+
 class _CountingLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, counting the aliases (``*name``) the document uses."""
+    """PyYAML's safe loader, counting the aliases (``*name``) the document uses and refusing a
+    key given twice in one mapping (PyYAML keeps the last silently)."""
 
     aliases = 0
 
@@ -159,6 +166,19 @@ class _CountingLoader(yaml.SafeLoader):
         if self.check_event(yaml.AliasEvent):
             self.aliases += 1
         return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                if isinstance(key, (str, int, float, bool)) or key is None:
+                    if key in seen:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"duplicate key {key!r}", key_node.start_mark
+                        )
+                    seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 def _expanded_size_at_most(data: Any, budget: int) -> bool:
@@ -182,7 +202,7 @@ def load_yaml(path: str | Path, what: str) -> Any:
     """Parse a YAML file, raising one-line InputErrors for missing files, syntax errors, numbers
     too long to convert and alias bombs (aliases expanding to more than MAX_YAML_VALUES values)."""
     p = Path(path)
-    text = read_text(p, f"{what} file")
+    text = read_text(p, f"{what} file", limit=MAX_YAML_BYTES)
     loader = None
     try:
         loader = _CountingLoader(text)  # its reader refuses control characters already

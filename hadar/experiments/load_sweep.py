@@ -84,6 +84,7 @@ def window_stats(records: Sequence[JobRecord], window: tuple[int, int]) -> dict[
         "avg_jct_s": float(jct.mean()) if jct.size else None,
         "median_jct_s": float(np.median(jct)) if jct.size else None,
         "p99_jct_s": float(np.percentile(jct, 99)) if jct.size else None,
+        "max_jct_s": float(jct.max()) if jct.size else None,
         "avg_queueing_s": float(queueing.mean()) if queueing.size else None,
         "backlog_growth": float(growth),
         "saturated": bool(growth > SATURATION_GROWTH),
@@ -177,6 +178,15 @@ def write_outputs(
     return [csv_path, json_path]
 
 
+SWEEP_TABLES = (
+    ("avg_jct_s", "average JCT over the window (h)", 3600.0),
+    ("p99_jct_s", "p99 JCT over the window (h)", 3600.0),
+    ("max_jct_s", "max JCT over the window (h)", 3600.0),
+    ("rho_max", "max finish-time fairness rho (whole run)", 1.0),
+)
+"""The tables :func:`print_table` prints: row key, title, unit divisor."""
+
+
 def print_table(
     console: Any,
     rows: Sequence[Mapping[str, Any]],
@@ -184,27 +194,29 @@ def print_table(
     rates: Sequence[float],
     saturation: Mapping[str, float | None],
 ) -> None:
-    """Average JCT (hours) over the window per policy and rate, mean over seeds; * = saturated."""
+    """Per policy and rate, mean over seeds, one table each: average, p99 and max JCT (hours)
+    over the window, and the run's max rho; * = saturated."""
     from rich.table import Table
 
-    table = Table(title="average JCT over the window (h); * = saturated (backlog grows)")
-    table.add_column("policy")
-    for r in sorted(rates):
-        table.add_column(f"{r:g}/h", justify="right")
-    table.add_column("saturates at", justify="right")
-    for p in policies:
-        cells = []
+    for key, title, unit in SWEEP_TABLES:
+        table = Table(title=f"{title}; * = saturated (backlog grows)")
+        table.add_column("policy")
         for r in sorted(rates):
-            sel = [
-                x
-                for x in rows
-                if x["policy"] == p and x["rate"] == r and x["avg_jct_s"] is not None
-            ]
-            if not sel:
-                cells.append("-")
-                continue
-            v = float(np.mean([x["avg_jct_s"] for x in sel])) / 3600.0
-            cells.append(f"{v:.2f}{'*' if any(x['saturated'] for x in sel) else ''}")
-        s = saturation.get(p)
-        table.add_row(p, *cells, "-" if s is None else f"{s:g}/h")
-    console.print(table)
+            table.add_column(f"{r:g}/h", justify="right")
+        table.add_column("saturates at", justify="right")
+        for p in policies:
+            cells = []
+            for r in sorted(rates):
+                sel = [
+                    x
+                    for x in rows
+                    if x["policy"] == p and x["rate"] == r and x.get(key) is not None
+                ]
+                if not sel:
+                    cells.append("-")
+                    continue
+                v = float(np.mean([x[key] for x in sel])) / unit
+                cells.append(f"{v:.2f}{'*' if any(x['saturated'] for x in sel) else ''}")
+            s = saturation.get(p)
+            table.add_row(p, *cells, "-" if s is None else f"{s:g}/h")
+        console.print(table)

@@ -87,6 +87,8 @@ def print_cluster(
         "TTD / bound",
         "avg JCT (s)",
         "min-max JCT (s)",
+        "p99 JCT (s)",
+        "max rho",
         "restarts/job",
     ):
         t.add_column(col, justify="left" if col in ("mix", "policy") else "right")
@@ -104,6 +106,8 @@ def print_cluster(
                 _x(r["ttd_over_lb"]),
                 _s(r["avg_jct_s"]),
                 f"{_s(r['min_jct_s'])}-{_s(r['max_jct_s'])}",
+                _s(r.get("p99_jct_s")),
+                _x(r.get("rho_max")).removesuffix("x"),
                 f"{r['restarts_per_job']:.2f}",
                 end_section=i == len(group) - 1,
             )

@@ -16,22 +16,14 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from hadar.policy import find_policy_info
+from hadar.core.io import write_figure
+from hadar.plots.palette import OTHER_COLOURS, series_colours, series_styles
 
 DPI = 120
 
 
 def _save(fig: Figure, path: str | Path) -> Path:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(p, dpi=DPI, bbox_inches="tight")
-    return p
-
-
-def _colour(policy: str, i: int) -> Any:
-    """The colour the policy declares (``PolicyInfo.colour``), else the ``i``-th of tab10."""
-    info = find_policy_info(policy)
-    return info.colour if info is not None and info.colour else colormaps["tab10"](i)
+    return write_figure(path, fig, dpi=DPI, bbox_inches="tight")
 
 
 def gru_bars(
@@ -42,7 +34,8 @@ def gru_bars(
     ax = fig.add_subplot()
     names = list(gru)
     values = [100.0 * gru[n] for n in names]
-    bars = ax.bar(names, values, color=[_colour(n, i) for i, n in enumerate(names)])
+    colours = series_colours(names)
+    bars = ax.bar(names, values, color=[colours[n] for n in names])
     for bar, v in zip(bars, values, strict=True):
         ax.annotate(
             f"{v:.1f}%",
@@ -84,10 +77,12 @@ def completion_figure(
     ax = fig.add_subplot()
     firsts = [min(t) for t in finish_s.values() if len(t)]
     left = max(min(firsts) / 3600.0 / 1.5, 1e-3) if firsts else 1e-3
-    for i, (name, times) in enumerate(finish_s.items()):
+    styles = series_styles(list(finish_s))
+    for name, times in finish_s.items():
         t = np.maximum(np.sort(np.asarray(times, dtype=float)) / 3600.0, left)
         frac = np.arange(1, len(t) + 1) / max(1, totals[name])
-        color = _colour(name, i)
+        st = styles[name]
+        color = st.colour
         median = median_hours(t, totals[name])
         label = (
             f"{name}: median {_hours_text(median)}"
@@ -99,12 +94,13 @@ def completion_figure(
             np.concatenate([[0.0], frac]),
             where="post",
             color=color,
-            lw=1.6,
+            lw=st.width,
+            ls=st.line,
             label=label,
         )
         if median is not None:
             ax.plot([median, median], [0.0, 0.5], color=color, lw=1, ls=":")
-            ax.plot([median], [0.5], marker="o", color=color, ms=6, markeredgecolor="white")
+            ax.plot([median], [0.5], marker=st.marker, color=color, ms=7, markeredgecolor="white")
     ax.axhline(0.5, color="gray", lw=0.8, ls="--")
     ax.set_xscale("log")
     ax.set_xlim(left=left)
@@ -117,7 +113,7 @@ def completion_figure(
     ax.legend(
         loc="upper left",
         fontsize=8,
-        title="dotted line = median (50 % of jobs done)",
+        title="dotted drop line = median (50 % of jobs done)",
         title_fontsize=7,
     )
     return fig
@@ -153,7 +149,7 @@ def utilisation_chart(
         busy,
         edges,
         fill=True,
-        color=colormaps["tab10"](0),
+        color=OTHER_COLOURS[0],
         alpha=0.35,
         label="busy GPUs (% of cluster)",
     )
@@ -177,46 +173,58 @@ def utilisation_chart(
 
 
 def decision_time_curve(
-    rows: Iterable[tuple[str, int, float]],
+    rows: Iterable[tuple[str, int, float, float, float]],
     path: str | Path,
     title: str = "Decision time of one round vs number of jobs",
 ) -> Path:
-    """Paper Fig. 5: ``(policy, queued jobs, seconds)`` rows, one line per policy (log-log)."""
-    by_policy: dict[str, list[tuple[int, float]]] = {}
-    for name, n, sec in rows:
-        by_policy.setdefault(name, []).append((n, sec))
+    """Paper Fig. 5: ``(policy, queued jobs, median s, min s, max s)`` rows, one line per policy
+    through the medians with min-max error bars (log-log)."""
+    by_policy: dict[str, list[tuple[int, float, float, float]]] = {}
+    for name, n, sec, lo, hi in rows:
+        by_policy.setdefault(name, []).append((n, sec, lo, hi))
     fig = Figure(figsize=(6, 3.8))
     ax = fig.add_subplot()
-    for i, (name, pts) in enumerate(by_policy.items()):
+    styles = series_styles(list(by_policy))
+    for name, pts in by_policy.items():
         pts.sort()
-        ax.plot(
+        med = np.array([p[1] for p in pts])
+        st = styles[name]
+        ax.errorbar(
             [p[0] for p in pts],
-            [p[1] for p in pts],
-            marker="o",
+            med,
+            yerr=[med - np.array([p[2] for p in pts]), np.array([p[3] for p in pts]) - med],
+            marker=st.marker,
+            ls=st.line,
+            lw=min(st.width, 2.0),
+            capsize=3,
             label=name,
-            color=_colour(name, i),
+            color=st.colour,
         )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("number of jobs")
     ax.set_ylabel("decision time (s)")
-    ax.set_title(title)
+    ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
+    if by_policy:  # none when --decision-sizes is empty
+        ax.legend(fontsize=8)
     return _save(fig, path)
 
 
 def occupancy_chart(
     nodes: Sequence[tuple[str, Mapping[str, int]]],
     placements: Iterable[tuple[int, int, str, str, int]],
-    num_rounds: int,
+    rounds: Sequence[tuple[int, float, float]],
+    job_class: Mapping[int, str],
     path: str | Path,
-    title: str = "GPU occupancy by round",
+    title: str = "GPU occupancy",
 ) -> Path:
-    """Which job holds each GPU in each round (white = idle).
+    """Which kind of job holds each GPU over time (white = idle), x in hours.
 
     ``nodes``: ``(name, {gpu type: count})`` in cluster order (one row per GPU);
-    ``placements``: ``(round, job, node, gpu type, count)`` records (placements.csv).
+    ``placements``: ``(round, job, node, gpu type, count)`` records (placements.csv);
+    ``rounds``: ``(round, start s, duration s)`` (rounds.csv); ``job_class``: each job's class
+    (its model, e.g. ``ResNet-50``), one colour per class, named in the legend.
     """
     slots: dict[tuple[str, str], int] = {}
     labels: list[str] = []
@@ -226,26 +234,51 @@ def occupancy_chart(
             slots[(name, gtype)] = row
             labels.append(f"{name} ({gtype})")
             row += count
-    grid = np.full((row, max(1, num_rounds)), -1, dtype=np.int64)
+    order = sorted(rounds)
+    column = {r: i for i, (r, _, _) in enumerate(order)}
+    classes = sorted(set(job_class.values()))
+    index = {c: i for i, c in enumerate(classes)}
+    grid = np.full((row, max(1, len(order))), -1, dtype=np.int64)
     used: dict[tuple[int, str, str], int] = {}
     for rnd, job, node, gtype, count in placements:
+        if rnd not in column:
+            continue
         key = (rnd, node, gtype)
         start = slots[(node, gtype)] + used.get(key, 0)
-        grid[start : start + count, rnd] = job
+        grid[start : start + count, column[rnd]] = index.get(job_class.get(job, ""), -1)
         used[key] = used.get(key, 0) + count
-    cmap = ListedColormap([colormaps["tab20"](i) for i in range(20)]).with_extremes(bad="white")
-    image = np.ma.masked_less(np.where(grid >= 0, grid % 20, -1), 0)
-    fig = Figure(figsize=(10, max(3.0, 0.06 * row + 1.5)))
+    tab = colormaps["tab10" if len(classes) <= 10 else "tab20"]
+    cmap = ListedColormap([tab(i) for i in range(max(1, len(classes)))])
+    edges = np.array([t for _, t, _ in order] + ([order[-1][1] + order[-1][2]] if order else [1.0]))
+    fig = Figure(figsize=(10, max(3.5, 0.08 * row + 2.0)))
     ax = fig.add_subplot()
-    ax.imshow(image, aspect="auto", interpolation="nearest", cmap=cmap, vmin=0, vmax=19)
+    ax.pcolormesh(
+        edges / 3600.0,
+        np.arange(row + 1) - 0.5,
+        np.ma.masked_less(grid, 0),
+        cmap=cmap,
+        vmin=-0.5,
+        vmax=max(1, len(classes)) - 0.5,
+    )
+    ax.set_ylim(row - 0.5, -0.5)
     starts = list(slots.values())
     ax.set_yticks(starts)
-    ax.set_yticklabels(labels, fontsize=6)
+    ax.set_yticklabels(labels, fontsize=8)
     for s in starts[1:]:
-        ax.axhline(s - 0.5, color="black", lw=0.3)
-    ax.set_xlabel("round")
+        ax.axhline(s - 0.5, color="black", lw=0.4)
+    ax.set_xlabel("time since the first arrival (hours)")
     ax.set_ylabel("GPU (by node)")
-    ax.set_title(title + " (colour = job id mod 20, white = idle)")
+    ax.set_title(title + " (colour = job class, white = idle)", fontsize=10)
+    from matplotlib.patches import Patch
+
+    ax.legend(
+        [Patch(color=cmap(i)) for i in range(len(classes))],
+        classes,
+        fontsize=8,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        title="job class",
+    )
     return _save(fig, path)
 
 
@@ -270,22 +303,23 @@ def load_sweep_chart(
         sat[(p, rate)] = sat.get((p, rate), False) or bool(r["saturated"])
     fig = Figure(figsize=(7, 4.4))
     ax = fig.add_subplot()
-    markers = "osD^vP*X"
-    for i, (p, pts) in enumerate(by_policy.items()):
+    styles = series_styles(list(by_policy))
+    for p, pts in by_policy.items():
         rates = sorted(pts)
         jct = [float(np.mean(pts[x])) for x in rates]
-        color = _colour(p, i)
+        st = styles[p]
+        color = st.colour
         s = saturation.get(p)
         label = (
             f"{p} (saturates at {s:g} jobs/h)" if s is not None else f"{p} (sustains every rate)"
         )
-        ax.plot(rates, jct, color=color, label=label, lw=1.6)
+        ax.plot(rates, jct, color=color, label=label, lw=min(st.width, 2.0), ls=st.line)
         for x, y in zip(rates, jct, strict=True):
             hollow = sat[(p, x)]
             ax.plot(
                 [x],
                 [y],
-                marker=markers[i % len(markers)],
+                marker=st.marker,
                 color=color,
                 ms=6,
                 markerfacecolor="white" if hollow else color,

@@ -12,11 +12,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
-from matplotlib import colormaps
 from matplotlib.artist import Artist
 from matplotlib.figure import Figure
 
 from hadar.plots.figures import _save
+from hadar.plots.palette import series_colours
 
 Panels = Mapping[str, Mapping[str, Mapping[str, float | None]]]
 Ranges = Mapping[str, Mapping[str, Mapping[str, tuple[float, float] | None]]]
@@ -41,6 +41,7 @@ def _grouped_bars(
     axes = fig.subplots(1, max(1, len(names)), squeeze=False)[0]
     series = list(dict.fromkeys(s for p in panels.values() for g in p.values() for s in g))
     mark_styles = ("-", "--", ":")
+    colours = series_colours(series)
     for ax, (letter, name) in zip(axes, zip("abcdefghij", names, strict=False), strict=False):
         groups = list(panels[name])
         x = np.arange(len(groups), dtype=float)
@@ -50,7 +51,7 @@ def _grouped_bars(
                 [(panels[name][g].get(s) or np.nan) * scale for g in groups], dtype=float
             )
             pos = x - 0.4 + width * (i + 0.5)
-            ax.bar(pos, np.nan_to_num(vals), width, label=s, color=colormaps["tab10"](i))
+            ax.bar(pos, np.nan_to_num(vals), width, label=s, color=colours[s])
             if ranges is not None:
                 lo_hi = [ranges.get(name, {}).get(g, {}).get(s) for g in groups]
                 spans = [

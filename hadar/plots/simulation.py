@@ -38,6 +38,20 @@ def placements(run_dir: str | Path) -> list[tuple[int, int, str, str, int]]:
     ]
 
 
+def round_times(run_dir: str | Path) -> list[tuple[int, float, float]]:
+    """``(round, start s, duration s)`` of rounds.csv."""
+    return [
+        (int(r["round"]), float(r["time"]), float(r["duration"]))
+        for r in _rows(Path(run_dir) / "rounds.csv")
+    ]
+
+
+def job_classes(run_dir: str | Path) -> dict[int, str]:
+    """Each job's class: its model without the batch size (``ResNet-50 (batch size 64)`` ->
+    ``ResNet-50``), from jobs.csv."""
+    return {int(r["id"]): r["type"].split(" (")[0] for r in _rows(Path(run_dir) / "jobs.csv")}
+
+
 def draw_run(
     run_dir: str | Path, cluster: Cluster, summary: dict[str, Any], scenario: str
 ) -> list[Path]:
@@ -56,7 +70,8 @@ def draw_run(
         occupancy_chart(
             nodes,
             placements(d),
-            summary["rounds"],
+            round_times(d),
+            job_classes(d),
             d / RUN_FIGURES[1],
             title=f"GPU occupancy: {policy}, {scenario}",
         ),

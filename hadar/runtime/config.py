@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -11,7 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from hadar.core.defaults import REAL_RUN
 from hadar.core.errors import InputError
 from hadar.core.io import write_json
-from hadar.core.validation import from_validation_error
+from hadar.core.jobs import Job
+from hadar.core.validation import from_validation_error, load_json
 from hadar.policy_options import config_knobs, effective_options
 from hadar.runtime.identity import RunIdentity
 
@@ -72,20 +73,41 @@ class RunConfig(BaseModel):
         }
 
 
+MAX_RUN_ARRIVAL_S = 7 * 86_400
+"""Latest arrival a real run accepts, in seconds after its start: 7 days (``hadar run`` waits for
+arrivals in wall-clock time; the simulator has its own ``--horizon``)."""
+
+
+def check_run_jobs(jobs: Sequence[Job], source: str, max_job_count: int) -> None:
+    """One-line InputError naming the file, row and field of the first job a real run cannot
+    take: an id the Job Tracker cannot hold, or an arrival beyond :data:`MAX_RUN_ARRIVAL_S`."""
+    suffix = Path(source).suffix.lower()
+    label = {".csv": "row", ".yaml": "jobs", ".yml": "jobs", ".trace": "line"}.get(suffix, "job")
+    for i, job in enumerate(jobs):
+        row = f"{label}[{i + 1 if label == 'line' else i}]"
+        if job.job_id >= max_job_count:
+            raise InputError(
+                f"{source}: {row}.id: {job.job_id} is more than a real run tracks "
+                f"(job ids 0-{max_job_count - 1})"
+            )
+        if job.arrival > MAX_RUN_ARRIVAL_S:
+            raise InputError(
+                f"{source}: {row}.arrival: {job.arrival:g} s is beyond a real run's horizon of "
+                f"{MAX_RUN_ARRIVAL_S:,} s (7 days; hadar run waits for arrivals in real time)"
+            )
+
+
 def save_config(cfg: RunConfig, rundir: Path) -> None:
     write_json(rundir / "run.json", cfg.model_dump(), durable=True)
 
 
-def load_config(rundir: Path) -> RunConfig:
+def load_config(rundir: Path, hint: str = "start a run without --resume") -> RunConfig:
+    """The run's ``run.json``; a directory without one is an error ending with ``hint``."""
     path = rundir / "run.json"
     if not path.is_file():
-        raise InputError(
-            f"{rundir}: not a run directory (no run.json); start a run without --resume"
-        )
-    try:
-        return RunConfig.model_validate(json.loads(path.read_text()))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
+        raise InputError(f"{rundir}: not a run directory (no run.json); {hint}")
+    try:  # load_json: one line for bytes that are not UTF-8 JSON too
+        return RunConfig.model_validate(load_json(path, "run file"))
     except ValidationError as exc:
         raise from_validation_error(str(path), exc) from None
 

@@ -34,10 +34,17 @@ from hadar.clusters import load_cluster
 from hadar.core.cluster import Cluster
 from hadar.core.errors import InputError, UnreachableNodeError
 from hadar.core.jobs import Job
+from hadar.core.safe_paths import refuse_links
 from hadar.loop import Decision, RoundLoop
 from hadar.policy import Assignment, Policy, RoundContext
 from hadar.policy_options import policy_with_options
-from hadar.runtime.config import RunConfig, RuntimeKnobs, load_config, save_config
+from hadar.runtime.config import (
+    RunConfig,
+    RuntimeKnobs,
+    check_run_jobs,
+    load_config,
+    save_config,
+)
 from hadar.runtime.dispatch import (
     CopyOutcome,
     CopyTask,
@@ -76,9 +83,12 @@ from tracker.crashpoints import crash_point
 from tracker.errors import ReportRejected
 from tracker.tracker import JobTracker, Quarantine, Rollback
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Signals that stop a run as Ctrl-C does: after the round in flight, state saved."""
+
 
 class StopRequested(Exception):
-    """Ctrl-C: the run stopped cleanly after saving its state."""
+    """Ctrl-C, SIGTERM or SIGHUP: the run stopped cleanly after saving its state."""
 
 
 class Coordinator:
@@ -106,9 +116,11 @@ class Coordinator:
         self.by_id = {j.job_id: j for j in self.jobs}
         prior = throughput_for(self.jobs, self.cluster, table)
         validate_workload(self.jobs, self.cluster, prior, source=cfg.workload, table=table)
+        check_run_jobs(self.jobs, cfg.workload, cfg.max_job_count)
         self.throughput = OnlineThroughput(prior)
         self.estimated_cells = prior.estimated_cells(self.jobs, self.cluster)
         self.policy: Policy = _make_policy(cfg.policy, cfg.policy_options, self.knobs)
+        refuse_links(rundir, "the run directory")  # before anything is written there
         rundir.mkdir(parents=True, exist_ok=True)
         self.events = EventLog(rundir / "events.jsonl")
         self.journal = Journal(rundir / "journal.sqlite")
@@ -139,6 +151,8 @@ class Coordinator:
         )
         self._stop = threading.Event()
         self._abandon = threading.Event()
+        self.stop_signal: int = signal.SIGINT
+        """The signal that stopped the run (exit status 128 + it)."""
         self._gpus: dict[str, NodeGpus] = {}
         """Each probed node's numbered GPUs (hadar/runtime/gpu_inventory.py), this process's."""
         self._preflight_done = False
@@ -201,9 +215,11 @@ class Coordinator:
         """Run rounds until every job is complete (or given up), then score the finished models.
         Raises StopRequested after a clean Ctrl-C, RunStalledError when the run or a job made
         no progress, RunResourceError when a directory is full, read-only or not writable."""
-        prev = signal.getsignal(signal.SIGINT)
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGINT, self._on_sigint)
+        main = threading.current_thread() is threading.main_thread()
+        prev = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS} if main else {}
+        prev = {sig: h for sig, h in prev.items() if h is not signal.SIG_IGN}  # nohup stays so
+        for sig in prev:
+            signal.signal(sig, self._on_stop_signal)
         finished = False
         try:
             try:
@@ -214,8 +230,8 @@ class Coordinator:
                     raise
                 raise err from None
         finally:
-            if threading.current_thread() is threading.main_thread():
-                signal.signal(signal.SIGINT, prev)
+            for sig, handler in prev.items():
+                signal.signal(sig, handler)
             self._shutdown(clean_nodes=finished and not self.failed)
         if self.failed:
             lines = "; ".join(f"job {j}: {cause}" for j, cause in sorted(self.failed.items()))
@@ -366,13 +382,17 @@ class Coordinator:
             with contextlib.suppress(Exception):
                 close()
 
-    def _on_sigint(self, *_: object) -> None:
+    def _on_stop_signal(self, signum: int, _frame: object) -> None:
+        """SIGINT (Ctrl-C), SIGTERM, SIGHUP: the first stops the run after the round in flight
+        (state saved); a second abandons that round (KeyboardInterrupt)."""
         if self._stop.is_set():
             self._abandon.set()
             raise KeyboardInterrupt
+        self.stop_signal = signum
         self._stop.set()
         if self.view is not None:
-            self.view.note("stopping after this round (Ctrl-C again to abandon it)")
+            name = signal.Signals(signum).name
+            self.view.note(f"{name}: stopping after this round (Ctrl-C again to abandon it)")
 
     def _round(self, decision: Decision) -> tuple[int, list[dict[str, Any]]]:
         ctx, plan, decision_s = decision.ctx, decision.plan, decision.decision_s

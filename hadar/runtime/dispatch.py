@@ -8,6 +8,7 @@ turns into one-line stops)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import socket
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hadar.core.errors import HadarError, UnreachableNodeError
+from hadar.core.io import write_json
 from hadar.core.jobs import Job, Placement
 from hadar.core.safe_paths import PathEscapeError
 from hadar.runtime.gpu_binding import GpuIds, rank_layout, worker_env
@@ -126,7 +128,7 @@ def run_copy(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOut
 
 def _run(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOutcome:
     spec_local = local_dir / f"j{task.job.job_id}-c{task.copy}-spec.json"
-    spec_local.write_text(json.dumps(dict(task.job.spec)))
+    write_json(spec_local, dict(task.job.spec))
     rd = task.remote_dir
     ranks = task.ranks
     nodes = sorted({n for n, _ in ranks})
@@ -253,7 +255,7 @@ def evaluate_checkpoint(
     rd = f"eval/j{job.job_id}"
     local_dir.mkdir(parents=True, exist_ok=True)
     spec_local = local_dir / f"eval-j{job.job_id}-spec.json"
-    spec_local.write_text(json.dumps(dict(job.spec)))
+    write_json(spec_local, dict(job.spec))
     try:
         provider.put(node, spec_local, f"{rd}/spec.json")
         put_checkpoint(provider, node, checkpoint, sha256, f"{rd}/in.pt")
@@ -291,9 +293,13 @@ def evaluate_checkpoint(
 
 
 def stop_warm_servers(provider: NodeProvider, nodes: list[str]) -> None:
-    """Let the nodes' warm servers exit (best effort: a node may be gone)."""
-    for node in nodes:
-        try:
+    """End the nodes' warm servers and what they run, all nodes at once, each waited for (best
+    effort: a node may be gone)."""
+
+    def stop(node: str) -> None:
+        with contextlib.suppress(HadarError):
             provider.run(node, [*provider.python(node), "-m", "nodes.warm", "stop"], timeout_s=30)
-        except HadarError:
-            continue
+
+    if nodes:
+        with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
+            list(pool.map(stop, nodes))

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hadar.core.io import open_append
 from hadar.core.state_db import StateFileError, open_state_db
 
 SCHEMA = """
@@ -179,7 +180,7 @@ class EventLog:
     def emit(self, name: str, /, **fields: Any) -> dict[str, Any]:
         event = {"t": round(time.time(), 3), "event": name, **fields}
         line = json.dumps(event, default=str) + "\n"
-        with self._lock, open(self.path, "a") as fh:
+        with self._lock, open_append(self.path) as fh:
             fh.write(line)
             fh.flush()
             os.fsync(fh.fileno())

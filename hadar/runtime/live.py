@@ -29,13 +29,13 @@ class LiveView:
     def __rich__(self) -> Group:
         with self._lock:
             nodes = Table(title=f"round {self.round}", expand=False)
-            for col in ("node", "job/copy", "steps", "status", "elapsed"):
+            for col in ("node", "job/copy", "steps planned", "status", "elapsed"):
                 nodes.add_column(col)
             for name, n in sorted(self.nodes.items()):
                 elapsed = n.get("elapsed") or (time.time() - n["since"])
                 nodes.add_row(name, n["label"], str(n["steps"]), n["status"], f"{elapsed:.0f} s")
             jobs = Table(title="jobs")
-            for col in ("job", "model", "steps done", "target"):
+            for col in ("job", "model", "steps done", "target steps"):
                 jobs.add_column(col)
             for jid, job in sorted(self.jobs.items()):
                 jobs.add_row(
@@ -78,7 +78,9 @@ class LiveView:
                 f"J{j}:{s}/{int(self.jobs[j].total_steps)}" for j, s in sorted(progress.items())
             )
             busy = sum(1 for n in self.nodes.values() if n["status"] != "idle")
-            self.console.print(f"round {r}: {busy}/{len(self.nodes)} nodes busy; steps {done}")
+            self.console.print(
+                f"round {r}: {busy}/{len(self.nodes)} nodes busy; steps done/target {done}"
+            )
 
     def note(self, message: str) -> None:
         with self._lock:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from hadar.core.extras import plots_missing_note
-from hadar.core.io import write_csv, write_json
+from hadar.core.io import write_csv, write_figure, write_json
 from hadar.outputs_schema import JOB_COLUMNS as COMMON_JOB_COLUMNS
 from hadar.outputs_schema import ROUND_COLUMNS as COMMON_ROUND_COLUMNS
 from hadar.outputs_schema import completion_metrics, decision_metrics, utilisation
@@ -27,7 +27,8 @@ def collect(
     writes (:mod:`hadar.outputs_schema`) plus the columns and keys only a real run has."""
     cfg = load_config(rundir)
     journal = Journal(rundir / "journal.sqlite")
-    tracker = JobTracker.open(rundir / "tracker.sqlite", rundir / "checkpoints")
+    # read-only and unlocked: `hadar report` may read a run that is going on
+    tracker = JobTracker.open_read_only(rundir / "tracker.sqlite", rundir / "checkpoints")
     try:
         events = EventLog(rundir / "events.jsonl").read()
         rounds = _rounds(cfg, journal, tracker)
@@ -83,6 +84,7 @@ def _rounds(cfg: RunConfig, journal: Journal, tracker: JobTracker) -> list[dict[
         busy_gpus = 0
         busy_gpu_s = 0.0
         node_busy: dict[str, float] = {}
+        spans: dict[str, dict[str, Any]] = {}
         for c in copies:
             held = min(float(c["wall_s"]), duration)
             gpus = sum(n for per in c["placement"].values() for n in per.values())
@@ -90,6 +92,15 @@ def _rounds(cfg: RunConfig, journal: Journal, tracker: JobTracker) -> list[dict[
             busy_gpu_s += gpus * held
             for node in c["placement"]:
                 node_busy[node] = max(node_busy.get(node, 0.0), held)
+                if held >= spans.get(node, {}).get("held", -1.0):
+                    train = min(float(c.get("train_s") or 0.0), held)
+                    spans[node] = {
+                        "job": c["job"],
+                        "held": held,
+                        "train": train,
+                        "steps": int(c.get("steps") or 0),
+                        "ok": c["kind"] == "ok",
+                    }
         nodes_up = len(up) or 1
         # runs from before gpus_up was journalled: as many GPUs up as the copies held
         total_gpus = sum(gpus_up.values()) if gpus_up else max(1, busy_gpus)
@@ -115,6 +126,8 @@ def _rounds(cfg: RunConfig, journal: Journal, tracker: JobTracker) -> list[dict[
                 "coordination_seconds": row.timings.get("coordination_s"),
                 "overhead_seconds": row.timings.get("overhead_s"),
                 "placements": {c["node"]: c["job"] for c in copies if c["kind"] == "ok"},
+                "spans": spans,
+                "train_cru": sum(sp["train"] for sp in spans.values()) / (nodes_up * duration),
                 "ok_copies": {
                     (c["job"], c["copy"]): c["placement"] for c in copies if c["kind"] == "ok"
                 },
@@ -134,14 +147,10 @@ def _jobs(
     for r in rounds:
         for job, _copy in r["ok_copies"]:
             start.setdefault(job, r["time"])
-    for e in events:
-        if (
-            e.get("event") == "aggregation"
-            and e.get("completed")
-            and e["job"] not in finish
-            and e["round"] in ended
-        ):
-            finish[e["job"]] = ended[e["round"]]
+    for r in rounds:  # the tracker's record, not the events: a kill may have lost those
+        for job, res in tracker.round_summary(r["round"]).jobs.items():
+            if res.completed and job not in finish:
+                finish[job] = ended[r["round"]]
     metrics = {e["job"]: e.get("metric") for e in events if e.get("event") == "evaluation"}
     arrivals = _arrivals(events)
     types = {int(j): v for j, v in (_last_start(events).get("job_types") or {}).items()}
@@ -257,41 +266,76 @@ def write_report(rundir: Path) -> dict[str, Any]:
 
 
 def _charts(rundir: Path, cfg: RunConfig, rounds: list[dict[str, Any]]) -> None:
+    """``nodes_by_round.png``: per node and round, the copy's worker start-up (hatched) and its
+    training (solid), each as long as it lasted, so a round that trained nothing shows as
+    start-up only; ``cru_by_round.png``: the same split as CRU per round (the bar's full
+    height is the CRU of rounds.csv, the solid part the training)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    nodes = sorted({n for r in rounds for n in r["placements"]})
+    nodes = sorted({n for r in rounds for n in r["spans"]})
     if rounds and nodes:
-        fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(rounds) + 2), 0.6 * len(nodes) + 1.5))
-        cmap = plt.get_cmap("tab20")
+        fig, ax = plt.subplots(figsize=(max(7, 0.5 * len(rounds) + 3), 0.6 * len(nodes) + 1.8))
+        cmap = plt.get_cmap("tab10")
         for r in rounds:
             for y, node in enumerate(nodes):
-                job = r["placements"].get(node)
-                if job is None:
+                sp = r["spans"].get(node)
+                if sp is None:
                     continue
-                ax.barh(y, r["duration"], left=r["time"], color=cmap(job % 20), edgecolor="white")
-                ax.text(
-                    r["time"] + r["duration"] / 2,
+                colour = cmap(sp["job"] % 10) if sp["ok"] else "lightgrey"
+                startup = sp["held"] - sp["train"]
+                ax.barh(
                     y,
-                    f"J{job}",
+                    startup,
+                    left=r["time"],
+                    color=colour,
+                    alpha=0.35,
+                    hatch="//",
+                    edgecolor="white",
+                )
+                ax.barh(y, sp["train"], left=r["time"] + startup, color=colour, edgecolor="white")
+                ax.text(
+                    r["time"] + sp["held"] / 2,
+                    y,
+                    f"J{sp['job']}"
+                    + ("" if not sp["ok"] else "" if sp["steps"] else " (0 steps)")
+                    + ("" if sp["ok"] else " (failed)"),
                     ha="center",
                     va="center",
                     fontsize=7,
                 )
         ax.set_yticks(range(len(nodes)), nodes)
         ax.set_xlabel("time since start (s)")
-        ax.set_title(f"{cfg.policy}: which job ran on which node, round by round")
+        ax.set_title(
+            f"{cfg.policy}: which job ran on which node "
+            "(hatched = worker start-up, solid = training, gap = idle)",
+            fontsize=9,
+        )
         fig.tight_layout()
-        fig.savefig(rundir / "nodes_by_round.png", dpi=110)
+        write_figure(rundir / "nodes_by_round.png", fig, dpi=110)
         plt.close(fig)
     fig, ax = plt.subplots(figsize=(7, 3.2))
-    ax.bar([r["round"] for r in rounds], [r["cru"] for r in rounds], color="tab:blue")
+    x = [r["round"] for r in rounds]
+    train = [r["train_cru"] for r in rounds]
+    ax.bar(x, train, color="tab:blue", label="training")
+    ax.bar(
+        x,
+        [r["cru"] - t for r, t in zip(rounds, train, strict=True)],
+        bottom=train,
+        color="tab:blue",
+        alpha=0.35,
+        hatch="//",
+        edgecolor="white",
+        label="worker start-up",
+    )
     ax.set_ylim(0, 1.05)
+    ax.set_xticks(x)
     ax.set_xlabel("round")
     ax.set_ylabel("CRU")
-    ax.set_title(f"{cfg.policy}: cluster resource utilisation per round")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title(f"{cfg.policy}: cluster resource utilisation per round (rounds.csv cru)")
     fig.tight_layout()
-    fig.savefig(rundir / "cru_by_round.png", dpi=110)
+    write_figure(rundir / "cru_by_round.png", fig, dpi=110)
     plt.close(fig)

@@ -6,8 +6,8 @@ is Eq. 5-7 with price bounds over the known jobs) and runs one of two round algo
 by the ``replan`` knob:
 
 * ``preempt`` (default, :mod:`hadar.scheduler.preemptive`): every job, running or not, is
-  re-planned each round. Overdue jobs (the starvation bound ``max_wait_s``) and critical-path
-  jobs (the TTD guard) are placed first; the DP (Algorithm 2) over a window of the rest selects
+  re-planned each round. Critical-path jobs (the TTD guard) and then overdue jobs (the deferral
+  bounds: finish-time fairness ``max_rho``, wall-clock ``max_wait_s``) are placed first; the DP (Algorithm 2) over a window of the rest selects
   which run, running jobs it keeps stay on their GPUs, the others take the placement the DP chose
   or the best left; idle GPUs are backfilled at zero price; a kept job moves onto faster idle
   GPUs when that finishes it ``upgrade_min_gain_s`` sooner, restart included.
@@ -26,18 +26,21 @@ import gc
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
 from hadar.core.jobs import Placement
 from hadar.policy import Policy, PolicyInfo, RoundContext, RoundPlan, register_policy
 from hadar.scheduler import non_preemptive, preemptive
-from hadar.scheduler.config import DEFAULT_MAX_WAIT_S, HadarConfig
+from hadar.scheduler.config import DEFAULT_MAX_RHO, TTD_SLACK_ROUNDS, HadarConfig
+from hadar.scheduler.contention import Contention
 from hadar.scheduler.preemptive import (
     CRITICAL_TOLERANCE_ROUNDS,
     best_remaining_s,
     critical_jobs,
     deadline_candidate,
+    deferred_rho,
     overdue_jobs,
 )
 from hadar.scheduler.steps import (
@@ -55,7 +58,9 @@ from primal_dual.utility import make_utility
 
 __all__ = [
     "CRITICAL_TOLERANCE_ROUNDS",
-    "DEFAULT_MAX_WAIT_S",
+    "DEFAULT_MAX_RHO",
+    "TTD_SLACK_ROUNDS",
+    "Contention",
     "HadarConfig",
     "HadarLegacyPolicy",
     "HadarPolicy",
@@ -66,6 +71,7 @@ __all__ = [
     "critical_jobs",
     "cyclic_gc_paused",
     "deadline_candidate",
+    "deferred_rho",
     "fits",
     "job_id_of",
     "overdue_jobs",
@@ -94,6 +100,18 @@ class HadarPolicy(Policy):
         self.config = config or HadarConfig(**knobs)  # type: ignore[arg-type]
         params = {"gamma2": self.config.gamma2} if self.config.utility == "sigmoid" else {}
         self.utility = make_utility(self.config.utility, **params)
+        self.contention = Contention()
+
+    def state(self) -> dict[str, Any]:
+        """The contention bookkeeping of the finish-time fairness bound (empty when unused)."""
+        return {"contention": self.contention.to_json()} if self.contention.t is not None else {}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        if set(state) - {"contention"}:
+            raise ValueError(
+                f"policy {self.name} keeps no state other than 'contention', got {sorted(state)}"
+            )
+        self.contention = Contention.from_json(state["contention"]) if state else Contention()
 
     def decide(self, ctx: RoundContext) -> RoundPlan:
         with cyclic_gc_paused():

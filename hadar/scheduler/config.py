@@ -7,9 +7,17 @@ from dataclasses import dataclass
 
 from primal_dual.utility import UTILITIES
 
-DEFAULT_MAX_WAIT_S = 24 * 3600.0
-"""Default starvation bound: a day. It almost never binds on the paper's workloads (where the
-utility already favours short jobs) but guarantees that no job is held back indefinitely."""
+DEFAULT_MAX_RHO = 1.0
+"""Default deferral bound in finish-time fairness (Themis's rho = JCT / JCT with an equal 1/n
+share): a job that would finish later than its fair-share JCT if it waited another round is
+placed first. 1 is the sharing-incentive point (no job worse off than with its 1/n share), a
+bound relative to the job and to the load rather than a wall-clock constant."""
+
+TTD_SLACK_ROUNDS = 2.0
+"""``preset=ttd``: jobs within two rounds of the TTD bound count as critical. A job that waits a
+round loses a round, and one whose remaining time is within two rounds of the bound may be
+pushed past it by the next round's wait as well; protecting them keeps the longest jobs running
+from the start, which is what a makespan objective asks (docs/hadar.md)."""
 
 
 @dataclass(frozen=True)
@@ -37,10 +45,17 @@ class HadarConfig:
     critical_slack_rounds: float = 0.0
     """With ``ttd_guard``: also treat as critical the jobs within this many rounds of the bound
     (0 = only the jobs on the critical path, up to a tolerance of 1 % of a round)."""
-    max_wait_s: float | None = DEFAULT_MAX_WAIT_S
-    """Starvation bound (``replan=preempt``): a job that has not started within this many seconds
-    of its arrival is placed before every other job, on its best placement, as soon as its gang
-    fits on the cluster (running jobs yield their GPUs if need be). None = no bound."""
+    max_rho: float | None = DEFAULT_MAX_RHO
+    """Deferral bound (``replan=preempt``): a job whose finish-time fairness would exceed this if
+    it waited another round (:func:`deferred_rho`: elapsed time + a round + its best remaining
+    time, over its JCT with an equal 1/n share of the cluster plus a round, n averaged over its
+    life so far) is placed right after the critical-path jobs and before the DP, least laxity
+    first, on the best-payoff placement that meets that bound, else the fastest, as soon as its
+    gang fits (others yield their GPUs if need be). None = no bound."""
+    max_wait_s: float | None = None
+    """Wall-clock starvation bound (``replan=preempt``): a job not started within this many
+    seconds of its arrival is placed first, as with ``max_rho``. None (default) = no bound; it was
+    86400 until issue 27 replaced it by ``max_rho``."""
     single_node: bool = False
     """Place every job on one node when its gang fits on some node (HadarE's per-node copies)."""
 
@@ -58,18 +73,23 @@ class HadarConfig:
 
     @classmethod
     def preset(cls, name: str) -> HadarConfig:
-        """A named configuration: ``default`` or ``legacy``."""
+        """A named configuration: ``default``, ``legacy`` or ``ttd`` (the TTD objective: the
+        critical-path rule also protects jobs within ``TTD_SLACK_ROUNDS`` rounds of the bound)."""
         if name == "default":
             return cls()
         if name == "legacy":
             return cls.legacy()
-        raise ValueError(f"unknown preset {name!r} (known: default, legacy)")
+        if name == "ttd":
+            return cls(critical_slack_rounds=TTD_SLACK_ROUNDS)
+        raise ValueError(f"unknown preset {name!r} (known: default, legacy, ttd)")
 
     def __post_init__(self) -> None:
         if self.replan not in ("never", "upgrade", "preempt"):
             raise ValueError("replan must be 'never', 'upgrade' or 'preempt'")
         if self.critical_slack_rounds < 0:
             raise ValueError("critical_slack_rounds must be >= 0")
+        if self.max_rho is not None and not (math.isfinite(self.max_rho) and self.max_rho > 0):
+            raise ValueError("max_rho must be a positive number (or None)")
         if self.max_wait_s is not None and not (
             math.isfinite(self.max_wait_s) and self.max_wait_s > 0
         ):

@@ -1,6 +1,6 @@
 """Hadar's preemptive round (``replan=preempt``, the default): every job, running or not, is
-re-planned each round, with the starvation bound and the TTD guard placing overdue and
-critical-path jobs first."""
+re-planned each round, with the TTD guard and the deferral bounds (finish-time fairness
+``max_rho``, the wall-clock ``max_wait_s``) placing critical-path and overdue jobs first."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hadar.policy import Assignment, RoundContext, RoundPlan
-from hadar.reference_rates import best_achievable_rate
+from hadar.reference_rates import best_achievable_rate, equal_share_rate, fair_share_jct
 from hadar.running import split_running
+from hadar.scheduler.contention import Contention
 from hadar.scheduler.steps import (
     admit,
     backfill,
@@ -36,7 +37,8 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
     """Every job is (re-)planned each round (Algorithm 1 with preemption):
 
     1. critical-path jobs (the TTD guard) are placed first, on idle GPUs when that meets their
-       deadline;
+       deadline; then overdue jobs (the deferral bounds ``max_rho`` and ``max_wait_s``), least
+       laxity first, on the best-payoff placement that meets their deadline, else the fastest;
     2. the DP (Algorithm 2) over all other jobs, running ones included, selects which run;
     3. selected running jobs the DP keeps where they are stay on their GPUs (no restart); the
        others take the placement the DP chose for them where it is still free, else the best
@@ -68,27 +70,24 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
                 out -= y
         return np.maximum(out, 0)
 
-    for i in overdue_jobs(vals, ctx, cfg.max_wait_s):  # the starvation bound comes first
-        cands = (
-            cache.candidates(entries[i], free)
-            if int(free.sum()) >= entries[i].request.num_gpus
-            else []
-        )
-        if cands:  # whatever its payoff: the fastest placement (ties: payoff)
-            take(i, max(cands, key=lambda c: (c.rate, entries[i].payoff(c))))
     slack_s = (cfg.critical_slack_rounds + CRITICAL_TOLERANCE_ROUNDS) * ctx.round_length
-    crit = (
-        [(i, d) for i, d in critical_jobs(vals, ctx, slack_s) if entries[i].key not in placed]
-        if cfg.ttd_guard
-        else []
-    )
-    for i, deadline in crit:
+    crit = critical_jobs(vals, ctx, slack_s) if cfg.ttd_guard else []
+    for i, deadline in crit:  # the TTD guard first: these jobs set the TTD
         cand = deadline_candidate(
             entries[i], vals[i], idle_for(entries[i].key), cache, deadline, ctx, strict=True
         )
         cand = cand or deadline_candidate(entries[i], vals[i], free, cache, deadline, ctx)
         if cand is not None:
             take(i, cand)
+    # then the deferral bounds: the best-payoff placement (round prices) that meets the job's
+    # deadline (its finish-time fairness bound), else the fastest
+    if cfg.max_rho is not None:
+        policy.contention.observe(ctx.now, [s.job_id for s in ctx.jobs])
+    for i, deadline in overdue_jobs(vals, ctx, cfg.max_wait_s, cfg.max_rho, policy.contention):
+        if entries[i].key not in placed:
+            cand = deadline_candidate(entries[i], vals[i], free, cache, deadline, ctx)
+            if cand is not None:
+                take(i, cand)
     rest = [i for i in range(len(entries)) if entries[i].key not in placed]
     selected, info = admit(
         [entries[i] for i in rest], free.copy(), ctx, cache, replace(cfg, backfill=False)
@@ -135,19 +134,68 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
 
 
 def overdue_jobs(
-    vals: list[JobValuation], ctx: RoundContext, max_wait_s: float | None
-) -> list[int]:
-    """Indices of the jobs that have not started and would exceed ``max_wait_s`` of waiting by
-    the end of this round, longest-waiting first."""
-    if max_wait_s is None:
-        return []
-    waited = {
-        i: ctx.now - v.status.job.arrival
-        for i, v in enumerate(vals)
-        if v.status.first_start is None
-    }
-    late = [i for i, w in waited.items() if w + ctx.round_length > max_wait_s]
-    return sorted(late, key=lambda i: (-waited[i], i))
+    vals: list[JobValuation],
+    ctx: RoundContext,
+    max_wait_s: float | None,
+    max_rho: float | None = None,
+    contention: Contention | None = None,
+) -> list[tuple[int, float]]:
+    """The jobs a deferral bound protects this round, each with the seconds from now by which it
+    should finish: those whose finish-time fairness would exceed ``max_rho`` if they waited
+    another round (:func:`deferred_rho`; deadline: finishing at ``max_rho``), least laxity first,
+    then those not started that would exceed ``max_wait_s`` of waiting by the end of this round
+    (longest-waiting first; deadline 0: the fastest placement)."""
+    out: list[tuple[int, float]] = []
+    if max_rho is not None:
+        rho = deferred_rho(vals, ctx, contention)
+        deadline = {
+            i: max_rho * fair - (ctx.now - vals[i].status.job.arrival)
+            for i, (r, fair) in enumerate(rho)
+            if r > max_rho
+        }
+        # least laxity first (deadline - best remaining time): the classical order for deadlines
+        # (ordering by rho would let any job shorter than a round, whose rho a one-round wait
+        # inflates, outrank a long job that has no slack left)
+        rates: dict[int, float] = {}
+        laxity = {i: d - best_remaining_s(vals[i], ctx, rates) for i, d in deadline.items()}
+        out = [(i, deadline[i]) for i in sorted(deadline, key=lambda i: (laxity[i], i))]
+    if max_wait_s is not None:
+        waited = {
+            i: ctx.now - v.status.job.arrival
+            for i, v in enumerate(vals)
+            if v.status.first_start is None
+        }
+        late = [i for i, w in waited.items() if w + ctx.round_length > max_wait_s]
+        chosen = {i for i, _ in out}
+        out += [(i, 0.0) for i in sorted(late, key=lambda i: (-waited[i], i)) if i not in chosen]
+    return out
+
+
+def deferred_rho(
+    vals: list[JobValuation], ctx: RoundContext, contention: Contention | None = None
+) -> list[tuple[float, float]]:
+    """Per job, its finish-time fairness if it got no GPUs this round and then ran on its fastest
+    placement, ``(now + round - arrival + best remaining time) / (fair-share JCT + round)``, and
+    that denominator. The fair share is an equal 1/n share (:func:`fair_share_jct`), n the jobs
+    present averaged over the job's life so far (``contention``; the jobs present now without
+    it), as the metric averages it over the whole life. *Decision*: the reference JCT includes one round, the wait no round-based
+    scheduler can avoid (jobs arrive between rounds): without it every job shorter than a round
+    would count as overdue on arrival and outrank all others."""
+    cap, gpus, n = ctx.cluster.capacity, ctx.cluster.total_gpus, len(ctx.jobs)
+    rates: dict[int, float] = {}  # best rates per request object (jobs of a class share it)
+    equal: dict[int, float] = {}
+    out = []
+    for v in vals:
+        key = id(v.request)
+        if key not in equal:
+            equal[key] = equal_share_rate(v.request.rates_cons, cap)
+        job = v.status.job
+        shared = n if contention is None else contention.average(job.job_id)
+        fair = fair_share_jct(job.total_steps, equal[key], job.num_gpus, gpus, shared)
+        fair += ctx.round_length
+        finish = ctx.now + ctx.round_length - job.arrival + best_remaining_s(v, ctx, rates)
+        out.append((finish / fair, fair) if math.isfinite(fair) else (0.0, fair))
+    return out
 
 
 def critical_jobs(

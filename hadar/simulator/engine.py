@@ -39,6 +39,7 @@ from hadar.core.cluster import Cluster
 from hadar.core.defaults import SIMULATED
 from hadar.core.errors import HadarError, InputError
 from hadar.core.jobs import Job, JobStatus, Placement
+from hadar.core.node_stream import NodeStream
 from hadar.loop import Decision, PolicyError, RoundLoop, validate_plan
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
 from hadar.reference_rates import best_achievable_rate, equal_share_rate
@@ -88,6 +89,10 @@ class SimConfig:
     samples count at the combined batch's statistical efficiency) or ``steps`` (each copy's own
     progress counts in full, the Hadar paper's accounting). docs/elastic.md."""
     extra: dict = field(default_factory=dict)
+    node_stream: NodeStream | None = None
+    """Nodes joining and leaving (``--node-stream``, docs/node-streams.md): each round sees only
+    the nodes up at its start and ends at the next event, so a leave preempts what runs on the
+    node without warning (its run stops there and pays the restart when it resumes)."""
 
     def __post_init__(self) -> None:
         if not 0 < self.round_length < float("inf"):
@@ -191,11 +196,44 @@ class SimulatorExecutor:
             while self.pending and self.pending[0].arrival <= self.now:
                 self.arrived.append(self.pending.pop(0).job_id)
             if self._active() or not self.pending:
-                return
+                break
             self.now = self.pending[
                 0
             ].arrival  # an idle gap: no round is recorded and none is counted
             self.current = {}
+        self._skip_empty_pool()
+
+    def _skip_empty_pool(self) -> None:
+        """With a node stream, wait (no round) while no node is up and one will join."""
+        stream = self.cfg.node_stream
+        if stream is None:
+            return
+        while not stream.available(self.cluster.node_names, self.now):
+            following = stream.next_time(self.now)
+            if following is None:
+                if self.finished():
+                    return
+                raise SimulationLimitError(
+                    f"simulation of {self.policy_name} stopped at {self.now / 3600:,.1f} h: the node "
+                    f"stream {stream.source} ends with no node up and jobs unfinished"
+                )
+            self.now = following
+            self.current = {}
+
+    def _round_view(self) -> tuple[Cluster, float, dict[tuple[int, int], Placement]]:
+        """The nodes up now, this round's length (cut at the next stream event) and last
+        round's placements on nodes that are still up."""
+        stream = self.cfg.node_stream
+        if stream is None:
+            return self.cluster, self.cfg.round_length, self.current
+        up = stream.available(self.cluster.node_names, self.now)
+        following = stream.next_time(self.now)
+        length = self.cfg.round_length
+        if following is not None:
+            length = min(length, following - self.now)
+        upset = set(up)
+        current = {k: p for k, p in self.current.items() if all(n in upset for n in p)}
+        return self.cluster.subset(up), length, current
 
     def context(self, index: int) -> RoundContext:
         cfg, states = self.cfg, self.states
@@ -210,16 +248,17 @@ class SimulatorExecutor:
                 f"simulation of {self.policy_name} stopped at {self.now / 3600:,.1f} h: {unfinished} of "
                 f"{len(states)} jobs unfinished after {limit}; shorten the workload or raise the limit"
             )
+        cluster, length, current = self._round_view()
         return RoundContext(
             now=self.now,
             round_index=index,
-            round_length=cfg.round_length,
-            cluster=self.cluster,
+            round_length=length,
+            cluster=cluster,
             jobs=tuple(
                 states[i].status()
                 for i in sorted(self._active(), key=lambda i: (states[i].job.arrival, i))
             ),
-            current=self.current,
+            current=current,
             throughput=self.throughput,
             restart_penalty=cfg.restart_penalty,
         )
@@ -247,7 +286,10 @@ class SimulatorExecutor:
             self.progress.update(
                 sum(1 for s in self.states.values() if s.finish is not None), self.now
             )
-        self.stall = self.stall + 1 if not decision.plan.assignments else 0
+        stream = self.cfg.node_stream
+        more_nodes_ahead = stream is not None and stream.next_time(self.now) is not None
+        # while a node stream still has events ahead the pool may yet fit the waiting jobs
+        self.stall = self.stall + 1 if not decision.plan.assignments and not more_nodes_ahead else 0
         if self.stall >= self.cfg.stall_rounds:
             active = [s.job_id for s in decision.ctx.jobs]
             waiting = ", ".join(str(i) for i in active[:5]) + (", ..." if len(active) > 5 else "")
@@ -272,7 +314,14 @@ class SimulatorExecutor:
             ),
             rounds=tuple(self.rounds),
             placements=tuple(self.placements),
-            config={k: v for k, v in asdict(cfg).items() if k != "progress"},
+            config={
+                **{
+                    k: v
+                    for k, v in asdict(replace(cfg, node_stream=None)).items()
+                    if k not in ("progress", "node_stream")
+                },
+                "node_stream": cfg.node_stream.source if cfg.node_stream else None,
+            },
             gpu_busy_seconds=self.gpu_busy,
             estimated_cells=tuple(throughput.estimated_cells(self.jobs, cluster)),
         )
@@ -303,7 +352,7 @@ def _run_round(
     placements: list[PlacementRecord],
     gpu_busy: dict[str, float],
 ) -> tuple[RoundRecord, dict[tuple[int, int], Placement], float]:
-    slot = cfg.round_length
+    slot = ctx.round_length
     by_job: dict[int, list[Assignment]] = {}
     for a in plan.assignments:
         by_job.setdefault(a.job_id, []).append(a)

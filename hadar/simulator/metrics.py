@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from hadar.outputs_schema import completion_metrics, decision_metrics, utilisation
+from hadar.reference_rates import fair_share_jct
 from hadar.simulator.records import JobRecord, SimulationResult
 
 
@@ -86,8 +87,8 @@ def finish_time_fairness(jobs: Sequence[JobRecord], total_gpus: int) -> np.ndarr
         if jct <= 0 or not j.equal_share_rate:
             continue
         n = max(1.0, (integral(finish) - integral(j.arrival)) / jct)
-        share = min(1.0, total_gpus / (n * j.num_gpus))
-        out.append(jct / (j.total_steps / (j.equal_share_rate * share)))
+        fair = fair_share_jct(j.total_steps, j.equal_share_rate, j.num_gpus, total_gpus, n)
+        out.append(jct / fair)
     return np.array(out, dtype=float)
 
 

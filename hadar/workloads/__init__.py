@@ -1,7 +1,8 @@
 """Workload sources: the paper's Philly generator, hand-written job lists, the physical mixes.
 
 ``load_workload(name)`` accepts ``philly-480`` (any ``philly-N``), ``philly-480-arrivals``
-(keep trace arrival times), a path to a ``.csv``/``.yaml`` job list (or a ``.csv`` in Pollux's
+(keep trace arrival times), either with ``-elastic`` (each job may run on 1 GPU up to its
+request), a path to a ``.csv``/``.yaml`` job list (or a ``.csv`` in Pollux's
 workload schema), a mix ``M-1`` ... ``M-12``, or Pollux's ``pollux-N`` / ``pollux-N-load-L``.
 """
 
@@ -9,15 +10,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from estimators.throughput import GavelThroughputTable, ThroughputModel
 from hadar.core.cluster import Cluster
 from hadar.core.errors import InputError
 from hadar.core.jobs import Job
+from hadar.core.suggest import did_you_mean
 
-PHILLY_RE = re.compile(r"philly-(\d+)(-arrivals)?")
+PHILLY_RE = re.compile(r"philly-(\d+)(-arrivals)?(-elastic)?")
 MIX_RE = re.compile(r"[Mm]-\d+")
+MIX_NAMES = tuple(f"M-{i}" for i in range(1, 13))
+"""The paper's physical mixes, as ``--workload`` spells them."""
 POLLUX_PREFIX = "pollux-"
 FILE_SUFFIXES = (".csv", ".yaml", ".yml", ".trace")
 
@@ -39,10 +44,13 @@ def load_workload(
     if m:
         from hadar.workloads.philly import PhillyOptions, generate
 
-        return generate(
+        jobs = generate(
             table,
             PhillyOptions(num_jobs=int(m.group(1)), seed=seed, keep_arrivals=bool(m.group(2))),
         )
+        if m.group(3):  # elastic: each job's GPU request becomes its maximum (docs/afs.md)
+            jobs = [replace(j, min_gpus=1, max_gpus=j.num_gpus) for j in jobs]
+        return jobs
     if name.startswith(POLLUX_PREFIX) and not name.lower().endswith(FILE_SUFFIXES):
         from hadar.workloads.pollux import pollux_jobs
 
@@ -60,9 +68,10 @@ def load_workload(
         from hadar.workloads.files import load_job_file
 
         return load_job_file(p)
+    hint = did_you_mean(name, [*MIX_NAMES, "philly-480", "philly-480-arrivals", "pollux-1"])
     raise InputError(
-        f"--workload: unknown workload {name!r} (philly-N, M-1..M-12, pollux-N, or a "
-        ".csv/.yaml/.trace file)"
+        f"--workload: unknown workload {name!r}{hint} "
+        "(philly-N, philly-N-arrivals, M-1..M-12, pollux-N, or a .csv/.yaml/.trace file)"
     )
 
 

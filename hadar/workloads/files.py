@@ -14,7 +14,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from hadar.core.errors import InputError
 from hadar.core.jobs import Job
@@ -45,6 +45,13 @@ class _JobSpec(BaseModel):
     size_class: str | None = None
     spec: dict[str, Any] | None = None
     """Training spec for real runs (model, size, data, batch_size, lr, seed; see docs/worker.md)."""
+
+    @field_validator("type")
+    @classmethod
+    def _printable(cls, v: str) -> str:
+        if not v.isprintable():
+            raise ValueError("a job type is one line of printable characters (no newline or tab)")
+        return v
 
 
 def jobs_from_records(

@@ -140,6 +140,8 @@ def test_a_good_hand_written_workload_runs_and_writes_outputs(tmp_path: Path):
         "avg_jct_s",
         "median_jct_s",
         "p99_jct_s",
+        "max_jct_s",
+        "rho_max",
         "gru",
         "avg_decision_s",
         "max_decision_s",

@@ -7,12 +7,13 @@ import pytest
 
 from hadar.core.errors import InputError
 from hadar.policy_options import effective_options
-from hadar.scheduler import DEFAULT_MAX_WAIT_S
+from hadar.scheduler import DEFAULT_MAX_RHO
 
 
 def test_defaults_are_recorded_including_knobs_nobody_named() -> None:
     knobs = effective_options("hadare")
-    assert knobs["hadar.max_wait_s"] == f"{DEFAULT_MAX_WAIT_S:g}"
+    assert knobs["hadar.max_rho"] == f"{DEFAULT_MAX_RHO:g}"
+    assert knobs["hadar.max_wait_s"] == "None"
     assert knobs["hadar.replan"] == "preempt"
 
 

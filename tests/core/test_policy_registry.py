@@ -95,6 +95,7 @@ def test_builtin_declarations_reproduce_the_old_lists():
         "gavel",
         "gavel-fifo",
         "gavel-makespan",
+        "themis",  # Gavel's finish_time_fairness_perf (baselines/themis.py)
     ]
     assert preferred_reference(["gavel", "hadar"]) == "hadar"
     assert preferred_reference(["tiresias", "gavel"]) == "tiresias"

@@ -64,7 +64,22 @@ def test_a_restored_policy_decides_as_an_uninterrupted_one(name):
         )
 
 
-@pytest.mark.parametrize("name", ["gavel", "gavel-makespan"])
+STATEFUL = (
+    "gavel",
+    "gavel-fifo",
+    "gavel-makespan",
+    "themis",
+    "afs",
+    "afs-het",
+    "afs-p",
+    "pollux",
+    "malletrain",
+)
+"""Gavel's mechanism and the policies built on it keep their bookkeeping in their state; AFS
+keeps its shares between churn events; Pollux its agents and restarts; MalleTrain its profiles."""
+
+
+@pytest.mark.parametrize("name", ["gavel", "gavel-makespan", "themis"])
 def test_gavel_decisions_depend_on_the_state_a_restart_would_lose(name):
     """Without its state a rebuilt Gavel decides differently: the test above can fail."""
     whole = _decisions(name, None)
@@ -76,7 +91,7 @@ def test_state_is_json_and_empty_for_stateless_policies():
         policy = make_policy(name)
         state = policy.state()
         assert json.loads(json.dumps(state)) == state
-        if not name.startswith(("gavel", "pollux")):  # Pollux keeps its agents and restarts
+        if name not in STATEFUL:
             assert state == {}
             with pytest.raises(ValueError, match="keeps no state"):
                 policy.restore({"x": 1})

@@ -111,7 +111,17 @@ def test_a_reallocation_costs_the_jobs_own_restart_delay(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "policy", ["hadar", "hadare", "gavel", "gavel-fifo", "gavel-makespan", "tiresias", "yarn-cs"]
+    "policy",
+    [
+        "hadar",
+        "hadar-legacy",
+        "hadare",
+        "gavel",
+        "gavel-fifo",
+        "gavel-makespan",
+        "tiresias",
+        "yarn-cs",
+    ],
 )
 def test_every_policy_finishes_a_pollux_workload(policy):
     jobs = pollux_jobs("pollux-2-load-2")[:14]

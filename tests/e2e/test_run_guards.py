@@ -5,15 +5,18 @@ processes, real workers, real SQLite files."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from hadar.runtime.identity import cluster_digest, workload_digest
-from tests.e2e.runlib import LOCAL_3, events, hadar, write_jobs
+from tests.e2e.runlib import LOCAL_3, REPO, events, hadar, write_jobs
 
 SLOT = "5"
 pytestmark = pytest.mark.slow
@@ -173,10 +176,9 @@ def test_run_json_records_digests_of_the_run_inputs(finished_run: Path) -> None:
     assert identity["size"] == "tiny" and identity["policy"] == "hadare"
     options = identity["policy_options"]
     assert options["restart_penalty_s"] == "3" and options["aggregation_overhead_s"] == "2"
-    # every knob of the policy's config, defaults included (the starvation bound among them)
-    assert (
-        options["hadar.max_wait_s"] == "86400" and options["hadar.utility"] == "inverse-remaining"
-    )
+    # every knob of the policy's config, defaults included (the deferral bounds among them)
+    assert options["hadar.max_rho"] == "1" and options["hadar.max_wait_s"] == "None"
+    assert options["hadar.utility"] == "inverse-remaining"
     assert all(len(identity[k]) == 64 for k in ("cluster_sha256", "workload_sha256"))
 
 
@@ -242,12 +244,12 @@ def test_resume_refuses_other_policy_options(copied_run: Path) -> None:
 
 
 def test_resume_refuses_run_json_edited_to_other_policy_options(copied_run: Path) -> None:
-    """A knob the run never named (the starvation bound, at its default) is part of its identity too."""
-    edit_run_json(copied_run, policy_options={"max_wait_s": "3600"})
+    """A knob the run never named (the deferral bound, at its default) is part of its identity too."""
+    edit_run_json(copied_run, policy_options={"max_rho": "2"})
     proc = resume(copied_run)
     assert refused(proc) == (
         f"hadar: error: {copied_run / 'run.json'}: policy options differ from the run's "
-        f"(hadar.max_wait_s=86400 at the start, now hadar.max_wait_s=3600); start a new run "
+        f"(hadar.max_rho=1 at the start, now hadar.max_rho=2); start a new run "
         f"with --out instead"
     )
 
@@ -329,3 +331,103 @@ def test_a_damaged_tracker_is_exit_2_naming_it(copied_run: Path) -> None:
         fh.write(b"\xa5" * 16)
     proc = resume(copied_run)
     assert refused(proc).startswith(f"hadar: error: {db.resolve()}: damaged state file (")
+
+
+# -- planted links (issue 28) -----------------------------------------------------------------
+def test_resume_refuses_a_planted_checkpoint_link_and_deletes_nothing(
+    copied_run: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    files = {".tmp-1.pt": b"t", f"round-0-{'a' * 64}.pt": b"r", "notes.txt": b"n"}
+    for name, data in files.items():
+        (outside / name).write_bytes(data)
+    link = copied_run / "checkpoints" / "job-77"
+    link.symlink_to(outside)
+    proc = resume(copied_run, "--no-eval")
+    assert refused(proc) == (
+        f"hadar: error: {link}: a symbolic link in the run directory {copied_run}, which hadar "
+        "never creates; remove it (hadar does not write or delete through links)"
+    )
+    assert {p.name: p.read_bytes() for p in outside.iterdir()} == files
+
+
+def test_resume_does_not_append_events_through_a_link(copied_run: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "diary.txt"
+    outside.write_text("private\n")
+    (copied_run / "events.jsonl").unlink()
+    (copied_run / "events.jsonl").symlink_to(outside)
+    proc = resume(copied_run, "--no-eval")
+    assert "events.jsonl: a symbolic link in the run directory" in refused(proc)
+    assert outside.read_text() == "private\n"
+
+
+# -- options typed on --resume (issue 28) -----------------------------------------------------
+@pytest.mark.parametrize(
+    ("typed", "problem"),
+    [
+        (("--workload", "M-5"), "--workload: M-5 differs from this run's {workload}"),
+        (("--policy", "gavel"), "--policy: gavel differs from this run's hadare"),
+        (("--size", "small"), "--size: small differs from this run's tiny"),
+        (("--round", "9"), "--round: 9 differs from this run's 5"),
+        (("--seed", "3"), "--seed: 3 differs from this run's 0"),
+        (("--cold-workers",), "--cold-workers: this run was started without it"),
+        (("--cluster", "sim-60gpu"), "--cluster: sim-60gpu differs from this run's {cluster}"),
+    ],
+)
+def test_resume_refuses_a_typed_option_that_conflicts_with_the_run(
+    copied_run: Path, typed: tuple[str, ...], problem: str
+) -> None:
+    before = (copied_run / "run.json").read_bytes()
+    cfg = run_json(copied_run)
+    proc = resume(copied_run, *typed)
+    assert refused(proc) == (
+        f"hadar: error: {problem.format(**cfg)} (fixed for the run in {copied_run}; start a new "
+        "run with --out to change it)"
+    )
+    assert (copied_run / "run.json").read_bytes() == before
+
+
+def test_resume_accepts_the_runs_own_values_and_refuses_out(copied_run: Path) -> None:
+    cfg = run_json(copied_run)
+    assert refused(resume(copied_run, "--out", str(copied_run.parent / "x"))).startswith(
+        f"hadar: error: --out: not with --resume (the run's directory is {copied_run};"
+    )
+    same = resume(
+        copied_run,
+        "--workload",
+        os.path.relpath(cfg["workload"], REPO),  # another spelling of the same file
+        "--cluster",
+        cfg["cluster"],
+        "--policy",
+        "hadare",
+        "--size",
+        "tiny",
+        "--round",
+        "5.0",
+        "--no-eval",
+        "--stall-rounds",
+        "9",
+    )
+    assert same.returncode == 0, same.stdout + same.stderr
+
+
+def test_run_json_stores_absolute_paths_so_resume_works_from_anywhere(tmp_path: Path) -> None:
+    shutil.copy(LOCAL_3, tmp_path / "c.yaml")
+    write_jobs(tmp_path / "jobs.yaml", {"LT": 20})
+    args = ["--cluster", "c.yaml", "--workload", "jobs.yaml", "--round", SLOT, "--no-live"]
+    first = subprocess.run(
+        [sys.executable, "-m", "hadar", "run", *args, "--no-eval", "--out", "run"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert first.returncode == 0, first.stdout + first.stderr
+    cfg = run_json(tmp_path / "run")
+    assert (cfg["cluster"], cfg["workload"]) == (
+        str(tmp_path / "c.yaml"),
+        str(tmp_path / "jobs.yaml"),
+    )
+    again = resume(tmp_path / "run", "--no-eval")  # from the repository, not tmp_path
+    assert again.returncode == 0, again.stdout + again.stderr

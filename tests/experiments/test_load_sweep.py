@@ -38,6 +38,7 @@ DETERMINISTIC = [
     "avg_jct_s",
     "median_jct_s",
     "p99_jct_s",
+    "max_jct_s",
     "avg_queueing_s",
     "backlog_growth",
     "saturated",

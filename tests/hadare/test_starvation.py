@@ -1,5 +1,6 @@
 """Issue 16: no job waits longer than the starvation bound (``max_wait_s``) under HadarE while its
-gang fits, even when a stream of shorter jobs would otherwise always outrank it."""
+gang fits, even when a stream of shorter jobs would otherwise always outrank it. Issue 27: the
+default bound is in finish-time fairness (``max_rho``), relative to the job and the load."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from hadar.core.cluster import Cluster, Node
 from hadar.core.jobs import Job
 from hadar.scheduler import HadarConfig
 from hadar.simulator import SimConfig, simulate
+from hadar.simulator.metrics import summarize
 from hadare.policy import HadarEConfig, HadarEPolicy
 
 ROUND = 360.0
@@ -26,11 +28,16 @@ def _stream() -> list[Job]:
     return jobs
 
 
-def _waits(max_wait_s: float | None) -> dict[int, float]:
-    policy = HadarEPolicy(HadarEConfig(hadar=HadarConfig(max_wait_s=max_wait_s)))
+def _run(max_wait_s: float | None, max_rho: float | None) -> dict[int, tuple[float, float]]:
+    """Per job (queueing delay, JCT)."""
+    policy = HadarEPolicy(HadarEConfig(hadar=HadarConfig(max_wait_s=max_wait_s, max_rho=max_rho)))
     result = simulate(CLUSTER, _stream(), policy, TABLE, SimConfig(round_length=ROUND))
     assert all(j.finish is not None for j in result.jobs)
-    return {j.job_id: j.queueing_delay for j in result.jobs}
+    return {j.job_id: (j.queueing_delay, j.jct) for j in result.jobs}
+
+
+def _waits(max_wait_s: float | None, max_rho: float | None = None) -> dict[int, float]:
+    return {j: q for j, (q, _) in _run(max_wait_s, max_rho).items()}
 
 
 @pytest.mark.parametrize("bound_h", [1.0, 2.5])
@@ -45,7 +52,29 @@ def test_without_the_bound_the_one_hour_job_starves_behind_the_stream():
     assert waits[1] > 5 * 3600  # it waits for the stream to end: the bound is what prevents it
 
 
+def test_the_default_fairness_bound_starts_the_one_hour_job_by_its_fair_share_deadline():
+    # three jobs present in the first rounds (the 10-hour job, the 1-hour job, the latest short
+    # one) on two GPUs: a 1/3 share runs the 1-hour job 2/3 of the time, 5,400 s, plus the round
+    # no round-based scheduler can avoid; waiting past t = 1,800 s would finish it later than that
+    bounded = _run(None, HadarConfig().max_rho)
+    free = _run(None, None)
+    assert bounded[1][0] == 2_160.0  # the first round after 1,800 s
+    assert free[1][0] > 5 * 3600
+    # the stream overloads the second GPU, so the bound cannot hold for every job, but the worst
+    # finish-time fairness improves (rho = JCT / fair-share JCT, as the metric computes it)
+    assert _rho_max(None, HadarConfig().max_rho) < _rho_max(None, None)
+    assert HadarConfig().max_wait_s is None  # the wall-clock bound is no longer the default
+
+
+def _rho_max(max_wait_s: float | None, max_rho: float | None) -> float:
+    policy = HadarEPolicy(HadarEConfig(hadar=HadarConfig(max_wait_s=max_wait_s, max_rho=max_rho)))
+    result = simulate(CLUSTER, _stream(), policy, TABLE, SimConfig(round_length=ROUND))
+    return float(summarize(result)["rho_max"])
+
+
 def test_the_bound_is_validated():
     for bad in (0.0, -5.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="max_wait_s"):
             HadarConfig(max_wait_s=bad)
+        with pytest.raises(ValueError, match="max_rho"):
+            HadarConfig(max_rho=bad)

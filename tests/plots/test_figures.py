@@ -58,6 +58,7 @@ def simulated(tmp_path_factory):
                 "--seed",
                 "2",
                 "--no-progress",
+                "--figures",
                 "--out",
                 str(out),
             ]

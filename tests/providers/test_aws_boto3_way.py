@@ -139,6 +139,7 @@ def test_spot_instances_are_requested_as_spot(aws_env: MotoServer, tmp_path: Pat
             [
                 "cluster",
                 "up",
+                "-y",
                 "--config",
                 str(cfg),
                 "--no-wait-ssh",

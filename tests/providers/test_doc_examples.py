@@ -27,4 +27,20 @@ def test_lab_bastion_example() -> None:
 def test_aws_spot_example() -> None:
     cluster = load_cluster(EXAMPLES / "aws-spot.yaml")
     aws = load_section(cluster, "aws", AwsSettings)
-    assert aws.spot and aws.spot_max_price == "0.60" and len(aws.setup or []) == 2
+    assert aws.spot and aws.spot_max_price == "0.60" and len(aws.setup or []) == 3
+
+
+def test_no_doc_installs_the_unrelated_hadar_project() -> None:
+    """``pip install hadar`` fetches an unrelated project from the package index: the docs and
+    examples install the hadar-scheduler wheel or a clone (docs/install.md)."""
+    import re
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    pattern = re.compile(r"pip install (?:-\S+ )*(?:--upgrade )?hadar(?:\s|$|\[)")
+    offenders = [
+        f"{p.name}:{n}"
+        for p in sorted([*docs.rglob("*.md"), *docs.rglob("*.yaml")])
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert offenders == []

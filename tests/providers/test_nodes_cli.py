@@ -34,7 +34,11 @@ def test_nodes_check_on_the_sshd_nodes(sshd_farm: SshdFarm, tmp_path: Path) -> N
     out = res.stdout
     for s in sshd_farm.servers:
         row = next(line for line in out.splitlines() if f" {s.name} " in line)
-        assert f"127.0.0.1:{s.port}" in row and "yes" in row and platform.python_version() in row
+        assert (
+            f"127.0.0.1:{s.port}" in row
+            and "UNREACHABLE" not in row
+            and platform.python_version() in row
+        )
     assert "3/3 nodes reachable" in out
 
 
@@ -85,7 +89,7 @@ def test_nodes_check_on_local_nodes() -> None:
     gpu_machine = shutil.which("nvidia-smi") is not None
     for name in ("v100", "t4", "k80"):
         row = next(line for line in res.stdout.splitlines() if f" {name} " in line)
-        assert "localhost" in row and "yes" in row
+        assert "localhost" in row and "UNREACHABLE" not in row
         # local nodes emulate their GPUs: on whatever this machine has, never a mismatch
         assert "emulated (devices" in row and "MISMATCH" not in row
         assert gpu_machine or "none (CPU)" in row
@@ -108,3 +112,52 @@ def test_nodes_check_rejects_bad_input_in_one_line(tmp_path: Path) -> None:
     res = hadar("nodes", "check", "--cluster", str(bad))
     assert res.returncode == 2
     assert res.stderr.strip() == f"hadar: error: {bad}: ssh.trust_new_host: unknown field"
+
+
+def test_a_node_without_torch_is_not_ready_and_fits_80_columns(tmp_path: Path) -> None:
+    """``python -S`` hides site-packages (torch included) from the probe: the node answers but
+    cannot train, so the check fails (exit 2) and says why, in lines of at most 80 columns."""
+    cfg = tmp_path / "notorch.yaml"
+    cfg.write_text(
+        "name: notorch\nprovider: local\nnodes:\n"
+        "  - {name: v100, gpus: {v100: 1}}\n  - {name: t4, gpus: {t4: 1}}\n"
+        f"local: {{python: '{sys.executable} -S'}}\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-m", "hadar", "nodes", "check", "--cluster", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "80"},
+    )
+    assert res.returncode == 2, res.stdout + res.stderr
+    lines = res.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert lines[-1] == "2/2 nodes reachable, 0 ready; no torch: v100, t4"
+    text = " ".join(res.stdout.split())
+    assert "node t4: torch is not installed for Python" in text and "NO TORCH" in text
+    rows = {
+        r["node"]: r
+        for r in map(
+            json.loads, hadar("nodes", "check", "--cluster", str(cfg), "--json").stdout.splitlines()
+        )
+    }
+    assert not rows["v100"]["ready"] and "torch is not installed" in rows["v100"]["torch_missing"]
+
+
+def test_the_closing_line_gives_each_unreachable_nodes_reason() -> None:
+    from hadar.commands.nodes import summary_line
+    from nodes.provider import NodeHealth
+
+    results = [
+        NodeHealth(
+            "titan",
+            False,
+            "10.0.0.1:22",
+            error="node titan (10.0.0.1:22): unreachable after 3 attempts: connection refused",
+        ),
+        NodeHealth("t4", True, "10.0.0.2:22", python="3.11.7", torch="2.13.0"),
+    ]
+    assert summary_line(results, {}, {}) == (
+        "1/2 nodes reachable, 1 ready; unreachable: titan (connection refused)"
+    )

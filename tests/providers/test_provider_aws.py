@@ -71,7 +71,10 @@ def test_up_status_down_with_the_bundled_config(
     )["Instances"][0]["InstanceId"]
 
     out = tmp_path / "aws-5node-ssh.yaml"
-    assert main(["cluster", "up", "--config", "aws-5node", "--out", str(out), "--no-wait-ssh"]) == 0
+    assert (
+        main(["cluster", "up", "-y", "--config", "aws-5node", "--out", str(out), "--no-wait-ssh"])
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "wrote SSH cluster file" in printed and "p2-1: launched i-" in printed
 
@@ -114,7 +117,10 @@ def test_up_status_down_with_the_bundled_config(
         assert f"{tags(i)['hadar-node']}: {i['InstanceId']}" in out.read_text()  # header comment
 
     # up again: every node already has an instance, nothing new is launched
-    assert main(["cluster", "up", "--config", "aws-5node", "--out", str(out), "--no-wait-ssh"]) == 0
+    assert (
+        main(["cluster", "up", "-y", "--config", "aws-5node", "--out", str(out), "--no-wait-ssh"])
+        == 0
+    )
     assert "already has" in capsys.readouterr().out
     assert len(live(ec2, "aws-5node")) == 5
 
@@ -191,7 +197,17 @@ def test_missing_and_unknown_aws_fields_are_one_line_errors(
     )
     env = {**os.environ, **aws_env.env()}
     res = subprocess.run(
-        [sys.executable, "-m", "hadar", "cluster", "up", "--config", str(cfg), "--no-wait-ssh"],
+        [
+            sys.executable,
+            "-m",
+            "hadar",
+            "cluster",
+            "up",
+            "-y",
+            "--config",
+            str(cfg),
+            "--no-wait-ssh",
+        ],
         capture_output=True,
         text=True,
         env=env,
@@ -266,7 +282,7 @@ def test_auth_failure_is_a_one_line_permission_error(
     )
     aws_env.set_auth(0)  # from now on moto checks credentials like EC2 does
     try:
-        assert main(["cluster", "up", "--config", str(cfg), "--no-wait-ssh"]) == 1
+        assert main(["cluster", "up", "-y", "--config", str(cfg), "--no-wait-ssh"]) == 1
     finally:
         aws_env.set_auth(float("inf"))
     err = capsys.readouterr().err.strip()
@@ -325,6 +341,7 @@ def test_wait_ssh_times_out_naming_the_nodes(aws_env: MotoServer, tmp_path: Path
         [
             "cluster",
             "up",
+            "-y",
             "--config",
             str(cfg),
             "--ssh-wait-timeout",
@@ -440,7 +457,9 @@ def test_ssh_section_of_an_aws_cluster_carries_over(
     )
 
     out = tmp_path / "withssh-ssh.yaml"
-    assert main(["cluster", "up", "--config", str(cfg), "--no-wait-ssh", "--out", str(out)]) == 0
+    assert (
+        main(["cluster", "up", "-y", "--config", str(cfg), "--no-wait-ssh", "--out", str(out)]) == 0
+    )
     ssh = load_cluster(out).settings["ssh"]
     assert ssh["connect_attempts"] == 1
     assert ssh["python"] == "/opt/venv/bin/python"  # set in the aws section: wins

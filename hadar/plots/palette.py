@@ -1,0 +1,60 @@
+"""One colour (and line style) per policy, used by every figure: Gavel is the same orange in
+``hadar compare``, the physical-evaluation figures and the load sweep.
+
+The colour is the one the policy declares in the registry (``PolicyInfo.colour``,
+:mod:`hadar.policy`); the line style, marker and width are here, keyed by policy name. Series
+that are not registered policies (slot lengths, a policy that declares no colour) take
+:data:`OTHER_COLOURS`, which no policy uses, in the figure's order (:func:`series_colours`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from matplotlib.colors import to_hex
+
+from hadar.policy import find_policy_info
+
+
+@dataclass(frozen=True)
+class Style:
+    """How one series is drawn: colour, line style, marker and line width."""
+
+    colour: str
+    line: str = "-"
+    marker: str = "o"
+    width: float = 1.6
+
+
+LINES: dict[str, tuple[str, str, float]] = {
+    # hadar is drawn wide and solid, hadare narrow and dashed on top of it: where the two
+    # curves coincide (small workloads) both stay visible
+    "hadar": ("-", "o", 3.0),
+    "hadare": ("--", "s", 1.5),
+    "gavel": ("-", "^", 1.6),
+    "tiresias": ("-.", "D", 1.6),
+    "yarn-cs": (":", "v", 1.8),
+}
+"""Line style, marker and width of the policies the figures compare (others: solid, circles)."""
+
+OTHER_COLOURS = ("#7f7f7f", "#bcbd22", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
+"""Colours for series without a declared colour: grey, olive and tab20b's darks, none of which
+a registered policy declares (``tests/plots/test_palette.py``)."""
+
+
+def policy_colour(name: str) -> str | None:
+    """The colour policy ``name`` declares, as ``#rrggbb`` (None: not registered, or none)."""
+    info = find_policy_info(name)
+    return to_hex(info.colour) if info is not None and info.colour else None
+
+
+def series_colours(names: list[str]) -> dict[str, str]:
+    """Colours for the series of one figure: policies keep their declared colour; the other
+    series take :data:`OTHER_COLOURS` in the given order, so they never clash there."""
+    others = iter(OTHER_COLOURS * (1 + len(names) // len(OTHER_COLOURS)))
+    return {n: policy_colour(n) or next(others) for n in names}
+
+
+def series_styles(names: list[str]) -> dict[str, Style]:
+    """Colour, line style, marker and width of each series of one figure."""
+    return {n: Style(c, *LINES.get(n, ("-", "o", 1.6))) for n, c in series_colours(names).items()}

@@ -1,0 +1,285 @@
+"""Event-driven replay of malleable Trainers on a node stream, as BFTrainer (§4.3) and MalleTrain
+(§4.1) evaluate: at every event (nodes join or leave, a Trainer arrives, completes or finishes
+a profiling step) the allocator re-solves BFTrainer's MILP over the idle nodes and rescales the
+Trainers; between events each Trainer progresses at its true throughput on its node count.
+
+Systems (``system``):
+
+* ``bftrainer``: the MILP knows every Trainer's true scalability (BFTrainer "exact").
+* ``freetrain``: the same MILP, told FreeTrain's guess (``baselines.malletrain_jpa``).
+* ``malletrain``: a new Trainer is first profiled by JPA (inverse-order schedule: one scale-up to
+  its largest profiled scale, then a scale-down per measured scale, ``measure_s`` at each, on
+  nodes taken from the idle ones and, if needed, preempted from the largest running Trainers);
+  the MILP then uses the measured points. Admission is MalleTrain's batch admission (``pj_max``).
+
+Costs, charged as pauses during which the Trainer's nodes do no work (BFTrainer Fig. 3):
+a start or scale-up pauses the Trainer ``r_up`` seconds on its new node count, a scale-down
+``r_dw``; a node that leaves without warning forces a scale-down (``r_dw`` on the nodes left) or,
+below the Trainer's minimum, stops it. ``lost_rescale`` and ``lost_preempt`` count those
+node-seconds. A Trainer keeps its progress across rescales (Elastic Horovod keeps the model in
+memory) and is never migrated (the MILP forbids it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from baselines.bftrainer_milp import DEFAULT_T_FWD_S, Trainer, assign_nodes, solve
+from baselines.malletrain_jpa import admit_batch, freetrain_guess, profile_scales, profile_schedule
+from hadar.core.node_stream import NodeStream
+from hadar.workloads.malleable import MalleableJob
+
+SYSTEMS = ("bftrainer", "freetrain", "malletrain")
+DEFAULT_PJ_MAX = 10
+"""Concurrent Trainers (BFTrainer §5.2 limits them to 10)."""
+DEFAULT_MEASURE_S = 60.0
+"""Seconds JPA measures each profiled scale (our choice: enough for a few hundred steps)."""
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    system: str = "bftrainer"
+    t_fwd: float = DEFAULT_T_FWD_S
+    pj_max: int = DEFAULT_PJ_MAX
+    measure_s: float = DEFAULT_MEASURE_S
+    time_limit: float = 5.0
+    hours: float | None = None
+    """Replay length; None = the stream's length."""
+
+    def __post_init__(self) -> None:
+        if self.system not in SYSTEMS:
+            raise ValueError(f"system must be one of {SYSTEMS}")
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    system: str
+    hours: float
+    samples: float
+    """Samples processed by all Trainers (useful work)."""
+    completed: int
+    lost_rescale_node_s: float
+    lost_preempt_node_s: float
+    idle_node_s: float
+    """Node-seconds in the pool (the resource integral, Eq. 17)."""
+    decisions: int
+    solve_seconds: float
+    profiled: int = 0
+
+    @property
+    def throughput(self) -> float:
+        """Aggregate useful throughput, samples per second of stream."""
+        return self.samples / (self.hours * 3600)
+
+
+@dataclass
+class _Run:
+    job: MalleableJob
+    nodes: list[str] = field(default_factory=list)
+    done: float = 0.0
+    paused_until: float = 0.0
+    measured: dict[int, float] = field(default_factory=dict)
+    profile: list[int] = field(default_factory=list)
+    """Scales JPA still has to measure (the current one first)."""
+    step_end: float | None = None
+
+    def rate(self) -> float:
+        return _interp(self.job.points, len(self.nodes))
+
+
+def _interp(points: Sequence[tuple[int, float]], n: float) -> float:
+    if n <= 0:
+        return 0.0
+    xs, ys = zip(*((0, 0.0), *points), strict=True)
+    return float(np.interp(n, xs, ys))
+
+
+def replay(
+    stream: NodeStream,
+    nodes: Sequence[str],
+    jobs: Sequence[MalleableJob],
+    config: ReplayConfig | None = None,
+) -> ReplayResult:
+    """Replay ``jobs`` on the idle ``nodes`` of ``stream`` under ``config.system``."""
+    cfg = config or ReplayConfig()
+    end = (cfg.hours * 3600.0) if cfg.hours is not None else stream.end
+    guess_rates = [j.points[0][1] / j.points[0][0] for j in jobs]
+    pending = sorted(jobs, key=lambda j: (j.arrival, j.key))
+    waiting: list[MalleableJob] = []
+    runs: dict[int, _Run] = {}
+    t = 0.0
+    samples = lost_rescale = lost_preempt = idle = solve_s = 0.0
+    completed = decisions = profiled = 0
+    while t < end:
+        pool = list(stream.available(nodes, t))
+        up = set(pool)
+        # nodes that left: preemption without warning
+        for run in runs.values():
+            gone = [n for n in run.nodes if n not in up]
+            if gone:
+                run.nodes = [n for n in run.nodes if n in up]
+                if len(run.nodes) < run.job.n_min:
+                    run.nodes = []
+                else:
+                    run.paused_until = max(run.paused_until, t) + run.job.r_dw
+                    lost_preempt += run.job.r_dw * len(run.nodes)
+                if run.profile:  # a preempted profiling run starts its schedule again later
+                    run.profile, run.step_end = [], None
+                    run.measured.clear()
+        while pending and pending[0].arrival <= t:
+            waiting.append(pending.pop(0))
+        admitted, rest = admit_batch(len(runs), [j.key for j in waiting], cfg.pj_max)
+        by_key = {j.key: j for j in waiting}
+        for key in admitted:
+            runs[key] = _Run(by_key[key])
+        waiting = [by_key[k] for k in rest]
+        if cfg.system == "malletrain":
+            box = [0.0]
+            profiled += _profile_steps(runs, pool, t, cfg.measure_s, box)
+            lost_rescale += box[0]
+        # the MILP over the idle nodes not held by profiling runs
+        profiling = {n for r in runs.values() if r.profile for n in r.nodes}
+        milp_pool = [n for n in pool if n not in profiling]
+        trainers = []
+        for key, run in sorted(runs.items()):
+            if run.profile:
+                continue
+            points = _known_points(run, cfg.system, guess_rates)
+            if points is None:
+                continue
+            trainers.append(
+                Trainer(
+                    key,
+                    run.job.n_min,
+                    run.job.n_max,
+                    points,
+                    len(run.nodes),
+                    run.job.r_up,
+                    run.job.r_dw,
+                )
+            )
+        if trainers:
+            result = solve(trainers, len(milp_pool), cfg.t_fwd, time_limit=cfg.time_limit)
+            decisions += 1
+            solve_s += result.seconds
+            mapping = assign_nodes(
+                result.counts, {tr.key: runs[tr.key].nodes for tr in trainers}, milp_pool
+            )
+            for tr in trainers:
+                run, new = runs[tr.key], list(mapping[tr.key])
+                if len(new) > len(run.nodes):
+                    run.paused_until = t + run.job.r_up
+                    lost_rescale += run.job.r_up * len(new)
+                elif 0 < len(new) < len(run.nodes):
+                    run.paused_until = t + run.job.r_dw
+                    lost_rescale += run.job.r_dw * len(new)
+                run.nodes = new
+        # the next event
+        nxt = [end]
+        following = stream.next_time(t)
+        if following is not None:
+            nxt.append(following)
+        if pending:
+            nxt.append(max(pending[0].arrival, t))
+        for run in runs.values():
+            if run.step_end is not None:
+                nxt.append(run.step_end)
+            rate = run.rate()
+            if rate > 0:
+                nxt.append(max(t, run.paused_until) + (run.job.samples - run.done) / rate)
+        t_next = max(min(nxt), t + 1e-6)
+        idle += len(pool) * (t_next - t)
+        for key in sorted(runs):
+            run = runs[key]
+            work = max(0.0, t_next - max(t, run.paused_until))
+            gained = min(run.rate() * work, run.job.samples - run.done)
+            run.done += gained
+            samples += gained
+            if run.done >= run.job.samples - 1e-6:
+                completed += 1
+                del runs[key]
+        t = t_next
+    return ReplayResult(
+        cfg.system,
+        end / 3600,
+        samples,
+        completed,
+        lost_rescale,
+        lost_preempt,
+        idle,
+        decisions,
+        solve_s,
+        profiled,
+    )
+
+
+def _known_points(
+    run: _Run, system: str, guess_rates: Sequence[float]
+) -> tuple[tuple[int, float], ...] | None:
+    """What the MILP is told about ``run``'s scalability (None: not schedulable yet)."""
+    if system == "bftrainer":
+        return run.job.points
+    if system == "freetrain":
+        return freetrain_guess(guess_rates, run.job.n_max)
+    if not run.measured:
+        return None
+    pts = sorted(run.measured.items())
+    if pts[-1][0] < run.job.n_max:  # beyond the largest profiled scale: no gain assumed
+        pts.append((run.job.n_max, pts[-1][1]))
+    return tuple(pts)
+
+
+def _profile_steps(
+    runs: Mapping[int, _Run], pool: Sequence[str], t: float, measure_s: float, lost: list[float]
+) -> int:
+    """Advance JPA: finish due measurement steps (record the rate, scale down to the next
+    scale) and start profiling new Trainers; returns how many Trainers finished profiling."""
+    finished = 0
+    for run in runs.values():
+        if run.step_end is not None and t >= run.step_end - 1e-9:
+            run.measured[len(run.nodes)] = run.rate()
+            run.profile.pop(0)
+            if run.profile:
+                run.nodes = run.nodes[: run.profile[0]]
+                run.paused_until = t + run.job.r_dw
+                lost[0] += run.job.r_dw * len(run.nodes)
+                run.step_end = run.paused_until + measure_s
+            else:
+                run.step_end = None
+                finished += 1
+    held = {n for r in runs.values() for n in r.nodes}
+    for key in sorted(runs):
+        run = runs[key]
+        if run.measured or run.profile:
+            continue
+        scales = profile_scales(run.job.n_min, run.job.n_max, len(pool) // 2 or 1)
+        if not scales:
+            continue
+        top = profile_schedule(scales)[0]
+        free = [n for n in pool if n not in held]
+        donors = sorted(
+            (r for r in runs.values() if r.nodes and not r.profile),
+            key=lambda r: (-len(r.nodes), r.job.key),
+        )
+        for donor in donors:  # preempt from the largest Trainers: a forced scale-down each
+            if len(free) >= top:
+                break
+            before = len(donor.nodes)
+            while len(free) < top and len(donor.nodes) > donor.job.n_min:
+                free.append(donor.nodes.pop())
+            if len(donor.nodes) < before:
+                donor.paused_until = max(donor.paused_until, t) + donor.job.r_dw
+                lost[0] += donor.job.r_dw * len(donor.nodes)
+        if len(free) < run.job.n_min:
+            continue
+        run.nodes = free[:top]
+        held |= set(run.nodes)
+        run.profile = [s for s in profile_schedule(scales) if s <= len(run.nodes)]
+        run.nodes = run.nodes[: run.profile[0]]
+        run.paused_until = t + run.job.r_up
+        lost[0] += run.job.r_up * len(run.nodes)
+        run.step_end = run.paused_until + measure_s
+    return finished

@@ -1,0 +1,122 @@
+"""Convert a Slurm node-state log into a node stream (``time,node,event``), so a lab can replay
+its own cluster's idle gaps (docs/node-streams.md, "From a Slurm log").
+
+Accepted input: Slurm's parsable output (``|``-separated, as ``sinfo``/``sacct``/``sacctmgr``
+print with ``--parsable2``/``-P``) with a header naming three columns, in any order and case:
+
+* ``Timestamp`` (also ``Time``, ``TimeStart``): ISO 8601 (``2024-03-01T12:00:00``, as sacct
+  prints it) or seconds since the epoch;
+* ``NodeName`` (also ``NodeList``, ``Node``, ``NodeHost``): one node per row;
+* ``State`` (also ``StateLong``, ``StateCompact``): a Slurm node state.
+
+Rows are either a change log (one row per transition) or periodic snapshots (``sinfo -N`` run
+every few seconds with a timestamp); either way a node keeps its last state until a later row
+names it. A node is *idle* (in the pool) when its state is exactly ``idle`` (any case); every
+other state (allocated, mixed, completing, drained, down, reserved, planned, and ``idle`` with a
+flag such as ``idle*`` not responding or ``idle~`` powered off) is not. Times in the stream are
+seconds since the first row. ``min_fragment_s`` drops idle spells shorter than that, as BFTrainer
+dropped nodes idle for one poll between two jobs.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+
+from hadar.core.errors import InputError
+from hadar.core.node_stream import NodeEvent, NodeStream, build_stream
+from hadar.core.validation import read_text
+
+ALIASES = {
+    "time": ("timestamp", "time", "timestart"),
+    "node": ("nodename", "nodelist", "node", "nodehost"),
+    "state": ("state", "statelong", "statecompact"),
+}
+
+
+def parse_slurm_log(text: str, source: str, min_fragment_s: float = 0.0) -> NodeStream:
+    """The node stream of a Slurm node-state log (see the module docstring)."""
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter="|")
+    header = next(reader, None)
+    if header is None:
+        raise InputError(f"{source}: empty Slurm log (expected a header Timestamp|NodeName|State)")
+    lower = [h.strip().lower() for h in header]
+    col: dict[str, int] = {}
+    for key, names in ALIASES.items():
+        found = next((lower.index(n) for n in names if n in lower), None)
+        if found is None:
+            raise InputError(
+                f"{source}: line 1 (header): no {key} column (one of {', '.join(names)}; "
+                f"fields separated by '|')"
+            )
+        col[key] = found
+    idle_since: dict[str, float] = {}
+    state_idle: dict[str, bool] = {}
+    events: list[NodeEvent] = []
+    first: float | None = None
+    last = -math.inf
+    for row in reader:
+        line = reader.line_num
+        if not any(c.strip() for c in row):
+            continue
+        if len(row) != len(header):
+            raise InputError(
+                f"{source}: line {line}: {len(row)} fields, the header has {len(header)}"
+            )
+        stamp = _timestamp(row[col["time"]].strip(), source, line)
+        if stamp < last:
+            raise InputError(
+                f"{source}: line {line}, field {header[col['time']].strip()}: times must be sorted"
+            )
+        last = stamp
+        first = stamp if first is None else first
+        t = stamp - first
+        node = row[col["node"]].strip()
+        state = row[col["state"]].strip()
+        if not node:
+            raise InputError(f"{source}: line {line}, field {header[col['node']].strip()}: empty")
+        if not state:
+            raise InputError(f"{source}: line {line}, field {header[col['state']].strip()}: empty")
+        idle = state.lower() == "idle"
+        if idle and not state_idle.get(node, False):
+            idle_since[node] = t
+        elif not idle and state_idle.get(node, False):
+            start = idle_since.pop(node)
+            if t - start >= min_fragment_s and t > start:
+                events += [NodeEvent(start, node, "join"), NodeEvent(t, node, "leave")]
+        state_idle[node] = idle
+    if first is None:
+        raise InputError(f"{source}: no rows after the header")
+    end = last - first
+    for node, start in idle_since.items():  # still idle when the log ends
+        if end - start >= min_fragment_s:
+            events.append(NodeEvent(start, node, "join"))
+    if not events:
+        raise InputError(f"{source}: no node was idle (state 'idle') in the log")
+    return build_stream(events, end=end, source=source)
+
+
+def load_slurm_log(path: str | Path, min_fragment_s: float = 0.0) -> NodeStream:
+    p = Path(path)
+    return parse_slurm_log(read_text(p, "Slurm log"), str(p), min_fragment_s)
+
+
+def _timestamp(raw: str, source: str, line: int) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        try:
+            parsed = datetime.fromisoformat(raw)
+        except ValueError:
+            raise InputError(
+                f"{source}: line {line}, field Timestamp: not ISO 8601 or epoch seconds ({raw!r})"
+            ) from None
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=timezone.utc)
+        return parsed.timestamp()
+    if not math.isfinite(value) or value < 0:
+        raise InputError(f"{source}: line {line}, field Timestamp: must be >= 0 ({raw!r})")
+    return value

@@ -1,0 +1,187 @@
+"""Regenerate the result tables the docs quote from the commands that print them, so they never
+go stale by hand (issue 30). Each block sits between
+
+    <!-- generated: NAME (scripts/doc_tables.py) -->
+    ...
+    <!-- end generated: NAME -->
+
+in a doc; this script runs the command behind every NAME once and rewrites the blocks.
+
+    .venv/bin/python scripts/doc_tables.py           # rewrite the blocks
+    .venv/bin/python scripts/doc_tables.py --check   # exit 1 naming each stale block
+
+``tests/cli/test_doc_tables.py`` runs ``--check`` (a slow test: the physical grid and two
+philly-480 comparisons take about 100 s on two cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+WIDTH = "200"
+"""Columns the commands print at (wide enough that no table folds)."""
+BLOCK = re.compile(
+    r"(<!-- generated: (?P<name>[\w-]+) \(scripts/doc_tables\.py\) -->\n)(?P<body>.*?)"
+    r"(<!-- end generated: (?P=name) -->)",
+    re.DOTALL,
+)
+
+
+def _hadar(*args: str) -> str:
+    res = subprocess.run(
+        [sys.executable, "-m", "hadar", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        env={**os.environ, "COLUMNS": WIDTH},
+    )
+    return res.stdout
+
+
+def physical(tmp: Path) -> dict[str, str]:
+    """``hadar experiment physical`` at its defaults: the printed tables (without the timing
+    line, which varies) and HadarE TTD / Hadar TTD per cluster, mix and slot from results.csv."""
+    out = tmp / "physical"
+    printed = _hadar("experiment", "physical", "--out", str(out)).splitlines()
+    cut = next((i for i, line in enumerate(printed) if " cells simulated in " in line), None)
+    tables = "\n".join(line.rstrip() for line in printed[1:cut])  # line 0 names the process count
+    with (out / "results.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    ttd = {
+        (r["cluster"], r["mix"], r["policy"], float(r["slot_s"])): float(r["ttd_s"]) for r in rows
+    }
+    clusters = list(dict.fromkeys(r["cluster"] for r in rows))
+    mixes = list(dict.fromkeys(r["mix"] for r in rows))
+    slots = sorted({float(r["slot_s"]) for r in rows})
+    ratio = []
+    for c in clusters:
+        ratio.append(f"| {c} | " + " | ".join(f"{s:g} s" for s in slots) + " |")
+        ratio.append("|---|" + "---|" * len(slots))
+        for m in mixes:
+            cells = []
+            for s in slots:
+                e, h = ttd.get((c, m, "hadare", s)), ttd.get((c, m, "hadar", s))
+                cells.append(
+                    "-" if e is None or h is None else f"{e:,.0f} / {h:,.0f} = {e / h:.3f}"
+                )
+            ratio.append(f"| {m} | " + " | ".join(cells) + " |")
+        ratio.append("")
+    return {
+        "experiment-physical-tables": f"```\n{tables}\n```\n",
+        "experiment-physical-ttd-ratio": "\n".join(ratio),
+    }
+
+
+def _h(v: float) -> str:
+    return f"{v / 3600:.2f} h"
+
+
+def _compare_table(rows: list[dict], gavel: bool) -> str:
+    """One markdown table of ``hadar compare``'s rows: TTD (ratio in bold), JCTs with ratios
+    to the reference, p99, GRU (Gavel's utilisation in Gavel-compatible mode), restarts."""
+    last = "GRU = Gavel util" if gavel else "GRU | restarts/job"
+    head = "Gavel-compatible" if gavel else "normal mode"
+    lines = [
+        f"| {head} | TTD | avg JCT | median JCT | p99 JCT | {last} |",
+        "| --- | --- | --- | --- | --- | --- |" + ("" if gavel else " --- |"),
+    ]
+    for i, r in enumerate(rows):
+
+        def ratio(key: str, bold: bool = False, r: dict = r, i: int = i) -> str:
+            x = r.get(f"{key}_ratio")
+            if i == 0 or x is None:
+                return ""
+            return f" (**{x:.2f}x**)" if bold else f" ({x:.2f}x)"
+
+        util = r["gpu_util_gavel"] if gavel else r["gru"]
+        cells = [
+            r["policy"],
+            _h(r["ttd_s"]) + ratio("ttd_s", bold=True),
+            _h(r["avg_jct_s"]) + ratio("avg_jct_s"),
+            _h(r["median_jct_s"]) + ratio("median_jct_s"),
+            _h(r["p99_jct_s"]),
+            f"{100 * util:.1f} %",
+        ]
+        if not gavel:
+            cells.append(f"{r['restarts_per_job']:.2f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def baselines(tmp: Path) -> dict[str, str]:
+    """``hadar compare`` on philly-480 / sim-60gpu (seed 0), normal and Gavel-compatible (the
+    decision-time figure is skipped: it is measured, not a result of the runs)."""
+    import json
+
+    out = {}
+    for mode, extra in (("normal", []), ("gavel", ["--gavel-compatible"])):
+        d = tmp / f"compare-{mode}"
+        _hadar(
+            "compare", "--workload", "philly-480", "--decision-sizes", "", "--out", str(d), *extra
+        )
+        rows = json.loads((d / "compare.json").read_text())["policies"]
+        out[f"baselines-philly-480-{mode}"] = _compare_table(rows, gavel=mode == "gavel")
+    return out
+
+
+GENERATORS: dict[str, Callable[[Path], dict[str, str]]] = {
+    "physical": physical,
+    "baselines": baselines,
+}
+DOCS = ("docs/experiments.md", "docs/baselines.md")
+
+
+def blocks() -> dict[str, str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        out: dict[str, str] = {}
+        for make in GENERATORS.values():
+            out.update(make(Path(tmp)))
+        return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--check", action="store_true", help="report stale blocks, change nothing")
+    args = p.parse_args(argv)
+    fresh = blocks()
+    stale = []
+    seen = set()
+    for doc in DOCS:
+        path = ROOT / doc
+        text = path.read_text()
+
+        def replace(m: re.Match[str], doc: str = doc) -> str:
+            name = m.group("name")
+            seen.add(name)
+            if name not in fresh:
+                raise SystemExit(f"{doc}: no generator for block {name!r}")
+            if m.group("body") != fresh[name]:
+                stale.append(f"{doc}: {name}")
+            return m.group(1) + fresh[name] + m.group(4)
+
+        new = BLOCK.sub(replace, text)
+        if not args.check and new != text:
+            path.write_text(new)
+    unused = sorted(set(fresh) - seen)
+    if unused:
+        print(f"blocks no doc holds: {', '.join(unused)}")
+        return 1
+    if args.check and stale:
+        print("stale (run: .venv/bin/python scripts/doc_tables.py): " + "; ".join(stale))
+        return 1
+    print("up to date" if args.check else f"wrote {len(seen)} blocks")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

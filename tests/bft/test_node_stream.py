@@ -1,0 +1,184 @@
+"""Node-availability streams: parsing and its bad-input lines, availability, the generator's
+calibration against the published statistics, the Slurm converter."""
+
+from __future__ import annotations
+
+import pytest
+
+from hadar.core.errors import InputError
+from hadar.core.io import csv_text
+from hadar.core.node_stream import (
+    COLUMNS,
+    build_stream,
+    idle_counts,
+    load_node_stream,
+    parse_node_stream,
+    stream_rows,
+    stream_stats,
+)
+from hadar.workloads.node_streams import PRESETS, generate_stream, lognormal_for
+from hadar.workloads.slurm_nodes import parse_slurm_log
+
+NODES = ("a", "b", "c")
+GOOD = "time,node,event\n0,a,join\n0,b,join\n30,a,leave\n45.5,a,join\n60,b,leave\n"
+
+
+def test_parse_and_availability() -> None:
+    s = parse_node_stream(GOOD, "s.csv", NODES)
+    assert s.times == (0.0, 30.0, 45.5, 60.0)
+    assert s.available(("a", "b", "c"), 0.0) == ("a", "b")  # c is never named: never up
+    assert s.available(("a", "b", "c"), 30.0) == ("b",)  # a leave at t counts at t
+    assert s.available(("a", "b", "c"), 50.0) == ("a", "b")
+    assert s.available(("a", "b", "c"), 1e6) == ("a",)  # a stays after the stream ends
+    assert s.next_time(30.0) == 45.5 and s.next_time(60.0) is None
+    assert [(f.node, f.start, f.end) for f in s.fragments] == [
+        ("a", 0.0, 30.0),
+        ("b", 0.0, 60.0),
+        ("a", 45.5, 60.0),
+    ]
+    assert idle_counts(s) == ((0.0, 2), (30.0, 1), (45.5, 2), (60.0, 1))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("time,node\n0,a\n", "s.csv: line 1 (header): missing column(s) event"),
+        (
+            "time,node,event\n10,a,join\n5,b,join\n",
+            "s.csv: line 3, field time: times must be sorted: 5 comes after 10",
+        ),
+        (
+            "time,node,event\n0,zz,join\n",
+            "s.csv: line 2, field node: node 'zz' is not declared in c.yaml",
+        ),
+        (
+            "time,node,event\n0,a,leave\n",
+            "s.csv: line 2, field event: node 'a' leaves at 0 s before its first join (a leave before a join)",
+        ),
+        (
+            "time,node,event\n0,a,join\n5,a,join\n",
+            "s.csv: line 3, field event: node 'a' joins at 5 s while already in the pool (overlapping fragments)",
+        ),
+        (
+            "time,node,event\n0,a,arrive\n",
+            "s.csv: line 2, field event: must be join or leave (got 'arrive')",
+        ),
+        ("time,node,event\nsoon,a,join\n", "s.csv: line 2, field time: not a number (got 'soon')"),
+        ("time,node,event\n-1,a,join\n", "s.csv: line 2, field time: must be a finite number"),
+        ("time,node,event\nnan,a,join\n", "s.csv: line 2, field time: must be a finite number"),
+        ("time,node,event\n", "s.csv: no events"),
+    ],
+)
+def test_bad_streams_name_file_line_and_field(text: str, expected: str) -> None:
+    with pytest.raises(InputError) as exc:
+        parse_node_stream(text, "s.csv", NODES, cluster_source="c.yaml")
+    assert str(exc.value).startswith(expected)
+    assert "\n" not in str(exc.value)
+
+
+def test_load_missing_file(tmp_path) -> None:
+    with pytest.raises(InputError, match="node stream not found"):
+        load_node_stream(tmp_path / "none.csv", NODES)
+
+
+def test_lognormal_solves_both_published_points() -> None:
+    from statistics import NormalDist
+
+    mu, sigma = lognormal_for(0.58, 0.10, 600.0)
+    import math
+
+    z = (math.log(600.0) - mu) / sigma
+    assert NormalDist().cdf(z) == pytest.approx(0.58)
+    assert NormalDist().cdf(z - sigma) == pytest.approx(0.10)
+
+
+def test_summit_generator_matches_published_statistics() -> None:
+    nodes = [f"n{i:04d}" for i in range(512)]
+    s = generate_stream(nodes, 48, seed=3, machine=PRESETS["summit"])
+    st = stream_stats(s)
+    # BFTrainer Table 1 / Fig. 1: 41.7 joins/h, 28.6 leaves/h, 58 % < 10 min holding ~10 %
+    assert st.join_events_per_hour == pytest.approx(41.7, rel=0.08)
+    assert st.leave_events_per_hour == pytest.approx(28.6, rel=0.10)
+    assert st.short_fragment_share == pytest.approx(0.58, abs=0.04)
+    assert st.short_node_time_share == pytest.approx(0.10, abs=0.03)
+    assert st.mean_idle_nodes == pytest.approx(0.111 * 512, rel=0.12)
+    # the stream is valid: it survives its own CSV and the strict parser
+    again = parse_node_stream(csv_text(stream_rows(s), COLUMNS), "g.csv", nodes)
+    assert again.events == s.events
+
+
+def test_generator_is_seeded() -> None:
+    nodes = [f"n{i}" for i in range(64)]
+    a = generate_stream(nodes, 6, seed=1)
+    assert a.events == generate_stream(nodes, 6, seed=1).events
+    assert a.events != generate_stream(nodes, 6, seed=2).events
+
+
+def test_theta_changes_less_often_than_summit() -> None:
+    nodes = [f"n{i}" for i in range(512)]
+    theta = stream_stats(generate_stream(nodes, 72, seed=0, machine=PRESETS["theta"]))
+    assert theta.join_events_per_hour == pytest.approx(6.3, rel=0.2)
+    assert theta.leave_events_per_hour == pytest.approx(6.2, rel=0.2)
+
+
+SLURM = """Timestamp|NodeName|State
+2024-03-01T00:00:00|gpu1|allocated
+2024-03-01T00:00:00|gpu2|idle
+2024-03-01T00:00:00|gpu3|idle*
+2024-03-01T00:05:00|gpu1|IDLE
+2024-03-01T00:05:00|gpu2|idle
+2024-03-01T00:05:10|gpu3|down
+2024-03-01T00:10:00|gpu2|mixed
+2024-03-01T00:10:05|gpu1|allocated
+2024-03-01T00:10:05|gpu2|idle
+2024-03-01T00:10:15|gpu2|allocated
+2024-03-01T00:20:00|gpu1|idle
+"""
+
+
+def test_slurm_log_to_stream() -> None:
+    s = parse_slurm_log(SLURM, "log.txt")
+    assert [(e.time, e.node, e.event) for e in s.events] == [
+        (0.0, "gpu2", "join"),  # idle* (not responding) never joins
+        (300.0, "gpu1", "join"),  # IDLE in any case; a repeated idle snapshot changes nothing
+        (600.0, "gpu2", "leave"),
+        (605.0, "gpu1", "leave"),
+        (605.0, "gpu2", "join"),
+        (615.0, "gpu2", "leave"),
+        (1200.0, "gpu1", "join"),  # still idle when the log ends
+    ]
+    short = parse_slurm_log(SLURM, "log.txt", min_fragment_s=60)
+    assert ("gpu2", 605.0) not in {(e.node, e.time) for e in short.events}
+    # the converter's output passes the strict parser
+    parse_node_stream(csv_text(stream_rows(s), COLUMNS), "x.csv", ("gpu1", "gpu2", "gpu3"))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Time,Node,State\n", "log.txt: line 1 (header): no time column"),
+        (
+            "Timestamp|NodeName|State\n100|a|idle\n50|a|allocated\n",
+            "log.txt: line 3, field Timestamp: times must be sorted",
+        ),
+        (
+            "Timestamp|NodeName|State\nyesterday|a|idle\n",
+            "log.txt: line 2, field Timestamp: not ISO 8601",
+        ),
+        ("Timestamp|NodeName|State\n1|a|allocated\n", "log.txt: no node was idle"),
+    ],
+)
+def test_bad_slurm_logs(text: str, expected: str) -> None:
+    with pytest.raises(InputError) as exc:
+        parse_slurm_log(text, "log.txt")
+    assert str(exc.value).startswith(expected)
+
+
+def test_build_stream_orders_leave_before_join() -> None:
+    from hadar.core.node_stream import NodeEvent
+
+    s = build_stream(
+        [NodeEvent(5, "a", "join"), NodeEvent(5, "a", "leave"), NodeEvent(0, "a", "join")]
+    )
+    assert [e.event for e in s.events] == ["join", "leave", "join"]
+    parse_node_stream(csv_text(stream_rows(s), COLUMNS), "x.csv", ("a",))
