@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from hadar.clusters import load_cluster
 from hadar.commands import argtypes
+from hadar.commands.options import add_out_file_arg
 from hadar.core.cluster import Cluster
 from hadar.core.errors import InputError
 from hadar.core.extras import require
@@ -55,12 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="check with EC2's DryRun that the launch would succeed (permissions, AMI, types, "
         "key pair, network); launch nothing",
     )
-    up.add_argument(
-        "--out",
-        metavar="FILE",
-        type=argtypes.out_file,
-        help="SSH cluster file to write (default: ./<cluster name>-ssh.yaml)",
-    )
+    add_out_file_arg(up, "SSH cluster file to write (default: ./<cluster name>-ssh.yaml)")
     up.add_argument("--no-wait-ssh", action="store_true", help="do not wait for SSH to answer")
     up.add_argument(
         "--ssh-wait-timeout",

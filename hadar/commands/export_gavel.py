@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from hadar.commands import argtypes
+from hadar.commands.options import add_out_file_arg
 from hadar.core.errors import InputError
 from hadar.core.physical_workloads import PHYSICAL_WORKLOADS
 from hadar.scenario import load_table
@@ -27,12 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="philly-480",
         help="philly-N, philly-N-arrivals, a .csv/.yaml job list or a .trace (default: %(default)s)",
     )
-    p.add_argument(
-        "--out",
+    add_out_file_arg(
+        p,
+        "trace file to write (a missing folder is created, and the command says so)",
         required=True,
-        metavar="FILE",
-        type=argtypes.out_file,
-        help="trace file to write (a missing folder is created, and the command says so)",
     )
     p.add_argument(
         "--seed",

@@ -7,6 +7,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from hadar.commands import argtypes
+from hadar.commands.options import add_out_file_arg
 
 if TYPE_CHECKING:
     from hadar.core.node_stream import NodeStream
@@ -44,14 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="mean share of the nodes idle (default: the preset's, e.g. 0.111 for Summit)",
     )
-    gen.add_argument(
-        "--out",
-        "-o",
-        required=True,
-        type=argtypes.out_file,
-        metavar="FILE",
-        help="stream CSV to write",
-    )
+    add_out_file_arg(gen, "stream CSV to write", required=True, short=True)
     gen.set_defaults(func=run_generate)
 
     conv = actions.add_parser(
@@ -70,14 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="drop idle spells shorter than S seconds (default: %(default)s)",
     )
     conv.add_argument("--cluster", default=None, help="check the nodes against this cluster file")
-    conv.add_argument(
-        "--out",
-        "-o",
-        required=True,
-        type=argtypes.out_file,
-        metavar="FILE",
-        help="stream CSV to write",
-    )
+    add_out_file_arg(conv, "stream CSV to write", required=True, short=True)
     conv.set_defaults(func=run_from_slurm)
 
     stats = actions.add_parser(

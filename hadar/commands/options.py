@@ -179,6 +179,20 @@ def add_out_arg(p: argparse.ArgumentParser, stem: str) -> None:
     )
 
 
+def add_out_file_arg(
+    p: argparse.ArgumentParser, help: str, required: bool = False, short: bool = False
+) -> None:
+    """``--out FILE`` (and ``-o`` when ``short``): a file to write (see :func:`argtypes.out_file`)."""
+    names = ("--out", "-o") if short else ("--out",)
+    p.add_argument(
+        *names,
+        required=required,
+        type=argtypes.out_file,
+        metavar="FILE",
+        help=help,
+    )
+
+
 def output_dir(out: str | None, stem: str, now: float | None = None) -> tuple[Path, str | None]:
     """Where a command writes, and a note when it replaces earlier results.
 

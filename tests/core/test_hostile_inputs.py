@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import http.server
 import json
-import os
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,26 +15,21 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.fixtures.cli import hadar_cli, one_error_line
+
 REPO = Path(__file__).resolve().parents[2]
 LOCAL_3 = str(REPO / "cluster_configs" / "local-3node.yaml")
 
 
 def hadar(*args: str, cwd: Path, env: dict[str, str] | None = None, module: str = "hadar"):
-    return subprocess.run(
-        [sys.executable, "-m", module, *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=300,
-        env={**os.environ, "COLUMNS": "200", **(env or {})},
+    return hadar_cli(
+        *args, cwd=cwd, env={"COLUMNS": "200", **(env or {})}, timeout=300, module=module
     )
 
 
 def refused(res: subprocess.CompletedProcess[str], code: int = 2) -> str:
     assert res.returncode == code, res.stdout + res.stderr
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
-    return lines[0]
+    return one_error_line(res)
 
 
 def cluster_file(path: Path, text: str) -> Path:

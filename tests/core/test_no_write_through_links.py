@@ -8,7 +8,6 @@ import os
 import socket
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,22 +15,11 @@ import pytest
 from hadar.core.errors import InputError
 from hadar.core.io import open_append, write_bytes, write_figure, write_json
 from hadar.core.safe_paths import PathEscapeError, refuse_links, regular_files
+from tests.fixtures.cli import hadar_cli, one_error_line
 
 
 def hadar(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hadar", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=120,
-    )
-
-
-def one_error_line(res: subprocess.CompletedProcess[str]) -> str:
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
-    return lines[0]
+    return hadar_cli(*args, cwd=cwd)
 
 
 # -- the central helpers ---------------------------------------------------------------------

@@ -43,6 +43,16 @@ def write_jobs(path: Path, steps: dict[str, int]) -> Path:
     return path
 
 
+def write_unfinishable_job(path: Path) -> Path:
+    """One IC job at paper size: a worker keeps ~1.6 s of a round for its checkpoint save
+    (11.2 M parameters), so no machine trains it in a 1 s round and such a run stalls."""
+    write_jobs(path, {"IC": 500})
+    doc = yaml.safe_load(path.read_text())
+    doc["jobs"][0]["spec"]["size"] = "paper"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
 def hadar(
     *args: str, timeout: float = 900, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
@@ -180,6 +190,42 @@ def tracker_progress(rundir: Path) -> dict[int, int]:
         t.close()
 
 
+def run_argv(
+    out: Path,
+    workload: Path | str,
+    *extra: str,
+    cluster: str = LOCAL_3,
+    live: bool = False,
+    evaluate: bool = False,
+) -> list[str]:
+    """The arguments of ``hadar run`` of ``workload`` on ``cluster`` into ``out`` (no live view and
+    no evaluation unless told, which pass neither ``--no-live`` nor ``--no-eval``), then ``extra``."""
+    flags = [*([] if live else ["--no-live"]), *([] if evaluate else ["--no-eval"])]
+    return [
+        "run",
+        "--cluster",
+        cluster,
+        "--workload",
+        str(workload),
+        *flags,
+        "--out",
+        str(out),
+        *extra,
+    ]
+
+
+def run_to_end(
+    out: Path,
+    workload: Path | str,
+    *extra: str,
+    timeout: float = 900,
+    env: dict[str, str] | None = None,
+    **options: Any,
+) -> subprocess.CompletedProcess:
+    """``hadar run`` (arguments as :func:`run_argv`) in the foreground, to the end."""
+    return hadar(*run_argv(out, workload, *extra, **options), timeout=timeout, env=env)
+
+
 def start_run(
     out: Path,
     workload: Path,
@@ -191,20 +237,7 @@ def start_run(
     """A run of ``workload`` in the background (HadarE unless told; no live view, no evaluation;
     ``extra`` flags are appended)."""
     return start(
-        "run",
-        "--cluster",
-        cluster,
-        "--workload",
-        str(workload),
-        "--policy",
-        policy,
-        "--round",
-        slot,
-        "--no-live",
-        "--no-eval",
-        "--out",
-        str(out),
-        *extra,
+        *run_argv(out, workload, "--policy", policy, "--round", slot, *extra, cluster=cluster)
     )
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hadar.commands.background import running_pid
-from tests.e2e.runlib import LOCAL_3, events, hadar, wait_for, write_jobs
+from tests.e2e.runlib import events, hadar, run_to_end, wait_for, write_jobs
 
 pytestmark = pytest.mark.slow
 WIDE = {"COLUMNS": "250"}
@@ -20,21 +20,8 @@ WIDE = {"COLUMNS": "250"}
 def test_detach_status_logs_stop(tmp_path: Path) -> None:
     jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 1_000_000})  # outlasts the test anywhere
     out = tmp_path / "run"
-    started = hadar(
-        "run",
-        "--detach",
-        "--cluster",
-        LOCAL_3,
-        "--workload",
-        str(jobs),
-        "--policy",
-        "hadar",
-        "--round",
-        "3",
-        "--no-eval",
-        "--out",
-        str(out),
-        timeout=60,
+    started = run_to_end(
+        out, jobs, "--detach", "--policy", "hadar", "--round", "3", timeout=60, live=True
     )
     assert started.returncode == 0, started.stdout + started.stderr
     pid = running_pid(out)
@@ -64,17 +51,7 @@ def test_detach_status_logs_stop(tmp_path: Path) -> None:
 
 def test_a_detached_run_that_fails_on_its_inputs_says_so_at_once(tmp_path: Path) -> None:
     out = tmp_path / "bad"
-    res = hadar(
-        "run",
-        "--detach",
-        "--cluster",
-        LOCAL_3,
-        "--workload",
-        str(tmp_path / "none.yaml"),
-        "--out",
-        str(out),
-        timeout=60,
-    )
+    res = run_to_end(out, tmp_path / "none.yaml", "--detach", timeout=60, live=True, evaluate=True)
     assert res.returncode == 2
     assert "none.yaml" in res.stdout and "the background run exited with code 2" in res.stdout
     assert not (out / "run.json").exists()

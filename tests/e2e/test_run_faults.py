@@ -17,11 +17,11 @@ import pytest
 import yaml
 
 from tests.e2e.runlib import (
-    LOCAL_3,
     closed_rounds,
     events,
     hadar,
     kill,
+    run_to_end,
     start,
     start_run,
     steps_added,
@@ -30,6 +30,7 @@ from tests.e2e.runlib import (
     tracker_progress,
     wait_for,
     write_jobs,
+    write_unfinishable_job,
 )
 from tracker.crashpoints import ENV_VAR
 
@@ -152,27 +153,11 @@ def test_run_without_progress_stops_with_one_line_and_the_cause(tmp_path):
     # start-up (2-3 s here) alone is not enough: a machine that starts Python and torch in under
     # 0.75 s would train.
     out = tmp_path / "run"
-    jobs = write_jobs(tmp_path / "jobs.yaml", {"IC": 500})
-    doc = yaml.safe_load(jobs.read_text())
-    doc["jobs"][0]["spec"]["size"] = "paper"
-    jobs.write_text(yaml.safe_dump(doc))
-    proc = hadar(
-        "run",
-        "--cluster",
-        LOCAL_3,
-        "--workload",
-        str(jobs),
-        "--round",
-        "1",
-        "--grace",
-        "30",
-        "--cold-workers",
-        "--stall-rounds",
-        "2",
-        "--no-live",
-        "--no-eval",
-        "--out",
-        str(out),
+    jobs = write_unfinishable_job(tmp_path / "jobs.yaml")
+    proc = run_to_end(
+        out,
+        jobs,
+        *("--round", "1", "--grace", "30", "--cold-workers", "--stall-rounds", "2"),
         timeout=300,
     )
     assert proc.returncode == 4, proc.stdout + proc.stderr
@@ -194,22 +179,7 @@ def test_a_job_failing_every_round_is_given_up_and_the_others_finish(tmp_path):
     doc["jobs"][1]["spec"]["data"] = str(tmp_path / "no-such-dataset")  # fails on the node
     jobs_file.write_text(yaml.safe_dump(doc))
     out = tmp_path / "run"
-    proc = hadar(
-        "run",
-        "--cluster",
-        LOCAL_3,
-        "--workload",
-        str(jobs_file),
-        "--round",
-        "6",
-        "--stall-rounds",
-        "2",
-        "--no-live",
-        "--no-eval",
-        "--out",
-        str(out),
-        timeout=600,
-    )
+    proc = run_to_end(out, jobs_file, "--round", "6", "--stall-rounds", "2", timeout=600)
     assert proc.returncode == 4, proc.stdout + proc.stderr
     err = proc.stderr.strip().splitlines()
     assert len(err) == 1 and "Traceback" not in proc.stderr, proc.stderr
@@ -234,20 +204,7 @@ def test_kill_during_evaluation_redoes_only_the_unrecorded_score(tmp_path, stage
     # other job has finished by then depends on the machine; the resumed run finishes it.
     out = tmp_path / "run"
     jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 40, "LT": 30})
-    killed = hadar(
-        "run",
-        "--cluster",
-        LOCAL_3,
-        "--workload",
-        str(jobs),
-        "--round",
-        "8",
-        "--no-live",
-        "--out",
-        str(out),
-        timeout=300,
-        env={ENV_VAR: stage},
-    )
+    killed = run_to_end(out, jobs, "--round", "8", timeout=300, env={ENV_VAR: stage}, evaluate=True)
     assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
     before = [e["job"] for e in events(out) if e["event"] == "evaluation"]
     assert len(before) == scored_before, before

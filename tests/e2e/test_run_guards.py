@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from hadar.runtime.identity import cluster_digest, workload_digest
-from tests.e2e.runlib import LOCAL_3, REPO, events, hadar, write_jobs
+from tests.e2e.runlib import LOCAL_3, REPO, events, hadar, run_to_end, write_jobs
 
 SLOT = "5"
 pytestmark = pytest.mark.slow
@@ -64,20 +64,7 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("finished")
     jobs = write_jobs(root / "jobs.yaml", {"MM": 40})
     out = root / "run"
-    proc = hadar(
-        "run",
-        "--cluster",
-        LOCAL_3,
-        "--workload",
-        str(jobs),
-        "--round",
-        SLOT,
-        "--no-live",
-        "--no-eval",
-        "--out",
-        str(out),
-        timeout=300,
-    )
+    proc = run_to_end(out, jobs, "--round", SLOT, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return out
 
@@ -105,20 +92,7 @@ def test_a_node_name_that_escapes_is_exit_2_before_anything_is_written(
     path.write_text(yaml.safe_dump(cluster))
     jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 20})
     out = tmp_path / "deep" / "er" / "run"
-    proc = hadar(
-        "run",
-        "--cluster",
-        str(path),
-        "--workload",
-        str(jobs),
-        "--round",
-        SLOT,
-        "--no-live",
-        "--no-eval",
-        "--out",
-        str(out),
-        timeout=120,
-    )
+    proc = run_to_end(out, jobs, "--round", SLOT, timeout=120, cluster=str(path))
     assert refused(proc) == (
         f"hadar: error: {path}: nodes[1].name: {node!r} is not a safe name (use 1-63 "
         f"letters, digits, '.', '_' or '-', starting with a letter or digit)"
@@ -144,20 +118,7 @@ def test_a_spec_the_worker_would_reject_is_exit_2_before_any_round(
     data["jobs"][1]["spec"].update(change)
     jobs.write_text(yaml.safe_dump(data))
     out = tmp_path / "run"
-    proc = hadar(
-        "run",
-        "--cluster",
-        LOCAL_3,
-        "--workload",
-        str(jobs),
-        "--round",
-        SLOT,
-        "--no-live",
-        "--no-eval",
-        "--out",
-        str(out),
-        timeout=120,
-    )
+    proc = run_to_end(out, jobs, "--round", SLOT, timeout=120)
     assert refused(proc).startswith(f"hadar: error: {jobs}: job 1: {expected}")
     assert not [e for e in events(out) if e["event"] == "dispatch"]
     assert not (out / "run.json").exists()

@@ -13,6 +13,7 @@ from tests.e2e.runlib import (
     events,
     hadar,
     kill,
+    run_to_end,
     start_run,
     steps_added,
     stop_cleanly,
@@ -29,21 +30,8 @@ pytestmark = pytest.mark.slow
 
 def test_m3_with_hadare_on_local_nodes_completes_and_reports_cru(tmp_path):
     out = tmp_path / "run"
-    proc = hadar(
-        "run",
-        "--cluster",
-        LOCAL_3,
-        "--workload",
-        "M-3",
-        "--size",
-        "tiny",
-        "--policy",
-        "hadare",
-        "--round",
-        "20",
-        "--no-live",
-        "--out",
-        str(out),
+    proc = run_to_end(
+        out, "M-3", "--size", "tiny", "--policy", "hadare", "--round", "20", evaluate=True
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     s = summary(out)

@@ -13,15 +13,15 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.e2e.runlib import (
-    LOCAL_3,
     closed_rounds,
     events,
     hadar,
     kill,
+    run_argv,
     run_pids,
+    run_to_end,
     start_run,
     steps_added,
     summary,
@@ -29,6 +29,7 @@ from tests.e2e.runlib import (
     wait_for,
     wait_until_dispatched,
     write_jobs,
+    write_unfinishable_job,
 )
 from tracker.crashpoints import ENV_VAR
 
@@ -77,29 +78,9 @@ def test_a_stalled_run_exit_4_leaves_no_node_process(tmp_path: Path) -> None:
     """1 s rounds with no grace: each copy is killed at its deadline while the node's warm
     server still imports torch, so the run stalls (exit 4) with servers starting. (IC at paper
     size keeps 1.6 s for its checkpoint save, so no machine trains it in a 1 s round.)"""
-    jobs = write_jobs(tmp_path / "jobs.yaml", {"IC": 500})
-    doc = yaml.safe_load(jobs.read_text())
-    doc["jobs"][0]["spec"]["size"] = "paper"
-    jobs.write_text(yaml.safe_dump(doc))
+    jobs = write_unfinishable_job(tmp_path / "jobs.yaml")
     out = tmp_path / "run"
-    proc = hadar(
-        "run",
-        "--cluster",
-        LOCAL_3,
-        "--workload",
-        str(jobs),
-        "--round",
-        "1",
-        "--grace",
-        "0",
-        "--stall-rounds",
-        "2",
-        "--no-live",
-        "--no-eval",
-        "--out",
-        str(out),
-        timeout=300,
-    )
+    proc = run_to_end(out, jobs, "--round", "1", "--grace", "0", "--stall-rounds", "2", timeout=300)
     try:
         assert proc.returncode == 4, proc.stdout + proc.stderr
         assert any(e["event"] == "dispatch" for e in events(out))  # warm servers did start
@@ -131,28 +112,15 @@ def test_a_kill_after_the_close_committed_loses_no_metric(tmp_path: Path) -> Non
     close is one that completed jobs (round 0 may train nothing while workers start)."""
     jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 60, "LT": 40, "MM#2": 60})
     out = tmp_path / "run"
-    args: tuple[str, ...] = (
-        "run",
-        "--cluster",
-        LOCAL_3,
-        "--workload",
-        str(jobs),
-        "--policy",
-        "hadar",
-        "--round",
-        "5",
-        "--no-eval",
-        "--out",
-        str(out),
-    )
+    args = run_argv(out, jobs, "--policy", "hadar", "--round", "5")
     try:
         for _ in range(6):
-            life = hadar(*args, "--no-live", env={ENV_VAR: "close:committed"}, timeout=300)
+            life = hadar(*args, env={ENV_VAR: "close:committed"}, timeout=300)
             assert life.returncode == -signal.SIGKILL, life.stdout + life.stderr
             killed = max(_closed(out))
             if killed in _completed_in(out).values():
                 break
-            args = ("run", "--resume", str(out))
+            args = ["run", "--resume", str(out), "--no-live"]
         else:
             pytest.fail("no close completed a job in 6 rounds")
         # the events that follow the commit were never written for the killed round

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import boto3
@@ -21,6 +18,7 @@ from hadar.core.errors import InputError
 from nodes.aws import AwsCluster, AwsError, AwsProvider, host_keys_from_console
 from nodes.provider import make_provider
 from nodes.transport import SshNode, node_transport
+from tests.fixtures.cli import hadar_cli
 from tests.fixtures.moto_server import REGION, MotoServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -195,25 +193,8 @@ def test_missing_and_unknown_aws_fields_are_one_line_errors(
     cfg.write_text(
         yaml.safe_dump({"name": "x", "provider": "aws", "nodes": node, "aws": {"region": REGION}})
     )
-    env = {**os.environ, **aws_env.env()}
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hadar",
-            "cluster",
-            "up",
-            "-y",
-            "--config",
-            str(cfg),
-            "--no-wait-ssh",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=120,
-    )
+    up = ("cluster", "up", "-y", "--config", str(cfg), "--no-wait-ssh")
+    res = hadar_cli(*up, cwd=tmp_path, env=aws_env.env())
     assert res.returncode == 2
     assert res.stderr.strip() == f"hadar: error: {cfg}: aws.ami: missing required field"
 

@@ -7,7 +7,6 @@ asserts the file does not exist."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,20 +16,14 @@ import yaml
 
 from hadar.core.errors import InputError
 from nodes.ssh_route import expand_tokens, parse_hops
+from tests.fixtures.cli import hadar_cli
 from tests.fixtures.sshd import SshdFarm
 
 INJECTED = "127.0.0.1;touch PWNED;"
 
 
 def hadar(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hadar", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=120,
-        env={**os.environ, "HOME": str(cwd), "COLUMNS": "200"},
-    )
+    return hadar_cli(*args, cwd=cwd, env={"HOME": str(cwd), "COLUMNS": "200"})
 
 
 def ssh_cluster(path: Path, node: dict, **ssh: object) -> Path:
