@@ -272,7 +272,10 @@ def test_declared_gpus_the_node_lacks_fail_before_any_round(tmp_path: Path) -> N
             e for e in events(out) if e["event"] == "dispatch"
         ]
         check = hadar("nodes", "check", "--cluster", str(cluster), path=smi)
-        assert check.returncode == 2 and check.stdout.strip().splitlines()[-1] == line, check.stdout
+        lines = check.stdout.strip().splitlines()
+        # the node's error below the table, then the closing line giving the reason
+        assert check.returncode == 2 and line in lines, check.stdout
+        assert lines[-1].endswith("GPUs do not match: box"), check.stdout
         assert "MISMATCH" in check.stdout
     # the same node emulating its GPUs is fine (what local clusters do by default)
     emulated = local_cluster(tmp_path / "emulated.yaml", {"v100": 5}, emulate=True)
