@@ -160,7 +160,7 @@ class AfsPolicy(Policy):
     paper's identical-GPU view (one pool or a pool per type)."""
 
     name = "afs"
-    info = PolicyInfo(title="AFS", colour="tab:cyan")
+    info = PolicyInfo(title="AFS", colour="#6baed6")
     config_class = AfsConfig
     heterogeneous = False
 
@@ -302,7 +302,7 @@ class AfsHeterogeneousPolicy(AfsPolicy):
     """Heterogeneous AFS: the rule over (job, GPU type) pairs."""
 
     name = "afs-het"
-    info = PolicyInfo(title="AFS-het", colour="tab:olive")
+    info = PolicyInfo(title="AFS-het", colour="#08306b")
     heterogeneous = True
 
 
@@ -379,7 +379,7 @@ class AfsPPolicy(AfsPolicy):
     (count, arrival). All GPUs seen as one pool, as ``afs``."""
 
     name = "afs-p"
-    info = PolicyInfo(title="AFS-P", colour="tab:purple")
+    info = PolicyInfo(title="AFS-P", colour="#9ecae1")
     config_class = AfsPConfig
     config: AfsPConfig
 

@@ -210,7 +210,7 @@ class BFTrainerPolicy(_MilpPolicy):
     """BFTrainer with exact scalability."""
 
     name = "bftrainer"
-    info = PolicyInfo(title="BFTrainer", colour="tab:brown", rank=70)
+    info = PolicyInfo(title="BFTrainer", colour="#a50f15", rank=70)
 
 
 @register_policy
@@ -218,7 +218,7 @@ class FreeTrainPolicy(_MilpPolicy):
     """BFTrainer's MILP told a guess (no profiling): MalleTrain's baseline."""
 
     name = "freetrain"
-    info = PolicyInfo(title="FreeTrain", colour="tab:gray", rank=72)
+    info = PolicyInfo(title="FreeTrain", colour="#fc9272", rank=72)
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -259,7 +259,7 @@ class MalleTrainPolicy(_MilpPolicy):
     """BFTrainer's MILP fed by JPA's online profiling, with batch admission."""
 
     name = "malletrain"
-    info = PolicyInfo(title="MalleTrain", colour="tab:olive", rank=71)
+    info = PolicyInfo(title="MalleTrain", colour="#54278f", rank=71)
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)

@@ -129,7 +129,7 @@ class ThemisPolicy(GavelPolicy):
     """Gavel's finish-time fairness (Themis's metric) on Gavel's round mechanism."""
 
     name = "themis"
-    info = PolicyInfo(title="Themis", colour="tab:pink", gavel_native=True)
+    info = PolicyInfo(title="Themis", colour="#fdae6b", gavel_native=True)
     config_class = ThemisConfig
     config: ThemisConfig
 

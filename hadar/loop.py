@@ -23,7 +23,12 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Generic, Protocol, TypeVar
 
+import numpy as np
+
+from estimators.throughput import ThroughputModel
+from hadar.core.cluster import Cluster
 from hadar.core.errors import HadarError
+from hadar.core.jobs import Job
 from hadar.policy import Policy, RoundContext, RoundPlan
 
 Outcome = TypeVar("Outcome")
@@ -111,8 +116,33 @@ def policy_view(ctx: RoundContext) -> RoundContext:
     their figures (:attr:`Cluster.canonical`), so that no decision depends on what a node or GPU
     is called or where it is declared. Placements name nodes and types, so the plan applies to
     the cluster as declared."""
-    canonical = ctx.cluster.canonical
+    figures = measured_type_figures(ctx.throughput, ctx.cluster)
+    ranked = replace(ctx.cluster, type_figures=figures) if figures else ctx.cluster
+    canonical = ranked.canonical
     return ctx if canonical is ctx.cluster else replace(ctx, cluster=canonical)
+
+
+def measured_type_figures(
+    throughput: ThroughputModel, cluster: Cluster
+) -> dict[str, tuple[float, ...]]:
+    """Per GPU type, what the throughput model says of it: the mean over the model's one-GPU job
+    types of its best rate on that type relative to the best type, then those rates. Types rank
+    by these numbers before their datasheet figures, so a measured table ranks a GPU by what was
+    measured on it whatever it is called (tests/harness/test_measured_data_fidelity.py)."""
+    refs = sorted({t for t, n in throughput.reference_job_types() if n == 1})
+    if not refs or len(cluster.gpu_types) < 2:
+        return {}
+    rows = []
+    for i, job_type in enumerate(refs):
+        cons, _ = throughput.cell_rates(Job(i, job_type, 1, 1.0), cluster)
+        rows.append(np.nan_to_num(np.asarray(cons, dtype=float).max(axis=0)))
+    rates = np.array(rows)  # [job type, GPU type]
+    best = rates.max(axis=1, keepdims=True)
+    relative = np.divide(rates, best, out=np.zeros_like(rates), where=best > 0).mean(axis=0)
+    return {
+        k: (round(float(relative[j]), 12), *(round(float(r), 12) for r in rates[:, j]))
+        for j, k in enumerate(cluster.gpu_types)
+    }
 
 
 def validate_plan(plan: RoundPlan, ctx: RoundContext) -> None:

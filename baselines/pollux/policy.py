@@ -67,7 +67,7 @@ class PolluxPolicy(Policy):
 
     name = "pollux"
     config_class = PolluxConfig
-    info = PolicyInfo(title="Pollux", colour="tab:olive", rank=60)
+    info = PolicyInfo(title="Pollux", colour="#006d2c", rank=60)
 
     def __init__(self, config: PolluxConfig | None = None, **knobs: Any) -> None:
         self.config = config or PolluxConfig(**knobs)

@@ -53,6 +53,10 @@ class Cluster:
     settings: Mapping[str, Any] = field(default_factory=dict)
     source: str | None = None
     network: Topology | None = None
+    type_figures: Mapping[str, tuple[float, ...]] | None = field(default=None, compare=False)
+    """Optional per-type figures ranking the GPU types before their datasheet figures (e.g. the
+    measured throughputs a policy decides on: :func:`hadar.loop.policy_view`), so that a table
+    measured on a GPU called "a100" ranks by what was measured, not by what the name means."""
     """The interconnect (racks, link bandwidths) when the cluster file declares one."""
 
     def __post_init__(self) -> None:
@@ -69,7 +73,7 @@ class Cluster:
             for k, c in n.gpus.items():
                 if c > 0:
                     counts[k] = counts.get(k, 0) + c
-        return gpu_type_order(counts)
+        return gpu_type_order(counts, self.type_figures)
 
     @cached_property
     def canonical(self) -> Cluster:
@@ -89,6 +93,7 @@ class Cluster:
             settings=self.settings,
             source=self.source,
             network=self.network,
+            type_figures=self.type_figures,
         )
 
     @cached_property
@@ -153,22 +158,26 @@ class Cluster:
         return out
 
 
-def gpu_type_order(counts: Mapping[str, int]) -> tuple[str, ...]:
+def gpu_type_order(
+    counts: Mapping[str, int], figures: Mapping[str, tuple[float, ...]] | None = None
+) -> tuple[str, ...]:
     """GPU types (with their GPU counts in a cluster) ordered by numbers, never by labels:
     datasheet figures ascending (FP32 TFLOPS, tensor TFLOPS, memory, PCIe generation), then the
     count. Policies break exact ties by a type's position, so this makes such ties go to the
     same physical GPU whatever it is called or wherever it is declared. Only types equal in all
-    of these figures fall back to their id (documented in docs/hadar.md)."""
+    of these figures fall back to their id (documented in docs/hadar.md). ``figures`` (e.g.
+    measured throughputs) rank the types first where given."""
     specs = catalogue()
+    ranked = figures or {}
 
-    def key(k: str) -> tuple[float, float, float, int, int, str]:
+    def key(k: str) -> tuple[object, ...]:
         s = specs.get(k)
         figures = (
             (s.fp32_tflops, s.tensor_tflops, s.memory_gb, s.pcie_gen)
             if s is not None
             else (0.0, 0.0, 0.0, 0)
         )
-        return (*figures, counts[k], k)
+        return (ranked.get(k, ()), *figures, counts[k], k)
 
     return tuple(sorted(counts, key=key))
 

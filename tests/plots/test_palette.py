@@ -38,8 +38,9 @@ def test_hadare_is_drawn_apart_from_hadar() -> None:
 
 
 def test_other_series_never_take_a_policy_colour() -> None:
-    declared = {c for name in POLICY_REGISTRY if (c := policy_colour(name))}
-    assert not declared & set(OTHER_COLOURS)
+    declared = [c for name in POLICY_REGISTRY if (c := policy_colour(name))]
+    assert len(set(declared)) == len(declared), "two policies declare the same colour"
+    assert not set(declared) & set(OTHER_COLOURS)
     slots = series_colours(["90 s", "180 s", "360 s", "hadar"])
     assert slots["hadar"] == policy_colour("hadar")
     assert [slots[s] for s in ("90 s", "180 s", "360 s")] == list(OTHER_COLOURS[:3])
