@@ -141,13 +141,13 @@ def _flags(parser: argparse.ArgumentParser) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns its exit code (0 ok, 2 bad input, 3 unreachable node, 128 + the
     signal after SIGINT, SIGTERM or SIGHUP)."""
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup's ignored SIGHUP stays so
-                signal.signal(sig, _terminate)
     argv = sys.argv[1:] if argv is None else argv
     args = argparse.Namespace(debug=False)
-    try:
+    try:  # the handlers are installed inside: a signal right after is handled below, too
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                if signal.getsignal(sig) is not signal.SIG_IGN:  # nohup's ignored SIGHUP stays
+                    signal.signal(sig, _terminate)
         # imports the command's module: a signal may already arrive here
         parser = build_parser(argv[0] if argv else None)
         if not argv:  # bare `hadar`: the help, exit 0

@@ -68,8 +68,8 @@ def test_a_sighup_nohup_ignores_stays_ignored(tmp_path: Path) -> None:
         time.sleep(0.5)
         assert proc.poll() is None  # still running
         os.kill(proc.pid, signal.SIGTERM)
-        proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 128 + signal.SIGTERM
+    assert proc.returncode == 128 + signal.SIGTERM, err
