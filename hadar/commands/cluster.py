@@ -1,7 +1,7 @@
 """``hadar cluster up|down|status --config FILE``: EC2 instances for a ``provider: aws`` cluster.
 
 ``up`` shows the instance types, count and hourly price it is about to launch (from a bundled,
-dated price table: :mod:`nodes.ec2_prices`) and asks (``-y`` skips the question; ``--dry-run``
+dated price table: :mod:`hadar.providers.aws.prices`) and asks (``-y`` skips the question; ``--dry-run``
 asks EC2 whether the launch would succeed and launches nothing), then launches one instance per
 node (skipping nodes that already have one), waits until they run and answer on SSH, runs
 ``aws.setup`` on each, and writes the SSH cluster file; ``down``
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from hadar.core.cluster import Node
-    from nodes.aws import AwsCluster, Instance
+    from hadar.providers.aws.provider import AwsCluster, Instance
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -105,7 +105,7 @@ def _config_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _aws_cluster(path: str) -> AwsCluster:
-    AwsCluster = require("nodes.aws", f"{path}: hadar cluster").AwsCluster
+    AwsCluster = require("hadar.providers.aws.provider", f"{path}: hadar cluster").AwsCluster
 
     cluster: Cluster = load_cluster(path)
     if cluster.provider != "aws":
@@ -140,7 +140,7 @@ def print_cost(console: Console, aws: AwsCluster, nodes: Sequence[Node]) -> floa
     """The table of what launching ``nodes`` costs per hour; returns the known total."""
     from rich.table import Table
 
-    from nodes.ec2_prices import estimate
+    from hadar.providers.aws.prices import estimate
 
     s = aws.settings
     cost = estimate(
@@ -229,7 +229,7 @@ def confirm(question: str, assume_yes: bool, verb: str = "terminate") -> bool:
 
 
 def run_down(args: argparse.Namespace) -> int:
-    from nodes.aws import ACTIVE_STATES
+    from hadar.providers.aws.provider import ACTIVE_STATES
 
     aws = _aws_cluster(args.config)
     console = _console()
@@ -279,7 +279,7 @@ def teardown(
 
 def run_status(args: argparse.Namespace) -> int:
     aws = _aws_cluster(args.config)
-    from nodes.aws import ACTIVE_STATES, ALL_STATES
+    from hadar.providers.aws.provider import ACTIVE_STATES, ALL_STATES
 
     instances = aws.instances(ALL_STATES if args.all else ACTIVE_STATES)
     _print_instances(_console(), f"{aws.cluster.name}: {len(instances)} instances", instances)

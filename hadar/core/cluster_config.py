@@ -4,7 +4,7 @@ Schema (unknown keys are rejected so typos surface; a node entry's keys beyond t
 be among the ``transport_keys`` the caller accepts, see :func:`cluster_from_dict`)::
 
     name: sim-60gpu
-    provider: simulated            # simulated, or a provider of nodes.transport.PROVIDER_KINDS
+    provider: simulated            # simulated, or a provider of hadar.providers.transport.PROVIDER_KINDS
     description: free text
     nodes:
       - name: v100                 # with count > 1 the nodes are v100-0, v100-1, ...
@@ -17,7 +17,7 @@ be among the ``transport_keys`` the caller accepts, see :func:`cluster_from_dict
         gpu_indices: {v100: [0, 1, 2, 3]}   # nvidia-smi indices of each type (default: matched)
         address: host-or-ip        # transport keys: the provider's own (ssh: address, port,
         instance_type: p3.2xlarge  # user, identity_file; aws: instance_type), kept uninterpreted
-                                   # in Node.transport and parsed by the provider (nodes/transport.py)
+                                   # in Node.transport and parsed by the provider (hadar/providers/transport.py)
     gpu_types: {...} | FILE        # GPU types the catalogue lacks (hadar/core/user_gpus.py)
     ssh: {...}                     # provider sections (each provider's own, validated by it;
     aws: {...}                     # the core accepts those its caller's ProviderSchema names)
@@ -160,13 +160,13 @@ class _NodeSpec(BaseModel):
 class ProviderSchema:
     """What a cluster file may hold beyond the core's keys, as the providers declare it (the core
     names no provider): :func:`hadar.clusters.load_cluster` passes the registered providers'
-    (``nodes.transport.PROVIDER_KINDS``)."""
+    (``hadar.providers.transport.PROVIDER_KINDS``)."""
 
     providers: tuple[str, ...] | None = None
     """``provider:`` values besides ``simulated``; None = any name (the core alone)."""
     sections: tuple[str, ...] = ()
     """Top-level sections the providers read (``ssh:``, ``aws:``, ``local:``): each a mapping,
-    validated by its provider when it starts (``nodes.provider.load_section``)."""
+    validated by its provider when it starts (``hadar.providers.base.load_section``)."""
     transport_keys: TransportKeys = lambda provider: ()
     """A provider's name -> the node-entry keys it accepts beyond the core's."""
     emulates_gpus: EmulatesGpus = lambda provider: False

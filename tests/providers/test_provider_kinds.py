@@ -1,5 +1,5 @@
 """Providers by capability: one ``ProviderKind`` per provider (module, node schema,
-capabilities) in ``nodes.transport.PROVIDER_KINDS``; the core loader names no provider's
+capabilities) in ``hadar.providers.transport.PROVIDER_KINDS``; the core loader names no provider's
 default, and callers ask a capability (``emulates_gpus``, ``shares_machine``) instead of
 comparing the provider's name."""
 
@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-import nodes.transport as transport
+import hadar.providers.transport as transport
 from hadar.clusters import load_cluster
 from hadar.core import cluster_config
 from hadar.core.errors import InputError
+from hadar.providers.base import make_provider
 from hadar.runtime.coordinator import _shares_machine
-from nodes.provider import make_provider
 
 
 def _write(tmp_path: Path, provider: str) -> Path:
@@ -27,7 +27,11 @@ def _write(tmp_path: Path, provider: str) -> Path:
 def test_each_provider_is_one_kind_with_its_capabilities():
     kinds = transport.PROVIDER_KINDS
     assert list(kinds) == ["local", "ssh", "aws"]
-    assert [k.module for k in kinds.values()] == ["nodes.local", "nodes.ssh", "nodes.aws"]
+    assert [k.module for k in kinds.values()] == [
+        "hadar.providers.local.provider",
+        "hadar.providers.ssh.provider",
+        "hadar.providers.aws.provider",
+    ]
     assert [n for n, k in kinds.items() if k.emulates_gpus] == ["local"]
     assert [n for n, k in kinds.items() if k.shares_machine] == ["local"]
     assert transport.provider_kind("simulated") is None

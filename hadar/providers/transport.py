@@ -109,9 +109,15 @@ class ProviderKind:
 PROVIDER_KINDS: Mapping[str, ProviderKind] = {
     k.name: k
     for k in (
-        ProviderKind("local", "nodes.local", NoTransport, emulates_gpus=True, shares_machine=True),
-        ProviderKind("ssh", "nodes.ssh", SshNode),
-        ProviderKind("aws", "nodes.aws", AwsNode),
+        ProviderKind(
+            "local",
+            "hadar.providers.local.provider",
+            NoTransport,
+            emulates_gpus=True,
+            shares_machine=True,
+        ),
+        ProviderKind("ssh", "hadar.providers.ssh.provider", SshNode),
+        ProviderKind("aws", "hadar.providers.aws.provider", AwsNode),
     )
 }
 """The providers that reach machines, one entry each (``simulated`` has none), in the order

@@ -61,8 +61,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from hadar.core.cluster import Cluster, Node
 from hadar.core.errors import HadarError, InputError, UnreachableNodeError
 from hadar.core.integrity import SHA256_RE, sha256_file
-from nodes import health
-from nodes.provider import (
+from hadar.providers import health
+from hadar.providers.base import (
     CommandResult,
     NodeHealth,
     NodeProvider,
@@ -70,10 +70,10 @@ from nodes.provider import (
     confine,
     load_section,
 )
-from nodes.ssh_env import ENV_NAME_RE, capture_command, captured_changes, env_prefix
-from nodes.ssh_route import Endpoint, RawProxyCommandConfig, Route, pick_route, resolve
-from nodes.transfer import part_name, receive_verified, require_sha256
-from nodes.transport import SshNode, SshUser, node_transport
+from hadar.providers.ssh.env import ENV_NAME_RE, capture_command, captured_changes, env_prefix
+from hadar.providers.ssh.route import Endpoint, RawProxyCommandConfig, Route, pick_route, resolve
+from hadar.providers.transfer import part_name, receive_verified, require_sha256
+from hadar.providers.transport import SshNode, SshUser, node_transport
 
 T = TypeVar("T")
 # Failures reach the caller as one-line errors; keep paramiko's transport-thread tracebacks off

@@ -1,5 +1,5 @@
 """AWS provider (boto3): launch one EC2 instance per node of a cluster file, find them again by
-tag, terminate them, and run work on them over SSH (:class:`nodes.ssh.SshProvider`).
+tag, terminate them, and run work on them over SSH (:class:`hadar.providers.ssh.provider.SshProvider`).
 
 Every instance is tagged ``hadar-cluster: <cluster name>`` and ``hadar-node: <node name>`` (plus
 ``Name`` and the section's ``tags``); ``down`` and discovery only ever touch instances carrying
@@ -57,14 +57,14 @@ from hadar.core.cluster import Cluster, Node
 from hadar.core.cluster_config import cluster_from_dict
 from hadar.core.errors import HadarError, InputError, UnreachableNodeError
 from hadar.core.io import write_text
-from nodes.provider import (
+from hadar.providers.base import (
     NodeHealth,
     NodeProvider,
     RunsThroughAnother,
     load_section,
 )
-from nodes.ssh import DEFAULT_KNOWN_HOSTS, SshProvider, known_hosts_name
-from nodes.transport import AwsNode, node_transport, provider_schema
+from hadar.providers.ssh.provider import DEFAULT_KNOWN_HOSTS, SshProvider, known_hosts_name
+from hadar.providers.transport import AwsNode, node_transport, provider_schema
 
 CLUSTER_TAG = "hadar-cluster"
 NODE_TAG = "hadar-node"

@@ -3,8 +3,8 @@
 A provider gives the coordinator uniform access to the machines of one :class:`Cluster`:
 list them, check their health, move files into and out of a per-run working directory
 (verified by sha256 on both ends), and run commands there with a timeout that kills the whole
-process group. Implementations: :mod:`nodes.local` (processes on this machine),
-:mod:`nodes.ssh` (paramiko) and :mod:`nodes.aws` (EC2 instances reached over SSH).
+process group. Implementations: :mod:`hadar.providers.local.provider` (processes on this machine),
+:mod:`hadar.providers.ssh.provider` (paramiko) and :mod:`hadar.providers.aws.provider` (EC2 instances reached over SSH).
 
 All methods are safe to call concurrently from several threads for *different* nodes (the
 coordinator dispatches a round's copies in parallel); calls for the same node may also overlap.
@@ -26,7 +26,7 @@ from hadar.core.errors import HadarError, InputError
 from hadar.core.extras import require
 from hadar.core.safe_paths import SAFE_NAME_RULE, PathEscapeError, is_safe_name
 from hadar.core.validation import from_validation_error
-from nodes.transport import PROVIDER_KINDS, provider_kind
+from hadar.providers.transport import PROVIDER_KINDS, provider_kind
 
 
 class NodeTransferError(HadarError):
@@ -278,7 +278,7 @@ class RunsThroughAnother(NodeProvider):
 
 
 def make_provider(cluster: Cluster, run_id: str, **options: Any) -> NodeProvider:
-    """The provider for ``cluster.provider`` (``nodes.transport.PROVIDER_KINDS``). ``options``
+    """The provider for ``cluster.provider`` (``hadar.providers.transport.PROVIDER_KINDS``). ``options``
     are passed to the provider's constructor (e.g. ``trust_new_hosts=True`` for ssh/aws,
     ``base_dir=`` for local)."""
     kind = provider_kind(cluster.provider)

@@ -30,8 +30,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from hadar.core.cluster import Cluster, Node
 from hadar.core.integrity import sha256_file
 from hadar.core.safe_paths import confined
-from nodes import health
-from nodes.provider import (
+from hadar.providers import health
+from hadar.providers.base import (
     CommandResult,
     NodeHealth,
     NodeProvider,
@@ -39,11 +39,11 @@ from nodes.provider import (
     confine,
     load_section,
 )
-from nodes.transfer import receive_verified, require_sha256
+from hadar.providers.transfer import receive_verified, require_sha256
 
 DEFAULT_BASE_DIR = "~/.hadar/local-nodes"
 PROBE_TTL_S = 30.0
-PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
 """The directory holding the ``nodes`` package: added to PYTHONPATH so ``-m nodes.worker``
 works from a node's working directory even without an installed package."""
 

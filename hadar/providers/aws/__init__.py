@@ -1,0 +1,1 @@
+"""The ``aws`` provider: EC2 instances launched, listed and terminated with boto3, reached over SSH."""

@@ -1,0 +1,1 @@
+"""The ``local`` provider: nodes are processes on this machine."""

@@ -1,0 +1,1 @@
+"""The ``ssh`` provider: nodes are machines reached over SSH (paramiko)."""
