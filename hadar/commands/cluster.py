@@ -19,9 +19,7 @@ from typing import TYPE_CHECKING
 from hadar.clusters import load_cluster
 from hadar.commands import argtypes
 from hadar.commands.options import add_out_file_arg
-from hadar.core.cluster import Cluster
 from hadar.core.errors import InputError
-from hadar.core.extras import require
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -105,14 +103,10 @@ def _config_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _aws_cluster(path: str) -> AwsCluster:
-    AwsCluster = require("hadar.providers.aws.provider", f"{path}: hadar cluster").AwsCluster
+    from hadar.providers.base import make_lifecycle
 
-    cluster: Cluster = load_cluster(path)
-    if cluster.provider != "aws":
-        raise InputError(
-            f"{path}: provider: `hadar cluster` needs provider: aws (got {cluster.provider})"
-        )
-    return AwsCluster(cluster)
+    lifecycle: AwsCluster = make_lifecycle(load_cluster(path), "hadar cluster")
+    return lifecycle
 
 
 def _console() -> Console:

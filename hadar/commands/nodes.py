@@ -66,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run_check(args: argparse.Namespace) -> int:
     from hadar.providers.base import make_provider
-    from hadar.providers.transport import provider_kind, provider_names
+    from hadar.providers.registry import provider_kind, provider_names
 
     cluster = load_cluster(args.cluster)
     kind = provider_kind(cluster.provider)

@@ -45,7 +45,8 @@ class Node:
 
 @dataclass(frozen=True)
 class Cluster:
-    """A named set of nodes reached through one provider (simulated, local, ssh or aws)."""
+    """A named set of nodes reached through one provider (``simulated``: none; the others are
+    registered in :mod:`hadar.providers.registry`)."""
 
     name: str
     nodes: tuple[Node, ...]

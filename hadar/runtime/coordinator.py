@@ -40,7 +40,7 @@ from hadar.loop import Decision, RoundLoop
 from hadar.policy import Assignment, Policy, RoundContext
 from hadar.policy_options import policy_with_options
 from hadar.providers.base import NodeProvider, make_provider
-from hadar.providers.transport import provider_kind
+from hadar.providers.registry import provider_kind
 from hadar.runtime.config import (
     RunConfig,
     RuntimeKnobs,

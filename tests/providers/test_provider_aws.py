@@ -17,7 +17,8 @@ from hadar.clusters import cluster_from_dict, load_cluster
 from hadar.core.errors import InputError
 from hadar.providers.aws.provider import AwsCluster, AwsError, AwsProvider, host_keys_from_console
 from hadar.providers.base import make_provider
-from hadar.providers.transport import SshNode, node_transport
+from hadar.providers.ssh import SshNode
+from hadar.providers.transport import node_transport
 from tests.fixtures.cli import hadar_cli
 from tests.fixtures.moto_server import REGION, MotoServer
 

@@ -18,7 +18,9 @@ from hadar.clusters import load_cluster
 from hadar.core import cluster_config
 from hadar.core.cluster import Node
 from hadar.core.errors import InputError
-from hadar.providers.transport import AwsNode, SshNode, node_transport, transport_keys
+from hadar.providers.aws import AwsNode
+from hadar.providers.ssh import SshNode
+from hadar.providers.transport import node_transport, transport_keys
 
 SSH_KEYS = {"address": "h1", "port": 2222, "user": "u", "identity_file": "~/.ssh/k"}
 

@@ -57,6 +57,7 @@ from hadar.core.cluster import Cluster, Node
 from hadar.core.cluster_config import cluster_from_dict
 from hadar.core.errors import HadarError, InputError, UnreachableNodeError
 from hadar.core.io import write_text
+from hadar.providers.aws import AwsNode
 from hadar.providers.base import (
     NodeHealth,
     NodeProvider,
@@ -64,7 +65,7 @@ from hadar.providers.base import (
     load_section,
 )
 from hadar.providers.ssh.provider import DEFAULT_KNOWN_HOSTS, SshProvider, known_hosts_name
-from hadar.providers.transport import AwsNode, node_transport, provider_schema
+from hadar.providers.transport import node_transport, provider_schema
 
 CLUSTER_TAG = "hadar-cluster"
 NODE_TAG = "hadar-node"
@@ -775,8 +776,6 @@ class AwsProvider(RunsThroughAnother):
     """Run work on the cluster's running EC2 instances over SSH. :meth:`nodes` re-reads EC2, so
     a reclaimed instance drops out (node churn); operations on it raise UnreachableNodeError."""
 
-    kind = "aws"
-
     def __init__(
         self,
         cluster: Cluster,
@@ -848,6 +847,3 @@ class AwsProvider(RunsThroughAnother):
         if self._ssh is not None:
             self._ssh.close()
             self._ssh = None
-
-
-PROVIDER = AwsProvider

@@ -125,8 +125,6 @@ def copy_verified(src: Path, dst: Path, node: str, expected: str | None = None) 
 class LocalProvider(NodeProvider):
     """Nodes are worker processes on this machine, each with its own working directory."""
 
-    kind = "local"
-
     def __init__(
         self,
         cluster: Cluster,
@@ -233,6 +231,3 @@ class LocalProvider(NodeProvider):
 
     def remove_workdir(self, node: Node | str) -> None:
         shutil.rmtree(self.workdir(node), ignore_errors=True)  # confined: never outside base_dir
-
-
-PROVIDER = LocalProvider

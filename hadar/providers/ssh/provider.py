@@ -70,10 +70,11 @@ from hadar.providers.base import (
     confine,
     load_section,
 )
+from hadar.providers.ssh import SshNode, SshUser
 from hadar.providers.ssh.env import ENV_NAME_RE, capture_command, captured_changes, env_prefix
 from hadar.providers.ssh.route import Endpoint, RawProxyCommandConfig, Route, pick_route, resolve
 from hadar.providers.transfer import part_name, receive_verified, require_sha256
-from hadar.providers.transport import SshNode, SshUser, node_transport
+from hadar.providers.transport import node_transport
 
 T = TypeVar("T")
 # Failures reach the caller as one-line errors; keep paramiko's transport-thread tracebacks off
@@ -296,8 +297,6 @@ class _Conn:
 
 class SshProvider(NodeProvider):
     """Nodes reached over SSH with paramiko (see the module docstring for the settings)."""
-
-    kind = "ssh"
 
     def __init__(
         self,
@@ -959,6 +958,3 @@ class SshProvider(NodeProvider):
                 conn.drop()
             self._conns.clear()
             self._jumps.clear()
-
-
-PROVIDER = SshProvider
