@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from hadar.providers.aws.provider import AwsCluster, Instance
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "cluster", help="launch, list or terminate the EC2 instances of an aws cluster"
     )
@@ -103,9 +103,13 @@ def _config_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _aws_cluster(path: str) -> AwsCluster:
+    """The cluster's lifecycle; ``hadar cluster``'s prices, dry run and SSH file are EC2's."""
+    from hadar.providers.aws.provider import AwsCluster
     from hadar.providers.base import make_lifecycle
 
-    lifecycle: AwsCluster = make_lifecycle(load_cluster(path), "hadar cluster")
+    lifecycle = make_lifecycle(load_cluster(path), "hadar cluster")
+    if not isinstance(lifecycle, AwsCluster):
+        raise InputError(f"{path}: provider: hadar cluster up|down|status manage EC2 instances")
     return lifecycle
 
 
@@ -250,9 +254,11 @@ def teardown(
     sleep: Callable[[float], None] = time.sleep,
 ) -> list[str]:
     """``hadar run --down-after``: after ``minutes`` (Ctrl-C keeps the cluster), terminate
-    every instance tagged for the aws cluster ``config``; returns the terminated ids."""
-    aws = _aws_cluster(config)
-    name = aws.cluster.name
+    every machine of the cluster ``config`` (its provider's lifecycle); returns their ids."""
+    from hadar.providers.base import make_lifecycle
+
+    lifecycle = make_lifecycle(load_cluster(config), "--down-after")
+    name = lifecycle.cluster.name
     if minutes > 0:
         log(
             f"--down-after: terminating the instances of {name} in {minutes:g} min (Ctrl-C keeps them)"
@@ -262,7 +268,7 @@ def teardown(
         except KeyboardInterrupt:
             log(f"--down-after: kept the instances of {name}; hadar cluster down --config {config}")
             return []
-    ids = aws.down(log=log)
+    ids = lifecycle.down(log=log)
     log(
         f"--down-after: terminated {len(ids)} instances of cluster {name}"
         if ids

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import posixpath
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError, create_model
 
@@ -291,15 +291,33 @@ def make_provider(cluster: Cluster, run_id: str, **options: Any) -> NodeProvider
     return provider
 
 
-def make_lifecycle(cluster: Cluster, purpose: str) -> Any:
+class NodeLifecycle(Protocol):
+    """The machines' lifecycle, apart from running work on them (Ray's ``NodeProvider`` beside
+    its ``CommandRunner``): launch, list and terminate the cluster's machines. A provider whose
+    machines exist without us has none; ``aws`` has ``AwsCluster``."""
+
+    cluster: Cluster
+
+    def up(self, *, wait_ssh: bool = True, log: Callable[[str], None] = ...) -> Sequence[Any]:
+        """Launch a machine for every node that has none; returns the nodes' machines."""
+
+    def running_nodes(self) -> Mapping[str, Any]:
+        """Node name -> its running machine."""
+
+    def down(self, log: Callable[[str], None] = ..., wait: bool = True) -> list[str]:
+        """Terminate every machine of the cluster; returns their ids."""
+
+
+def make_lifecycle(cluster: Cluster, purpose: str) -> NodeLifecycle:
     """What launches, lists and terminates ``cluster``'s machines (its kind's ``lifecycle``);
     one line naming ``purpose`` and the providers that have one when its provider has none."""
     kind = provider_kind(cluster.provider)
+    where = cluster.source or cluster.name
     if kind is None or kind.lifecycle is None:
-        where = cluster.source or cluster.name
         launching = [k.name for k in provider_kinds() if k.launches_nodes]
         raise InputError(
             f"{where}: provider: {purpose} needs a provider that launches its machines "
             f"({', '.join(launching)}; got {cluster.provider})"
         )
-    return load_factory(kind.lifecycle, f"{cluster.source or cluster.name}: {purpose}")(cluster)
+    lifecycle: NodeLifecycle = load_factory(kind.lifecycle, f"{where}: {purpose}")(cluster)
+    return lifecycle

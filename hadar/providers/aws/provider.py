@@ -60,6 +60,7 @@ from hadar.core.io import write_text
 from hadar.providers.aws import AwsNode
 from hadar.providers.base import (
     NodeHealth,
+    NodeLifecycle,
     NodeProvider,
     RunsThroughAnother,
     load_section,
@@ -847,3 +848,8 @@ class AwsProvider(RunsThroughAnother):
         if self._ssh is not None:
             self._ssh.close()
             self._ssh = None
+
+
+LIFECYCLE: type[NodeLifecycle] = AwsCluster
+"""The aws kind's lifecycle (``hadar/providers/aws/__init__.py`` names it); typed so mypy checks
+that ``AwsCluster`` launches, lists and terminates as :class:`NodeLifecycle` says."""
