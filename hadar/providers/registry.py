@@ -25,7 +25,7 @@ ENTRY_POINT_GROUP = "hadar.providers"
 
 
 class NoTransport(BaseModel):
-    """The node-entry keys of a provider whose nodes have none (``local``)."""
+    """No keys: the node entries (or the settings section) of a provider that takes none."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -48,6 +48,9 @@ class ProviderKind:
     (built with ``(cluster, run_id, **options)``)."""
     node_model: type[BaseModel] = NoTransport
     """The schema of its node entries' transport keys (pydantic, ``extra="forbid"``)."""
+    settings_model: type[BaseModel] = NoTransport
+    """The schema of its settings section (validated when the provider starts:
+    :func:`hadar.providers.base.load_section`)."""
     lifecycle: Factory | None = None
     """What launches, lists and terminates the cluster's machines (built with ``(cluster)``:
     ``hadar cluster up|down|status``, ``hadar run --down-after``); None: the machines exist

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from hadar.clusters import load_cluster
 from hadar.core.gpu_catalogue import forget_user_gpus
-from hadar.providers.aws.provider import AwsSettings
+from hadar.providers.aws import AwsSettings
 from hadar.providers.base import load_section
-from hadar.providers.ssh.provider import SshSettings
+from hadar.providers.ssh import SshSettings
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 

@@ -78,7 +78,9 @@ class LoopProvider(RunsThroughAnother):
 @pytest.fixture
 def testloop() -> Iterator[ProviderKind]:
     kind = register_provider(
-        ProviderKind(NAME, LoopProvider, LoopNode, emulates_gpus=True, shares_machine=True)
+        ProviderKind(
+            NAME, LoopProvider, LoopNode, LoopSettings, emulates_gpus=True, shares_machine=True
+        )
     )
     yield kind
     unregister_provider(NAME)

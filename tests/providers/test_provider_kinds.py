@@ -45,6 +45,11 @@ def test_each_provider_registers_one_kind_with_its_capabilities() -> None:
         f"hadar.providers.{n}.provider:{c}Provider"
         for n, c in zip(kinds, ("Local", "Ssh", "Aws"), strict=True)
     ]
+    assert [k.settings_model.__name__ for k in kinds.values()] == [
+        "LocalSettings",
+        "SshSettings",
+        "AwsSettings",
+    ]
     assert [n for n, k in kinds.items() if k.emulates_gpus] == ["local"]
     assert [n for n, k in kinds.items() if k.shares_machine] == ["local"]
     assert [n for n, k in kinds.items() if k.launches_nodes] == ["aws"]

@@ -25,8 +25,6 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from hadar.core.cluster import Cluster, Node
 from hadar.core.integrity import sha256_file
 from hadar.core.safe_paths import confined
@@ -39,6 +37,7 @@ from hadar.providers.base import (
     confine,
     load_section,
 )
+from hadar.providers.local import LocalSettings
 from hadar.providers.transfer import receive_verified, require_sha256
 
 DEFAULT_BASE_DIR = "~/.hadar/local-nodes"
@@ -46,17 +45,6 @@ PROBE_TTL_S = 30.0
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
 """The directory holding the ``nodes`` package: added to PYTHONPATH so ``-m nodes.worker``
 works from a node's working directory even without an installed package."""
-
-
-class LocalSettings(BaseModel):
-    """The ``local:`` section of a cluster file."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    base_dir: str | None = None
-    python: str | None = None
-    rendezvous_address: str = "127.0.0.1"
-    kill_grace_s: float = Field(default=3.0, ge=0.0)
 
 
 def run_process(
