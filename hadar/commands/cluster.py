@@ -104,10 +104,11 @@ def _config_arg(p: argparse.ArgumentParser) -> None:
 
 def _aws_cluster(path: str) -> AwsCluster:
     """The cluster's lifecycle; ``hadar cluster``'s prices, dry run and SSH file are EC2's."""
-    from hadar.providers.aws.provider import AwsCluster
     from hadar.providers.base import make_lifecycle
 
-    lifecycle = make_lifecycle(load_cluster(path), "hadar cluster")
+    lifecycle = make_lifecycle(load_cluster(path), "hadar cluster")  # names a missing extra
+    from hadar.providers.aws.provider import AwsCluster
+
     if not isinstance(lifecycle, AwsCluster):
         raise InputError(f"{path}: provider: hadar cluster up|down|status manage EC2 instances")
     return lifecycle
