@@ -21,7 +21,7 @@ from hadar.core.errors import InputError, UnreachableNodeError
 from hadar.runtime.gpu_inventory import GpuReport, NodeGpus, gpu_report, number_nodes
 
 if TYPE_CHECKING:
-    from nodes.provider import NodeHealth
+    from hadar.providers.base import NodeHealth
 
 CHECK_RUN_ID = "nodes-check"
 
@@ -65,8 +65,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from nodes.provider import make_provider
-    from nodes.transport import provider_kind, provider_names
+    from hadar.providers.base import make_provider
+    from hadar.providers.registry import provider_kind, provider_names
 
     cluster = load_cluster(args.cluster)
     kind = provider_kind(cluster.provider)

@@ -299,14 +299,17 @@ def _by(signum: int) -> str:
 
 
 def check_down_after(cluster_file: str) -> None:
-    """``--down-after`` terminates EC2 instances: only for a ``provider: aws`` cluster file."""
+    """``--down-after`` terminates machines: only for a cluster whose provider launches them."""
     from hadar.clusters import load_cluster
+    from hadar.providers.registry import provider_kind, provider_kinds
 
     provider = load_cluster(cluster_file).provider
-    if provider != "aws":
+    kind = provider_kind(provider)
+    if kind is None or not kind.launches_nodes:
+        launching = " or ".join(f"provider: {k.name}" for k in provider_kinds() if k.launches_nodes)
         raise InputError(
             f"--down-after: {cluster_file} is a provider: {provider} cluster; --down-after "
-            "terminates the instances of a provider: aws cluster (pass the aws file to hadar run)"
+            f"terminates the instances of a {launching} cluster (pass that file to hadar run)"
         )
 
 

@@ -39,6 +39,8 @@ from hadar.core.safe_paths import refuse_links
 from hadar.loop import Decision, RoundLoop
 from hadar.policy import Assignment, Policy, RoundContext
 from hadar.policy_options import policy_with_options
+from hadar.providers.base import NodeProvider, make_provider
+from hadar.providers.registry import provider_kind
 from hadar.runtime.config import (
     RunConfig,
     RuntimeKnobs,
@@ -77,9 +79,7 @@ from hadar.runtime.journal import EventLog, Journal, check_state_files
 from hadar.runtime.node_stream import PREEMPTED, LeaveWatcher, kill_processes_in, next_join
 from hadar.scenario import load_table, throughput_for
 from hadar.workloads import load_workload, validate_workload
-from nodes.provider import NodeProvider, make_provider
 from nodes.spec import JobSpec, parse_spec
-from nodes.transport import provider_kind
 from tracker import ids
 from tracker.crashpoints import crash_point
 from tracker.errors import ReportRejected

@@ -22,8 +22,8 @@ from hadar.core.errors import HadarError, UnreachableNodeError
 from hadar.core.io import write_json
 from hadar.core.jobs import Job, Placement
 from hadar.core.safe_paths import PathEscapeError
+from hadar.providers.base import ChecksumMismatchError, NodeProvider
 from hadar.runtime.gpu_binding import GpuIds, rank_layout, worker_env
-from nodes.provider import ChecksumMismatchError, NodeProvider
 
 WORKER_MODULE = "nodes.worker"
 

@@ -14,8 +14,9 @@ import yaml
 from hadar.cli import main
 from hadar.clusters import load_cluster
 from hadar.commands.cluster import teardown
-from nodes import ec2_prices, iam_policy
-from nodes.aws import AwsCluster
+from hadar.providers.aws import iam_policy
+from hadar.providers.aws import prices as ec2_prices
+from hadar.providers.aws.provider import AwsCluster
 from tests.fixtures.moto_server import REGION, MotoServer
 
 
@@ -92,7 +93,7 @@ def test_the_iam_policy_in_docs_is_generated_and_covers_every_call(
 ) -> None:
     doc = Path(iam_policy.DOC)
     assert json.loads(doc.read_text()) == iam_policy.policy(), (
-        "docs/aws-iam-policy.json is stale: python -m nodes.iam_policy --write"
+        "docs/aws-iam-policy.json is stale: python -m hadar.providers.aws.iam_policy --write"
     )
     allowed = set(iam_policy.policy()["Statement"][0]["Action"])
     called: set[str] = set()

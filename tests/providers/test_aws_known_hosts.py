@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from hadar.clusters import cluster_from_dict
-from nodes.aws import AwsCluster
+from hadar.providers.aws.provider import AwsCluster
 
 BASE = {
     "name": "c",

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from hadar.clusters import load_cluster
 from hadar.core.gpu_catalogue import forget_user_gpus
-from nodes.aws import AwsSettings
-from nodes.provider import load_section
-from nodes.ssh import SshSettings
+from hadar.providers.aws import AwsSettings
+from hadar.providers.base import load_section
+from hadar.providers.ssh import SshSettings
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 

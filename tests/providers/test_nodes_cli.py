@@ -147,7 +147,7 @@ def test_a_node_without_torch_is_not_ready_and_fits_80_columns(tmp_path: Path) -
 
 def test_the_closing_line_gives_each_unreachable_nodes_reason() -> None:
     from hadar.commands.nodes import summary_line
-    from nodes.provider import NodeHealth
+    from hadar.providers.base import NodeHealth
 
     results = [
         NodeHealth(

@@ -14,11 +14,11 @@ from hadar.core.cluster import Cluster, Node
 from hadar.core.errors import InputError
 from hadar.core.jobs import Job
 from hadar.core.safe_paths import PathEscapeError, confined
+from hadar.providers.base import RemotePathError, make_provider
+from hadar.providers.local.provider import LocalProvider
+from hadar.providers.ssh.provider import SshProvider
 from hadar.runtime.dispatch import CopyTask, run_copy
 from hadar.workloads.files import load_job_file
-from nodes.local import LocalProvider
-from nodes.provider import RemotePathError, make_provider
-from nodes.ssh import SshProvider
 
 ESCAPES = ["../../../x", "..", "/tmp/hadar-escape", "a/b", "~root", ".hidden", "a b", "-rf", ""]
 

@@ -15,9 +15,10 @@ from botocore.stub import Stubber
 from hadar.cli import main
 from hadar.clusters import cluster_from_dict, load_cluster
 from hadar.core.errors import InputError
-from nodes.aws import AwsCluster, AwsError, AwsProvider, host_keys_from_console
-from nodes.provider import make_provider
-from nodes.transport import SshNode, node_transport
+from hadar.providers.aws.provider import AwsCluster, AwsError, AwsProvider, host_keys_from_console
+from hadar.providers.base import make_provider
+from hadar.providers.ssh import SshNode
+from hadar.providers.transport import node_transport
 from tests.fixtures.cli import hadar_cli
 from tests.fixtures.moto_server import REGION, MotoServer
 
@@ -356,7 +357,7 @@ def test_host_keys_from_console_output() -> None:
 
 
 def test_ssh_cluster_dict_skips_nodes_without_instances() -> None:
-    from nodes.aws import Instance
+    from hadar.providers.aws.provider import Instance
 
     cluster = load_cluster("aws-5node")
     aws = AwsCluster(cluster)
@@ -369,7 +370,7 @@ def test_ssh_cluster_dict_skips_nodes_without_instances() -> None:
 
 
 def test_the_network_section_carries_over_to_the_ssh_cluster_over_the_launched_nodes() -> None:
-    from nodes.aws import Instance
+    from hadar.providers.aws.provider import Instance
 
     cluster = cluster_from_dict(
         {

@@ -10,11 +10,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 LIGHT_MODULES = (
     "hadar.core.integrity",
-    "nodes.provider",
-    "nodes.health",
-    "nodes.local",
-    "nodes.ssh",
-    "nodes.aws",
+    "hadar.providers.base",
+    "hadar.providers.health",
+    "hadar.providers.local.provider",
+    "hadar.providers.ssh.provider",
+    "hadar.providers.aws.provider",
 )
 
 

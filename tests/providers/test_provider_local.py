@@ -14,8 +14,13 @@ import pytest
 
 from hadar.clusters import cluster_from_dict, load_cluster
 from hadar.core.errors import InputError
-from nodes.local import LocalProvider
-from nodes.provider import ChecksumMismatchError, NodeTransferError, RemotePathError, make_provider
+from hadar.providers.base import (
+    ChecksumMismatchError,
+    NodeTransferError,
+    RemotePathError,
+    make_provider,
+)
+from hadar.providers.local.provider import LocalProvider
 
 
 def pid_gone(pid: int) -> bool:
@@ -112,7 +117,7 @@ def test_run_in_workdir_with_env_and_exit_codes(provider: LocalProvider) -> None
     missing = provider.run("k80", ["/no/such/binary"], 30)
     assert missing.returncode == 127 and "No such file" in missing.stderr
     # -m nodes.* works from the node's workdir (the package root is on PYTHONPATH)
-    res = provider.run("k80", [*provider.python("k80"), "-c", "import nodes.provider"], 30)
+    res = provider.run("k80", [*provider.python("k80"), "-c", "import hadar.providers.base"], 30)
     assert res.ok, res.stderr
 
 

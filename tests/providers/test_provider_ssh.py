@@ -16,8 +16,13 @@ import pytest
 
 from hadar.clusters import cluster_from_dict
 from hadar.core.errors import InputError, UnreachableNodeError
-from nodes.provider import ChecksumMismatchError, NodeTransferError, RemotePathError, make_provider
-from nodes.ssh import SshProvider
+from hadar.providers.base import (
+    ChecksumMismatchError,
+    NodeTransferError,
+    RemotePathError,
+    make_provider,
+)
+from hadar.providers.ssh.provider import SshProvider
 from tests.fixtures.sshd import SshdFarm, free_port, generate_ed25519
 
 pytestmark = pytest.mark.ssh

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hadar.core.errors import UnreachableNodeError
-from nodes.ssh import SshProvider
+from hadar.providers.ssh.provider import SshProvider
 from tests.fixtures.sshd import SshdFarm, require_sshd
 
 pytestmark = pytest.mark.ssh

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from nodes.provider import make_provider
+from hadar.providers.base import make_provider
 from tests.fixtures.sshd import SshdFarm
 
 pytestmark = pytest.mark.ssh

@@ -12,8 +12,8 @@ import pytest
 
 from hadar.clusters import cluster_from_dict
 from hadar.core.errors import InputError, UnreachableNodeError
-from nodes.provider import make_provider
-from nodes.ssh import SshProvider
+from hadar.providers.base import make_provider
+from hadar.providers.ssh.provider import SshProvider
 from tests.fixtures.sshd import Bastion, free_port
 
 pytestmark = pytest.mark.ssh

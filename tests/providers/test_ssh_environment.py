@@ -11,8 +11,8 @@ import pytest
 
 from hadar.clusters import cluster_from_dict
 from hadar.core.errors import InputError
-from nodes.provider import make_provider
-from nodes.ssh import NodeSetupError, SshProvider
+from hadar.providers.base import make_provider
+from hadar.providers.ssh.provider import NodeSetupError, SshProvider
 from tests.fixtures.sshd import SshdFarm
 
 pytestmark = pytest.mark.ssh

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from hadar.core.errors import InputError
-from nodes.ssh_route import expand_tokens, parse_hops
+from hadar.providers.ssh.route import expand_tokens, parse_hops
 from tests.fixtures.cli import hadar_cli
 from tests.fixtures.sshd import SshdFarm
 

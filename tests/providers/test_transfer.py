@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from nodes.provider import ChecksumMismatchError
-from nodes.transfer import receive_verified, require_sha256
+from hadar.providers.base import ChecksumMismatchError
+from hadar.providers.transfer import receive_verified, require_sha256
 
 
 def _sha(data: bytes) -> str:

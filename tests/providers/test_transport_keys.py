@@ -1,7 +1,7 @@
 """Transport keys (SSH address/port/user/identity_file, AWS instance_type) live with the providers.
 
 The cluster file stays flat; the core keeps them uninterpreted in ``Node.transport`` and each
-provider's schema (``nodes/transport.py``) decides which keys it takes, so a misspelt key is
+provider's schema (``hadar/providers/transport.py``) decides which keys it takes, so a misspelt key is
 exit 2 at load time whatever the provider.
 """
 
@@ -18,7 +18,9 @@ from hadar.clusters import load_cluster
 from hadar.core import cluster_config
 from hadar.core.cluster import Node
 from hadar.core.errors import InputError
-from nodes.transport import AwsNode, SshNode, node_transport, transport_keys
+from hadar.providers.aws import AwsNode
+from hadar.providers.ssh import SshNode
+from hadar.providers.transport import node_transport, transport_keys
 
 SSH_KEYS = {"address": "h1", "port": 2222, "user": "u", "identity_file": "~/.ssh/k"}
 

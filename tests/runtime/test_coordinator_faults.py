@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hadar.providers.base import NodeTransferError
 from hadar.runtime.config import RunConfig, RuntimeKnobs
 from hadar.runtime.coordinator import Coordinator
-from nodes.provider import NodeTransferError
 from tests.e2e.runlib import write_jobs
 
 pytestmark = pytest.mark.slow

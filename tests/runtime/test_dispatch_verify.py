@@ -9,8 +9,8 @@ from pathlib import Path
 
 from hadar.clusters import load_cluster
 from hadar.core.jobs import Job
+from hadar.providers.base import make_provider
 from hadar.runtime.dispatch import CopyTask, run_copy
-from nodes.provider import make_provider
 from tests.runtime.helpers import spec
 
 

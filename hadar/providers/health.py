@@ -1,6 +1,6 @@
 """The node health probe: a self-contained Python snippet every provider runs with the node's
 interpreter, and the reading of what it prints (Python and torch versions, GPUs seen) as a
-:class:`~nodes.provider.NodeHealth`.
+:class:`~hadar.providers.base.NodeHealth`.
 
 GPUs come from ``nvidia-smi`` (index, name and memory of each, numbered as ``nvidia-smi`` numbers
 them, which is the order ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` gives CUDA too); torch is only imported (to list the CUDA devices it can use) when
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from nodes.provider import CommandResult, NodeHealth
+from hadar.providers.base import CommandResult, NodeHealth
 
 MARKER = "HADAR-HEALTH "
 

@@ -17,7 +17,7 @@ from typing import Any
 import paramiko
 
 from hadar.core.errors import InputError
-from nodes.transport import ssh_name_problem
+from hadar.providers.ssh import ssh_name_problem
 
 MAX_HOPS = 8
 _HOP_RE = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>\[[^\]]+\]|[^:@\s]+)(?::(?P<port>\d+))?$")

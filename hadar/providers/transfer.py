@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hadar.core.integrity import sha256_file
-from nodes.provider import ChecksumMismatchError
+from hadar.providers.base import ChecksumMismatchError
 
 
 def part_name(name: str) -> str:

@@ -1,5 +1,5 @@
 """AWS provider (boto3): launch one EC2 instance per node of a cluster file, find them again by
-tag, terminate them, and run work on them over SSH (:class:`nodes.ssh.SshProvider`).
+tag, terminate them, and run work on them over SSH (:class:`hadar.providers.ssh.provider.SshProvider`).
 
 Every instance is tagged ``hadar-cluster: <cluster name>`` and ``hadar-node: <node name>`` (plus
 ``Name`` and the section's ``tags``); ``down`` and discovery only ever touch instances carrying
@@ -43,7 +43,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import boto3
 import botocore.exceptions
@@ -51,23 +51,23 @@ import botocore.parsers
 import botocore.waiter
 import yaml
 from botocore.config import Config
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from hadar.core.cluster import Cluster, Node
 from hadar.core.cluster_config import cluster_from_dict
 from hadar.core.errors import HadarError, InputError, UnreachableNodeError
 from hadar.core.io import write_text
-from nodes.provider import (
+from hadar.providers.aws import CLUSTER_TAG, NODE_TAG, AwsNode, AwsSettings
+from hadar.providers.base import (
     NodeHealth,
+    NodeLifecycle,
     NodeProvider,
     RunsThroughAnother,
     load_section,
 )
-from nodes.ssh import DEFAULT_KNOWN_HOSTS, SshProvider, known_hosts_name
-from nodes.transport import AwsNode, node_transport, provider_schema
+from hadar.providers.ssh import DEFAULT_KNOWN_HOSTS
+from hadar.providers.ssh.provider import SshProvider, known_hosts_name
+from hadar.providers.transport import node_transport, provider_schema
 
-CLUSTER_TAG = "hadar-cluster"
-NODE_TAG = "hadar-node"
 ENDPOINT_ENV = "HADAR_AWS_ENDPOINT_URL"
 PAGE_SIZE = 200  # instances per describe_instances page
 ACTIVE_STATES = ("pending", "running", "stopping", "stopped")
@@ -107,58 +107,6 @@ class AwsError(HadarError):
     """EC2 refused or failed a request (capacity, quota, permission...); one line per cause."""
 
     exit_code = 1
-
-
-class AwsSettings(BaseModel):
-    """The ``aws:`` section of a cluster file."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    ami: str = Field(min_length=1)
-    region: str | None = None
-    profile: str | None = None
-    endpoint_url: str | None = None
-    key_name: str | None = None
-    ssh_user: str = "ubuntu"
-    identity_file: str | None = None
-    security_group_ids: list[str] = Field(default_factory=list)
-    subnet_id: str | None = None
-    tags: dict[str, str] = Field(default_factory=dict)
-    address: Literal["public", "private"] = "public"
-    root_volume_gb: int | None = Field(default=None, ge=8, le=16384)
-    python: str = "python3"
-    remote_base: str | None = None
-    known_hosts: str | None = None
-    trust_new_hosts: bool = False
-    wait_timeout_s: float = Field(default=900.0, gt=0)
-    ssh_wait_timeout_s: float = Field(default=600.0, gt=0)
-    poll_interval_s: float = Field(default=5.0, gt=0)
-    spot: bool = False
-    spot_max_price: str | None = Field(default=None, pattern=r"^\d+(\.\d+)?$")
-    setup: list[str] | None = None
-    setup_timeout_s: float = Field(default=1800.0, gt=0)
-    max_attempts: int = Field(default=10, ge=1, le=50)
-    ssh_port: int = Field(default=22, ge=1, le=65535)
-
-    @field_validator("setup", mode="before")
-    @classmethod
-    def _setup_lines(cls, v: Any) -> Any:
-        return [v] if isinstance(v, str) else v
-
-    @field_validator("spot_max_price", mode="before")
-    @classmethod
-    def _price_text(cls, v: Any) -> Any:
-        return str(v) if isinstance(v, int | float) and not isinstance(v, bool) else v
-
-    @field_validator("tags", mode="before")
-    @classmethod
-    def _tags(cls, v: Any) -> Any:
-        if isinstance(v, Mapping):
-            for key in v:
-                if str(key) in {CLUSTER_TAG, NODE_TAG}:
-                    raise ValueError(f"tag {key!r} is reserved for hadar")
-            return {str(k): str(val) for k, val in v.items()}
-        return v
 
 
 @dataclass(frozen=True)
@@ -775,8 +723,6 @@ class AwsProvider(RunsThroughAnother):
     """Run work on the cluster's running EC2 instances over SSH. :meth:`nodes` re-reads EC2, so
     a reclaimed instance drops out (node churn); operations on it raise UnreachableNodeError."""
 
-    kind = "aws"
-
     def __init__(
         self,
         cluster: Cluster,
@@ -850,4 +796,6 @@ class AwsProvider(RunsThroughAnother):
             self._ssh = None
 
 
-PROVIDER = AwsProvider
+LIFECYCLE: type[NodeLifecycle] = AwsCluster
+"""The aws kind's lifecycle (``hadar/providers/aws/__init__.py`` names it); typed so mypy checks
+that ``AwsCluster`` launches, lists and terminates as :class:`NodeLifecycle` says."""

@@ -25,13 +25,11 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from hadar.core.cluster import Cluster, Node
 from hadar.core.integrity import sha256_file
 from hadar.core.safe_paths import confined
-from nodes import health
-from nodes.provider import (
+from hadar.providers import health
+from hadar.providers.base import (
     CommandResult,
     NodeHealth,
     NodeProvider,
@@ -39,24 +37,14 @@ from nodes.provider import (
     confine,
     load_section,
 )
-from nodes.transfer import receive_verified, require_sha256
+from hadar.providers.local import LocalSettings
+from hadar.providers.transfer import receive_verified, require_sha256
 
 DEFAULT_BASE_DIR = "~/.hadar/local-nodes"
 PROBE_TTL_S = 30.0
-PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
 """The directory holding the ``nodes`` package: added to PYTHONPATH so ``-m nodes.worker``
 works from a node's working directory even without an installed package."""
-
-
-class LocalSettings(BaseModel):
-    """The ``local:`` section of a cluster file."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    base_dir: str | None = None
-    python: str | None = None
-    rendezvous_address: str = "127.0.0.1"
-    kill_grace_s: float = Field(default=3.0, ge=0.0)
 
 
 def run_process(
@@ -124,8 +112,6 @@ def copy_verified(src: Path, dst: Path, node: str, expected: str | None = None) 
 
 class LocalProvider(NodeProvider):
     """Nodes are worker processes on this machine, each with its own working directory."""
-
-    kind = "local"
 
     def __init__(
         self,
@@ -233,6 +219,3 @@ class LocalProvider(NodeProvider):
 
     def remove_workdir(self, node: Node | str) -> None:
         shutil.rmtree(self.workdir(node), ignore_errors=True)  # confined: never outside base_dir
-
-
-PROVIDER = LocalProvider

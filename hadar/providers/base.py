@@ -3,8 +3,8 @@
 A provider gives the coordinator uniform access to the machines of one :class:`Cluster`:
 list them, check their health, move files into and out of a per-run working directory
 (verified by sha256 on both ends), and run commands there with a timeout that kills the whole
-process group. Implementations: :mod:`nodes.local` (processes on this machine),
-:mod:`nodes.ssh` (paramiko) and :mod:`nodes.aws` (EC2 instances reached over SSH).
+process group. Implementations: :mod:`hadar.providers.local.provider` (processes on this machine),
+:mod:`hadar.providers.ssh.provider` (paramiko) and :mod:`hadar.providers.aws.provider` (EC2 instances reached over SSH).
 
 All methods are safe to call concurrently from several threads for *different* nodes (the
 coordinator dispatches a round's copies in parallel); calls for the same node may also overlap.
@@ -14,19 +14,18 @@ from __future__ import annotations
 
 import posixpath
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError, create_model
 
 from hadar.core.cluster import Cluster, Node
 from hadar.core.errors import HadarError, InputError
-from hadar.core.extras import require
 from hadar.core.safe_paths import SAFE_NAME_RULE, PathEscapeError, is_safe_name
 from hadar.core.validation import from_validation_error
-from nodes.transport import PROVIDER_KINDS, provider_kind
+from hadar.providers.registry import load_factory, provider_kind, provider_kinds
 
 
 class NodeTransferError(HadarError):
@@ -127,8 +126,6 @@ def load_section(cluster: Cluster, section: str, model: type[BaseModel]) -> Any:
 
 class NodeProvider(ABC):
     """Access to the nodes of one cluster for one run (``run_id`` names the per-run directory)."""
-
-    kind: ClassVar[str] = "abstract"
 
     def __init__(self, cluster: Cluster, run_id: str) -> None:
         self.cluster = cluster
@@ -278,16 +275,49 @@ class RunsThroughAnother(NodeProvider):
 
 
 def make_provider(cluster: Cluster, run_id: str, **options: Any) -> NodeProvider:
-    """The provider for ``cluster.provider`` (``nodes.transport.PROVIDER_KINDS``). ``options``
-    are passed to the provider's constructor (e.g. ``trust_new_hosts=True`` for ssh/aws,
+    """The provider for ``cluster.provider`` (its registered ``ProviderKind``). ``options`` are
+    passed to the provider's constructor (e.g. ``trust_new_hosts=True`` for ssh/aws,
     ``base_dir=`` for local)."""
     kind = provider_kind(cluster.provider)
     if kind is None:
         where = f"{cluster.source}: provider" if cluster.source else "provider"
         raise InputError(
             f"{where}: {cluster.provider!r} clusters have no nodes to run on "
-            f"(use one of {', '.join(PROVIDER_KINDS)})"
+            f"(use one of {', '.join(k.name for k in provider_kinds())})"
         )
     where = cluster.source or cluster.name
-    cls = require(kind.module, f"{where}: the {cluster.provider} provider").PROVIDER
-    return cls(cluster, run_id, **options)
+    cls = load_factory(kind.provider, f"{where}: the {cluster.provider} provider")
+    provider: NodeProvider = cls(cluster, run_id, **options)
+    return provider
+
+
+class NodeLifecycle(Protocol):
+    """The machines' lifecycle, apart from running work on them (Ray's ``NodeProvider`` beside
+    its ``CommandRunner``): launch, list and terminate the cluster's machines. A provider whose
+    machines exist without us has none; ``aws`` has ``AwsCluster``."""
+
+    cluster: Cluster
+
+    def up(self, *, wait_ssh: bool = True, log: Callable[[str], None] = ...) -> Sequence[Any]:
+        """Launch a machine for every node that has none; returns the nodes' machines."""
+
+    def running_nodes(self) -> Mapping[str, Any]:
+        """Node name -> its running machine."""
+
+    def down(self, log: Callable[[str], None] = ..., wait: bool = True) -> list[str]:
+        """Terminate every machine of the cluster; returns their ids."""
+
+
+def make_lifecycle(cluster: Cluster, purpose: str) -> NodeLifecycle:
+    """What launches, lists and terminates ``cluster``'s machines (its kind's ``lifecycle``);
+    one line naming ``purpose`` and the providers that have one when its provider has none."""
+    kind = provider_kind(cluster.provider)
+    where = cluster.source or cluster.name
+    if kind is None or kind.lifecycle is None:
+        launching = [k.name for k in provider_kinds() if k.launches_nodes]
+        raise InputError(
+            f"{where}: provider: {purpose} needs a provider that launches its machines "
+            f"({', '.join(launching)}; got {cluster.provider})"
+        )
+    lifecycle: NodeLifecycle = load_factory(kind.lifecycle, f"{where}: {purpose}")(cluster)
+    return lifecycle

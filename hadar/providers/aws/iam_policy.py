@@ -1,8 +1,8 @@
 """The IAM policy ``hadar cluster`` and the AWS provider need, generated from the EC2 calls
-``nodes/aws.py`` makes (read from its source: ``self.ec2.<operation>(...)``,
+``hadar/providers/aws/provider.py`` makes (read from its source: ``self.ec2.<operation>(...)``,
 ``self._call("<operation>", ...)``, paginators and waiters), so it cannot fall behind the code.
 
-``python -m nodes.iam_policy`` prints it; ``--write`` updates ``docs/aws-iam-policy.json``
+``python -m hadar.providers.aws.iam_policy`` prints it; ``--write`` updates ``docs/aws-iam-policy.json``
 (``tests/providers/test_iam_policy.py`` checks that file and, against moto, that every call a
 real up/dry-run/status/down makes is allowed by it).
 """
@@ -14,8 +14,8 @@ import ast
 import json
 from pathlib import Path
 
-SOURCE = Path(__file__).with_name("aws.py")
-DOC = Path(__file__).resolve().parents[1] / "docs" / "aws-iam-policy.json"
+SOURCE = Path(__file__).with_name("provider.py")
+DOC = Path(__file__).resolve().parents[3] / "docs" / "aws-iam-policy.json"
 
 WAITER_OPERATIONS = {
     "instance_running": "describe_instances",
@@ -73,7 +73,9 @@ def text() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m nodes.iam_policy", description=__doc__)
+    p = argparse.ArgumentParser(
+        prog="python -m hadar.providers.aws.iam_policy", description=__doc__
+    )
     p.add_argument("--write", action="store_true", help=f"write {DOC.name} in docs/")
     args = p.parse_args(argv)
     if args.write:

@@ -56,13 +56,12 @@ from typing import Any, TypeVar
 
 import paramiko
 import tenacity
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from hadar.core.cluster import Cluster, Node
 from hadar.core.errors import HadarError, InputError, UnreachableNodeError
 from hadar.core.integrity import SHA256_RE, sha256_file
-from nodes import health
-from nodes.provider import (
+from hadar.providers import health
+from hadar.providers.base import (
     CommandResult,
     NodeHealth,
     NodeProvider,
@@ -70,75 +69,17 @@ from nodes.provider import (
     confine,
     load_section,
 )
-from nodes.ssh_env import ENV_NAME_RE, capture_command, captured_changes, env_prefix
-from nodes.ssh_route import Endpoint, RawProxyCommandConfig, Route, pick_route, resolve
-from nodes.transfer import part_name, receive_verified, require_sha256
-from nodes.transport import SshNode, SshUser, node_transport
+from hadar.providers.ssh import SshNode, SshNodeSettings, SshSettings
+from hadar.providers.ssh.env import ENV_NAME_RE, capture_command, captured_changes, env_prefix
+from hadar.providers.ssh.route import Endpoint, RawProxyCommandConfig, Route, pick_route, resolve
+from hadar.providers.transfer import part_name, receive_verified, require_sha256
+from hadar.providers.transport import node_transport
 
 T = TypeVar("T")
 # Failures reach the caller as one-line errors; keep paramiko's transport-thread tracebacks off
 # stderr unless the application configures logging itself.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
-DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
 _KNOWN_HOSTS_LOCK = threading.Lock()
-
-
-class _NodeEnvironment(BaseModel):
-    """Keys a node may set for itself or inherit from the ``ssh:`` section."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    env: dict[str, str] = Field(default_factory=dict)
-    setup: list[str] | None = None
-    login_shell: bool | None = None
-    proxy_jump: str | None = None
-    proxy_command: str | None = None
-
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env_names(cls, v: Any) -> Any:
-        if isinstance(v, Mapping):
-            for key in v:
-                if not ENV_NAME_RE.match(str(key)):
-                    raise ValueError(f"invalid environment variable name {key!r}")
-            return {str(k): str(val) for k, val in v.items()}
-        return v
-
-    @field_validator("setup", mode="before")
-    @classmethod
-    def _setup_lines(cls, v: Any) -> Any:
-        return [v] if isinstance(v, str) else v
-
-
-class SshNodeSettings(_NodeEnvironment):
-    """Per-node overrides under ``ssh.nodes.<node>`` (``env`` adds to the section's)."""
-
-    python: str | None = None
-    remote_base: str | None = None
-    rendezvous_address: str | None = None
-
-
-class SshSettings(_NodeEnvironment):
-    """The ``ssh:`` section of a cluster file."""
-
-    user: SshUser | None = None
-    port: int | None = Field(default=None, ge=1, le=65535)
-    identity_file: str | None = None
-    known_hosts: str = DEFAULT_KNOWN_HOSTS
-    ssh_config: str | None = "~/.ssh/config"
-    trust_new_hosts: bool = False
-    allow_agent: bool = True
-    look_for_keys: bool = True
-    connect_timeout_s: float = Field(default=10.0, gt=0)
-    io_timeout_s: float = Field(default=120.0, gt=0)
-    keepalive_s: int = Field(default=15, ge=0)
-    connect_attempts: int = Field(default=3, ge=1, le=20)
-    retry_backoff_s: float = Field(default=0.5, ge=0)
-    kill_grace_s: float = Field(default=3.0, ge=0)
-    setup_timeout_s: float = Field(default=1800.0, gt=0)
-    remote_base: str = "~/.hadar/runs"
-    python: str = "python3"
-    nodes: dict[str, SshNodeSettings] = Field(default_factory=dict)
 
 
 def fingerprint(key: paramiko.PKey) -> str:
@@ -296,8 +237,6 @@ class _Conn:
 
 class SshProvider(NodeProvider):
     """Nodes reached over SSH with paramiko (see the module docstring for the settings)."""
-
-    kind = "ssh"
 
     def __init__(
         self,
@@ -959,6 +898,3 @@ class SshProvider(NodeProvider):
                 conn.drop()
             self._conns.clear()
             self._jumps.clear()
-
-
-PROVIDER = SshProvider
