@@ -114,6 +114,10 @@ class PolicyInfo:
     """Its place in a default set (smaller first, ties by name)."""
     reference: bool = False
     """The preferred reference (denominator of ratio columns) when it is compared."""
+    adapts_batch: bool = False
+    """Adapts the batch size of jobs with statistical-efficiency data (Pollux); the others (not
+    one of Pollux's applications) get their GPU count adapted only, which the outputs say
+    (``hadar.commands.common.adaptation_note``)."""
     round_s: float | None = None
     """Its own scheduling interval in seconds (Pollux: 60 s), the round length the drivers use
     when none is given (:func:`declared_round`); None = the driver's default. An explicit

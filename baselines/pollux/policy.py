@@ -72,6 +72,7 @@ class PolluxPolicy(Policy):
         colour="#006d2c",
         defaults=frozenset({"compare-elastic"}),
         rank=60,
+        adapts_batch=True,
         round_s=60.0,
     )
 

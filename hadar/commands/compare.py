@@ -29,6 +29,7 @@ from rich.table import Table
 from estimators.throughput import ThroughputModel
 from hadar.commands import argtypes, terminal
 from hadar.commands.common import (
+    adaptation_note,
     add_policy_opt_arg,
     add_scenario_args,
     estimates_note,
@@ -215,6 +216,9 @@ def run(args: argparse.Namespace) -> int:
         console.print(note, style="yellow", highlight=False, soft_wrap=True)
     if round_note:
         console.print(round_note, highlight=False, soft_wrap=True)
+    adapting = adaptation_note(policies, jobs)
+    if adapting:
+        console.print(adapting, style="yellow", highlight=False, soft_wrap=True)
     where = (
         f"Ray at {args.ray_address}"
         if args.ray_address
@@ -259,6 +263,7 @@ def run(args: argparse.Namespace) -> int:
         "seed": args.seed,
         "jobs": len(jobs),
         "round_s": args.round_length,
+        "notes": [n for n in (round_note, adapting) if n],
         "estimated_cells": [asdict(c) for c in throughput.estimated_cells(jobs, cluster)],
         "wall_seconds": round(time.perf_counter() - t0, 3),
     }
@@ -442,8 +447,10 @@ def write_outputs(
         [asdict(d) for d in decisions],
         ["policy", "jobs", "seconds", "min_s", "max_s", "repeats"],
     )
+    notes = "".join(f"{n}\n\n" for n in meta.get("notes", []))
     md_path = write_text(
-        out / "compare.md", markdown_tables(rows, str(meta["reference"]), str(meta["mode"]))
+        out / "compare.md",
+        notes + markdown_tables(rows, str(meta["reference"]), str(meta["mode"])),
     )
     return [csv_path, json_path, dec_path, md_path]
 

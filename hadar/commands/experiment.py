@@ -19,7 +19,7 @@ from typing import Any
 from rich.console import Console
 
 from hadar.commands import argtypes
-from hadar.commands.common import add_policy_opt_arg
+from hadar.commands.common import adaptation_note, add_policy_opt_arg
 from hadar.commands.options import (
     add_alias,
     add_out_arg,
@@ -298,6 +298,10 @@ def run_physical(args: argparse.Namespace) -> int:
     announce(replacing, console)
     if round_note:
         console.print(round_note, highlight=False, soft_wrap=True)
+    jobs = [j for m in spec.mixes for j in grid.scenario(spec.clusters[0], m)[1]]  # every mix's
+    adapting = adaptation_note(spec.policies, jobs)
+    if adapting:
+        console.print(adapting, style="yellow", highlight=False, soft_wrap=True)
     todo = grid.cells(spec)
     workers = default_workers(len(todo), args.workers)
     console.print(

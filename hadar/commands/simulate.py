@@ -9,9 +9,11 @@ from rich.console import Console
 from rich.table import Table
 
 from hadar.commands.common import (
+    adaptation_note,
     add_policy_opt_arg,
     add_scenario_args,
     estimates_note,
+    load_scenario,
 )
 from hadar.commands.options import (
     add_out_arg,
@@ -21,6 +23,7 @@ from hadar.commands.options import (
     resolve_round,
 )
 from hadar.core.extras import plots_missing_note
+from hadar.policy import policy_info
 from hadar.policy_options import parse_pairs
 
 
@@ -74,6 +77,11 @@ def run(args: argparse.Namespace) -> int:
     )
     if round_note:
         Console(stderr=True).print(round_note, highlight=False, soft_wrap=True)
+    if policy_info(args.policy).adapts_batch:
+        _, jobs, _ = load_scenario(args)
+        said = adaptation_note([args.policy], jobs)
+        if said:
+            Console(stderr=True).print(said, style="yellow", highlight=False, soft_wrap=True)
     note = estimates_note(sim.records.estimated_cells)
     if note:
         Console(stderr=True).print(note, style="yellow", highlight=False, soft_wrap=True)
