@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from hadar import api
-from hadar.cli import main
+from hadar.cli import build_parser, main
 from hadar.commands.experiment import _physical_rounds
+from hadar.commands.options import resolve_round
 from hadar.policy import (
     DeclaredRound,
     PolicyInfo,
@@ -129,3 +130,24 @@ def test_allocation_metrics_count_a_run_once_and_a_jobs_copies_together():
     assert got == {"gpu_hours": 2.0, "avg_gpus_per_job": 6.0, "avg_batch_per_job": 256.0}
     rigid = allocation_metrics(0.0, [_run(3, 0, "n0", 1, None)])
     assert rigid["avg_batch_per_job"] is None and rigid["avg_gpus_per_job"] == 1.0
+
+
+def test_compare_takes_the_load_of_a_pollux_workload(tmp_path):
+    out = tmp_path / "load"
+    argv = ["compare", "--cluster", "pollux-64t4", "--workload", "pollux-1", "--load", "0.5"]
+    argv += ["--policies", "tiresias", "--workers", "1", "--decision-sizes", ""]
+    assert main([*argv, "--out", str(out)]) == 0
+    meta = json.loads((out / "compare.json").read_text())
+    assert (meta["workload"], meta["jobs"], meta["round_s"]) == ("pollux-1-load-0.5", 80, 360.0)
+
+
+@pytest.mark.parametrize(
+    ("typed", "policy", "want"),
+    [([], "pollux", 60.0), ([], "hadar", 30.0), (["--round", "12"], "pollux", 12.0),
+     (["--slot", "12"], "pollux", 12.0)],
+)  # fmt: skip
+def test_a_real_run_takes_the_declared_round_unless_one_is_typed(typed, policy, want):
+    args = build_parser().parse_args(["run", "--policy", policy, *typed])
+    note = resolve_round(args, [args.policy])
+    assert args.round_length == want and type(args.round_length) is float
+    assert (note is not None) == (not typed and policy == "pollux")
