@@ -111,7 +111,7 @@ FAIRNESS_METRICS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
 type) and Themis's finish-time fairness rho (JCT over JCT with a 1/n share; > 1 is unfair)."""
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "compare",
         help="compare policies on one cluster and workload (table, CSV/JSON, paper figures)",

@@ -40,7 +40,7 @@ from hadar.policy import declared_round, default_policies
 from hadar.sweep import default_workers
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "experiment",
         help="reproduce the paper's experiments in the simulator",
