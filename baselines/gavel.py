@@ -93,7 +93,7 @@ class GavelPolicy(Policy):
         title="Gavel",
         colour="tab:orange",
         gavel_native=True,
-        defaults=frozenset({"compare", "load-sweep", "decision-times"}),
+        defaults=frozenset({"compare", "compare-elastic", "load-sweep", "decision-times"}),
         rank=30,
     )
     config_class = GavelConfig

@@ -56,7 +56,7 @@ class TiresiasPolicy(Policy):
     info = PolicyInfo(
         title="Tiresias",
         colour="tab:green",
-        defaults=frozenset({"compare", "load-sweep"}),
+        defaults=frozenset({"compare", "compare-elastic", "load-sweep"}),
         rank=40,
     )
     config_class = TiresiasConfig

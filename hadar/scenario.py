@@ -86,3 +86,12 @@ def throughput_for(
             base = InterpolatedGangs(table)  # elastic jobs run on counts the table may lack
         return PolluxThroughput(base) if pollux else base
     return PolluxThroughput(CompositeThroughput(table)) if pollux else CompositeThroughput(table)
+
+
+def comparison_default_set(jobs: Sequence[Job]) -> str:
+    """The default policy set (``hadar.policy.DEFAULT_SETS``) a comparison of ``jobs`` uses:
+    ``compare-elastic`` (the Pollux paper's comparison) when a job has efficiency data (one of
+    Pollux's applications, the ``pollux-N`` workloads), else ``compare``."""
+    from hadar.workloads.pollux_throughput import is_pollux_job
+
+    return "compare-elastic" if any(is_pollux_job(j) for j in jobs) else "compare"

@@ -63,7 +63,7 @@ class HadarEPolicy(Policy):
         title="HadarE",
         colour="tab:purple",
         forking=True,
-        defaults=frozenset({"load-sweep"}),
+        defaults=frozenset({"compare-elastic", "load-sweep"}),
         rank=20,
     )
     config_class = HadarEConfig

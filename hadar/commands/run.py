@@ -19,6 +19,7 @@ from hadar.commands.options import (
     add_restart_penalty_arg,
     add_round_arg,
     add_size_arg,
+    resolve_round,
 )
 from hadar.commands.resume_options import check_resume_options, track_given
 from hadar.core.defaults import REAL_RUN, SIMULATED
@@ -203,6 +204,9 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(
                 f"--out: {rundir} already holds a run (use --resume {rundir} or another --out)"
             )
+        round_note = resolve_round(args, [args.policy])
+        if round_note:
+            console.print(round_note, highlight=False, soft_wrap=True)
         cfg = RunConfig(
             run_id=f"{rundir.name}-{secrets.token_hex(3)}"[-60:].lstrip(".-_") or "run",
             cluster=_absolute(args.cluster),

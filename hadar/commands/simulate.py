@@ -9,12 +9,21 @@ from rich.console import Console
 from rich.table import Table
 
 from hadar.commands.common import (
+    adaptation_note,
     add_policy_opt_arg,
     add_scenario_args,
     estimates_note,
+    load_scenario,
 )
-from hadar.commands.options import add_out_arg, add_policy_arg, announce, output_dir
+from hadar.commands.options import (
+    add_out_arg,
+    add_policy_arg,
+    announce,
+    output_dir,
+    resolve_round,
+)
 from hadar.core.extras import plots_missing_note
+from hadar.policy import policy_info
 from hadar.policy_options import parse_pairs
 
 
@@ -49,6 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from hadar import api
 
+    round_note = resolve_round(args, [args.policy])
     sim = api.simulate(
         args.cluster,
         args.workload,
@@ -65,6 +75,13 @@ def run(args: argparse.Namespace) -> int:
         node_stream=args.node_stream,
         fork_progress=args.fork_progress,
     )
+    if round_note:
+        Console(stderr=True).print(round_note, highlight=False, soft_wrap=True)
+    if policy_info(args.policy).adapts_batch:
+        _, jobs, _ = load_scenario(args)
+        said = adaptation_note([args.policy], jobs)
+        if said:
+            Console(stderr=True).print(said, style="yellow", highlight=False, soft_wrap=True)
     note = estimates_note(sim.records.estimated_cells)
     if note:
         Console(stderr=True).print(note, style="yellow", highlight=False, soft_wrap=True)

@@ -90,7 +90,7 @@ class HadarPolicy(Policy):
     info = PolicyInfo(
         title="Hadar",
         colour="tab:blue",
-        defaults=frozenset({"compare", "load-sweep", "decision-times"}),
+        defaults=frozenset({"compare", "compare-elastic", "load-sweep", "decision-times"}),
         rank=10,
         reference=True,
     )
