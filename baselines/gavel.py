@@ -84,6 +84,10 @@ def fastest_first(gpu_types: Sequence[str], rates: np.ndarray) -> list[str]:
     return [gpu_types[i] for i in order]
 
 
+_Signature = tuple[frozenset[int], tuple[str, ...], tuple[int, ...]]
+"""The job set, GPU types and GPU counts of the last allocation (a change calls for a new one)."""
+
+
 @register_policy
 class GavelPolicy(Policy):
     """Gavel's heterogeneity-aware max-min fairness (``max_min_fairness_perf``)."""
@@ -104,11 +108,11 @@ class GavelPolicy(Policy):
         self._x: dict[int, dict[str, float]] = {}
         self._base: dict[int, dict[str, float]] = {}
         self._deficit: dict[int, dict[str, float]] = {}
-        self._signature: tuple | None = None
+        self._signature: _Signature | None = None
         self._need_update = False
         self._last_reset = 0.0
         self._scheduled_last: int | None = None
-        self._order_cache: dict[tuple, list[str]] = {}
+        self._order_cache: dict[tuple[tuple[str, ...], int], list[str]] = {}
 
     # -- the state a resumed run restores (hadar/loop.py persists it every round) -------------
     def state(self) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import argparse
 import ast
 import json
 from pathlib import Path
+from typing import Any
 
 SOURCE = Path(__file__).with_name("aws.py")
 DOC = Path(__file__).resolve().parents[1] / "docs" / "aws-iam-policy.json"
@@ -52,7 +53,7 @@ def action(operation: str) -> str:
     return "ec2:" + "".join(part.capitalize() for part in operation.split("_"))
 
 
-def policy(source: str | None = None) -> dict:
+def policy(source: str | None = None) -> dict[str, Any]:
     """The IAM policy document allowing exactly the EC2 actions the provider uses."""
     ops = operations(SOURCE.read_text() if source is None else source)
     return {

@@ -289,5 +289,7 @@ def make_provider(cluster: Cluster, run_id: str, **options: Any) -> NodeProvider
             f"(use one of {', '.join(PROVIDER_KINDS)})"
         )
     where = cluster.source or cluster.name
-    cls = require(kind.module, f"{where}: the {cluster.provider} provider").PROVIDER
+    cls: type[NodeProvider] = require(
+        kind.module, f"{where}: the {cluster.provider} provider"
+    ).PROVIDER
     return cls(cluster, run_id, **options)

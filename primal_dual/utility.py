@@ -8,6 +8,7 @@ fastest GPU type (gamma3 of OASiS).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -20,10 +21,15 @@ the price difference pick the slowest GPU)."""
 
 
 class Utility(Protocol):
-    name: str
-    clock: str
-    """What ``tau`` is measured from: ``"arrival"`` (the job's completion time, JCT) or ``"now"``
-    (the time from this round's start to completion, the job's remaining completion time)."""
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def clock(self) -> str:
+        """What ``tau`` is measured from: ``"arrival"`` (the job's completion time, JCT) or
+        ``"now"`` (the time from this round's start to completion, the job's remaining
+        completion time)."""
+        ...
 
     def value(self, tau: float, weight: float, ideal: float) -> float:
         """Utility of finishing ``tau`` seconds after the utility's clock origin."""
@@ -114,7 +120,7 @@ def _soft_floor(floor: float, tau: float, ideal: float) -> float:
     return floor * min(1.0, ideal / max(tau, 1e-9))
 
 
-UTILITIES: dict[str, type] = {
+UTILITIES: dict[str, Callable[..., Utility]] = {
     "sigmoid": SigmoidUtility,
     "inverse-slowdown": InverseSlowdownUtility,
     "inverse-jct": InverseJctUtility,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hadar.clusters import load_cluster
-from hadar.commands import argtypes
+from hadar.commands import Subparsers, argtypes
 from hadar.commands.options import add_out_file_arg
 from hadar.core.cluster import Cluster
 from hadar.core.errors import InputError
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from nodes.aws import AwsCluster, Instance
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "cluster", help="launch, list or terminate the EC2 instances of an aws cluster"
     )
@@ -105,14 +105,14 @@ def _config_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _aws_cluster(path: str) -> AwsCluster:
-    AwsCluster = require("nodes.aws", f"{path}: hadar cluster").AwsCluster
+    aws_cluster: type[AwsCluster] = require("nodes.aws", f"{path}: hadar cluster").AwsCluster
 
     cluster: Cluster = load_cluster(path)
     if cluster.provider != "aws":
         raise InputError(
             f"{path}: provider: `hadar cluster` needs provider: aws (got {cluster.provider})"
         )
-    return AwsCluster(cluster)
+    return aws_cluster(cluster)
 
 
 def _console() -> Console:

@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 from estimators.throughput import ThroughputModel
-from hadar.commands import argtypes, terminal
+from hadar.commands import Subparsers, argtypes, terminal
 from hadar.commands.common import (
     add_policy_opt_arg,
     add_scenario_args,
@@ -100,7 +100,7 @@ FAIRNESS_METRICS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
 type) and Themis's finish-time fairness rho (JCT over JCT with a 1/n share; > 1 is unfair)."""
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "compare",
         help="compare policies on one cluster and workload (table, CSV/JSON, paper figures)",

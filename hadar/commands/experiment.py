@@ -14,10 +14,11 @@ import argparse
 import math
 import time
 from dataclasses import replace
+from typing import Any
 
 from rich.console import Console
 
-from hadar.commands import argtypes
+from hadar.commands import Subparsers, argtypes
 from hadar.commands.common import add_policy_opt_arg
 from hadar.commands.options import (
     add_alias,
@@ -38,7 +39,7 @@ from hadar.policy import default_policies
 from hadar.sweep import default_workers
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "experiment",
         help="reproduce the paper's experiments in the simulator",
@@ -305,7 +306,7 @@ def run_physical(args: argparse.Namespace) -> int:
         r["estimated"] = ";".join(f"{m}@{g}" for m, g in estimated[(r["cluster"], r["mix"])])
 
     names = list(dict.fromkeys(r["cluster"] for r in rows))
-    summary: dict = {"clusters": {}}
+    summary: dict[str, dict[str, dict[str, Any]]] = {"clusters": {}}
     for c in names:
         comps = tables.cluster_comparisons(rows, bounds, c, spec.main_slot, spec.mixes)
         means = tables.mean_over_mixes(comps, report.MEAN_KEYS)

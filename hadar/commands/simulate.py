@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from hadar.commands import Subparsers
 from hadar.commands.common import (
     add_policy_opt_arg,
     add_scenario_args,
@@ -18,7 +21,7 @@ from hadar.core.extras import plots_missing_note
 from hadar.policy_options import parse_pairs
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "simulate",
         help="run the trace-driven simulator",
@@ -86,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_summary(summary: dict, out: Path | None = None) -> None:
+def print_summary(summary: Mapping[str, Any], out: Path | None = None) -> None:
     """A two-column table of the headline metrics."""
     table = Table(
         title=f"{summary['policy']} on {summary['cluster']}: {summary['completed']}/{summary['jobs']} jobs"
