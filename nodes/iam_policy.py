@@ -3,8 +3,8 @@
 ``self._call("<operation>", ...)``, paginators and waiters), so it cannot fall behind the code.
 
 ``python -m nodes.iam_policy`` prints it; ``--write`` updates ``docs/aws-iam-policy.json``
-(``tests/providers/test_iam_policy.py`` checks that file and, against moto, that every call a
-real up/dry-run/status/down makes is allowed by it).
+(``tests/hadar/providers/test_aws_cost_and_safety.py`` checks that file and, against moto, that
+every call a real up/dry-run/status/down makes is allowed by it).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ so everything FIND_ALLOC sorts by price can be sorted once per (job class, round
 per DP state: the runnable cells in price order, and each node's cells in price order. What is
 left per state is filtering those lists by the GPUs still free. The placements, rates, costs and
 their order are exactly those of :func:`primal_dual.find_alloc._candidates_small` (property-tested
-in ``tests/core/test_static_alloc.py``), including the float summation order of the costs.
+in ``tests/primal_dual/test_static_alloc.py``), including the float summation order of the costs.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ LINES: dict[str, tuple[str, str, float]] = {
 
 OTHER_COLOURS = ("#7f7f7f", "#bcbd22", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
 """Colours for series without a declared colour: grey, olive and tab20b's darks, none of which
-a registered policy declares (``tests/plots/test_palette.py``)."""
+a registered policy declares (``tests/hadar/plots/test_palette.py``)."""
 
 
 def policy_colour(name: str) -> str | None:
