@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from hadar.core.defaults import SIMULATED
+
 DEFAULT_FLOOR = 1e-12
 """Knob: scale of the utility floor (relative to the weight). The sigmoid underflows to 0 for
 jobs that have waited more than ~140x their ideal duration; below it the utility follows
@@ -107,7 +109,8 @@ class RoundProgressUtility:
     finishes the job this round is worth the same, and a job that will finish anyway does not
     outbid, for the fastest GPUs, a long job that gains a whole round of progress there."""
 
-    round_s: float = 360.0
+    round_s: float = SIMULATED.round_s
+    """The round's length (the Hadar policy sets it to the run's round)."""
     name: str = "round-progress"
     clock: str = "now"
 

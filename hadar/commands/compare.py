@@ -130,7 +130,7 @@ def register(sub: Subparsers) -> None:
     )
     p.add_argument(
         "--occupancy-policy",
-        default="hadar",
+        default=SIMULATED.policy,
         metavar="POLICY",
         help="policy whose GPU-by-round occupancy is drawn (default: %(default)s, or the first policy)",
     )
@@ -181,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
     options = parse_policy_options(args.policy_opt, policies)
     sizes = parse_sizes(args.decision_sizes)
     occupancy = args.occupancy_policy if args.occupancy_policy in policies else None
-    if occupancy is None and args.occupancy_policy != "hadar":
+    if occupancy is None and args.occupancy_policy != SIMULATED.policy:
         raise InputError(f"--occupancy-policy: {args.occupancy_policy!r} is not one of --policies")
     occupancy = occupancy or policies[0]
     scenario = {k: getattr(args, k) for k in SCENARIO_KEYS}

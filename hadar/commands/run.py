@@ -53,7 +53,7 @@ def register(sub: Subparsers) -> None:
         help="M-1..M-12 or a job file with training specs (default: %(default)s)",
     )
     add_size_arg(p, REAL_RUN.size)
-    add_policy_arg(p, "hadare")
+    add_policy_arg(p, REAL_RUN.policy)
     add_policy_opt_arg(p)
     add_round_arg(p, REAL_RUN.round_s, old="--slot")
     p.add_argument(

@@ -17,6 +17,7 @@ from hadar.commands.common import (
     estimates_note,
 )
 from hadar.commands.options import add_out_arg, add_policy_arg, announce, output_dir
+from hadar.core.defaults import SIMULATED
 from hadar.core.extras import plots_missing_note
 from hadar.policy_options import parse_pairs
 
@@ -30,7 +31,7 @@ def register(sub: Subparsers) -> None:
         "three PNGs (completion CDF, GPU occupancy by job class, GPU use over time).",
     )
     add_scenario_args(p)
-    add_policy_arg(p, "hadar")
+    add_policy_arg(p, SIMULATED.policy)
     add_policy_opt_arg(p)
     add_out_arg(p, "simulate")
     p.add_argument("--no-progress", action="store_true", help="do not show the progress bar")

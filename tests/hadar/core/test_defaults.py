@@ -13,7 +13,7 @@ from hadar.cli import build_parser, sub_parsers
 from hadar.core.defaults import REAL_RUN, SIMULATED
 from hadar.experiments.grid import Cell, GridSpec
 from hadar.experiments.load_sweep import SweepCell
-from hadar.policy import RoundContext
+from hadar.policy import POLICY_REGISTRY, RoundContext
 from hadar.runtime.config import RunConfig, RuntimeKnobs
 from hadar.simulator.engine import SimConfig
 from hadare.policy import HadarEConfig
@@ -39,6 +39,10 @@ def test_simulated_defaults_agree_everywhere():
         assert flags["round_length"] == SIMULATED.round_s, command
         assert flags["restart_penalty"] == SIMULATED.restart_penalty_s, command
     assert _defaults("simulate")["size"] == SIMULATED.size
+    assert _defaults("simulate")["policy"] == SIMULATED.policy
+    assert _defaults("compare")["occupancy_policy"] == SIMULATED.policy
+    assert inspect.signature(api.simulate).parameters["policy"].default == SIMULATED.policy
+    assert inspect.signature(api.simulate).parameters["size"].default == SIMULATED.size
     assert SimConfig().round_length == SIMULATED.round_s
     assert SimConfig().restart_penalty == SIMULATED.restart_penalty_s
     assert _field(RoundContext, "restart_penalty") == SIMULATED.restart_penalty_s
@@ -57,7 +61,9 @@ def test_real_run_defaults_agree_everywhere():
     assert flags["round_length"] == REAL_RUN.round_s
     assert flags["grace"] == REAL_RUN.grace_s
     assert flags["size"] == REAL_RUN.size
+    assert flags["policy"] == REAL_RUN.policy
     fields = RunConfig.model_fields
+    assert fields["policy"].default == REAL_RUN.policy
     assert fields["slot_s"].default == REAL_RUN.round_s
     assert fields["grace_s"].default == REAL_RUN.grace_s
     assert fields["size"].default == REAL_RUN.size
@@ -66,6 +72,10 @@ def test_real_run_defaults_agree_everywhere():
     assert RuntimeKnobs() == RuntimeKnobs(
         REAL_RUN.restart_penalty_s, REAL_RUN.aggregation_overhead_s
     )
+
+
+def test_the_default_policies_are_registered():
+    assert {SIMULATED.policy, REAL_RUN.policy} <= set(POLICY_REGISTRY)
 
 
 def test_the_two_drivers_differ_where_the_concepts_do():
