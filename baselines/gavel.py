@@ -42,7 +42,15 @@ from baselines.gavel_lp import max_min_fairness, min_makespan
 from baselines.placement import fewest_nodes
 from hadar.core.cluster import Cluster
 from hadar.core.jobs import Job, JobStatus, Placement
-from hadar.policy import Assignment, Policy, PolicyInfo, RoundContext, RoundPlan, register_policy
+from hadar.policy import (
+    Assignment,
+    LineStyle,
+    Policy,
+    PolicyInfo,
+    RoundContext,
+    RoundPlan,
+    register_policy,
+)
 from hadar.valuation import value_jobs
 
 NO_TIME_PRIORITY = 1e9
@@ -96,6 +104,7 @@ class GavelPolicy(Policy):
     info = PolicyInfo(
         title="Gavel",
         colour="tab:orange",
+        line=LineStyle("-", "^", 1.6),
         gavel_native=True,
         defaults=frozenset({"compare", "load-sweep", "decision-times"}),
         rank=30,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from matplotlib.colors import to_hex
 
 from hadar.plots.figures import completion_figure
-from hadar.plots.palette import LINES, OTHER_COLOURS, policy_colour, series_colours, series_styles
+from hadar.plots.palette import OTHER_COLOURS, policy_colour, series_colours, series_styles
 from hadar.policy import POLICY_REGISTRY, find_policy_info
 
 
@@ -33,8 +33,11 @@ def test_a_policy_keeps_its_declared_colour_across_figures() -> None:
 
 def test_hadare_is_drawn_apart_from_hadar() -> None:
     assert policy_colour("hadar") != policy_colour("hadare")
-    (hl, _, hw), (el, _, ew) = LINES["hadar"], LINES["hadare"]
-    assert hl != el and hw > ew  # the wide solid line stays visible under the dashed one
+    styles = series_styles(["hadar", "hadare"])
+    hadar, hadare = styles["hadar"], styles["hadare"]
+    assert (
+        hadar.line != hadare.line and hadar.width > hadare.width
+    )  # the wide solid line stays visible under the dashed one
 
 
 def test_other_series_never_take_a_policy_colour() -> None:
