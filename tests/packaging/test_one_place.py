@@ -137,7 +137,8 @@ def _homes() -> dict[str, set[str]]:
         homes.setdefault(path, set()).update(meant)
     for name, cls in POLICY_REGISTRY.items():
         own = Path(sys.modules[cls.__module__].__file__ or "").resolve()
-        homes.setdefault(str(own.relative_to(ROOT)), set()).add(name)
+        if own.is_relative_to(ROOT):  # not a policy an installed plug-in registers
+            homes.setdefault(str(own.relative_to(ROOT)), set()).add(name)
     return homes
 
 
