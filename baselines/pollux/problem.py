@@ -91,9 +91,8 @@ def fitness(problem: AllocationProblem, alloc: np.ndarray) -> np.ndarray | float
 def total_utility(problem: AllocationProblem, alloc: np.ndarray) -> np.ndarray | float:
     """Σ_j utility(SPEEDUP_j): what the solvers maximise (monotone in FITNESS_p; a
     ``numpy.float64`` for one allocation)."""
-    total: np.ndarray | float = utility(speedups(problem, alloc), problem.p, problem.eps).sum(
-        axis=-1
-    )
+    terms = utility(speedups(problem, alloc), problem.p, problem.eps)
+    total: np.ndarray | float = terms.sum(axis=-1)
     return total
 
 
