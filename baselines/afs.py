@@ -37,7 +37,7 @@ Two policies:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,7 +130,7 @@ class CurveCache:
     at that batch (independent of g), and only the efficiency moves with progress."""
 
     def __init__(self) -> None:
-        self._shapes: dict[tuple, tuple[float, ...]] = {}
+        self._shapes: dict[tuple[Hashable, ...], tuple[float, ...]] = {}
 
     def curve(self, ctx: RoundContext, st: JobStatus, gtype: str) -> tuple[float, ...]:
         job = st.job

@@ -72,11 +72,11 @@ class Comparison:
 def simulate(
     cluster: ClusterLike = "sim-60gpu",
     workload: WorkloadLike = "philly-480",
-    policy: str | Policy = "hadar",
+    policy: str | Policy = SIMULATED.policy,
     *,
     throughputs: TableLike = None,
     seed: int = 0,
-    size: str = "paper",
+    size: str = SIMULATED.size,
     round_length: float | None = None,
     restart_penalty: float = SIMULATED.restart_penalty_s,
     policy_options: Mapping[str, str] | None = None,

@@ -94,6 +94,15 @@ class RoundContext:
 
 
 @dataclass(frozen=True)
+class LineStyle:
+    """How figures draw a policy's series: matplotlib line style, marker and line width."""
+
+    line: str = "-"
+    marker: str = "o"
+    width: float = 1.6
+
+
+@dataclass(frozen=True)
 class PolicyInfo:
     """What the harness knows about a policy besides its decisions, declared by the policy
     (``Policy.info``) so that nothing else names it: listings, default sets, tables and figures
@@ -103,6 +112,8 @@ class PolicyInfo:
     """Its name in tables and figure legends (``HadarE``)."""
     colour: str | None = None
     """Its colour in figures (any matplotlib colour); None = the next colour of ``tab10``."""
+    line: LineStyle = LineStyle()
+    """Its line style, marker and width in figures."""
     forking: bool = False
     """Runs copies of one job on several nodes at once (its TTD lower bound is the fork bound)."""
     gavel_native: bool = False

@@ -12,6 +12,7 @@ from pathlib import Path
 from estimators.throughput import GavelThroughputTable, ThroughputModel
 from hadar.clusters import load_cluster
 from hadar.core.cluster import Cluster
+from hadar.core.defaults import SIMULATED
 from hadar.core.errors import InputError
 from hadar.core.jobs import Job
 from hadar.workloads import check_horizon, load_workload, validate_workload
@@ -36,7 +37,7 @@ def load_scenario(
     workload: WorkloadLike,
     throughputs: TableLike = None,
     seed: int = 0,
-    size: str = "paper",
+    size: str = SIMULATED.size,
     horizon_s: float | None = None,
 ) -> tuple[Cluster, list[Job], ThroughputModel]:
     """Cluster, validated jobs and the throughput model the jobs need on that cluster. Bad input

@@ -135,13 +135,19 @@ class Store:
 
     # -- reads -----------------------------------------------------------------------------
     def job(self, job_id: int) -> sqlite3.Row | None:
-        return self.conn.execute("SELECT * FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+        row: sqlite3.Row | None = self.conn.execute(
+            "SELECT * FROM jobs WHERE job_id = ?", (job_id,)
+        ).fetchone()
+        return row
 
     def jobs(self) -> list[sqlite3.Row]:
         return self.conn.execute("SELECT * FROM jobs ORDER BY job_id").fetchall()
 
     def copy(self, copy_id: int) -> sqlite3.Row | None:
-        return self.conn.execute("SELECT * FROM copies WHERE copy_id = ?", (copy_id,)).fetchone()
+        row: sqlite3.Row | None = self.conn.execute(
+            "SELECT * FROM copies WHERE copy_id = ?", (copy_id,)
+        ).fetchone()
+        return row
 
     def copies(self, job_id: int) -> list[sqlite3.Row]:
         return self.conn.execute(

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hadar.clusters import load_cluster
-from hadar.commands import argtypes
+from hadar.commands import Subparsers, argtypes
 from hadar.commands.options import add_out_file_arg
 from hadar.core.errors import InputError
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from hadar.providers.aws.provider import AwsCluster, Instance
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "cluster", help="launch, list or terminate the EC2 instances of an aws cluster"
     )

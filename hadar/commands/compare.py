@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 from estimators.throughput import ThroughputModel
-from hadar.commands import argtypes, terminal
+from hadar.commands import Subparsers, argtypes, terminal
 from hadar.commands.common import (
     adaptation_note,
     add_policy_opt_arg,
@@ -111,7 +111,7 @@ FAIRNESS_METRICS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
 type) and Themis's finish-time fairness rho (JCT over JCT with a 1/n share; > 1 is unfair)."""
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "compare",
         help="compare policies on one cluster and workload (table, CSV/JSON, paper figures)",
@@ -142,7 +142,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--occupancy-policy",
-        default="hadar",
+        default=SIMULATED.policy,
         metavar="POLICY",
         help="policy whose GPU-by-round occupancy is drawn (default: %(default)s, or the first policy)",
     )
@@ -200,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
     policies = typed or list(default_policies(comparison_default_set(jobs)))
     options = parse_policy_options(args.policy_opt, policies)
     occupancy = args.occupancy_policy if args.occupancy_policy in policies else None
-    if occupancy is None and args.occupancy_policy != "hadar":
+    if occupancy is None and args.occupancy_policy != SIMULATED.policy:
         raise InputError(f"--occupancy-policy: {args.occupancy_policy!r} is not one of --policies")
     occupancy = occupancy or policies[0]
     round_note = resolve_round(args, policies)

@@ -18,7 +18,7 @@ from typing import Any
 
 from rich.console import Console
 
-from hadar.commands import argtypes
+from hadar.commands import Subparsers, argtypes
 from hadar.commands.common import adaptation_note, add_policy_opt_arg
 from hadar.commands.options import (
     add_alias,
@@ -40,7 +40,7 @@ from hadar.policy import declared_round, default_policies
 from hadar.sweep import default_workers
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "experiment",
         help="reproduce the paper's experiments in the simulator",
@@ -319,7 +319,7 @@ def run_physical(args: argparse.Namespace) -> int:
         r["estimated"] = ";".join(f"{m}@{g}" for m, g in estimated[(r["cluster"], r["mix"])])
 
     names = list(dict.fromkeys(r["cluster"] for r in rows))
-    summary: dict[str, Any] = {"clusters": {}}
+    summary: dict[str, dict[str, dict[str, Any]]] = {"clusters": {}}
     for c in names:
         comps = tables.cluster_comparisons(rows, bounds, c, spec.main_slot, spec.mixes)
         means = tables.mean_over_mixes(comps, report.MEAN_KEYS)

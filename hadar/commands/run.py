@@ -6,13 +6,14 @@ import argparse
 import secrets
 import signal
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
-from hadar.commands import argtypes
+from hadar.commands import Subparsers, argtypes
 from hadar.commands.common import add_policy_opt_arg, estimates_note
 from hadar.commands.options import (
     add_policy_arg,
@@ -30,10 +31,11 @@ from hadar.runtime.config import RunConfig, load_config, save_config
 from hadar.runtime.identity import RunIdentity, check_same_run, run_identity
 
 if TYPE_CHECKING:
+    from hadar.core.jobs import Job
     from hadar.runtime.live import LiveView
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "run",
         help="train a workload on real nodes (local, SSH or AWS)",
@@ -52,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="M-1..M-12 or a job file with training specs (default: %(default)s)",
     )
     add_size_arg(p, REAL_RUN.size)
-    add_policy_arg(p, "hadare")
+    add_policy_arg(p, REAL_RUN.policy)
     add_policy_opt_arg(p)
     add_round_arg(p, REAL_RUN.round_s, old="--slot")
     p.add_argument(
@@ -363,7 +365,7 @@ def current_identity(cfg: RunConfig) -> RunIdentity:
     )
 
 
-def _provider_options(args: argparse.Namespace) -> dict:
+def _provider_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"trust_new_hosts": True} if getattr(args, "trust_new_hosts", False) else {}
 
 
@@ -372,7 +374,7 @@ def _close(view: LiveView | None) -> None:
         view.close()
 
 
-def _LineView(jobs, console):  # noqa: N802 - a constructor
+def _LineView(jobs: dict[int, Job], console: Console) -> LiveView:  # noqa: N802 - a constructor
     """The live view without a live display (one line per round)."""
     from hadar.runtime.live import LiveView
 
@@ -392,7 +394,9 @@ METRIC_HINTS = {
 JCT_TAIL_KEYS = ("median_jct_s", "p99_jct_s", "max_jct_s")
 
 
-def print_run_summary(summary: dict, rundir: Path, console: Console | None = None) -> None:
+def print_run_summary(
+    summary: Mapping[str, Any], rundir: Path, console: Console | None = None
+) -> None:
     console = console or Console()
     t = Table(
         title=f"{summary['policy']} on {summary['cluster']} ({summary['workload']}, {summary['size']}): "
@@ -400,7 +404,10 @@ def print_run_summary(summary: dict, rundir: Path, console: Console | None = Non
     )
     t.add_column("metric")
     t.add_column("value", justify="right")
-    fmt = lambda v, unit="s": "-" if v is None else f"{v:,.1f} {unit}"  # noqa: E731
+
+    def fmt(v: float | None, unit: str = "s") -> str:
+        return "-" if v is None else f"{v:,.1f} {unit}"
+
     t.add_row("total time duration (TTD, wall clock)", fmt(summary["ttd_s"]))
     active = summary.get("active_s")
     if active is not None and summary["ttd_s"] is not None:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from hadar.commands import Subparsers
 from hadar.commands.common import (
     adaptation_note,
     add_policy_opt_arg,
@@ -22,12 +25,13 @@ from hadar.commands.options import (
     output_dir,
     resolve_round,
 )
+from hadar.core.defaults import SIMULATED
 from hadar.core.extras import plots_missing_note
 from hadar.policy import policy_info
 from hadar.policy_options import parse_pairs
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "simulate",
         help="run the trace-driven simulator",
@@ -36,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "three PNGs (completion CDF, GPU occupancy by job class, GPU use over time).",
     )
     add_scenario_args(p)
-    add_policy_arg(p, "hadar")
+    add_policy_arg(p, SIMULATED.policy)
     add_policy_opt_arg(p)
     add_out_arg(p, "simulate")
     p.add_argument("--no-progress", action="store_true", help="do not show the progress bar")
@@ -103,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_summary(summary: dict, out: Path | None = None) -> None:
+def print_summary(summary: Mapping[str, Any], out: Path | None = None) -> None:
     """A two-column table of the headline metrics."""
     table = Table(
         title=f"{summary['policy']} on {summary['cluster']}: {summary['completed']}/{summary['jobs']} jobs"

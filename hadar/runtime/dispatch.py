@@ -288,7 +288,8 @@ def evaluate_checkpoint(
         out = local_dir / f"eval-j{job.job_id}.json"
         provider.get(node, f"{rd}/result.json", out)
         remove_checkpoints(provider, [node], [f"{rd}/in.pt", f"{rd}/eval.pt"])
-        return json.loads(out.read_text()).get("metric")
+        metric: dict[str, Any] | None = json.loads(out.read_text()).get("metric")
+        return metric
     except HadarError:
         return None
 

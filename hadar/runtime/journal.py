@@ -71,7 +71,7 @@ class Journal:
     def close(self) -> None:
         self.conn.close()
 
-    def _tx(self, sql: str, args: tuple) -> None:
+    def _tx(self, sql: str, args: tuple[object, ...]) -> None:
         with self._lock:
             self.conn.execute("BEGIN IMMEDIATE")
             try:

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from hadar.core.jobs import Placement
-from hadar.policy import Policy, PolicyInfo, RoundContext, RoundPlan, register_policy
+from hadar.policy import LineStyle, Policy, PolicyInfo, RoundContext, RoundPlan, register_policy
 from hadar.scheduler import non_preemptive, preemptive
 from hadar.scheduler.config import DEFAULT_MAX_RHO, TTD_SLACK_ROUNDS, HadarConfig
 from hadar.scheduler.contention import Contention
@@ -90,6 +90,9 @@ class HadarPolicy(Policy):
     info = PolicyInfo(
         title="Hadar",
         colour="tab:blue",
+        # drawn wide and solid, HadarE narrow and dashed on top of it: where the two curves
+        # coincide (small workloads) both stay visible
+        line=LineStyle("-", "o", 3.0),
         defaults=frozenset({"compare", "compare-elastic", "load-sweep", "decision-times"}),
         rank=10,
         reference=True,

@@ -68,7 +68,8 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
         for j, y in held.items():
             if j != job_id and j not in placed:
                 out -= y
-        return np.maximum(out, 0)
+        left: np.ndarray = np.maximum(out, 0)
+        return left
 
     slack_s = (cfg.critical_slack_rounds + CRITICAL_TOLERANCE_ROUNDS) * ctx.round_length
     crit = critical_jobs(vals, ctx, slack_s) if cfg.ttd_guard else []

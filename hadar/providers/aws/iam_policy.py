@@ -2,9 +2,9 @@
 ``hadar/providers/aws/provider.py`` makes (read from its source: ``self.ec2.<operation>(...)``,
 ``self._call("<operation>", ...)``, paginators and waiters), so it cannot fall behind the code.
 
-``python -m hadar.providers.aws.iam_policy`` prints it; ``--write`` updates ``docs/aws-iam-policy.json``
-(``tests/providers/test_iam_policy.py`` checks that file and, against moto, that every call a
-real up/dry-run/status/down makes is allowed by it).
+``python -m hadar.providers.aws.iam_policy`` prints it; ``--write`` updates
+``docs/aws-iam-policy.json`` (``tests/hadar/providers/test_aws_cost_and_safety.py`` checks that
+file and, against moto, that every call a real up/dry-run/status/down makes is allowed by it).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import argparse
 import ast
 import json
 from pathlib import Path
+from typing import Any
 
 SOURCE = Path(__file__).with_name("provider.py")
 DOC = Path(__file__).resolve().parents[3] / "docs" / "aws-iam-policy.json"
@@ -52,7 +53,7 @@ def action(operation: str) -> str:
     return "ec2:" + "".join(part.capitalize() for part in operation.split("_"))
 
 
-def policy(source: str | None = None) -> dict:
+def policy(source: str | None = None) -> dict[str, Any]:
     """The IAM policy document allowing exactly the EC2 actions the provider uses."""
     ops = operations(SOURCE.read_text() if source is None else source)
     return {
