@@ -29,7 +29,7 @@ from hadar.providers.registry import ProviderKind, register_provider, unregister
 from hadar.providers.transport import node_transport
 from tests.e2e.runlib import tracker_progress, write_jobs
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 NAME = "testloop"
 
 
