@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -32,7 +33,7 @@ def cluster(names: dict[str, str]) -> Cluster:
 
 
 @pytest.fixture(scope="module")
-def runs() -> dict[str, dict]:
+def runs() -> dict[str, dict[str, Any]]:
     plain = cluster({k: k for k in TYPES})
     return {p: simulate(plain, WORKLOAD, p, seed=0).summary for p in ("hadar", "gavel")}
 
@@ -48,7 +49,9 @@ def renamed_types() -> Iterator[dict[str, str]]:
     forget_user_gpus()
 
 
-def test_hadar_is_ahead_of_gavel_on_the_heavy_independent_trace(runs: dict[str, dict]) -> None:
+def test_hadar_is_ahead_of_gavel_on_the_heavy_independent_trace(
+    runs: dict[str, dict[str, Any]],
+) -> None:
     hadar, gavel = runs["hadar"], runs["gavel"]
     assert hadar["completed"] == gavel["completed"] == 160
     for key in ("ttd_s", "avg_jct_s", "median_jct_s", "p99_jct_s", "max_jct_s", "rho_max"):
@@ -58,7 +61,7 @@ def test_hadar_is_ahead_of_gavel_on_the_heavy_independent_trace(runs: dict[str, 
 
 
 def test_renaming_the_gpu_types_changes_nothing(
-    runs: dict[str, dict], renamed_types: dict[str, str]
+    runs: dict[str, dict[str, Any]], renamed_types: dict[str, str]
 ) -> None:
     again = simulate(cluster(renamed_types), WORKLOAD, "hadar", seed=0).summary
     for key in ("ttd_s", "avg_jct_s", "median_jct_s", "p99_jct_s", "rho_max", "restarts_per_job"):
