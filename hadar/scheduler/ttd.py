@@ -9,12 +9,11 @@ jobs contend for the same fast GPUs: on the lab cluster every job's fastest GPU 
 Once every job present can run at once (their gangs fit in the cluster, so no job waits for
 admission and the only question is which GPUs each gets), ``ttd_bound = makespan-lp`` (the
 default) takes the bound from the fluid minimum makespan over GPU types (Gavel's makespan LP,
-:mod:`primal_dual.level_lp`): the jobs that set it are the shortest longest-first prefix whose
-own makespan LP already reaches it (the level algorithm's critical group for related GPUs, where
-the bound is ``max_k`` of the k longest jobs' work over the k fastest GPUs' speed), and each
-must run now with that bound as its deadline. While jobs still queue, the utility decides who
-waits and only the longest-path jobs are protected: protecting the whole group there ran long
-jobs first and cost ``philly-480`` average JCT (seed 1: 2.54 h -> 2.92 h).
+:mod:`primal_dual.level_lp`); when every one of those jobs is needed to reach it (without the
+shortest the makespan would be lower), all of them are critical, with that bound as deadline,
+and the longest take the fastest GPUs first. While jobs queue, or while a smaller group sets the
+bound, only the longest-path jobs are protected and the utility serves the rest (see
+:func:`contended_critical` for what protecting a group among others cost).
 """
 
 from __future__ import annotations
@@ -41,8 +40,8 @@ def critical_jobs(
 ) -> list[tuple[int, float]]:
     """Jobs on the critical path of the remaining TTD, longest first, with their deadline
     (seconds from now): those whose best remaining time is within ``slack_s`` of the bound L (see
-    the module docstring), and with ``bound = makespan-lp``, once every job's gang fits in the
-    cluster at once, also the longest-first prefix whose makespan LP reaches the contended bound."""
+    the module docstring), or with ``bound = makespan-lp``, once every job's gang fits in the
+    cluster at once, every job when all of them set the fluid makespan (:func:`contended_critical`)."""
     if not vals:
         return []
     gpus = max(1, ctx.cluster.total_gpus)
@@ -69,11 +68,16 @@ def contended_critical(
     slack_s: float,
     longest: list[tuple[int, float]],
 ) -> list[tuple[int, float]]:
-    """``longest`` (the jobs within ``slack_s`` of ``limit``) plus the shortest longest-first
-    prefix of the jobs whose fluid makespan (:func:`prefix_makespan`) reaches the bound
-    ``max(limit, makespan of all)`` within ``slack_s``, every one with that bound as deadline. The
-    makespan of a prefix never decreases as it grows (more jobs, same GPUs), so the prefix is
-    found by bisection."""
+    """Every job, with the contended bound ``max(limit, fluid makespan of all jobs)`` as deadline,
+    when the group of all jobs is what sets it: without the shortest job (best remaining time,
+    ties by position) the fluid makespan (:func:`prefix_makespan`) falls more than ``slack_s``
+    below it, so no job may wait. Else ``longest`` (the jobs within ``slack_s`` of ``limit``).
+    *Decision*: only the whole group. Protecting a longest-first prefix of the jobs while others
+    remain (the smallest prefix whose makespan reaches the bound, the level algorithm's critical
+    group) also shortened ``philly-480``'s TTD (seed 3: 25.20 h -> 23.48 h), but the jobs
+    outside the prefix then waited for the fast GPUs: p99 JCT 18.49 h -> 19.07 h (seed 1:
+    22.92 h -> 23.37 h), and on the independent A100/T4/RTX cluster Hadar's p99 fell behind
+    Gavel's."""
     order = [i for i in sorted(range(len(vals)), key=lambda i: (-best[i], i)) if best[i] < math.inf]
     cap = ctx.cluster.capacity
     per_class: dict[int, np.ndarray] = {}
@@ -85,22 +89,16 @@ def contended_critical(
     gangs = np.array([vals[i].request.num_gpus for i in order], dtype=float)
     remaining = np.array([vals[i].status.remaining_steps for i in order])
     counts = cap.sum(axis=0)
-
-    def makespan(k: int) -> float:
-        return prefix_makespan(table[:k], gangs[:k], counts, remaining[:k])
-
-    bound = max(limit, makespan(len(order)))
-    if makespan(len(order)) < bound - slack_s:
+    n = len(order)
+    whole = prefix_makespan(table, gangs, counts, remaining)
+    bound = max(limit, whole)
+    if whole < bound - slack_s:
         return longest
-    lo, hi = 1, len(order)  # makespan(hi) reaches the bound
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if makespan(mid) >= bound - slack_s:
-            hi = mid
-        else:
-            lo = mid + 1
-    chosen = set(order[:lo]) | {i for i, _ in longest}
-    return [(i, bound) for i in sorted(chosen)]
+    if n > 1:
+        without_shortest = prefix_makespan(table[:-1], gangs[:-1], counts, remaining[:-1])
+        if without_shortest >= bound - slack_s:
+            return longest
+    return [(i, bound) for i in sorted(order)]
 
 
 def prefix_makespan(

@@ -1,6 +1,6 @@
 """Hadar's TTD guard (hadar/scheduler/ttd.py, issue 27): a critical job moves whenever that
 finishes it sooner, and once every job fits at once the bound counts jobs contending for the same
-fast GPUs (the fluid makespan LP), so Hadar's TTD is no worse than Gavel's on the paper's mixes."""
+fast GPUs (the fluid makespan LP) when all of them set it, so Hadar's TTD is no worse than Gavel's on the paper's mixes."""
 
 from __future__ import annotations
 
@@ -25,12 +25,17 @@ TABLE = GavelThroughputTable(
 CLUSTER = Cluster("two", (Node("f", {"fast": 1}), Node("s", {"slow": 1})))
 
 
-def _ctx(statuses: list[JobStatus], current: dict | None = None, now: float = 360.0):
+def _ctx(
+    statuses: list[JobStatus],
+    current: dict | None = None,
+    now: float = 360.0,
+    cluster: Cluster = CLUSTER,
+) -> RoundContext:
     return RoundContext(
         now=now,
         round_index=1,
         round_length=360.0,
-        cluster=CLUSTER,
+        cluster=cluster,
         jobs=tuple(statuses),
         current=current or {},
         throughput=TABLE,
@@ -72,6 +77,20 @@ def test_a_second_job_contending_for_the_one_fast_gpu_is_critical_under_the_make
     assert [
         i for i, _ in critical_jobs(value_jobs(ctx3, ctx3.jobs), ctx3, slack, "makespan-lp")
     ] == [0]
+
+
+def test_a_contending_group_is_critical_only_when_it_is_every_job():
+    # a third, tiny job on a third GPU: the two long jobs alone set the fluid makespan (567 s),
+    # so protecting them would only delay the others: the longest path alone is critical
+    three = Cluster("three", (*CLUSTER.nodes, Node("s2", {"slow": 1})))
+    statuses = [
+        JobStatus(Job(0, "A", 1, 1e4), 900.0),
+        JobStatus(Job(1, "A", 1, 1e4), 800.0),
+        JobStatus(Job(2, "A", 1, 1e4), 10.0),
+    ]
+    ctx = _ctx(statuses, cluster=three)
+    got = critical_jobs(value_jobs(ctx, ctx.jobs), ctx, 3.6, "makespan-lp")
+    assert got == [(0, pytest.approx(450.0))]
 
 
 def test_a_job_on_the_critical_path_moves_for_any_gain_after_its_restart():
