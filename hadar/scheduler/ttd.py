@@ -11,8 +11,9 @@ admission and the only question is which GPUs each gets), ``ttd_bound = makespan
 default) takes the bound from the fluid minimum makespan over GPU types (Gavel's makespan LP,
 :mod:`primal_dual.level_lp`); when every one of those jobs is needed to reach it (without the
 shortest the makespan would be lower), all of them are critical, with that bound as deadline,
-and the longest take the fastest GPUs first. While jobs queue, or while a smaller group sets the
-bound, only the longest-path jobs are protected and the utility serves the rest (see
+and the longest take the fastest GPUs first, while that bound is at most
+``CONTENDED_HORIZON_ROUNDS`` rounds away. While jobs queue, while a smaller group sets the bound
+or while it is further away, only the longest-path jobs are protected and the utility serves the rest (see
 :func:`contended_critical` for what protecting a group among others cost).
 """
 
@@ -33,6 +34,16 @@ from primal_dual.level_lp import min_makespan
 CRITICAL_TOLERANCE_ROUNDS = 0.01
 """Jobs within 1 % of a round of the TTD bound count as on the critical path (rate estimates are
 continuous, so "exactly on the bound" needs a tolerance)."""
+
+
+CONTENDED_HORIZON_ROUNDS = 4.0
+"""The contended bound protects the whole group only while it is at most this many rounds: then a
+job parked on a slow GPU for one round loses a share of the time left that no later round wins
+back (lab M-4: jobs of 1-2 rounds at best). Over a longer horizon the longest-path rule and later
+moves keep the TTD near the bound, and the utility lets the group's shorter jobs finish early:
+protecting the group there evened out the last jobs' finishes (independent A100/T4/RTX cluster,
+philly-160: TTD 11.11 h -> 11.00 h, p99 JCT 10.57 h -> 10.90 h, behind Gavel's 10.79 h). 3
+rounds lost lab M-5 (0.99x Gavel's TTD); 4 and 6 gave the same mixes."""
 
 
 def critical_jobs(
@@ -71,7 +82,9 @@ def contended_critical(
     """Every job, with the contended bound ``max(limit, fluid makespan of all jobs)`` as deadline,
     when the group of all jobs is what sets it: without the shortest job (best remaining time,
     ties by position) the fluid makespan (:func:`prefix_makespan`) falls more than ``slack_s``
-    below it, so no job may wait. Else ``longest`` (the jobs within ``slack_s`` of ``limit``).
+    below it, so no job may wait. Else, or when that bound is more than
+    ``CONTENDED_HORIZON_ROUNDS`` rounds away, ``longest`` (the jobs within ``slack_s`` of
+    ``limit``).
     *Decision*: only the whole group. Protecting a longest-first prefix of the jobs while others
     remain (the smallest prefix whose makespan reaches the bound, the level algorithm's critical
     group) also shortened ``philly-480``'s TTD (seed 3: 25.20 h -> 23.48 h), but the jobs
@@ -98,6 +111,8 @@ def contended_critical(
         without_shortest = prefix_makespan(table[:-1], gangs[:-1], counts, remaining[:-1])
         if without_shortest >= bound - slack_s:
             return longest
+    if bound > CONTENDED_HORIZON_ROUNDS * ctx.round_length:
+        return longest
     return [(i, bound) for i in sorted(order)]
 
 

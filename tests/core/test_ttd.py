@@ -71,6 +71,12 @@ def test_a_second_job_contending_for_the_one_fast_gpu_is_critical_under_the_make
     contended = critical_jobs(vals, ctx, slack, "makespan-lp")
     assert [i for i, _ in contended] == [0, 1]
     assert [d for _, d in contended] == pytest.approx([1700 / 3] * 2)
+    # the same two jobs ten times longer: the bound (5,667 s) is more than
+    # CONTENDED_HORIZON_ROUNDS rounds away, so only the longest path is protected
+    long_pair = [JobStatus(s.job, 10 * s.remaining_steps) for s in statuses]
+    ctx10 = _ctx(long_pair)
+    far = critical_jobs(value_jobs(ctx10, ctx10.jobs), ctx10, slack, "makespan-lp")
+    assert [i for i, _ in far] == [0]
     # a third job that cannot fit at once (3 gangs, 2 GPUs): only the longest path is protected
     more = [*statuses, JobStatus(Job(2, "A", 1, 1e4), 100.0)]
     ctx3 = _ctx(more)
