@@ -70,7 +70,8 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
         for j, y in held.items():
             if j != job_id and j not in placed:
                 out -= y
-        return np.maximum(out, 0)
+        idle: np.ndarray = np.maximum(out, 0)
+        return idle
 
     slack_s = (cfg.critical_slack_rounds + CRITICAL_TOLERANCE_ROUNDS) * ctx.round_length
     crit = critical_jobs(vals, ctx, slack_s, cfg.ttd_bound) if cfg.ttd_guard else []
