@@ -47,7 +47,7 @@ def test_simulated_defaults_agree_everywhere():
     assert SimConfig().restart_penalty == SIMULATED.restart_penalty_s
     assert _field(RoundContext, "restart_penalty") == SIMULATED.restart_penalty_s
     sim = inspect.signature(api.simulate).parameters
-    # None: the policy's declared round, else SIMULATED.round_s (tests/core/test_declared_round.py)
+    # None: the policy's declared round, else SIMULATED.round_s (tests/hadar/test_declared_round.py)
     assert sim["round_length"].default is None
     assert sim["restart_penalty"].default == SIMULATED.restart_penalty_s
     assert GridSpec().restart_penalty == _field(Cell, "restart_penalty")

@@ -62,7 +62,7 @@ def test_a_running_job_moves_only_for_more_than_the_minimum_gain():
     moved = HadarPolicy().decide(_ctx(cluster, [JobStatus(job, 2000.0)], on_k80, table))
     assert moved.allocation()[(0, 0)] == {"v": {"v100": 1}}
     # 600 steps left: gain 290 s < upgrade_min_gain_s (360 s): it stays (off the critical path:
-    # without the TTD guard; a lone job sets the TTD, so the guard moves it, tests/core/test_ttd.py)
+    # without the TTD guard; a lone job sets the TTD, so the guard moves it, tests/hadar/scheduler/test_ttd.py)
     unguarded = HadarPolicy(HadarConfig(ttd_guard=False))
     stays = unguarded.decide(_ctx(cluster, [JobStatus(job, 600.0)], on_k80, table))
     assert stays.allocation()[(0, 0)] == {"k": {"k80": 1}}
