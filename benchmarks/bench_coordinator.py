@@ -93,15 +93,20 @@ class CheckpointClock:
     def install(cls) -> None:
         for name in ("load_checkpoint", "save_atomic", "verify_file", "average_state_dicts"):
             setattr(tracker_module, name, cls._timed(getattr(tracker_module, name)))
+        # deleting checkpoints that left the retention window is file work too; deciding
+        # which ones (``_retained``) is bookkeeping
+        tracker_class = tracker_module.JobTracker
+        tracker_class._prune = cls._timed(tracker_class._prune)  # type: ignore[method-assign]
+        tracker_class._retained = cls._timed(tracker_class._retained, sign=-1)  # type: ignore[method-assign]
 
     @classmethod
-    def _timed(cls, fn: Any) -> Any:
+    def _timed(cls, fn: Any, sign: int = 1) -> Any:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             t0 = time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             finally:
-                cls.spent += time.perf_counter() - t0
+                cls.spent += sign * (time.perf_counter() - t0)
 
         return wrapper
 
@@ -151,6 +156,9 @@ class TimedExecutor:
 
     def admit_arrivals(self) -> None:
         self._timed(self.inner.admit_arrivals)
+
+    def prepare(self, index: int) -> None:
+        self._timed(self.inner.prepare, index)
 
     def context(self, index: int) -> Any:
         return self._timed(self.inner.context, index)

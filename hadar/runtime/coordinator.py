@@ -58,10 +58,7 @@ from hadar.runtime.faults import (
     likely_cause,
     node_resource_error,
     placement_nodes,
-    repeated_failures,
     resource_error,
-    run_stalled,
-    stalled_jobs,
 )
 from hadar.runtime.gpu_binding import bind, binding_from_plan, devices_of, eval_env
 from hadar.runtime.gpu_inventory import (
@@ -71,10 +68,11 @@ from hadar.runtime.gpu_inventory import (
     gpu_report,
     number_nodes,
 )
-from hadar.runtime.history import copy_records, rebuild, statuses
+from hadar.runtime.history import copy_records
 from hadar.runtime.identity import check_tracker_jobs, cluster_digest
-from hadar.runtime.journal import EventLog, Journal, check_state_files
+from hadar.runtime.journal import EventLog, Journal, RoundRow, check_state_files
 from hadar.runtime.node_stream import PREEMPTED, LeaveWatcher, kill_processes_in, next_join
+from hadar.runtime.run_state import ProgressWatch, RunState
 from hadar.scenario import load_table, throughput_for
 from hadar.workloads import load_workload, validate_workload
 from nodes.provider import NodeProvider, make_provider
@@ -165,10 +163,15 @@ class Coordinator:
         self.withheld: dict[tuple[int, tuple[str, ...]], str] = {}
         """(job, nodes) not dispatched again this session: its copy there failed the same way
         ``stall_rounds`` rounds in a row -> why."""
-        self._first_round = 0
         self._eval_tried: set[int] = set()
-        self._round_start: tuple[float, list[Any]] = (0.0, [])
-        """The wall-clock start and the journal rows of the round being played."""
+        self._scored: set[int] | None = None
+        """Jobs whose final model was scored (read from the event log once, then kept)."""
+        self.state = RunState({j.job_id: j for j in self.jobs}, cfg.started_at)
+        """Per-job service and last placements, loaded by :meth:`recover`, then kept up."""
+        self.watch = ProgressWatch(cfg.stall_rounds)
+        """This session's recent rounds, for the progress checks."""
+        self._up: Cluster | None = None
+        """The nodes up for the round being played (found by :meth:`prepare`)."""
 
     # -- set-up and recovery ------------------------------------------------------------------
     def _provider_kwargs(self) -> dict[str, Any]:
@@ -208,10 +211,12 @@ class Coordinator:
                     note="coordinator restarted mid-round; the round is planned again",
                 )
                 next_round = row.round
-        for row in self.journal.rounds():
+        rows = self.journal.rounds()  # once per session: later rounds are booked as they close
+        for row in rows:
             if row.status == "closed":
                 for c in copy_records(row, self.tracker):
                     self._observe(c["job"], c["node"], c["steps"], c["train_s"])
+        self.state = RunState.load(self.jobs, rows, self.tracker, self.cfg.started_at)
         return next_round
 
     # -- the loop ---------------------------------------------------------------------------
@@ -251,7 +256,6 @@ class Coordinator:
     def _run_rounds(self) -> bool:
         self.preflight()
         r = self.recover()
-        self._first_round = r
         self.events.emit(
             "start",
             round=r,
@@ -263,34 +267,31 @@ class Coordinator:
             job_types={j.job_id: [j.job_type, j.num_gpus] for j in self.jobs},
         )
         self._restore_policy_state()
-        loop = RoundLoop(self.policy, self)
-        while True:
-            r = loop.run(first_index=r)
-            if self._evaluate_pending(r):
-                break  # else a finished job's checkpoint was damaged: it was rolled back and trains again
-        self.events.emit("finish", rounds=r)
+        # an evaluation a restart interrupted is redone first; later ones are each round's record
+        # (a finished job whose checkpoint turns out damaged is rolled back and trains again)
+        self._evaluate_pending(r)
+        r = RoundLoop(self.policy, self).run(first_index=r)
+        self.events.emit("finish", sync=True, rounds=r)
         return True
 
     def _all_done(self) -> bool:
-        return all(self.tracker.is_complete(j.job_id) or j.job_id in self.failed for j in self.jobs)
+        complete = self.tracker.completed_jobs()
+        return all(j.job_id in complete or j.job_id in self.failed for j in self.jobs)
 
     def _restore_policy_state(self) -> None:
         """Hand the policy the state it had after the last committed round's decision (saved
         with that round's plan), so a resumed run decides as an uninterrupted one would."""
-        closed = [row for row in self.journal.rounds() if row.status == "closed"]
-        if closed and closed[-1].policy_state:
-            self.policy.restore(closed[-1].policy_state)
+        last = self.journal.last_closed()
+        if last is not None and last.policy_state:
+            self.policy.restore(last.policy_state)
 
     # -- the round loop's executor (hadar/loop.py) ---------------------------------------------
     def finished(self) -> bool:
         return self._all_done()
 
     def _waiting_jobs(self) -> list[Job]:
-        return [
-            j
-            for j in self.jobs
-            if j.job_id not in self.failed and not self.tracker.is_complete(j.job_id)
-        ]
+        complete = self.tracker.completed_jobs()
+        return [j for j in self.jobs if j.job_id not in self.failed and j.job_id not in complete]
 
     def admit_arrivals(self) -> None:
         """Jobs arrive at their ``arrival`` second, counted from the run's start (``started_at``
@@ -317,23 +318,29 @@ class Coordinator:
                 announced = True
             time.sleep(min(1.0, first - now))
 
-    def context(self, index: int) -> RoundContext:
-        t_start = time.time()
-        cluster = self._available_cluster(index)
+    def prepare(self, index: int) -> None:
+        """The round's side effects before its context: find the nodes that are up (re-read
+        the cluster file, probe nodes marked down) and verify every unfinished job's
+        checkpoint (a damaged one is quarantined and the job rolled back)."""
+        self._up = self._available_cluster(index)
+        complete = self.tracker.completed_jobs()
         for j in self.jobs:
-            if j.job_id not in self.failed and not self.tracker.is_complete(j.job_id):
+            if j.job_id not in self.failed and j.job_id not in complete:
                 self._verified_checkpoint(j.job_id, index)
-        rows = self.journal.rounds()
-        hist, current = rebuild(self.jobs, rows, self.tracker, self.cfg.started_at)
-        now = t_start - self.cfg.started_at
-        active = [
-            s
-            for s in statuses(self.jobs, hist, self.tracker)
-            if s.job.job_id not in self.failed and s.job.arrival <= now
-        ]
+
+    def context(self, index: int) -> RoundContext:
+        """What the policy sees: no side effects (:meth:`prepare` had them), no history
+        re-read (:class:`RunState` is kept up as rounds commit)."""
+        if self._up is None:
+            raise RuntimeError("context() before prepare(): the round loop calls prepare first")
+        cluster = self._up
+        now = time.time() - self.cfg.started_at
+        active = self.state.statuses(
+            self.tracker.progress(), self.tracker.completed_jobs(), set(self.failed), now
+        )
         up = set(cluster.node_names)
-        current = {k: p for k, p in current.items() if set(p) <= up}  # nodes that left or are down
-        self._round_start = (t_start, rows)
+        # nodes that left or are down
+        current = {k: p for k, p in self.state.current.items() if set(p) <= up}
         return RoundContext(
             now=now,
             round_index=index,
@@ -405,9 +412,9 @@ class Coordinator:
     def _round(self, decision: Decision) -> tuple[int, list[dict[str, Any]]]:
         ctx, plan, decision_s = decision.ctx, decision.plan, decision.decision_s
         r, cluster = ctx.round_index, ctx.cluster
-        t_start, rows = self._round_start
+        t_start = ctx.now + self.cfg.started_at
         attempt = self._attempt(r)
-        last = next((row for row in reversed(rows) if row.status == "closed"), None)
+        last_plan = self.state.last_plan
         withheld = [
             a for a in plan.assignments if (a.job_id, placement_nodes(a.placement)) in self.withheld
         ]
@@ -415,16 +422,12 @@ class Coordinator:
         gpus = bind(
             [((a.job_id, a.copy), a.placement) for a in kept],
             self._gpus,
-            binding_from_plan(last.plan) if last else {},
+            binding_from_plan(last_plan) if last_plan is not None else {},
         )
         tasks = [self._task(a, r, attempt, gpus[(a.job_id, a.copy)]) for a in kept]
+        plan_rows = [_plan_row(t) for t in tasks]
         self.journal.plan_round(
-            r,
-            attempt,
-            [_plan_row(t) for t in tasks],
-            t_start,
-            decision_s,
-            policy_state=decision.policy_state,
+            r, attempt, plan_rows, t_start, decision_s, policy_state=decision.policy_state
         )
         if self.tracker.current_round() != r:
             self.tracker.open_round(r)
@@ -460,64 +463,8 @@ class Coordinator:
             }
             for a in withheld
         ]
-        for o in outcomes:
-            kind = o.kind
-            if o.ok:
-                try:
-                    self.tracker.report(
-                        r,
-                        o.task.tracker_copy,
-                        o.task.node,
-                        o.steps_done,
-                        o.wall_seconds,
-                        *o.written(),
-                    )
-                    self._observe(o.task.job.job_id, o.task.node, o.steps_done, o.train_seconds)
-                    self.events.emit(
-                        "result",
-                        round=r,
-                        job=o.task.job.job_id,
-                        copy=o.task.copy,
-                        node=o.task.node,
-                        steps=o.steps_done,
-                        train_s=round(o.train_seconds, 3),
-                        wall_s=round(o.wall_seconds, 3),
-                        rate=round(o.rate, 3),
-                        loss=o.final_loss,
-                    )
-                except ReportRejected as exc:
-                    kind = "mismatched-checkpoint"
-                    o = replace(o, kind=kind, error=str(exc))
-            if not o.ok:
-                self.events.emit(
-                    "failure",
-                    round=r,
-                    job=o.task.job.job_id,
-                    copy=o.task.copy,
-                    node=o.task.node,
-                    kind=kind,
-                    error=o.error,
-                    note="this copy's round is lost; the job continues "
-                    "from its last consolidated parameters",
-                )
-                if kind in ("timeout", "unreachable"):
-                    self.journal.set_node(o.task.node, False, r, o.error)
-                    self.events.emit("node-down", round=r, node=o.task.node, error=o.error)
-            copies.append(
-                {
-                    "job": o.task.job.job_id,
-                    "copy": o.task.copy,
-                    "node": o.task.node,
-                    "placement": o.task.placement,
-                    "kind": kind,
-                    "steps": o.steps_done if o.ok else 0,
-                    "error": None if o.ok else (o.error or "")[:300],
-                    "train_s": o.train_seconds if o.ok else 0.0,
-                    "wall_s": o.wall_seconds if o.ok else min(time.time() - t1, self.cfg.slot_s),
-                }
-            )
-            if self.view is not None:
-                self.view.copy_done(o)
+        with self.tracker.batch():  # every report of the round: one transaction
+            copies += [self._book_outcome(o, r, t1) for o in outcomes]
         t_close = time.time()
         summary = self.tracker.close_round(r)
         t_end = time.time()
@@ -549,17 +496,86 @@ class Coordinator:
             "overhead_s": (t_end - t_start) - max((c["train_s"] for c in copies), default=0.0),
         }
         self.journal.close_round(r, t_end, timings)
+        row = RoundRow(
+            r,
+            attempt,
+            "closed",
+            plan_rows,
+            t_start,
+            t_end,
+            decision_s,
+            timings,
+            decision.policy_state,
+        )
+        self.state.commit(row, copies, [j for j, res in summary.jobs.items() if res.completed])
+        self.watch.add(copies)
+        self.events.sync()  # the round's events are durable with its journal row
         return attempt, copies
+
+    def _book_outcome(self, o: CopyOutcome, r: int, t1: float) -> dict[str, Any]:
+        """Report an ``ok`` copy to the tracker (a rejected one becomes a failure), log it and
+        return its record (the journal's ``copies`` row)."""
+        kind = o.kind
+        if o.ok:
+            try:
+                self.tracker.report(
+                    r,
+                    o.task.tracker_copy,
+                    o.task.node,
+                    o.steps_done,
+                    o.wall_seconds,
+                    *o.written(),
+                )
+                self._observe(o.task.job.job_id, o.task.node, o.steps_done, o.train_seconds)
+                self.events.emit(
+                    "result",
+                    round=r,
+                    job=o.task.job.job_id,
+                    copy=o.task.copy,
+                    node=o.task.node,
+                    steps=o.steps_done,
+                    train_s=round(o.train_seconds, 3),
+                    wall_s=round(o.wall_seconds, 3),
+                    rate=round(o.rate, 3),
+                    loss=o.final_loss,
+                )
+            except ReportRejected as exc:
+                kind = "mismatched-checkpoint"
+                o = replace(o, kind=kind, error=str(exc))
+        if not o.ok:
+            self.events.emit(
+                "failure",
+                round=r,
+                job=o.task.job.job_id,
+                copy=o.task.copy,
+                node=o.task.node,
+                kind=kind,
+                error=o.error,
+                note="this copy's round is lost; the job continues "
+                "from its last consolidated parameters",
+            )
+            if kind in ("timeout", "unreachable"):
+                self.journal.set_node(o.task.node, False, r, o.error)
+                self.events.emit("node-down", round=r, node=o.task.node, error=o.error)
+        record: dict[str, Any] = {
+            "job": o.task.job.job_id,
+            "copy": o.task.copy,
+            "node": o.task.node,
+            "placement": o.task.placement,
+            "kind": kind,
+            "steps": o.steps_done if o.ok else 0,
+            "error": None if o.ok else (o.error or "")[:300],
+            "train_s": o.train_seconds if o.ok else 0.0,
+            "wall_s": o.wall_seconds if o.ok else min(time.time() - t1, self.cfg.slot_s),
+        }
+        if self.view is not None:
+            self.view.copy_done(o)
+        return record
 
     def _check_progress(self, r: int) -> None:
         """Give up jobs without progress for ``stall_rounds`` rounds; stop a run without any."""
         n = self.cfg.stall_rounds
-        rounds = [
-            copy_records(row, self.tracker)
-            for row in self.journal.rounds()
-            if row.status == "closed" and row.round >= self._first_round
-        ]
-        stuck = run_stalled(rounds, n)
+        stuck = self.watch.run_stalled()
         if stuck is not None:
             cause = likely_cause(stuck, self.cfg.slot_s, self.cfg.warm_workers)
             self.events.emit("stalled", round=r, rounds=n, cause=cause)
@@ -567,7 +583,7 @@ class Coordinator:
                 f"{self.rundir}: no job made progress in {n} rounds in a row; likely cause: "
                 f"{cause}. State saved; fix it and continue with: hadar run --resume {self.rundir}"
             )
-        for job, copies in stalled_jobs(rounds, n).items():
+        for job, copies in self.watch.stalled_jobs().items():
             if job in self.failed or self.tracker.is_complete(job):
                 continue
             cause = likely_cause(copies, self.cfg.slot_s, self.cfg.warm_workers)
@@ -582,7 +598,7 @@ class Coordinator:
             )
             if self.view is not None:
                 self.view.note(f"job {job} given up after {n} rounds without progress: {cause}")
-        for (job, nodes), copies in repeated_failures(rounds, n).items():
+        for (job, nodes), copies in self.watch.repeated_failures().items():
             if (job, nodes) in self.withheld or job in self.failed or self.tracker.is_complete(job):
                 continue
             kind, cause = (
@@ -862,17 +878,18 @@ class Coordinator:
         job rolled back to train again."""
         if not self.cfg.evaluate:
             return True
-        scored = {
-            e.get("job")
-            for e in self.events.read()
-            if e.get("event") == "evaluation" and e.get("metric")
-        }
+        if self._scored is None:  # once per session; then kept up as jobs are scored
+            self._scored = {
+                e["job"]
+                for e in self.events.read()
+                if e.get("event") == "evaluation" and e.get("metric")
+            }
+        scored = self._scored
+        complete = self.tracker.completed_jobs()
         pending = [
             j.job_id
             for j in self.jobs
-            if j.job_id not in scored
-            and j.job_id not in self._eval_tried
-            and self.tracker.is_complete(j.job_id)
+            if j.job_id not in scored and j.job_id not in self._eval_tried and j.job_id in complete
         ]
         all_good = True
         for job_id in pending:
@@ -897,7 +914,9 @@ class Coordinator:
                 env=eval_env(self._gpus.get(node)),
             )
             crash_point("evaluate:computed")
-            self.events.emit("evaluation", job=job_id, node=node, metric=metric)
+            self.events.emit("evaluation", sync=True, job=job_id, node=node, metric=metric)
+            if metric:
+                scored.add(job_id)
             crash_point("evaluate:scored")
         return all_good
 

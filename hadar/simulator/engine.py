@@ -194,6 +194,9 @@ class SimulatorExecutor:
             self.current = {}
         self._skip_empty_pool()
 
+    def prepare(self, index: int) -> None:
+        """Nothing to do before a simulated round's context (no nodes to probe)."""
+
     def _skip_empty_pool(self) -> None:
         """With a node stream, wait (no round) while no node is up and one will join."""
         stream = self.cfg.node_stream
