@@ -111,14 +111,28 @@ class CheckpointClock:
         return wrapper
 
 
-class BenchCoordinator(Coordinator):
-    """The real coordinator whose copies run on fake in-process nodes (timed apart)."""
+class FakeNodes:
+    """Fast in-process nodes: a copy "trains" its steps in no time and hands back a tiny
+    checkpoint, with no worker and no transfer; the round executor's dispatch is timed apart."""
 
-    fake_checkpoint: tuple[Path, str]
-    dispatch_s: float = 0.0
+    def __init__(self, coordinator: Coordinator, checkpoint: tuple[Path, str]) -> None:
+        self.checkpoint = checkpoint
+        self.dispatch_s = 0.0
+        rounds = coordinator.rounds
+        rounds.run_copy = self.run_copy  # the round executor's seam for the nodes
+        real_dispatch = rounds.dispatch
 
-    def _run_copy(self, task: CopyTask, local: Path) -> CopyOutcome:
-        path, sha = self.fake_checkpoint
+        def dispatch(tasks: list[CopyTask], r: int, attempt: int) -> list[CopyOutcome]:
+            t0 = time.perf_counter()
+            try:
+                return real_dispatch(tasks, r, attempt)
+            finally:
+                self.dispatch_s += time.perf_counter() - t0
+
+        rounds.dispatch = dispatch  # type: ignore[method-assign]
+
+    def run_copy(self, task: CopyTask, local: Path) -> CopyOutcome:
+        path, sha = self.checkpoint
         return CopyOutcome(
             task,
             "ok",
@@ -129,18 +143,11 @@ class BenchCoordinator(Coordinator):
             sha256=sha,
         )
 
-    def _dispatch(self, tasks: list[CopyTask], r: int, attempt: int) -> list[CopyOutcome]:
-        t0 = time.perf_counter()
-        try:
-            return super()._dispatch(tasks, r, attempt)
-        finally:
-            self.dispatch_s += time.perf_counter() - t0
-
 
 class TimedExecutor:
     """Forwards the loop's executor protocol to the coordinator, timing every call."""
 
-    def __init__(self, inner: BenchCoordinator) -> None:
+    def __init__(self, inner: Coordinator) -> None:
         self.inner = inner
         self.spent = 0.0
 
@@ -170,14 +177,13 @@ class TimedExecutor:
         self._timed(self.inner.record, decision, outcome)
 
 
-def open_coordinator(root: Path, cfg: RunConfig, fake: tuple[Path, str]) -> BenchCoordinator:
-    c = BenchCoordinator(root / "run", cfg, knobs=RuntimeKnobs(0.0, 0.0))
-    c.fake_checkpoint = fake
-    return c
+def open_coordinator(root: Path, cfg: RunConfig) -> Coordinator:
+    return Coordinator(root / "run", cfg, knobs=RuntimeKnobs(0.0, 0.0))
 
 
-def play(c: BenchCoordinator, rounds: int) -> tuple[int, list[dict[str, float]]]:
+def play(c: Coordinator, fake: tuple[Path, str], rounds: int) -> list[dict[str, float]]:
     """Resume the run and play ``rounds`` rounds; per round: bookkeeping, dispatch, decision."""
+    nodes = FakeNodes(c, fake)
     c.preflight()
     r = c.recover()
     c._restore_policy_state()
@@ -185,7 +191,7 @@ def play(c: BenchCoordinator, rounds: int) -> tuple[int, list[dict[str, float]]]
     loop = RoundLoop(c.policy, timed)
     out = []
     for _ in range(rounds):
-        timed.spent, c.dispatch_s, CheckpointClock.spent = 0.0, 0.0, 0.0
+        timed.spent, nodes.dispatch_s, CheckpointClock.spent = 0.0, 0.0, 0.0
         t0 = time.perf_counter()
         decision = loop.play_round(r)
         timed.finished()  # the loop's check before the next round is part of the round
@@ -193,15 +199,15 @@ def play(c: BenchCoordinator, rounds: int) -> tuple[int, list[dict[str, float]]]
         out.append(
             {
                 "round": r,
-                "bookkeeping_s": timed.spent - c.dispatch_s - CheckpointClock.spent,
+                "bookkeeping_s": timed.spent - nodes.dispatch_s - CheckpointClock.spent,
                 "checkpoint_s": CheckpointClock.spent,
-                "dispatch_s": c.dispatch_s,
+                "dispatch_s": nodes.dispatch_s,
                 "decide_s": decision.decision_s,
                 "wall_s": wall,
             }
         )
         r += 1
-    return r, out
+    return out
 
 
 def fast_forward(rundir: Path, to_round: int) -> float:
@@ -305,17 +311,18 @@ def main() -> None:
         f"{'round':>7} {'median ms':>10} {'p90 ms':>8} {'checkpoints ms':>15} "
         f"{'dispatch ms':>12} {'decide ms':>10}"
     )
-    c = open_coordinator(root, cfg, (ckpt, sha))
+    fake = (ckpt, sha)
+    c = open_coordinator(root, cfg)
     try:
-        play(c, 3)  # real first rounds: the history is cloned from these
+        play(c, fake, 3)  # real first rounds: the history is cloned from these
     finally:
         c.close()
     rows = []
     for depth in depths:
         fast_forward(root / "run", depth)
-        c = open_coordinator(root, cfg, (ckpt, sha))
+        c = open_coordinator(root, cfg)
         try:
-            _, played = play(c, a.window)
+            played = play(c, fake, a.window)
         finally:
             c.close()
         book = sorted(p["bookkeeping_s"] * 1e3 for p in played)
