@@ -74,6 +74,8 @@ class RoundExecutor:
         self.view: Any = None
         self.run_copy: Callable[[CopyTask, Path], CopyOutcome] = nodes.run_copy
         """Runs one copy and brings its checkpoint back (the seam for fake nodes)."""
+        self._copies: dict[int, int] = {}
+        """Per job, how many copies this session has registered with the tracker."""
 
     def play(self, decision: Decision) -> RoundResult:
         """Journal the plan and the policy state, dispatch, collect, let the tracker close the
@@ -250,14 +252,16 @@ class RoundExecutor:
         # stays the same while other nodes go down or come back; an unforked job is copy 1.
         idx = self.nodes.cluster.node_index[min(a.placement)] + 1 if a.copy > 0 else 1
         tracker_copy = ids.copy_id(job.job_id, idx, self.cfg.max_job_count)
-        self.tracker.register_copies(job.job_id, max(idx, 1))
+        if self._copies.get(job.job_id, 0) < idx:  # copies, once registered, stay registered
+            self.tracker.register_copies(job.job_id, max(idx, 1))
+            self._copies[job.job_id] = idx
         state = self.tracker.job_state(job.job_id)
         budget = (
             state.remaining_steps
             if a.step_budget is None
             else min(a.step_budget, state.remaining_steps)
         )
-        ckpt = self.tracker.latest_checkpoint(job.job_id)  # verified at the start of the round
+        ckpt = state.checkpoint  # verified at the start of the round
         return CopyTask(
             round=r,
             attempt=attempt,
