@@ -83,8 +83,11 @@ CREATE TABLE IF NOT EXISTS rollbacks (
 ROLLBACKS_DDL = SCHEMA[SCHEMA.index("CREATE TABLE IF NOT EXISTS rollbacks") :]
 """Added without a schema version change: a database from before gets the table when opened."""
 
-INDEXES_DDL = "CREATE INDEX IF NOT EXISTS consolidations_by_job ON consolidations (job_id, round)"
-"""A job's checkpoint history without scanning every round's consolidations (added when a
+INDEXES_DDL = (
+    "CREATE INDEX IF NOT EXISTS consolidations_by_job ON consolidations (job_id, round)",
+    "CREATE INDEX IF NOT EXISTS rounds_by_state ON rounds (state, round)",
+)
+"""A job's checkpoint history and the open round without scanning every round (added when a
 database is opened, without a schema version change: an index holds no data of its own)."""
 
 TABLES = ("meta", "jobs", "copies", "rounds", "reports", "consolidations", "rollbacks")
@@ -102,7 +105,8 @@ class Store:
         if not read_only and self.is_initialized():
             with self.transaction() as c:
                 c.execute(ROLLBACKS_DDL)
-                c.execute(INDEXES_DDL)
+                for ddl in INDEXES_DDL:
+                    c.execute(ddl)
 
     def close(self) -> None:
         self.conn.close()
@@ -145,7 +149,8 @@ class Store:
             for statement in re.split(r";\s*$", SCHEMA, flags=re.MULTILINE):
                 if statement.strip():
                     c.execute(statement)
-            c.execute(INDEXES_DDL)
+            for ddl in INDEXES_DDL:
+                c.execute(ddl)
             rows = {"schema_version": str(SCHEMA_VERSION), **meta}
             c.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", sorted(rows.items()))
 
