@@ -8,15 +8,17 @@ a tiny checkpoint, with no worker process and no transfer. Every job is far from
 every round has as many copies as nodes.
 
 A run of 10,000 rounds cannot be played in a couple of minutes when a round's cost grows with
-the rounds before it, so the history is fast-forwarded: the last played round is cloned, in the
-state files (journal.sqlite, tracker.sqlite, events.jsonl), up to each depth of ``--depths`` (at
-most ``--rounds``), the run is resumed there (``--resume``: the state is read back), and
-``--window`` rounds are played and timed. Bookkeeping per round is the time the coordinator
-spends in a round minus the fake nodes' time (dispatch), the policy's decision and the Job
-Tracker's checkpoint file work (verify, load, average, save: it scales with the model, not the
-rounds; shown in its own column).
+the rounds before it, so the history is fast-forwarded: one run directory per depth of
+``--depths`` (at most ``--rounds``) plays three real rounds, the last one is cloned in its state
+files (journal.sqlite, tracker.sqlite, events.jsonl) up to the depth, and the run is resumed
+there (``--resume``: the state is read back; its first round, which reads the event log once,
+is not timed). Then the depths take turns, one round each, ``--window`` times, so that every
+depth is timed under the same load of the machine. Bookkeeping per round is the time the
+coordinator spends in a round minus the fake nodes' time (dispatch), the policy's decision and
+the Job Tracker's checkpoint file work (verify, load, average, save, delete old ones: it scales
+with the model, not the rounds; shown in its own column).
 
-    .venv/bin/python benchmarks/bench_coordinator.py [--rounds 10000] [--window 10]
+    .venv/bin/python benchmarks/bench_coordinator.py [--rounds 10000] [--window 15]
         [--nodes 64] [--jobs 500] [--depths 100,1000,3000,10000] [--dir DIR]
 """
 
@@ -177,37 +179,34 @@ class TimedExecutor:
         self._timed(self.inner.record, decision, outcome)
 
 
-def open_coordinator(root: Path, cfg: RunConfig) -> Coordinator:
-    return Coordinator(root / "run", cfg, knobs=RuntimeKnobs(0.0, 0.0))
+class Player:
+    """One run directory's coordinator, resumed, playing one round at a time."""
 
+    def __init__(self, rundir: Path, cfg: RunConfig, fake: tuple[Path, str]) -> None:
+        self.c = Coordinator(rundir, cfg, knobs=RuntimeKnobs(0.0, 0.0))
+        self.nodes = FakeNodes(self.c, fake)
+        self.c.preflight()
+        self.r = self.c.recover()
+        self.c._restore_policy_state()
+        self.timed = TimedExecutor(self.c)
+        self.loop = RoundLoop(self.c.policy, self.timed)
 
-def play(c: Coordinator, fake: tuple[Path, str], rounds: int) -> list[dict[str, float]]:
-    """Resume the run and play ``rounds`` rounds; per round: bookkeeping, dispatch, decision."""
-    nodes = FakeNodes(c, fake)
-    c.preflight()
-    r = c.recover()
-    c._restore_policy_state()
-    timed = TimedExecutor(c)
-    loop = RoundLoop(c.policy, timed)
-    out = []
-    for _ in range(rounds):
-        timed.spent, nodes.dispatch_s, CheckpointClock.spent = 0.0, 0.0, 0.0
-        t0 = time.perf_counter()
-        decision = loop.play_round(r)
-        timed.finished()  # the loop's check before the next round is part of the round
-        wall = time.perf_counter() - t0
-        out.append(
-            {
-                "round": r,
-                "bookkeeping_s": timed.spent - nodes.dispatch_s - CheckpointClock.spent,
-                "checkpoint_s": CheckpointClock.spent,
-                "dispatch_s": nodes.dispatch_s,
-                "decide_s": decision.decision_s,
-                "wall_s": wall,
-            }
-        )
-        r += 1
-    return out
+    def round(self) -> dict[str, float]:
+        """Play a round; its bookkeeping, checkpoint, dispatch and decision seconds."""
+        self.timed.spent, self.nodes.dispatch_s, CheckpointClock.spent = 0.0, 0.0, 0.0
+        decision = self.loop.play_round(self.r)
+        self.timed.finished()  # the loop's check before the next round is part of the round
+        self.r += 1
+        return {
+            "round": self.r - 1,
+            "bookkeeping_s": self.timed.spent - self.nodes.dispatch_s - CheckpointClock.spent,
+            "checkpoint_s": CheckpointClock.spent,
+            "dispatch_s": self.nodes.dispatch_s,
+            "decide_s": decision.decision_s,
+        }
+
+    def close(self) -> None:
+        self.c.close()
 
 
 def fast_forward(rundir: Path, to_round: int) -> float:
@@ -281,7 +280,7 @@ def fast_forward(rundir: Path, to_round: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=10_000, help="deepest history measured")
-    ap.add_argument("--window", type=int, default=10, help="rounds timed at each depth")
+    ap.add_argument("--window", type=int, default=15, help="rounds timed at each depth")
     ap.add_argument("--nodes", type=int, default=64)
     ap.add_argument("--jobs", type=int, default=500)
     ap.add_argument("--depths", default="100,1000,3000,10000")
@@ -312,27 +311,34 @@ def main() -> None:
         f"{'dispatch ms':>12} {'decide ms':>10}"
     )
     fake = (ckpt, sha)
-    c = open_coordinator(root, cfg)
-    try:
-        play(c, fake, 3)  # real first rounds: the history is cloned from these
-    finally:
-        c.close()
+    players = {}
+    for depth in depths:  # one run per depth, its history cloned up to the depth
+        rundir = root / f"run-{depth}"
+        first = Player(rundir, cfg, fake)
+        try:
+            for _ in range(3):  # real first rounds: the history is cloned from these
+                first.round()
+        finally:
+            first.close()
+        fast_forward(rundir, depth)
+        players[depth] = Player(rundir, cfg, fake)  # resumed: reads the history once
+        players[depth].round()  # a first round reads the event log once: not timed
+    played: dict[int, list[dict[str, float]]] = {d: [] for d in depths}
+    for _ in range(a.window):  # the depths take turns, so they share the machine's load
+        for depth in depths:
+            played[depth].append(players[depth].round())
+    for p in players.values():
+        p.close()
     rows = []
     for depth in depths:
-        fast_forward(root / "run", depth)
-        c = open_coordinator(root, cfg)
-        try:
-            played = play(c, fake, a.window)
-        finally:
-            c.close()
-        book = sorted(p["bookkeeping_s"] * 1e3 for p in played)
+        book = sorted(p["bookkeeping_s"] * 1e3 for p in played[depth])
         row = {
-            "round": played[0]["round"],
+            "round": played[depth][0]["round"],
             "median_ms": statistics.median(book),
             "p90_ms": book[int(0.9 * (len(book) - 1))],
-            "checkpoint_ms": statistics.median(p["checkpoint_s"] * 1e3 for p in played),
-            "dispatch_ms": statistics.median(p["dispatch_s"] * 1e3 for p in played),
-            "decide_ms": statistics.median(p["decide_s"] * 1e3 for p in played),
+            "checkpoint_ms": statistics.median(p["checkpoint_s"] * 1e3 for p in played[depth]),
+            "dispatch_ms": statistics.median(p["dispatch_s"] * 1e3 for p in played[depth]),
+            "decide_ms": statistics.median(p["decide_s"] * 1e3 for p in played[depth]),
         }
         rows.append(row)
         print(

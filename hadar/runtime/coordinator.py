@@ -227,9 +227,7 @@ class Coordinator:
         """Reconcile journal and tracker after a restart; returns the next round number."""
         last_closed = self.tracker.last_closed_round()
         next_round = 0 if last_closed is None else last_closed + 1
-        for row in self.journal.rounds():
-            if row.status != "planned":
-                continue
+        for row in list(self.journal.iter_rounds("planned")):
             if last_closed is not None and row.round <= last_closed:
                 self.journal.close_round(row.round, time.time(), {"recovered": True})
                 self.events.emit(
@@ -247,14 +245,13 @@ class Coordinator:
                     note="coordinator restarted mid-round; the round is planned again",
                 )
                 next_round = row.round
-        rows = self.journal.rounds()  # once per session: later rounds are booked as they close
-        for row in rows:
-            if row.status == "closed":
-                copies = copy_records(row, self.tracker)
-                for c in copies:
-                    self._observe(c["job"], c["node"], c["steps"], c["train_s"])
-                summary = self.tracker.round_summary(row.round)
-                self.state.commit(row, copies, [j for j, s in summary.jobs.items() if s.completed])
+        # once per session, a batch of rows at a time: later rounds are booked as they close
+        for row in self.journal.iter_rounds("closed"):
+            copies = copy_records(row, self.tracker)
+            for c in copies:
+                self._observe(c["job"], c["node"], c["steps"], c["train_s"])
+            summary = self.tracker.round_summary(row.round)
+            self.state.commit(row, copies, [j for j, s in summary.jobs.items() if s.completed])
         return next_round
 
     # -- the loop ---------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,19 @@ class Journal:
     def rounds(self) -> list[RoundRow]:
         """Every round, in order (start-up and reports: never once per round)."""
         return self._select("ORDER BY round")
+
+    def iter_rounds(self, status: str | None = None, batch: int = 256) -> Iterator[RoundRow]:
+        """Every round (of ``status``), in order, read ``batch`` rows at a time: start-up reads
+        a long run's history without holding all of it in memory."""
+        after = -1
+        while True:
+            where = "WHERE round > ?" + (" AND status = ?" if status else "")
+            args = (after, status) if status else (after,)
+            rows = self._select(f"{where} ORDER BY round LIMIT {int(batch)}", args)
+            yield from rows
+            if len(rows) < batch:
+                return
+            after = rows[-1].round
 
     def round(self, round_: int) -> RoundRow | None:
         """One round's row (None if it was never planned)."""

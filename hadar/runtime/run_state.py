@@ -21,9 +21,7 @@ from hadar.runtime.faults import (
     run_stalled,
     stalled_jobs,
 )
-from hadar.runtime.history import copy_records
 from hadar.runtime.journal import RoundRow
-from tracker.tracker import JobTracker
 
 
 @dataclass
@@ -41,25 +39,6 @@ class RunState:
     def __post_init__(self) -> None:
         for job_id in self.jobs:
             self.service.setdefault(job_id, JobService())
-
-    @classmethod
-    def load(
-        cls,
-        jobs: Iterable[Job],
-        rows: Iterable[RoundRow],
-        tracker: JobTracker,
-        started_at: float,
-    ) -> RunState:
-        """The state after the journal's closed rounds (read once, at start-up)."""
-        state = cls({j.job_id: j for j in jobs}, started_at)
-        for row in rows:
-            if row.status != "closed":
-                continue
-            completed = [
-                j for j, res in tracker.round_summary(row.round).jobs.items() if res.completed
-            ]
-            state.commit(row, copy_records(row, tracker), completed)
-        return state
 
     def commit(self, row: RoundRow, copies: Sequence[Copy], completed: Iterable[int]) -> None:
         """Book one committed round: its copies' outcomes and the jobs it completed."""
