@@ -37,7 +37,7 @@ Two policies:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +58,10 @@ class AfsConfig:
     """``afs`` on several GPU types: ``one`` pool of all GPUs, or ``per-type`` pools."""
     seed: int = 0
     """Seed of the node tie-break order used by placement."""
+    restart_aware: bool = False
+    """Not the paper's rule (off by default): charge each job's re-allocation delay in Eq. 3,
+    its rate at a share other than its current one (any share, for a preempted job) being its
+    effective rate over its remaining work with the delay paid (:func:`charge_restart`)."""
 
     def __post_init__(self) -> None:
         if self.pools not in POOLS:
@@ -126,7 +130,7 @@ class CurveCache:
     at that batch (independent of g), and only the efficiency moves with progress."""
 
     def __init__(self) -> None:
-        self._shapes: dict[tuple, tuple[float, ...]] = {}
+        self._shapes: dict[tuple[Hashable, ...], tuple[float, ...]] = {}
 
     def curve(self, ctx: RoundContext, st: JobStatus, gtype: str) -> tuple[float, ...]:
         job = st.job
@@ -214,12 +218,42 @@ class AfsPolicy(Policy):
         counts = [ctx.cluster.gpus_of_type(k) for k in types]
         curves = {s.job_id: [self._curves.curve(ctx, s, k) for k in types] for s in ctx.jobs}
         if self.heterogeneous or len(types) == 1:
-            return _solve(ctx.jobs, curves, types, counts)
+            return _solve(ctx.jobs, self.charged(ctx, curves, types), types, counts)
         if self.config.pools == "one":
             pooled = {j: [_mean_curve(c, counts)] for j, c in curves.items()}
-            shares = _solve(ctx.jobs, pooled, ["*"], [sum(counts)])
+            shares = _solve(ctx.jobs, self.charged(ctx, pooled, ["*"]), ["*"], [sum(counts)])
             return {j: ("*", g) for j, (_, g) in shares.items()}
-        return self._per_type(ctx, curves, types, counts)
+        return self._per_type(ctx, self.charged(ctx, curves, types), types, counts)
+
+    def charged(
+        self,
+        ctx: RoundContext,
+        curves: Mapping[int, Sequence[tuple[float, ...]]],
+        pools: Sequence[str],
+    ) -> dict[int, list[tuple[float, ...]]]:
+        """``curves`` (per job, one per pool: a GPU type, or ``*`` for all GPUs) with
+        ``restart_aware``: each job's re-allocation delay charged (:func:`charge_restart`) at
+        every share but the one it holds now, on the pool it holds it on; a job that has done no
+        step starts free (as the simulator charges it). Without it, ``curves`` unchanged."""
+        if not self.config.restart_aware:
+            return {j: list(c) for j, c in curves.items()}
+        out: dict[int, list[tuple[float, ...]]] = {}
+        for s in ctx.jobs:
+            mine = curves[s.job_id]
+            if s.done_steps <= 0:
+                out[s.job_id] = list(mine)
+                continue
+            delay = ctx.restart_penalty if s.job.restart_s is None else s.job.restart_s
+            held = ctx.current.get((s.job_id, 0)) or {}
+            held_types = {k for per in held.values() for k, c in per.items() if c > 0}
+            count = sum(c for per in held.values() for c in per.values())
+            out[s.job_id] = [
+                charge_restart(
+                    c, s.remaining_steps, delay, count if pool == "*" or {pool} == held_types else 0
+                )
+                for c, pool in zip(mine, pools, strict=True)
+            ]
+        return out
 
     def pooled_curves(self, ctx: RoundContext) -> dict[int, tuple[float, ...]]:
         """Each job's curve on all the cluster's GPUs seen as one type (count-weighted mean)."""
@@ -304,6 +338,19 @@ class AfsHeterogeneousPolicy(AfsPolicy):
     name = "afs-het"
     info = PolicyInfo(title="AFS-het", colour="#08306b")
     heterogeneous = True
+
+
+def charge_restart(
+    curve: Sequence[float], remaining: float, delay: float, kept: int
+) -> tuple[float, ...]:
+    """A job's rates with a re-allocation delay charged: at every share but ``kept`` (the one it
+    holds; 0: none) its rate becomes its effective rate over its remaining work,
+    ``remaining / (remaining / p + delay)``, so Eq. 3, which compares the jobs' completion
+    times through their rates, counts the delay each re-allocation adds to the job's JCT."""
+    return tuple(
+        p if g == kept or p <= 0 else remaining / (remaining / p + delay)
+        for g, p in enumerate(curve)
+    )
 
 
 def usable(curve: Sequence[float], st: JobStatus) -> bool:
@@ -398,7 +445,8 @@ class AfsPPolicy(AfsPolicy):
 
     def shares(self, ctx: RoundContext) -> dict[int, tuple[str, int]]:
         order = sorted(ctx.jobs, key=lambda s: (self._count(s), s.job.arrival, s.job_id))
-        curves = self.pooled_curves(ctx)
+        pooled = self.charged(ctx, {j: [c] for j, c in self.pooled_curves(ctx).items()}, ["*"])
+        curves = {j: c[0] for j, c in pooled.items()}
         if self._crowded(ctx):
             free, out = ctx.cluster.total_gpus, {}
             for s in order:

@@ -42,7 +42,15 @@ from baselines.gavel_lp import max_min_fairness, min_makespan
 from baselines.placement import fewest_nodes
 from hadar.core.cluster import Cluster
 from hadar.core.jobs import Job, JobStatus, Placement
-from hadar.policy import Assignment, Policy, PolicyInfo, RoundContext, RoundPlan, register_policy
+from hadar.policy import (
+    Assignment,
+    LineStyle,
+    Policy,
+    PolicyInfo,
+    RoundContext,
+    RoundPlan,
+    register_policy,
+)
 from hadar.valuation import value_jobs
 
 NO_TIME_PRIORITY = 1e9
@@ -84,6 +92,10 @@ def fastest_first(gpu_types: Sequence[str], rates: np.ndarray) -> list[str]:
     return [gpu_types[i] for i in order]
 
 
+_Signature = tuple[frozenset[int], tuple[str, ...], tuple[int, ...]]
+"""The job set, GPU types and GPU counts of the last allocation (a change calls for a new one)."""
+
+
 @register_policy
 class GavelPolicy(Policy):
     """Gavel's heterogeneity-aware max-min fairness (``max_min_fairness_perf``)."""
@@ -92,8 +104,9 @@ class GavelPolicy(Policy):
     info = PolicyInfo(
         title="Gavel",
         colour="tab:orange",
+        line=LineStyle("-", "^", 1.6),
         gavel_native=True,
-        defaults=frozenset({"compare", "load-sweep", "decision-times"}),
+        defaults=frozenset({"compare", "compare-elastic", "load-sweep", "decision-times"}),
         rank=30,
     )
     config_class = GavelConfig
@@ -104,11 +117,11 @@ class GavelPolicy(Policy):
         self._x: dict[int, dict[str, float]] = {}
         self._base: dict[int, dict[str, float]] = {}
         self._deficit: dict[int, dict[str, float]] = {}
-        self._signature: tuple | None = None
+        self._signature: _Signature | None = None
         self._need_update = False
         self._last_reset = 0.0
         self._scheduled_last: int | None = None
-        self._order_cache: dict[tuple, list[str]] = {}
+        self._order_cache: dict[tuple[tuple[str, ...], int], list[str]] = {}
 
     # -- the state a resumed run restores (hadar/loop.py persists it every round) -------------
     def state(self) -> dict[str, Any]:

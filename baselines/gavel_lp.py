@@ -26,28 +26,19 @@ left out of the level constraints (otherwise it would pin ``t`` at 0) and gets `
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from hadar.core.errors import HadarError
+from primal_dual.level_lp import LpError, LpResult, min_makespan, runnable_mask, solve_level_lp
 
-
-class LpError(HadarError):
-    """The solver failed on an allocation LP (a bug or a numerical problem, not user input)."""
-
-
-@dataclass(frozen=True)
-class LpResult:
-    """An allocation ``x[job, type]`` (clipped to [0, 1]) and the optimal level ``t``."""
-
-    x: np.ndarray
-    level: float
-
-
-def runnable_mask(T: np.ndarray, W: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """``[job, type]`` cells where the job can run at all: positive rate and enough GPUs."""
-    return (T > 0) & (W[:, None] <= counts[None, :])
+__all__ = [
+    "LpError",
+    "LpResult",
+    "equal_share_throughput",
+    "max_min_fairness",
+    "min_makespan",
+    "runnable_mask",
+    "solve_level_lp",
+]
 
 
 def equal_share_throughput(T: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -56,55 +47,6 @@ def equal_share_throughput(T: np.ndarray, counts: np.ndarray) -> np.ndarray:
     if total <= 0:
         return np.zeros(T.shape[0])
     return T @ (counts / total)
-
-
-def solve_level_lp(T: np.ndarray, coef: np.ndarray, W: np.ndarray, counts: np.ndarray) -> LpResult:
-    """Maximise ``t`` s.t. ``coef_j * sum_k T[j,k] x[j,k] >= t`` and the capacity constraints."""
-    # scipy here: the policy registry imports every policy module for every command
-    from scipy import sparse
-    from scipy.optimize import linprog
-
-    T = np.asarray(T, dtype=float)
-    n, m = T.shape
-    W = np.asarray(W, dtype=float)
-    counts = np.asarray(counts, dtype=float)
-    if n == 0 or m == 0:
-        return LpResult(np.zeros((n, m)), 0.0)
-    ok = runnable_mask(T, W, counts)
-    coef = np.asarray(coef, dtype=float)
-    active = ok.any(axis=1) & (coef > 0) & np.isfinite(coef)
-    level_jobs = np.flatnonzero(active)
-    if not level_jobs.size:
-        return LpResult(np.zeros((n, m)), 0.0)
-    nv = n * m
-    row_of = np.full(n, -1)
-    row_of[level_jobs] = np.arange(len(level_jobs))
-    jj, kk = np.nonzero(ok)
-    var = jj * m + kk
-    lj, lk = jj[active[jj]], kk[active[jj]]
-    nl = len(level_jobs)
-    rows = np.concatenate(
-        [
-            row_of[lj],
-            np.arange(nl),  # level: t - coef_j * sum_k T[j,k] x[j,k] <= 0
-            nl + jj,  # time: sum_k x[j,k] <= 1
-            nl + n + kk,  # capacity: sum_j W_j x[j,k] <= count_k
-        ]
-    )
-    cols = np.concatenate([lj * m + lk, np.full(nl, nv), var, var])
-    vals = np.concatenate([-coef[lj] * T[lj, lk], np.ones(nl), np.ones(len(jj)), W[jj]])
-    a_ub = sparse.csr_matrix((vals, (rows, cols)), shape=(nl + n + m, nv + 1))
-    b_ub = np.concatenate([np.zeros(nl), np.ones(n), counts])
-    upper = np.append(np.where(ok, 1.0, 0.0).ravel(), np.inf)
-    bounds = np.column_stack([np.zeros(nv + 1), upper])
-    c = np.zeros(nv + 1)
-    c[nv] = -1.0
-    res = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
-    if res.status != 0 or res.x is None:
-        raise LpError(f"allocation LP failed ({n} jobs x {m} GPU types): {res.message}")
-    x = np.clip(res.x[:nv].reshape(n, m), 0.0, 1.0)
-    x[~ok] = 0.0
-    return LpResult(x, float(res.x[nv]))
 
 
 def max_min_fairness(
@@ -123,14 +65,4 @@ def max_min_fairness(
     scale = W if scale_in_objective else np.ones_like(W)
     with np.errstate(divide="ignore", invalid="ignore"):
         coef = np.where(t_eq > 0, scale / (w * t_eq), 0.0)
-    return solve_level_lp(T, coef, W, counts)
-
-
-def min_makespan(
-    T: np.ndarray, W: np.ndarray, counts: np.ndarray, remaining: np.ndarray
-) -> LpResult:
-    """Gavel's min-makespan (``min_total_duration``): the level is 1 / makespan."""
-    rem = np.asarray(remaining, dtype=float)
-    with np.errstate(divide="ignore"):
-        coef = np.where(rem > 0, 1.0 / rem, 0.0)
     return solve_level_lp(T, coef, W, counts)

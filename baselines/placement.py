@@ -37,7 +37,8 @@ def fewest_nodes(
 
 def best_fit_costs(free: np.ndarray, rank: np.ndarray) -> np.ndarray:
     """Node costs for best fit: fewest free GPUs first, then ``rank`` (a fixed node order)."""
-    return free.sum(axis=1) * (len(rank) + 1.0) + rank
+    costs: np.ndarray = free.sum(axis=1) * (len(rank) + 1.0) + rank
+    return costs
 
 
 def node_rank(num_nodes: int, seed: int) -> np.ndarray:

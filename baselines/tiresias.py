@@ -30,7 +30,15 @@ import numpy as np
 
 from baselines.placement import node_rank, runnable_cells, unaware_placement
 from hadar.core.jobs import JobStatus
-from hadar.policy import Assignment, Policy, PolicyInfo, RoundContext, RoundPlan, register_policy
+from hadar.policy import (
+    Assignment,
+    LineStyle,
+    Policy,
+    PolicyInfo,
+    RoundContext,
+    RoundPlan,
+    register_policy,
+)
 from hadar.running import split_running
 
 DEFAULT_THRESHOLD_GPU_S = 3250.0
@@ -56,7 +64,8 @@ class TiresiasPolicy(Policy):
     info = PolicyInfo(
         title="Tiresias",
         colour="tab:green",
-        defaults=frozenset({"compare", "load-sweep"}),
+        line=LineStyle("-.", "D", 1.6),
+        defaults=frozenset({"compare", "compare-elastic", "load-sweep"}),
         rank=40,
     )
     config_class = TiresiasConfig

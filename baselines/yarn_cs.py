@@ -14,7 +14,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from baselines.placement import node_rank, runnable_cells, unaware_placement
-from hadar.policy import Assignment, Policy, PolicyInfo, RoundContext, RoundPlan, register_policy
+from hadar.policy import (
+    Assignment,
+    LineStyle,
+    Policy,
+    PolicyInfo,
+    RoundContext,
+    RoundPlan,
+    register_policy,
+)
 from hadar.running import split_running
 
 
@@ -32,6 +40,7 @@ class YarnCapacityPolicy(Policy):
     info = PolicyInfo(
         title="YARN-CS",
         colour="tab:red",
+        line=LineStyle(":", "v", 1.8),
         defaults=frozenset({"compare", "load-sweep"}),
         rank=50,
     )

@@ -18,6 +18,7 @@ import time
 from estimators.throughput import GavelThroughputTable
 from hadar.core.cluster import Cluster, Node
 from hadar.core.cluster_config import load_cluster
+from hadar.core.defaults import SIMULATED
 from hadar.core.jobs import Job, JobStatus
 from hadar.policy import RoundContext
 from hadar.scheduler import HadarPolicy
@@ -46,7 +47,7 @@ def cold_round(cluster: Cluster, jobs: list[Job], table: GavelThroughputTable) -
     return RoundContext(
         now=0.0,
         round_index=0,
-        round_length=360.0,
+        round_length=SIMULATED.round_s,
         cluster=cluster,
         jobs=tuple(JobStatus(j, j.total_steps) for j in jobs),
         current={},

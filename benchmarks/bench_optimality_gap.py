@@ -26,6 +26,7 @@ import numpy as np
 from estimators.throughput import GavelThroughputTable
 from hadar.core.cluster import Cluster, Node
 from hadar.core.cluster_config import load_cluster
+from hadar.core.defaults import SIMULATED
 from hadar.core.jobs import Job, JobStatus
 from hadar.policy import RoundContext
 from hadar.scheduler import HadarPolicy, admit
@@ -50,7 +51,7 @@ def random_round(
     return RoundContext(
         now=float(rng.uniform(0, 7200)),
         round_index=1,
-        round_length=360.0,
+        round_length=SIMULATED.round_s,
         cluster=cluster,
         jobs=statuses,
         current={},

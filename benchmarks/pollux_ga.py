@@ -75,7 +75,7 @@ def genetic_search(
     rng = np.random.default_rng(seed)
 
     def score(p: np.ndarray) -> np.ndarray:
-        return fitness(problem, p[..., None])
+        return np.asarray(fitness(problem, p[..., None]))  # one FITNESS_p per member
 
     pop = np.repeat(problem.current[None, :, :, 0], pop_size, axis=0)
     pop = _repair(problem, _mutate(problem, pop, rng), rng)

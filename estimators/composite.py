@@ -26,10 +26,14 @@ import numpy as np
 from estimators.pmi import PmiEstimator
 from estimators.throughput import EstimatedCell, GavelThroughputTable, ThroughputModel
 from hadar.core.cluster import Cluster
+from hadar.core.job_profile import JobProfile
 from hadar.core.jobs import Job
 
 CONSOLIDATED = "consolidated"
 MULTI_NODE = "multi-node"
+
+_CellKey = tuple[str, int, JobProfile, tuple[str, ...], tuple[int, ...], "tuple[float, ...] | None"]
+"""A job's cache key on a cluster: job type, W, profile, GPU types, PCIe generations, NICs."""
 
 
 class CompositeThroughput(ThroughputModel):
@@ -42,8 +46,8 @@ class CompositeThroughput(ThroughputModel):
         self.estimator = estimator if estimator is not None else PmiEstimator(self.table)
         self._lock = threading.Lock()
         self._seen_estimated: set[tuple[str, str]] = set()
-        self._cells: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
-        self._multi: dict[tuple, np.ndarray] = {}
+        self._cells: dict[_CellKey, tuple[np.ndarray, np.ndarray]] = {}
+        self._multi: dict[tuple[_CellKey, float], np.ndarray] = {}
 
     def is_measured(self, job_type: str, gpu_type: str, num_gpus: int) -> bool:
         """True when the table has the consolidated figure for (job type, GPU type, W)."""
@@ -84,7 +88,7 @@ class CompositeThroughput(ThroughputModel):
         with self._lock:
             return sorted(self._seen_estimated)
 
-    def _cell_key(self, job: Job, cluster: Cluster) -> tuple:
+    def _cell_key(self, job: Job, cluster: Cluster) -> _CellKey:
         return (
             job.job_type,
             job.num_gpus,
@@ -130,7 +134,7 @@ class CompositeThroughput(ThroughputModel):
 
     def multi_node_rates(self, job: Job, cluster: Cluster, bandwidth_gbps: float) -> np.ndarray:
         """Measured multi-node figures as given; estimated ones at ``bandwidth_gbps``."""
-        key = (*self._cell_key(job, cluster), bandwidth_gbps)
+        key = (self._cell_key(job, cluster), bandwidth_gbps)
         hit = self._multi.get(key)
         if hit is None:
             est_cons, _ = self.estimator.cell_rates(job, cluster)

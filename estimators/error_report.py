@@ -179,7 +179,7 @@ def _targets(
     return keys, zero
 
 
-def _hider(holdout: str, target: TableKey) -> tuple[tuple, Callable[[TableKey], bool]]:
+def _hider(holdout: str, target: TableKey) -> tuple[tuple[str, ...], Callable[[TableKey], bool]]:
     jt, g = target.job_type, target.gpu_type
     if holdout == "cell":
         return (jt, g), lambda k: k.job_type == jt and k.gpu_type == g
@@ -206,7 +206,7 @@ def evaluate(
     entries = table_entries(table)
     gpus = tuple(gpu_types) if gpu_types is not None else tuple(sorted(table.gpu_types))
     targets, zero = _targets(entries, gpus)
-    estimators: dict[tuple, PmiEstimator] = {}
+    estimators: dict[tuple[str, ...], PmiEstimator] = {}
     rows = []
     for t in targets:
         if holdout == "gang" and t.num_gpus == 1:
@@ -239,7 +239,7 @@ def evaluate(
 
 def summarize(rows: Iterable[ErrorRow]) -> list[Summary]:
     """Statistics per (hold-out, GPU type, W, placement), plus pooled ``"all"`` GPU rows."""
-    groups: dict[tuple, list[ErrorRow]] = defaultdict(list)
+    groups: dict[tuple[str, str, int, bool], list[ErrorRow]] = defaultdict(list)
     for r in rows:
         groups[(r.holdout, r.gpu_type, r.num_gpus, r.consolidated)].append(r)
         groups[(r.holdout, "all", r.num_gpus, r.consolidated)].append(r)

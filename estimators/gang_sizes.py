@@ -52,7 +52,9 @@ class InterpolatedGangs(ThroughputModel):
 
     def __init__(self, base: GavelThroughputTable) -> None:
         self.base = base
-        self._cells: dict[tuple[str, int, tuple[str, ...], tuple[int, ...]], tuple] = {}
+        self._cells: dict[
+            tuple[str, int, tuple[str, ...], tuple[int, ...]], tuple[np.ndarray, np.ndarray]
+        ] = {}
 
     def cell_rates(self, job: Job, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
         sizes = self.base.gang_sizes(job.job_type)

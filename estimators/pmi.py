@@ -28,6 +28,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -56,7 +57,20 @@ Ethernet, what AWS gives the p2/p3 instance sizes of up to 8 GPUs (p2.8xlarge, p
 hosts were. Gavel's data does not state it; see docs/estimators.md, "The network"."""
 
 
-def _frozen(d: Mapping) -> Mapping:
+K = TypeVar("K")
+V = TypeVar("V")
+
+_EstimateKey = tuple[str, JobProfile, int, str, int, bool, "float | None"]
+"""An estimate's cache key: job type, profile, W, GPU type, PCIe generation, consolidated,
+bandwidth."""
+
+_CellKey = tuple[
+    str, JobProfile, int, tuple[str, ...], tuple[int, ...], "tuple[float, ...] | float | None"
+]
+"""A cluster's grid cache key: job type, profile, W, GPU types, PCIe generations, network."""
+
+
+def _frozen(d: Mapping[K, V]) -> Mapping[K, V]:
     return MappingProxyType(dict(d))
 
 
@@ -170,7 +184,7 @@ class PmiParams:
     def tflops(self, spec: GpuSpec) -> float:
         """The TFLOPS figure of PMI: FP32, tensor-core, or their geometric blend (``tensor_weight``)."""
         tensor = spec.tensor_tflops if spec.tensor_tflops > 0 else spec.fp32_tflops
-        return spec.fp32_tflops ** (1.0 - self.tensor_weight) * tensor**self.tensor_weight
+        return float(spec.fp32_tflops ** (1.0 - self.tensor_weight) * tensor**self.tensor_weight)
 
     def pmi(self, spec: GpuSpec) -> float:
         """PMI_k = TFLOPS_k x sqrt(VRAM_k in GB)."""
@@ -188,11 +202,11 @@ class PmiParams:
     def batch(self, batch_size: int | None) -> float:
         """batch(B): per-sample throughput factor, 1 at ``batch_reference``."""
         b = self.batch_reference if batch_size is None else batch_size
-        return (b / self.batch_reference) ** self.batch_exponent
+        return float((b / self.batch_reference) ** self.batch_exponent)
 
     def gang_scale(self, num_gpus: int) -> float:
         """Whole-gang rate of W GPUs relative to one GPU: W x eff^log2(W)."""
-        return num_gpus * self.scaling_efficiency ** math.log2(num_gpus)
+        return float(num_gpus * self.scaling_efficiency ** math.log2(num_gpus))
 
     def job_factor(self, profile: JobProfile) -> float:
         """batch(B) / (weight x size), converted to steps/s (divided by B / batch_reference)."""
@@ -202,7 +216,7 @@ class PmiParams:
         )
         return per_sample * self.batch_reference / b
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """Plain-JSON view of the knobs (for reports)."""
         return {
             "reference_gpu": self.reference_gpu,
@@ -289,9 +303,9 @@ class PmiEstimator(ThroughputModel):
                 fam, batch = parse_job_type(jt)
                 if fam is not None:
                     self._members.setdefault(fam, []).append((jt, batch))
-        self._cache: dict[tuple, Estimate] = {}
-        self._cells: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
-        self._multi: dict[tuple, np.ndarray] = {}
+        self._cache: dict[_EstimateKey, Estimate] = {}
+        self._cells: dict[_CellKey, tuple[np.ndarray, np.ndarray]] = {}
+        self._multi: dict[_CellKey, np.ndarray] = {}
 
     @classmethod
     def bundled(cls, params: PmiParams | None = None) -> PmiEstimator:
@@ -453,7 +467,9 @@ class PmiEstimator(ThroughputModel):
         self._cache[key] = est
         return est
 
-    def _key(self, job: Job, cluster: Cluster, network: object) -> tuple:
+    def _key(
+        self, job: Job, cluster: Cluster, network: tuple[float, ...] | float | None
+    ) -> _CellKey:
         pcie = tuple(n.pcie_gen for n in cluster.nodes)
         return (job.job_type, job.profile, job.num_gpus, cluster.gpu_types, pcie, network)
 

@@ -69,7 +69,7 @@ def read_checked_csv(
         raise InputError(f"{path}: header: missing column(s) {', '.join(missing)}")
     if frame.empty:
         raise InputError(f"{path}: no rows")
-    out = pd.DataFrame(index=frame.index)
+    out: pd.DataFrame = pd.DataFrame(index=frame.index)
     for col in columns:
         values = pd.to_numeric(frame[col].str.strip(), errors="coerce").to_numpy(dtype=float)
         bad = ~np.isfinite(values)
@@ -198,7 +198,8 @@ class AppTrace:
     def epoch_progress(self) -> np.ndarray:
         """Progress (iterations at M0) at the end of each epoch: the smallest over the runs."""
         rows = min(len(r.progress) for r in self.runs)
-        return np.min([r.progress[:rows] for r in self.runs], axis=0)
+        smallest: np.ndarray = np.min([r.progress[:rows] for r in self.runs], axis=0)
+        return smallest
 
     @property
     def target_progress(self) -> float:
@@ -365,7 +366,10 @@ def measured_points(trace: AppTrace) -> pd.DataFrame:
     """Every measured iteration of ``trace`` (``placements.csv`` and ``scalability.csv``):
     columns num_nodes, num_replicas, local_bsz, step_time, sync_time."""
     cols = ["num_nodes", "num_replicas", "local_bsz", "step_time", "sync_time"]
-    return pd.concat([trace.placements[cols], trace.scalability[cols]], ignore_index=True)
+    points: pd.DataFrame = pd.concat(
+        [trace.placements[cols], trace.scalability[cols]], ignore_index=True
+    )
+    return points
 
 
 def fit_application(trace: AppTrace) -> FitResult:

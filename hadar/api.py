@@ -24,9 +24,16 @@ import pandas as pd
 from hadar.core.defaults import SIMULATED
 from hadar.core.errors import InputError
 from hadar.core.node_stream import load_node_stream
-from hadar.policy import Policy, default_policies, preferred_reference
+from hadar.policy import Policy, default_policies, preferred_reference, round_for
 from hadar.policy_options import policy_with_options
-from hadar.scenario import ClusterLike, TableLike, WorkloadLike, check_round, load_scenario
+from hadar.scenario import (
+    ClusterLike,
+    TableLike,
+    WorkloadLike,
+    check_round,
+    comparison_default_set,
+    load_scenario,
+)
 from hadar.simulator import SimConfig
 from hadar.simulator import simulate as run_simulator
 from hadar.simulator.engine import DEFAULT_HORIZON_S, FORK_PROGRESS
@@ -65,12 +72,12 @@ class Comparison:
 def simulate(
     cluster: ClusterLike = "sim-60gpu",
     workload: WorkloadLike = "philly-480",
-    policy: str | Policy = "hadar",
+    policy: str | Policy = SIMULATED.policy,
     *,
     throughputs: TableLike = None,
     seed: int = 0,
-    size: str = "paper",
-    round_length: float = SIMULATED.round_s,
+    size: str = SIMULATED.size,
+    round_length: float | None = None,
     restart_penalty: float = SIMULATED.restart_penalty_s,
     policy_options: Mapping[str, str] | None = None,
     gavel_compatible: bool = False,
@@ -87,7 +94,9 @@ def simulate(
     ``node_stream`` is a ``time,node,event`` CSV of nodes joining and leaving mid-run
     (docs/node-streams.md).
     ``fork_progress`` is how HadarE's forked copies of a job with efficiency data progress
-    (``goodput``: at most as one job at their combined batch; ``steps``: the paper's sum)."""
+    (``goodput``: at most as one job at their combined batch; ``steps``: the paper's sum).
+    ``round_length`` None is the policy's declared round (``PolicyInfo.round_s``: Pollux's
+    60 s), else the simulator's default (360 s)."""
     if isinstance(policy, Policy):
         if policy_options or gavel_compatible:
             raise InputError(
@@ -98,6 +107,7 @@ def simulate(
         chosen = policy_with_options(
             policy, policy_options
         )  # a bad name or knob fails before any loading
+    round_length = round_for([type(chosen)], round_length, SIMULATED.round_s)
     check_round(round_length, restart_penalty)
     c, jobs, throughput = load_scenario(
         cluster, workload, throughputs, seed=seed, size=size, horizon_s=horizon_s
@@ -146,15 +156,20 @@ def compare(
     policy_options: Mapping[str, Mapping[str, str]] | None = None,
     **scenario: Any,
 ) -> Comparison:
-    """Simulate each of ``policies`` (default: those that join the ``compare`` default set) on
+    """Simulate each of ``policies`` (default: those that join the ``compare`` default set, or
+    ``compare-elastic`` on a workload of jobs with efficiency data: ``pollux-N``) on
     the same scenario (one after another, in this process);
     ``scenario`` takes :func:`simulate`'s keyword arguments. ``reference`` (default: the policy
     declared the reference, Hadar, when compared, else the first policy) is the denominator of
-    the ratio columns. For many
+    the ratio columns. Without ``round_length`` every policy runs at one common round: the
+    shortest any of them declares (``hadar.policy.declared_round``), else 360 s. For many
     policies or sweeps in parallel processes or on Ray, use ``hadar compare`` or
     :func:`hadar.sweep.run_cells`."""
     if policies is None:
-        policies = default_policies("compare")
+        _, jobs, _ = load_scenario(
+            cluster, workload, scenario.get("throughputs"), seed=scenario.get("seed", 0)
+        )
+        policies = default_policies(comparison_default_set(jobs))
     if not policies:
         raise InputError("compare: no policy given")
     ref = reference or preferred_reference(policies)
@@ -162,6 +177,7 @@ def compare(
         raise InputError(
             f"compare: reference {ref!r} is not one of the policies ({', '.join(policies)})"
         )
+    scenario["round_length"] = round_for(policies, scenario.get("round_length"), SIMULATED.round_s)
     runs = {
         p: simulate(cluster, workload, p, policy_options=(policy_options or {}).get(p), **scenario)
         for p in policies

@@ -38,7 +38,7 @@ COMMANDS = {
     "node-stream": "hadar.commands.node_stream",
 }
 """Which module registers each sub-command: ``hadar simulate ...`` imports only its own module
-(the others bring imports the simulation does not need); ``tests/cli`` checks it is complete."""
+(the others bring imports the simulation does not need); ``tests/hadar/commands`` checks it is complete."""
 COMMAND_MODULES = list(dict.fromkeys(COMMANDS.values()))
 """Modules that contribute sub-commands (order = order in ``hadar --help``)."""
 

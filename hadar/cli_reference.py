@@ -134,7 +134,8 @@ def _children(nodes: list[argparse.ArgumentParser], token: str) -> list[argparse
 def _child(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser | None:
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction) and name in action.choices:
-            return action.choices[name]
+            child: argparse.ArgumentParser = action.choices[name]
+            return child
     return None
 
 

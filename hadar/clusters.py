@@ -1,12 +1,12 @@
 """Load a cluster file for use: the core loader plus the provider's check of each node's
-transport keys (``nodes/transport.py``).
+transport keys (``hadar/providers/transport.py``).
 
 The core (:mod:`hadar.core.cluster_config`) may not import ``nodes``, so it accepts only the
 transport keys it is given; this module, one layer above ``nodes``, gives it the keys of the
 file's provider (of every provider for ``simulated``) and validates their values, so a misspelt
 key (``adress``) or a bad port is exit 2 at load time whatever the provider; a node's ``emulate``
 defaults to its provider's capability (``ProviderKind.emulates_gpus``), and the providers'
-names and sections are theirs (``nodes.transport.provider_schema``).
+names and sections are theirs (``hadar.providers.transport.provider_schema``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from hadar.core import cluster_config
 from hadar.core.cluster import Cluster
-from nodes.transport import check_transport, provider_schema
+from hadar.providers.transport import check_transport, provider_schema
 
 
 def cluster_from_dict(

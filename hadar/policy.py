@@ -94,6 +94,15 @@ class RoundContext:
 
 
 @dataclass(frozen=True)
+class LineStyle:
+    """How figures draw a policy's series: matplotlib line style, marker and line width."""
+
+    line: str = "-"
+    marker: str = "o"
+    width: float = 1.6
+
+
+@dataclass(frozen=True)
 class PolicyInfo:
     """What the harness knows about a policy besides its decisions, declared by the policy
     (``Policy.info``) so that nothing else names it: listings, default sets, tables and figures
@@ -103,6 +112,8 @@ class PolicyInfo:
     """Its name in tables and figure legends (``HadarE``)."""
     colour: str | None = None
     """Its colour in figures (any matplotlib colour); None = the next colour of ``tab10``."""
+    line: LineStyle = LineStyle()
+    """Its line style, marker and width in figures."""
     forking: bool = False
     """Runs copies of one job on several nodes at once (its TTD lower bound is the fork bound)."""
     gavel_native: bool = False
@@ -114,8 +125,18 @@ class PolicyInfo:
     """Its place in a default set (smaller first, ties by name)."""
     reference: bool = False
     """The preferred reference (denominator of ratio columns) when it is compared."""
+    adapts_batch: bool = False
+    """Adapts the batch size of jobs with statistical-efficiency data (Pollux); the others (not
+    one of Pollux's applications) get their GPU count adapted only, which the outputs say
+    (``hadar.commands.common.adaptation_note``)."""
+    round_s: float | None = None
+    """Its own scheduling interval in seconds (Pollux: 60 s), the round length the drivers use
+    when none is given (:func:`declared_round`); None = the driver's default. An explicit
+    ``--round`` (``round_length=``) always wins."""
 
     def __post_init__(self) -> None:
+        if self.round_s is not None and not (0 < self.round_s < float("inf")):
+            raise ValueError(f"round_s must be a positive number of seconds (got {self.round_s})")
         unknown = sorted(set(self.defaults) - set(DEFAULT_SETS))
         if unknown:
             raise ValueError(f"unknown default set(s) {unknown} (known: {', '.join(DEFAULT_SETS)})")
@@ -124,6 +145,8 @@ class PolicyInfo:
 
 DEFAULT_SETS: Mapping[str, str] = {
     "compare": "hadar compare --policies and hadar.compare()",
+    "compare-elastic": "the same on a workload of jobs with efficiency data (pollux-N): the "
+    "Pollux paper's comparison",
     "load-sweep": "hadar experiment load-sweep --policies",
     "decision-times": "the policies hadar compare times one decision of (Fig. 5)",
 }
@@ -276,6 +299,43 @@ def preferred_reference(policies: Sequence[str]) -> str:
         if info is not None and info.reference:
             return name
     return policies[0]
+
+
+@dataclass(frozen=True)
+class DeclaredRound:
+    """The round length a run or comparison uses when none is given, and who declared it."""
+
+    seconds: float
+    declared_by: tuple[str, ...]
+    """The policies declaring exactly this round (:attr:`PolicyInfo.round_s`)."""
+
+
+def declared_round(policies: Sequence[str | type[Policy]]) -> DeclaredRound | None:
+    """The one round length a run or a comparison of ``policies`` uses when no round is given:
+    the shortest scheduling interval any of them declares (:attr:`PolicyInfo.round_s`), for
+    every policy alike, so arrivals, completions and restarts are seen at the same moments under
+    each; None when none declares one (the driver's default applies). Unknown names declare
+    nothing."""
+    declared: list[tuple[float, str]] = []
+    for p in policies:
+        cls = POLICY_REGISTRY.get(p) if isinstance(p, str) else p
+        if cls is not None and cls.info.round_s is not None:
+            declared.append((cls.info.round_s, cls.name))
+    if not declared:
+        return None
+    shortest = min(s for s, _ in declared)
+    return DeclaredRound(shortest, tuple(sorted({n for s, n in declared if s == shortest})))
+
+
+def round_for(
+    policies: Sequence[str | type[Policy]], given: float | None, driver_default: float
+) -> float:
+    """The round length to use: ``given`` when given, else :func:`declared_round`, else the
+    driver's default."""
+    if given is not None:
+        return given
+    declared = declared_round(policies)
+    return driver_default if declared is None else declared.seconds
 
 
 def make_policy(name: str, **options: Any) -> Policy:

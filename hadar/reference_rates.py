@@ -22,6 +22,17 @@ def best_achievable_rate(
     return max(best, float(unc.max(initial=0.0)))
 
 
+def best_rate_per_type(
+    rates_cons: np.ndarray, rates_unc: np.ndarray, capacity: np.ndarray, w: int
+) -> np.ndarray:
+    """Per GPU type, the gang's fastest rate on that type alone: consolidated on a node with W of
+    them, else across nodes when the type has W in all; 0 where the type cannot hold the gang."""
+    cons = np.where(capacity >= w, rates_cons, 0.0).max(axis=0, initial=0.0)
+    unc = np.where(capacity > 0, rates_unc, 0.0).max(axis=0, initial=0.0)
+    unc = np.where(capacity.sum(axis=0) >= w, unc, 0.0)
+    return np.asarray(np.where(cons > 0, cons, unc))
+
+
 def equal_share_rate(rates_cons: np.ndarray, capacity: np.ndarray) -> float:
     """``sum_k count_k / G * X_k``: the W-GPU rate with time split over types by GPU count
     (``X_k`` the best consolidated rate on type k, 0 where the job cannot run)."""

@@ -12,6 +12,7 @@ from pathlib import Path
 from estimators.throughput import GavelThroughputTable, ThroughputModel
 from hadar.clusters import load_cluster
 from hadar.core.cluster import Cluster
+from hadar.core.defaults import SIMULATED
 from hadar.core.errors import InputError
 from hadar.core.jobs import Job
 from hadar.workloads import check_horizon, load_workload, validate_workload
@@ -36,7 +37,7 @@ def load_scenario(
     workload: WorkloadLike,
     throughputs: TableLike = None,
     seed: int = 0,
-    size: str = "paper",
+    size: str = SIMULATED.size,
     horizon_s: float | None = None,
 ) -> tuple[Cluster, list[Job], ThroughputModel]:
     """Cluster, validated jobs and the throughput model the jobs need on that cluster. Bad input
@@ -86,3 +87,12 @@ def throughput_for(
             base = InterpolatedGangs(table)  # elastic jobs run on counts the table may lack
         return PolluxThroughput(base) if pollux else base
     return PolluxThroughput(CompositeThroughput(table)) if pollux else CompositeThroughput(table)
+
+
+def comparison_default_set(jobs: Sequence[Job]) -> str:
+    """The default policy set (``hadar.policy.DEFAULT_SETS``) a comparison of ``jobs`` uses:
+    ``compare-elastic`` (the Pollux paper's comparison) when a job has efficiency data (one of
+    Pollux's applications, the ``pollux-N`` workloads), else ``compare``."""
+    from hadar.workloads.pollux_throughput import is_pollux_job
+
+    return "compare-elastic" if any(is_pollux_job(j) for j in jobs) else "compare"

@@ -31,7 +31,15 @@ import numpy as np
 from hadar.core.cluster import Cluster
 from hadar.core.defaults import SIMULATED
 from hadar.core.jobs import Placement
-from hadar.policy import Assignment, Policy, PolicyInfo, RoundContext, RoundPlan, register_policy
+from hadar.policy import (
+    Assignment,
+    LineStyle,
+    Policy,
+    PolicyInfo,
+    RoundContext,
+    RoundPlan,
+    register_policy,
+)
 from hadar.scheduler import HadarConfig, HadarPolicy
 from hadar.valuation import JobValuation, value_jobs
 from hadare.step_split import CopySlot, finishing_subset, split_steps
@@ -62,8 +70,9 @@ class HadarEPolicy(Policy):
     info = PolicyInfo(
         title="HadarE",
         colour="tab:purple",
+        line=LineStyle("--", "s", 1.5),  # on top of Hadar's wide solid line
         forking=True,
-        defaults=frozenset({"load-sweep"}),
+        defaults=frozenset({"compare-elastic", "load-sweep"}),
         rank=20,
     )
     config_class = HadarEConfig

@@ -39,7 +39,7 @@ def to_device(batch: Batch, device: torch.device) -> Batch:
 
 
 def state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> int:
-    n = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    n: int = sum(t.numel() * t.element_size() for t in model.state_dict().values())
     for st in optimizer.state.values():
         n += sum(v.numel() * v.element_size() for v in st.values() if isinstance(v, torch.Tensor))
     return n

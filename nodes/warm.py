@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 SOCKET_NAME = ".hadar-warm.sock"
 PID_NAME = ".hadar-warm.pid"
@@ -284,7 +285,7 @@ def preload() -> None:
             importlib.import_module(name)
 
 
-def _fork(request: dict, conn: socket.socket) -> _Job:
+def _fork(request: dict[str, Any], conn: socket.socket) -> _Job:
     cwd = Path(request["cwd"])
     stamp = f"{os.getpid()}-{time.monotonic_ns()}"
     out, err = cwd / f".warm-{stamp}.out", cwd / f".warm-{stamp}.err"

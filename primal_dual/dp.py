@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TypeAlias, TypeVar
 
 import numpy as np
 
@@ -343,13 +343,17 @@ class CandidateCache:
         return best_candidate(self.candidates(entry, free, key, lineage), entry.payoff)
 
 
+_Chain: TypeAlias = "tuple[_Chain | None, tuple[int, Candidate, float]]"
+"""The choices of a DP state as a linked list: (previous chain, (index, candidate, payoff))."""
+
+
 @dataclass
 class _State:
     free: np.ndarray
     total: int  # free GPUs in all
     value: float
     count: int
-    chain: tuple | None  # linked list: (previous chain, (index, candidate, payoff))
+    chain: _Chain | None
 
 
 def plan_queue(
@@ -511,7 +515,7 @@ def _plan_queue_flat(
     return DPResult(tuple(chosen), best_record[0], exact, states, peak)
 
 
-_FlatRecord = tuple[float, int, int, "tuple | None", "int | None"]
+_FlatRecord = tuple[float, int, int, "_Chain | None", "int | None"]
 """A state of :func:`_plan_queue_flat`: (total payoff, jobs taken, free GPUs, chain, live cells)."""
 
 

@@ -314,7 +314,7 @@ def _candidates_small(req: JobRequest, free: np.ndarray, price: np.ndarray) -> l
     if sum(f[h][k] for h, k in runnable) < w:
         return []
     out: list[Candidate] = []
-    seen: set[tuple] = set()
+    seen: set[tuple[tuple[int, int, int], ...]] = set()
 
     def add(take: list[tuple[int, int, int]]) -> None:
         key = tuple(sorted(take))

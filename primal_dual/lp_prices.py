@@ -85,4 +85,5 @@ def type_prices(values: np.ndarray, gang: np.ndarray, capacity: np.ndarray) -> n
     if solver.getModelStatus() != highspy.HighsModelStatus.kOptimal:
         return np.zeros(m)
     duals = -np.asarray(solver.getSolution().row_dual, dtype=float)[n:]
-    return np.maximum(duals, 0.0)
+    prices: np.ndarray = np.maximum(duals, 0.0)
+    return prices

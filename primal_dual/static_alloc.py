@@ -5,7 +5,7 @@ so everything FIND_ALLOC sorts by price can be sorted once per (job class, round
 per DP state: the runnable cells in price order, and each node's cells in price order. What is
 left per state is filtering those lists by the GPUs still free. The placements, rates, costs and
 their order are exactly those of :func:`primal_dual.find_alloc._candidates_small` (property-tested
-in ``tests/core/test_static_alloc.py``), including the float summation order of the costs.
+in ``tests/primal_dual/test_static_alloc.py``), including the float summation order of the costs.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ class StaticPriceAllocator:
         if sum(flat_free[c[2]] for c in live) < w:
             return []
         out: list[Candidate] = []
-        seen: set[tuple] = set()
+        seen: set[tuple[tuple[int, int, int], ...]] = set()
         for level in sorted({c[3] for c in live}, reverse=True):
             order = [c for c in live if c[3] >= level]
             per_node: dict[int, int] = {}
@@ -226,7 +226,7 @@ class StaticPriceAllocator:
         self,
         cells: list[tuple[int, int, int, float]],
         flat_free: Sequence[int],
-        seen: set[tuple],
+        seen: set[tuple[tuple[int, int, int], ...]],
         out: list[Candidate],
     ) -> None:
         """Take W GPUs from ``cells`` in order; append the placement unless seen or of rate 0."""

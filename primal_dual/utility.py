@@ -8,8 +8,11 @@ fastest GPU type (gamma3 of OASiS).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
+
+from hadar.core.defaults import SIMULATED
 
 DEFAULT_FLOOR = 1e-12
 """Knob: scale of the utility floor (relative to the weight). The sigmoid underflows to 0 for
@@ -20,10 +23,15 @@ the price difference pick the slowest GPU)."""
 
 
 class Utility(Protocol):
-    name: str
-    clock: str
-    """What ``tau`` is measured from: ``"arrival"`` (the job's completion time, JCT) or ``"now"``
-    (the time from this round's start to completion, the job's remaining completion time)."""
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def clock(self) -> str:
+        """What ``tau`` is measured from: ``"arrival"`` (the job's completion time, JCT) or
+        ``"now"`` (the time from this round's start to completion, the job's remaining
+        completion time)."""
+        ...
 
     def value(self, tau: float, weight: float, ideal: float) -> float:
         """Utility of finishing ``tau`` seconds after the utility's clock origin."""
@@ -101,7 +109,8 @@ class RoundProgressUtility:
     finishes the job this round is worth the same, and a job that will finish anyway does not
     outbid, for the fastest GPUs, a long job that gains a whole round of progress there."""
 
-    round_s: float = 360.0
+    round_s: float = SIMULATED.round_s
+    """The round's length (the Hadar policy sets it to the run's round)."""
     name: str = "round-progress"
     clock: str = "now"
 
@@ -114,7 +123,7 @@ def _soft_floor(floor: float, tau: float, ideal: float) -> float:
     return floor * min(1.0, ideal / max(tau, 1e-9))
 
 
-UTILITIES: dict[str, type] = {
+UTILITIES: dict[str, Callable[..., Utility]] = {
     "sigmoid": SigmoidUtility,
     "inverse-slowdown": InverseSlowdownUtility,
     "inverse-jct": InverseJctUtility,

@@ -10,7 +10,7 @@ in a doc; this script runs the command behind every NAME once and rewrites the b
     .venv/bin/python scripts/doc_tables.py           # rewrite the blocks
     .venv/bin/python scripts/doc_tables.py --check   # exit 1 naming each stale block
 
-``tests/cli/test_doc_tables.py`` runs ``--check`` (a slow test: the physical grid and two
+``tests/docs/test_doc_tables.py`` runs ``--check`` (a slow test: the physical grid and two
 philly-480 comparisons take about 100 s on two cores).
 """
 

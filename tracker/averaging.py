@@ -245,4 +245,5 @@ def average_optimizer_states(
         return None
     if any(s is None for s in states) or not all(_same_structure(head, s) for s in states):
         return dict(head)
-    return _merge(states, [weights[i] for i in active], active.index(lead))
+    merged: dict[str, Any] = _merge(states, [weights[i] for i in active], active.index(lead))
+    return merged

@@ -12,7 +12,7 @@ import os
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
 
@@ -86,7 +86,7 @@ def load_checkpoint(path: Path, sha256: str | None, what: str) -> dict[str, Any]
 class _HashingWriter:
     """File-like object that writes through to ``f`` and hashes everything written."""
 
-    def __init__(self, f: Any) -> None:
+    def __init__(self, f: BinaryIO) -> None:
         self._f = f
         self.hash = hashlib.sha256()
 
@@ -99,7 +99,7 @@ class _HashingWriter:
 
 
 def _write_atomic(
-    write: Callable[[Any], str], directory: Path, final_name: Callable[[str], str], stage: str
+    write: Callable[[BinaryIO], str], directory: Path, final_name: Callable[[str], str], stage: str
 ) -> tuple[Path, str]:
     directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / f"{TMP_PREFIX}{uuid.uuid4().hex}.pt"
@@ -129,7 +129,7 @@ def save_atomic(
     ``<stage>:tmp_written`` and ``<stage>:renamed`` fire between the steps.
     """
 
-    def write(f: Any) -> str:
+    def write(f: BinaryIO) -> str:
         writer = _HashingWriter(f)
         # torch.save documents "a file-like object (has to implement write and flush)"; its
         # annotation asks for IO[bytes], which this two-method writer cannot claim to be.
@@ -147,7 +147,7 @@ def copy_atomic(
     Raises CheckpointError (and leaves no file) if the bytes copied do not hash to ``sha256``.
     """
 
-    def write(f: Any) -> str:
+    def write(f: BinaryIO) -> str:
         h = hashlib.sha256()
         with open(src, "rb") as s:
             while block := s.read(CHUNK):

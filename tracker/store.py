@@ -159,7 +159,10 @@ class Store:
 
     # -- reads -----------------------------------------------------------------------------
     def job(self, job_id: int) -> sqlite3.Row | None:
-        return self.conn.execute("SELECT * FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
+        row: sqlite3.Row | None = self.conn.execute(
+            "SELECT * FROM jobs WHERE job_id = ?", (job_id,)
+        ).fetchone()
+        return row
 
     def completed_jobs(self) -> set[int]:
         return {int(r[0]) for r in self.conn.execute("SELECT job_id FROM jobs WHERE completed = 1")}
@@ -168,7 +171,10 @@ class Store:
         return self.conn.execute("SELECT * FROM jobs ORDER BY job_id").fetchall()
 
     def copy(self, copy_id: int) -> sqlite3.Row | None:
-        return self.conn.execute("SELECT * FROM copies WHERE copy_id = ?", (copy_id,)).fetchone()
+        row: sqlite3.Row | None = self.conn.execute(
+            "SELECT * FROM copies WHERE copy_id = ?", (copy_id,)
+        ).fetchone()
+        return row
 
     def copies(self, job_id: int) -> list[sqlite3.Row]:
         return self.conn.execute(

@@ -45,12 +45,16 @@ def utility(speedup: np.ndarray, p: float = DEFAULT_P, eps: float = SPEEDUP_EPS)
     return s**p
 
 
-def power_mean(speedup: np.ndarray, p: float = DEFAULT_P, eps: float = SPEEDUP_EPS) -> np.ndarray:
-    """FITNESS_p over the last axis (jobs): the generalised mean of ``speedup + eps``."""
+def power_mean(
+    speedup: np.ndarray, p: float = DEFAULT_P, eps: float = SPEEDUP_EPS
+) -> np.ndarray | float:
+    """FITNESS_p over the last axis (jobs): the generalised mean of ``speedup + eps`` (a
+    ``numpy.float64`` for one row of speedups)."""
     s = np.asarray(speedup, dtype=float) + eps
-    if p == 0:
-        return np.exp(np.mean(np.log(s), axis=-1))
-    return np.mean(s**p, axis=-1) ** (1.0 / p)
+    mean: np.ndarray | float = (
+        np.exp(np.mean(np.log(s), axis=-1)) if p == 0 else np.mean(s**p, axis=-1) ** (1.0 / p)
+    )
+    return mean
 
 
 def fitness_from_utility(total_utility: float, num_jobs: int, p: float = DEFAULT_P) -> float:

@@ -85,7 +85,10 @@ def throughput_goodput(job: Job, cluster: Cluster, model: ThroughputModel) -> li
         def fn(
             num_nodes: np.ndarray, num_gpus: np.ndarray, a: float = r_local, b: float = r_spread
         ) -> np.ndarray:
-            return np.where(np.asarray(num_nodes) > 1, b, a) * np.asarray(num_gpus) / width
+            rate: np.ndarray = (
+                np.where(np.asarray(num_nodes) > 1, b, a) * np.asarray(num_gpus) / width
+            )
+            return rate
 
         out.append(fn)
     return out

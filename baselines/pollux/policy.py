@@ -1,7 +1,7 @@
 """Pollux (Qiao et al., OSDI 2021) as a policy: PolluxAgent per job, PolluxSched per round.
 
-Every round (Pollux's scheduling interval is 60 s: run it with ``--round 60``; a longer round
-only re-decides less often):
+Every round (Pollux's scheduling interval, 60 s, is its declared round, ``PolicyInfo.round_s``:
+the drivers use it when no ``--round`` is given; a longer round only re-decides less often):
 
 1. **Agents observe** the round just played: for each job that ran, its iteration time on the
    configuration it had (nodes, GPUs, local batch) and its gradient statistics at its progress.
@@ -67,7 +67,14 @@ class PolluxPolicy(Policy):
 
     name = "pollux"
     config_class = PolluxConfig
-    info = PolicyInfo(title="Pollux", colour="#006d2c", rank=60)
+    info = PolicyInfo(
+        title="Pollux",
+        colour="#006d2c",
+        defaults=frozenset({"compare-elastic"}),
+        rank=60,
+        adapts_batch=True,
+        round_s=60.0,
+    )
 
     def __init__(self, config: PolluxConfig | None = None, **knobs: Any) -> None:
         self.config = config or PolluxConfig(**knobs)

@@ -49,17 +49,20 @@ class AllocationProblem:
     @property
     def node_size(self) -> np.ndarray:
         """``[type]`` the most GPUs of that type on one node."""
-        return self.capacity.max(axis=0)
+        most: np.ndarray = self.capacity.max(axis=0)
+        return most
 
 
 def job_counts(alloc: np.ndarray) -> np.ndarray:
     """``[..., job]`` GPUs per job."""
-    return alloc.sum(axis=(-2, -1))
+    counts: np.ndarray = alloc.sum(axis=(-2, -1))
+    return counts
 
 
 def nodes_used(alloc: np.ndarray) -> np.ndarray:
     """``[..., job]`` nodes on which a job holds at least one GPU."""
-    return np.count_nonzero(alloc.sum(axis=-1), axis=-1)
+    used: np.ndarray = np.count_nonzero(alloc.sum(axis=-1), axis=-1)
+    return used
 
 
 def speedups(problem: AllocationProblem, alloc: np.ndarray) -> np.ndarray:
@@ -80,14 +83,17 @@ def speedups(problem: AllocationProblem, alloc: np.ndarray) -> np.ndarray:
     return np.where(changed, s * problem.factor, s)
 
 
-def fitness(problem: AllocationProblem, alloc: np.ndarray) -> np.ndarray:
+def fitness(problem: AllocationProblem, alloc: np.ndarray) -> np.ndarray | float:
     """FITNESS_p of ``alloc`` (a scalar, or one per leading index of a population)."""
     return power_mean(speedups(problem, alloc), problem.p, problem.eps)
 
 
-def total_utility(problem: AllocationProblem, alloc: np.ndarray) -> np.ndarray:
-    """Σ_j utility(SPEEDUP_j): what the solvers maximise (monotone in FITNESS_p)."""
-    return utility(speedups(problem, alloc), problem.p, problem.eps).sum(axis=-1)
+def total_utility(problem: AllocationProblem, alloc: np.ndarray) -> np.ndarray | float:
+    """Σ_j utility(SPEEDUP_j): what the solvers maximise (monotone in FITNESS_p; a
+    ``numpy.float64`` for one allocation)."""
+    terms = utility(speedups(problem, alloc), problem.p, problem.eps)
+    total: np.ndarray | float = terms.sum(axis=-1)
+    return total
 
 
 def violations(problem: AllocationProblem, alloc: np.ndarray) -> list[str]:

@@ -85,7 +85,8 @@ def assign_types(u: np.ndarray, supply: np.ndarray, sweeps: int = 4) -> np.ndarr
     # A job that takes no GPUs at these prices goes to the type where one GPU serves it best.
     val = u - price[None, :, None] * k[None, None, :]
     best_pos = np.where(k[None, None, :] > 0, val, _NEG).max(axis=2)
-    return best_pos.argmax(axis=1)
+    best: np.ndarray = best_pos.argmax(axis=1)
+    return best
 
 
 def best_counts(u: np.ndarray, supply: int) -> np.ndarray:
@@ -123,7 +124,7 @@ class _Packer:
 
     def feasible(self, k: int, own: np.ndarray | None = None) -> np.ndarray | None:
         """Where ``k`` GPUs would go (``[node]`` counts), with ``own`` counted as free; or None."""
-        free = self.free if own is None else self.free + own
+        free: np.ndarray = self.free if own is None else self.free + own
         if k <= 0:
             return np.zeros_like(free)
         if k <= self.size:

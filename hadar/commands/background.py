@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hadar.commands import argtypes
+from hadar.commands import Subparsers, argtypes
 from hadar.core.errors import InputError
 from hadar.core.io import write_json
 
@@ -29,7 +29,7 @@ STARTUP_WAIT_S = 300.0
 nodes answered): a run that fails before that shows its error here, with its exit code."""
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: Subparsers) -> None:
     st = sub.add_parser(
         "status",
         help="list runs: running in the background, finished or stopped",
@@ -136,7 +136,7 @@ def running_pid(rundir: Path) -> int | None:
     data = _pidfile(rundir)
     if data is None:
         return None
-    pid = data["pid"]
+    pid: int = data["pid"]
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -1,7 +1,7 @@
 """``hadar cluster up|down|status --config FILE``: EC2 instances for a ``provider: aws`` cluster.
 
 ``up`` shows the instance types, count and hourly price it is about to launch (from a bundled,
-dated price table: :mod:`nodes.ec2_prices`) and asks (``-y`` skips the question; ``--dry-run``
+dated price table: :mod:`hadar.providers.aws.prices`) and asks (``-y`` skips the question; ``--dry-run``
 asks EC2 whether the launch would succeed and launches nothing), then launches one instance per
 node (skipping nodes that already have one), waits until they run and answer on SSH, runs
 ``aws.setup`` on each, and writes the SSH cluster file; ``down``
@@ -17,20 +17,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hadar.clusters import load_cluster
-from hadar.commands import argtypes
+from hadar.commands import Subparsers, argtypes
 from hadar.commands.options import add_out_file_arg
-from hadar.core.cluster import Cluster
 from hadar.core.errors import InputError
-from hadar.core.extras import require
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from hadar.core.cluster import Node
-    from nodes.aws import AwsCluster, Instance
+    from hadar.providers.aws.provider import AwsCluster, Instance
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "cluster", help="launch, list or terminate the EC2 instances of an aws cluster"
     )
@@ -105,14 +103,15 @@ def _config_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _aws_cluster(path: str) -> AwsCluster:
-    AwsCluster = require("nodes.aws", f"{path}: hadar cluster").AwsCluster
+    """The cluster's lifecycle; ``hadar cluster``'s prices, dry run and SSH file are EC2's."""
+    from hadar.providers.base import make_lifecycle
 
-    cluster: Cluster = load_cluster(path)
-    if cluster.provider != "aws":
-        raise InputError(
-            f"{path}: provider: `hadar cluster` needs provider: aws (got {cluster.provider})"
-        )
-    return AwsCluster(cluster)
+    lifecycle = make_lifecycle(load_cluster(path), "hadar cluster")  # names a missing extra
+    from hadar.providers.aws.provider import AwsCluster
+
+    if not isinstance(lifecycle, AwsCluster):
+        raise InputError(f"{path}: provider: hadar cluster up|down|status manage EC2 instances")
+    return lifecycle
 
 
 def _console() -> Console:
@@ -140,7 +139,7 @@ def print_cost(console: Console, aws: AwsCluster, nodes: Sequence[Node]) -> floa
     """The table of what launching ``nodes`` costs per hour; returns the known total."""
     from rich.table import Table
 
-    from nodes.ec2_prices import estimate
+    from hadar.providers.aws.prices import estimate
 
     s = aws.settings
     cost = estimate(
@@ -229,7 +228,7 @@ def confirm(question: str, assume_yes: bool, verb: str = "terminate") -> bool:
 
 
 def run_down(args: argparse.Namespace) -> int:
-    from nodes.aws import ACTIVE_STATES
+    from hadar.providers.aws.provider import ACTIVE_STATES
 
     aws = _aws_cluster(args.config)
     console = _console()
@@ -256,9 +255,11 @@ def teardown(
     sleep: Callable[[float], None] = time.sleep,
 ) -> list[str]:
     """``hadar run --down-after``: after ``minutes`` (Ctrl-C keeps the cluster), terminate
-    every instance tagged for the aws cluster ``config``; returns the terminated ids."""
-    aws = _aws_cluster(config)
-    name = aws.cluster.name
+    every machine of the cluster ``config`` (its provider's lifecycle); returns their ids."""
+    from hadar.providers.base import make_lifecycle
+
+    lifecycle = make_lifecycle(load_cluster(config), "--down-after")
+    name = lifecycle.cluster.name
     if minutes > 0:
         log(
             f"--down-after: terminating the instances of {name} in {minutes:g} min (Ctrl-C keeps them)"
@@ -268,7 +269,7 @@ def teardown(
         except KeyboardInterrupt:
             log(f"--down-after: kept the instances of {name}; hadar cluster down --config {config}")
             return []
-    ids = aws.down(log=log)
+    ids = lifecycle.down(log=log)
     log(
         f"--down-after: terminated {len(ids)} instances of cluster {name}"
         if ids
@@ -279,7 +280,7 @@ def teardown(
 
 def run_status(args: argparse.Namespace) -> int:
     aws = _aws_cluster(args.config)
-    from nodes.aws import ACTIVE_STATES, ALL_STATES
+    from hadar.providers.aws.provider import ACTIVE_STATES, ALL_STATES
 
     instances = aws.instances(ALL_STATES if args.all else ACTIVE_STATES)
     _print_instances(_console(), f"{aws.cluster.name}: {len(instances)} instances", instances)

@@ -116,6 +116,24 @@ def estimates_note(cells: Sequence[EstimatedCell], limit: int = 6) -> str | None
     )
 
 
+def adaptation_note(policies: Sequence[str], jobs: Sequence[Job]) -> str | None:
+    """The line saying which jobs a batch-adapting policy (``PolicyInfo.adapts_batch``: Pollux)
+    adapts by GPU count only: those without statistical-efficiency data (None when there are
+    none, or no such policy runs)."""
+    from hadar.policy import find_policy_info
+    from hadar.workloads.pollux_throughput import is_pollux_job
+
+    adapting = [p for p in policies if (info := find_policy_info(p)) and info.adapts_batch]
+    without = sum(not is_pollux_job(j) for j in jobs)
+    if not adapting or not without:
+        return None
+    return (
+        f"note: {without} of {len(jobs)} jobs have no statistical-efficiency data (not one of "
+        f"Pollux's applications): {', '.join(adapting)} adapts their GPU count only (within "
+        "their min-max GPUs; a rigid job runs on its gang or waits), at their own batch size"
+    )
+
+
 def load_scenario(args: argparse.Namespace) -> tuple[Cluster, list[Job], ThroughputModel]:
     """:func:`hadar.scenario.load_scenario` from the scenario flags (``--cluster``, ``--workload``,
     ``--throughputs``, ``--seed``, ``--size``, ``--round``, ``--restart-penalty`` and ``--horizon``

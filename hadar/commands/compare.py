@@ -27,14 +27,21 @@ from rich.console import Console
 from rich.table import Table
 
 from estimators.throughput import ThroughputModel
-from hadar.commands import argtypes, terminal
+from hadar.commands import Subparsers, argtypes, terminal
 from hadar.commands.common import (
+    adaptation_note,
     add_policy_opt_arg,
     add_scenario_args,
     estimates_note,
     load_scenario,
 )
-from hadar.commands.options import add_out_arg, add_workers_arg, announce, output_dir
+from hadar.commands.options import (
+    add_out_arg,
+    add_workers_arg,
+    announce,
+    output_dir,
+    resolve_round,
+)
 from hadar.core.cluster import Cluster
 from hadar.core.defaults import SIMULATED
 from hadar.core.errors import InputError
@@ -44,6 +51,7 @@ from hadar.core.jobs import Job, JobStatus
 from hadar.core.validation import MAX_JOBS
 from hadar.policy import POLICY_REGISTRY, RoundContext, default_policies, preferred_reference
 from hadar.policy_options import build_config, parse_pairs, policy_with_options
+from hadar.scenario import check_round, comparison_default_set
 from hadar.simulator.metrics import comparison_rows
 from hadar.sweep import default_workers, run_cells
 
@@ -83,6 +91,9 @@ METRICS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
     ("rho_max", "max rho", lambda v: f"{v:.2f}"),
     ("gru", "GRU", lambda v: f"{100 * v:.1f}%"),
     ("cru", "CRU", lambda v: f"{100 * v:.1f}%"),
+    ("gpu_hours", "GPU-hours", lambda v: f"{v:,.0f}"),
+    ("avg_gpus_per_job", "GPUs / job", lambda v: f"{v:.1f}"),
+    ("avg_batch_per_job", "batch / job", lambda v: f"{v:,.0f}"),
     ("restarts_per_job", "restarts/job", lambda v: f"{v:.2f}"),
     ("avg_decision_s", "decision avg", lambda v: f"{v:.4f} s"),
     ("max_decision_s", "decision max", lambda v: f"{v:.3f} s"),
@@ -100,7 +111,7 @@ FAIRNESS_METRICS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
 type) and Themis's finish-time fairness rho (JCT over JCT with a 1/n share; > 1 is unfair)."""
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "compare",
         help="compare policies on one cluster and workload (table, CSV/JSON, paper figures)",
@@ -111,8 +122,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_scenario_args(p)
     p.add_argument(
         "--policies",
-        default=",".join(default_policies("compare")),
-        help=f"comma-separated, from {', '.join(sorted(POLICY_REGISTRY))} (default: %(default)s)",
+        default=DefaultPolicies(",".join(default_policies("compare"))),
+        help=f"comma-separated, from {', '.join(sorted(POLICY_REGISTRY))} (default: %(default)s; "
+        f"on a workload with efficiency data, pollux-N: {','.join(default_policies('compare-elastic'))})",
     )
     add_policy_opt_arg(p, per_policy=True)
     add_out_arg(p, "compare")
@@ -130,7 +142,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--occupancy-policy",
-        default="hadar",
+        default=SIMULATED.policy,
         metavar="POLICY",
         help="policy whose GPU-by-round occupancy is drawn (default: %(default)s, or the first policy)",
     )
@@ -149,6 +161,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "the min-max range (default: %(default)s)",
     )
     p.set_defaults(func=run)
+
+
+class DefaultPolicies(str):
+    """``--policies`` not typed: the default set that fits the workload
+    (:func:`hadar.scenario.comparison_default_set`)."""
 
 
 @dataclass(frozen=True)
@@ -177,17 +194,18 @@ class RunSpec:
 
 
 def run(args: argparse.Namespace) -> int:
-    policies = parse_policies(args.policies)
-    options = parse_policy_options(args.policy_opt, policies)
+    typed = None if isinstance(args.policies, DefaultPolicies) else parse_policies(args.policies)
     sizes = parse_sizes(args.decision_sizes)
+    cluster, jobs, throughput = load_scenario(args)  # bad input fails here, once
+    policies = typed or list(default_policies(comparison_default_set(jobs)))
+    options = parse_policy_options(args.policy_opt, policies)
     occupancy = args.occupancy_policy if args.occupancy_policy in policies else None
-    if occupancy is None and args.occupancy_policy != "hadar":
+    if occupancy is None and args.occupancy_policy != SIMULATED.policy:
         raise InputError(f"--occupancy-policy: {args.occupancy_policy!r} is not one of --policies")
     occupancy = occupancy or policies[0]
+    round_note = resolve_round(args, policies)
+    check_round(args.round_length, args.restart_penalty)
     scenario = {k: getattr(args, k) for k in SCENARIO_KEYS}
-    cluster, jobs, throughput = load_scenario(
-        argparse.Namespace(**scenario)
-    )  # bad input fails here, once
     out, replacing = output_dir(args.out, args.out_stem)
     console = terminal.console()
     announce(replacing, console)
@@ -196,6 +214,11 @@ def run(args: argparse.Namespace) -> int:
     note = estimates_note(throughput.estimated_cells(jobs, cluster))
     if note:
         console.print(note, style="yellow", highlight=False, soft_wrap=True)
+    if round_note:
+        console.print(round_note, highlight=False, soft_wrap=True)
+    adapting = adaptation_note(policies, jobs)
+    if adapting:
+        console.print(adapting, style="yellow", highlight=False, soft_wrap=True)
     where = (
         f"Ray at {args.ray_address}"
         if args.ray_address
@@ -239,6 +262,8 @@ def run(args: argparse.Namespace) -> int:
         "workload": args.workload,
         "seed": args.seed,
         "jobs": len(jobs),
+        "round_s": args.round_length,
+        "notes": [n for n in (round_note, adapting) if n],
         "estimated_cells": [asdict(c) for c in throughput.estimated_cells(jobs, cluster)],
         "wall_seconds": round(time.perf_counter() - t0, 3),
     }
@@ -422,8 +447,10 @@ def write_outputs(
         [asdict(d) for d in decisions],
         ["policy", "jobs", "seconds", "min_s", "max_s", "repeats"],
     )
+    notes = "".join(f"{n}\n\n" for n in meta.get("notes", []))
     md_path = write_text(
-        out / "compare.md", markdown_tables(rows, str(meta["reference"]), str(meta["mode"]))
+        out / "compare.md",
+        notes + markdown_tables(rows, str(meta["reference"]), str(meta["mode"])),
     )
     return [csv_path, json_path, dec_path, md_path]
 

@@ -13,13 +13,13 @@ from estimators.error_report import (
     write_outputs,
 )
 from estimators.pmi import PmiParams
-from hadar.commands import argtypes
+from hadar.commands import Subparsers, argtypes
 from hadar.core.errors import InputError
 from hadar.core.gpu_catalogue import canonical_gpu
 from hadar.scenario import load_table
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "estimate-error",
         help="error of the PMI/PCIe cold-start throughput estimate against measured throughputs",

@@ -14,11 +14,12 @@ import argparse
 import math
 import time
 from dataclasses import replace
+from typing import Any
 
 from rich.console import Console
 
-from hadar.commands import argtypes
-from hadar.commands.common import add_policy_opt_arg
+from hadar.commands import Subparsers, argtypes
+from hadar.commands.common import adaptation_note, add_policy_opt_arg
 from hadar.commands.options import (
     add_alias,
     add_out_arg,
@@ -27,6 +28,7 @@ from hadar.commands.options import (
     add_workers_arg,
     announce,
     output_dir,
+    resolve_round,
 )
 from hadar.core.errors import InputError
 from hadar.core.extras import plots_missing_note
@@ -34,11 +36,11 @@ from hadar.core.validation import MAX_JOBS
 from hadar.experiments import grid, load_sweep, report, tables
 from hadar.experiments.grid import DEFAULT_CLUSTERS, DEFAULT_MIXES, DEFAULT_POLICIES, DEFAULT_SLOTS
 from hadar.experiments.paper import PAPER_BEST_SLOT
-from hadar.policy import default_policies
+from hadar.policy import declared_round, default_policies
 from hadar.sweep import default_workers
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "experiment",
         help="reproduce the paper's experiments in the simulator",
@@ -68,9 +70,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     ph.add_argument(
         "--rounds",
         dest="slots",
-        default=",".join(f"{s:g}" for s in DEFAULT_SLOTS),
+        default=None,
         metavar="LIST",
-        help="round (slot) lengths in seconds for the sweep (default: %(default)s)",
+        help="round (slot) lengths in seconds for the sweep (default: "
+        + ",".join(f"{s:g}" for s in DEFAULT_SLOTS)
+        + ", plus the policies' declared round, which is then the main round)",
     )
     add_alias(ph, "--slots", "--rounds", "slots")
     ph.add_argument(
@@ -155,6 +159,7 @@ def run_load_sweep(args: argparse.Namespace) -> int:
     if args.num_jobs < 2:
         raise InputError(f"--num-jobs: must be >= 2 (got {args.num_jobs})")
     window = _window(args.window, args.num_jobs)
+    round_note = resolve_round(args, policies)
     if not (args.round_length > 0 and math.isfinite(args.round_length)):
         raise InputError(f"--round: must be a positive number of seconds (got {args.round_length})")
     if not (args.restart_penalty >= 0 and math.isfinite(args.restart_penalty)):
@@ -179,6 +184,8 @@ def run_load_sweep(args: argparse.Namespace) -> int:
     )  # workload/throughput errors, once
     workers = default_workers(len(cells), args.workers)
     console = Console(width=max(150, Console().width))
+    if round_note:
+        console.print(round_note, highlight=False, soft_wrap=True)
     where = (
         f"Ray at {args.ray_address}"
         if args.ray_address
@@ -282,12 +289,19 @@ def _window(text: str, num_jobs: int) -> tuple[int, int]:
 
 
 def run_physical(args: argparse.Namespace) -> int:
+    slots, main_slot, round_note = _physical_rounds(args.slots, args.main_slot, args.policies)
     spec = grid.parse_spec(
-        args.clusters, args.mixes, args.policies, args.slots, args.main_slot, args.restart_penalty
+        args.clusters, args.mixes, args.policies, slots, main_slot, args.restart_penalty
     )
     out, replacing = output_dir(args.out, args.out_stem)
     console = Console(width=max(180, Console().width))
     announce(replacing, console)
+    if round_note:
+        console.print(round_note, highlight=False, soft_wrap=True)
+    jobs = [j for m in spec.mixes for j in grid.scenario(spec.clusters[0], m)[1]]  # every mix's
+    adapting = adaptation_note(spec.policies, jobs)
+    if adapting:
+        console.print(adapting, style="yellow", highlight=False, soft_wrap=True)
     todo = grid.cells(spec)
     workers = default_workers(len(todo), args.workers)
     console.print(
@@ -305,7 +319,7 @@ def run_physical(args: argparse.Namespace) -> int:
         r["estimated"] = ";".join(f"{m}@{g}" for m, g in estimated[(r["cluster"], r["mix"])])
 
     names = list(dict.fromkeys(r["cluster"] for r in rows))
-    summary: dict = {"clusters": {}}
+    summary: dict[str, dict[str, dict[str, Any]]] = {"clusters": {}}
     for c in names:
         comps = tables.cluster_comparisons(rows, bounds, c, spec.main_slot, spec.mixes)
         means = tables.mean_over_mixes(comps, report.MEAN_KEYS)
@@ -358,3 +372,24 @@ def run_physical(args: argparse.Namespace) -> int:
         f"{wall:.1f} s with bounds and figures; wrote {', '.join(f.name for f in files)} in {out}/"
     )
     return 0
+
+
+def _physical_rounds(
+    slots: str | None, main_slot: str | None, policies: str
+) -> tuple[str, str | None, str | None]:
+    """``--rounds`` and ``--main-round`` of the physical grid: not typed, the paper's sweep plus
+    the policies' declared round (:func:`hadar.policy.declared_round`), which is then the main
+    round of every policy alike (as in ``hadar compare``); and the line saying so."""
+    if slots is not None:
+        return slots, main_slot, None
+    declared = declared_round([p.strip() for p in policies.split(",")])
+    swept = sorted({*DEFAULT_SLOTS, *([declared.seconds] if declared else [])})
+    text = ",".join(f"{s:g}" for s in swept)
+    if declared is None:
+        return text, main_slot, None
+    main = main_slot if main_slot is not None else f"{declared.seconds:g}"
+    note = (
+        f"rounds: {text} s; main round {main} s for every policy "
+        f"({', '.join(declared.declared_by)}'s declared scheduling interval; --rounds to change)"
+    )
+    return text, main, note

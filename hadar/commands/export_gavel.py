@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from hadar.commands import argtypes
+from hadar.commands import Subparsers, argtypes
 from hadar.commands.options import add_out_file_arg
 from hadar.core.errors import InputError
 from hadar.core.physical_workloads import PHYSICAL_WORKLOADS
@@ -13,7 +13,7 @@ from hadar.workloads import load_workload
 from hadar.workloads.gavel_trace import check_in_table, gavel_steps, write_trace
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "export-gavel",
         help="write a workload as a Gavel trace (10 tab-separated columns)",

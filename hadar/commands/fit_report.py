@@ -6,15 +6,20 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
+from hadar.commands import Subparsers
 from hadar.core.errors import InputError
 from hadar.core.io import write_csv
 
+if TYPE_CHECKING:
+    from goodput.traces import AppTrace
 
-def register(sub: argparse._SubParsersAction) -> None:
+
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "fit-report",
         help="fit Pollux's throughput model to the traces; report its error",
@@ -33,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _traces(folder: str | None) -> list:
+def _traces(folder: str | None) -> list[AppTrace]:
     from goodput.traces import APPLICATIONS, bundled_trace, load_trace_dir
 
     if folder is None:

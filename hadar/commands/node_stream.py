@@ -6,14 +6,14 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from hadar.commands import argtypes
+from hadar.commands import Subparsers, argtypes
 from hadar.commands.options import add_out_file_arg
 
 if TYPE_CHECKING:
     from hadar.core.node_stream import NodeStream
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "node-stream",
         help="generate, convert or describe a node-availability stream (--node-stream)",

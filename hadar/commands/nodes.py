@@ -12,21 +12,21 @@ import argparse
 import contextlib
 import json
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hadar.clusters import load_cluster
-from hadar.commands import argtypes
+from hadar.commands import Subparsers, argtypes
 from hadar.core.cluster import Cluster, Node
 from hadar.core.errors import InputError, UnreachableNodeError
 from hadar.runtime.gpu_inventory import GpuReport, NodeGpus, gpu_report, number_nodes
 
 if TYPE_CHECKING:
-    from nodes.provider import NodeHealth
+    from hadar.providers.base import NodeHealth
 
 CHECK_RUN_ID = "nodes-check"
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("nodes", help="inspect the machines of a local, ssh or aws cluster")
     actions = p.add_subparsers(dest="nodes_action", metavar="ACTION", required=True)
     c = actions.add_parser(
@@ -65,8 +65,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from nodes.provider import make_provider
-    from nodes.transport import provider_kind, provider_names
+    from hadar.providers.base import make_provider
+    from hadar.providers.registry import provider_kind, provider_names
 
     cluster = load_cluster(args.cluster)
     kind = provider_kind(cluster.provider)
@@ -129,7 +129,7 @@ def _row(
     gpus: NodeGpus | None,
     problem: str | None,
     torch_problem: str | None,
-) -> dict:
+) -> dict[str, Any]:
     """One node of ``--json``: the health fields, the declared and seen GPUs and the verdict."""
     return {
         "ready": h.reachable and problem is None and torch_problem is None,

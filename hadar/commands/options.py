@@ -84,10 +84,16 @@ def add_alias(
     )
 
 
+class DriverRound(float):
+    """``--round``'s default when not typed: the driver's round, which a policy's declared
+    round replaces (:func:`resolve_round`); a typed ``--round`` is a plain float and wins."""
+
+
 def add_round_arg(
     p: argparse.ArgumentParser, default: float = SIMULATED.round_s, old: str | None = None
 ) -> None:
-    """``--round SECONDS`` (dest ``round_length``); ``old`` is a deprecated spelling kept working."""
+    """``--round SECONDS`` (dest ``round_length``); ``old`` is a deprecated spelling kept working.
+    Not typed, the round is the policies' declared round, else ``default`` (:func:`resolve_round`)."""
     round_type = (
         argtypes.seconds(0, argtypes.DAY, lo_open=True)
         if default == REAL_RUN.round_s
@@ -102,12 +108,45 @@ def add_round_arg(
         "--round",
         dest="round_length",
         type=round_type,
-        default=default,
+        default=DriverRound(default),
         metavar="SECONDS",
-        help=f"round length {where} (default: %(default)s)",
+        help=f"round length {where} (default: %(default)s, or the policy's declared interval: "
+        f"{_declared_rounds()}; with several policies one common round, the shortest declared)",
     )
     if old:
         add_alias(p, old, "--round", "round_length", round_type)
+
+
+def _declared_rounds() -> str:
+    """``pollux 60 s``: the registered policies that declare their own round."""
+    from hadar.policy import POLICY_REGISTRY
+
+    named = [
+        f"{n} {c.info.round_s:g} s"
+        for n, c in POLICY_REGISTRY.items()
+        if c.info.round_s is not None
+    ]
+    return ", ".join(named) or "none declares one"
+
+
+def resolve_round(args: argparse.Namespace, policies: Sequence[str]) -> str | None:
+    """Set ``args.round_length`` when ``--round`` was not typed: the one common round of
+    ``policies`` (:func:`hadar.policy.declared_round`: the shortest any declares, for every
+    policy alike), else the driver's default. Returns the line saying which round a declared
+    one gave (None when ``--round`` was typed or no policy declares one)."""
+    from hadar.policy import declared_round
+
+    if not isinstance(args.round_length, DriverRound):
+        return None
+    declared = declared_round(policies)
+    args.round_length = float(args.round_length if declared is None else declared.seconds)
+    if declared is None:
+        return None
+    who = ", ".join(declared.declared_by)
+    common = (
+        " (the shortest declared: one common round for every policy)" if len(policies) > 1 else ""
+    )
+    return f"round: {declared.seconds:g} s, {who}'s declared scheduling interval{common}; --round to change"
 
 
 def add_restart_penalty_arg(

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from hadar.commands import Subparsers
 from hadar.commands.run import print_run_summary
 from hadar.core.extras import require
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "report",
         help="redraw a run's reports and charts",

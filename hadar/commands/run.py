@@ -6,19 +6,21 @@ import argparse
 import secrets
 import signal
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
-from hadar.commands import argtypes
+from hadar.commands import Subparsers, argtypes
 from hadar.commands.common import add_policy_opt_arg, estimates_note
 from hadar.commands.options import (
     add_policy_arg,
     add_restart_penalty_arg,
     add_round_arg,
     add_size_arg,
+    resolve_round,
 )
 from hadar.commands.resume_options import check_resume_options, track_given
 from hadar.core.defaults import REAL_RUN, SIMULATED
@@ -29,10 +31,11 @@ from hadar.runtime.config import RunConfig, load_config, save_config
 from hadar.runtime.identity import RunIdentity, check_same_run, run_identity
 
 if TYPE_CHECKING:
+    from hadar.core.jobs import Job
     from hadar.runtime.live import LiveView
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "run",
         help="train a workload on real nodes (local, SSH or AWS)",
@@ -51,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="M-1..M-12 or a job file with training specs (default: %(default)s)",
     )
     add_size_arg(p, REAL_RUN.size)
-    add_policy_arg(p, "hadare")
+    add_policy_arg(p, REAL_RUN.policy)
     add_policy_opt_arg(p)
     add_round_arg(p, REAL_RUN.round_s, old="--slot")
     p.add_argument(
@@ -203,6 +206,9 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(
                 f"--out: {rundir} already holds a run (use --resume {rundir} or another --out)"
             )
+        round_note = resolve_round(args, [args.policy])
+        if round_note:
+            console.print(round_note, highlight=False, soft_wrap=True)
         cfg = RunConfig(
             run_id=f"{rundir.name}-{secrets.token_hex(3)}"[-60:].lstrip(".-_") or "run",
             cluster=_absolute(args.cluster),
@@ -299,14 +305,17 @@ def _by(signum: int) -> str:
 
 
 def check_down_after(cluster_file: str) -> None:
-    """``--down-after`` terminates EC2 instances: only for a ``provider: aws`` cluster file."""
+    """``--down-after`` terminates machines: only for a cluster whose provider launches them."""
     from hadar.clusters import load_cluster
+    from hadar.providers.registry import provider_kind, provider_kinds
 
     provider = load_cluster(cluster_file).provider
-    if provider != "aws":
+    kind = provider_kind(provider)
+    if kind is None or not kind.launches_nodes:
+        launching = " or ".join(f"provider: {k.name}" for k in provider_kinds() if k.launches_nodes)
         raise InputError(
             f"--down-after: {cluster_file} is a provider: {provider} cluster; --down-after "
-            "terminates the instances of a provider: aws cluster (pass the aws file to hadar run)"
+            f"terminates the instances of a {launching} cluster (pass that file to hadar run)"
         )
 
 
@@ -356,7 +365,7 @@ def current_identity(cfg: RunConfig) -> RunIdentity:
     )
 
 
-def _provider_options(args: argparse.Namespace) -> dict:
+def _provider_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"trust_new_hosts": True} if getattr(args, "trust_new_hosts", False) else {}
 
 
@@ -365,7 +374,7 @@ def _close(view: LiveView | None) -> None:
         view.close()
 
 
-def _LineView(jobs, console):  # noqa: N802 - a constructor
+def _LineView(jobs: dict[int, Job], console: Console) -> LiveView:  # noqa: N802 - a constructor
     """The live view without a live display (one line per round)."""
     from hadar.runtime.live import LiveView
 
@@ -385,7 +394,9 @@ METRIC_HINTS = {
 JCT_TAIL_KEYS = ("median_jct_s", "p99_jct_s", "max_jct_s")
 
 
-def print_run_summary(summary: dict, rundir: Path, console: Console | None = None) -> None:
+def print_run_summary(
+    summary: Mapping[str, Any], rundir: Path, console: Console | None = None
+) -> None:
     console = console or Console()
     t = Table(
         title=f"{summary['policy']} on {summary['cluster']} ({summary['workload']}, {summary['size']}): "
@@ -393,7 +404,10 @@ def print_run_summary(summary: dict, rundir: Path, console: Console | None = Non
     )
     t.add_column("metric")
     t.add_column("value", justify="right")
-    fmt = lambda v, unit="s": "-" if v is None else f"{v:,.1f} {unit}"  # noqa: E731
+
+    def fmt(v: float | None, unit: str = "s") -> str:
+        return "-" if v is None else f"{v:,.1f} {unit}"
+
     t.add_row("total time duration (TTD, wall clock)", fmt(summary["ttd_s"]))
     active = summary.get("active_s")
     if active is not None and summary["ttd_s"] is not None:

@@ -3,22 +3,35 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from hadar.commands import Subparsers
 from hadar.commands.common import (
+    adaptation_note,
     add_policy_opt_arg,
     add_scenario_args,
     estimates_note,
+    load_scenario,
 )
-from hadar.commands.options import add_out_arg, add_policy_arg, announce, output_dir
+from hadar.commands.options import (
+    add_out_arg,
+    add_policy_arg,
+    announce,
+    output_dir,
+    resolve_round,
+)
+from hadar.core.defaults import SIMULATED
 from hadar.core.extras import plots_missing_note
+from hadar.policy import policy_info
 from hadar.policy_options import parse_pairs
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "simulate",
         help="run the trace-driven simulator",
@@ -27,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "three PNGs (completion CDF, GPU occupancy by job class, GPU use over time).",
     )
     add_scenario_args(p)
-    add_policy_arg(p, "hadar")
+    add_policy_arg(p, SIMULATED.policy)
     add_policy_opt_arg(p)
     add_out_arg(p, "simulate")
     p.add_argument("--no-progress", action="store_true", help="do not show the progress bar")
@@ -49,6 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from hadar import api
 
+    round_note = resolve_round(args, [args.policy])
     sim = api.simulate(
         args.cluster,
         args.workload,
@@ -65,6 +79,13 @@ def run(args: argparse.Namespace) -> int:
         node_stream=args.node_stream,
         fork_progress=args.fork_progress,
     )
+    if round_note:
+        Console(stderr=True).print(round_note, highlight=False, soft_wrap=True)
+    if policy_info(args.policy).adapts_batch:
+        _, jobs, _ = load_scenario(args)
+        said = adaptation_note([args.policy], jobs)
+        if said:
+            Console(stderr=True).print(said, style="yellow", highlight=False, soft_wrap=True)
     note = estimates_note(sim.records.estimated_cells)
     if note:
         Console(stderr=True).print(note, style="yellow", highlight=False, soft_wrap=True)
@@ -86,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_summary(summary: dict, out: Path | None = None) -> None:
+def print_summary(summary: Mapping[str, Any], out: Path | None = None) -> None:
     """A two-column table of the headline metrics."""
     table = Table(
         title=f"{summary['policy']} on {summary['cluster']}: {summary['completed']}/{summary['jobs']} jobs"

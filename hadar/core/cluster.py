@@ -33,7 +33,7 @@ class Node:
     transport: Mapping[str, Any] = field(default_factory=dict)
     """The node entry's provider-specific keys (SSH address, port, user, identity_file; AWS
     instance_type), uninterpreted here: each provider parses them with its own schema
-    (``nodes/transport.py``). A private copy, typed read-only (a plain dict, so it pickles)."""
+    (``hadar/providers/transport.py``). A private copy, typed read-only (a plain dict, so it pickles)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "transport", dict(self.transport))
@@ -45,7 +45,8 @@ class Node:
 
 @dataclass(frozen=True)
 class Cluster:
-    """A named set of nodes reached through one provider (simulated, local, ssh or aws)."""
+    """A named set of nodes reached through one provider (``simulated``: none; the others are
+    registered in :mod:`hadar.providers.registry`)."""
 
     name: str
     nodes: tuple[Node, ...]

@@ -4,24 +4,22 @@ Schema (unknown keys are rejected so typos surface; a node entry's keys beyond t
 be among the ``transport_keys`` the caller accepts, see :func:`cluster_from_dict`)::
 
     name: sim-60gpu
-    provider: simulated            # simulated, or a provider of nodes.transport.PROVIDER_KINDS
+    provider: simulated            # simulated (no machines), or a provider the caller names
     description: free text
     nodes:
       - name: v100                 # with count > 1 the nodes are v100-0, v100-1, ...
         count: 5
         gpus: {v100: 4}            # GPU type (catalogue id or alias) -> count, each >= 1
         pcie_gen: 3                # motherboard PCIe generation (default 3)
-        speed_factor: 0.5          # local: emulate a GPU this fraction as fast
+        speed_factor: 0.5          # emulate a GPU this fraction as fast
         emulate: true              # declared GPUs are emulated, not checked against the machine's
-                                   # (default: the provider's, see ``emulates_gpus``: local only)
+                                   # (default: the provider's, ``ProviderSchema.emulates_gpus``)
         gpu_indices: {v100: [0, 1, 2, 3]}   # nvidia-smi indices of each type (default: matched)
-        address: host-or-ip        # transport keys: the provider's own (ssh: address, port,
-        instance_type: p3.2xlarge  # user, identity_file; aws: instance_type), kept uninterpreted
-                                   # in Node.transport and parsed by the provider (nodes/transport.py)
+        <key>: <value>             # transport keys: the provider's own, kept uninterpreted in
+                                   # Node.transport and parsed by the provider
     gpu_types: {...} | FILE        # GPU types the catalogue lacks (hadar/core/user_gpus.py)
-    ssh: {...}                     # provider sections (each provider's own, validated by it;
-    aws: {...}                     # the core accepts those its caller's ProviderSchema names)
-    local: {...}
+    <section>: {...}               # a provider's settings (the sections the caller's
+                                   # ProviderSchema names; each validated by its provider)
     network:                       # optional interconnect (hadar/core/topology.py, docs/estimators.md)
       nic_gbps: 25                 # each node's link to its rack switch, Gbit/s
       racks:
@@ -160,13 +158,13 @@ class _NodeSpec(BaseModel):
 class ProviderSchema:
     """What a cluster file may hold beyond the core's keys, as the providers declare it (the core
     names no provider): :func:`hadar.clusters.load_cluster` passes the registered providers'
-    (``nodes.transport.PROVIDER_KINDS``)."""
+    (``hadar.providers.registry``)."""
 
     providers: tuple[str, ...] | None = None
     """``provider:`` values besides ``simulated``; None = any name (the core alone)."""
     sections: tuple[str, ...] = ()
-    """Top-level sections the providers read (``ssh:``, ``aws:``, ``local:``): each a mapping,
-    validated by its provider when it starts (``nodes.provider.load_section``)."""
+    """Top-level sections the providers read: each a mapping, validated by its provider when it
+    starts."""
     transport_keys: TransportKeys = lambda provider: ()
     """A provider's name -> the node-entry keys it accepts beyond the core's."""
     emulates_gpus: EmulatesGpus = lambda provider: False

@@ -28,6 +28,8 @@ class DriverDefaults:
     paper's restart penalty; real runs: what HadarE assumes averaging costs on real nodes."""
     size: str
     """Model size of the workload mixes (``--size``)."""
+    policy: str
+    """The policy a run uses when none is named (``--policy``; a registered policy's name)."""
 
 
 @dataclass(frozen=True)
@@ -39,13 +41,13 @@ class RealRunDefaults(DriverDefaults):
 
 
 SIMULATED = DriverDefaults(
-    round_s=360.0, restart_penalty_s=10.0, aggregation_overhead_s=10.0, size="paper"
+    round_s=360.0, restart_penalty_s=10.0, aggregation_overhead_s=10.0, size="paper", policy="hadar"
 )
 """The simulator's defaults (``simulate``, ``compare``, the experiments, the Python API): the
-paper's six-minute rounds and 10 s checkpoint-restart penalty, mixes at the paper's sizes."""
+paper's six-minute rounds and 10 s checkpoint-restart penalty, mixes at the paper's sizes, Hadar."""
 
 REAL_RUN = RealRunDefaults(
-    round_s=30.0, restart_penalty_s=3.0, aggregation_overhead_s=2.0, size="tiny"
+    round_s=30.0, restart_penalty_s=3.0, aggregation_overhead_s=2.0, size="tiny", policy="hadare"
 )
 """``hadar run``'s defaults: 30 s wall-clock rounds, short enough for the tiny models on CPUs;
-3 s for starting a worker and loading a model; 2 s for averaging; tiny models."""
+3 s for starting a worker and loading a model; 2 s for averaging; tiny models; HadarE."""

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import re
+from functools import lru_cache
+from importlib import metadata
 from types import ModuleType
 
 from hadar.core.errors import MissingExtraError
@@ -16,21 +19,38 @@ from hadar.core.errors import MissingExtraError
 DISTRIBUTION = "hadar-scheduler"
 """The name on the package index (``hadar`` there is an unrelated project)."""
 
-EXTRA_OF_MODULE = {
-    "torch": "train",
-    "paramiko": "ssh",
-    "boto3": "aws",
-    "botocore": "aws",
-    "matplotlib": "plots",
-    "ray": "ray",
-    "tenacity": "ssh",
-}
-"""Top-level module -> the extra that installs it."""
+DEVELOPMENT_EXTRAS = frozenset({"test"})
+"""Extras for working on the project, not for using it."""
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+@lru_cache(maxsize=1)
+def extras_of_modules() -> dict[str, str]:
+    """Top-level module -> the first extra that installs it, read from the installed
+    distribution's metadata: the extras in ``pyproject.toml`` are the one list (a provider's new
+    extra needs no edit here). A distribution's name stands for its module (``paramiko``);
+    empty when the package is not installed (run from a bare source tree)."""
+    try:
+        requirements = metadata.requires(DISTRIBUTION) or []
+    except metadata.PackageNotFoundError:
+        return {}
+    out: dict[str, str] = {}
+    for requirement in requirements:
+        name = re.match(r"[A-Za-z0-9._-]+", requirement)
+        extra = re.search(r"""extra\s*==\s*["']([^"']+)["']""", requirement)
+        if name is None or extra is None or extra.group(1) in DEVELOPMENT_EXTRAS:
+            continue
+        if _normal(name.group()) != _normal(DISTRIBUTION):  # `all` names the others
+            out.setdefault(_normal(name.group()), extra.group(1))
+    return out
 
 
 def install_hint(module: str) -> str:
     """``pip install 'hadar-scheduler[EXTRA]'`` for ``module``."""
-    extra = EXTRA_OF_MODULE.get(module.split(".")[0], "all")
+    extra = extras_of_modules().get(_normal(module.split(".")[0]), "all")
     return f"pip install '{DISTRIBUTION}[{extra}]'"
 
 
@@ -48,7 +68,8 @@ def require(module: str, purpose: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as exc:
         missing = (exc.name or "").split(".")[0]
-        if missing not in EXTRA_OF_MODULE:
+        known = extras_of_modules()
+        if known and _normal(missing) not in known:
             raise  # not an optional dependency: a real bug, keep its traceback
         raise MissingExtraError(
             f"{purpose} needs {missing}, which is not installed: {install_hint(missing)}"

@@ -197,7 +197,8 @@ def csv_text(
         for r in rows
     ]
     frame = pd.DataFrame(table, columns=list(columns), dtype=object)
-    return frame.to_csv(index=False, na_rep="", lineterminator="\n")
+    text: str = frame.to_csv(index=False, na_rep="", lineterminator="\n")
+    return text
 
 
 def write_csv(

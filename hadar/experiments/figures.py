@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from hadar.experiments.bounds import TtdBounds
+from hadar.experiments.paper import PAPER_SLOT_FIGURES
 from hadar.plots import physical
 
 FIGURES = {"fig8_cru.png", "fig9_ttd.png", "fig10_jct.png"}
-SLOT_FIGURES = {"hadare": "fig11_cru_slots_hadare.png", "hadar": "fig12_cru_slots_hadar.png"}
 
 
 def _panels(
@@ -72,7 +72,7 @@ def draw(
         ),
     ]
     policies = {r["policy"] for r in rows}
-    for policy, name in SLOT_FIGURES.items():
+    for policy, name in PAPER_SLOT_FIGURES.items():
         if policy not in policies:
             continue
         data: dict[str, dict[str, dict[str, Any]]] = {c: {m: {} for m in mixes} for c in clusters}

@@ -22,6 +22,7 @@ from hadar.core.errors import InputError
 from hadar.core.jobs import Job
 from hadar.core.physical_workloads import mix
 from hadar.experiments.bounds import TtdBounds, mix_bounds
+from hadar.experiments.paper import PAPER_POLICIES
 from hadar.policy import POLICY_REGISTRY, make_policy
 from hadar.scenario import load_scenario
 from hadar.simulator import SimConfig, simulate
@@ -29,7 +30,7 @@ from hadar.simulator.metrics import summarize
 
 DEFAULT_CLUSTERS = ("aws-5node", "lab-5node")
 DEFAULT_MIXES = ("M-1", "M-3", "M-4", "M-5", "M-8", "M-10", "M-12")
-DEFAULT_POLICIES = ("gavel", "hadar", "hadare")
+DEFAULT_POLICIES = PAPER_POLICIES
 DEFAULT_SLOTS = (90.0, 180.0, 360.0)
 DEFAULT_MAIN_SLOT = SIMULATED.round_s
 

@@ -7,6 +7,19 @@ paper's wording: a TTD or JCT "speed-up" of A over B is ``B / A``; a CRU "gain" 
 
 from __future__ import annotations
 
+PAPER_POLICIES = ("gavel", "hadar", "hadare")
+"""The policies the paper's physical evaluation compares (the experiment's default set). Their
+names appear here, as the paper's data, and in their own modules; nowhere else."""
+
+PAPER_COMPARISONS = (("hadar", "gavel"), ("hadare", "hadar"), ("hadare", "gavel"))
+"""(policy, reference) pairs whose ratios the paper reports (the keys of PAPER_AVERAGES)."""
+
+TARGET_PAIR = ("hadare", "hadar")
+"""(policy, reference) of the project's targets: HadarE's TTD and CRU against Hadar's."""
+
+PAPER_SLOT_FIGURES = {"hadare": "fig11_cru_slots_hadare.png", "hadar": "fig12_cru_slots_hadar.png"}
+"""The paper's slot-sweep figures (Figs. 11-12): the policy each draws, and its file."""
+
 PAPER_CLUSTERS = {"aws-5node": "aws", "lab-5node": "lab"}
 """Cluster name -> the paper's cluster (its Fig. X(a) is AWS, X(b) the lab testbed)."""
 

@@ -9,16 +9,19 @@ from typing import Any
 
 from hadar.experiments.bounds import TtdBounds
 from hadar.experiments.paper import (
+    PAPER_COMPARISONS,
+    PAPER_POLICIES,
     TARGET_HADARE_CRU_MIN,
     TARGET_HADARE_TTD_RATIO_MAX,
     TARGET_MIXES,
+    TARGET_PAIR,
 )
 from hadar.policy import find_policy_info
 
 Row = dict[str, Any]
 Key = tuple[str, str, str, float]
 
-COMPARISONS = (("hadar", "gavel"), ("hadare", "hadar"), ("hadare", "gavel"))
+COMPARISONS = PAPER_COMPARISONS
 """(policy, reference) pairs whose ratios are reported."""
 
 RATIO_METRICS = (("ttd", "ttd_s", False), ("cru", "cru", True), ("jct", "avg_jct_s", False))
@@ -73,12 +76,12 @@ def mix_comparison(
     ``lb_fork_over_hadar_ttd``, the smallest fraction of Hadar's TTD any schedule can reach, and its
     inverse ``ttd_bound_vs_hadar``, the largest TTD speed-up over Hadar any schedule can reach."""
     out: Row = {"cluster": cluster, "mix": mix, "slot_s": slot}
-    get = {p: idx.get((cluster, mix, p, slot)) for p in ("gavel", "hadar", "hadare")}
+    get = {p: idx.get((cluster, mix, p, slot)) for p in PAPER_POLICIES}
     for pol, ref in COMPARISONS:
         for prefix, key, higher in RATIO_METRICS:
             a, b = get[pol], get[ref]
             out[f"{prefix}_{pol}_vs_{ref}"] = _ratio(a[key], b[key], higher) if a and b else None
-    hadar, hadare = get["hadar"], get["hadare"]
+    hadare, hadar = (get[p] for p in TARGET_PAIR)
     out["hadare_ttd_over_hadar"] = (hadare["ttd_s"] / hadar["ttd_s"]) if hadar and hadare else None
     out["hadare_cru"] = hadare["cru"] if hadare else None
     for k in LB_KEYS:

@@ -1,8 +1,8 @@
 """One colour (and line style) per policy, used by every figure: Gavel is the same orange in
 ``hadar compare``, the physical-evaluation figures and the load sweep.
 
-The colour is the one the policy declares in the registry (``PolicyInfo.colour``,
-:mod:`hadar.policy`); the line style, marker and width are here, keyed by policy name. Series
+The colour, line style, marker and width are the ones the policy declares in the registry
+(``PolicyInfo.colour`` and ``PolicyInfo.line``, :mod:`hadar.policy`). Series
 that are not registered policies (slot lengths, a policy that declares no colour) take
 :data:`OTHER_COLOURS`, which no policy uses, in the figure's order (:func:`series_colours`).
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from matplotlib.colors import to_hex
 
-from hadar.policy import find_policy_info
+from hadar.policy import LineStyle, find_policy_info
 
 
 @dataclass(frozen=True)
@@ -26,20 +26,9 @@ class Style:
     width: float = 1.6
 
 
-LINES: dict[str, tuple[str, str, float]] = {
-    # hadar is drawn wide and solid, hadare narrow and dashed on top of it: where the two
-    # curves coincide (small workloads) both stay visible
-    "hadar": ("-", "o", 3.0),
-    "hadare": ("--", "s", 1.5),
-    "gavel": ("-", "^", 1.6),
-    "tiresias": ("-.", "D", 1.6),
-    "yarn-cs": (":", "v", 1.8),
-}
-"""Line style, marker and width of the policies the figures compare (others: solid, circles)."""
-
 OTHER_COLOURS = ("#7f7f7f", "#bcbd22", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
 """Colours for series without a declared colour: grey, olive and tab20b's darks, none of which
-a registered policy declares (``tests/plots/test_palette.py``)."""
+a registered policy declares (``tests/hadar/plots/test_palette.py``)."""
 
 
 def policy_colour(name: str) -> str | None:
@@ -55,6 +44,17 @@ def series_colours(names: list[str]) -> dict[str, str]:
     return {n: policy_colour(n) or next(others) for n in names}
 
 
+def policy_line(name: str) -> LineStyle:
+    """The line style policy ``name`` declares (``PolicyInfo.line``; the default for a series
+    that is not a registered policy)."""
+    info = find_policy_info(name)
+    return info.line if info is not None else LineStyle()
+
+
 def series_styles(names: list[str]) -> dict[str, Style]:
     """Colour, line style, marker and width of each series of one figure."""
-    return {n: Style(c, *LINES.get(n, ("-", "o", 1.6))) for n, c in series_colours(names).items()}
+    out = {}
+    for n, c in series_colours(names).items():
+        line = policy_line(n)
+        out[n] = Style(c, line.line, line.marker, line.width)
+    return out

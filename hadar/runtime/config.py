@@ -25,7 +25,7 @@ class RunConfig(BaseModel):
     """Path of the cluster file (re-read every round, so nodes may join or leave)."""
     workload: str
     size: str = REAL_RUN.size
-    policy: str = "hadare"
+    policy: str = REAL_RUN.policy
     policy_options: dict[str, str] = Field(default_factory=dict)
     """``--policy-opt`` knobs of the policy (kept so that a resumed run decides the same way)."""
     slot_s: float = Field(default=REAL_RUN.round_s, gt=0)

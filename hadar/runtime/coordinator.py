@@ -44,6 +44,7 @@ from hadar.core.safe_paths import refuse_links
 from hadar.loop import Decision, RoundLoop
 from hadar.policy import Policy, RoundContext
 from hadar.policy_options import policy_with_options
+from hadar.providers.base import NodeProvider, make_provider
 from hadar.runtime.config import RunConfig, RuntimeKnobs, check_run_jobs
 from hadar.runtime.evaluator import CheckpointGuard, Evaluator
 from hadar.runtime.faults import (
@@ -68,7 +69,6 @@ from hadar.runtime.round_executor import RoundExecutor, RoundResult
 from hadar.runtime.run_state import ProgressWatch, RunState
 from hadar.scenario import load_table, throughput_for
 from hadar.workloads import load_workload, validate_workload
-from nodes.provider import NodeProvider, make_provider
 from nodes.spec import JobSpec, parse_spec
 from tracker.tracker import JobTracker
 

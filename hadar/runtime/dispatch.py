@@ -22,8 +22,8 @@ from hadar.core.errors import HadarError, UnreachableNodeError
 from hadar.core.io import write_json
 from hadar.core.jobs import Job, Placement
 from hadar.core.safe_paths import PathEscapeError
+from hadar.providers.base import ChecksumMismatchError, NodeProvider
 from hadar.runtime.gpu_binding import GpuIds, rank_layout, worker_env
-from nodes.provider import ChecksumMismatchError, NodeProvider
 
 WORKER_MODULE = "nodes.worker"
 
@@ -288,7 +288,8 @@ def evaluate_checkpoint(
         out = local_dir / f"eval-j{job.job_id}.json"
         provider.get(node, f"{rd}/result.json", out)
         remove_checkpoints(provider, [node], [f"{rd}/in.pt", f"{rd}/eval.pt"])
-        return json.loads(out.read_text()).get("metric")
+        metric: dict[str, Any] | None = json.loads(out.read_text()).get("metric")
+        return metric
     except HadarError:
         return None
 

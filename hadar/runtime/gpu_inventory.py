@@ -85,7 +85,7 @@ class NodeGpus:
 
 
 def gpu_report(details: Mapping[str, Any] | None) -> GpuReport:
-    """The GPUs in a health probe's report (``nodes.health``), tolerant of older probes."""
+    """The GPUs in a health probe's report (``hadar.providers.health``), tolerant of older probes."""
     if not details:
         return GpuReport(problem="the node's health probe did not report")
     gpus = []

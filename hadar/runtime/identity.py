@@ -89,7 +89,10 @@ def check_same_run(
 ) -> None:
     """Refuse (one line naming what differs) a resume whose inputs are not the run's. Only a
     changed cluster file may be accepted, with ``force``."""
-    short = lambda d: d[:12]  # noqa: E731
+
+    def short(digest: str) -> str:
+        return digest[:12]
+
     new_run = "start a new run with --out instead"
     if recorded.workload_sha256 != now.workload_sha256:
         raise InputError(

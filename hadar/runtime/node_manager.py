@@ -20,6 +20,8 @@ from hadar.clusters import load_cluster
 from hadar.core.cluster import Cluster
 from hadar.core.errors import InputError, UnreachableNodeError
 from hadar.core.node_stream import NodeEvent, NodeStream, load_node_stream
+from hadar.providers.base import NodeProvider, make_provider
+from hadar.providers.registry import provider_kind
 from hadar.runtime.config import RunConfig, load_config, save_config
 from hadar.runtime.dispatch import CopyOutcome, CopyTask, run_copy, stop_warm_servers
 from hadar.runtime.faults import placement_nodes
@@ -33,11 +35,9 @@ from hadar.runtime.gpu_inventory import (
 from hadar.runtime.identity import cluster_digest
 from hadar.runtime.journal import EventLog, Journal
 from hadar.runtime.node_stream import PREEMPTED, LeaveWatcher, kill_processes_in, next_join
-from nodes.provider import NodeProvider, make_provider
-from nodes.transport import provider_kind
 
 ProviderFactory = Callable[..., NodeProvider]
-"""``(cluster, run_id, **options) -> NodeProvider``: :func:`nodes.provider.make_provider`, or a
+"""``(cluster, run_id, **options) -> NodeProvider``: :func:`hadar.providers.base.make_provider`, or a
 test's or benchmark's own."""
 
 

@@ -31,24 +31,24 @@ from typing import Any
 import numpy as np
 
 from hadar.core.jobs import Placement
-from hadar.policy import Policy, PolicyInfo, RoundContext, RoundPlan, register_policy
+from hadar.policy import LineStyle, Policy, PolicyInfo, RoundContext, RoundPlan, register_policy
+from hadar.reference_rates import best_rate_per_type
 from hadar.scheduler import non_preemptive, preemptive
-from hadar.scheduler.config import DEFAULT_MAX_RHO, TTD_SLACK_ROUNDS, HadarConfig
+from hadar.scheduler.config import DEFAULT_MAX_RHO, TTD_BOUNDS, TTD_SLACK_ROUNDS, HadarConfig
 from hadar.scheduler.contention import Contention
-from hadar.scheduler.preemptive import (
-    CRITICAL_TOLERANCE_ROUNDS,
-    best_remaining_s,
-    critical_jobs,
-    deadline_candidate,
-    deferred_rho,
-    overdue_jobs,
-)
+from hadar.scheduler.preemptive import deadline_candidate, deferred_rho, overdue_jobs
 from hadar.scheduler.steps import (
     admit,
     backfill,
     fits,
     job_id_of,
     placement_of,
+)
+from hadar.scheduler.ttd import (
+    CRITICAL_TOLERANCE_ROUNDS,
+    best_remaining_s,
+    critical_jobs,
+    guard_candidate,
 )
 from hadar.valuation import JobValuation, queue_entry, round_price_bounds, single_node, value_jobs
 from primal_dual.dp import CandidateCache, QueueEntry
@@ -59,6 +59,7 @@ from primal_dual.utility import make_utility
 __all__ = [
     "CRITICAL_TOLERANCE_ROUNDS",
     "DEFAULT_MAX_RHO",
+    "TTD_BOUNDS",
     "TTD_SLACK_ROUNDS",
     "Contention",
     "HadarConfig",
@@ -73,6 +74,7 @@ __all__ = [
     "deadline_candidate",
     "deferred_rho",
     "fits",
+    "guard_candidate",
     "job_id_of",
     "overdue_jobs",
     "placement_of",
@@ -90,7 +92,10 @@ class HadarPolicy(Policy):
     info = PolicyInfo(
         title="Hadar",
         colour="tab:blue",
-        defaults=frozenset({"compare", "load-sweep", "decision-times"}),
+        # drawn wide and solid, HadarE narrow and dashed on top of it: where the two curves
+        # coincide (small workloads) both stay visible
+        line=LineStyle("-", "o", 3.0),
+        defaults=frozenset({"compare", "compare-elastic", "load-sweep", "decision-times"}),
         rank=10,
         reference=True,
     )
@@ -250,11 +255,8 @@ def round_type_prices(
 def type_rates_alone(v: JobValuation, capacity: np.ndarray) -> np.ndarray:
     """Per type, the gang's fastest rate on that type alone: consolidated on a node with W of them,
     else across nodes when the type has W in all; 0 when it cannot hold the gang."""
-    w = v.request.num_gpus
-    cons = np.where(capacity >= w, v.request.rates_cons, 0.0).max(axis=0, initial=0.0)
-    unc = np.where(capacity > 0, v.request.rates_unc, 0.0).max(axis=0, initial=0.0)
-    unc = np.where(capacity.sum(axis=0) >= w, unc, 0.0)
-    return np.where(cons > 0, cons, unc)
+    r = v.request
+    return best_rate_per_type(r.rates_cons, r.rates_unc, capacity, r.num_gpus)
 
 
 def at_fastest_rate(rate: float, request: JobRequest, ceilings: dict[int, float]) -> bool:

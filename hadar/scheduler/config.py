@@ -19,6 +19,10 @@ round loses a round, and one whose remaining time is within two rounds of the bo
 pushed past it by the next round's wait as well; protecting them keeps the longest jobs running
 from the start, which is what a makespan objective asks (docs/hadar.md)."""
 
+TTD_BOUNDS = ("makespan-lp", "longest")
+"""``ttd_bound`` values, the default first: the TTD guard's bound on the remaining TTD
+(``hadar/scheduler/ttd.py``)."""
+
 
 @dataclass(frozen=True)
 class HadarConfig:
@@ -45,6 +49,11 @@ class HadarConfig:
     critical_slack_rounds: float = 0.0
     """With ``ttd_guard``: also treat as critical the jobs within this many rounds of the bound
     (0 = only the jobs on the critical path, up to a tolerance of 1 % of a round)."""
+    ttd_bound: str = TTD_BOUNDS[0]
+    """With ``ttd_guard``: the bound on the remaining TTD that decides the critical path.
+    ``longest``: the longest best remaining time or the remaining work over the GPUs;
+    ``makespan-lp``: that, and once every job's gang fits at once, the fluid makespan LP over GPU
+    types, which counts jobs contending for the same fast GPUs (``hadar/scheduler/ttd.py``)."""
     max_rho: float | None = DEFAULT_MAX_RHO
     """Deferral bound (``replan=preempt``): a job whose finish-time fairness would exceed this if
     it waited another round (:func:`deferred_rho`: elapsed time + a round + its best remaining
@@ -86,6 +95,8 @@ class HadarConfig:
     def __post_init__(self) -> None:
         if self.replan not in ("never", "upgrade", "preempt"):
             raise ValueError("replan must be 'never', 'upgrade' or 'preempt'")
+        if self.ttd_bound not in TTD_BOUNDS:
+            raise ValueError(f"ttd_bound must be one of {', '.join(TTD_BOUNDS)}")
         if self.critical_slack_rounds < 0:
             raise ValueError("critical_slack_rounds must be >= 0")
         if self.max_rho is not None and not (math.isfinite(self.max_rho) and self.max_rho > 0):

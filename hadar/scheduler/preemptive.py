@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hadar.policy import Assignment, RoundContext, RoundPlan
-from hadar.reference_rates import best_achievable_rate, equal_share_rate, fair_share_jct
+from hadar.reference_rates import equal_share_rate, fair_share_jct
 from hadar.running import split_running
 from hadar.scheduler.contention import Contention
 from hadar.scheduler.steps import (
@@ -21,16 +21,18 @@ from hadar.scheduler.steps import (
     job_id_of,
     placement_of,
 )
+from hadar.scheduler.ttd import (
+    CRITICAL_TOLERANCE_ROUNDS,
+    best_remaining_s,
+    critical_jobs,
+    guard_candidate,
+)
 from hadar.valuation import JobValuation
 from primal_dual.dp import CandidateCache, QueueEntry
 from primal_dual.find_alloc import Candidate
 
 if TYPE_CHECKING:
     from hadar.scheduler import HadarPolicy
-
-CRITICAL_TOLERANCE_ROUNDS = 0.01
-"""Jobs within 1 % of a round of the TTD bound count as on the critical path (rate estimates are
-continuous, so "exactly on the bound" needs a tolerance)."""
 
 
 def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
@@ -68,15 +70,16 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
         for j, y in held.items():
             if j != job_id and j not in placed:
                 out -= y
-        return np.maximum(out, 0)
+        idle: np.ndarray = np.maximum(out, 0)
+        return idle
 
     slack_s = (cfg.critical_slack_rounds + CRITICAL_TOLERANCE_ROUNDS) * ctx.round_length
-    crit = critical_jobs(vals, ctx, slack_s) if cfg.ttd_guard else []
-    for i, deadline in crit:  # the TTD guard first: these jobs set the TTD
-        cand = deadline_candidate(
+    crit = critical_jobs(vals, ctx, slack_s, cfg.ttd_bound) if cfg.ttd_guard else []
+    for i, deadline in crit:  # the TTD guard first: these jobs set the TTD (hadar/scheduler/ttd.py)
+        cand = guard_candidate(
             entries[i], vals[i], idle_for(entries[i].key), cache, deadline, ctx, strict=True
         )
-        cand = cand or deadline_candidate(entries[i], vals[i], free, cache, deadline, ctx)
+        cand = cand or guard_candidate(entries[i], vals[i], free, cache, deadline, ctx)
         if cand is not None:
             take(i, cand)
     # then the deferral bounds: the best-payoff placement (round prices) that meets the job's
@@ -196,45 +199,6 @@ def deferred_rho(
         finish = ctx.now + ctx.round_length - job.arrival + best_remaining_s(v, ctx, rates)
         out.append((finish / fair, fair) if math.isfinite(fair) else (0.0, fair))
     return out
-
-
-def critical_jobs(
-    vals: list[JobValuation], ctx: RoundContext, slack_s: float
-) -> list[tuple[int, float]]:
-    """Jobs on the critical path of the remaining TTD, longest first, with their deadline (seconds
-    from now). The remaining TTD is at least ``L = max(longest remaining time on its best
-    placement, GPU-seconds of remaining work at best rates / GPUs)``; a job whose own best
-    remaining time is within ``slack_s`` of L extends the TTD if it waits, so it must run now at a
-    rate that finishes it by L."""
-    if not vals:
-        return []
-    gpus = max(1, ctx.cluster.total_gpus)
-    rates: dict[int, float] = {}  # per request object: jobs of one class share theirs
-    best = [best_remaining_s(v, ctx, rates) for v in vals]
-    work = sum(
-        v.status.job.num_gpus * t for v, t in zip(vals, best, strict=True) if math.isfinite(t)
-    )
-    finite = [t for t in best if math.isfinite(t)]
-    if not finite:
-        return []
-    bound = max(max(finite), work / gpus)
-    out = [(i, bound) for i, t in enumerate(best) if math.isfinite(t) and t >= bound - slack_s]
-    return sorted(out, key=lambda it: (-best[it[0]], it[0]))
-
-
-def best_remaining_s(
-    v: JobValuation, ctx: RoundContext, memo: dict[int, float] | None = None
-) -> float:
-    """Seconds the job still needs on the fastest placement the cluster can give its gang
-    (``memo``: best rates by ``id(request)``, shared across calls of one round)."""
-    rate = None if memo is None else memo.get(id(v.request))
-    if rate is None:
-        rate = best_achievable_rate(
-            v.request.rates_cons, v.request.rates_unc, ctx.cluster.capacity, v.request.num_gpus
-        )
-        if memo is not None:
-            memo[id(v.request)] = rate
-    return v.status.remaining_steps / rate if rate > 0 else math.inf
 
 
 def deadline_candidate(

@@ -89,7 +89,6 @@ class SimConfig:
     efficiency data: ``goodput`` (at most as one job at their combined batch: each copy's
     samples count at the combined batch's statistical efficiency) or ``steps`` (each copy's own
     progress counts in full, the Hadar paper's accounting). docs/elastic.md."""
-    extra: dict = field(default_factory=dict)
     node_stream: NodeStream | None = None
     """Nodes joining and leaving (``--node-stream``, docs/node-streams.md): each round sees only
     the nodes up at its start and ends at the next event, so a leave preempts what runs on the

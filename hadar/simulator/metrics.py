@@ -10,7 +10,7 @@ import numpy as np
 
 from hadar.outputs_schema import completion_metrics, decision_metrics, utilisation
 from hadar.reference_rates import fair_share_jct
-from hadar.simulator.records import JobRecord, SimulationResult
+from hadar.simulator.records import JobRecord, PlacementRecord, SimulationResult
 
 
 def summarize(result: SimulationResult) -> dict[str, object]:
@@ -26,6 +26,8 @@ def summarize(result: SimulationResult) -> dict[str, object]:
       busy GPU-seconds they used (1.0 = every job always on its fastest placement, no restarts).
     * ``rho_*``: finish-time fairness (Themis), see :func:`finish_time_fairness`.
     * ``estimated_cells``: the throughput figures that were estimated (not in the measured table).
+    * ``gpu_hours``, ``avg_gpus_per_job``, ``avg_batch_per_job``: the Pollux paper's measures,
+      see :func:`allocation_metrics`.
     """
     jobs = result.jobs
     completion = completion_metrics(
@@ -55,9 +57,39 @@ def summarize(result: SimulationResult) -> dict[str, object]:
         "rho_above_1": float(np.mean(rho > 1.0)) if rho.size else None,
         "gpu_util_gavel": gavel_util,
         "restarts_per_job": float(np.mean([j.restarts for j in jobs])) if jobs else 0.0,
+        **allocation_metrics(busy, result.placements),
         "rounds": len(result.rounds),
         **decision_metrics([r.decision_seconds for r in result.rounds]),
         "estimated_cells": [asdict(c) for c in result.estimated_cells],
+    }
+
+
+def allocation_metrics(
+    busy_gpu_seconds: float, placements: Sequence[PlacementRecord]
+) -> dict[str, float | None]:
+    """The Pollux paper's resource measures (its Table 2):
+
+    * ``gpu_hours``: busy GPU-hours (every GPU a job held, for as long as it held it);
+    * ``avg_gpus_per_job``: GPUs per running job, the mean over (round, running job) pairs (a
+      HadarE job's copies together);
+    * ``avg_batch_per_job``: total batch size per running job the same way (its copies' batches
+      summed), over the pairs whose runs have a batch size (elastic jobs; None when none has)."""
+    gpus: dict[tuple[int, int], int] = {}
+    batch: dict[tuple[int, int], int] = {}
+    seen: set[tuple[int, int, int]] = set()
+    for r in placements:
+        run = (r.round_index, r.job_id, r.copy)
+        if run in seen:  # a run's rows (one per node and type) repeat its GPUs and batch
+            continue
+        seen.add(run)
+        key = (r.round_index, r.job_id)
+        gpus[key] = gpus.get(key, 0) + r.gpus
+        if r.batch_size is not None:
+            batch[key] = batch.get(key, 0) + r.batch_size
+    return {
+        "gpu_hours": busy_gpu_seconds / 3600.0,
+        "avg_gpus_per_job": float(np.mean(list(gpus.values()))) if gpus else None,
+        "avg_batch_per_job": float(np.mean(list(batch.values()))) if batch else None,
     }
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from estimators.throughput import GavelThroughputTable, ThroughputModel
 from hadar.core.cluster import Cluster
+from hadar.core.defaults import SIMULATED
 from hadar.core.errors import InputError
 from hadar.core.jobs import Job
 from hadar.core.suggest import did_you_mean
@@ -37,7 +38,7 @@ def is_builtin(name: str) -> bool:
 
 
 def load_workload(
-    name: str, table: GavelThroughputTable, seed: int = 0, size: str = "paper"
+    name: str, table: GavelThroughputTable, seed: int = 0, size: str = SIMULATED.size
 ) -> list[Job]:
     """Resolve a workload name or file into jobs (not yet validated against a cluster)."""
     m = PHILLY_RE.fullmatch(name)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+from hadar.core.defaults import SIMULATED
 from hadar.core.errors import InputError
 from hadar.core.jobs import Job
 from hadar.core.physical_workloads import PHYSICAL_WORKLOADS, mix
@@ -24,7 +25,7 @@ RUN_STEPS = {
 LEARNING_RATES = {"IC": 0.05, "LM": 1.0, "LT": 0.0005, "RS": 0.001, "MM": 0.001}
 
 
-def mix_jobs(name: str, size: str = "paper", seed: int = 0) -> list[Job]:
+def mix_jobs(name: str, size: str = SIMULATED.size, seed: int = 0) -> list[Job]:
     """The jobs of mix ``name`` (all arriving at 0), ids 0..n-1 in the mix's order."""
     if size not in SIZES:
         raise InputError(f"--size: unknown size {size!r} (known: {', '.join(SIZES)})")

@@ -78,7 +78,9 @@ class PolluxThroughput(ThroughputModel):
 
     def __init__(self, fallback: ThroughputModel) -> None:
         self.fallback = fallback
-        self._cells: dict[tuple[str, int, int, tuple[str, ...], tuple[int, ...]], tuple] = {}
+        self._cells: dict[
+            tuple[str, int, int, tuple[str, ...], tuple[int, ...]], tuple[np.ndarray, np.ndarray]
+        ] = {}
 
     def _true_rate(
         self, trace: AppTrace, per_node: tuple[int, ...], gpu_type: str, batch: int, progress: float
@@ -163,8 +165,8 @@ class PolluxThroughput(ThroughputModel):
                     rate, _ = self._true_rate(trace, per_node, gtype, batch, 0.0)
                     row.append(rate.throughput * eff)
                 per_type.append(np.array(row))
-            hit = tuple(np.broadcast_to(a, cluster.capacity.shape) for a in per_type)
-            self._cells[key] = hit
+            cons, unc = (np.broadcast_to(a, cluster.capacity.shape) for a in per_type)
+            hit = self._cells[key] = (cons, unc)
         return hit[0], hit[1]
 
     def describe(self, job: Job, cluster: Cluster) -> str:

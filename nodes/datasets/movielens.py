@@ -30,7 +30,8 @@ def heldout_mask(users: np.ndarray, items: np.ndarray) -> np.ndarray:
     h ^= h >> np.uint64(29)
     h *= np.uint64(0xBF58476D1CE4E5B9)
     h ^= h >> np.uint64(32)
-    return (h % np.uint64(HELDOUT_BUCKETS)) == 0
+    mask: np.ndarray = (h % np.uint64(HELDOUT_BUCKETS)) == 0
+    return mask
 
 
 class CSRRows:

@@ -55,7 +55,8 @@ class LSTMLanguageModel(nn.Module):
     def forward(self, tokens: Tensor) -> Tensor:
         """``tokens`` [B, T] -> logits [B, T, V]."""
         out, _ = self.rnn(self.drop(self.encoder(tokens)))
-        return self.decoder(self.drop(out))
+        logits: Tensor = self.decoder(self.drop(out))
+        return logits
 
 
 def build(cfg: LSTMConfig) -> nn.Module:

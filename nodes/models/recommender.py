@@ -50,7 +50,8 @@ class AutoEncoder(nn.Module):
         self.decoder = nn.Sequential(*dec)
 
     def forward(self, ratings: Tensor) -> Tensor:
-        return self.decoder(self.drop(self.encoder(ratings)))
+        predicted: Tensor = self.decoder(self.drop(self.encoder(ratings)))
+        return predicted
 
 
 def build(cfg: RecommenderConfig) -> nn.Module:
@@ -61,7 +62,8 @@ def loss(model: nn.Module, batch: dict[str, Tensor]) -> Tensor:
     """Masked MSE: mean squared error over the rated entries of the input vectors."""
     x = batch["ratings"]
     mask = x != 0
-    err = (model(x) - x)[mask]
+    predicted: Tensor = model(x)
+    err = (predicted - x)[mask]
     return (err * err).sum() / mask.sum().clamp(min=1)
 
 

@@ -71,7 +71,8 @@ class ResNet(nn.Module):
         out = F.relu(self.bn1(self.conv1(x)))
         out = self.layer4(self.layer3(self.layer2(self.layer1(out))))
         out = F.adaptive_avg_pool2d(out, 1).flatten(1)
-        return self.linear(out)
+        logits: Tensor = self.linear(out)
+        return logits
 
 
 def build(cfg: ResNetConfig) -> nn.Module:

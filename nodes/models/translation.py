@@ -110,7 +110,8 @@ class TranslationTransformer(nn.Module):
             tgt_key_padding_mask=tgt_in == PAD,
             memory_key_padding_mask=src_pad,
         )
-        return self.generator(out)
+        logits: Tensor = self.generator(out)
+        return logits
 
 
 def build(cfg: TranslationConfig) -> nn.Module:

@@ -80,7 +80,8 @@ class MiMaTransformer(nn.Module):
         memory = torch.cat([mem_micro, mem_macro], dim=1)
         q = self.queries.unsqueeze(0).expand(micro.shape[0], -1, -1)
         q = q + self.pos.pe[self.t_in : self.t_in + q.shape[1]].to(q.dtype)
-        return self.head(self.decoder(q, memory))
+        forecast: Tensor = self.head(self.decoder(q, memory))
+        return forecast
 
 
 def build(cfg: WeatherConfig) -> nn.Module:

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from baselines.afs import CurveCache, fill_curve, job_curve, sample_counts
+from baselines.afs import CurveCache, charge_restart, fill_curve, job_curve, sample_counts
 from estimators.gang_sizes import InterpolatedGangs, interpolate
 from estimators.throughput import GavelThroughputTable
 from hadar.api import simulate
@@ -117,3 +117,23 @@ def test_heterogeneous_afs_starts_a_job_on_its_fastest_type():
     (a,) = plan.assignments
     assert {k for per in a.placement.values() for k in per} == {"v100"}
     assert a.num_gpus == 4
+
+
+def test_charging_the_restart_delay_counts_it_in_the_rate_over_the_remaining_work():
+    curve = (0.0, 1.0, 1.8, 2.4)
+    assert charge_restart(curve, 100.0, 0.0, 0) == curve
+    # 100 units at 2 per second take 50 s; with a 50 s delay, 100 s: an effective rate of 1
+    assert charge_restart(curve, 100.0, 50.0, 0)[1] == pytest.approx(100 / 150)
+    charged = charge_restart(curve, 100.0, 50.0, 2)
+    assert charged[2] == 1.8 and charged[3] == pytest.approx(100 / (100 / 2.4 + 50))
+
+
+@pytest.mark.parametrize("aware", [False, True])
+def test_restart_aware_afs_keeps_shares_a_restart_could_not_pay_back(aware):
+    jobs = [replace(j, arrival=0.0, restart_s=1e7) for j in pollux_jobs("pollux-6")[:5]]
+    policy = make_policy("afs", restart_aware=aware)
+    first = policy.decide(_pollux_ctx(jobs)).allocation()  # a first start is free
+    churn = policy.decide(_pollux_ctx(jobs[1:], 0.5, first, 600.0)).allocation()
+    kept = [churn.get(k) == first[k] for k in first if k[0] != jobs[0].job_id]
+    # the paper's rule hands the finished job's GPUs out again; charged, no growth pays 1e7 s
+    assert all(kept) if aware else not all(kept)

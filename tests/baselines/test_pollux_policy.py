@@ -13,7 +13,7 @@ from hadar.policy import make_policy
 from hadar.simulator.engine import SimConfig, SimulatorExecutor
 from hadar.workloads.pollux import jobs_from_pollux_csv
 from hadar.workloads.pollux_throughput import PolluxThroughput
-from tests.core.helpers import TABLE, RecordingExecutor
+from tests.hadar.helpers import TABLE, RecordingExecutor
 
 CSV = """name,time,application,num_replicas,batch_size
 a,0,cifar10,1,128

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from hadar.clusters import load_cluster
 from hadar.core.jobs import Job
-from tests.core.helpers import TABLE
+from tests.hadar.helpers import TABLE
 
 
 def dense_rate(model, job: Job, placement, cluster) -> float:

@@ -216,7 +216,7 @@ def test_aws_ssh_file_carries_the_declarations(tmp_path: Path) -> None:
     import datetime as dt
 
     from hadar.clusters import cluster_from_dict
-    from nodes.aws import AwsCluster, Instance
+    from hadar.providers.aws.provider import AwsCluster, Instance
 
     (tmp_path / "my-gpus.yaml").write_text(yaml.safe_dump({"gpus": MY_GPUS}))
     data = {

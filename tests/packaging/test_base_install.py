@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hadar.core.extras import EXTRA_OF_MODULE
+from hadar.core.extras import extras_of_modules
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,7 +47,7 @@ def _hadar_without(blocked: set[str], *args: str, cwd: Path) -> subprocess.Compl
     )
 
 
-OPTIONAL = set(EXTRA_OF_MODULE)
+OPTIONAL = set(extras_of_modules())
 
 
 def test_simulate_and_compare_run_with_no_extra_installed(tmp_path):

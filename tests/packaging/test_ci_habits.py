@@ -35,13 +35,33 @@ def test_scripts_check_runs_lint_format_and_types():
     assert re.search(r"\bmypy\b", text)
 
 
-def test_mypy_has_no_blanket_ignores_and_the_test_extra_installs_it():
+# The options --strict turns on; setting one to false (globally or for a module) relaxes it.
+STRICT_OPTIONS = (
+    "warn_unused_configs",
+    "disallow_any_generics",
+    "disallow_subclassing_any",
+    "disallow_untyped_calls",
+    "disallow_untyped_defs",
+    "disallow_incomplete_defs",
+    "check_untyped_defs",
+    "disallow_untyped_decorators",
+    "warn_redundant_casts",
+    "warn_unused_ignores",
+    "warn_return_any",
+    "no_implicit_reexport",
+    "strict_equality",
+)
+
+
+def test_mypy_is_strict_has_no_blanket_ignores_and_the_test_extra_installs_it():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     mypy = project["tool"]["mypy"]
+    assert mypy["strict"] is True
     assert "ignore_missing_imports" not in mypy and "ignore_errors" not in mypy
-    assert (
-        mypy["warn_unused_ignores"] is True and "ignore-without-code" in mypy["enable_error_code"]
-    )
+    assert "ignore-without-code" in mypy["enable_error_code"]
+    for override in [mypy, *mypy.get("overrides", [])]:
+        relaxed = [o for o in STRICT_OPTIONS if override.get(o) is False]
+        assert not relaxed, f"{override.get('module', '[tool.mypy]')}: {relaxed}"
     for override in mypy.get("overrides", []):
         assert "ignore_errors" not in override
         assert all(

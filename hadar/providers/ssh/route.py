@@ -1,0 +1,186 @@
+"""How to reach one SSH node: host, port, user, keys, and the route there (ProxyJump hops or a
+ProxyCommand), merged from the cluster file and ``~/.ssh/config`` as OpenSSH would.
+
+Pure functions over :class:`paramiko.SSHConfig`; no connection is opened here.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import paramiko
+
+from hadar.core.errors import InputError
+from hadar.providers.ssh import ssh_name_problem
+
+MAX_HOPS = 8
+_HOP_RE = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>\[[^\]]+\]|[^:@\s]+)(?::(?P<port>\d+))?$")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and as whom to connect, and through what: ``jump`` (a ProxyJump hop, itself an
+    endpoint) or ``proxy_command`` (a shell command whose stdin/stdout carry the connection)."""
+
+    host: str
+    port: int
+    user: str
+    key_files: tuple[str, ...]
+    jump: Endpoint | None = None
+    proxy_command: str | None = None
+
+    def __str__(self) -> str:
+        if self.jump is not None:
+            return f"{self.host}:{self.port} via {self.jump}"
+        if self.proxy_command is not None:
+            return f"{self.host}:{self.port} via ProxyCommand"
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class Route:
+    """What the cluster file says about one node's route (``None``: not set at that level)."""
+
+    proxy_jump: str | None = None
+    proxy_command: str | None = None
+
+
+class RawProxyCommandConfig(paramiko.SSHConfig):
+    """``~/.ssh/config`` whose ``ProxyCommand`` comes back with its ``%`` tokens unexpanded:
+    paramiko pastes ``%h``/``%r`` in unquoted; :func:`expand_tokens` quotes them."""
+
+    def _tokenize(self, config: Any, target_hostname: str, key: str, value: str) -> str:
+        # paramiko's lookup() expands every value through this hook; its type stubs omit it
+        if key == "proxycommand":
+            return value
+        expand = paramiko.SSHConfig._tokenize  # type: ignore[attr-defined]
+        return str(expand(self, config, target_hostname, key, value))
+
+
+def check_names(host: str, user: str | None, where: str) -> None:
+    """One-line InputError naming ``where`` if ``host`` or ``user`` is no name OpenSSH accepts
+    (shell metacharacters, spaces, a leading '-')."""
+    for value, what in ((host, "host"), (user, "user")):
+        problem = None if value is None else ssh_name_problem(value, what)
+        if problem is not None:
+            raise InputError(f"{where}: {problem} (OpenSSH refuses it)")
+
+
+def _disabled(value: str | None) -> bool:
+    return value is not None and value.strip().lower() == "none"
+
+
+def parse_hops(spec: str, where: str) -> list[tuple[str | None, str, int | None]]:
+    """``[user@]host[:port][,...]`` (OpenSSH ProxyJump syntax) -> ``[(user, host, port)]``."""
+    hops: list[tuple[str | None, str, int | None]] = []
+    for raw in spec.split(","):
+        text = raw.strip().removeprefix("ssh://")
+        m = _HOP_RE.match(text)
+        port = int(m["port"]) if m and m["port"] else None
+        if not m or (port is not None and not 1 <= port <= 65535):
+            raise InputError(
+                f"{where}: bad ProxyJump hop {raw.strip()!r} (want [user@]host[:port])"
+            )
+        check_names(m["host"].strip("[]"), m["user"], f"{where}: ProxyJump hop {raw.strip()!r}")
+        hops.append((m["user"], m["host"].strip("[]"), port))
+    if len(hops) > MAX_HOPS:
+        raise InputError(f"{where}: more than {MAX_HOPS} ProxyJump hops")
+    return hops
+
+
+def expand_tokens(command: str, host: str, port: int, user: str, alias: str) -> str:
+    """OpenSSH's ``%h %p %r %n %%`` tokens in a ProxyCommand, each value shell-quoted (a no-op
+    for the names :func:`check_names` accepts; defence in depth for any other)."""
+    table = {
+        "h": shlex.quote(host),
+        "p": str(port),
+        "r": shlex.quote(user),
+        "n": shlex.quote(alias),
+        "%": "%",
+    }
+    return re.sub(r"%(.)", lambda m: table.get(m[1], m[0]), command)
+
+
+def pick_route(levels: Sequence[tuple[str, Route]]) -> tuple[str, Route]:
+    """The first level (most specific first) that sets a route; both keys at one level is an
+    error naming it. ``none`` at a level switches proxying off (as in ssh_config)."""
+    for where, route in levels:
+        if route.proxy_jump is not None and route.proxy_command is not None:
+            raise InputError(f"{where}: set proxy_jump or proxy_command, not both")
+        if route.proxy_jump is not None or route.proxy_command is not None:
+            return where, route
+    return "", Route()
+
+
+def resolve(
+    alias: str,
+    *,
+    config: paramiko.SSHConfig | None,
+    port: int | None = None,
+    user: str | None = None,
+    explicit_key: str | None = None,
+    route: Route = Route(),
+    route_where: str = "",
+    where: str = "",
+    fallback_key: str | None = None,
+    depth: int = 0,
+) -> Endpoint:
+    """Merge one host's settings: explicit values win over ``~/.ssh/config`` (``HostName``,
+    ``Port``, ``User``, ``IdentityFile``, ``ProxyJump``, ``ProxyCommand``), then defaults.
+
+    ``explicit_key`` must exist (one-line InputError otherwise); ``fallback_key`` is offered when
+    ssh_config names no key for the host (used for jump hosts: the cluster's key)."""
+    if depth > MAX_HOPS:
+        raise InputError(f"host {alias}: ProxyJump chain longer than {MAX_HOPS} hops (a loop?)")
+    cfg: dict[str, Any] = dict(config.lookup(alias)) if config else {}
+    host = str(cfg.get("hostname") or alias)
+    the_port = int(port or cfg.get("port", 22))
+    the_user = str(user or cfg.get("user") or getpass.getuser())
+    check_names(host, the_user, f"{where or 'host ' + alias} (after ~/.ssh/config)")
+    if explicit_key:
+        path = os.path.expanduser(explicit_key)
+        if not os.path.isfile(path):
+            raise InputError(
+                f"{where or 'host ' + alias} ({host}:{the_port}): identity_file {explicit_key} not found"
+            )
+        keys: tuple[str, ...] = (path,)
+    else:
+        found = (os.path.expanduser(p) for p in cfg.get("identityfile", []))
+        keys = tuple(p for p in found if os.path.isfile(p))
+        if not keys and fallback_key and os.path.isfile(os.path.expanduser(fallback_key)):
+            keys = (os.path.expanduser(fallback_key),)
+    if route.proxy_jump is None and route.proxy_command is None:
+        route, route_where = (
+            Route(cfg.get("proxyjump"), cfg.get("proxycommand")),
+            f"ssh_config Host {alias}",
+        )
+    if _disabled(route.proxy_jump) or _disabled(route.proxy_command):
+        route = Route()
+    jump: Endpoint | None = None
+    proxy_command: str | None = None
+    if route.proxy_command is not None:
+        proxy_command = expand_tokens(route.proxy_command, host, the_port, the_user, alias)
+    elif route.proxy_jump is not None:
+        for hop_user, hop_host, hop_port in parse_hops(route.proxy_jump, route_where or alias):
+            hop = resolve(
+                hop_host,
+                config=config,
+                port=hop_port,
+                user=hop_user,
+                fallback_key=fallback_key or explicit_key,
+                depth=depth + 1,
+                # later hops go through the previous one (OpenSSH's order)
+                route=Route() if jump is None else Route(proxy_jump="none"),
+            )
+            jump = hop if jump is None else _through(hop, jump)
+    return Endpoint(host, the_port, the_user, keys, jump=jump, proxy_command=proxy_command)
+
+
+def _through(hop: Endpoint, first: Endpoint) -> Endpoint:
+    return Endpoint(hop.host, hop.port, hop.user, hop.key_files, jump=first)

@@ -1,0 +1,294 @@
+"""Each class of hostile input issue 14 lists: one line naming file, row and field (or the flag),
+exit code 2, no traceback, nothing written."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from estimators.throughput import GavelThroughputTable
+from hadar import api
+from hadar.cli import main
+from hadar.clusters import cluster_from_dict
+from hadar.commands import argtypes
+from hadar.core.errors import InputError
+from hadar.policy import make_policy
+from hadar.simulator import SimConfig, simulate
+from hadar.simulator.engine import SimulationLimitError
+from hadar.workloads.files import jobs_from_records
+
+CLUSTER = "name: c\nnodes:\n  - {name: a, gpus: {v100: 4}}\n"
+R18 = "ResNet-18 (batch size 64)"
+
+
+@pytest.fixture
+def scene(tmp_path: Path):
+    (tmp_path / "c.yaml").write_text(CLUSTER)
+    return tmp_path
+
+
+def one_line_error(capsys, code: int, *needles: str) -> str:
+    assert code == 2
+    captured = capsys.readouterr()
+    lines = [ln for ln in captured.err.splitlines() if ln.strip()]
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith("hadar: error: ") and "Traceback" not in captured.err
+    for n in needles:
+        assert n in lines[0], lines[0]
+    return lines[0]
+
+
+def simulate_argv(d: Path, *extra: str, workload: str | None = None) -> list[str]:
+    return [
+        "simulate",
+        "--cluster",
+        str(d / "c.yaml"),
+        "--workload",
+        workload or "philly-3",
+        "--out",
+        str(d / "o"),
+        "--no-progress",
+        *extra,
+    ]
+
+
+def test_a_cluster_file_that_is_not_text(scene, capsys):
+    (scene / "c.yaml").write_bytes(b"name: c\n\x96\xff\x00garbage")
+    one_line_error(
+        capsys, main(simulate_argv(scene)), "c.yaml: not a UTF-8 text file", "byte 8 is 0x96"
+    )
+    assert not (scene / "o").exists()
+
+
+@pytest.mark.parametrize(
+    "steps, needles",
+    [
+        ("inf", ["row[0].steps", "not a finite number", "'inf'"]),
+        ("nan", ["row[0].steps", "not a finite number"]),
+        ("1e30", ["row[0].steps", "must be <= 1e+12 steps"]),
+        ("1e11", ["job 0: cannot finish before", "beyond the horizon of 365.0 days (--horizon)"]),
+    ],
+)
+def test_non_finite_and_absurd_steps(scene, capsys, steps, needles):
+    (scene / "jobs.csv").write_text(f"id,type,gpus,steps\n0,{R18},1,{steps}\n")
+    one_line_error(capsys, main(simulate_argv(scene, workload=str(scene / "jobs.csv"))), *needles)
+    assert not (scene / "o").exists()
+
+
+def test_a_job_id_beyond_64_bits(scene, capsys):
+    (scene / "jobs.csv").write_text(f"id,type,gpus,steps\n{10**22},{R18},1,100\n")
+    one_line_error(
+        capsys,
+        main(simulate_argv(scene, workload=str(scene / "jobs.csv"))),
+        "row[0].id",
+        "less than or equal to 9223372036854775807",
+    )
+
+
+def test_a_node_with_a_billion_gpus(scene, capsys):
+    (scene / "c.yaml").write_text("name: c\nnodes:\n  - {name: a, gpus: {v100: 1000000000}}\n")
+    one_line_error(
+        capsys, main(simulate_argv(scene)), "nodes[0].gpus", "at most 1024 GPUs of a type per node"
+    )
+
+
+@pytest.mark.parametrize(
+    "yaml_text, needles",
+    [
+        (
+            "name: c\nnodes:\n  - {name: a, count: 1000001, gpus: {v100: 1}}\n",
+            ["nodes[0].count", "100,000"],
+        ),
+        (
+            "name: c\nnodes:\n  - {name: a, gpus: {v100: 1}, speed_factor: .nan}\n",
+            ["speed_factor", "finite"],
+        ),
+        (
+            "name: c\nnodes:\n  - {name: ../etc, gpus: {v100: 1}}\n",
+            ["nodes[0].name", "letters, digits"],
+        ),
+        ("name: c\nnodes: " + "[" * 5000 + "]" * 5000 + "\n", ["c.yaml"]),
+    ],
+)
+def test_other_cluster_magnitudes(scene, capsys, yaml_text, needles):
+    (scene / "c.yaml").write_text(yaml_text)
+    one_line_error(capsys, main(simulate_argv(scene)), *needles)
+
+
+def test_a_nan_throughput(scene, capsys):
+    (scene / "tp.json").write_text('{"v100": {"(\'' + R18 + '\', 1)": {"null": NaN}}}')
+    one_line_error(
+        capsys,
+        main(simulate_argv(scene, "--throughputs", str(scene / "tp.json"))),
+        "tp.json: v100: ('ResNet-18 (batch size 64)', 1): throughput must be finite",
+    )
+
+
+def test_a_denormal_throughput_is_refused():
+    with pytest.raises(Exception, match=r"0 or within \[1e-06, 1e\+09\] steps/s"):
+        GavelThroughputTable.from_json({"v100": {f"('{R18}', 1)": {"null": 5e-324}}}, "t.json")
+
+
+@pytest.mark.parametrize(
+    "flag, value, needle",
+    [
+        (
+            "--round",
+            "nan",
+            "argument --round: must be a finite number of seconds in [1, 604800] (got 'nan')",
+        ),
+        (
+            "--restart-penalty",
+            "inf",
+            "argument --restart-penalty: must be a finite number of seconds in [0, 86400]",
+        ),
+        (
+            "--seed",
+            "-1",
+            "argument --seed: must be a whole number in [0, 9223372036854775807] (got '-1')",
+        ),
+        ("--horizon", "1e400d", "argument --horizon: must be a finite number of seconds"),
+    ],
+)
+def test_non_finite_flags_fail_while_parsing(scene, capsys, flag, value, needle):
+    one_line_error(capsys, main(simulate_argv(scene, f"{flag}={value}")), "simulate: ", needle)
+    assert not (scene / "o").exists()
+
+
+def test_restart_penalty_must_be_shorter_than_a_round(scene, capsys):
+    one_line_error(
+        capsys,
+        main(simulate_argv(scene, "--round", "60", "--restart-penalty", "60")),
+        "--restart-penalty: 60 s must be shorter than a round (--round 60 s)",
+    )
+
+
+def test_usage_errors_are_one_line(capsys):
+    line = one_line_error(capsys, main(["simulate", "--bogus"]), "unrecognized arguments: --bogus")
+    assert line.endswith("(see: hadar simulate --help)")
+    # bare `hadar` prints the help (tests/hadar/commands/test_first_contact.py)
+    assert main([]) == 0
+    assert capsys.readouterr().out.startswith("usage: hadar")
+    one_line_error(capsys, main(["nodes"]), "nodes: the following arguments are required: ACTION")
+    one_line_error(
+        capsys, main(["simulate", "--round\n"]), "--round\\n"
+    )  # a control character, escaped
+
+
+@pytest.mark.parametrize(
+    "target, needle",
+    [
+        ("file", "is an existing file, not a directory"),
+        ("under-file", "is a file, not a directory"),
+        ("proc", "cannot create /proc/hadar-test/out"),
+    ],
+)
+def test_out_is_checked_before_any_work(scene, capsys, target, needle):
+    out = {
+        "file": str(scene / "c.yaml"),
+        "under-file": str(scene / "c.yaml" / "o"),
+        "proc": "/proc/hadar-test/out",
+    }[target]
+    argv = simulate_argv(scene)
+    argv[argv.index("--out") + 1] = out
+    one_line_error(capsys, main(argv), "argument --out", needle)
+    assert (scene / "c.yaml").read_text() == CLUSTER
+
+
+def test_out_file_for_export_gavel(scene, capsys):
+    one_line_error(
+        capsys,
+        main(["export-gavel", "--workload", "philly-3", "--out", str(scene)]),
+        "argument --out",
+        "is a directory, not a file",
+    )
+    assert (
+        main(["export-gavel", "--workload", "philly-3", "--out", str(scene / "new" / "t.trace")])
+        == 0
+    )
+    assert len((scene / "new" / "t.trace").read_text().splitlines()) == 3
+
+
+def test_out_probe_leaves_nothing_behind(tmp_path):
+    assert argtypes.out_dir(str(tmp_path / "a" / "b")) == str(tmp_path / "a" / "b")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "text, seconds",
+    [
+        ("3600", 3600.0),
+        ("90m", 5400.0),
+        ("36h", 129600.0),
+        ("30d", 2592000.0),
+        ("1.5h", 5400.0),
+        ("2e3 s", 2000.0),
+    ],
+)
+def test_horizon_units(text, seconds):
+    assert argtypes.seconds(1, 1e9, units=True)(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", "-1d", "0", "1e400", "d", "5x", "", "1e9d"])
+def test_horizon_refusals(text):
+    with pytest.raises(argparse.ArgumentTypeError, match="finite number of seconds"):
+        argtypes.seconds(1, 1e9, units=True)(text)
+
+
+def test_a_workload_beyond_the_horizon_in_total(scene, capsys):
+    rows = "".join(f"{i},{R18},4,2000000\n" for i in range(40))
+    (scene / "jobs.csv").write_text("id,type,gpus,steps\n" + rows)
+    one_line_error(
+        capsys,
+        main(simulate_argv(scene, "--horizon", "7d", workload=str(scene / "jobs.csv"))),
+        "the 40 jobs need at least",
+        "GPU-hours",
+        "within the horizon of 7.0 days (--horizon)",
+    )
+
+
+def test_the_python_api_checks_the_horizon_and_the_round_too(scene):
+    rows = "".join(f"{i},{R18},4,2000000\n" for i in range(40))
+    (scene / "jobs.csv").write_text("id,type,gpus,steps\n" + rows)
+    with pytest.raises(InputError, match=r"within the horizon of 7\.0 days"):
+        api.simulate(scene / "c.yaml", scene / "jobs.csv", horizon_s=7 * 86400)
+    with pytest.raises(InputError, match="must be shorter than a round"):
+        api.simulate(scene / "c.yaml", "philly-3", round_length=60, restart_penalty=60)
+    run = api.simulate(scene / "c.yaml", "philly-3", horizon_s=30 * 86400)
+    assert run.summary["completed"] == 3 and run.records.config["horizon_s"] == 30 * 86400
+
+
+def test_the_round_loop_stops_at_the_horizon():
+    """A simulation that reaches its horizon stops with an InputError, not an endless loop."""
+    cluster = cluster_from_dict({"name": "c", "nodes": [{"name": "a", "gpus": {"v100": 1}}]})
+    jobs = jobs_from_records(
+        [{"id": i, "type": R18, "gpus": 1, "steps": 50_000} for i in range(3)], "jobs"
+    )
+    table = GavelThroughputTable.bundled()
+    with pytest.raises(
+        SimulationLimitError,
+        match=r"stopped at 1\.0 h: 2 of 3 jobs unfinished after the horizon of 0\.0416667 days",
+    ):
+        simulate(cluster, jobs, make_policy("hadar"), table, SimConfig(horizon_s=3600))
+    result = simulate(cluster, jobs, make_policy("hadar"), table, SimConfig())
+    assert all(j.finish is not None for j in result.jobs)
+    assert json.loads(json.dumps(result.config))["horizon_s"] == 365 * 86400
+
+
+def test_a_policy_that_can_never_place_a_job_is_a_one_line_error(scene, capsys):
+    """Found by the fuzz suite: a 2-GPU job on a node with one V100 and one P100 fits Hadar (mixed
+    types) but never Gavel (one GPU type per job); the simulation stops with exit 2, not 1."""
+    (scene / "c.yaml").write_text("name: c\nnodes:\n  - {name: a, gpus: {v100: 1, p100: 1}}\n")
+    (scene / "jobs.csv").write_text(
+        f"id,type,gpus,steps\n0,{R18},1,5000\n1,LM (batch size 20),2,3000\n"
+    )
+    argv = simulate_argv(scene, workload=str(scene / "jobs.csv"))
+    one_line_error(
+        capsys,
+        main([*argv, "--policy", "gavel"]),
+        "policy gavel cannot place job(s) 1 on cluster c",
+    )
+    assert main([*argv, "--policy", "hadar"]) == 0

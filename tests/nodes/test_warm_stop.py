@@ -1,0 +1,74 @@
+"""``nodes.warm stop`` ends the directory's warm server for good, also one still importing torch
+(whose client the coordinator killed at a round's deadline), and a client never starts a second
+server while one is starting (issue 28 item 6: two servers of one node outlived an exit-4 run).
+Real processes, real signals."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.nodes.helpers import REPO, stop_warm_server
+
+
+def serve_pids(directory: Path) -> list[int]:
+    """Warm servers whose working directory is ``directory``."""
+    out = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{p}/cmdline").read_bytes()
+            cwd = os.readlink(f"/proc/{p}/cwd")
+            state = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if b"nodes.warm\0serve" in cmd and cwd == str(directory) and state != "Z":
+            out.append(int(p))
+    return out
+
+
+def client(directory: Path) -> subprocess.Popen[bytes]:
+    """A warm client (as the coordinator starts one each round); its request is not a valid
+    worker invocation, which does not matter here."""
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.Popen(
+        [sys.executable, "-m", "nodes.warm", "run", "--", "--help"],
+        cwd=directory,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def wait(predicate, timeout: float, what: str) -> None:
+    end = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < end, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def test_stop_ends_a_server_still_starting_and_no_second_one_starts(tmp_path: Path) -> None:
+    first = client(tmp_path)
+    try:
+        wait(lambda: serve_pids(tmp_path), 30, "the warm server to start")
+        (server,) = serve_pids(tmp_path)
+        os.kill(first.pid, signal.SIGKILL)  # the round's deadline killed the client
+        first.wait()
+        second = client(tmp_path)  # the next round, while the first server still starts
+        time.sleep(1.0)
+        assert serve_pids(tmp_path) == [server]  # it waits for that server, starts no other
+        os.kill(second.pid, signal.SIGKILL)  # that round's deadline too
+        second.wait()
+        stop_warm_server(tmp_path)  # the coordinator's shutdown
+        assert serve_pids(tmp_path) == []  # stop returns once the server is gone
+        time.sleep(0.5)  # (before the fix the server finished importing torch and served on)
+        assert serve_pids(tmp_path) == [] and not (tmp_path / ".hadar-warm.sock").exists()
+    finally:
+        for pid in serve_pids(tmp_path):
+            os.kill(pid, signal.SIGKILL)
