@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sqlite3
 import statistics
@@ -335,7 +336,7 @@ def main() -> None:
         row = {
             "round": played[depth][0]["round"],
             "median_ms": statistics.median(book),
-            "p90_ms": book[int(0.9 * (len(book) - 1))],
+            "p90_ms": book[min(len(book) - 1, math.ceil(0.9 * len(book)) - 1)],
             "checkpoint_ms": statistics.median(p["checkpoint_s"] * 1e3 for p in played[depth]),
             "dispatch_ms": statistics.median(p["dispatch_s"] * 1e3 for p in played[depth]),
             "decide_ms": statistics.median(p["decide_s"] * 1e3 for p in played[depth]),
