@@ -294,6 +294,7 @@ class Coordinator:
         r = self.recover()
         self.events.emit(
             "start",
+            sync=True,
             round=r,
             policy=self.cfg.policy,
             cluster=self.cluster.name,
