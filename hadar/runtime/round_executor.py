@@ -99,8 +99,6 @@ class RoundExecutor:
         self.journal.plan_round(
             r, attempt, plan_rows, t_start, decision_s, policy_state=decision.policy_state
         )
-        if self.tracker.current_round() != r:
-            self.tracker.open_round(r)
         for t in tasks:
             self.events.emit(
                 "dispatch",
@@ -133,7 +131,11 @@ class RoundExecutor:
             }
             for a in withheld
         ]
-        with self.tracker.batch():  # every report of the round: one transaction
+        # the round opened and every report of it: one transaction (a crash before it commits
+        # leaves the round planned in the journal only, which recovery aborts and plans again)
+        with self.tracker.batch():
+            if self.tracker.current_round() != r:
+                self.tracker.open_round(r)
             copies += [self._book(o, r, t1) for o in outcomes]
         t_close = time.time()
         summary = self.tracker.close_round(r)
