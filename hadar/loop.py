@@ -1,8 +1,8 @@
 """The one round loop shared by the simulator and real clusters (the Blox lesson).
 
-Every round goes through the same six steps, in this order::
+Every round goes through the same seven steps, in this order::
 
-    arrivals -> context -> decide -> validate -> execute -> record
+    arrivals -> prepare -> context -> decide -> validate -> execute -> record
 
 The loop owns the order, the policy call, plan validation and the policy's state; an
 :class:`Executor` supplies the rest. Two executors implement it: the simulator's progress
@@ -60,8 +60,14 @@ class Executor(Protocol[Outcome]):
         """Make jobs that have arrived visible; wait (idle gap) while none has and more will."""
         ...
 
+    def prepare(self, index: int) -> None:
+        """Side effects due before round ``index`` is seen: a real run probes its nodes and
+        verifies checkpoints here (the simulator has none)."""
+        ...
+
     def context(self, index: int) -> RoundContext:
-        """The context of round ``index``: arrived unfinished jobs, nodes up, last placements."""
+        """The context of round ``index``: arrived unfinished jobs, nodes up, last placements.
+        No side effects: it reports what :meth:`prepare` and earlier rounds established."""
         ...
 
     def execute(self, decision: Decision) -> Outcome:
@@ -82,8 +88,9 @@ class RoundLoop(Generic[Outcome]):
     executor: Executor[Outcome]
 
     def play_round(self, index: int) -> Decision:
-        """Arrivals, context, decide, validate, execute, record: one round."""
+        """Arrivals, prepare, context, decide, validate, execute, record: one round."""
         self.executor.admit_arrivals()
+        self.executor.prepare(index)
         ctx = self.executor.context(index)
         t0 = time.perf_counter()
         plan = self.policy.decide(policy_view(ctx))

@@ -83,6 +83,13 @@ CREATE TABLE IF NOT EXISTS rollbacks (
 ROLLBACKS_DDL = SCHEMA[SCHEMA.index("CREATE TABLE IF NOT EXISTS rollbacks") :]
 """Added without a schema version change: a database from before gets the table when opened."""
 
+INDEXES_DDL = (
+    "CREATE INDEX IF NOT EXISTS consolidations_by_job ON consolidations (job_id, round)",
+    "CREATE INDEX IF NOT EXISTS rounds_by_state ON rounds (state, round)",
+)
+"""A job's checkpoint history and the open round without scanning every round (added when a
+database is opened, without a schema version change: an index holds no data of its own)."""
+
 TABLES = ("meta", "jobs", "copies", "rounds", "reports", "consolidations", "rollbacks")
 
 
@@ -98,13 +105,28 @@ class Store:
         if not read_only and self.is_initialized():
             with self.transaction() as c:
                 c.execute(ROLLBACKS_DDL)
+                for ddl in INDEXES_DDL:
+                    c.execute(ddl)
 
     def close(self) -> None:
         self.conn.close()
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One atomic write transaction; rolled back if the block raises."""
+        """One atomic write transaction; rolled back if the block raises. Inside another one
+        it is a savepoint: its changes are undone if the block raises and committed with the
+        outer transaction."""
+        if self.conn.in_transaction:
+            self.conn.execute("SAVEPOINT nested")
+            try:
+                yield self.conn
+                self.conn.execute("RELEASE nested")
+            except BaseException:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK TO nested")
+                    self.conn.execute("RELEASE nested")
+                raise
+            return
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             yield self.conn
@@ -127,6 +149,8 @@ class Store:
             for statement in re.split(r";\s*$", SCHEMA, flags=re.MULTILINE):
                 if statement.strip():
                     c.execute(statement)
+            for ddl in INDEXES_DDL:
+                c.execute(ddl)
             rows = {"schema_version": str(SCHEMA_VERSION), **meta}
             c.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", sorted(rows.items()))
 
@@ -139,6 +163,9 @@ class Store:
             "SELECT * FROM jobs WHERE job_id = ?", (job_id,)
         ).fetchone()
         return row
+
+    def completed_jobs(self) -> set[int]:
+        return {int(r[0]) for r in self.conn.execute("SELECT job_id FROM jobs WHERE completed = 1")}
 
     def jobs(self) -> list[sqlite3.Row]:
         return self.conn.execute("SELECT * FROM jobs ORDER BY job_id").fetchall()
@@ -195,26 +222,25 @@ class Store:
             }
         return paths
 
-    def checkpoint_history(self, job_id: int) -> list[dict[str, Any]]:
+    def checkpoint_history(self, job_id: int) -> Iterator[dict[str, Any]]:
         """The job's checkpoints, newest first: ``{path, sha256, round, steps}`` of every round
-        that wrote one, then the initial checkpoint (round None, 0 steps) if it has one."""
+        that wrote one, then the initial checkpoint (round None, 0 steps) if it has one. Rows
+        are read as they are consumed: a caller that stops early reads only the newest."""
         rows = self.conn.execute(
             "SELECT ckpt_path, ckpt_sha256, round, steps_total FROM consolidations"
             " WHERE job_id = ? AND ckpt_round = round AND ckpt_path IS NOT NULL ORDER BY round DESC",
             (job_id,),
-        ).fetchall()
-        out = [{"path": r[0], "sha256": r[1], "round": int(r[2]), "steps": int(r[3])} for r in rows]
+        )
+        for r in rows:
+            yield {"path": r[0], "sha256": r[1], "round": int(r[2]), "steps": int(r[3])}
         job = self.job(job_id)
         if job is not None and job["initial_path"]:
-            out.append(
-                {
-                    "path": job["initial_path"],
-                    "sha256": job["initial_sha256"],
-                    "round": None,
-                    "steps": 0,
-                }
-            )
-        return out
+            yield {
+                "path": job["initial_path"],
+                "sha256": job["initial_sha256"],
+                "round": None,
+                "steps": 0,
+            }
 
     # -- writes (call inside transaction()) ------------------------------------------------
     def insert_job(

@@ -31,7 +31,8 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Mapping
+from collections.abc import Collection, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -332,24 +333,32 @@ class JobTracker:
     def _ref(self, rel: str | None, sha: str | None, round_: int | None) -> CheckpointRef | None:
         return None if rel is None or sha is None else CheckpointRef(self._abs(rel), sha, round_)
 
-    def _retained(self) -> set[str]:
+    def _retained(self, job_ids: Collection[int] | None = None) -> set[str]:
         """Owned checkpoints to keep: every job's latest and the ``keep_checkpoints - 1`` newest
-        older ones still on disk (all of them with ``keep_history``)."""
+        older ones still on disk (all of them with ``keep_history``); the older ones only of
+        ``job_ids`` when given (the jobs whose directories are pruned)."""
         keep = self._store.referenced_paths(self.keep_history)
         if self.keep_history or self.keep_checkpoints < 2:
             return keep
         for job in self._store.jobs():
+            if job_ids is not None and int(job["job_id"]) not in job_ids:
+                continue
             latest, latest_round = job["ckpt_path"], job["ckpt_round"]
             if latest is None:
                 continue
-            older = [
-                h["path"]
-                for h in self._store.checkpoint_history(int(job["job_id"]))
-                if h["path"] != latest
-                and (latest_round is not None and (h["round"] is None or h["round"] < latest_round))
-                and self._abs(h["path"]).exists()
-            ]
-            keep |= set(older[: self.keep_checkpoints - 1])
+            if latest_round is None:
+                continue
+            older: list[str] = []
+            for h in self._store.checkpoint_history(int(job["job_id"])):
+                if len(older) >= self.keep_checkpoints - 1:
+                    break  # newest first: the rest is outside the window
+                if (
+                    h["path"] != latest
+                    and (h["round"] is None or h["round"] < latest_round)
+                    and self._abs(h["path"]).exists()
+                ):
+                    older.append(h["path"])
+            keep |= set(older)
         return keep
 
     def _remove_orphans(self) -> None:
@@ -542,6 +551,14 @@ class JobTracker:
                 crash_point("report:in_tx")
             return Report(r, cid, int(job["job_id"]), node, steps, float(seconds), path, sha)
 
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Make the tracker's changes inside the block one transaction (e.g. every report of a
+        round: one commit instead of one per report). A call that raises inside it changes
+        nothing, as alone; a crash before the block ends loses all of them."""
+        with self._mutex, self._store.transaction():
+            yield
+
     def withdraw_report(self, round_: int, copy_id: int) -> None:
         """Remove a copy's accepted report from the open round (e.g. its checkpoint file was
         lost before the round closed); the copy's work in that round is then not counted."""
@@ -636,7 +653,7 @@ class JobTracker:
 
     def _prune(self, job_ids: list[int]) -> None:
         """Delete the jobs' owned checkpoints that fell out of the retention window."""
-        keep = self._retained()
+        keep = self._retained(set(job_ids))
         for job_id in job_ids:
             job_dir = self.checkpoint_dir / f"job-{job_id}"
             for f in regular_files(job_dir):  # a planted link is never followed
@@ -770,6 +787,11 @@ class JobTracker:
         with self._mutex:
             return {int(r["job_id"]): int(r["steps_done"]) for r in self._store.jobs()}
 
+    def completed_jobs(self) -> set[int]:
+        """Ids of the jobs that are complete (one query, for checks every round)."""
+        with self._mutex:
+            return self._store.completed_jobs()
+
     def latest_checkpoint(self, job_id: int) -> CheckpointRef | None:
         """The job's latest consolidated checkpoint (or its initial one), None if it has none."""
         return self.job_state(job_id).checkpoint
@@ -812,7 +834,7 @@ class JobTracker:
                 raise RoundError(f"{what}: {problem}; it has reports in open round {open_r}")
             bad = [self._quarantine(job_id, rel, problem)]
             target: tuple[CheckpointRef, int] | None = None
-            for cand in self._store.checkpoint_history(job_id):
+            for cand in list(self._store.checkpoint_history(job_id)):
                 if cand["path"] == rel:
                     continue
                 ref = CheckpointRef(self._abs(cand["path"]), cand["sha256"], cand["round"])

@@ -14,6 +14,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,7 +72,7 @@ class Journal:
     def close(self) -> None:
         self.conn.close()
 
-    def _tx(self, sql: str, args: tuple[object, ...]) -> None:
+    def _tx(self, sql: str, args: tuple[Any, ...]) -> None:
         with self._lock:
             self.conn.execute("BEGIN IMMEDIATE")
             try:
@@ -115,10 +116,43 @@ class Journal:
         self._tx("UPDATE rounds SET status = 'aborted', ended = ? WHERE round = ?", (ended, round_))
 
     def rounds(self) -> list[RoundRow]:
+        """Every round, in order (start-up and reports: never once per round)."""
+        return self._select("ORDER BY round")
+
+    def iter_rounds(self, status: str | None = None, batch: int = 256) -> Iterator[RoundRow]:
+        """Every round (of ``status``), in order, read ``batch`` rows at a time: start-up reads
+        a long run's history without holding all of it in memory."""
+        after = -1
+        while True:
+            where = "WHERE round > ?" + (" AND status = ?" if status else "")
+            args = (after, status) if status else (after,)
+            rows = self._select(f"{where} ORDER BY round LIMIT {int(batch)}", args)
+            yield from rows
+            if len(rows) < batch:
+                return
+            after = rows[-1].round
+
+    def round(self, round_: int) -> RoundRow | None:
+        """One round's row (None if it was never planned)."""
+        rows = self._select("WHERE round = ?", (round_,))
+        return rows[0] if rows else None
+
+    def last_closed(self) -> RoundRow | None:
+        """The last closed round's row (None before the first)."""
+        rows = self._select("WHERE status = 'closed' ORDER BY round DESC LIMIT 1")
+        return rows[0] if rows else None
+
+    def statuses(self) -> dict[int, str]:
+        """Each round's status (without its plan and timings)."""
+        with self._lock:
+            return dict(self.conn.execute("SELECT round, status FROM rounds").fetchall())
+
+    def _select(self, where: str, args: tuple[Any, ...] = ()) -> list[RoundRow]:
         with self._lock:
             rows = self.conn.execute(
-                "SELECT round, attempt, status, plan, started, ended, decision_s, timings, policy_state"
-                " FROM rounds ORDER BY round"
+                "SELECT round, attempt, status, plan, started, ended, decision_s, timings,"
+                f" policy_state FROM rounds {where}",
+                args,
             ).fetchall()
         return [
             RoundRow(
@@ -134,9 +168,6 @@ class Journal:
             )
             for r in rows
         ]
-
-    def round(self, round_: int) -> RoundRow | None:
-        return next((r for r in self.rounds() if r.round == round_), None)
 
     def set_node(self, name: str, up: bool, round_: int, error: str | None = None) -> None:
         self._tx(
@@ -156,7 +187,7 @@ def check_state_files(
     """The journal plans every round before the tracker opens it and closes it only after the
     tracker did; either file lacking a round the other has means it lost history (truncated,
     replaced or recreated empty). One line naming the file that lost it."""
-    rows = {r.round: r.status for r in journal.rounds()}
+    rows = journal.statuses()
     if tracker_last_closed is not None and tracker_last_closed not in rows:
         raise StateFileError(
             f"{journal.path}: has no record of round {tracker_last_closed}, which "
@@ -171,20 +202,34 @@ def check_state_files(
 
 
 class EventLog:
-    """Append-only JSONL: one line per dispatch, result, failure, aggregation, ... (fsynced)."""
+    """Append-only JSONL: one line per dispatch, result, failure, aggregation, ... Each line is
+    written (readers see it, a killed process keeps it) as it is emitted and made durable by
+    :meth:`sync` at the run's commit points (or by ``emit(..., sync=True)``), not one fsync per
+    line."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
+        self._unsynced = False
 
-    def emit(self, name: str, /, **fields: Any) -> dict[str, Any]:
+    def emit(self, name: str, /, *, sync: bool = False, **fields: Any) -> dict[str, Any]:
         event = {"t": round(time.time(), 3), "event": name, **fields}
         line = json.dumps(event, default=str) + "\n"
         with self._lock, open_append(self.path) as fh:
             fh.write(line)
             fh.flush()
-            os.fsync(fh.fileno())
+            if sync:
+                os.fsync(fh.fileno())
+            self._unsynced = not sync
         return event
+
+    def sync(self) -> None:
+        """Make every line emitted so far durable (one fsync; none when nothing is new)."""
+        with self._lock:
+            if self._unsynced and self.path.exists():
+                with open_append(self.path) as fh:
+                    os.fsync(fh.fileno())
+            self._unsynced = False
 
     def read(self) -> list[dict[str, Any]]:
         if not self.path.exists():

@@ -38,6 +38,7 @@ from estimators.throughput import RunRate, ThroughputModel
 from hadar.core.cluster import Cluster
 from hadar.core.defaults import SIMULATED
 from hadar.core.errors import HadarError, InputError
+from hadar.core.job_service import JobService
 from hadar.core.jobs import Job, JobStatus, Placement
 from hadar.core.node_stream import NodeStream
 from hadar.loop import Decision, PolicyError, RoundLoop, validate_plan
@@ -107,27 +108,17 @@ class SimConfig:
 
 
 @dataclass
-class _JobState:
-    job: Job
-    remaining: float
-    attained: float = 0.0
-    time_on_type: dict[str, float] = field(default_factory=dict)
-    rounds: int = 0
-    start: float | None = None
-    finish: float | None = None
+class _JobState(JobService):
+    """A simulated job: the shared per-job bookkeeping plus the simulator's own progress."""
+
+    job: Job = field(kw_only=True)
+    remaining: float = field(kw_only=True)
     restarts: int = 0
     step_sum: float = 0.0
     """Progress as the steps accounting credits it (each copy's own progress in full)."""
 
-    def status(self) -> JobStatus:
-        return JobStatus(
-            job=self.job,
-            remaining_steps=self.remaining,
-            attained_service=self.attained,
-            time_on_type=dict(self.time_on_type),
-            rounds_scheduled=self.rounds,
-            first_start=self.start,
-        )
+    def policy_status(self) -> JobStatus:
+        return self.status(self.job, self.remaining)
 
 
 def simulate(
@@ -170,7 +161,7 @@ class SimulatorExecutor:
             policy_name,
         )
         self.jobs = tuple(jobs)
-        self.states = {j.job_id: _JobState(j, float(j.total_steps)) for j in jobs}
+        self.states = {j.job_id: _JobState(job=j, remaining=float(j.total_steps)) for j in jobs}
         if len(self.states) != len(jobs):
             raise HadarError("workload has duplicate job ids")
         self.pending = sorted(jobs, key=lambda j: (j.arrival, j.job_id))
@@ -201,6 +192,9 @@ class SimulatorExecutor:
             ].arrival  # an idle gap: no round is recorded and none is counted
             self.current = {}
         self._skip_empty_pool()
+
+    def prepare(self, index: int) -> None:
+        """Nothing to do before a simulated round's context (no nodes to probe)."""
 
     def _skip_empty_pool(self) -> None:
         """With a node stream, wait (no round) while no node is up and one will join."""
@@ -254,7 +248,7 @@ class SimulatorExecutor:
             round_length=length,
             cluster=cluster,
             jobs=tuple(
-                states[i].status()
+                states[i].policy_status()
                 for i in sorted(self._active(), key=lambda i: (states[i].job.arrival, i))
             ),
             current=current,
@@ -333,7 +327,7 @@ def _job_record(s: _JobState, cluster: Cluster, throughput: ThroughputModel) -> 
         s.job.job_type,
         s.job.num_gpus,
         s.job.arrival,
-        s.start,
+        s.first_start,
         s.finish,
         s.restarts,
         total_steps=float(s.job.total_steps),
@@ -392,11 +386,13 @@ def _run_round(
             stop = min(end, r.stop_time()) if r.rate > 0 else end
             stops.append((a, max(stop, r.start)))
             ran = max(0.0, min(stop, end) - r.start)
-            for gtype in {k for per in a.placement.values() for k, c in per.items() if c > 0}:
-                st.time_on_type[gtype] = st.time_on_type.get(gtype, 0.0) + ran
-            st.attained += a.num_gpus * ran
-        if st.start is None and done > 0:
-            st.start = ctx.now + min(r.start for r in runs)
+            st.charge(
+                a.num_gpus,
+                ran,
+                {k for per in a.placement.values() for k, c in per.items() if c > 0},
+            )
+        if st.first_start is None and done > 0:
+            st.first_start = ctx.now + min(r.start for r in runs)
         st.rounds += 1
         st.remaining = max(0.0, st.remaining - done)
         if finish_at is not None or st.remaining <= 1e-6:

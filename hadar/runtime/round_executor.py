@@ -1,0 +1,305 @@
+"""The coordinator's round executor: one round of a real run, from a validated plan to its
+commit point.
+
+It turns the plan into copy tasks (GPU binding, checkpoints, step budgets), journals the plan and
+the policy's state before anything is dispatched, runs every copy concurrently on its nodes
+(:meth:`RoundExecutor.run_copy`: the node manager's, or a benchmark's fake nodes), reports each
+copy's work to the Job Tracker (one transaction for the round's reports), lets the tracker close
+the round (its commit point) and journals the timings. It keeps no state between rounds: what a
+round leaves for the next is booked by :class:`~hadar.runtime.run_state.RunState`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from hadar.core.jobs import Job
+from hadar.loop import Decision
+from hadar.policy import Assignment
+from hadar.runtime.config import RunConfig
+from hadar.runtime.dispatch import CopyOutcome, CopyTask
+from hadar.runtime.evaluator import CheckpointGuard
+from hadar.runtime.faults import placement_nodes
+from hadar.runtime.gpu_binding import bind, binding_from_plan, devices_of
+from hadar.runtime.journal import EventLog, Journal, RoundRow
+from hadar.runtime.node_manager import NodeManager
+from hadar.runtime.run_state import RunState
+from tracker import ids
+from tracker.errors import ReportRejected
+from tracker.tracker import JobTracker
+
+Observe = Callable[[int, str, int, float], None]
+"""``(job, node, steps, train_s)``: a measured rate for the online throughput estimator."""
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """A committed round: its attempt, its copies' records (the journal's ``copies``), its
+    journal row and the jobs it completed."""
+
+    attempt: int
+    copies: list[dict[str, Any]]
+    row: RoundRow
+    completed: tuple[int, ...]
+
+
+class RoundExecutor:
+    """Plays validated plans on the nodes, one round at a time."""
+
+    def __init__(
+        self,
+        rundir: Path,
+        cfg: RunConfig,
+        jobs: dict[int, Job],
+        tracker: JobTracker,
+        journal: Journal,
+        events: EventLog,
+        nodes: NodeManager,
+        state: RunState,
+        guard: CheckpointGuard,
+        observe: Observe,
+        withheld: dict[tuple[int, tuple[str, ...]], str],
+    ) -> None:
+        self.rundir, self.cfg, self.by_id = rundir, cfg, jobs
+        self.tracker, self.journal, self.events = tracker, journal, events
+        self.nodes, self.state, self.guard, self.observe = nodes, state, guard, observe
+        self.withheld = withheld
+        """(job, nodes) not dispatched (the coordinator's progress checks fill it)."""
+        self.view: Any = None
+        self.run_copy: Callable[[CopyTask, Path], CopyOutcome] = nodes.run_copy
+        """Runs one copy and brings its checkpoint back (the seam for fake nodes)."""
+        self._copies: dict[int, int] = {}
+        """Per job, how many copies this session has registered with the tracker."""
+
+    def play(self, decision: Decision) -> RoundResult:
+        """Journal the plan and the policy state, dispatch, collect, let the tracker close the
+        round (its commit point), journal the timings."""
+        ctx, plan, decision_s = decision.ctx, decision.plan, decision.decision_s
+        r, cluster = ctx.round_index, ctx.cluster
+        t_start = ctx.now + self.cfg.started_at
+        attempt = self._attempt(r)
+        last_plan = self.state.last_plan
+        withheld = [
+            a for a in plan.assignments if (a.job_id, placement_nodes(a.placement)) in self.withheld
+        ]
+        kept = [a for a in plan.assignments if a not in withheld]
+        gpus = bind(
+            [((a.job_id, a.copy), a.placement) for a in kept],
+            self.nodes.gpus,
+            binding_from_plan(last_plan) if last_plan is not None else {},
+        )
+        tasks = [self._task(a, r, attempt, gpus[(a.job_id, a.copy)]) for a in kept]
+        plan_rows = [_plan_row(t) for t in tasks]
+        self.journal.plan_round(
+            r, attempt, plan_rows, t_start, decision_s, policy_state=decision.policy_state
+        )
+        for t in tasks:
+            self.events.emit(
+                "dispatch",
+                round=r,
+                attempt=attempt,
+                job=t.job.job_id,
+                copy=t.copy,
+                node=t.node,
+                placement=t.placement,
+                steps=t.steps,
+                gpus=t.gpus,
+                devices=t.devices,
+            )
+        if self.view is not None:
+            self.view.start_round(r, ctx, tasks)
+        t1 = time.time()
+        outcomes = self.dispatch(tasks, r, attempt)
+        t_collect = time.time()
+        copies: list[dict[str, Any]] = [
+            {
+                "job": a.job_id,
+                "copy": a.copy,
+                "node": a.nodes[0],
+                "placement": a.placement,
+                "kind": "withheld",
+                "steps": 0,
+                "error": self.withheld[(a.job_id, placement_nodes(a.placement))][:300],
+                "train_s": 0.0,
+                "wall_s": 0.0,
+            }
+            for a in withheld
+        ]
+        # the round opened and every report of it: one transaction (a crash before it commits
+        # leaves the round planned in the journal only, which recovery aborts and plans again)
+        with self.tracker.batch():
+            if self.tracker.current_round() != r:
+                self.tracker.open_round(r)
+            copies += [self._book(o, r, t1) for o in outcomes]
+        t_close = time.time()
+        summary = self.tracker.close_round(r)
+        t_end = time.time()
+        for q in summary.quarantined:
+            self.guard.log_quarantine(q, r)
+        for job_id, res in summary.jobs.items():
+            self.events.emit(
+                "aggregation",
+                round=r,
+                job=job_id,
+                copies=len(res.copies),
+                steps_added=res.steps_added,
+                steps_total=res.steps_total,
+                completed=res.completed,
+                checkpoint=str(res.checkpoint.path) if res.checkpoint else None,
+                sha256=res.checkpoint.sha256 if res.checkpoint else None,
+            )
+        longest_worker = max((c["wall_s"] for c in copies if c["kind"] == "ok"), default=0.0)
+        timings = {
+            "copies": copies,
+            "nodes_up": list(cluster.node_names),
+            "gpus_up": {n.name: n.num_gpus for n in cluster.nodes},
+            "decide_s": decision_s,
+            "dispatch_collect_s": t_collect - t1,
+            "average_s": t_end - t_close,
+            # everything of the round that is not a worker running: decide, stage, fetch, average
+            "coordination_s": max(0.0, (t_end - t_start) - longest_worker),
+            # everything of the round that is not training (adds worker start-up and saving)
+            "overhead_s": (t_end - t_start) - max((c["train_s"] for c in copies), default=0.0),
+        }
+        self.journal.close_round(r, t_end, timings)
+        row = RoundRow(
+            r,
+            attempt,
+            "closed",
+            plan_rows,
+            t_start,
+            t_end,
+            decision_s,
+            timings,
+            decision.policy_state,
+        )
+        self.events.sync()  # the round's events are durable with its journal row
+        completed = tuple(j for j, res in summary.jobs.items() if res.completed)
+        return RoundResult(attempt, copies, row, completed)
+
+    def _book(self, o: CopyOutcome, r: int, t1: float) -> dict[str, Any]:
+        """Report an ``ok`` copy to the tracker (a rejected one becomes a failure), log it and
+        return its record (the journal's ``copies`` row)."""
+        kind = o.kind
+        if o.ok:
+            try:
+                self.tracker.report(
+                    r,
+                    o.task.tracker_copy,
+                    o.task.node,
+                    o.steps_done,
+                    o.wall_seconds,
+                    *o.written(),
+                )
+                self.observe(o.task.job.job_id, o.task.node, o.steps_done, o.train_seconds)
+                self.events.emit(
+                    "result",
+                    round=r,
+                    job=o.task.job.job_id,
+                    copy=o.task.copy,
+                    node=o.task.node,
+                    steps=o.steps_done,
+                    train_s=round(o.train_seconds, 3),
+                    wall_s=round(o.wall_seconds, 3),
+                    rate=round(o.rate, 3),
+                    loss=o.final_loss,
+                )
+            except ReportRejected as exc:
+                kind = "mismatched-checkpoint"
+                o = replace(o, kind=kind, error=str(exc))
+        if not o.ok:
+            self.events.emit(
+                "failure",
+                round=r,
+                job=o.task.job.job_id,
+                copy=o.task.copy,
+                node=o.task.node,
+                kind=kind,
+                error=o.error,
+                note="this copy's round is lost; the job continues "
+                "from its last consolidated parameters",
+            )
+            if kind in ("timeout", "unreachable"):
+                self.nodes.mark_down(o.task.node, r, o.error)
+        record: dict[str, Any] = {
+            "job": o.task.job.job_id,
+            "copy": o.task.copy,
+            "node": o.task.node,
+            "placement": o.task.placement,
+            "kind": kind,
+            "steps": o.steps_done if o.ok else 0,
+            "error": None if o.ok else (o.error or "")[:300],
+            "train_s": o.train_seconds if o.ok else 0.0,
+            "wall_s": o.wall_seconds if o.ok else min(time.time() - t1, self.cfg.slot_s),
+        }
+        if self.view is not None:
+            self.view.copy_done(o)
+        return record
+
+    def _attempt(self, r: int) -> int:
+        row = self.journal.round(r)
+        return 0 if row is None else row.attempt + 1
+
+    def _task(
+        self, a: Assignment, r: int, attempt: int, gpus: dict[str, dict[str, tuple[int, ...]]]
+    ) -> CopyTask:
+        job = self.by_id[a.job_id]
+        # A forked copy's tracker id follows its node's position in the whole cluster file, so it
+        # stays the same while other nodes go down or come back; an unforked job is copy 1.
+        idx = self.nodes.cluster.node_index[min(a.placement)] + 1 if a.copy > 0 else 1
+        tracker_copy = ids.copy_id(job.job_id, idx, self.cfg.max_job_count)
+        if self._copies.get(job.job_id, 0) < idx:  # copies, once registered, stay registered
+            self.tracker.register_copies(job.job_id, max(idx, 1))
+            self._copies[job.job_id] = idx
+        state = self.tracker.job_state(job.job_id)
+        budget = (
+            state.remaining_steps
+            if a.step_budget is None
+            else min(a.step_budget, state.remaining_steps)
+        )
+        ckpt = state.checkpoint  # verified at the start of the round
+        return CopyTask(
+            round=r,
+            attempt=attempt,
+            job=job,
+            copy=a.copy,
+            tracker_copy=tracker_copy,
+            placement=a.placement,
+            steps=max(1, math.ceil(budget)),
+            deadline_s=self.cfg.slot_s,
+            timeout_s=self.cfg.slot_s + self.cfg.grace_s,
+            checkpoint_in=ckpt.path if ckpt else None,
+            checkpoint_sha256=ckpt.sha256 if ckpt else None,
+            data_stream=idx,
+            threads=self.cfg.threads,
+            gpus=gpus,
+            devices=devices_of(gpus, self.nodes.gpus),
+            warm=self.cfg.warm_workers,
+        )
+
+    def dispatch(self, tasks: list[CopyTask], r: int, attempt: int) -> list[CopyOutcome]:
+        if not tasks:
+            time.sleep(min(1.0, self.cfg.slot_s))
+            return []
+        local = self.rundir / "incoming" / f"r{r:04d}-a{attempt}"
+        with ThreadPoolExecutor(max_workers=len(tasks)) as pool:
+            return list(pool.map(lambda t: self.run_copy(t, local), tasks))
+
+
+def _plan_row(t: CopyTask) -> dict[str, Any]:
+    return {
+        "job": t.job.job_id,
+        "copy": t.copy,
+        "tracker_copy": t.tracker_copy,
+        "node": t.node,
+        "placement": {n: dict(p) for n, p in t.placement.items()},
+        "steps": t.steps,
+        "gpus": t.gpus,
+        "devices": t.devices,
+    }
