@@ -39,6 +39,7 @@ from hadar.core.safe_paths import refuse_links
 from hadar.loop import Decision, RoundLoop
 from hadar.policy import Assignment, Policy, RoundContext
 from hadar.policy_options import policy_with_options
+from hadar.runtime import elastic
 from hadar.runtime.config import (
     RunConfig,
     RuntimeKnobs,
@@ -211,7 +212,11 @@ class Coordinator:
         for row in self.journal.rounds():
             if row.status == "closed":
                 for c in copy_records(row, self.tracker):
-                    self._observe(c["job"], c["node"], c["steps"], c["train_s"])
+                    self._observe(c["job"], c["node"], c["steps"], c["train_s"], c["placement"])
+                    if c.get("iterations"):
+                        self.throughput.observe_iterations(
+                            c["job"], elastic.IterationSample.from_json(c["iterations"])
+                        )
         return next_round
 
     # -- the loop ---------------------------------------------------------------------------
@@ -461,7 +466,7 @@ class Coordinator:
             for a in withheld
         ]
         for o in outcomes:
-            kind = o.kind
+            kind, sample = o.kind, None
             if o.ok:
                 try:
                     self.tracker.report(
@@ -472,7 +477,16 @@ class Coordinator:
                         o.wall_seconds,
                         *o.written(),
                     )
-                    self._observe(o.task.job.job_id, o.task.node, o.steps_done, o.train_seconds)
+                    self._observe(
+                        o.task.job.job_id,
+                        o.task.node,
+                        o.steps_done,
+                        o.train_seconds,
+                        o.task.placement,
+                    )
+                    sample = elastic.sample_of(r, o.task.placement, o.steps_done, o.measured)
+                    if sample is not None:
+                        self.throughput.observe_iterations(o.task.job.job_id, sample)
                     self.events.emit(
                         "result",
                         round=r,
@@ -484,6 +498,7 @@ class Coordinator:
                         wall_s=round(o.wall_seconds, 3),
                         rate=round(o.rate, 3),
                         loss=o.final_loss,
+                        **elastic.event_fields(sample),
                     )
                 except ReportRejected as exc:
                     kind = "mismatched-checkpoint"
@@ -514,6 +529,7 @@ class Coordinator:
                     "error": None if o.ok else (o.error or "")[:300],
                     "train_s": o.train_seconds if o.ok else 0.0,
                     "wall_s": o.wall_seconds if o.ok else min(time.time() - t1, self.cfg.slot_s),
+                    **({"iterations": sample.to_json()} if sample is not None and o.ok else {}),
                 }
             )
             if self.view is not None:
@@ -688,6 +704,12 @@ class Coordinator:
             gpus=gpus,
             devices=devices_of(gpus, self._gpus),
             warm=self.cfg.warm_workers,
+            spec=(
+                elastic.round_spec(job, a.batch_size, a.num_gpus, self.throughput.iterations(job))
+                if job.is_elastic
+                else None
+            ),
+            measure=job.is_elastic,
         )
 
     def _dispatch(self, tasks: list[CopyTask], r: int, attempt: int) -> list[CopyOutcome]:
@@ -758,11 +780,11 @@ class Coordinator:
                 time.sleep(min(0.5, at - self.leaves.now()))
         return up
 
-    def _observe(self, job_id: int, node: str, steps: int, train_s: float) -> None:
+    def _observe(self, job_id: int, node: str, steps: int, train_s: float, placement: Any) -> None:
+        """A measured rate, at the GPU count it ran on (an elastic job's varies)."""
         if steps > 0 and train_s > 0 and job_id in self.by_id:
-            self.throughput.observe(
-                self.by_id[job_id], node, self.by_id[job_id].num_gpus, steps / train_s
-            )
+            gpus = sum(sum(per.values()) for per in placement.values())
+            self.throughput.observe(self.by_id[job_id], node, gpus, steps / train_s)
 
     def _available_cluster(self, r: int) -> Cluster:
         """Nodes that are up this round: re-read the cluster file (joins and leaves), ask the

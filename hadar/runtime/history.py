@@ -64,7 +64,8 @@ def rebuild(
                 continue
             h = hist[c["job"]]
             seconds = float(c["wall_s"])
-            h.attained += num_gpus[c["job"]] * seconds
+            gpus = sum(sum(per.values()) for per in c["placement"].values())
+            h.attained += (gpus or num_gpus[c["job"]]) * seconds
             for per in c["placement"].values():
                 for gtype in per:
                     h.time_on_type[gtype] = h.time_on_type.get(gtype, 0.0) + seconds
