@@ -4,7 +4,7 @@ Each job trains one of the tiny (or small) physical models for real, may run on
 ``min_gpus``-``max_gpus`` GPUs (the local provider emulates them: one worker process per GPU,
 joined with gloo on a CPU) and at any total batch size in ``batch_range``; jobs arrive
 staggered, so an elastic policy (``afs``, ``pollux``) has to shrink a running job when the next
-one arrives and grow it again when one finishes (docs/elastic-runs.md). The spec's
+one arrives and grow it again when one finishes (docs/worker.md, "Elastic rounds"). The spec's
 ``batch_size`` is the job's initial *total* batch M0 (the batch at one GPU); a round at W GPUs
 and total batch M trains M / W samples per rank (``hadar/runtime/elastic.py``). Progress is
 counted in optimiser steps, as for every real job.
