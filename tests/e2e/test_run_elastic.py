@@ -121,8 +121,9 @@ def pollux_agents(out: Path) -> dict[str, Any]:
 
 def test_pollux_changes_a_jobs_batch_size_and_gpu_count_from_what_its_worker_measured(tmp_path):
     # Pollux's delta (the re-allocation delay its realloc factor assumes) is 30 s for 60 s
-    # rounds; scaled to these 4 s rounds it is 2 s.
-    jobs = write_elastic_jobs(tmp_path / "jobs.yaml", [("MM", 60, 0.0)])
+    # rounds; scaled to these 4 s rounds it is 2 s. 150 steps outlast one round on one GPU
+    # (at most ~70 on this 2-core machine), so the job trains in two rounds or more.
+    jobs = write_elastic_jobs(tmp_path / "jobs.yaml", [("MM", 150, 0.0)])
     out = tmp_path / "run"
     proc = run_to_end(
         out,
@@ -156,7 +157,7 @@ def test_pollux_changes_a_jobs_batch_size_and_gpu_count_from_what_its_worker_mea
     configs = {(p["num_gpus"], p["local_bsz"]) for p in agent["points"]}
     assert {(e["gpus"], e["local_bsz"]) for e in runs[:-1]} <= configs
     assert agent["perf"] is not None and agent["grad"] is not None
-    assert_exact_progress(out, {0: 60})
+    assert_exact_progress(out, {0: 150})
 
 
 def dispatched_gpus(out: Path, job: int) -> list[tuple[int, int]]:
