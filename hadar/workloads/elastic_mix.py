@@ -30,7 +30,10 @@ JOBS = (
     ("LT", 42.0, 80, 16, 64, 0.0005),
 )
 """The jobs in arrival order; ``elastic-N`` takes the first N. The first job is the long one
-(it holds the cluster alone at first and must give GPUs up to each newcomer)."""
+(it holds the cluster alone at first and must give GPUs up to each newcomer). Tiny models'
+steps are dominated by fixed costs: on emulated GPUs sharing a small CPU, more GPUs at one total
+batch need not make them faster, and a policy that measures this (AFS's curves) keeps them on
+fewer GPUs."""
 
 MIN_GPUS, MAX_GPUS = 1, 4
 """Every job may run on 1 to 4 GPUs (a rigid policy gives it ``num_gpus`` = 2)."""

@@ -30,7 +30,7 @@ def test_elastic_workloads_are_staggered_elastic_jobs_with_real_specs():
     assert is_builtin("elastic-4") and [j.job_id for j in jobs] == [0, 1, 2, 3]
     assert [j.arrival for j in jobs] == sorted(j.arrival for j in jobs) and jobs[1].arrival > 0
     for j in jobs:
-        assert j.is_elastic and j.gpu_range == (1, 4) and j.batch_range == (16, 64)
+        assert j.is_elastic and j.gpu_range == (1, 4) and j.batch_range[1] == 4 * j.batch_range[0]
         assert j.spec["batch_size"] == j.batch_range[0] and j.spec["size"] == "tiny"
     assert [j.total_steps * 5 for j in jobs] == [
         j.total_steps for j in _elastic("elastic-4", "small")
@@ -72,8 +72,8 @@ def _sample(r: int = 0, gpus: int = 2, **kw: object) -> IterationSample:
 
 
 def test_a_round_trains_the_total_batch_split_over_its_ranks_with_the_optimisers_lr_rule():
-    mm, rs = _elastic()[0], _elastic()[1]  # MM: Adam (square root); RS: SGD (AdaScale)
-    assert (mm.spec["model"], rs.spec["model"]) == ("MM", "RS")
+    mm, rs = _elastic("elastic-4")[3], _elastic()[1]  # LT: Adam (square root); RS: SGD (AdaScale)
+    assert (mm.spec["model"], rs.spec["model"]) == ("LT", "RS")
     spec = round_spec(mm, 64, 4)
     assert spec["batch_size"] == 16 and spec["lr"] == pytest.approx(mm.spec["lr"] * 2.0)
     assert round_spec(mm, None, 2)["batch_size"] == 8  # the job's own total batch, split
