@@ -15,6 +15,12 @@ geometric mean of measured / prior over the measured cells. Without this, a prio
 faster than the table's) makes every measured cell look faster or slower than every unmeasured
 one, and HadarE would never fork a job onto a node it has not yet run on.
 
+Elastic jobs (``Job.is_elastic``) run on GPU counts other than ``num_gpus``: observations are
+keyed by the count they ran on, and a job's rate on a placement is read at the placement's GPU
+count (as ``estimators/gang_sizes.py`` does for Gavel's table). Their workers also report
+iteration times and gradient statistics (``estimators/iterations.py``), kept per job and handed
+to policies by :meth:`OnlineThroughput.iterations`.
+
 Bad values: a measured rate that is NaN, infinite, zero or negative carries no information
 (e.g. a copy that had nothing to do this round) and is *skipped* with a logged warning; the
 call returns False and the state is unchanged. Arguments of the wrong kind (a non-number rate,
@@ -27,18 +33,19 @@ import logging
 import math
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from estimators.iterations import IterationSample
 from estimators.throughput import DEFAULT_UNCONSOLIDATED_PENALTY, EstimatedCell, ThroughputModel
 from hadar.core.cluster import Cluster
 from hadar.core.errors import InputError
 from hadar.core.gpu_catalogue import canonical_gpu
 from hadar.core.io import write_json
-from hadar.core.jobs import Job
+from hadar.core.jobs import Job, Placement
 from hadar.core.validation import load_json
 
 log = logging.getLogger(__name__)
@@ -78,6 +85,7 @@ class OnlineThroughput(ThroughputModel):
         self.alpha = float(alpha)
         self._lock = threading.Lock()
         self._entries: dict[tuple[str, int, str, str], _Entry] = {}
+        self._iterations: dict[int, dict[int, IterationSample]] = {}
         self.skipped = 0
         """How many observations were skipped as non-positive or non-finite."""
 
@@ -141,6 +149,25 @@ class OnlineThroughput(ThroughputModel):
             else canonical_gpu(str(gpu_type), f"{job_type} on {node}: gpu_type")
         )
         return job_type, num_gpus, node, gpu
+
+    def observe_iterations(self, job_id: int, sample: IterationSample) -> None:
+        """Record what a worker measured of an elastic job's round (one sample per round: a
+        round observed again, e.g. re-read after a restart, replaces its sample)."""
+        with self._lock:
+            self._iterations.setdefault(job_id, {})[sample.round] = sample
+
+    def iterations(self, job: Job) -> tuple[IterationSample, ...]:
+        with self._lock:
+            mine = self._iterations.get(job.job_id, {})
+            return tuple(mine[r] for r in sorted(mine))
+
+    def rate(self, job: Job, placement: Placement, cluster: Cluster) -> float:
+        """As the base class; an elastic job is rated at the placement's GPU count."""
+        g = sum(c for per in placement.values() for c in per.values())
+        lo, hi = job.gpu_range
+        if g != job.num_gpus and lo <= g <= hi:
+            job = replace(job, num_gpus=g)
+        return super().rate(job, placement, cluster)
 
     def measured(
         self, job: Job | str, node: str, num_gpus: int, gpu_type: str | None = None

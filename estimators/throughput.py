@@ -22,6 +22,7 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import BeforeValidator, RootModel, ValidationError
 
+from estimators.iterations import IterationSample
 from hadar.core.cluster import Cluster
 from hadar.core.errors import InputError
 from hadar.core.gpu_catalogue import canonical_gpu
@@ -143,6 +144,12 @@ class ThroughputModel(ABC):
         """(job type, W) pairs this model holds measurements for (sorted; [] when it measured
         nothing): the population over which GPU types can be ranked by measured speed."""
         return []
+
+    def iterations(self, job: Job) -> tuple[IterationSample, ...]:
+        """What workers measured of elastic ``job``'s rounds (iteration times, gradient
+        statistics; ``estimators/iterations.py``), oldest first; () where nothing was measured
+        (this default: simulations, whose policies read the ground truth)."""
+        return ()
 
     def best_rate(self, job: Job, cluster: Cluster) -> float:
         """The fastest consolidated rate anywhere in ``cluster`` (for ideal durations)."""

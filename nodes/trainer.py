@@ -20,6 +20,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from nodes.datasets import Batch, Dataset
+from nodes.gradstats import GradMeter
 from nodes.models import ModelEntry
 
 SAVE_BYTES_PER_SECOND = 100e6
@@ -116,6 +117,7 @@ def train_round(
     world_size: int = 1,
     clock: Callable[[], float] = time.monotonic,
     precision: str = "fp32",
+    meter: GradMeter | None = None,
 ) -> RoundOutcome:
     """Train ``model`` (wrapped in DDP when ``world_size > 1``) for up to ``max_steps`` steps.
 
@@ -123,6 +125,7 @@ def train_round(
     ``(1/speed_factor - 1)`` times that step's compute time (forward, backward and optimizer
     step, excluding batch preparation) to emulate a slower GPU. ``train_seconds`` runs from the
     first step's start to the last step's end, so in a gang it includes waiting for slower ranks.
+    ``meter`` (elastic rounds) reads each step's gradients after the backward pass.
     """
     out = RoundOutcome()
     autocast, scaler = mixed_precision(precision, device)
@@ -157,6 +160,8 @@ def train_round(
             loss = entry.loss(model, batch)
         optimizer.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
+        if meter is not None:
+            meter.after_backward(model, float(scaler.get_scale()) if scaler.is_enabled() else 1.0)
         if entry.grad_clip:
             scaler.unscale_(optimizer)
             nn.utils.clip_grad_norm_(model.parameters(), entry.grad_clip)

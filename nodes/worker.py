@@ -85,6 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--eval", action="store_true", help="score the held-out split after training")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch default)")
+    p.add_argument(
+        "--measure",
+        action="store_true",
+        help="elastic rounds: report step and sync times and gradient statistics",
+    )
     env = os.environ
     p.add_argument(
         "--rank", type=int, default=_env_int("RANK", 0), help="gang rank (default: $RANK or 0)"
@@ -305,9 +310,17 @@ def run(a: argparse.Namespace, stop: _StopFlag, t0: float) -> dict[str, Any]:
         f"({precision}) from step {start_steps} (budget {a.steps} steps, deadline {a.deadline_s:g} s)",
         flush=True,
     )
+    meter = None
+    trained = wrap_ddp(model, device) if gang else model
+    if a.measure:
+        from nodes.gradstats import GradMeter
+
+        meter = GradMeter(a.world_size)
+        if gang:
+            meter.attach(trained)
     outcome = train_round(
         entry=entry,
-        model=wrap_ddp(model, device) if gang else model,
+        model=trained,
         optimizer=optimizer,
         data=data,
         device=device,
@@ -319,9 +332,17 @@ def run(a: argparse.Namespace, stop: _StopFlag, t0: float) -> dict[str, Any]:
         rank=a.rank,
         world_size=a.world_size,
         precision=precision,
+        meter=meter,
     )
     if gang:
         average_buffers(model)
+    measured = None
+    if meter is not None:
+        measured = {
+            "local_bsz": spec.batch_size,
+            "step_time": outcome.train_seconds / outcome.steps_done if outcome.steps_done else 0.0,
+            **meter.summary(device),
+        }
 
     end_steps = start_steps + outcome.steps_done
     ckpt_out, sha = None, None
@@ -341,6 +362,9 @@ def run(a: argparse.Namespace, stop: _StopFlag, t0: float) -> dict[str, Any]:
         value = entry.evaluate(model, (to_device(b, device) for b in data.heldout_batches()))
         metric = {"name": entry.metric, "value": value}
     if gang:
+        # the DDP wrapper (its reducer and any comm hook) goes before the process group it uses:
+        # torn down after it, at this function's return, it could hang a rank
+        del trained
         dist.destroy_process_group()
 
     first_loss, final_loss = loss_ends(outcome.losses)
@@ -372,6 +396,8 @@ def run(a: argparse.Namespace, stop: _StopFlag, t0: float) -> dict[str, Any]:
     }
     if metric is not None:
         result["metric"] = metric
+    if measured is not None:
+        result["elastic"] = measured
     return result
 
 

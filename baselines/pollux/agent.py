@@ -21,14 +21,35 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from baselines.pollux.speedup import BestGoodput
 from goodput import BatchChoice, GoodputModel, GradParams, PerfParams, fit_perf_params
+from goodput.scaling import (  # the agent's LR rule and noise estimators (pure maths)
+    LrRule,
+    lr_factor,
+    noise_from_consecutive,
+    noise_from_differences,
+    noise_from_replicas,
+)
 
-LrRule = Literal["adascale", "sqrt", "linear", "none"]
+__all__ = [
+    "AgentState",
+    "LrRule",
+    "ProfilePoint",
+    "best_goodput",
+    "choose_batch",
+    "exploration_limit",
+    "lr_factor",
+    "model",
+    "noise_from_consecutive",
+    "noise_from_differences",
+    "noise_from_replicas",
+    "observe",
+    "refit",
+]
 
 
 @dataclass(frozen=True)
@@ -195,44 +216,3 @@ def choose_batch(
     if local <= 0:  # no valid batch: the smallest the job can run
         return max(lo, math.ceil(state.init_batch_size / num_gpus)), 0
     return local, int(choice.accum_steps)
-
-
-def lr_factor(rule: LrRule, grad: GradParams | None, init_batch: int, batch: float) -> float:
-    """Learning-rate multiplier for total batch ``batch`` (vs M0): AdaScale's gain
-    r = (var + sqr) / (var / S + sqr) with S = M / M0, sqrt(S), S, or 1."""
-    scale = batch / init_batch
-    if rule == "sqrt":
-        return math.sqrt(scale)
-    if rule == "linear":
-        return scale
-    if rule == "none" or grad is None:
-        return 1.0
-    denom = grad.var / scale + grad.sqr
-    return (grad.var + grad.sqr) / denom if denom > 0 else 1.0
-
-
-def noise_from_replicas(
-    replica_sqnorms: np.ndarray, mean_grad_sqnorm: float, local_bsz: int, init_batch: int
-) -> GradParams:
-    """Gradient statistics from K >= 2 replicas' local gradients (McCandlish et al., App. A.1):
-    ``replica_sqnorms`` = |g_k|^2 at batch b each, ``mean_grad_sqnorm`` = |mean_k g_k|^2 at
-    batch K·b. Unbiased |G|^2 and tr(Σ); returned per M0 as Pollux's GradParams (var = tr Σ / M0)."""
-    k = len(replica_sqnorms)
-    if k < 2:
-        raise ValueError("need two replicas or more (one replica: noise_from_consecutive)")
-    small, big = float(local_bsz), float(local_bsz * k)
-    g_small = float(np.mean(replica_sqnorms))
-    sqr = (big * mean_grad_sqnorm - small * g_small) / (big - small)
-    trace = (g_small - mean_grad_sqnorm) / (1.0 / small - 1.0 / big)
-    return GradParams(sqr=max(sqr, 0.0), var=max(trace, 0.0) / init_batch)
-
-
-def noise_from_consecutive(
-    prev_grad: np.ndarray, grad: np.ndarray, batch: int, init_batch: int
-) -> GradParams:
-    """One replica, no accumulation: the differenced estimator over consecutive gradients
-    (Pollux §3.1): |g_t - g_{t-1}|^2 / 2 estimates tr(Σ)/B, and |G|^2 = g_t·g_{t-1} (the true
-    gradient changing slowly between steps)."""
-    diff = float(np.sum((grad - prev_grad) ** 2)) / 2.0
-    sqr = float(np.dot(grad.ravel(), prev_grad.ravel()))
-    return GradParams(sqr=max(sqr, 0.0), var=diff * batch / init_batch)

@@ -3,8 +3,10 @@ the traces load pandas and scipy).
 
 Jobs of Pollux's six applications have traces (``goodput.traces``): in simulation an agent
 observes the noise-free ground truth of the configuration its job ran on, as Pollux's simulator
-feeds its agents. Other jobs have no efficiency data; their goodput is the run's throughput
-model (steps/s), which they are valued by.
+feeds its agents. Elastic jobs of real runs with a batch range (``elastic-N``) are *measured*:
+their agent observes what their workers reported (iteration times and gradient norms,
+``ThroughputModel.iterations``). Other jobs have no efficiency data; their goodput is the run's
+throughput model (steps/s), which they are valued by.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ import numpy as np
 
 from baselines.pollux.agent import AgentState, ProfilePoint
 from baselines.pollux.speedup import BestGoodput
+from estimators.iterations import IterationSample
 from estimators.throughput import ThroughputModel
 from goodput import GradParams
+from goodput.scaling import grad_of
 from goodput.traces import bundled_trace
 from hadar.core.cluster import Cluster
 from hadar.core.jobs import Job, JobStatus, Placement
@@ -25,6 +29,36 @@ from hadar.workloads.pollux_throughput import is_pollux_job
 def has_traces(job: Job) -> bool:
     """Whether the job is one of Pollux's applications (throughput and efficiency data)."""
     return is_pollux_job(job)
+
+
+def is_measured(job: Job) -> bool:
+    """A job whose agent learns from its workers' reports: elastic, with a batch range, and not
+    one of Pollux's applications (those read the traces)."""
+    return job.batch_range is not None and not has_traces(job)
+
+
+def new_measured_agent(job: Job) -> AgentState:
+    """A fresh agent of a measured job: M0 and the largest batch are its batch range; any local
+    batch from 1 to the largest (the worker trains the total batch split over its replicas)."""
+    assert job.batch_range is not None
+    lo, hi = job.batch_range
+    return AgentState(
+        init_batch_size=lo, max_batch_size=hi, local_bsz_bounds=(1, hi), adaptive=lo < hi
+    )
+
+
+def measured_observation(
+    sample: IterationSample, init_batch: int
+) -> tuple[ProfilePoint, GradParams | None]:
+    """What a worker reported of one round, as the agent records it."""
+    point = ProfilePoint(
+        sample.num_nodes,
+        sample.num_replicas,
+        sample.local_bsz,
+        sample.step_time,
+        min(sample.sync_time, sample.step_time),
+    )
+    return point, grad_of(sample, init_batch)
 
 
 def compute_scale(gpu_type: str) -> float:

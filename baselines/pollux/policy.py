@@ -14,6 +14,11 @@ the drivers use it when no ``--round`` is given; a longer round only re-decides 
 3. **Agents tune** each placed job's batch size (Eq. 13) for its new allocation; the plan
    carries the total batch (``Assignment.batch_size``).
 
+Elastic jobs of real runs with a batch range (``elastic-N``) are *measured*: their agents fit
+Eq. 11 to the step and sync times their workers report and estimate the gradient noise from the
+per-replica gradient norms (``observe.measured_observation``); they reach the policy through the
+round context's throughput model (``ctx.throughput.iterations``), as measured throughputs do.
+
 Jobs without statistical-efficiency data (not one of Pollux's applications: e.g. the Philly
 workloads' jobs) adapt their GPU count only, within their ``min_gpus``-``max_gpus`` range (a
 rigid job: run on its gang or wait), valued by the run's throughput model (steps/s, assumed
@@ -81,6 +86,8 @@ class PolluxPolicy(Policy):
         self._agents: dict[int, AgentState] = {}
         self._restarts: dict[int, int] = {}
         self._batch: dict[int, int] = {}
+        self._seen: dict[int, int] = {}
+        """Measured jobs: the last round whose report the agent has observed."""
 
     # -- state -------------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
@@ -88,6 +95,7 @@ class PolluxPolicy(Policy):
             "agents": {str(j): a.to_json() for j, a in sorted(self._agents.items())},
             "restarts": {str(j): r for j, r in sorted(self._restarts.items())},
             "batch": {str(j): b for j, b in sorted(self._batch.items())},
+            "seen": {str(j): r for j, r in sorted(self._seen.items())},
         }
 
     def restore(self, state: Mapping[str, Any]) -> None:
@@ -96,6 +104,7 @@ class PolluxPolicy(Policy):
         self._agents = {int(j): AgentState.from_json(a) for j, a in state.get("agents", {}).items()}
         self._restarts = {int(j): int(r) for j, r in state.get("restarts", {}).items()}
         self._batch = {int(j): int(b) for j, b in state.get("batch", {}).items()}
+        self._seen = {int(j): int(r) for j, r in state.get("seen", {}).items()}
 
     # -- one round ---------------------------------------------------------------------------
     def decide(self, ctx: RoundContext) -> RoundPlan:
@@ -108,6 +117,8 @@ class PolluxPolicy(Policy):
         for s in jobs:
             if obs.has_traces(s.job):
                 self._observe(s, ctx)
+            elif obs.is_measured(s.job):
+                self._observe_measured(s, ctx)
         problem, throughput_only = self._problem(ctx, jobs)
         alloc = solve(problem)
         out: list[Assignment] = []
@@ -138,7 +149,7 @@ class PolluxPolicy(Policy):
 
         agent = self._agents.get(s.job_id)
         if agent is None:
-            agent = obs.new_agent(s.job)
+            agent = obs.new_agent(s.job) if obs.has_traces(s.job) else obs.new_measured_agent(s.job)
             self._agents[s.job_id] = agent
         return agent
 
@@ -152,6 +163,22 @@ class PolluxPolicy(Policy):
         if placement and batch:
             point, grad = obs.simulated_observation(s, placement, batch)
             self._agents[s.job_id] = observe(agent, point, grad)
+
+    def _observe_measured(self, s: JobStatus, ctx: RoundContext) -> None:
+        """Every report of a round the agent has not seen yet (once each, also after a restart)."""
+        from baselines.pollux import observe as obs
+        from baselines.pollux.agent import observe
+
+        agent = self._agent(s)
+        last = self._seen.get(s.job_id, -1)
+        for sample in ctx.throughput.iterations(s.job):
+            if sample.round > last:
+                point, grad = obs.measured_observation(sample, agent.init_batch_size)
+                agent = observe(agent, point, grad)
+                last = sample.round
+        self._agents[s.job_id] = agent
+        if last >= 0:
+            self._seen[s.job_id] = last
 
     def _problem(self, ctx: RoundContext, jobs: list[JobStatus]) -> tuple[AllocationProblem, int]:
         from baselines.pollux import observe as obs
@@ -168,12 +195,16 @@ class PolluxPolicy(Policy):
         for s in jobs:
             lo, hi = s.job.gpu_range
             hi = min(hi, total, MAX_GPUS_PER_JOB)
-            if obs.has_traces(s.job):
+            if obs.has_traces(s.job) or obs.is_measured(s.job):
                 agent = self._agent(s)
                 if self.config.explore:
                     hi = min(hi, max(exploration_limit(agent), lo))
-                hi = min(hi, obs.max_useful_gpus(s.job))
-                fns.append([best_goodput(agent, obs.compute_scale(t)) for t in cluster.gpu_types])
+                if obs.has_traces(s.job):
+                    hi = min(hi, obs.max_useful_gpus(s.job))
+                    scales = [obs.compute_scale(t) for t in cluster.gpu_types]
+                else:  # measured where it runs: no T4 traces to scale from
+                    scales = [1.0] * len(cluster.gpu_types)
+                fns.append([best_goodput(agent, c) for c in scales])
             else:
                 throughput_only += 1
                 fns.append(obs.throughput_goodput(s.job, cluster, ctx.throughput))
@@ -207,11 +238,13 @@ class PolluxPolicy(Policy):
 
         if s.job.batch_range is None:
             return None
-        if not obs.has_traces(s.job):
+        measured = obs.is_measured(s.job)
+        if not obs.has_traces(s.job) and not measured:
             return obs.fixed_batch(s.job)
         nodes = int(np.count_nonzero(alloc.sum(axis=1)))
         gtype = ctx.cluster.gpu_types[int(alloc.sum(axis=0).argmax())]
-        local, accum = choose_batch(self._agent(s), nodes, count, obs.compute_scale(gtype))
+        scale = 1.0 if measured else obs.compute_scale(gtype)
+        local, accum = choose_batch(self._agent(s), nodes, count, scale)
         lo, hi = s.job.batch_range
         batch = int(min(max(count * local * (accum + 1), lo), hi))
         self._batch[s.job_id] = batch

@@ -175,7 +175,7 @@ def add_size_arg(p: argparse.ArgumentParser, default: str = SIMULATED.size) -> N
         "--size",
         default=default,
         choices=SIZES,
-        help=f"model size of the mixes M-1..M-12 (default: %(default)s; "
+        help=f"model size of the mixes M-1..M-12 and elastic-N (default: %(default)s; "
         f"{'hadar run' if default == SIMULATED.size else 'the simulator'} defaults to {other})",
     )
 

@@ -51,7 +51,8 @@ def register(sub: Subparsers) -> None:
     p.add_argument(
         "--workload",
         default="M-3",
-        help="M-1..M-12 or a job file with training specs (default: %(default)s)",
+        help="M-1..M-12, elastic-2..elastic-4 (elastic jobs; cluster local-elastic) or a job "
+        "file with training specs (default: %(default)s)",
     )
     add_size_arg(p, REAL_RUN.size)
     add_policy_arg(p, REAL_RUN.policy)

@@ -39,12 +39,13 @@ from estimators.online import OnlineThroughput
 from hadar.clusters import load_cluster
 from hadar.core.cluster import Cluster
 from hadar.core.errors import InputError
-from hadar.core.jobs import Job
+from hadar.core.jobs import Job, Placement
 from hadar.core.safe_paths import refuse_links
 from hadar.loop import Decision, RoundLoop
 from hadar.policy import Policy, RoundContext
 from hadar.policy_options import policy_with_options
 from hadar.providers.base import NodeProvider, make_provider
+from hadar.runtime import elastic
 from hadar.runtime.config import RunConfig, RuntimeKnobs, check_run_jobs
 from hadar.runtime.evaluator import CheckpointGuard, Evaluator
 from hadar.runtime.faults import (
@@ -174,6 +175,7 @@ class Coordinator:
             self.state,
             self.guard,
             self._observe,
+            self.throughput,
             self.withheld,
         )
         self._up: Cluster | None = None
@@ -249,7 +251,11 @@ class Coordinator:
         for row in self.journal.iter_rounds("closed"):
             copies = copy_records(row, self.tracker)
             for c in copies:
-                self._observe(c["job"], c["node"], c["steps"], c["train_s"])
+                self._observe(c["job"], c["node"], c["steps"], c["train_s"], c["placement"])
+                if c.get("iterations"):
+                    self.throughput.observe_iterations(
+                        c["job"], elastic.IterationSample.from_json(c["iterations"])
+                    )
             summary = self.tracker.round_summary(row.round)
             self.state.commit(row, copies, [j for j, s in summary.jobs.items() if s.completed])
         return next_round
@@ -486,11 +492,13 @@ class Coordinator:
         """Delete a finished round's fetched copy checkpoints (the tracker has consolidated them)."""
         shutil.rmtree(self.rundir / "incoming" / f"r{r:04d}-a{attempt}", ignore_errors=True)
 
-    def _observe(self, job_id: int, node: str, steps: int, train_s: float) -> None:
+    def _observe(
+        self, job_id: int, node: str, steps: int, train_s: float, placement: Placement
+    ) -> None:
+        """A measured rate, at the GPU count it ran on (an elastic job's varies)."""
         if steps > 0 and train_s > 0 and job_id in self.by_id:
-            self.throughput.observe(
-                self.by_id[job_id], node, self.by_id[job_id].num_gpus, steps / train_s
-            )
+            gpus = sum(sum(per.values()) for per in placement.values())
+            self.throughput.observe(self.by_id[job_id], node, gpus, steps / train_s)
 
 
 def _job_spec(job: Job, workload: str) -> JobSpec:

@@ -60,6 +60,11 @@ class CopyTask:
     devices: GpuIds
     """The real device indices behind ``gpus`` (what ``CUDA_VISIBLE_DEVICES`` lists)."""
     warm: bool = True
+    spec: Mapping[str, Any] | None = None
+    """This round's training spec when it differs from the job's (an elastic job's per-rank
+    batch and scaled learning rate, ``hadar/runtime/elastic.py``); None: the job's own."""
+    measure: bool = False
+    """Ask the worker for step and sync times and gradient statistics (elastic jobs)."""
 
     @property
     def ranks(self) -> list[tuple[str, str]]:
@@ -93,6 +98,8 @@ class CopyOutcome:
     sha256: str | None = None
     final_loss: float | None = None
     error: str | None = None
+    measured: Mapping[str, Any] | None = None
+    """What rank 0's worker measured of an elastic round (its result's ``elastic`` record)."""
 
     @property
     def ok(self) -> bool:
@@ -129,7 +136,7 @@ def run_copy(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOut
 
 def _run(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOutcome:
     spec_local = local_dir / f"j{task.job.job_id}-c{task.copy}-spec.json"
-    write_json(spec_local, dict(task.job.spec))
+    write_json(spec_local, dict(task.job.spec if task.spec is None else task.spec))
     rd = task.remote_dir
     ranks = task.ranks
     nodes = sorted({n for n, _ in ranks})
@@ -164,6 +171,8 @@ def _run(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOutcome
         ]
         if rank == 0:
             argv += ["--checkpoint-out", f"{rd}/out.pt"]
+        if task.measure:
+            argv.append("--measure")
         if task.checkpoint_in is not None:
             argv += ["--checkpoint-in", f"{rd}/in.pt"]
         return provider.run(node, argv, timeout_s=task.timeout_s, env=env)
@@ -201,6 +210,7 @@ def _run(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOutcome
         checkpoint=ckpt_local,
         sha256=sha,
         final_loss=result.get("final_loss"),
+        measured=result.get("elastic"),
     )
 
 

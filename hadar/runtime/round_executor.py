@@ -19,9 +19,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from hadar.core.jobs import Job
+from estimators.online import OnlineThroughput
+from hadar.core.jobs import Job, Placement
 from hadar.loop import Decision
 from hadar.policy import Assignment
+from hadar.runtime import elastic
 from hadar.runtime.config import RunConfig
 from hadar.runtime.dispatch import CopyOutcome, CopyTask
 from hadar.runtime.evaluator import CheckpointGuard
@@ -34,8 +36,9 @@ from tracker import ids
 from tracker.errors import ReportRejected
 from tracker.tracker import JobTracker
 
-Observe = Callable[[int, str, int, float], None]
-"""``(job, node, steps, train_s)``: a measured rate for the online throughput estimator."""
+Observe = Callable[[int, str, int, float, Placement], None]
+"""``(job, node, steps, train_s, placement)``: a measured rate, at the placement's GPU count, for
+the online throughput estimator."""
 
 
 @dataclass(frozen=True)
@@ -64,11 +67,14 @@ class RoundExecutor:
         state: RunState,
         guard: CheckpointGuard,
         observe: Observe,
+        throughput: OnlineThroughput,
         withheld: dict[tuple[int, tuple[str, ...]], str],
     ) -> None:
         self.rundir, self.cfg, self.by_id = rundir, cfg, jobs
         self.tracker, self.journal, self.events = tracker, journal, events
         self.nodes, self.state, self.guard, self.observe = nodes, state, guard, observe
+        self.throughput = throughput
+        """Measured rates and elastic jobs' step/sync/gradient samples (read for round specs)."""
         self.withheld = withheld
         """(job, nodes) not dispatched (the coordinator's progress checks fill it)."""
         self.view: Any = None
@@ -186,7 +192,7 @@ class RoundExecutor:
     def _book(self, o: CopyOutcome, r: int, t1: float) -> dict[str, Any]:
         """Report an ``ok`` copy to the tracker (a rejected one becomes a failure), log it and
         return its record (the journal's ``copies`` row)."""
-        kind = o.kind
+        kind, sample = o.kind, None
         if o.ok:
             try:
                 self.tracker.report(
@@ -197,7 +203,12 @@ class RoundExecutor:
                     o.wall_seconds,
                     *o.written(),
                 )
-                self.observe(o.task.job.job_id, o.task.node, o.steps_done, o.train_seconds)
+                self.observe(
+                    o.task.job.job_id, o.task.node, o.steps_done, o.train_seconds, o.task.placement
+                )
+                sample = elastic.sample_of(r, o.task.placement, o.steps_done, o.measured)
+                if sample is not None:
+                    self.throughput.observe_iterations(o.task.job.job_id, sample)
                 self.events.emit(
                     "result",
                     round=r,
@@ -209,6 +220,7 @@ class RoundExecutor:
                     wall_s=round(o.wall_seconds, 3),
                     rate=round(o.rate, 3),
                     loss=o.final_loss,
+                    **elastic.event_fields(sample),
                 )
             except ReportRejected as exc:
                 kind = "mismatched-checkpoint"
@@ -238,6 +250,8 @@ class RoundExecutor:
             "train_s": o.train_seconds if o.ok else 0.0,
             "wall_s": o.wall_seconds if o.ok else min(time.time() - t1, self.cfg.slot_s),
         }
+        if sample is not None and o.ok:
+            record["iterations"] = sample.to_json()
         if self.view is not None:
             self.view.copy_done(o)
         return record
@@ -281,6 +295,12 @@ class RoundExecutor:
             gpus=gpus,
             devices=devices_of(gpus, self.nodes.gpus),
             warm=self.cfg.warm_workers,
+            spec=(
+                elastic.round_spec(job, a.batch_size, a.num_gpus, self.throughput.iterations(job))
+                if job.is_elastic
+                else None
+            ),
+            measure=job.is_elastic,
         )
 
     def dispatch(self, tasks: list[CopyTask], r: int, attempt: int) -> list[CopyOutcome]:

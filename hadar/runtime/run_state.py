@@ -49,8 +49,9 @@ class RunState:
                 continue
             s = self.service[c["job"]]
             seconds = float(c["wall_s"])
+            gpus = sum(sum(per.values()) for per in c["placement"].values())
             s.charge(
-                self.jobs[c["job"]].num_gpus,
+                gpus or self.jobs[c["job"]].num_gpus,
                 seconds,
                 [gtype for per in c["placement"].values() for gtype in per],
             )

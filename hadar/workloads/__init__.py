@@ -3,7 +3,8 @@
 ``load_workload(name)`` accepts ``philly-480`` (any ``philly-N``), ``philly-480-arrivals``
 (keep trace arrival times), either with ``-elastic`` (each job may run on 1 GPU up to its
 request), a path to a ``.csv``/``.yaml`` job list (or a ``.csv`` in Pollux's
-workload schema), a mix ``M-1`` ... ``M-12``, or Pollux's ``pollux-N`` / ``pollux-N-load-L``.
+workload schema), a mix ``M-1`` ... ``M-12``, Pollux's ``pollux-N`` / ``pollux-N-load-L``, or a
+real-run mix of elastic jobs ``elastic-2`` ... ``elastic-4`` (``hadar.workloads.elastic_mix``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ MIX_RE = re.compile(r"[Mm]-\d+")
 MIX_NAMES = tuple(f"M-{i}" for i in range(1, 13))
 """The paper's physical mixes, as ``--workload`` spells them."""
 POLLUX_PREFIX = "pollux-"
+ELASTIC_RE = re.compile(r"elastic-\d+")
 FILE_SUFFIXES = (".csv", ".yaml", ".yml", ".trace")
 
 
@@ -33,6 +35,7 @@ def is_builtin(name: str) -> bool:
     return bool(
         PHILLY_RE.fullmatch(name)
         or MIX_RE.fullmatch(name)
+        or ELASTIC_RE.fullmatch(name)
         or (name.startswith(POLLUX_PREFIX) and not name.lower().endswith(FILE_SUFFIXES))
     )
 
@@ -56,6 +59,10 @@ def load_workload(
         from hadar.workloads.pollux import pollux_jobs
 
         return pollux_jobs(name)
+    if ELASTIC_RE.fullmatch(name):
+        from hadar.workloads.elastic_mix import elastic_jobs
+
+        return elastic_jobs(name, size=size, seed=seed)
     if MIX_RE.fullmatch(name):
         from hadar.workloads.mixes import mix_jobs
 
@@ -69,10 +76,12 @@ def load_workload(
         from hadar.workloads.files import load_job_file
 
         return load_job_file(p)
-    hint = did_you_mean(name, [*MIX_NAMES, "philly-480", "philly-480-arrivals", "pollux-1"])
+    hint = did_you_mean(
+        name, [*MIX_NAMES, "philly-480", "philly-480-arrivals", "pollux-1", "elastic-3"]
+    )
     raise InputError(
         f"--workload: unknown workload {name!r}{hint} "
-        "(philly-N, philly-N-arrivals, M-1..M-12, pollux-N, or a .csv/.yaml/.trace file)"
+        "(philly-N, philly-N-arrivals, M-1..M-12, pollux-N, elastic-2..4, or a .csv/.yaml/.trace file)"
     )
 
 

@@ -2,7 +2,7 @@
 
 CSV header ``id,type,gpus,steps[,arrival][,weight]`` (or Pollux's workload schema,
 ``hadar.workloads.pollux``); YAML ``jobs: [{id, type, gpus, steps,
-arrival, weight, spec}, ...]`` where ``spec`` (YAML only) is the training spec real runs need. ``type`` is a throughput-table job type (e.g. ``ResNet-18 (batch size
+arrival, weight, spec, min_gpus, max_gpus, batch_range}, ...]`` where ``spec`` (YAML only) is the training spec real runs need. ``type`` is a throughput-table job type (e.g. ``ResNet-18 (batch size
 64)``) or, for the physical workloads, IC/LM/LT/RS/MM.
 """
 
@@ -45,6 +45,12 @@ class _JobSpec(BaseModel):
     size_class: str | None = None
     spec: dict[str, Any] | None = None
     """Training spec for real runs (model, size, data, batch_size, lr, seed; see docs/worker.md)."""
+    min_gpus: GangGpus | None = None
+    """Elastic jobs: the fewest GPUs (default ``gpus``)."""
+    max_gpus: GangGpus | None = None
+    """Elastic jobs: the most GPUs (default ``gpus``)."""
+    batch_range: tuple[int, int] | None = None
+    """Elastic jobs: the total batch sizes a policy may choose, ``[low, high]``."""
 
     @field_validator("type")
     @classmethod
@@ -75,8 +81,8 @@ def jobs_from_records(
         if spec.id in seen:
             raise InputError(f"{source}: {row_label}[{i}].id: duplicate job id {spec.id}")
         seen.add(spec.id)
-        jobs.append(
-            Job(
+        try:
+            job = Job(
                 job_id=spec.id,
                 job_type=spec.type,
                 num_gpus=spec.gpus,
@@ -86,8 +92,13 @@ def jobs_from_records(
                 model=spec.model,
                 size_class=spec.size_class,
                 spec=MappingProxyType(dict(spec.spec or {})),
+                min_gpus=spec.min_gpus,
+                max_gpus=spec.max_gpus,
+                batch_range=spec.batch_range,
             )
-        )
+        except InputError as exc:
+            raise InputError(f"{source}: {row_label}[{i}]: {exc}") from None
+        jobs.append(job)
     if not jobs:
         raise InputError(f"{source}: no jobs")
     return jobs
