@@ -24,6 +24,7 @@ from hadar.scheduler.steps import (
 from hadar.scheduler.ttd import (
     CRITICAL_TOLERANCE_ROUNDS,
     best_remaining_s,
+    candidate_by_deadline,
     critical_jobs,
     guard_candidate,
 )
@@ -212,18 +213,4 @@ def deadline_candidate(
 ) -> Candidate | None:
     """The best-payoff candidate that finishes the job within ``deadline_s``; if none does, the
     fastest candidate (ties: payoff), or None with ``strict``; None when nothing fits."""
-    if int(free.sum()) < entry.request.num_gpus:
-        return None
-    cands = cache.candidates(entry, free)
-    if not cands:
-        return None
-    rem = v.status.remaining_steps
-    penalty = ctx.restart_penalty if v.status.done_steps > 0 else 0.0
-
-    def finish(c: Candidate) -> float:
-        return rem / c.rate + (0.0 if c.kept else penalty)
-
-    ok = [c for c in cands if finish(c) <= deadline_s + 1e-6]
-    if ok:
-        return max(ok, key=entry.payoff)
-    return None if strict else max(cands, key=lambda c: (c.rate, entry.payoff(c)))
+    return candidate_by_deadline(entry, v, free, cache, deadline_s, ctx, strict, soonest=False)

@@ -156,9 +156,25 @@ def guard_candidate(
     sooner is a candidate, however small the gain (no ``upgrade_min_gain_s``): on the critical
     path a second sooner is a second off the TTD (lab M-2: the last job stayed on a Titan RTX for
     103 s rather than restart on the idle RTX 3090 for 56 s)."""
+    entry = replace(entry, move_min_rate=0.0)
+    return candidate_by_deadline(entry, v, free, cache, deadline_s, ctx, strict, soonest=True)
+
+
+def candidate_by_deadline(
+    entry: QueueEntry,
+    v: JobValuation,
+    free: np.ndarray,
+    cache: CandidateCache,
+    deadline_s: float,
+    ctx: RoundContext,
+    strict: bool,
+    soonest: bool,
+) -> Candidate | None:
+    """The best-payoff candidate that finishes the job within ``deadline_s`` (restart
+    included); if none does, None with ``strict``, else the one finishing soonest (``soonest``)
+    or the fastest (ties: payoff); None when nothing fits."""
     if int(free.sum()) < entry.request.num_gpus:
         return None
-    entry = replace(entry, move_min_rate=0.0)
     cands = cache.candidates(entry, free)
     if not cands:
         return None
@@ -171,4 +187,8 @@ def guard_candidate(
     ok = [c for c in cands if finish(c) <= deadline_s + 1e-6]
     if ok:
         return max(ok, key=entry.payoff)
-    return None if strict else min(cands, key=lambda c: (finish(c), -entry.payoff(c)))
+    if strict:
+        return None
+    if soonest:
+        return min(cands, key=lambda c: (finish(c), -entry.payoff(c)))
+    return max(cands, key=lambda c: (c.rate, entry.payoff(c)))
