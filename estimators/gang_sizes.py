@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable
-from dataclasses import replace
 
 import numpy as np
 
 from estimators.throughput import EstimatedCell, GavelThroughputTable, ThroughputModel
 from hadar.core.cluster import Cluster
-from hadar.core.jobs import Job, Placement
+from hadar.core.jobs import Job, Placement, at_placement
 
 
 def interpolate(points: dict[int, float], g: int) -> float:
@@ -76,11 +75,7 @@ class InterpolatedGangs(ThroughputModel):
         return hit[0], hit[1]
 
     def rate(self, job: Job, placement: Placement, cluster: Cluster) -> float:
-        g = sum(c for per in placement.values() for c in per.values())
-        lo, hi = job.gpu_range
-        if g != job.num_gpus and lo <= g <= hi:
-            job = replace(job, num_gpus=g)
-        return super().rate(job, placement, cluster)
+        return super().rate(at_placement(job, placement), placement, cluster)
 
     def describe(self, job: Job, cluster: Cluster) -> str:
         return f"{self.base.describe(job, cluster)}, interpolated between measured GPU counts"

@@ -33,7 +33,7 @@ import logging
 import math
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,7 @@ from hadar.core.cluster import Cluster
 from hadar.core.errors import InputError
 from hadar.core.gpu_catalogue import canonical_gpu
 from hadar.core.io import write_json
-from hadar.core.jobs import Job, Placement
+from hadar.core.jobs import Job, Placement, at_placement
 from hadar.core.validation import load_json
 
 log = logging.getLogger(__name__)
@@ -163,11 +163,7 @@ class OnlineThroughput(ThroughputModel):
 
     def rate(self, job: Job, placement: Placement, cluster: Cluster) -> float:
         """As the base class; an elastic job is rated at the placement's GPU count."""
-        g = sum(c for per in placement.values() for c in per.values())
-        lo, hi = job.gpu_range
-        if g != job.num_gpus and lo <= g <= hi:
-            job = replace(job, num_gpus=g)
-        return super().rate(job, placement, cluster)
+        return super().rate(at_placement(job, placement), placement, cluster)
 
     def measured(
         self, job: Job | str, node: str, num_gpus: int, gpu_type: str | None = None

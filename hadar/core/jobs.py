@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -84,6 +84,19 @@ class Job:
 
 Placement = Mapping[str, Mapping[str, int]]
 """Where a job (or copy) runs: ``{node name: {gpu type: count}}``."""
+
+
+def placement_gpus(placement: Placement) -> int:
+    """How many GPUs ``placement`` holds."""
+    return sum(c for per in placement.values() for c in per.values())
+
+
+def at_placement(job: Job, placement: Placement) -> Job:
+    """``job`` as it runs on ``placement``: an elastic job at the placement's GPU count when
+    that count is within its range; any other job unchanged."""
+    g = placement_gpus(placement)
+    lo, hi = job.gpu_range
+    return replace(job, num_gpus=g) if g != job.num_gpus and lo <= g <= hi else job
 
 
 @dataclass(frozen=True)

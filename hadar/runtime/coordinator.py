@@ -39,7 +39,7 @@ from estimators.online import OnlineThroughput
 from hadar.clusters import load_cluster
 from hadar.core.cluster import Cluster
 from hadar.core.errors import InputError
-from hadar.core.jobs import Job, Placement
+from hadar.core.jobs import Job, Placement, placement_gpus
 from hadar.core.safe_paths import refuse_links
 from hadar.loop import Decision, RoundLoop
 from hadar.policy import Policy, RoundContext
@@ -497,7 +497,7 @@ class Coordinator:
     ) -> None:
         """A measured rate, at the GPU count it ran on (an elastic job's varies)."""
         if steps > 0 and train_s > 0 and job_id in self.by_id:
-            gpus = sum(sum(per.values()) for per in placement.values())
+            gpus = placement_gpus(placement)
             self.throughput.observe(self.by_id[job_id], node, gpus, steps / train_s)
 
 

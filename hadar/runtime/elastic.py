@@ -24,7 +24,7 @@ from estimators.iterations import IterationSample
 __all__ = ["IterationSample", "event_fields", "local_batch", "round_spec", "sample_of"]
 from goodput.scaling import LrRule, grad_of, lr_factor
 from hadar.core.errors import InputError
-from hadar.core.jobs import Job, Placement
+from hadar.core.jobs import Job, Placement, placement_gpus
 
 LR_RULES: Mapping[str, LrRule] = {
     "IC": "adascale",
@@ -68,7 +68,7 @@ def sample_of(
     if not measured or steps < 1:
         return None
     nodes = [n for n, per in placement.items() if sum(per.values()) > 0]
-    world = sum(sum(per.values()) for per in placement.values())
+    world = placement_gpus(placement)
     try:
         return IterationSample(
             round=round_,

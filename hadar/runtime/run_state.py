@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hadar.core.job_service import JobService
-from hadar.core.jobs import Job, JobStatus, Placement
+from hadar.core.jobs import Job, JobStatus, Placement, placement_gpus
 from hadar.runtime.faults import (
     Copy,
     placement_nodes,
@@ -49,7 +49,7 @@ class RunState:
                 continue
             s = self.service[c["job"]]
             seconds = float(c["wall_s"])
-            gpus = sum(sum(per.values()) for per in c["placement"].values())
+            gpus = placement_gpus(c["placement"])
             s.charge(
                 gpus or self.jobs[c["job"]].num_gpus,
                 seconds,
