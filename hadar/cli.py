@@ -191,9 +191,31 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hadar: error: {_one_line(str(exc))}{notes}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt as exc:
-        signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
-        print(f"hadar: interrupted ({signal.Signals(signum).name})", file=sys.stderr)
-        return 128 + signum
+        return _interrupted(exc.signum if isinstance(exc, Terminated) else signal.SIGINT)
+    except Exception as exc:  # a signal inside a C extension's import surfaces as its ImportError
+        signum = _signal_behind(exc)
+        if signum is None:
+            raise
+        return _interrupted(signum)
+
+
+def _interrupted(signum: int) -> int:
+    print(f"hadar: interrupted ({signal.Signals(signum).name})", file=sys.stderr)
+    return 128 + signum
+
+
+def _signal_behind(exc: BaseException) -> int | None:
+    """The signal of a :class:`Terminated` (or Ctrl-C) that caused ``exc``, if one did."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, Terminated):
+            return cause.signum
+        if isinstance(cause, KeyboardInterrupt):
+            return int(signal.SIGINT)
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def _one_line(message: str) -> str:

@@ -110,23 +110,13 @@ def add_round_arg(
         type=round_type,
         default=DriverRound(default),
         metavar="SECONDS",
-        help=f"round length {where} (default: %(default)s, or the policy's declared interval: "
-        f"{_declared_rounds()}; with several policies one common round, the shortest declared)",
+        # static text: listing the declaring policies here would import every policy (and
+        # highspy) to build any command's parser
+        help=f"round length {where} (default: %(default)s, or the round the policy declares for "
+        "itself; with several policies one common round, the shortest declared)",
     )
     if old:
         add_alias(p, old, "--round", "round_length", round_type)
-
-
-def _declared_rounds() -> str:
-    """``pollux 60 s``: the registered policies that declare their own round."""
-    from hadar.policy import POLICY_REGISTRY
-
-    named = [
-        f"{n} {c.info.round_s:g} s"
-        for n, c in POLICY_REGISTRY.items()
-        if c.info.round_s is not None
-    ]
-    return ", ".join(named) or "none declares one"
 
 
 def resolve_round(args: argparse.Namespace, policies: Sequence[str]) -> str | None:
