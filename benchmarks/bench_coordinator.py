@@ -295,7 +295,7 @@ def main() -> None:
         cluster=str(cluster),
         workload=str(jobs),
         policy="tiresias",
-        slot_s=30.0,
+        round_s=30.0,
         evaluate=True,
         warm_workers=False,
         max_job_count=max(1000, a.jobs + 1),

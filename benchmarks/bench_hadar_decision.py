@@ -47,7 +47,7 @@ def cold_round(cluster: Cluster, jobs: list[Job], table: GavelThroughputTable) -
     return RoundContext(
         now=0.0,
         round_index=0,
-        round_length=SIMULATED.round_s,
+        round_s=SIMULATED.round_s,
         cluster=cluster,
         jobs=tuple(JobStatus(j, j.total_steps) for j in jobs),
         current={},
