@@ -63,6 +63,7 @@ def register(sub: Subparsers) -> None:
         dest="grace_s",
         type=argtypes.seconds(0, argtypes.DAY),
         default=REAL_RUN.grace_s,
+        metavar="SECONDS",
         help="seconds past the round before a copy counts as hung",
     )
     p.add_argument(
