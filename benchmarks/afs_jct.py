@@ -75,11 +75,11 @@ def table(cells: list[Cell], results: list[dict[str, float]], policies: list[str
             per_policy[p].append(r)
             rs.append(f"{r:.2f}x")
         print(f"| {w} | {jcts} | {' | '.join(rs)} |")
-    for p, rs in per_policy.items():
-        if rs:
+    for p, got in per_policy.items():
+        if got:
             print(
-                f"\n{p} / afs: min {min(rs):.2f}x, median {statistics.median(rs):.2f}x, "
-                f"max {max(rs):.2f}x over {len(rs)} workloads"
+                f"\n{p} / afs: min {min(got):.2f}x, median {statistics.median(got):.2f}x, "
+                f"max {max(got):.2f}x over {len(got)} workloads"
             )
 
 

@@ -17,11 +17,12 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def run(out: Path, *args: str) -> dict:
+def run(out: Path, *args: str) -> dict[str, Any]:
     shutil.rmtree(out, ignore_errors=True)
     proc = subprocess.run(
         [sys.executable, "-m", "hadar", "run", "--no-live", "--out", str(out), *args],
@@ -31,10 +32,11 @@ def run(out: Path, *args: str) -> dict:
     )
     if proc.returncode != 0:
         raise SystemExit(proc.stdout + proc.stderr)
-    return json.loads((out / "summary.json").read_text())
+    summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
+    return summary
 
 
-def rounds(out: Path) -> list[dict]:
+def rounds(out: Path) -> list[dict[str, str]]:
     import csv
 
     with open(out / "rounds.csv") as fh:
