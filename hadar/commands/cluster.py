@@ -58,6 +58,7 @@ def register(sub: Subparsers) -> None:
     up.add_argument("--no-wait-ssh", action="store_true", help="do not wait for SSH to answer")
     up.add_argument(
         "--ssh-wait-timeout",
+        dest="ssh_wait_timeout_s",
         type=argtypes.seconds(0, 86400, lo_open=True),
         metavar="S",
         help="seconds to wait for SSH (default: aws.ssh_wait_timeout_s)",
@@ -193,7 +194,7 @@ def run_up(args: argparse.Namespace) -> int:
     instances = aws.up(wait_ssh=False, log=console.print)
     if not args.no_wait_ssh:
         console.print(f"waiting for SSH on {len(instances)} instances...")
-        aws.wait_ssh(instances, args.ssh_wait_timeout)
+        aws.wait_ssh(instances, args.ssh_wait_timeout_s)
         if aws.settings.setup:
             console.print(f"running aws.setup on {len(instances)} instances...")
             aws.run_setup(instances, log=console.print)
