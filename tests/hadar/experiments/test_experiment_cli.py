@@ -23,7 +23,7 @@ from hadar.workloads.mixes import mix_jobs
 CLUSTERS = ("aws-5node", "lab-5node")
 MIXES = ("M-1", "M-5")
 POLICIES = ("gavel", "hadar", "hadare")
-SLOTS = (180.0, 360.0)
+ROUNDS_S = (180.0, 360.0)
 PNGS = (
     "fig8_cru.png",
     "fig9_ttd.png",
@@ -92,7 +92,7 @@ def test_every_cell_file_and_png_is_written(runs):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     rows = _csv(out / "results.csv")
     assert [(r["cluster"], r["mix"], r["policy"], float(r["round_s"])) for r in rows] == [
-        (c, m, p, s) for c in CLUSTERS for m in MIXES for p in POLICIES for s in SLOTS
+        (c, m, p, s) for c in CLUSTERS for m in MIXES for p in POLICIES for s in ROUNDS_S
     ]
     assert all(r["completed"] == r["jobs"] for r in rows)
     doc = json.loads((out / "results.json").read_text())
