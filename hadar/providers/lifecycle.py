@@ -144,10 +144,10 @@ def make_lifecycle(cluster: Cluster, purpose: str) -> NodeLifecycle:
     where = cluster.source or cluster.name
     if kind is None or kind.lifecycle is None:
         launching = [k.name for k in provider_kinds() if k.launches_nodes]
+        why = "which has no machines" if kind is None else "whose machines exist without hadar"
         raise InputError(
             f"{where}: provider: {purpose} does not apply to a provider: {cluster.provider} "
-            f"cluster, whose machines exist without hadar (providers that launch machines: "
-            f"{', '.join(launching) or 'none'})"
+            f"cluster, {why} (providers that launch machines: {', '.join(launching) or 'none'})"
         )
     lifecycle: NodeLifecycle = load_factory(kind.lifecycle, f"{where}: {purpose}")(cluster)
     return lifecycle

@@ -53,8 +53,9 @@ class ProviderKind:
     cluster file is loaded (:func:`hadar.providers.transport.check_settings`) and parsed by the
     provider with :func:`hadar.providers.transport.load_section`."""
     lifecycle: Factory | None = None
-    """What launches, lists and terminates the cluster's machines (built with ``(cluster)``:
-    ``hadar cluster up|down|status``, ``hadar run --down-after``); None: the machines exist
+    """What launches, lists and terminates the cluster's machines: a
+    :class:`hadar.providers.lifecycle.NodeLifecycle` built with ``(cluster)``, which ``hadar
+    cluster up|down|status`` and ``hadar run --down-after`` use; None: the machines exist
     without us."""
     emulates_gpus: bool = False
     """Its nodes emulate their declared GPUs by default (``emulate:`` in the cluster file)."""

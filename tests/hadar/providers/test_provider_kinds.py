@@ -89,6 +89,8 @@ def test_launching_machines_is_a_capability(tmp_path: Path, swap: None) -> None:
         r"cluster, whose machines exist without hadar \(providers that launch machines: aws\)$",
     ):
         make_lifecycle(local, "hadar cluster up")
+    with pytest.raises(InputError, match=r"simulated cluster, which has no machines \(providers"):
+        make_lifecycle(load_cluster("sim-60gpu"), "hadar cluster status")
     with pytest.raises(InputError, match=r"terminates the instances of a provider: aws cluster"):
         check_down_after(str(_write(tmp_path, "local")))
 
