@@ -1,12 +1,16 @@
-"""``hadar cluster up|down|status --config FILE``: EC2 instances for a ``provider: aws`` cluster.
+"""``hadar cluster up|down|status --config FILE``: the machines of a cluster whose provider
+launches them (``ProviderKind.launches_nodes``; today ``aws``: EC2 instances), through the
+provider's :class:`hadar.providers.lifecycle.NodeLifecycle`. For a provider whose machines exist
+without hadar (local, ssh) it is one line, exit 2.
 
-``up`` shows the instance types, count and hourly price it is about to launch (from a bundled,
-dated price table: :mod:`hadar.providers.aws.prices`) and asks (``-y`` skips the question; ``--dry-run``
-asks EC2 whether the launch would succeed and launches nothing), then launches one instance per
-node (skipping nodes that already have one), waits until they run and answer on SSH, runs
-``aws.setup`` on each, and writes the SSH cluster file; ``down``
-asks, then terminates exactly the instances tagged for the cluster (a second ``down`` has
-nothing to do; ``-y`` skips the question); ``status`` lists them."""
+``up`` shows what it is about to launch and its hourly price when the provider knows it (aws: a
+bundled, dated price table, :mod:`hadar.providers.aws.prices`) and asks (``-y`` skips the
+question; ``--dry-run`` asks the provider whether the launch would succeed and launches nothing),
+then launches one machine per node (skipping nodes that already have one), waits until they run
+and are ready (aws: answer on SSH, ``aws.setup`` run) and writes the cluster file that reaches
+them when the provider has one (aws: the SSH cluster file); ``down`` asks, then terminates
+exactly the cluster's machines (a second ``down`` has nothing to do; ``-y`` skips the
+question); ``status`` lists them."""
 
 from __future__ import annotations
 
@@ -25,24 +29,29 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from hadar.core.cluster import Node
-    from hadar.providers.aws.provider import AwsCluster, Instance
+    from hadar.providers.lifecycle import Machine, NodeLifecycle
 
 
 def register(sub: Subparsers) -> None:
     p = sub.add_parser(
-        "cluster", help="launch, list or terminate the EC2 instances of an aws cluster"
+        "cluster",
+        help="launch, list or terminate the machines of a cluster whose provider launches them "
+        "(aws: EC2 instances)",
     )
     actions = p.add_subparsers(dest="cluster_action", metavar="ACTION", required=True)
 
     up = actions.add_parser(
         "up",
-        help="launch one instance per node and write the SSH cluster file",
-        description="Show the instance types, count and hourly price of what would be launched "
-        "(bundled on-demand price table, dated; it says when stale) and ask (unless -y; "
-        "without a terminal -y is required). Then launch one EC2 instance per node of the "
-        "cluster file that has none (its instance_type, with the aws section's AMI, key pair, "
-        "security groups, subnet and tags), wait until they are running and reachable over "
-        "SSH, and write a provider: ssh cluster file. --dry-run asks EC2 (DryRun) instead.",
+        help="launch one machine per node (aws: and write the SSH cluster file)",
+        description="Show what would be launched and its hourly price when the provider knows "
+        "it (aws: the instance types and count, from a bundled on-demand price table, dated; "
+        "it says when stale) and ask (unless -y; without a terminal -y is required). Then "
+        "launch one machine per node of the cluster file that has none, wait until they are "
+        "running and ready, and write the cluster file that reaches them if the provider has "
+        "one. aws: one EC2 instance per node (its instance_type, with the aws section's AMI, "
+        "key pair, security groups, subnet and tags), ready when reachable over SSH and "
+        "aws.setup has run; writes a provider: ssh cluster file. --dry-run asks the provider "
+        "(EC2's DryRun) instead. A provider whose machines exist without hadar: exit 2.",
     )
     _config_arg(up)
     up.add_argument(
@@ -51,44 +60,53 @@ def register(sub: Subparsers) -> None:
     up.add_argument(
         "--dry-run",
         action="store_true",
-        help="check with EC2's DryRun that the launch would succeed (permissions, AMI, types, "
-        "key pair, network); launch nothing",
+        help="check that the launch would succeed (aws: EC2's DryRun checks permissions, AMI, "
+        "types, key pair, network); launch nothing",
     )
-    add_out_file_arg(up, "SSH cluster file to write (default: ./<cluster name>-ssh.yaml)")
-    up.add_argument("--no-wait-ssh", action="store_true", help="do not wait for SSH to answer")
+    add_out_file_arg(
+        up,
+        "cluster file to write for the launched machines "
+        "(aws: the SSH cluster file, default ./<cluster name>-ssh.yaml)",
+    )
+    up.add_argument(
+        "--no-wait-ssh",
+        action="store_true",
+        help="do not wait until the machines are ready (aws: answer on SSH)",
+    )
     up.add_argument(
         "--ssh-wait-timeout",
         dest="ssh_wait_timeout_s",
         type=argtypes.seconds(0, 86400, lo_open=True),
         metavar="S",
-        help="seconds to wait for SSH (default: aws.ssh_wait_timeout_s)",
+        help="seconds to wait until the machines are ready (default: the provider's; aws: "
+        "aws.ssh_wait_timeout_s)",
     )
     up.set_defaults(func=run_up)
 
     down = actions.add_parser(
         "down",
-        help="terminate the instances tagged for this cluster (asks first)",
-        description="List the live instances tagged for the cluster, ask for confirmation "
-        "(unless -y), terminate them and wait until EC2 reports them terminated. Without a "
-        "terminal on stdin, -y is required.",
+        help="terminate the machines of this cluster (asks first)",
+        description="List the cluster's live machines (aws: the instances tagged for the "
+        "cluster), ask for confirmation (unless -y), terminate them and wait until the "
+        "provider reports them terminated. Without a terminal on stdin, -y is required.",
     )
     _config_arg(down)
     down.add_argument(
         "-y", "--yes", action="store_true", help="terminate without asking for confirmation"
     )
     down.add_argument(
-        "--no-wait", action="store_true", help="do not wait until the instances are terminated"
+        "--no-wait", action="store_true", help="do not wait until the machines are terminated"
     )
     down.set_defaults(func=run_down)
 
     status = actions.add_parser(
         "status",
-        help="list the instances tagged for this cluster",
-        description="List the EC2 instances tagged hadar-cluster=<name> for the cluster file "
-        "(live ones; --all adds terminated ones), with type, state and addresses.",
+        help="list the machines of this cluster",
+        description="List the cluster's machines (live ones; --all adds terminated ones), with "
+        "type, state and addresses. aws: List the EC2 instances tagged hadar-cluster=<name>.",
     )
     _config_arg(status)
-    status.add_argument("--all", action="store_true", help="include terminated instances")
+    status.add_argument("--all", action="store_true", help="include terminated machines")
     status.set_defaults(func=run_status)
 
 
@@ -99,20 +117,17 @@ def _config_arg(p: argparse.ArgumentParser) -> None:
         dest="config",
         required=True,
         metavar="FILE",
-        help="cluster YAML with provider: aws and an aws section",
+        help="cluster YAML whose provider launches its machines (aws: provider: aws and an aws "
+        "section)",
     )
 
 
-def _aws_cluster(path: str) -> AwsCluster:
-    """The cluster's lifecycle; ``hadar cluster``'s prices, dry run and SSH file are EC2's."""
-    from hadar.providers.base import make_lifecycle
+def _lifecycle(path: str, action: str) -> NodeLifecycle:
+    """The cluster's lifecycle; one line (exit 2) when its provider launches no machines, or
+    when the extra it needs is missing."""
+    from hadar.providers.lifecycle import make_lifecycle
 
-    lifecycle = make_lifecycle(load_cluster(path), "hadar cluster")  # names a missing extra
-    from hadar.providers.aws.provider import AwsCluster
-
-    if not isinstance(lifecycle, AwsCluster):
-        raise InputError(f"{path}: provider: hadar cluster up|down|status manage EC2 instances")
-    return lifecycle
+    return make_lifecycle(load_cluster(path), f"hadar cluster {action}")
 
 
 def _console() -> Console:
@@ -123,41 +138,37 @@ def _console() -> Console:
     return Console(width=None if sys.stdout.isatty() else 200, highlight=False)
 
 
-def _print_instances(console: Console, title: str, instances: Sequence[Instance]) -> None:
+def _print_machines(
+    console: Console, life: NodeLifecycle, title: str, machines: Sequence[Machine]
+) -> None:
     from rich.table import Table
 
     table = Table(title=title)
-    for col in ("node", "instance", "type", "state", "public ip", "private ip"):
+    for col in ("node", life.machine_word, "type", "state", "public ip", "private ip"):
         table.add_column(col)
-    for i in instances:
+    for m in machines:
         table.add_row(
-            i.node, i.instance_id, i.instance_type, i.state, i.public_ip or "-", i.private_ip or "-"
+            m.node, m.machine_id, m.machine_type, m.state, m.public_ip or "-", m.private_ip or "-"
         )
     console.print(table)
 
 
-def print_cost(console: Console, aws: AwsCluster, nodes: Sequence[Node]) -> float:
-    """The table of what launching ``nodes`` costs per hour; returns the known total."""
+def print_cost(console: Console, life: NodeLifecycle, nodes: Sequence[Node]) -> float | None:
+    """The table of what launching ``nodes`` costs per hour; returns the known total (None when
+    the provider names no price)."""
     from rich.table import Table
 
-    from hadar.providers.aws.prices import estimate
-
-    s = aws.settings
-    cost = estimate(
-        [str(aws.instance_types[n.name]) for n in nodes],
-        region=s.region,
-        spot=s.spot,
-        spot_max_price=s.spot_max_price,
-    )
-    table = Table(title=f"{aws.cluster.name}: {len(nodes)} instances to launch")
-    for col in ("instance type", "count", "USD/hour each", "USD/hour"):
-        table.add_column(col, justify="left" if col == "instance type" else "right")
+    cost = life.cost(nodes)
+    if cost is None:
+        return None
+    table = Table(title=f"{life.cluster.name}: {len(nodes)} {life.machines_word} to launch")
+    table.add_column(f"{life.machine_word} type")
+    for col in ("count", "USD/hour each", "USD/hour"):
+        table.add_column(col, justify="right")
     for line in cost.lines:
         each = "?" if line.usd_per_hour is None else f"{line.usd_per_hour:.3f}"
         total = "?" if line.total is None else f"{line.total:.2f}"
-        table.add_row(
-            line.instance_type + (" (spot)" if s.spot else ""), str(line.count), each, total
-        )
+        table.add_row(line.label, str(line.count), each, total)
     table.add_row("total", str(len(nodes)), "", f"{cost.usd_per_hour:.2f}")
     console.print(table)
     for note in cost.notes:
@@ -166,48 +177,57 @@ def print_cost(console: Console, aws: AwsCluster, nodes: Sequence[Node]) -> floa
 
 
 def run_up(args: argparse.Namespace) -> int:
-    aws = _aws_cluster(args.config)
-    console = _console()
-    name = aws.cluster.name
-    out = Path(args.out) if args.out else Path(f"{name}-ssh.yaml")
-    missing, have = aws.to_launch()
-    for node, inst in have.items():
-        console.print(f"{node}: already has {inst.instance_id} ({inst.state})")
-    if missing:
-        hourly = print_cost(console, aws, missing)
-        if args.dry_run:
-            aws.dry_run(missing)
-            console.print(
-                f"dry run: EC2 would launch all {len(missing)} instances (DryRun accepted "
-                "every request); nothing launched"
-            )
-            return 0
-        question = (
-            f"launch {len(missing)} instances of cluster {name} (about {hourly:.2f} USD/hour)?"
+    life = _lifecycle(args.config, "up")
+    if args.out and life.cluster_file_word is None:
+        raise InputError(
+            f"--out: provider {life.cluster.provider} writes no cluster file for its machines "
+            f"({args.config} reaches them)"
         )
+    console = _console()
+    name = life.cluster.name
+    words = life.machines_word
+    missing, have = life.to_launch()
+    for node, machine in have.items():
+        console.print(f"{node}: already has {machine.machine_id} ({machine.state})")
+    if missing:
+        hourly = print_cost(console, life, missing)
+        if args.dry_run:
+            console.print(life.dry_run(missing))
+            return 0
+        price = "" if hourly is None else f" (about {hourly:.2f} USD/hour)"
+        question = f"launch {len(missing)} {words} of cluster {name}{price}?"
         if not confirm(question, args.yes, "launch"):
             console.print("nothing launched")
             return 1
     elif args.dry_run:
-        console.print(f"dry run: every node of {name} already has an instance; nothing to launch")
+        console.print(
+            f"dry run: every node of {name} already has {_a(life.machine_word)}; nothing to launch"
+        )
         return 0
-    instances = aws.up(wait_ssh=False, log=console.print)
-    if not args.no_wait_ssh:
-        console.print(f"waiting for SSH on {len(instances)} instances...")
-        aws.wait_ssh(instances, args.ssh_wait_timeout_s)
-        if aws.settings.setup:
-            console.print(f"running aws.setup on {len(instances)} instances...")
-            aws.run_setup(instances, log=console.print)
-    elif aws.settings.setup:
-        console.print("aws.setup not run (--no-wait-ssh): run `hadar cluster up` again to run it")
-    aws.write_ssh_cluster(out, instances)
-    _print_instances(console, f"{name}: {len(instances)} instances running", instances)
-    console.print(
-        f"wrote SSH cluster file {out} ({len(instances)} nodes); check the nodes with "
-        f"hadar nodes check --cluster {args.config} (or {out}); they cost money until "
-        f"hadar cluster down --config {args.config} (or hadar run --down-after)"
+    machines = life.up(wait_ssh=False, log=console.print)
+    life.prepare(
+        machines, wait=not args.no_wait_ssh, timeout_s=args.ssh_wait_timeout_s, log=console.print
     )
+    written = (
+        None
+        if life.cluster_file_word is None
+        else life.write_cluster_file(Path(args.out) if args.out else None, machines)
+    )
+    _print_machines(console, life, f"{name}: {len(machines)} {words} running", machines)
+    reach = f"hadar nodes check --cluster {args.config}"
+    until = f"hadar cluster down --config {args.config} (or hadar run --down-after)"
+    if written is not None:
+        console.print(
+            f"wrote {life.cluster_file_word} {written} ({len(machines)} nodes); check the nodes "
+            f"with {reach} (or {written}); they cost money until {until}"
+        )
+    else:
+        console.print(f"check the nodes with {reach}; they run until {until}")
     return 0
+
+
+def _a(word: str) -> str:
+    return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"
 
 
 def confirm(question: str, assume_yes: bool, verb: str = "terminate") -> bool:
@@ -229,23 +249,22 @@ def confirm(question: str, assume_yes: bool, verb: str = "terminate") -> bool:
 
 
 def run_down(args: argparse.Namespace) -> int:
-    from hadar.providers.aws.provider import ACTIVE_STATES
-
-    aws = _aws_cluster(args.config)
+    life = _lifecycle(args.config, "down")
     console = _console()
-    name = aws.cluster.name
-    live = aws.instances(ACTIVE_STATES)
+    name = life.cluster.name
+    words = life.machines_word
+    live = life.machines()
     if live:
-        _print_instances(console, f"{name}: {len(live)} instances to terminate", live)
-        question = f"terminate {len(live)} instances of cluster {name}?"
+        _print_machines(console, life, f"{name}: {len(live)} {words} to terminate", live)
+        question = f"terminate {len(live)} {words} of cluster {name}?"
         if not confirm(question, args.yes):
             console.print("nothing terminated")
             return 1
-    ids = aws.down(log=console.print, wait=not args.no_wait)
+    ids = life.down(log=console.print, wait=not args.no_wait)
     if not ids:
-        console.print(f"nothing to do: no live instances tagged hadar-cluster={name}")
+        console.print(f"nothing to do: no live {life.scope()}")
     else:
-        console.print(f"terminated {len(ids)} instances of cluster {name}")
+        console.print(f"terminated {len(ids)} {words} of cluster {name}")
     return 0
 
 
@@ -257,32 +276,32 @@ def teardown(
 ) -> list[str]:
     """``hadar run --down-after``: after ``minutes`` (Ctrl-C keeps the cluster), terminate
     every machine of the cluster ``config`` (its provider's lifecycle); returns their ids."""
-    from hadar.providers.base import make_lifecycle
+    from hadar.providers.lifecycle import make_lifecycle
 
-    lifecycle = make_lifecycle(load_cluster(config), "--down-after")
-    name = lifecycle.cluster.name
+    life = make_lifecycle(load_cluster(config), "--down-after")
+    name = life.cluster.name
+    words = life.machines_word
     if minutes > 0:
         log(
-            f"--down-after: terminating the instances of {name} in {minutes:g} min (Ctrl-C keeps them)"
+            f"--down-after: terminating the {words} of {name} in {minutes:g} min (Ctrl-C keeps them)"
         )
         try:
             sleep(minutes * 60.0)
         except KeyboardInterrupt:
-            log(f"--down-after: kept the instances of {name}; hadar cluster down --config {config}")
+            log(f"--down-after: kept the {words} of {name}; hadar cluster down --config {config}")
             return []
-    ids = lifecycle.down(log=log)
+    ids = life.down(log=log)
     log(
-        f"--down-after: terminated {len(ids)} instances of cluster {name}"
+        f"--down-after: terminated {len(ids)} {words} of cluster {name}"
         if ids
-        else f"--down-after: no live instances of cluster {name}"
+        else f"--down-after: no live {words} of cluster {name}"
     )
     return ids
 
 
 def run_status(args: argparse.Namespace) -> int:
-    aws = _aws_cluster(args.config)
-    from hadar.providers.aws.provider import ACTIVE_STATES, ALL_STATES
-
-    instances = aws.instances(ALL_STATES if args.all else ACTIVE_STATES)
-    _print_instances(_console(), f"{aws.cluster.name}: {len(instances)} instances", instances)
+    life = _lifecycle(args.config, "status")
+    machines = life.machines(everything=args.all)
+    title = f"{life.cluster.name}: {len(machines)} {life.machines_word}"
+    _print_machines(_console(), life, title, machines)
     return 0

@@ -3,8 +3,9 @@ and whether the GPUs it shows match the ones the cluster file declares.
 
 Exit status 0 when every node is ready (reachable, torch installed, GPUs as declared), 3 when a
 node is unreachable, 2 when a reachable node cannot train (torch missing, or its GPUs do not
-match: one line per node) or the cluster file is bad. An ``aws`` cluster file and the SSH file
-``hadar cluster up`` wrote are both accepted."""
+match: one line per node) or the cluster file is bad. For a provider that launches its machines
+(aws), both its cluster file and the one ``hadar cluster up`` wrote (aws: the SSH file) are
+accepted."""
 
 from __future__ import annotations
 
@@ -27,7 +28,9 @@ CHECK_RUN_ID = "nodes-check"
 
 
 def register(sub: Subparsers) -> None:
-    p = sub.add_parser("nodes", help="inspect the machines of a local, ssh or aws cluster")
+    p = sub.add_parser(
+        "nodes", help="inspect the machines of a cluster (any provider with machines)"
+    )
     actions = p.add_subparsers(dest="nodes_action", metavar="ACTION", required=True)
     c = actions.add_parser(
         "check",
@@ -36,14 +39,14 @@ def register(sub: Subparsers) -> None:
         "reachable, its Python and torch versions, the GPUs it sees and whether they match the "
         "declared ones (type, count, memory). Exit 0 if every node is ready, 3 if a node is "
         "unreachable, 2 if a reachable node cannot train (torch is not installed, or its GPUs "
-        "do not match). For an aws cluster, either the aws file or the SSH file `hadar cluster "
-        "up` wrote.",
+        "do not match). For a provider that launches its machines, either its cluster file or "
+        "the one `hadar cluster up` wrote (aws: the SSH file).",
     )
     c.add_argument(
         "--cluster",
         required=True,
         metavar="FILE",
-        help="cluster YAML file or bundled name (local, ssh or aws; for aws also the SSH file "
+        help="cluster YAML file or bundled name, of a provider with machines (or the file "
         "hadar cluster up wrote)",
     )
     c.add_argument(

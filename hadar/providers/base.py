@@ -14,18 +14,16 @@ from __future__ import annotations
 
 import posixpath
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
-
-from pydantic import BaseModel, ValidationError, create_model
+from typing import Any
 
 from hadar.core.cluster import Cluster, Node
 from hadar.core.errors import HadarError, InputError
 from hadar.core.safe_paths import SAFE_NAME_RULE, PathEscapeError, is_safe_name
-from hadar.core.validation import from_validation_error
 from hadar.providers.registry import load_factory, provider_kind, provider_kinds
+from hadar.providers.transport import load_section as load_section  # the providers' import
 
 
 class NodeTransferError(HadarError):
@@ -110,18 +108,6 @@ def confine(node: str, rel_path: str) -> str:
             f"node {node}: remote path {rel_path!r} escapes the run's working directory"
         )
     return norm
-
-
-def load_section(cluster: Cluster, section: str, model: type[BaseModel]) -> Any:
-    """Validate the cluster file's ``section`` (``ssh``, ``aws``, ``local``) with ``model``;
-    errors name the file and ``section.field``."""
-    data = dict(cluster.settings.get(section) or {})
-    # one field named after the section; pydantic's overloads cannot type a field name held in a variable
-    wrapper = create_model(f"_{section}_section", **{section: (model, ...)})  # type: ignore[call-overload]
-    try:
-        return getattr(wrapper.model_validate({section: data}), section)
-    except ValidationError as exc:
-        raise from_validation_error(cluster.source or f"cluster {cluster.name}", exc) from None
 
 
 class NodeProvider(ABC):
@@ -289,35 +275,3 @@ def make_provider(cluster: Cluster, run_id: str, **options: Any) -> NodeProvider
     cls = load_factory(kind.provider, f"{where}: the {cluster.provider} provider")
     provider: NodeProvider = cls(cluster, run_id, **options)
     return provider
-
-
-class NodeLifecycle(Protocol):
-    """The machines' lifecycle, apart from running work on them (Ray's ``NodeProvider`` beside
-    its ``CommandRunner``): launch, list and terminate the cluster's machines. A provider whose
-    machines exist without us has none; ``aws`` has ``AwsCluster``."""
-
-    cluster: Cluster
-
-    def up(self, *, wait_ssh: bool = True, log: Callable[[str], None] = ...) -> Sequence[Any]:
-        """Launch a machine for every node that has none; returns the nodes' machines."""
-
-    def running_nodes(self) -> Mapping[str, Any]:
-        """Node name -> its running machine."""
-
-    def down(self, log: Callable[[str], None] = ..., wait: bool = True) -> list[str]:
-        """Terminate every machine of the cluster; returns their ids."""
-
-
-def make_lifecycle(cluster: Cluster, purpose: str) -> NodeLifecycle:
-    """What launches, lists and terminates ``cluster``'s machines (its kind's ``lifecycle``);
-    one line naming ``purpose`` and the providers that have one when its provider has none."""
-    kind = provider_kind(cluster.provider)
-    where = cluster.source or cluster.name
-    if kind is None or kind.lifecycle is None:
-        launching = [k.name for k in provider_kinds() if k.launches_nodes]
-        raise InputError(
-            f"{where}: provider: {purpose} needs a provider that launches its machines "
-            f"({', '.join(launching)}; got {cluster.provider})"
-        )
-    lifecycle: NodeLifecycle = load_factory(kind.lifecycle, f"{where}: {purpose}")(cluster)
-    return lifecycle

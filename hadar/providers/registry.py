@@ -49,11 +49,13 @@ class ProviderKind:
     node_model: type[BaseModel] = NoTransport
     """The schema of its node entries' transport keys (pydantic, ``extra="forbid"``)."""
     settings_model: type[BaseModel] = NoTransport
-    """The schema of its settings section (validated when the provider starts:
-    :func:`hadar.providers.base.load_section`)."""
+    """The schema of its settings section (pydantic, ``extra="forbid"``), validated when the
+    cluster file is loaded (:func:`hadar.providers.transport.check_settings`) and parsed by the
+    provider with :func:`hadar.providers.transport.load_section`."""
     lifecycle: Factory | None = None
-    """What launches, lists and terminates the cluster's machines (built with ``(cluster)``:
-    ``hadar cluster up|down|status``, ``hadar run --down-after``); None: the machines exist
+    """What launches, lists and terminates the cluster's machines: a
+    :class:`hadar.providers.lifecycle.NodeLifecycle` built with ``(cluster)``, which ``hadar
+    cluster up|down|status`` and ``hadar run --down-after`` use; None: the machines exist
     without us."""
     emulates_gpus: bool = False
     """Its nodes emulate their declared GPUs by default (``emulate:`` in the cluster file)."""

@@ -1,11 +1,14 @@
-"""The per-node transport keys: the schema of a node entry's provider-specific keys.
+"""What a provider adds to a cluster file, validated when the file is loaded: its node entries'
+keys (the transport keys) and its settings section.
 
 A cluster file's node entries are flat (``{name, gpus, address, port, user, ...}``). The core
 loader (:mod:`hadar.core.cluster_config`) keeps the scheduling keys and hands the rest to the
 node uninterpreted, as ``Node.transport``; the file's provider says which of those keys it
 accepts (``ProviderKind.node_model``, ``extra="forbid"``, so a misspelt key is an error) and
 parses them. A ``simulated`` cluster may carry the keys of any provider (the bundled aws and lab
-clusters simulate real ones).
+clusters simulate real ones). Each provider's settings section is checked with its
+``ProviderKind.settings_model`` at load time too (:func:`check_settings`), so a bad section is
+exit 2 before anything starts, whatever command loads the file.
 
 Imports no optional extra: the base install (simulation only) validates cluster files with it.
 """
@@ -71,9 +74,36 @@ def check_transport(cluster: Cluster) -> None:
             _parse(cluster, node.name, own, m)
 
 
+def load_section(cluster: Cluster, section: str, model: type[M]) -> M:
+    """The cluster file's ``section`` (``ssh``, ``aws``, ``local``...) parsed with ``model``
+    (absent: an empty mapping); errors are one line naming the file and ``section.field``."""
+    return _validate(cluster, section, cluster.settings.get(section) or {}, model)
+
+
+def check_settings(cluster: Cluster) -> None:
+    """Validate the settings sections with their providers' schemas: the section of the
+    cluster's provider always (a required key it lacks is an error even when the section is
+    absent), another provider's when the file fills it in (an ``aws`` cluster's ``ssh:``
+    section reaches the SSH side; a ``simulated`` cluster may carry any)."""
+    own = provider_kind(cluster.provider)
+    for kind in provider_kinds():
+        if kind == own or cluster.settings.get(kind.section):
+            load_section(cluster, kind.section, kind.settings_model)
+
+
+def check_cluster(cluster: Cluster) -> None:
+    """Everything the providers add to a loaded cluster file: node keys, then sections."""
+    check_transport(cluster)
+    check_settings(cluster)
+
+
 def _parse(cluster: Cluster, node: str, data: Mapping[str, object], model: type[M]) -> M:
+    return _validate(cluster, f"nodes[{node}]", data, model)
+
+
+def _validate(cluster: Cluster, at: str, data: Mapping[str, object], model: type[M]) -> M:
     try:
         return model.model_validate(dict(data))
     except ValidationError as exc:
         source = cluster.source or f"cluster {cluster.name}"
-        raise from_validation_error(source, exc, at=f"nodes[{node}]") from None
+        raise from_validation_error(source, exc, at=at) from None

@@ -57,13 +57,9 @@ from hadar.core.cluster_config import cluster_from_dict
 from hadar.core.errors import HadarError, InputError, UnreachableNodeError
 from hadar.core.io import write_text
 from hadar.providers.aws import CLUSTER_TAG, NODE_TAG, AwsNode, AwsSettings
-from hadar.providers.base import (
-    NodeHealth,
-    NodeLifecycle,
-    NodeProvider,
-    RunsThroughAnother,
-    load_section,
-)
+from hadar.providers.aws.prices import estimate
+from hadar.providers.base import NodeHealth, NodeProvider, RunsThroughAnother, load_section
+from hadar.providers.lifecycle import CostLine, LaunchCost, Log, Machine, NodeLifecycle
 from hadar.providers.ssh import DEFAULT_KNOWN_HOSTS
 from hadar.providers.ssh.provider import SshProvider, known_hosts_name
 from hadar.providers.transport import node_transport, provider_schema
@@ -125,6 +121,14 @@ class Instance:
 
     def address(self, which: str = "public") -> str | None:
         return (self.public_ip or self.private_ip) if which == "public" else self.private_ip
+
+    @property
+    def machine_id(self) -> str:
+        return self.instance_id
+
+    @property
+    def machine_type(self) -> str:
+        return self.instance_type
 
 
 def error_line(exc: botocore.exceptions.ClientError) -> tuple[str, str, str]:
@@ -196,11 +200,14 @@ def ssh_banner(host: str, port: int = 22, timeout_s: float = 5.0) -> bool:
         return False
 
 
-class AwsCluster:
+class AwsCluster(NodeLifecycle):
     """The EC2 side of a ``provider: aws`` cluster: launch, discover and terminate its instances."""
 
+    machine_word = "instance"
+    cluster_file_word = "SSH cluster file"
+
     def __init__(self, cluster: Cluster, *, client: Any = None, endpoint_url: str | None = None):
-        self.cluster = cluster
+        super().__init__(cluster)
         self.settings: AwsSettings = load_section(cluster, "aws", AwsSettings)
         self.instance_types: dict[str, str | None] = {
             n.name: node_transport(cluster, n, AwsNode).instance_type for n in cluster.nodes
@@ -295,6 +302,12 @@ class AwsCluster:
     def _order(self, node: str) -> int:
         return self.cluster.node_index.get(node, len(self.cluster.nodes))
 
+    def machines(self, everything: bool = False) -> list[Instance]:
+        return self.instances(ALL_STATES if everything else ACTIVE_STATES)
+
+    def scope(self) -> str:
+        return f"instances tagged {CLUSTER_TAG}={self.cluster.name}"
+
     def running_nodes(self) -> dict[str, Instance]:
         """Node name -> its running instance (nodes whose instance was reclaimed are absent)."""
         out: dict[str, Instance] = {}
@@ -375,7 +388,25 @@ class AwsCluster:
             for (itype, kind, code, text), names in failures.items()
         ]
 
-    def dry_run(self, nodes: Sequence[Node]) -> None:
+    def cost(self, nodes: Sequence[Node]) -> LaunchCost:
+        """The hourly price of ``nodes``' instance types from the bundled, dated table
+        (:mod:`hadar.providers.aws.prices`), with its notes (unknown types, region, spot, age)."""
+        s = self.settings
+        found = estimate(
+            [str(self.instance_types[n.name]) for n in nodes],
+            region=s.region,
+            spot=s.spot,
+            spot_max_price=s.spot_max_price,
+        )
+        market = " (spot)" if s.spot else ""
+        return LaunchCost(
+            tuple(
+                CostLine(f"{x.instance_type}{market}", x.count, x.usd_per_hour) for x in found.lines
+            ),
+            found.notes,
+        )
+
+    def dry_run(self, nodes: Sequence[Node]) -> str:
         """Ask EC2 whether launching ``nodes`` would succeed (``DryRun=True``: permissions, AMI,
         instance types, key pair, subnet and security groups are checked, nothing is
         launched); failures are one :class:`AwsError` with a line per instance type and cause."""
@@ -399,10 +430,12 @@ class AwsCluster:
                 f"dry run: {sum(len(v) for v in failures.values())} of {len(nodes)} launches "
                 "would fail:\n  " + "\n  ".join(self._failure_lines(failures))
             )
+        return (
+            f"dry run: EC2 would launch all {len(nodes)} instances (DryRun accepted every "
+            "request); nothing launched"
+        )
 
-    def up(
-        self, *, wait_ssh: bool = True, log: Callable[[str], None] = lambda _m: None
-    ) -> list[Instance]:
+    def up(self, *, wait_ssh: bool = True, log: Log = lambda _m: None) -> list[Instance]:
         """Launch an instance for every node that has none (idempotent), wait until all are
         running (and answer on SSH unless ``wait_ssh`` is False); returns them in node order.
         Launch failures are reported per instance type, one line each, as :class:`AwsError`."""
@@ -508,6 +541,22 @@ class AwsCluster:
                 )
             time.sleep(s.poll_interval_s)
 
+    def prepare(
+        self, machines: Sequence[Machine], *, wait: bool, timeout_s: float | None, log: Log
+    ) -> None:
+        """Wait until the instances answer on SSH, then run ``aws.setup`` on them; without
+        ``wait``, say that ``aws.setup`` was not run."""
+        instances = [m for m in machines if isinstance(m, Instance)]
+        if not wait:
+            if self.settings.setup:
+                log("aws.setup not run (--no-wait-ssh): run `hadar cluster up` again to run it")
+            return
+        log(f"waiting for SSH on {len(instances)} instances...")
+        self.wait_ssh(instances, timeout_s)
+        if self.settings.setup:
+            log(f"running aws.setup on {len(instances)} instances...")
+            self.run_setup(instances, log=log)
+
     def known_hosts_path(self) -> Path:
         """Where console host keys are recorded: the aws section's file, else the ssh section's
         (the file the SSH side will check against), else ~/.ssh/known_hosts."""
@@ -540,7 +589,7 @@ class AwsCluster:
         return len(new)
 
     # -- teardown --------------------------------------------------------------------------
-    def down(self, log: Callable[[str], None] = lambda _m: None, wait: bool = True) -> list[str]:
+    def down(self, log: Log = lambda _m: None, wait: bool = True) -> list[str]:
         """Terminate every instance tagged for this cluster (none: nothing to do) and, with
         ``wait``, block until EC2 reports them terminated (boto3's waiter)."""
         victims = self.instances(ACTIVE_STATES)
@@ -686,6 +735,11 @@ class AwsCluster:
             out["network"] = network_over(self.cluster.network.as_spec(), present)
         return {**out, "nodes": nodes, "ssh": ssh}
 
+    def write_cluster_file(self, path: Path | None, machines: Sequence[Machine]) -> Path:
+        """The SSH cluster file (default: ``./<cluster name>-ssh.yaml``)."""
+        instances = [m for m in machines if isinstance(m, Instance)]
+        return self.write_ssh_cluster(path or Path(f"{self.cluster.name}-ssh.yaml"), instances)
+
     def write_ssh_cluster(self, path: str | Path, instances: Sequence[Instance]) -> Path:
         """Write the SSH cluster YAML for ``instances`` (a header lists the instance ids)."""
         p = Path(path)
@@ -794,8 +848,3 @@ class AwsProvider(RunsThroughAnother):
         if self._ssh is not None:
             self._ssh.close()
             self._ssh = None
-
-
-LIFECYCLE: type[NodeLifecycle] = AwsCluster
-"""The aws kind's lifecycle (``hadar/providers/aws/__init__.py`` names it); typed so mypy checks
-that ``AwsCluster`` launches, lists and terminates as :class:`NodeLifecycle` says."""

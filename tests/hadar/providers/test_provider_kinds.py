@@ -16,7 +16,8 @@ from hadar.commands.run import check_down_after
 from hadar.core import cluster_config
 from hadar.core.errors import InputError
 from hadar.providers import registry
-from hadar.providers.base import make_lifecycle, make_provider
+from hadar.providers.base import make_provider
+from hadar.providers.lifecycle import make_lifecycle
 from hadar.providers.registry import NoTransport, ProviderKind, provider_kind, provider_kinds
 from hadar.providers.ssh import SshNode
 from hadar.providers.transport import transport_keys
@@ -84,9 +85,12 @@ def test_launching_machines_is_a_capability(tmp_path: Path, swap: None) -> None:
     local = load_cluster(_write(tmp_path, "local"))
     with pytest.raises(
         InputError,
-        match=r"hadar cluster needs a provider that launches its machines \(aws; got local\)",
+        match=r"local.yaml: provider: hadar cluster up does not apply to a provider: local "
+        r"cluster, whose machines exist without hadar \(providers that launch machines: aws\)$",
     ):
-        make_lifecycle(local, "hadar cluster")
+        make_lifecycle(local, "hadar cluster up")
+    with pytest.raises(InputError, match=r"simulated cluster, which has no machines \(providers"):
+        make_lifecycle(load_cluster("sim-60gpu"), "hadar cluster status")
     with pytest.raises(InputError, match=r"terminates the instances of a provider: aws cluster"):
         check_down_after(str(_write(tmp_path, "local")))
 

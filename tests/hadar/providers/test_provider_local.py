@@ -8,6 +8,7 @@ import platform
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -170,7 +171,11 @@ def test_missing_interpreter_is_reported(tmp_path: Path) -> None:
 
 def test_bad_settings_and_run_ids_are_one_line_input_errors(tmp_path: Path) -> None:
     base = {"name": "c", "provider": "local", "nodes": [{"name": "a", "gpus": {"v100": 1}}]}
-    c = cluster_from_dict({**base, "local": {"base_dirr": "/tmp"}}, source="c.yaml")
+    bad = {**base, "local": {"base_dirr": "/tmp"}}
+    with pytest.raises(InputError, match=r"^c.yaml: local.base_dirr: unknown field$"):
+        cluster_from_dict(bad, source="c.yaml")  # refused when the file is loaded
+    # a cluster built past the providers' checks is still refused when the provider starts
+    c = replace(cluster_from_dict(base, source="c.yaml"), settings={"local": bad["local"]})
     with pytest.raises(InputError, match=r"^c.yaml: local.base_dirr: unknown field$"):
         make_provider(c, "r")
     with pytest.raises(InputError, match="run id"):

@@ -28,7 +28,10 @@ SSH_KEYS = {"address": "h1", "port": 2222, "user": "u", "identity_file": "~/.ssh
 def write(tmp_path: Path, provider: str, **node_keys: object) -> Path:
     f = tmp_path / f"{provider}.yaml"
     node = {"name": "a", "gpus": {"v100": 1}, **node_keys}
-    f.write_text(yaml.safe_dump({"name": "c", "provider": provider, "nodes": [node]}))
+    data = {"name": "c", "provider": provider, "nodes": [node]}
+    if provider == "aws":  # its section's one required key (checked at load time too)
+        data["aws"] = {"ami": "ami-0123456789abcdef0"}
+    f.write_text(yaml.safe_dump(data))
     return f
 
 
