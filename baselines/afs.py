@@ -243,7 +243,7 @@ class AfsPolicy(Policy):
             if s.done_steps <= 0:
                 out[s.job_id] = list(mine)
                 continue
-            delay = ctx.restart_penalty if s.job.restart_s is None else s.job.restart_s
+            delay = ctx.restart_penalty_s if s.job.restart_s is None else s.job.restart_s
             held = ctx.current.get((s.job_id, 0)) or {}
             held_types = {k for per in held.values() for k, c in per.items() if c > 0}
             count = sum(c for per in held.values() for c in per.values())

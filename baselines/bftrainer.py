@@ -149,7 +149,7 @@ class _MilpPolicy(Policy):
             if self.config.objective == "efficiency":
                 base = points[0][1] or 1.0
                 points = [(n, v / base) for n, v in points]
-            cost = ctx.restart_penalty if status.job.restart_s is None else status.job.restart_s
+            cost = ctx.restart_penalty_s if status.job.restart_s is None else status.job.restart_s
             trainers.append(
                 Trainer(
                     job_id,

@@ -250,7 +250,7 @@ class GavelPolicy(Policy):
         self, ctx: RoundContext, types: Sequence[str], rates: Mapping[int, np.ndarray]
     ) -> np.ndarray:
         """``priority[job, type]`` in ``ctx.jobs`` order (see the module docstring)."""
-        seed = self.config.seed_fraction * ctx.round_length
+        seed = self.config.seed_fraction * ctx.round_s
         got = np.array(
             [
                 [

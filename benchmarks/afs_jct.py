@@ -31,7 +31,7 @@ class Cell:
     cluster: str
     workload: str
     policy: str
-    round_length: float
+    round_s: float
     free_restarts: bool = False
 
 
@@ -45,9 +45,7 @@ def run(cell: Cell) -> dict[str, float]:
         from hadar.workloads.pollux import pollux_jobs
 
         workload = [replace(j, restart_s=0.0) for j in pollux_jobs(cell.workload)]
-    s = simulate(
-        cell.cluster, workload, name, round_length=cell.round_length, policy_options=options
-    ).summary
+    s = simulate(cell.cluster, workload, name, round_s=cell.round_s, policy_options=options).summary
     return {k: float(s[k]) for k in ("avg_jct_s", "ttd_s", "restarts_per_job", "completed")}
 
 
@@ -77,11 +75,11 @@ def table(cells: list[Cell], results: list[dict[str, float]], policies: list[str
             per_policy[p].append(r)
             rs.append(f"{r:.2f}x")
         print(f"| {w} | {jcts} | {' | '.join(rs)} |")
-    for p, rs in per_policy.items():
-        if rs:
+    for p, got in per_policy.items():
+        if got:
             print(
-                f"\n{p} / afs: min {min(rs):.2f}x, median {statistics.median(rs):.2f}x, "
-                f"max {max(rs):.2f}x over {len(rs)} workloads"
+                f"\n{p} / afs: min {min(got):.2f}x, median {statistics.median(got):.2f}x, "
+                f"max {max(got):.2f}x over {len(got)} workloads"
             )
 
 
@@ -128,7 +126,7 @@ def main() -> None:
         with open(args.json) as fh:
             for line in fh:
                 row = json.loads(line)
-                keys = ("cluster", "workload", "policy", "round_length", "free_restarts")
+                keys = ("cluster", "workload", "policy", "round_s", "free_restarts")
                 cell = Cell(*(row.pop(k, False) for k in keys))
                 done[cell] = row
 

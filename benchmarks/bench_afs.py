@@ -21,6 +21,8 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -39,7 +41,10 @@ def synthetic(n: int, seed: int) -> list[ShareJob]:
     return jobs
 
 
-def timed(fn, *args):  # type: ignore[no-untyped-def]
+T = TypeVar("T")
+
+
+def timed(fn: Callable[..., T], *args: Any) -> tuple[float, T]:
     t0 = time.process_time()  # CPU seconds: the machine is shared, wall time depends on load
     out = fn(*args)
     return time.process_time() - t0, out

@@ -36,9 +36,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from hadar.core.integrity import sha256_file  # noqa: E402
 from tracker import JobTracker  # noqa: E402
 from tracker.averaging import average_state_dicts  # noqa: E402
-from tracker.checkpoints import make_payload, sha256_file  # noqa: E402
+from tracker.checkpoints import make_payload  # noqa: E402
 
 
 def resnet18_shapes(num_classes: int = 1000) -> list[tuple[str, tuple[int, ...], torch.dtype]]:

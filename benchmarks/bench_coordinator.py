@@ -295,7 +295,7 @@ def main() -> None:
         cluster=str(cluster),
         workload=str(jobs),
         policy="tiresias",
-        slot_s=30.0,
+        round_s=30.0,
         evaluate=True,
         warm_workers=False,
         max_job_count=max(1000, a.jobs + 1),
@@ -347,10 +347,10 @@ def main() -> None:
             f"{row['checkpoint_ms']:>15.1f} {row['dispatch_ms']:>12.1f} {row['decide_ms']:>10.1f}",
             flush=True,
         )
-    first, last = rows[0], rows[-1]
+    shallow, deep = rows[0], rows[-1]
     print(
-        f"round {last['round']} / round {first['round']}: "
-        f"{last['median_ms'] / first['median_ms']:.2f}x; load average {os.getloadavg()[0]:.2f}"
+        f"round {deep['round']} / round {shallow['round']}: "
+        f"{deep['median_ms'] / shallow['median_ms']:.2f}x; load average {os.getloadavg()[0]:.2f}"
     )
 
 

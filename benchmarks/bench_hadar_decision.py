@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from typing import Any
 
 from estimators.throughput import GavelThroughputTable
 from hadar.core.cluster import Cluster, Node
@@ -47,7 +48,7 @@ def cold_round(cluster: Cluster, jobs: list[Job], table: GavelThroughputTable) -
     return RoundContext(
         now=0.0,
         round_index=0,
-        round_length=SIMULATED.round_s,
+        round_s=SIMULATED.round_s,
         cluster=cluster,
         jobs=tuple(JobStatus(j, j.total_steps) for j in jobs),
         current={},
@@ -57,7 +58,7 @@ def cold_round(cluster: Cluster, jobs: list[Job], table: GavelThroughputTable) -
 
 def time_decision(
     cluster: Cluster, jobs: list[Job], table: GavelThroughputTable, repeat: int
-) -> tuple[list[float], dict]:
+) -> tuple[list[float], dict[str, Any]]:
     ctx = cold_round(cluster, jobs, table)
     times, info = [], {}
     for _ in range(repeat):

@@ -37,7 +37,7 @@ def time_steps(
         t0 = time.perf_counter()
         loss = entry.loss(model, batch_t)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        torch.autograd.backward(loss)  # loss.backward(), which torch leaves unannotated
         if entry.grad_clip:
             torch.nn.utils.clip_grad_norm_(model.parameters(), entry.grad_clip)
         opt.step()

@@ -51,7 +51,7 @@ def random_round(
     return RoundContext(
         now=float(rng.uniform(0, 7200)),
         round_index=1,
-        round_length=SIMULATED.round_s,
+        round_s=SIMULATED.round_s,
         cluster=cluster,
         jobs=statuses,
         current={},

@@ -60,7 +60,7 @@ def tiresias(workloads: list[int]) -> None:
             opts = None if threshold is None else {"threshold": str(threshold)}
             c = time.process_time()
             sim = simulate(
-                "pollux-64t4", f"pollux-{n}", "tiresias", round_length=60.0, policy_options=opts
+                "pollux-64t4", f"pollux-{n}", "tiresias", round_s=60.0, policy_options=opts
             )
             jct = sim.summary["avg_jct_s"]
             ratio = f"{jct / OFFICIAL_TIRESIAS_W6_S - 1:+.1%}" if n == 6 else ""
@@ -84,7 +84,7 @@ def sweep(out: Path, policies: list[str], workloads: list[int], loads: list[floa
                 name = workload_at_load(f"pollux-{n}", load)
                 for policy in policies:
                     c = time.process_time()
-                    s = simulate("pollux-64t4", name, policy, round_length=60.0).summary
+                    s = simulate("pollux-64t4", name, policy, round_s=60.0).summary
                     w.writerow(
                         [
                             policy,
@@ -117,10 +117,10 @@ def hadare() -> None:
         "| HadarE avg JCT steps | goodput | step sum / target (max) |"
     )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-    for cluster, workload, slot in scenarios:
-        base = simulate(cluster, workload, "hadar", round_length=slot).summary
+    for cluster, workload, round_s in scenarios:
+        base = simulate(cluster, workload, "hadar", round_s=round_s).summary
         runs = {
-            mode: simulate(cluster, workload, "hadare", round_length=slot, fork_progress=mode)
+            mode: simulate(cluster, workload, "hadare", round_s=round_s, fork_progress=mode)
             for mode in ("steps", "goodput")
         }
         st, gp = runs["steps"].summary, runs["goodput"].summary

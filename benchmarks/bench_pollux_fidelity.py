@@ -34,7 +34,7 @@ def run_cell(cell: tuple[str, int, float]) -> dict[str, object]:
     options = dict(kv.split("=", 1) for kv in opts.split(",") if kv)
     t0 = time.process_time()
     sim = simulate(
-        CLUSTER, workload_name(number, load), name, round_length=ROUND_S, policy_options=options
+        CLUSTER, workload_name(number, load), name, round_s=ROUND_S, policy_options=options
     )
     s = sim.summary
     per_job_round = sim.placements.groupby(["round", "job"]).agg(

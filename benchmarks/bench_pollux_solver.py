@@ -19,7 +19,9 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -34,7 +36,7 @@ from baselines.pollux.solver import solve  # noqa: E402
 NODE_SIZE = 4
 
 
-def _best_goodput(rng: np.random.Generator, jobs: int, width: int):
+def _best_goodput(rng: np.random.Generator, jobs: int, width: int) -> list[np.ndarray]:
     """Per job, best goodput over batch sizes for K = 0..width-1 GPUs, local and spread."""
     a_c = rng.uniform(0.005, 0.2, jobs)[:, None, None]
     b_c = rng.uniform(2e-4, 5e-3, jobs)[:, None, None]
@@ -48,7 +50,7 @@ def _best_goodput(rng: np.random.Generator, jobs: int, width: int):
     batch = m0 * np.geomspace(1.0, 32.0, 24)[None, None, :]
     batch = np.maximum(batch, k)  # at least one sample per GPU
     m = batch / k
-    out = []
+    out: list[np.ndarray] = []
     for alpha in (a_r, a_n):
         sync = np.where(k > 1, alpha + beta * np.maximum(k - 2, 0), 0.0)
         t = ((a_c + b_c * m) ** gamma + sync**gamma) ** (1 / gamma)
@@ -86,7 +88,10 @@ def random_round(rng: np.random.Generator, nodes: int, jobs: int) -> AllocationP
     )
 
 
-def timed(fn, *args):
+T = TypeVar("T")
+
+
+def timed(fn: Callable[..., T], *args: Any) -> tuple[T, float]:
     """Result and CPU seconds (``time.process_time``: steadier than wall time on a shared
     machine)."""
     t0 = time.process_time()

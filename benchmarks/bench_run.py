@@ -17,11 +17,12 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def run(out: Path, *args: str) -> dict:
+def run(out: Path, *args: str) -> dict[str, Any]:
     shutil.rmtree(out, ignore_errors=True)
     proc = subprocess.run(
         [sys.executable, "-m", "hadar", "run", "--no-live", "--out", str(out), *args],
@@ -31,10 +32,11 @@ def run(out: Path, *args: str) -> dict:
     )
     if proc.returncode != 0:
         raise SystemExit(proc.stdout + proc.stderr)
-    return json.loads((out / "summary.json").read_text())
+    summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
+    return summary
 
 
-def rounds(out: Path) -> list[dict]:
+def rounds(out: Path) -> list[dict[str, str]]:
     import csv
 
     with open(out / "rounds.csv") as fh:
@@ -44,7 +46,7 @@ def rounds(out: Path) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", choices=["overhead", "demo"])
-    ap.add_argument("--round", dest="slot", type=float, default=30.0, help="round length, s")
+    ap.add_argument("--round", dest="round_s", type=float, default=30.0, help="round length, s")
     ap.add_argument("--out", default="out/bench-run")
     a = ap.parse_args()
     base = Path(a.out)
@@ -62,22 +64,22 @@ def main() -> None:
             "--policy",
             "hadare",
             "--round",
-            str(a.slot),
+            str(a.round_s),
             "--no-eval",
         )
         rs = rounds(out)[1:]  # round 0 also starts the warm servers: reported separately
         coord = [float(r["coordination_seconds"]) for r in rs]
         first = rounds(out)[0]
         print(
-            f"coordination overhead per round, 5 local nodes, small M-5, hadare, round {a.slot:g} s:"
+            f"coordination overhead per round, 5 local nodes, small M-5, hadare, round {a.round_s:g} s:"
         )
         print(
             f"  median {statistics.median(coord):.2f} s, max {max(coord):.2f} s over {len(coord)} rounds "
-            f"({100 * statistics.median(coord) / a.slot:.1f}% of the round); "
+            f"({100 * statistics.median(coord) / a.round_s:.1f}% of the round); "
             f"round 0 (warm servers start) {float(first['coordination_seconds']):.2f} s"
         )
     if a.only in (None, "demo"):
-        print(f"demo: M-5 small on local-5node, round {a.slot:g} s")
+        print(f"demo: M-5 small on local-5node, round {a.round_s:g} s")
         print(f"{'policy':8} {'CRU':>6} {'TTD s':>8} {'avg JCT s':>10} {'rounds':>7}")
         for policy in ("hadare", "hadar", "gavel"):
             s = run(
@@ -91,7 +93,7 @@ def main() -> None:
                 "--policy",
                 policy,
                 "--round",
-                str(a.slot),
+                str(a.round_s),
                 "--no-eval",
             )
             print(

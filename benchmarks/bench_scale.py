@@ -28,6 +28,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 TYPES = ("v100", "p100", "k80")
@@ -40,7 +41,7 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def measure_round(jobs: int, nodes: int, types: int, repeat: int) -> dict:
+def measure_round(jobs: int, nodes: int, types: int, repeat: int) -> dict[str, Any]:
     """One round with ``jobs`` queued on ``nodes`` x 8 GPUs of ``types`` types (``nodes`` 0:
     sim-60gpu), in this process."""
     from bench_hadar_decision import cold_round, jobs_for
@@ -80,7 +81,7 @@ def measure_round(jobs: int, nodes: int, types: int, repeat: int) -> dict:
     }
 
 
-def measure_simulation(workload: str) -> dict:
+def measure_simulation(workload: str) -> dict[str, Any]:
     """A whole ``hadar`` simulation: ``philly-480`` on sim-60gpu, or ``poisson-10000`` on 1,024 x 8."""
     from bench_hadar_decision import big_cluster, jobs_for
 
@@ -115,11 +116,12 @@ def measure_simulation(workload: str) -> dict:
     }
 
 
-def run_child(args: list[str]) -> dict:
+def run_child(args: list[str]) -> dict[str, Any]:
     """One measurement in a fresh process (its own peak memory)."""
     cmd = [sys.executable, __file__, "--child", *args]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    row: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return row
 
 
 def exponent(xs: list[float], ys: list[float]) -> float:
@@ -129,7 +131,7 @@ def exponent(xs: list[float], ys: list[float]) -> float:
     return float(np.polyfit(np.log(xs), np.log(ys), 1)[0])
 
 
-def plot(sweeps: dict[str, list[dict]], path: Path) -> None:
+def plot(sweeps: dict[str, list[dict[str, Any]]], path: Path) -> None:
     """CPU seconds (left axis) and peak memory (right axis) per sweep, log-log, with fitted exponents."""
     import matplotlib
 
@@ -193,7 +195,7 @@ def main() -> None:
         print(json.dumps(result))
         return
 
-    def round_(jobs: int, nodes: int, types: int = 3, repeat: int = args.repeat) -> dict:
+    def round_(jobs: int, nodes: int, types: int = 3, repeat: int = args.repeat) -> dict[str, Any]:
         row = run_child(["round", str(jobs), str(nodes), str(types), str(repeat)])
         print(
             f"  round: {jobs:>7,} jobs  {nodes or 'sim-60gpu'!s:>9} nodes  {types} types  "

@@ -63,7 +63,8 @@ def _crossover(pop: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     a, b = rng.integers(n, size=n), rng.integers(n, size=n)
     point = rng.integers(jobs + 1, size=n)
     take_a = np.arange(jobs)[None, :] < point[:, None]
-    return np.where(take_a[:, :, None], pop[a], pop[b])
+    children: np.ndarray = np.where(take_a[:, :, None], pop[a], pop[b])
+    return children
 
 
 def genetic_search(
@@ -87,4 +88,5 @@ def genetic_search(
         both_fit = np.concatenate([fit, score(children)])
         keep = np.argsort(-both_fit, kind="stable")[:pop_size]
         pop, fit = both[keep], both_fit[keep]
-    return pop[0][..., None]
+    best: np.ndarray = pop[0][..., None]
+    return best

@@ -24,6 +24,7 @@ import pandas as pd
 from hadar.core.defaults import SIMULATED
 from hadar.core.errors import InputError
 from hadar.core.node_stream import load_node_stream
+from hadar.core.renames import accepts_old_keywords
 from hadar.policy import Policy, default_policies, preferred_reference, round_for
 from hadar.policy_options import policy_with_options
 from hadar.scenario import (
@@ -69,6 +70,7 @@ class Comparison:
     reference: str
 
 
+@accepts_old_keywords
 def simulate(
     cluster: ClusterLike = "sim-60gpu",
     workload: WorkloadLike = "philly-480",
@@ -77,8 +79,8 @@ def simulate(
     throughputs: TableLike = None,
     seed: int = 0,
     size: str = SIMULATED.size,
-    round_length: float | None = None,
-    restart_penalty: float = SIMULATED.restart_penalty_s,
+    round_s: float | None = None,
+    restart_penalty_s: float = SIMULATED.restart_penalty_s,
     policy_options: Mapping[str, str] | None = None,
     gavel_compatible: bool = False,
     progress: bool = False,
@@ -95,7 +97,7 @@ def simulate(
     (docs/node-streams.md).
     ``fork_progress`` is how HadarE's forked copies of a job with efficiency data progress
     (``goodput``: at most as one job at their combined batch; ``steps``: the paper's sum).
-    ``round_length`` None is the policy's declared round (``PolicyInfo.round_s``: Pollux's
+    ``round_s`` None is the policy's declared round (``PolicyInfo.round_s``: Pollux's
     60 s), else the simulator's default (360 s)."""
     if isinstance(policy, Policy):
         if policy_options or gavel_compatible:
@@ -107,8 +109,8 @@ def simulate(
         chosen = policy_with_options(
             policy, policy_options
         )  # a bad name or knob fails before any loading
-    round_length = round_for([type(chosen)], round_length, SIMULATED.round_s)
-    check_round(round_length, restart_penalty)
+    round_s = round_for([type(chosen)], round_s, SIMULATED.round_s)
+    check_round(round_s, restart_penalty_s)
     c, jobs, throughput = load_scenario(
         cluster, workload, throughputs, seed=seed, size=size, horizon_s=horizon_s
     )
@@ -120,8 +122,8 @@ def simulate(
             f"--fork-progress: must be one of {', '.join(FORK_PROGRESS)} (got {fork_progress!r})"
         )
     config = SimConfig(
-        round_length=round_length,
-        restart_penalty=restart_penalty,
+        round_s=round_s,
+        restart_penalty_s=restart_penalty_s,
         progress=progress,
         horizon_s=horizon_s,
         node_stream=stream,
@@ -133,7 +135,7 @@ def simulate(
         chosen, config, throughput = setup(
             str(policy),
             throughput,
-            round_length,
+            round_s,
             policy_options,
             progress=progress,
             horizon_s=horizon_s,
@@ -147,6 +149,7 @@ def simulate(
     return Simulation(summary, frames["jobs"], frames["rounds"], frames["placements"], result)
 
 
+@accepts_old_keywords
 def compare(
     cluster: ClusterLike = "sim-60gpu",
     workload: WorkloadLike = "philly-480",
@@ -161,7 +164,7 @@ def compare(
     the same scenario (one after another, in this process);
     ``scenario`` takes :func:`simulate`'s keyword arguments. ``reference`` (default: the policy
     declared the reference, Hadar, when compared, else the first policy) is the denominator of
-    the ratio columns. Without ``round_length`` every policy runs at one common round: the
+    the ratio columns. Without ``round_s`` every policy runs at one common round: the
     shortest any of them declares (``hadar.policy.declared_round``), else 360 s. For many
     policies or sweeps in parallel processes or on Ray, use ``hadar compare`` or
     :func:`hadar.sweep.run_cells`."""
@@ -177,7 +180,7 @@ def compare(
         raise InputError(
             f"compare: reference {ref!r} is not one of the policies ({', '.join(policies)})"
         )
-    scenario["round_length"] = round_for(policies, scenario.get("round_length"), SIMULATED.round_s)
+    scenario["round_s"] = round_for(policies, scenario.get("round_s"), SIMULATED.round_s)
     runs = {
         p: simulate(cluster, workload, p, policy_options=(policy_options or {}).get(p), **scenario)
         for p in policies

@@ -15,13 +15,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from estimators.throughput import ThroughputModel
 from hadar.core.cluster import Cluster
 from hadar.core.defaults import SIMULATED
 from hadar.core.errors import InputError
 from hadar.core.jobs import JobStatus, Placement
+from hadar.core.renames import renamed_attribute
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ class RoundContext:
 
     now: float
     round_index: int
-    round_length: float
+    round_s: float
     cluster: Cluster
     """Nodes available this round (nodes that are down are left out)."""
     jobs: Sequence[JobStatus]
@@ -84,7 +85,12 @@ class RoundContext:
     """Last round's placements by (job id, copy); empty for jobs that were not running. Drivers
     leave out placements on nodes that are not in ``cluster`` any more (down or gone)."""
     throughput: ThroughputModel
-    restart_penalty: float = SIMULATED.restart_penalty_s
+    restart_penalty_s: float = SIMULATED.restart_penalty_s
+
+    if not TYPE_CHECKING:  # a plug-in policy may still read an old name (hadar.core.renames)
+
+        def __getattr__(self, name: str) -> Any:
+            return renamed_attribute(self, name)
 
     def status(self, job_id: int) -> JobStatus:
         for s in self.jobs:
@@ -132,7 +138,7 @@ class PolicyInfo:
     round_s: float | None = None
     """Its own scheduling interval in seconds (Pollux: 60 s), the round length the drivers use
     when none is given (:func:`declared_round`); None = the driver's default. An explicit
-    ``--round`` (``round_length=``) always wins."""
+    ``--round`` (``round_s=``) always wins."""
 
     def __post_init__(self) -> None:
         if self.round_s is not None and not (0 < self.round_s < float("inf")):

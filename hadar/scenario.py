@@ -57,12 +57,12 @@ def load_scenario(
     return c, jobs, throughput
 
 
-def check_round(round_length: float | None, restart_penalty: float) -> None:
+def check_round(round_s: float | None, restart_penalty_s: float) -> None:
     """A restart penalty as long as a round would leave a restarted job no time to progress."""
-    if round_length is not None and restart_penalty >= round_length:
+    if round_s is not None and restart_penalty_s >= round_s:
         raise InputError(
-            f"--restart-penalty: {restart_penalty:g} s must be shorter than a round "
-            f"(--round {round_length:g} s), else a restarted job never progresses"
+            f"--restart-penalty: {restart_penalty_s:g} s must be shorter than a round "
+            f"(--round {round_s:g} s), else a restarted job never progresses"
         )
 
 

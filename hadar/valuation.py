@@ -70,9 +70,9 @@ def queue_entry(
     ``move_min_gain_s`` sooner, restart included."""
     job = v.status.job
     remaining = v.status.remaining_steps
-    penalty = ctx.restart_penalty if v.status.done_steps > 0 else 0.0
+    penalty = ctx.restart_penalty_s if v.status.done_steps > 0 else 0.0
     origin = ctx.now - job.arrival if utility.clock == "arrival" else 0.0
-    weight, ideal, slot = job.weight, v.ideal, ctx.round_length
+    weight, ideal, round_s = job.weight, v.ideal, ctx.round_s
 
     def u(rate: float) -> float:
         return utility.value(origin + penalty + remaining / rate, weight, ideal)
@@ -81,11 +81,11 @@ def queue_entry(
         # kept: no restart now, and one fewer later -- what a preemption would cost this job is
         # charged to the preemption (U(T) - U(T + penalty)), so one is only worth its restart
         t = origin + remaining / rate
-        restart = ctx.restart_penalty if v.status.done_steps > 0 else 0.0
+        restart = ctx.restart_penalty_s if v.status.done_steps > 0 else 0.0
         return 2 * utility.value(t, weight, ideal) - utility.value(t + restart, weight, ideal)
 
     def hold(rate: float) -> float:
-        return float(max(1, math.ceil(remaining / (rate * slot)))) if hold_cost else 1.0
+        return float(max(1, math.ceil(remaining / (rate * round_s)))) if hold_cost else 1.0
 
     move_min_rate = 0.0
     if keep is not None:
@@ -138,7 +138,7 @@ def round_price_bounds(
         for k in np.flatnonzero(runnable[j]):
             dur = steps / rates[j, k]
             ideal_u[j, k] = utility.value(dur, job.weight, v.ideal)
-            rounds[j, k] = math.ceil(dur / ctx.round_length)
+            rounds[j, k] = math.ceil(dur / ctx.round_s)
         latest_u[j] = utility.value(
             serial if from_now else ctx.now - job.arrival + serial, job.weight, v.ideal
         )

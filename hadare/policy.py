@@ -117,7 +117,7 @@ class HadarEPolicy(Policy):
     ) -> dict[int, float]:
         """Usable training seconds of a copy of each job this round (worst case: with penalty)."""
         return {
-            j: max(0.0, ctx.round_length - self._overhead(ctx, j, len(c), moved=True))
+            j: max(0.0, ctx.round_s - self._overhead(ctx, j, len(c), moved=True))
             for j, c in copies.items()
         }
 
@@ -126,7 +126,7 @@ class HadarEPolicy(Policy):
         last round, and the aggregation overhead whenever the job is forked. A job alone on the
         node it ran on alone last round continues without either."""
         started = ctx.status(job_id).done_steps > 0
-        restart = ctx.restart_penalty if (moved and started) else 0.0
+        restart = ctx.restart_penalty_s if (moved and started) else 0.0
         if n_copies > 1:
             return restart + self.config.aggregation_overhead_s
         was_forked = sum(1 for k in ctx.current if k[0] == job_id) > 1
@@ -155,7 +155,7 @@ class HadarEPolicy(Policy):
                 overhead = self._overhead(ctx, job_id, len(per_node), moved)
                 rate = ctx.throughput.rate(st.job, placement, ctx.cluster)
                 slots.append(
-                    (copy, placement, overhead, CopySlot(node, rate, ctx.round_length - overhead))
+                    (copy, placement, overhead, CopySlot(node, rate, ctx.round_s - overhead))
                 )
             budgets = split_steps([s[3] for s in slots], st.remaining_steps)
             for copy, placement, overhead, slot in slots:
@@ -205,9 +205,9 @@ def _worth_forking(
     job = v.status.job
     rates = [ctx.throughput.rate(job, p, ctx.cluster) for p in have.values()]
     new_rate = float(v.request.rates_cons[h, k])
-    slot = ctx.round_length
-    before = sum(rates) * (slot - (overhead if len(have) > 1 else 0.0))
-    after = (sum(rates) + new_rate) * (slot - overhead)
+    round_s = ctx.round_s
+    before = sum(rates) * (round_s - (overhead if len(have) > 1 else 0.0))
+    after = (sum(rates) + new_rate) * (round_s - overhead)
     return after > before
 
 

@@ -58,18 +58,18 @@ def physical(tmp: Path) -> dict[str, str]:
     with (out / "results.csv").open(newline="") as fh:
         rows = list(csv.DictReader(fh))
     ttd = {
-        (r["cluster"], r["mix"], r["policy"], float(r["slot_s"])): float(r["ttd_s"]) for r in rows
+        (r["cluster"], r["mix"], r["policy"], float(r["round_s"])): float(r["ttd_s"]) for r in rows
     }
     clusters = list(dict.fromkeys(r["cluster"] for r in rows))
     mixes = list(dict.fromkeys(r["mix"] for r in rows))
-    slots = sorted({float(r["slot_s"]) for r in rows})
+    rounds_s = sorted({float(r["round_s"]) for r in rows})
     ratio = []
     for c in clusters:
-        ratio.append(f"| {c} | " + " | ".join(f"{s:g} s" for s in slots) + " |")
-        ratio.append("|---|" + "---|" * len(slots))
+        ratio.append(f"| {c} | " + " | ".join(f"{s:g} s" for s in rounds_s) + " |")
+        ratio.append("|---|" + "---|" * len(rounds_s))
         for m in mixes:
             cells = []
-            for s in slots:
+            for s in rounds_s:
                 e, h = ttd.get((c, m, "hadare", s)), ttd.get((c, m, "hadar", s))
                 cells.append(
                     "-" if e is None or h is None else f"{e:,.0f} / {h:,.0f} = {e / h:.3f}"

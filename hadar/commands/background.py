@@ -62,6 +62,7 @@ def register(sub: Subparsers) -> None:
     sp.add_argument("rundir", metavar="RUNDIR", help="the run directory")
     sp.add_argument(
         "--timeout",
+        dest="timeout_s",
         type=argtypes.seconds(0, argtypes.DAY),
         default=600.0,
         metavar="S",
@@ -311,13 +312,13 @@ def run_stop(args: argparse.Namespace) -> int:
         raise InputError(f"{rundir}: no background run is running there (hadar status lists runs)")
     os.kill(pid, signal.SIGINT)  # the coordinator's first-Ctrl-C path: finish the round, save
     print(f"asked {rundir} (pid {pid}) to stop after the round in progress")
-    deadline = time.monotonic() + args.timeout
+    deadline = time.monotonic() + args.timeout_s
     while time.monotonic() < deadline:
         if running_pid(rundir) is None:
             print(f"stopped; continue with: hadar run --resume {rundir}")
             return 0
         time.sleep(0.2)
-    if args.timeout > 0:
-        print(f"still running after {args.timeout:g} s; hadar logs {rundir} -f shows why")
+    if args.timeout_s > 0:
+        print(f"still running after {args.timeout_s:g} s; hadar logs {rundir} -f shows why")
         return 1
     return 0

@@ -75,6 +75,7 @@ def register(sub: Subparsers) -> None:
     )
     up.add_argument(
         "--ssh-wait-timeout",
+        dest="ssh_wait_timeout_s",
         type=argtypes.seconds(0, 86400, lo_open=True),
         metavar="S",
         help="seconds to wait until the machines are ready (default: the provider's; aws: "
@@ -205,7 +206,7 @@ def run_up(args: argparse.Namespace) -> int:
         return 0
     machines = life.up(wait_ssh=False, log=console.print)
     life.prepare(
-        machines, wait=not args.no_wait_ssh, timeout_s=args.ssh_wait_timeout, log=console.print
+        machines, wait=not args.no_wait_ssh, timeout_s=args.ssh_wait_timeout_s, log=console.print
     )
     written = (
         None

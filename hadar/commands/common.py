@@ -138,7 +138,7 @@ def load_scenario(args: argparse.Namespace) -> tuple[Cluster, list[Job], Through
     """:func:`hadar.scenario.load_scenario` from the scenario flags (``--cluster``, ``--workload``,
     ``--throughputs``, ``--seed``, ``--size``, ``--round``, ``--restart-penalty`` and ``--horizon``
     where the command has them)."""
-    scenario.check_round(getattr(args, "round_length", None), getattr(args, "restart_penalty", 0.0))
+    scenario.check_round(getattr(args, "round_s", None), getattr(args, "restart_penalty_s", 0.0))
     return scenario.load_scenario(
         args.cluster,
         args.workload,

@@ -64,8 +64,8 @@ SCENARIO_KEYS = (
     "throughputs",
     "seed",
     "size",
-    "round_length",
-    "restart_penalty",
+    "round_s",
+    "restart_penalty_s",
     "horizon_s",
     "node_stream",
     "fork_progress",
@@ -204,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--occupancy-policy: {args.occupancy_policy!r} is not one of --policies")
     occupancy = occupancy or policies[0]
     round_note = resolve_round(args, policies)
-    check_round(args.round_length, args.restart_penalty)
+    check_round(args.round_s, args.restart_penalty_s)
     scenario = {k: getattr(args, k) for k in SCENARIO_KEYS}
     out, replacing = output_dir(args.out, args.out_stem)
     console = terminal.console()
@@ -247,7 +247,7 @@ def run(args: argparse.Namespace) -> int:
             throughput,
             list(default_policies("decision-times")),
             sizes,
-            args.round_length,
+            args.round_s,
             args.gavel_compatible,
             repeat=args.decision_repeats,
             options=options,
@@ -262,7 +262,7 @@ def run(args: argparse.Namespace) -> int:
         "workload": args.workload,
         "seed": args.seed,
         "jobs": len(jobs),
-        "round_s": args.round_length,
+        "round_s": args.round_s,
         "notes": [n for n in (round_note, adapting) if n],
         "estimated_cells": [asdict(c) for c in throughput.estimated_cells(jobs, cluster)],
         "wall_seconds": round(time.perf_counter() - t0, 3),
@@ -382,7 +382,7 @@ def measure_decision_times(
     throughput: ThroughputModel,
     policies: Sequence[str],
     sizes: Sequence[int],
-    round_length: float = SIMULATED.round_s,
+    round_s: float = SIMULATED.round_s,
     gavel_compatible: bool = False,
     repeat: int = DECISION_REPEATS,
     options: Mapping[str, Mapping[str, str]] | None = None,
@@ -399,12 +399,12 @@ def measure_decision_times(
         ctx = RoundContext(
             now=0.0,
             round_index=0,
-            round_length=round_length,
+            round_s=round_s,
             cluster=cluster,
             jobs=tuple(JobStatus(j, j.total_steps) for j in queue),
             current={},
             throughput=throughput,
-            restart_penalty=0.0 if gavel_compatible else SIMULATED.restart_penalty_s,
+            restart_penalty_s=0.0 if gavel_compatible else SIMULATED.restart_penalty_s,
         )
         for name in policies:
             fixed = gavel_mode.policy_options(name) if gavel_compatible else {}

@@ -34,8 +34,13 @@ from hadar.core.errors import InputError
 from hadar.core.extras import plots_missing_note
 from hadar.core.validation import MAX_JOBS
 from hadar.experiments import grid, load_sweep, report, tables
-from hadar.experiments.grid import DEFAULT_CLUSTERS, DEFAULT_MIXES, DEFAULT_POLICIES, DEFAULT_SLOTS
-from hadar.experiments.paper import PAPER_BEST_SLOT
+from hadar.experiments.grid import (
+    DEFAULT_CLUSTERS,
+    DEFAULT_MIXES,
+    DEFAULT_POLICIES,
+    DEFAULT_ROUNDS_S,
+)
+from hadar.experiments.paper import PAPER_BEST_ROUND
 from hadar.policy import declared_round, default_policies
 from hadar.sweep import default_workers
 
@@ -50,7 +55,7 @@ def register(sub: Subparsers) -> None:
     ph = exp.add_parser(
         "physical",
         help="section VI: Gavel/Hadar/HadarE on the AWS and lab 5-node clusters (Fig. 8-12)",
-        description="Simulate every cluster x mix x policy x slot cell, print the CRU/TTD/JCT tables with TTD "
+        description="Simulate every cluster x mix x policy x round cell, print the CRU/TTD/JCT tables with TTD "
         "lower bounds, ratios vs the paper and the HadarE targets, and write results.csv, "
         "results.json and the PNGs of Fig. 8-12 into --out.",
     )
@@ -69,23 +74,23 @@ def register(sub: Subparsers) -> None:
     )
     ph.add_argument(
         "--rounds",
-        dest="slots",
+        dest="rounds",
         default=None,
         metavar="LIST",
-        help="round (slot) lengths in seconds for the sweep (default: "
-        + ",".join(f"{s:g}" for s in DEFAULT_SLOTS)
+        help="round lengths in seconds for the sweep, the paper's slots (default: "
+        + ",".join(f"{s:g}" for s in DEFAULT_ROUNDS_S)
         + ", plus the policies' declared round, which is then the main round)",
     )
-    add_alias(ph, "--slots", "--rounds", "slots")
+    add_alias(ph, "--slots", "--rounds", "rounds")
     ph.add_argument(
         "--main-round",
-        dest="main_slot",
+        dest="main_round",
         default=None,
         metavar="SECONDS",
         help="round length of the main tables and Fig. 8-10; one of --rounds (default: 360 if swept, "
         "else the longest)",
     )
-    add_alias(ph, "--main-slot", "--main-round", "main_slot")
+    add_alias(ph, "--main-slot", "--main-round", "main_round")
     add_restart_penalty_arg(ph)
     add_workers_arg(ph, "the CPU count")
     add_out_arg(ph, "experiment-physical")
@@ -160,10 +165,10 @@ def run_load_sweep(args: argparse.Namespace) -> int:
         raise InputError(f"--num-jobs: must be >= 2 (got {args.num_jobs})")
     window = _window(args.window, args.num_jobs)
     round_note = resolve_round(args, policies)
-    if not (args.round_length > 0 and math.isfinite(args.round_length)):
-        raise InputError(f"--round: must be a positive number of seconds (got {args.round_length})")
-    if not (args.restart_penalty >= 0 and math.isfinite(args.restart_penalty)):
-        raise InputError(f"--restart-penalty: must be >= 0 seconds (got {args.restart_penalty})")
+    if not (args.round_s > 0 and math.isfinite(args.round_s)):
+        raise InputError(f"--round: must be a positive number of seconds (got {args.round_s})")
+    if not (args.restart_penalty_s >= 0 and math.isfinite(args.restart_penalty_s)):
+        raise InputError(f"--restart-penalty: must be >= 0 seconds (got {args.restart_penalty_s})")
     cluster = load_cluster(args.cluster)  # bad input fails here, once
     cells = [
         replace(c, options=options.get(c.policy, {}))
@@ -174,8 +179,8 @@ def run_load_sweep(args: argparse.Namespace) -> int:
             cluster=args.cluster,
             num_jobs=args.num_jobs,
             window=window,
-            round_length=args.round_length,
-            restart_penalty=args.restart_penalty,
+            round_s=args.round_s,
+            restart_penalty_s=args.restart_penalty_s,
             throughputs=args.throughputs,
         )
     ]
@@ -224,8 +229,8 @@ def run_load_sweep(args: argparse.Namespace) -> int:
             "seeds": seeds,
             "num_jobs": args.num_jobs,
             "window": list(window),
-            "round_length": args.round_length,
-            "restart_penalty": args.restart_penalty,
+            "round_s": args.round_s,
+            "restart_penalty_s": args.restart_penalty_s,
             "policy_options": options,
             "saturation_growth": load_sweep.SATURATION_GROWTH,
             "saturates_at": saturation,
@@ -289,9 +294,9 @@ def _window(text: str, num_jobs: int) -> tuple[int, int]:
 
 
 def run_physical(args: argparse.Namespace) -> int:
-    slots, main_slot, round_note = _physical_rounds(args.slots, args.main_slot, args.policies)
+    rounds, main_round, round_note = _physical_rounds(args.rounds, args.main_round, args.policies)
     spec = grid.parse_spec(
-        args.clusters, args.mixes, args.policies, slots, main_slot, args.restart_penalty
+        args.clusters, args.mixes, args.policies, rounds, main_round, args.restart_penalty_s
     )
     out, replacing = output_dir(args.out, args.out_stem)
     console = Console(width=max(180, Console().width))
@@ -306,7 +311,7 @@ def run_physical(args: argparse.Namespace) -> int:
     workers = default_workers(len(todo), args.workers)
     console.print(
         f"physical experiment: {len(todo)} cells ({len(spec.clusters)} clusters x {len(spec.mixes)} mixes x "
-        f"{len(spec.policies)} policies x {len(spec.slots)} slots) in {workers} "
+        f"{len(spec.policies)} policies x {len(spec.rounds_s)} rounds) in {workers} "
         f"process{'es' if workers > 1 else ''}"
     )
     t0 = time.perf_counter()
@@ -321,30 +326,30 @@ def run_physical(args: argparse.Namespace) -> int:
     names = list(dict.fromkeys(r["cluster"] for r in rows))
     summary: dict[str, dict[str, dict[str, Any]]] = {"clusters": {}}
     for c in names:
-        comps = tables.cluster_comparisons(rows, bounds, c, spec.main_slot, spec.mixes)
+        comps = tables.cluster_comparisons(rows, bounds, c, spec.main_round_s, spec.mixes)
         means = tables.mean_over_mixes(comps, report.MEAN_KEYS)
         targets = tables.targets(comps)
         sweeps = {
-            p: tables.slot_sweep(rows, c, p, spec.mixes, spec.slots)
-            for p in PAPER_BEST_SLOT  # the policies of the paper's slot sweeps (Figs. 11-12)
+            p: tables.round_sweep(rows, c, p, spec.mixes, spec.rounds_s)
+            for p in PAPER_BEST_ROUND  # the policies of the paper's slot sweeps (Figs. 11-12)
             if p in spec.policies
         }
         pairs = sorted({p for m in spec.mixes for p in estimated[(c, m)]})
-        report.print_cluster(console, c, spec.main_slot, rows, comps, means, targets, pairs)
+        report.print_cluster(console, c, spec.main_round_s, rows, comps, means, targets, pairs)
         summary["clusters"][c] = {
-            "main_slot_s": spec.main_slot,
+            "main_round_s": spec.main_round_s,
             "per_mix": comps,
             "mean_over_mixes": means,
             "targets": targets,
-            "slot_sweep": sweeps,
+            "round_sweep": sweeps,
             "estimated": {m: [list(p) for p in estimated[(c, m)]] for m in spec.mixes},
             "bounds": {m: vars(bounds[(c, m)]) for m in spec.mixes},
         }
-    if len(spec.slots) > 1:
+    if len(spec.rounds_s) > 1:
         for c in names:
-            sweeps = summary["clusters"][c]["slot_sweep"]
+            sweeps = summary["clusters"][c]["round_sweep"]
             if sweeps:
-                report.print_slot_sweep(console, c, sweeps, spec.slots)
+                report.print_round_sweep(console, c, sweeps, spec.rounds_s)
     files = [report.write_csv(out / "results.csv", rows)]
     no_plots = plots_missing_note("figures")
     if no_plots:
@@ -352,7 +357,9 @@ def run_physical(args: argparse.Namespace) -> int:
     else:
         from hadar.experiments import figures  # matplotlib: loaded only when drawing
 
-        files += figures.draw(rows, bounds, names, spec.mixes, spec.slots, spec.main_slot, out)
+        files += figures.draw(
+            rows, bounds, names, spec.mixes, spec.rounds_s, spec.main_round_s, out
+        )
     wall = time.perf_counter() - t0
     files.append(
         report.write_json(
@@ -375,19 +382,19 @@ def run_physical(args: argparse.Namespace) -> int:
 
 
 def _physical_rounds(
-    slots: str | None, main_slot: str | None, policies: str
+    rounds: str | None, main_round: str | None, policies: str
 ) -> tuple[str, str | None, str | None]:
     """``--rounds`` and ``--main-round`` of the physical grid: not typed, the paper's sweep plus
     the policies' declared round (:func:`hadar.policy.declared_round`), which is then the main
     round of every policy alike (as in ``hadar compare``); and the line saying so."""
-    if slots is not None:
-        return slots, main_slot, None
+    if rounds is not None:
+        return rounds, main_round, None
     declared = declared_round([p.strip() for p in policies.split(",")])
-    swept = sorted({*DEFAULT_SLOTS, *([declared.seconds] if declared else [])})
+    swept = sorted({*DEFAULT_ROUNDS_S, *([declared.seconds] if declared else [])})
     text = ",".join(f"{s:g}" for s in swept)
     if declared is None:
-        return text, main_slot, None
-    main = main_slot if main_slot is not None else f"{declared.seconds:g}"
+        return text, main_round, None
+    main = main_round if main_round is not None else f"{declared.seconds:g}"
     note = (
         f"rounds: {text} s; main round {main} s for every policy "
         f"({', '.join(declared.declared_by)}'s declared scheduling interval; --rounds to change)"

@@ -34,7 +34,9 @@ def register(sub: Subparsers) -> None:
     )
     gen.add_argument(
         "--duration",
+        dest="duration_s",
         type=argtypes.seconds(60, 366 * argtypes.DAY, units=True),
+        metavar="DURATION",
         default=argtypes.DAY,
         help="length, in seconds or with a unit (90m, 36h, 7d) (default: %(default)s, one day)",
     )
@@ -58,6 +60,7 @@ def register(sub: Subparsers) -> None:
     conv.add_argument("log", help="the Slurm log")
     conv.add_argument(
         "--min-fragment",
+        dest="min_fragment_s",
         type=argtypes.seconds(0, 86400),
         default=0.0,
         metavar="S",
@@ -118,7 +121,7 @@ def run_generate(args: argparse.Namespace) -> int:
         machine = replace(machine, idle_share=args.idle_share)
     stream = generate_stream(
         c.node_names,
-        args.duration / 3600,
+        args.duration_s / 3600,
         args.seed,
         machine,
         source=f"{args.preset} stream (seed {args.seed})",
@@ -131,7 +134,7 @@ def run_from_slurm(args: argparse.Namespace) -> int:
     from hadar.core.errors import InputError
     from hadar.workloads.slurm_nodes import load_slurm_log
 
-    stream = load_slurm_log(args.log, args.min_fragment)
+    stream = load_slurm_log(args.log, args.min_fragment_s)
     names, source = _declared(args.cluster)
     if names is not None:
         unknown = sorted(set(stream.nodes) - set(names))

@@ -56,6 +56,7 @@ def register(sub: Subparsers) -> None:
     )
     c.add_argument(
         "--timeout",
+        dest="timeout_s",
         type=argtypes.seconds(0, 86400, lo_open=True),
         default=60.0,
         metavar="S",
@@ -84,7 +85,7 @@ def run_check(args: argparse.Namespace) -> int:
             provider.nodes()  # cloud providers refresh their view of running machines here
         with ThreadPoolExecutor(max_workers=min(16, len(cluster.nodes))) as pool:
             results: list[NodeHealth] = list(
-                pool.map(lambda n: provider.check(n, args.timeout), cluster.nodes)
+                pool.map(lambda n: provider.check(n, args.timeout_s), cluster.nodes)
             )
     reports = {h.node: gpu_report(h.details) for h in results if h.reachable}
     numbered, problems = number_nodes(

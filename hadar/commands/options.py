@@ -92,7 +92,7 @@ class DriverRound(float):
 def add_round_arg(
     p: argparse.ArgumentParser, default: float = SIMULATED.round_s, old: str | None = None
 ) -> None:
-    """``--round SECONDS`` (dest ``round_length``); ``old`` is a deprecated spelling kept working.
+    """``--round SECONDS`` (dest ``round_s``); ``old`` is a deprecated spelling kept working.
     Not typed, the round is the policies' declared round, else ``default`` (:func:`resolve_round`)."""
     round_type = (
         argtypes.seconds(0, argtypes.DAY, lo_open=True)
@@ -106,7 +106,7 @@ def add_round_arg(
     )
     p.add_argument(
         "--round",
-        dest="round_length",
+        dest="round_s",
         type=round_type,
         default=DriverRound(default),
         metavar="SECONDS",
@@ -116,20 +116,20 @@ def add_round_arg(
         "itself; with several policies one common round, the shortest declared)",
     )
     if old:
-        add_alias(p, old, "--round", "round_length", round_type)
+        add_alias(p, old, "--round", "round_s", round_type)
 
 
 def resolve_round(args: argparse.Namespace, policies: Sequence[str]) -> str | None:
-    """Set ``args.round_length`` when ``--round`` was not typed: the one common round of
+    """Set ``args.round_s`` when ``--round`` was not typed: the one common round of
     ``policies`` (:func:`hadar.policy.declared_round`: the shortest any declares, for every
     policy alike), else the driver's default. Returns the line saying which round a declared
     one gave (None when ``--round`` was typed or no policy declares one)."""
     from hadar.policy import declared_round
 
-    if not isinstance(args.round_length, DriverRound):
+    if not isinstance(args.round_s, DriverRound):
         return None
     declared = declared_round(policies)
-    args.round_length = float(args.round_length if declared is None else declared.seconds)
+    args.round_s = float(args.round_s if declared is None else declared.seconds)
     if declared is None:
         return None
     who = ", ".join(declared.declared_by)
@@ -150,6 +150,7 @@ def add_restart_penalty_arg(
     (so that ``--resume`` can tell a repeated value from the default), ``default`` is shown."""
     p.add_argument(
         "--restart-penalty",
+        dest="restart_penalty_s",
         type=argtypes.seconds(0, argtypes.DAY),
         default=None if unset else default,
         metavar="SECONDS",

@@ -60,8 +60,10 @@ def register(sub: Subparsers) -> None:
     add_round_arg(p, REAL_RUN.round_s, old="--slot")
     p.add_argument(
         "--grace",
+        dest="grace_s",
         type=argtypes.seconds(0, argtypes.DAY),
         default=REAL_RUN.grace_s,
+        metavar="SECONDS",
         help="seconds past the round before a copy counts as hung",
     )
     p.add_argument(
@@ -117,6 +119,7 @@ def register(sub: Subparsers) -> None:
     )
     p.add_argument(
         "--aggregation-overhead",
+        dest="aggregation_overhead_s",
         type=argtypes.seconds(0, argtypes.DAY),
         default=None,
         metavar="SECONDS",
@@ -217,8 +220,8 @@ def run(args: argparse.Namespace) -> int:
             size=args.size,
             policy=args.policy,
             policy_options=parse_pairs(args.policy_opt),
-            slot_s=args.round_length,
-            grace_s=args.grace,
+            round_s=args.round_s,
+            grace_s=args.grace_s,
             seed=args.seed,
             threads=args.threads,
             evaluate=not args.no_eval,
@@ -228,9 +231,9 @@ def run(args: argparse.Namespace) -> int:
             stall_rounds=args.stall_rounds,
             keep_node_dirs=args.keep_node_dirs,
             node_stream=None if args.node_stream is None else _absolute(args.node_stream),
-            restart_penalty_s=_given(args.restart_penalty, REAL_RUN.restart_penalty_s),
+            restart_penalty_s=_given(args.restart_penalty_s, REAL_RUN.restart_penalty_s),
             aggregation_overhead_s=_given(
-                args.aggregation_overhead, REAL_RUN.aggregation_overhead_s
+                args.aggregation_overhead_s, REAL_RUN.aggregation_overhead_s
             ),
         )
     if args.down_after is not None:
@@ -339,8 +342,8 @@ def _given(value: float | None, default: float) -> float:
 def _check_options_unchanged(args: argparse.Namespace, cfg: RunConfig) -> None:
     """Policy options are part of what a run is: ``--resume`` may repeat them, not change them."""
     for flag, value, recorded in (
-        ("--restart-penalty", args.restart_penalty, cfg.restart_penalty_s),
-        ("--aggregation-overhead", args.aggregation_overhead, cfg.aggregation_overhead_s),
+        ("--restart-penalty", args.restart_penalty_s, cfg.restart_penalty_s),
+        ("--aggregation-overhead", args.aggregation_overhead_s, cfg.aggregation_overhead_s),
     ):
         if value is not None and value != recorded:
             raise InputError(f"{flag}: {value:g} differs from this run's {recorded:g} ({FIXED})")

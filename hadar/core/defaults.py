@@ -3,8 +3,8 @@ numbers). The simulator's are the paper's settings in simulated seconds; real ru
 run``) are wall-clock seconds on CPU nodes training the tiny models, where a round, a restart and
 an averaging step all cost far less. The concepts are the same, so the names are too.
 
-Names (one per concept; the older spellings still used by a few APIs and files are listed in
-docs/glossary.md): ``round_s`` is the round (the paper's "slot"; ``--round``),
+Names (one per concept, docs/glossary.md; the older spellings are read only through
+:mod:`hadar.core.renames`): ``round_s`` is the round (the paper's "slot"; ``--round``),
 ``restart_penalty_s`` the checkpoint-restart penalty (``--restart-penalty``),
 ``aggregation_overhead_s`` HadarE's per-round averaging cost of a forked job."""
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from hadar.experiments.bounds import TtdBounds
-from hadar.experiments.paper import PAPER_SLOT_FIGURES
+from hadar.experiments.paper import PAPER_ROUND_FIGURES
 from hadar.plots import physical
 
 FIGURES = {"fig8_cru.png", "fig9_ttd.png", "fig10_jct.png"}
@@ -17,12 +17,12 @@ def _panels(
     rows: Sequence[dict[str, Any]],
     clusters: Sequence[str],
     mixes: Sequence[str],
-    slot: float,
+    round_s: float,
     value: Callable[[dict[str, Any]], Any],
 ) -> dict[str, dict[str, dict[str, Any]]]:
     out: dict[str, dict[str, dict[str, Any]]] = {c: {m: {} for m in mixes} for c in clusters}
     for r in rows:
-        if float(r["slot_s"]) == slot and r["cluster"] in out and r["mix"] in out[r["cluster"]]:
+        if float(r["round_s"]) == round_s and r["cluster"] in out and r["mix"] in out[r["cluster"]]:
             out[r["cluster"]][r["mix"]][r["policy"]] = value(r)
     return out
 
@@ -32,12 +32,12 @@ def draw(
     bounds: Mapping[tuple[str, str], TtdBounds],
     clusters: Sequence[str],
     mixes: Sequence[str],
-    slots: Sequence[float],
-    main_slot: float,
+    rounds_s: Sequence[float],
+    main_round_s: float,
     out: Path,
 ) -> list[Path]:
-    """Write Fig. 8, 9, 10 at ``main_slot`` and Fig. 11/12 (HadarE/Hadar CRU per slot) into ``out``."""
-    at = f" (slot {main_slot:g} s)"
+    """Write Fig. 8, 9, 10 at ``main_round_s`` and Fig. 11/12 (HadarE/Hadar CRU per slot) into ``out``."""
+    at = f" (round {main_round_s:g} s)"
     marks = {
         c: {
             m: {"lower bound (forking)": b.fork_s, "lower bound (no forking)": b.nofork_s}
@@ -48,39 +48,39 @@ def draw(
     }
     files = [
         physical.cru_by_mix(
-            _panels(rows, clusters, mixes, main_slot, lambda r: r["cru"]),
+            _panels(rows, clusters, mixes, main_round_s, lambda r: r["cru"]),
             out / "fig8_cru.png",
             title="Cluster resource utilisation (CRU) per mix" + at,
         ),
         physical.ttd_by_mix(
-            _panels(rows, clusters, mixes, main_slot, lambda r: r["ttd_s"]),
+            _panels(rows, clusters, mixes, main_round_s, lambda r: r["ttd_s"]),
             out / "fig9_ttd.png",
             bounds_s=marks,
             title="Total time duration (TTD) per mix" + at,
         ),
         physical.jct_by_mix(
-            _panels(rows, clusters, mixes, main_slot, lambda r: r["avg_jct_s"]),
+            _panels(rows, clusters, mixes, main_round_s, lambda r: r["avg_jct_s"]),
             out / "fig10_jct.png",
             ranges_s=_panels(
                 rows,
                 clusters,
                 mixes,
-                main_slot,
+                main_round_s,
                 lambda r: None if r["min_jct_s"] is None else (r["min_jct_s"], r["max_jct_s"]),
             ),
             title="Average JCT per mix, min-max JCT marked" + at,
         ),
     ]
     policies = {r["policy"] for r in rows}
-    for policy, name in PAPER_SLOT_FIGURES.items():
+    for policy, name in PAPER_ROUND_FIGURES.items():
         if policy not in policies:
             continue
         data: dict[str, dict[str, dict[str, Any]]] = {c: {m: {} for m in mixes} for c in clusters}
         for r in rows:
             if r["policy"] == policy and r["cluster"] in data and r["mix"] in data[r["cluster"]]:
-                data[r["cluster"]][r["mix"]][f"{float(r['slot_s']):g} s"] = r["cru"]
+                data[r["cluster"]][r["mix"]][f"{float(r['round_s']):g} s"] = r["cru"]
         for c in data:  # series in slot order
             for m in data[c]:
-                data[c][m] = {f"{s:g} s": data[c][m].get(f"{s:g} s") for s in slots}
-        files.append(physical.cru_by_slot(data, out / name, policy))
+                data[c][m] = {f"{s:g} s": data[c][m].get(f"{s:g} s") for s in rounds_s}
+        files.append(physical.cru_by_round(data, out / name, policy))
     return files

@@ -31,14 +31,14 @@ from hadar.simulator.metrics import summarize
 DEFAULT_CLUSTERS = ("aws-5node", "lab-5node")
 DEFAULT_MIXES = ("M-1", "M-3", "M-4", "M-5", "M-8", "M-10", "M-12")
 DEFAULT_POLICIES = PAPER_POLICIES
-DEFAULT_SLOTS = (90.0, 180.0, 360.0)
-DEFAULT_MAIN_SLOT = SIMULATED.round_s
+DEFAULT_ROUNDS_S = (90.0, 180.0, 360.0)
+DEFAULT_MAIN_ROUND_S = SIMULATED.round_s
 
 ROW_KEYS = (
     "cluster",
     "mix",
     "policy",
-    "slot_s",
+    "round_s",
     "jobs",
     "completed",
     "ttd_s",
@@ -57,14 +57,14 @@ ROW_KEYS = (
 
 @dataclass(frozen=True)
 class GridSpec:
-    """The grid: every cluster x mix x policy x slot. ``clusters`` are names or YAML paths."""
+    """The grid: every cluster x mix x policy x round length. ``clusters`` are names or YAML paths."""
 
     clusters: tuple[str, ...] = DEFAULT_CLUSTERS
     mixes: tuple[str, ...] = DEFAULT_MIXES
     policies: tuple[str, ...] = DEFAULT_POLICIES
-    slots: tuple[float, ...] = DEFAULT_SLOTS
-    main_slot: float = DEFAULT_MAIN_SLOT
-    restart_penalty: float = SIMULATED.restart_penalty_s
+    rounds_s: tuple[float, ...] = DEFAULT_ROUNDS_S
+    main_round_s: float = DEFAULT_MAIN_ROUND_S
+    restart_penalty_s: float = SIMULATED.restart_penalty_s
 
 
 @dataclass(frozen=True)
@@ -74,18 +74,18 @@ class Cell:
     cluster: str
     mix: str
     policy: str
-    slot: float
-    restart_penalty: float = SIMULATED.restart_penalty_s
+    round_s: float
+    restart_penalty_s: float = SIMULATED.restart_penalty_s
 
 
 def cells(spec: GridSpec) -> list[Cell]:
-    """Every cell of ``spec`` in output order (cluster, mix, policy, slot)."""
+    """Every cell of ``spec`` in output order (cluster, mix, policy, round)."""
     return [
-        Cell(c, m, p, s, spec.restart_penalty)
+        Cell(c, m, p, s, spec.restart_penalty_s)
         for c in spec.clusters
         for m in spec.mixes
         for p in spec.policies
-        for s in spec.slots
+        for s in spec.rounds_s
     ]
 
 
@@ -122,7 +122,7 @@ def parse_policies(text: str) -> tuple[str, ...]:
     return names
 
 
-def parse_slots(text: str, option: str = "--rounds") -> tuple[float, ...]:
+def parse_rounds(text: str, option: str = "--rounds") -> tuple[float, ...]:
     out = []
     for s in _names(text, option):
         try:
@@ -130,10 +130,12 @@ def parse_slots(text: str, option: str = "--rounds") -> tuple[float, ...]:
         except ValueError:
             raise InputError(f"{option}: {s!r} is not a number of seconds") from None
         if not 1 <= v <= 7 * 86400:
-            raise InputError(f"{option}: slot times must be positive, from 1 s to 7 days (got {s})")
+            raise InputError(
+                f"{option}: round lengths must be positive, from 1 s to 7 days (got {s})"
+            )
         out.append(v)
     if len(set(out)) != len(out):
-        raise InputError(f"{option}: a slot time is given twice")
+        raise InputError(f"{option}: a round length is given twice")
     return tuple(sorted(out))
 
 
@@ -141,30 +143,30 @@ def parse_spec(
     clusters: str,
     mixes: str,
     policies: str,
-    slots: str,
-    main_slot: str | None,
-    restart_penalty: float = SIMULATED.restart_penalty_s,
+    rounds: str,
+    main_round: str | None,
+    restart_penalty_s: float = SIMULATED.restart_penalty_s,
 ) -> GridSpec:
     """A validated :class:`GridSpec` from the command-line strings (InputError on bad input).
-    ``main_slot`` None = 360 s if swept, else the longest slot."""
-    slot_list = parse_slots(slots)
-    if main_slot is None:
-        main = DEFAULT_MAIN_SLOT if DEFAULT_MAIN_SLOT in slot_list else slot_list[-1]
+    ``main_round`` None = 360 s if swept, else the longest round."""
+    rounds_s = parse_rounds(rounds)
+    if main_round is None:
+        main = DEFAULT_MAIN_ROUND_S if DEFAULT_MAIN_ROUND_S in rounds_s else rounds_s[-1]
     else:
-        main = parse_slots(main_slot, "--main-round")[0]
-        if main not in slot_list:
+        main = parse_rounds(main_round, "--main-round")[0]
+        if main not in rounds_s:
             raise InputError(
-                f"--main-round: {main:g} s is not one of --rounds ({', '.join(f'{s:g}' for s in slot_list)})"
+                f"--main-round: {main:g} s is not one of --rounds ({', '.join(f'{s:g}' for s in rounds_s)})"
             )
-    if restart_penalty < 0:
-        raise InputError(f"--restart-penalty: must be >= 0 (got {restart_penalty:g})")
+    if restart_penalty_s < 0:
+        raise InputError(f"--restart-penalty: must be >= 0 (got {restart_penalty_s:g})")
     spec = GridSpec(
         _names(clusters, "--clusters"),
         parse_mixes(mixes),
         parse_policies(policies),
-        slot_list,
+        rounds_s,
         main,
-        restart_penalty,
+        restart_penalty_s,
     )
     names = [
         scenario(c, spec.mixes[0])[0].name for c in spec.clusters
@@ -190,7 +192,7 @@ def scenario(cluster: str, mix_name: str) -> tuple[Cluster, tuple[Job, ...], Thr
 def run_cell(cell: Cell) -> dict[str, Any]:
     """Simulate one cell; its row (keys :data:`ROW_KEYS`)."""
     cluster, jobs, throughput = scenario(cell.cluster, cell.mix)
-    config = SimConfig(round_length=cell.slot, restart_penalty=cell.restart_penalty)
+    config = SimConfig(round_s=cell.round_s, restart_penalty_s=cell.restart_penalty_s)
     result = simulate(cluster, list(jobs), make_policy(cell.policy), throughput, config)
     s = summarize(result)
     jct = [j.jct for j in result.jobs if j.jct is not None]
@@ -198,7 +200,7 @@ def run_cell(cell: Cell) -> dict[str, Any]:
         "cluster": cluster.name,
         "mix": cell.mix,
         "policy": cell.policy,
-        "slot_s": cell.slot,
+        "round_s": cell.round_s,
         "jobs": s["jobs"],
         "completed": s["completed"],
         "ttd_s": s["ttd_s"],

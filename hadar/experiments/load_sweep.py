@@ -47,8 +47,8 @@ class SweepCell:
     cluster: str
     num_jobs: int
     window: tuple[int, int]
-    round_length: float = SIMULATED.round_s
-    restart_penalty: float = SIMULATED.restart_penalty_s
+    round_s: float = SIMULATED.round_s
+    restart_penalty_s: float = SIMULATED.restart_penalty_s
     throughputs: str | None = None
     options: Mapping[str, str] = field(default_factory=dict)
 
@@ -115,7 +115,7 @@ def run_cell(cell: SweepCell) -> dict[str, Any]:
         jobs,
         policy,
         model,
-        SimConfig(round_length=cell.round_length, restart_penalty=cell.restart_penalty),
+        SimConfig(round_s=cell.round_s, restart_penalty_s=cell.restart_penalty_s),
     )
     wall = time.perf_counter() - t0
     summary = summarize(result)

@@ -17,7 +17,7 @@ PAPER_COMPARISONS = (("hadar", "gavel"), ("hadare", "hadar"), ("hadare", "gavel"
 TARGET_PAIR = ("hadare", "hadar")
 """(policy, reference) of the project's targets: HadarE's TTD and CRU against Hadar's."""
 
-PAPER_SLOT_FIGURES = {"hadare": "fig11_cru_slots_hadare.png", "hadar": "fig12_cru_slots_hadar.png"}
+PAPER_ROUND_FIGURES = {"hadare": "fig11_cru_slots_hadare.png", "hadar": "fig12_cru_slots_hadar.png"}
 """The paper's slot-sweep figures (Figs. 11-12): the policy each draws, and its file."""
 
 PAPER_CLUSTERS = {"aws-5node": "aws", "lab-5node": "lab"}
@@ -65,7 +65,7 @@ def paper_value(key: str, cluster: str) -> float | None:
 
 
 _SMALL, _LARGE = ("M-1", "M-3", "M-4"), ("M-5", "M-8", "M-10", "M-12")
-PAPER_BEST_SLOT: dict[str, dict[str, dict[str, str]]] = {
+PAPER_BEST_ROUND: dict[str, dict[str, dict[str, str]]] = {
     # Fig. 11: HadarE peaks at 360 s for M-8..M-12 on AWS (M-5..M-12 on the lab), at 90 s below
     "hadare": {
         "aws": {
@@ -83,6 +83,6 @@ PAPER_BEST_SLOT: dict[str, dict[str, dict[str, str]]] = {
 """Slot time (s) with the highest CRU per mix, as section VI-D states it."""
 
 
-def paper_best_slot(policy: str, cluster: str, mix: str) -> str | None:
+def paper_best_round(policy: str, cluster: str, mix: str) -> str | None:
     short = PAPER_CLUSTERS.get(cluster)
-    return None if short is None else PAPER_BEST_SLOT.get(policy, {}).get(short, {}).get(mix)
+    return None if short is None else PAPER_BEST_ROUND.get(policy, {}).get(short, {}).get(mix)

@@ -17,7 +17,7 @@ from hadar.experiments.paper import (
     TARGET_HADARE_CRU_MIN,
     TARGET_HADARE_TTD_RATIO_MAX,
     TARGET_MIXES,
-    paper_best_slot,
+    paper_best_round,
     paper_value,
 )
 from hadar.experiments.tables import COMPARISONS, RATIO_METRICS, Row
@@ -65,18 +65,18 @@ def _pct(v: float | None) -> str:
 def print_cluster(
     console: Console,
     cluster: str,
-    slot: float,
+    round_s: float,
     rows: Sequence[Row],
     comparisons: Sequence[Row],
     means: Mapping[str, float | None],
     targets: Sequence[Row],
     estimated: Sequence[tuple[str, str]],
 ) -> None:
-    """The per-cluster block at the main slot: per mix and policy, ratios per mix with means and the
+    """The per-cluster block at the main round: per mix and policy, ratios per mix with means and the
     paper's figures, the targets, and which throughputs were estimated."""
-    mine = [r for r in rows if r["cluster"] == cluster and float(r["slot_s"]) == slot]
+    mine = [r for r in rows if r["cluster"] == cluster and float(r["round_s"]) == round_s]
     t = Table(
-        title=f"{cluster}, slot {slot:g} s: per mix and policy (bound = lower bound on TTD for the policy)"
+        title=f"{cluster}, round {round_s:g} s: per mix and policy (bound = lower bound on TTD for the policy)"
     )
     for col in (
         "mix",
@@ -114,7 +114,7 @@ def print_cluster(
     console.print(t)
 
     ratios = Table(
-        title=f"{cluster}, slot {slot:g} s: ratios per mix (TTD/JCT: speed-up = reference / policy; "
+        title=f"{cluster}, round {round_s:g} s: ratios per mix (TTD/JCT: speed-up = reference / policy; "
         f"CRU: gain = policy / reference; > 1 favours the first policy)"
     )
     ratios.add_column("mix")
@@ -154,7 +154,7 @@ def print_cluster(
     console.print(ratios)
 
     if targets:
-        tt = Table(title=f"{cluster}, slot {slot:g} s: targets on {', '.join(TARGET_MIXES)}")
+        tt = Table(title=f"{cluster}, round {round_s:g} s: targets on {', '.join(TARGET_MIXES)}")
         tt.add_column("target")
         target_mixes = list(dict.fromkeys(x["mix"] for x in targets))
         for m in target_mixes:
@@ -181,17 +181,17 @@ def print_cluster(
     )
 
 
-def print_slot_sweep(
-    console: Console, cluster: str, sweeps: Mapping[str, Sequence[Row]], slots: Sequence[float]
+def print_round_sweep(
+    console: Console, cluster: str, sweeps: Mapping[str, Sequence[Row]], rounds_s: Sequence[float]
 ) -> None:
-    """Fig. 11/12 as numbers: CRU per slot per mix for each policy, best slot vs the paper's."""
+    """Fig. 11/12 as numbers: CRU per round length per mix for each policy, the best vs the paper's."""
     t = Table(
-        title=f"{cluster}: CRU per slot time (Fig. 11: HadarE, Fig. 12: Hadar)",
-        caption="best = slot time with the highest CRU (the paper's in brackets)",
+        title=f"{cluster}: CRU per round length (Fig. 11: HadarE, Fig. 12: Hadar)",
+        caption="best = round length with the highest CRU (the paper's in brackets)",
     )
     t.add_column("mix")
     for policy in sweeps:
-        for s in slots:
+        for s in rounds_s:
             t.add_column(f"{policy_title(policy)}\n{s:g} s", justify="right")
         t.add_column(f"{policy_title(policy)}\nbest (paper)", justify="right")
     mixes = [x["mix"] for x in next(iter(sweeps.values()))]
@@ -199,9 +199,9 @@ def print_slot_sweep(
         cells = [m]
         for policy, rows in sweeps.items():
             x = rows[i]
-            cells += [_pct(x["cru"][s]) for s in slots]
-            paper = paper_best_slot(policy, cluster, m)
-            best = "-" if x["best_slot_s"] is None else f"{x['best_slot_s']:g}"
+            cells += [_pct(x["cru"][s]) for s in rounds_s]
+            paper = paper_best_round(policy, cluster, m)
+            best = "-" if x["best_round_s"] is None else f"{x['best_round_s']:g}"
             cells.append(best + (f" ({paper})" if paper else ""))
         t.add_row(*cells)
     console.print(t)
@@ -225,9 +225,9 @@ def write_json(
             "clusters": list(spec.clusters),
             "mixes": list(spec.mixes),
             "policies": list(spec.policies),
-            "slots_s": list(spec.slots),
-            "main_slot_s": spec.main_slot,
-            "restart_penalty_s": spec.restart_penalty,
+            "rounds_s": list(spec.rounds_s),
+            "main_round_s": spec.main_round_s,
+            "restart_penalty_s": spec.restart_penalty_s,
         },
         **meta,
         "paper": {

@@ -36,7 +36,7 @@ def ratio_keys() -> list[str]:
 
 
 def index(rows: Iterable[Row]) -> dict[Key, Row]:
-    return {(r["cluster"], r["mix"], r["policy"], float(r["slot_s"])): r for r in rows}
+    return {(r["cluster"], r["mix"], r["policy"], float(r["round_s"])): r for r in rows}
 
 
 def with_bounds(rows: Iterable[Row], bounds: Mapping[tuple[str, str], TtdBounds]) -> list[Row]:
@@ -69,14 +69,14 @@ def _ratio(value: float | None, ref: float | None, higher_better: bool) -> float
 
 
 def mix_comparison(
-    idx: Mapping[Key, Row], cluster: str, mix: str, slot: float, bounds: TtdBounds | None
+    idx: Mapping[Key, Row], cluster: str, mix: str, round_s: float, bounds: TtdBounds | None
 ) -> Row:
     """One mix on one cluster at one slot: every ratio of :func:`ratio_keys`, HadarE's TTD as a
     fraction of Hadar's and its CRU (the issue's targets), and the TTD bounds; also
     ``lb_fork_over_hadar_ttd``, the smallest fraction of Hadar's TTD any schedule can reach, and its
     inverse ``ttd_bound_vs_hadar``, the largest TTD speed-up over Hadar any schedule can reach."""
-    out: Row = {"cluster": cluster, "mix": mix, "slot_s": slot}
-    get = {p: idx.get((cluster, mix, p, slot)) for p in PAPER_POLICIES}
+    out: Row = {"cluster": cluster, "mix": mix, "round_s": round_s}
+    get = {p: idx.get((cluster, mix, p, round_s)) for p in PAPER_POLICIES}
     for pol, ref in COMPARISONS:
         for prefix, key, higher in RATIO_METRICS:
             a, b = get[pol], get[ref]
@@ -99,11 +99,11 @@ def cluster_comparisons(
     rows: Iterable[Row],
     bounds: Mapping[tuple[str, str], TtdBounds],
     cluster: str,
-    slot: float,
+    round_s: float,
     mixes: Sequence[str],
 ) -> list[Row]:
     idx = index(rows)
-    return [mix_comparison(idx, cluster, m, slot, bounds.get((cluster, m))) for m in mixes]
+    return [mix_comparison(idx, cluster, m, round_s, bounds.get((cluster, m))) for m in mixes]
 
 
 def mean_over_mixes(comparisons: Sequence[Row], keys: Iterable[str]) -> dict[str, float | None]:
@@ -150,14 +150,14 @@ def targets(comparisons: Sequence[Row]) -> list[Row]:
     return out
 
 
-def slot_sweep(
-    rows: Iterable[Row], cluster: str, policy: str, mixes: Sequence[str], slots: Sequence[float]
+def round_sweep(
+    rows: Iterable[Row], cluster: str, policy: str, mixes: Sequence[str], rounds_s: Sequence[float]
 ) -> list[Row]:
     """Per mix: CRU and TTD at each slot time, and the slot with the highest CRU (Fig. 11/12)."""
     idx = index(rows)
     out = []
     for m in mixes:
-        cells = {s: idx.get((cluster, m, policy, float(s))) for s in slots}
+        cells = {s: idx.get((cluster, m, policy, float(s))) for s in rounds_s}
         cru = {s: (r["cru"] if r else None) for s, r in cells.items()}
         ttd = {s: (r["ttd_s"] if r else None) for s, r in cells.items()}
         known = {s: c for s, c in cru.items() if c is not None}
@@ -171,7 +171,7 @@ def slot_sweep(
                 "mix": m,
                 "cru": cru,
                 "ttd_s": ttd,
-                "best_slot_s": best,
+                "best_round_s": best,
             }
         )
     return out

@@ -140,14 +140,14 @@ def jct_by_mix(
     return _grouped_bars(avg_jct_s, path, "average JCT (s)", title, ranges=ranges_s)
 
 
-def cru_by_slot(cru: Panels, path: str | Path, policy: str, title: str | None = None) -> Path:
-    """Paper Fig. 11 (HadarE) / Fig. 12 (Hadar): ``cru[cluster][mix][slot label]`` (fraction)."""
+def cru_by_round(cru: Panels, path: str | Path, policy: str, title: str | None = None) -> Path:
+    """Paper Fig. 11 (HadarE) / Fig. 12 (Hadar): ``cru[cluster][mix][round label]`` (fraction)."""
     return _grouped_bars(
         cru,
         path,
         "CRU (%)",
-        title or f"CRU vs slot time per mix: {policy}",
+        title or f"CRU vs round length per mix: {policy}",
         scale=100.0,
         ymax=105.0,
-        legend_title="slot time",
+        legend_title="round length",
     )

@@ -12,6 +12,7 @@ from hadar.core.defaults import REAL_RUN
 from hadar.core.errors import InputError
 from hadar.core.io import write_json
 from hadar.core.jobs import Job
+from hadar.core.renames import current_keys
 from hadar.core.validation import from_validation_error, load_json
 from hadar.policy_options import config_knobs, effective_options
 from hadar.runtime.identity import RunIdentity
@@ -28,9 +29,9 @@ class RunConfig(BaseModel):
     policy: str = REAL_RUN.policy
     policy_options: dict[str, str] = Field(default_factory=dict)
     """``--policy-opt`` knobs of the policy (kept so that a resumed run decides the same way)."""
-    slot_s: float = Field(default=REAL_RUN.round_s, gt=0)
+    round_s: float = Field(default=REAL_RUN.round_s, gt=0)
     grace_s: float = Field(default=REAL_RUN.grace_s, ge=0)
-    """Extra seconds past the slot before a silent copy is declared hung and killed."""
+    """Extra seconds past the round before a silent copy is declared hung and killed."""
     seed: int = 0
     max_job_count: int = Field(default=1000, ge=2)
     threads: int = Field(default=1, ge=0)
@@ -109,8 +110,11 @@ def load_config(rundir: Path, hint: str = "start a run without --resume") -> Run
     path = rundir / "run.json"
     if not path.is_file():
         raise InputError(f"{rundir}: not a run directory (no run.json); {hint}")
-    try:  # load_json: one line for bytes that are not UTF-8 JSON too
-        return RunConfig.model_validate(load_json(path, "run file"))
+    data = load_json(path, "run file")  # one line for bytes that are not UTF-8 JSON too
+    if isinstance(data, dict):  # a run started before a rename saved the old key (``slot_s``)
+        data = current_keys(data, str(path))
+    try:
+        return RunConfig.model_validate(data)
     except ValidationError as exc:
         raise from_validation_error(str(path), exc) from None
 

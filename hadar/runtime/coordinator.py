@@ -387,12 +387,12 @@ class Coordinator:
         return RoundContext(
             now=now,
             round_index=index,
-            round_length=self.cfg.slot_s,
+            round_s=self.cfg.round_s,
             cluster=cluster,
             jobs=tuple(active),
             current=current,
             throughput=self.throughput,
-            restart_penalty=self.knobs.restart_penalty_s,
+            restart_penalty_s=self.knobs.restart_penalty_s,
         )
 
     def execute(self, decision: Decision) -> RoundResult:
@@ -444,7 +444,7 @@ class Coordinator:
         n = self.cfg.stall_rounds
         stuck = self.watch.run_stalled()
         if stuck is not None:
-            cause = likely_cause(stuck, self.cfg.slot_s, self.cfg.warm_workers)
+            cause = likely_cause(stuck, self.cfg.round_s, self.cfg.warm_workers)
             self.events.emit("stalled", round=r, rounds=n, cause=cause)
             raise RunStalledError(
                 f"{self.rundir}: no job made progress in {n} rounds in a row; likely cause: "
@@ -453,7 +453,7 @@ class Coordinator:
         for job, copies in self.watch.stalled_jobs().items():
             if job in self.failed or self.tracker.is_complete(job):
                 continue
-            cause = likely_cause(copies, self.cfg.slot_s, self.cfg.warm_workers)
+            cause = likely_cause(copies, self.cfg.round_s, self.cfg.warm_workers)
             self.failed[job] = cause
             self.events.emit(
                 "job-failed",
@@ -470,7 +470,7 @@ class Coordinator:
                 continue
             kind, cause = (
                 copies[-1].get("kind"),
-                likely_cause(copies, self.cfg.slot_s, self.cfg.warm_workers),
+                likely_cause(copies, self.cfg.round_s, self.cfg.warm_workers),
             )
             self.withheld[(job, nodes)] = (
                 f"job {job} failed on {'+'.join(nodes)} ({kind}) {n} rounds in a row: {cause}"

@@ -140,7 +140,7 @@ class Evaluator:
             ckpt.path,
             ckpt.sha256,
             self.rundir / "incoming" / "eval",
-            timeout_s=max(60.0, self.cfg.slot_s * 4),
+            timeout_s=max(60.0, self.cfg.round_s * 4),
             warm=self.cfg.warm_workers,
             env=eval_env(self.nodes.gpus.get(node)),
         )

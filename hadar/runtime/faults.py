@@ -153,7 +153,7 @@ def repeated_failures(
     return {k: list(reversed(v)) for k, v in streak.items() if len(v) >= n}
 
 
-def likely_cause(copies: Sequence[Copy], slot_s: float, warm: bool) -> str:
+def likely_cause(copies: Sequence[Copy], round_s: float, warm: bool) -> str:
     """The most likely reason these copies made no progress, in words, for the stop line."""
     kinds = {c.get("kind") for c in copies}
     errors = [str(c["error"]) for c in copies if c.get("error")]
@@ -168,7 +168,7 @@ def likely_cause(copies: Sequence[Copy], slot_s: float, warm: bool) -> str:
         hint = "use a longer --round" + ("" if warm else " or drop --cold-workers")
         return (
             "slot shorter than worker start-up and the checkpoint save: copies trained 0 steps "
-            f"in {slot_s:g} s slots; {hint}"
+            f"in {round_s:g} s slots; {hint}"
         )
     if "worker-error" in kinds:
         return f"failing job spec or worker{last}"

@@ -120,7 +120,7 @@ class NodeManager:
                 or (known[0] and name not in self.gpus)
                 or (not known[0] and (r - known[1]) % self.cfg.probe_every == 0)
             ):
-                health = self.provider.check(name, timeout_s=min(30.0, self.cfg.slot_s))
+                health = self.provider.check(name, timeout_s=min(30.0, self.cfg.round_s))
                 self.set_node(name, health.reachable, r, health.error)
                 if known is not None and health.reachable:
                     self.events.emit("node-up", round=r, node=name)

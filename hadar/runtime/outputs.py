@@ -60,7 +60,7 @@ def collect(
         "cluster_file": cfg.cluster,
         "workload": cfg.workload,
         "size": cfg.size,
-        "slot_s": cfg.slot_s,
+        "round_s": cfg.round_s,
         "active_s": active,
         "failures": sum(r["failures"] for r in rounds),
         "avg_overhead_s": float(np.mean(overheads)) if overheads else None,

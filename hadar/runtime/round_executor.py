@@ -248,7 +248,7 @@ class RoundExecutor:
             "steps": o.steps_done if o.ok else 0,
             "error": None if o.ok else (o.error or "")[:300],
             "train_s": o.train_seconds if o.ok else 0.0,
-            "wall_s": o.wall_seconds if o.ok else min(time.time() - t1, self.cfg.slot_s),
+            "wall_s": o.wall_seconds if o.ok else min(time.time() - t1, self.cfg.round_s),
         }
         if sample is not None and o.ok:
             record["iterations"] = sample.to_json()
@@ -286,8 +286,8 @@ class RoundExecutor:
             tracker_copy=tracker_copy,
             placement=a.placement,
             steps=max(1, math.ceil(budget)),
-            deadline_s=self.cfg.slot_s,
-            timeout_s=self.cfg.slot_s + self.cfg.grace_s,
+            deadline_s=self.cfg.round_s,
+            timeout_s=self.cfg.round_s + self.cfg.grace_s,
             checkpoint_in=ckpt.path if ckpt else None,
             checkpoint_sha256=ckpt.sha256 if ckpt else None,
             data_stream=idx,
@@ -305,7 +305,7 @@ class RoundExecutor:
 
     def dispatch(self, tasks: list[CopyTask], r: int, attempt: int) -> list[CopyOutcome]:
         if not tasks:
-            time.sleep(min(1.0, self.cfg.slot_s))
+            time.sleep(min(1.0, self.cfg.round_s))
             return []
         local = self.rundir / "incoming" / f"r{r:04d}-a{attempt}"
         with ThreadPoolExecutor(max_workers=len(tasks)) as pool:

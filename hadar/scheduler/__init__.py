@@ -123,8 +123,8 @@ class HadarPolicy(Policy):
             return self._decide(ctx)
 
     def _decide(self, ctx: RoundContext) -> RoundPlan:
-        if hasattr(self.utility, "round_s") and self.utility.round_s != ctx.round_length:
-            self.utility = replace(self.utility, round_s=ctx.round_length)  # type: ignore[type-var]
+        if hasattr(self.utility, "round_s") and self.utility.round_s != ctx.round_s:
+            self.utility = replace(self.utility, round_s=ctx.round_s)  # type: ignore[type-var]
         if self.config.replan == "preempt":
             return self._decide_preemptive(ctx)
         return non_preemptive.decide(self, ctx)
@@ -173,8 +173,8 @@ class HadarPolicy(Policy):
         """What a preemptive round plans over: every job's valuation and DP entry (a running job's
         ``held[job_id]`` placement is its kept candidate) and the round's prices."""
         cfg = self.config
-        if hasattr(self.utility, "round_s") and self.utility.round_s != ctx.round_length:
-            self.utility = replace(self.utility, round_s=ctx.round_length)  # type: ignore[type-var]
+        if hasattr(self.utility, "round_s") and self.utility.round_s != ctx.round_s:
+            self.utility = replace(self.utility, round_s=ctx.round_s)  # type: ignore[type-var]
         vals = value_jobs(ctx, ctx.jobs)
         if cfg.single_node:
             vals = [single_node(v, ctx.cluster) for v in vals]
@@ -301,7 +301,7 @@ def upgrade_running(
             continue
         best = max(cands, key=lambda c: (c.rate, -c.nodes))
         rem = v.status.remaining_steps
-        gain = rem / old_rate - (rem / best.rate + ctx.restart_penalty)
+        gain = rem / old_rate - (rem / best.rate + ctx.restart_penalty_s)
         if gain > min_gain_s and not np.array_equal(best.alloc, own):
             out[job_id] = ctx.cluster.placement_from_matrix(best.alloc)
             free += own - best.alloc

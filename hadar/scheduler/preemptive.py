@@ -74,7 +74,7 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
         idle: np.ndarray = np.maximum(out, 0)
         return idle
 
-    slack_s = (cfg.critical_slack_rounds + CRITICAL_TOLERANCE_ROUNDS) * ctx.round_length
+    slack_s = (cfg.critical_slack_rounds + CRITICAL_TOLERANCE_ROUNDS) * ctx.round_s
     crit = critical_jobs(vals, ctx, slack_s, cfg.ttd_bound) if cfg.ttd_guard else []
     for i, deadline in crit:  # the TTD guard first: these jobs set the TTD (hadar/scheduler/ttd.py)
         cand = guard_candidate(
@@ -169,7 +169,7 @@ def overdue_jobs(
             for i, v in enumerate(vals)
             if v.status.first_start is None
         }
-        late = [i for i, w in waited.items() if w + ctx.round_length > max_wait_s]
+        late = [i for i, w in waited.items() if w + ctx.round_s > max_wait_s]
         chosen = {i for i, _ in out}
         out += [(i, 0.0) for i in sorted(late, key=lambda i: (-waited[i], i)) if i not in chosen]
     return out
@@ -196,8 +196,8 @@ def deferred_rho(
         job = v.status.job
         shared = n if contention is None else contention.average(job.job_id)
         fair = fair_share_jct(job.total_steps, equal[key], job.num_gpus, gpus, shared)
-        fair += ctx.round_length
-        finish = ctx.now + ctx.round_length - job.arrival + best_remaining_s(v, ctx, rates)
+        fair += ctx.round_s
+        finish = ctx.now + ctx.round_s - job.arrival + best_remaining_s(v, ctx, rates)
         out.append((finish / fair, fair) if math.isfinite(fair) else (0.0, fair))
     return out
 

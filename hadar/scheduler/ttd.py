@@ -111,7 +111,7 @@ def contended_critical(
         without_shortest = prefix_makespan(table[:-1], gangs[:-1], counts, remaining[:-1])
         if without_shortest >= bound - slack_s:
             return longest
-    if bound > CONTENDED_HORIZON_ROUNDS * ctx.round_length:
+    if bound > CONTENDED_HORIZON_ROUNDS * ctx.round_s:
         return longest
     return [(i, bound) for i in sorted(order)]
 
@@ -179,7 +179,7 @@ def candidate_by_deadline(
     if not cands:
         return None
     rem = v.status.remaining_steps
-    penalty = ctx.restart_penalty if v.status.done_steps > 0 else 0.0
+    penalty = ctx.restart_penalty_s if v.status.done_steps > 0 else 0.0
 
     def finish(c: Candidate) -> float:
         return rem / c.rate + (0.0 if c.kept else penalty)

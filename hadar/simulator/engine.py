@@ -1,4 +1,4 @@
-"""The simulation loop: rounds of ``round_length`` seconds, arrivals, checkpoint-restart
+"""The simulation loop: rounds of ``round_s`` seconds, arrivals, checkpoint-restart
 penalties, jobs finishing mid-round, and the bookkeeping policies see in the next round.
 
 Semantics (also in docs/hadar.md, section Simulator):
@@ -6,15 +6,15 @@ Semantics (also in docs/hadar.md, section Simulator):
 * A round starts, arrived unfinished jobs are offered to the policy, its plan is validated
   (capacity, gang size, known jobs, at most one copy of a job per node) and run.
 * A run whose placement differs from the same (job, copy)'s placement last round pays
-  ``restart_penalty`` seconds (checkpoint-restart), unless the job has done no step yet or the
+  ``restart_penalty_s`` seconds (checkpoint-restart), unless the job has done no step yet or the
   policy decided it explicitly (``Assignment.restart``).
   ``Assignment.overhead_s`` is paid every round (e.g. HadarE's aggregation). A job with its
-  own ``restart_s`` (Pollux's applications) pays that instead of ``restart_penalty``.
+  own ``restart_s`` (Pollux's applications) pays that instead of ``restart_penalty_s``.
 * A run progresses at ``throughput.run_rate`` (steps/s; for a Pollux job its goodput at its
   progress so far and the round's batch size, docs/elastic.md). With ``fork_progress="goodput"``
   a job's copies running together progress at most as one job at their combined batch.
 * A job finishes at the exact moment its steps reach the target; its GPUs stay idle for the
-  rest of the round (``round_end="slot"``) or the round ends when its longest run ends
+  rest of the round (``round_end="round"``) or the round ends when its longest run ends
   (``round_end="longest-job"``, Gavel's simulator).
 * GPU busy time counts from the round start until a run stops (finished, budget spent or slot
   over), penalties included: the GPU is held.
@@ -73,10 +73,10 @@ class SimulationLimitError(InputError):
 
 @dataclass(frozen=True)
 class SimConfig:
-    round_length: float = SIMULATED.round_s
-    restart_penalty: float = SIMULATED.restart_penalty_s
-    round_end: str = "slot"
-    """``slot``: every round lasts round_length; ``longest-job``: a round ends when its longest
+    round_s: float = SIMULATED.round_s
+    restart_penalty_s: float = SIMULATED.restart_penalty_s
+    round_end: str = "round"
+    """``round``: every round lasts ``round_s``; ``longest-job``: a round ends when its longest
     run ends (Gavel's simulator)."""
     max_rounds: int = 200_000
     horizon_s: float = DEFAULT_HORIZON_S
@@ -95,14 +95,14 @@ class SimConfig:
     node without warning (its run stops there and pays the restart when it resumes)."""
 
     def __post_init__(self) -> None:
-        if not 0 < self.round_length < float("inf"):
-            raise ValueError("round_length must be positive and finite")
+        if not 0 < self.round_s < float("inf"):
+            raise ValueError("round_s must be positive and finite")
         if not 0 < self.horizon_s < float("inf"):
             raise ValueError("horizon_s must be positive and finite")
-        if not 0 <= self.restart_penalty < float("inf"):
-            raise ValueError("restart_penalty must be >= 0")
-        if self.round_end not in ("slot", "longest-job"):
-            raise ValueError("round_end must be 'slot' or 'longest-job'")
+        if not 0 <= self.restart_penalty_s < float("inf"):
+            raise ValueError("restart_penalty_s must be >= 0")
+        if self.round_end not in ("round", "longest-job"):
+            raise ValueError("round_end must be 'round' or 'longest-job'")
         if self.fork_progress not in FORK_PROGRESS:
             raise ValueError(f"fork_progress must be one of {', '.join(FORK_PROGRESS)}")
 
@@ -218,10 +218,10 @@ class SimulatorExecutor:
         round's placements on nodes that are still up."""
         stream = self.cfg.node_stream
         if stream is None:
-            return self.cluster, self.cfg.round_length, self.current
+            return self.cluster, self.cfg.round_s, self.current
         up = stream.available(self.cluster.node_names, self.now)
         following = stream.next_time(self.now)
-        length = self.cfg.round_length
+        length = self.cfg.round_s
         if following is not None:
             length = min(length, following - self.now)
         upset = set(up)
@@ -245,7 +245,7 @@ class SimulatorExecutor:
         return RoundContext(
             now=self.now,
             round_index=index,
-            round_length=length,
+            round_s=length,
             cluster=cluster,
             jobs=tuple(
                 states[i].policy_status()
@@ -253,7 +253,7 @@ class SimulatorExecutor:
             ),
             current=current,
             throughput=self.throughput,
-            restart_penalty=cfg.restart_penalty,
+            restart_penalty_s=cfg.restart_penalty_s,
         )
 
     def execute(
@@ -345,7 +345,7 @@ def _run_round(
     placements: list[PlacementRecord],
     gpu_busy: dict[str, float],
 ) -> tuple[RoundRecord, dict[tuple[int, int], Placement], float]:
-    slot = ctx.round_length
+    round_s = ctx.round_s
     by_job: dict[int, list[Assignment]] = {}
     for a in plan.assignments:
         by_job.setdefault(a.job_id, []).append(a)
@@ -356,7 +356,7 @@ def _run_round(
         st = states[job_id]
         runs: list[Run] = []
         done_before = st.job.total_steps - st.remaining
-        restart_s = cfg.restart_penalty if st.job.restart_s is None else st.job.restart_s
+        restart_s = cfg.restart_penalty_s if st.job.restart_s is None else st.job.restart_s
         run_rates = [
             ctx.throughput.run_rate(st.job, a.placement, ctx.cluster, done_before, a.batch_size)
             for a in assigns
@@ -373,13 +373,13 @@ def _run_round(
             penalty = restart_s if resumed else 0.0
             if resumed:
                 restarted.add(job_id)
-            start = min(slot, penalty + a.overhead_s)
+            start = min(round_s, penalty + a.overhead_s)
             cap = st.remaining if a.step_budget is None else min(a.step_budget, st.remaining)
             runs.append(Run(start, rate, max(cap, 0.0)))
         finish_at = (
-            time_to_reach(runs, st.remaining, slot) if any(r.rate > 0 for r in runs) else None
+            time_to_reach(runs, st.remaining, round_s) if any(r.rate > 0 for r in runs) else None
         )
-        end = slot if finish_at is None else finish_at
+        end = round_s if finish_at is None else finish_at
         done = sum(r.steps_by(end) for r in runs)
         st.step_sum += sum(r.steps_by(end) * c for r, c in zip(runs, step_credit, strict=True))
         for a, r in zip(assigns, runs, strict=True):
@@ -397,14 +397,14 @@ def _run_round(
         st.remaining = max(0.0, st.remaining - done)
         if finish_at is not None or st.remaining <= 1e-6:
             st.remaining = 0.0
-            st.finish = ctx.now + (end if finish_at is not None else slot)
+            st.finish = ctx.now + (end if finish_at is not None else round_s)
     for job_id in restarted:
         states[job_id].restarts += 1
     if cfg.round_end == "longest-job" and stops:
         duration = max(s for _, s in stops)
-        duration = slot if duration <= 0 else min(slot, duration)
+        duration = round_s if duration <= 0 else min(round_s, duration)
     else:
-        duration = slot
+        duration = round_s
     busy_seconds = 0.0
     node_busy: dict[str, float] = {}
     for a, stop in stops:

@@ -3,9 +3,9 @@
 Gavel's simulator (``scheduler.py`` in Gavel, simulation mode) differs from our default
 harness in four ways, each reproduced here:
 
-* no checkpoint-restart penalty (``restart_penalty = 0``);
+* no checkpoint-restart penalty (``restart_penalty_s = 0``);
 * a round ends when its longest scheduled run ends (``round_end = "longest-job"``), at most
-  ``round_length`` (360 s) after it started;
+  ``round_s`` (360 s) after it started;
 * a multi-GPU job always runs at its *consolidated* W-GPU throughput, however its GPUs are
   spread over nodes (:class:`ConsolidatedThroughput`);
 * Gavel's own policies recompute their allocation at most every 1,920 s
@@ -34,11 +34,9 @@ GAVEL_REALLOCATION_INTERVAL_S = 1920.0
 """Gavel's ``minimum_time_between_allocation_resets``."""
 
 
-def sim_config(round_length: float = GAVEL_ROUND_S, **overrides: Any) -> SimConfig:
+def sim_config(round_s: float = GAVEL_ROUND_S, **overrides: Any) -> SimConfig:
     """The simulator preset: no restart penalty, rounds end with their longest run."""
-    return SimConfig(
-        round_length=round_length, restart_penalty=0.0, round_end="longest-job", **overrides
-    )
+    return SimConfig(round_s=round_s, restart_penalty_s=0.0, round_end="longest-job", **overrides)
 
 
 def policy_options(policy: str) -> dict[str, Any]:
@@ -53,7 +51,7 @@ def policy_options(policy: str) -> dict[str, Any]:
 def setup(
     policy: str,
     throughput: ThroughputModel,
-    round_length: float = GAVEL_ROUND_S,
+    round_s: float = GAVEL_ROUND_S,
     options: Mapping[str, str] | None = None,
     **config: Any,
 ) -> tuple[Policy, SimConfig, ThroughputModel]:
@@ -63,7 +61,7 @@ def setup(
 
     return (
         policy_with_options(policy, options, **policy_options(policy)),
-        sim_config(round_length, **config),
+        sim_config(round_s, **config),
         ConsolidatedThroughput(throughput),
     )
 

@@ -46,12 +46,12 @@ def context(
     return RoundContext(
         now=now,
         round_index=round_index,
-        round_length=360.0,
+        round_s=360.0,
         cluster=cluster,
         jobs=ordered,
         current=current or {},
         throughput=TABLE,
-        restart_penalty=10.0,
+        restart_penalty_s=10.0,
     )
 
 

@@ -90,7 +90,7 @@ def test_shares_change_only_at_churn_events():
 def test_a_running_job_shrinks_when_a_new_one_arrives():
     first, second = (replace(j, arrival=0.0) for j in pollux_jobs("pollux-6")[:2])
     second = replace(second, arrival=600.0)
-    run = simulate("pollux-64t4", [first, second], "afs", round_length=60.0)
+    run = simulate("pollux-64t4", [first, second], "afs", round_s=60.0)
     gpus = run.placements.groupby(["round", "job"])["count"].sum().unstack(fill_value=0)
     times = run.placements.groupby("round")["time"].first()
     alone = gpus.loc[times[times < 600].index, first.job_id]

@@ -51,7 +51,7 @@ def test_one_gpu_type_per_job_and_exactly_w_gpus_every_round(name):
             ]
         )
     ]
-    result = simulate(cluster, jobs, make_policy(name), TABLE, SimConfig(restart_penalty=10.0))
+    result = simulate(cluster, jobs, make_policy(name), TABLE, SimConfig(restart_penalty_s=10.0))
     assert all(j.finish is not None for j in result.jobs)
     per_run: dict[tuple[int, int], list] = defaultdict(list)
     for p in result.placements:

@@ -29,7 +29,7 @@ def decisions() -> list[Decision]:
     # Three T4 nodes and a V100 node: the rigid job has rates on V100s only (Gavel's table).
     nodes = tuple(Node(f"n{i}", {"t4": 4}) for i in range(3)) + (Node("v", {"v100": 4}),)
     cluster = Cluster("mixed", nodes)
-    cfg = SimConfig(round_length=60.0, restart_penalty=30.0)
+    cfg = SimConfig(round_s=60.0, restart_penalty_s=30.0)
     ex = RecordingExecutor(
         SimulatorExecutor(cluster, [*jobs, rigid], "test", PolluxThroughput(TABLE), cfg)
     )

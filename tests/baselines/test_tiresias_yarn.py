@@ -44,7 +44,7 @@ def test_demotion_and_preemption_in_a_simulation():
     # One GPU: A (long) arrives at 0, B at 1000 s. A keeps the GPU while in the high queue (FIFO);
     # after 10 rounds A has 3600 GPU-s >= 3250 and is demoted, so B takes over at t = 3600 s.
     jobs = [job(0, steps=200_000), job(1, steps=10_000, arrival=1000.0)]
-    res = simulate(ONE_GPU, jobs, TiresiasPolicy(), TABLE, SimConfig(restart_penalty=10.0))
+    res = simulate(ONE_GPU, jobs, TiresiasPolicy(), TABLE, SimConfig(restart_penalty_s=10.0))
     by_job = {j.job_id: j for j in res.jobs}
     assert by_job[1].start == 3600.0
     first_b_round = min(p.round_index for p in res.placements if p.job_id == 1)
@@ -129,7 +129,7 @@ def test_yarn_simulation_runs_each_job_once_in_fifo_order():
             ]
         )
     ]
-    res = simulate(cluster, jobs, YarnCapacityPolicy(), TABLE, SimConfig(restart_penalty=10.0))
+    res = simulate(cluster, jobs, YarnCapacityPolicy(), TABLE, SimConfig(restart_penalty_s=10.0))
     rounds: dict[int, list[int]] = defaultdict(list)
     placement: dict[int, set] = defaultdict(set)
     for p in res.placements:

@@ -230,14 +230,14 @@ def start_run(
     out: Path,
     workload: Path,
     cluster: str = LOCAL_3,
-    slot: str = "12",
+    round_s: str = "12",
     policy: str = "hadare",
     extra: tuple[str, ...] = (),
 ) -> subprocess.Popen:
     """A run of ``workload`` in the background (HadarE unless told; no live view, no evaluation;
     ``extra`` flags are appended)."""
     return start(
-        *run_argv(out, workload, "--policy", policy, "--round", slot, *extra, cluster=cluster)
+        *run_argv(out, workload, "--policy", policy, "--round", round_s, *extra, cluster=cluster)
     )
 
 

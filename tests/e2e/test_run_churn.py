@@ -38,7 +38,7 @@ def test_a_node_added_to_the_cluster_file_joins_and_a_removed_one_leaves(tmp_pat
     _cluster(cluster, [("a", "v100", 1.0), ("b", "t4", 0.5)])
     jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 1_000_000, "LT": 1_000_000})
     out = tmp_path / "run"
-    proc = start_run(out, jobs, cluster=str(cluster), slot="6")
+    proc = start_run(out, jobs, cluster=str(cluster), round_s="6")
     try:
         wait_for(lambda: 0 in closed_rounds(out), 300, "round 0 to close", proc)
         _cluster(cluster, [("a", "v100", 1.0), ("c", "k80", 0.5)])  # b leaves, c joins

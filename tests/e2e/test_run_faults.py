@@ -59,10 +59,10 @@ def _latest(rundir: Path) -> dict[int, tuple[str, int, int]]:
     return {r[0]: (r[1], r[2], r[3]) for r in rows}
 
 
-def _kill_after_two_written_rounds(out: Path, jobs: Path, slot: str = "6") -> int:
+def _kill_after_two_written_rounds(out: Path, jobs: Path, round_s: str = "6") -> int:
     """Run until some unfinished job has two consolidated checkpoints, SIGKILL the coordinator
     mid-round; return that job's id."""
-    proc = start_run(out, jobs, slot=slot)
+    proc = start_run(out, jobs, round_s=round_s)
     try:
 
         def ready() -> bool:
@@ -270,7 +270,7 @@ def test_full_or_read_only_run_directory_stops_with_one_line_and_resumes(tmp_pat
         _mount("-o", "remount,bind,ro", str(stage))
         subprocess.run(["umount", str(stage)], check=True)
     try:
-        proc = start_run(out, _jobs(tmp_path), slot="6")
+        proc = start_run(out, _jobs(tmp_path), round_s="6")
         try:
             wait_for(
                 lambda: (

@@ -65,7 +65,7 @@ def local_cluster(path: Path, gpus: dict[str, int], emulate: bool = False) -> Pa
     return path
 
 
-def run_args(cluster: Path, jobs: Path, out: Path, slot: int) -> list[str]:
+def run_args(cluster: Path, jobs: Path, out: Path, round_s: int) -> list[str]:
     """``hadar run`` of ``jobs`` under Hadar (no forking: a gang stays one copy), keeping the
     nodes' work directories after the run (the tests read the workers' results there)."""
     return [
@@ -78,7 +78,7 @@ def run_args(cluster: Path, jobs: Path, out: Path, slot: int) -> list[str]:
         "--policy",
         "hadar",
         "--round",
-        str(slot),
+        str(round_s),
         "--no-live",
         "--out",
         str(out),
@@ -177,7 +177,7 @@ def test_local_workers_and_gang_ranks_are_pinned_sticky_and_resumed(tmp_path: Pa
     jobs = write_jobs(tmp_path / "jobs.yaml", [("RS", 1, 20), ("RS", 1, 10**6), ("RS", 2, 10**6)])
     out = tmp_path / "run"
     try:
-        proc = start(*run_args(cluster, jobs, out, slot=15), path=path)
+        proc = start(*run_args(cluster, jobs, out, round_s=15), path=path)
         interrupt_after_dispatch(proc, out, 1)
         proc = start("run", "--resume", str(out), "--no-live", path=path)
         interrupt_after_dispatch(proc, out, 2)
@@ -326,7 +326,7 @@ def test_ssh_workers_and_gang_ranks_are_pinned(tmp_path: Path) -> None:
         jobs = write_jobs(tmp_path / "jobs.yaml", [("RS", 1, 30), ("MM", 1, 30), ("RS", 2, 30)])
         out = tmp_path / "run"
         # the coordinator's own PATH has no nvidia-smi: what counts is the node's
-        res = hadar(*run_args(cluster, jobs, out, slot=30), path=os.environ["PATH"])
+        res = hadar(*run_args(cluster, jobs, out, round_s=30), path=os.environ["PATH"])
         assert res.returncode == 0, res.stdout + res.stderr
         seen = results(farm.servers[0].home)
     first = {(j, k): res for (r, j, k), res in seen.items() if r == 0}

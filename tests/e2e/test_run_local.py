@@ -90,7 +90,7 @@ def test_hadare_utilises_the_cluster_more_than_hadar(tmp_path):
     for policy in ("hadar", "hadare"):
         out = tmp_path / policy
         proc = start_run(
-            out, jobs, slot="10", policy=policy, extra=("--aggregation-overhead", "0.5")
+            out, jobs, round_s="10", policy=policy, extra=("--aggregation-overhead", "0.5")
         )
         try:
             wait_for(

@@ -31,7 +31,7 @@ def test_a_node_that_leaves_is_killed_gets_no_work_while_down_and_rejoins(tmp_pa
         out,
         jobs,
         cluster=LOCAL_3,
-        slot="3",
+        round_s="3",
         extra=("--node-stream", str(stream), "--aggregation-overhead", "0.1"),
     )
     output, _ = proc.communicate(timeout=240)

@@ -52,7 +52,7 @@ def test_sigterm_and_sighup_finish_the_round_save_and_say_so(
 ) -> None:
     jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 1_000_000})  # outlasts any test
     out = tmp_path / "run"
-    proc = start_run(out, jobs, slot="4", policy="hadar")
+    proc = start_run(out, jobs, round_s="4", policy="hadar")
     try:
         wait_until_dispatched(out, 0, proc)
         os.kill(proc.pid, sig)
@@ -160,7 +160,7 @@ def _closed(rundir: Path) -> list[int]:
 def test_a_second_process_on_a_live_run_is_exit_6_and_report_reads_it(tmp_path: Path) -> None:
     jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 1_000_000})
     out = tmp_path / "run"
-    proc = start_run(out, jobs, slot="4", policy="hadar")
+    proc = start_run(out, jobs, round_s="4", policy="hadar")
     try:
         wait_until_dispatched(out, 0, proc)
         wait_for(lambda: (out / "run.json").exists(), 60, "run.json", proc)

@@ -37,14 +37,14 @@ from typing import Any
 
 from tests.e2e.runlib import events, run_pids, start, start_run, wait_for, write_jobs
 
-SLOT_S = 6.0
+ROUND_S = 6.0
 """Round length of the campaign's runs: short, so a run has many rounds and kills land anywhere."""
 BASE_STEPS = {"MM": 1500, "LT": 400, "MM#2": 900}
 """About 7 rounds of HadarE on local-3node at SLOT_S; scaled up with the number of kills."""
 TRIGGERS = ("time", "time", "dispatch", "result", "aggregation")
 """What a kill waits for (drawn per kill): a random delay, or the n-th (1-3) event of a kind logged
 by this life of the coordinator (right after it planned, took a copy's report, or committed a round)."""
-KILL_WINDOW_S = (1.0, 2.5 * SLOT_S)
+KILL_WINDOW_S = (1.0, 2.5 * ROUND_S)
 """A timed kill comes this many seconds after the coordinator's launch (after its first round
 began, for the first life): from start-up and recovery to the end of a second round."""
 
@@ -130,7 +130,7 @@ def run_with_kills(
     try:
         for life in range(kills + 1):
             proc = (
-                start_run(out, jobs, slot=f"{SLOT_S:g}")
+                start_run(out, jobs, round_s=f"{ROUND_S:g}")
                 if life == 0
                 else start("run", "--resume", str(out), "--no-live")
             )
@@ -158,7 +158,7 @@ def run_with_kills(
             else:
                 wait_for(
                     logged(out, trigger, nth, after=seen),
-                    6 * SLOT_S + 60,
+                    6 * ROUND_S + 60,
                     f"event {trigger} #{nth} of life {life}",
                     proc,
                     poll_s=0.02,

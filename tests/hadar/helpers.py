@@ -21,7 +21,7 @@ def context(
     return RoundContext(
         now=now,
         round_index=0,
-        round_length=360.0,
+        round_s=360.0,
         cluster=cluster,
         jobs=statuses,
         current=current or {},

@@ -71,9 +71,7 @@ def _round_lengths(sim: api.Simulation) -> set[float]:
 def test_simulate_uses_the_declared_round_unless_one_is_given(tmp_path):
     workload = _two_ncf_jobs(tmp_path)
     assert _round_lengths(api.simulate("pollux-64t4", workload, "pollux")) == {60.0}
-    assert _round_lengths(api.simulate("pollux-64t4", workload, "pollux", round_length=120.0)) == {
-        120.0
-    }
+    assert _round_lengths(api.simulate("pollux-64t4", workload, "pollux", round_s=120.0)) == {120.0}
     assert _round_lengths(api.simulate("pollux-64t4", workload, "tiresias")) == {360.0}
 
 
@@ -107,8 +105,8 @@ def test_a_typed_round_wins_and_no_declaration_keeps_the_default(tmp_path, capsy
 
 
 def test_the_physical_grid_sweeps_the_declared_round_and_makes_it_the_main_one():
-    slots, main_slot, note = _physical_rounds(None, None, "gavel,pollux")
-    assert (slots, main_slot) == ("60,90,180,360", "60")
+    rounds, main_round, note = _physical_rounds(None, None, "gavel,pollux")
+    assert (rounds, main_round) == ("60,90,180,360", "60")
     assert note is not None and "pollux's declared" in note
     assert _physical_rounds(None, None, "gavel,hadar") == ("90,180,360", None, None)
     assert _physical_rounds("180,360", "360", "pollux") == ("180,360", "360", None)
@@ -149,5 +147,5 @@ def test_compare_takes_the_load_of_a_pollux_workload(tmp_path):
 def test_a_real_run_takes_the_declared_round_unless_one_is_typed(typed, policy, want):
     args = build_parser().parse_args(["run", "--policy", policy, *typed])
     note = resolve_round(args, [args.policy])
-    assert args.round_length == want and type(args.round_length) is float
+    assert args.round_s == want and type(args.round_s) is float
     assert (note is not None) == (not typed and policy == "pollux")

@@ -21,7 +21,7 @@ def _run(tmp_path, nodes: tuple[Node, ...], jobs: list[Job]) -> api.Simulation:
     path = tmp_path / "t.json"
     path.write_text(json.dumps(TABLE))
     cluster = Cluster("c", nodes)
-    return api.simulate(cluster, jobs, "hadar", throughputs=str(path), restart_penalty=0.0)
+    return api.simulate(cluster, jobs, "hadar", throughputs=str(path), restart_penalty_s=0.0)
 
 
 def test_a_simulation_writes_the_common_columns_and_summary_keys(tmp_path):

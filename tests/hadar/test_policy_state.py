@@ -36,7 +36,7 @@ def _jobs() -> list[Job]:
 
 
 def _executor() -> RecordingExecutor:
-    cfg = SimConfig(round_length=360.0, restart_penalty=10.0)
+    cfg = SimConfig(round_s=360.0, restart_penalty_s=10.0)
     return RecordingExecutor(SimulatorExecutor(small_cluster(), _jobs(), "test", TABLE, cfg))
 
 

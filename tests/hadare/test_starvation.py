@@ -31,7 +31,7 @@ def _stream() -> list[Job]:
 def _run(max_wait_s: float | None, max_rho: float | None) -> dict[int, tuple[float, float]]:
     """Per job (queueing delay, JCT)."""
     policy = HadarEPolicy(HadarEConfig(hadar=HadarConfig(max_wait_s=max_wait_s, max_rho=max_rho)))
-    result = simulate(CLUSTER, _stream(), policy, TABLE, SimConfig(round_length=ROUND))
+    result = simulate(CLUSTER, _stream(), policy, TABLE, SimConfig(round_s=ROUND))
     assert all(j.finish is not None for j in result.jobs)
     return {j.job_id: (j.queueing_delay, j.jct) for j in result.jobs}
 
@@ -68,7 +68,7 @@ def test_the_default_fairness_bound_starts_the_one_hour_job_by_its_fair_share_de
 
 def _rho_max(max_wait_s: float | None, max_rho: float | None) -> float:
     policy = HadarEPolicy(HadarEConfig(hadar=HadarConfig(max_wait_s=max_wait_s, max_rho=max_rho)))
-    result = simulate(CLUSTER, _stream(), policy, TABLE, SimConfig(round_length=ROUND))
+    result = simulate(CLUSTER, _stream(), policy, TABLE, SimConfig(round_s=ROUND))
     return float(summarize(result)["rho_max"])
 
 

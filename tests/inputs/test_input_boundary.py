@@ -256,7 +256,7 @@ def test_the_python_api_checks_the_horizon_and_the_round_too(scene):
     with pytest.raises(InputError, match=r"within the horizon of 7\.0 days"):
         api.simulate(scene / "c.yaml", scene / "jobs.csv", horizon_s=7 * 86400)
     with pytest.raises(InputError, match="must be shorter than a round"):
-        api.simulate(scene / "c.yaml", "philly-3", round_length=60, restart_penalty=60)
+        api.simulate(scene / "c.yaml", "philly-3", round_s=60, restart_penalty_s=60)
     run = api.simulate(scene / "c.yaml", "philly-3", horizon_s=30 * 86400)
     assert run.summary["completed"] == 3 and run.records.config["horizon_s"] == 30 * 86400
 

@@ -67,7 +67,7 @@ SIMULATED = [("simulate",), ("compare",), ("experiment", "load-sweep"), ("experi
 @pytest.mark.parametrize("path", ROUND_COMMANDS)
 def test_round_length_is_round_everywhere(path):
     parser = _command(*path)
-    assert _option(parser, "--round").dest == "round_length"
+    assert _option(parser, "--round").dest == "round_s"
     assert not {"--slot", "--slots", "--round-length"} & _visible_flags(parser)
 
 
@@ -99,11 +99,11 @@ def test_process_counts_are_workers(path):
 @pytest.mark.parametrize(
     ("argv", "dest", "value", "new"),
     [
-        (["run", "--slot", "12"], "round_length", 12.0, "--round"),
+        (["run", "--slot", "12"], "round_s", 12.0, "--round"),
         (["compare", "--jobs", "2"], "workers", 2, "--workers"),
         (["experiment", "physical", "--jobs", "3"], "workers", 3, "--workers"),
-        (["experiment", "physical", "--slots", "180,360"], "slots", "180,360", "--rounds"),
-        (["experiment", "physical", "--main-slot", "180"], "main_slot", "180", "--main-round"),
+        (["experiment", "physical", "--slots", "180,360"], "rounds", "180,360", "--rounds"),
+        (["experiment", "physical", "--main-slot", "180"], "main_round", "180", "--main-round"),
     ],
 )
 def test_old_spellings_still_work_and_say_what_replaces_them(argv, dest, value, new, capsys):

@@ -36,36 +36,36 @@ def _field(cls: type, name: str) -> object:
 def test_simulated_defaults_agree_everywhere():
     for command in ("simulate", "compare"):
         flags = _defaults(command)
-        assert flags["round_length"] == SIMULATED.round_s, command
-        assert flags["restart_penalty"] == SIMULATED.restart_penalty_s, command
+        assert flags["round_s"] == SIMULATED.round_s, command
+        assert flags["restart_penalty_s"] == SIMULATED.restart_penalty_s, command
     assert _defaults("simulate")["size"] == SIMULATED.size
     assert _defaults("simulate")["policy"] == SIMULATED.policy
     assert _defaults("compare")["occupancy_policy"] == SIMULATED.policy
     assert inspect.signature(api.simulate).parameters["policy"].default == SIMULATED.policy
     assert inspect.signature(api.simulate).parameters["size"].default == SIMULATED.size
-    assert SimConfig().round_length == SIMULATED.round_s
-    assert SimConfig().restart_penalty == SIMULATED.restart_penalty_s
-    assert _field(RoundContext, "restart_penalty") == SIMULATED.restart_penalty_s
+    assert SimConfig().round_s == SIMULATED.round_s
+    assert SimConfig().restart_penalty_s == SIMULATED.restart_penalty_s
+    assert _field(RoundContext, "restart_penalty_s") == SIMULATED.restart_penalty_s
     sim = inspect.signature(api.simulate).parameters
     # None: the policy's declared round, else SIMULATED.round_s (tests/hadar/test_declared_round.py)
-    assert sim["round_length"].default is None
-    assert sim["restart_penalty"].default == SIMULATED.restart_penalty_s
-    assert GridSpec().restart_penalty == _field(Cell, "restart_penalty")
-    assert GridSpec().restart_penalty == SIMULATED.restart_penalty_s
-    assert _field(SweepCell, "round_length") == SIMULATED.round_s
-    assert _field(SweepCell, "restart_penalty") == SIMULATED.restart_penalty_s
+    assert sim["round_s"].default is None
+    assert sim["restart_penalty_s"].default == SIMULATED.restart_penalty_s
+    assert GridSpec().restart_penalty_s == _field(Cell, "restart_penalty_s")
+    assert GridSpec().restart_penalty_s == SIMULATED.restart_penalty_s
+    assert _field(SweepCell, "round_s") == SIMULATED.round_s
+    assert _field(SweepCell, "restart_penalty_s") == SIMULATED.restart_penalty_s
     assert HadarEConfig().aggregation_overhead_s == SIMULATED.aggregation_overhead_s
 
 
 def test_real_run_defaults_agree_everywhere():
     flags = _defaults("run")
-    assert flags["round_length"] == REAL_RUN.round_s
-    assert flags["grace"] == REAL_RUN.grace_s
+    assert flags["round_s"] == REAL_RUN.round_s
+    assert flags["grace_s"] == REAL_RUN.grace_s
     assert flags["size"] == REAL_RUN.size
     assert flags["policy"] == REAL_RUN.policy
     fields = RunConfig.model_fields
     assert fields["policy"].default == REAL_RUN.policy
-    assert fields["slot_s"].default == REAL_RUN.round_s
+    assert fields["round_s"].default == REAL_RUN.round_s
     assert fields["grace_s"].default == REAL_RUN.grace_s
     assert fields["size"].default == REAL_RUN.size
     assert fields["restart_penalty_s"].default == REAL_RUN.restart_penalty_s

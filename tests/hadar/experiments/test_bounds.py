@@ -88,7 +88,5 @@ def test_no_policy_beats_its_bound_in_the_simulator(cluster_name, mix):
     throughput = throughput_for(jobs, cluster, load_table(None))
     b = mix_bounds(jobs, cluster, throughput)
     for policy, bound in (("gavel", b.nofork_s), ("hadar", b.nofork_s), ("hadare", b.fork_s)):
-        result = simulate(
-            cluster, jobs, make_policy(policy), throughput, SimConfig(round_length=90.0)
-        )
+        result = simulate(cluster, jobs, make_policy(policy), throughput, SimConfig(round_s=90.0))
         assert summarize(result)["ttd_s"] >= bound - 1e-6, policy

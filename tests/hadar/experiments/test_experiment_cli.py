@@ -23,7 +23,7 @@ from hadar.workloads.mixes import mix_jobs
 CLUSTERS = ("aws-5node", "lab-5node")
 MIXES = ("M-1", "M-5")
 POLICIES = ("gavel", "hadar", "hadare")
-SLOTS = (180.0, 360.0)
+ROUNDS_S = (180.0, 360.0)
 PNGS = (
     "fig8_cru.png",
     "fig9_ttd.png",
@@ -71,7 +71,7 @@ def _csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-def _direct(cluster_name: str, mix: str, policy: str, slot: float):
+def _direct(cluster_name: str, mix: str, policy: str, round_s: float):
     cluster, jobs = load_cluster(cluster_name), mix_jobs(mix, size="paper")
     throughput = throughput_for(jobs, cluster, load_table(None))
     result = simulate(
@@ -79,7 +79,7 @@ def _direct(cluster_name: str, mix: str, policy: str, slot: float):
         jobs,
         make_policy(policy),
         throughput,
-        SimConfig(round_length=slot, restart_penalty=10.0),
+        SimConfig(round_s=round_s, restart_penalty_s=10.0),
     )
     return result, summarize(result)
 
@@ -91,12 +91,12 @@ def test_every_cell_file_and_png_is_written(runs):
     for png in PNGS:
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     rows = _csv(out / "results.csv")
-    assert [(r["cluster"], r["mix"], r["policy"], float(r["slot_s"])) for r in rows] == [
-        (c, m, p, s) for c in CLUSTERS for m in MIXES for p in POLICIES for s in SLOTS
+    assert [(r["cluster"], r["mix"], r["policy"], float(r["round_s"])) for r in rows] == [
+        (c, m, p, s) for c in CLUSTERS for m in MIXES for p in POLICIES for s in ROUNDS_S
     ]
     assert all(r["completed"] == r["jobs"] for r in rows)
     doc = json.loads((out / "results.json").read_text())
-    assert doc["grid"]["main_slot_s"] == 360.0 and len(doc["cells"]) == len(rows)
+    assert doc["grid"]["main_round_s"] == 360.0 and len(doc["cells"]) == len(rows)
     assert set(doc["clusters"]) == set(CLUSTERS)
 
 
@@ -109,17 +109,17 @@ def test_parallel_equals_serial(runs):
 
 
 @pytest.mark.parametrize(
-    "cluster,mix,policy,slot",
+    "cluster,mix,policy,round_s",
     [("lab-5node", "M-5", "hadare", 360.0), ("aws-5node", "M-5", "gavel", 180.0)],
 )
-def test_cell_equals_direct_simulation(runs, cluster, mix, policy, slot):
+def test_cell_equals_direct_simulation(runs, cluster, mix, policy, round_s):
     out, _, _ = runs
-    result, s = _direct(cluster, mix, policy, slot)
+    result, s = _direct(cluster, mix, policy, round_s)
     jct = [j.jct for j in result.jobs]
     row = next(
         r
         for r in json.loads((out / "results.json").read_text())["cells"]
-        if (r["cluster"], r["mix"], r["policy"], r["slot_s"]) == (cluster, mix, policy, slot)
+        if (r["cluster"], r["mix"], r["policy"], r["round_s"]) == (cluster, mix, policy, round_s)
     )
     assert (
         row["ttd_s"] == s["ttd_s"] and row["avg_jct_s"] == s["avg_jct_s"] and row["cru"] == s["cru"]
@@ -147,7 +147,7 @@ def _printed_rows(text: str, title: str) -> dict[tuple[str, str], list[str]]:
 
 def test_printed_table_shows_the_direct_numbers(runs):
     _, _, printed = runs
-    table = _printed_rows(printed, "lab-5node, slot 360 s: per mix and policy")
+    table = _printed_rows(printed, "lab-5node, round 360 s: per mix and policy")
     for policy, title in (("gavel", "Gavel"), ("hadar", "Hadar"), ("hadare", "HadarE")):
         result, s = _direct("lab-5node", "M-5", policy, 360.0)
         jct = [j.jct for j in result.jobs]
@@ -161,7 +161,7 @@ def test_printed_table_shows_the_direct_numbers(runs):
 def test_ratios_and_targets_follow_the_cells(runs):
     out, _, printed = runs
     doc = json.loads((out / "results.json").read_text())
-    cells = {(r["cluster"], r["mix"], r["policy"], r["slot_s"]): r for r in doc["cells"]}
+    cells = {(r["cluster"], r["mix"], r["policy"], r["round_s"]): r for r in doc["cells"]}
     m5 = next(c for c in doc["clusters"]["aws-5node"]["per_mix"] if c["mix"] == "M-5")
     hadar, hadare = (
         cells[("aws-5node", "M-5", "hadar", 360.0)],
@@ -204,8 +204,8 @@ def test_estimated_pairs_are_reported_for_lab(runs):
     [
         (("--mixes", "M-5,M-13"), "--mixes: unknown workload mix 'M-13'"),
         (("--clusters", "aws-5node,nosuch"), "nosuch: cluster file not found"),
-        (("--rounds", "0,360"), "--rounds: slot times must be positive"),
-        (("--rounds", "-90"), "--rounds: slot times must be positive"),
+        (("--rounds", "0,360"), "--rounds: round lengths must be positive"),
+        (("--rounds", "-90"), "--rounds: round lengths must be positive"),
         (("--rounds", "abc"), "--rounds: 'abc' is not a number"),
         (("--main-round", "90"), "--main-round: 90 s is not one of --rounds"),
         (("--policies", "hadar,slurm"), "--policies: unknown policy 'slurm'"),

@@ -8,18 +8,18 @@ from hadar.experiments.bounds import TtdBounds
 from hadar.experiments.tables import (
     cluster_comparisons,
     mean_over_mixes,
-    slot_sweep,
+    round_sweep,
     targets,
     with_bounds,
 )
 
 
-def _row(mix, policy, ttd, cru, jct, slot=360.0, cluster="c"):
+def _row(mix, policy, ttd, cru, jct, round_s=360.0, cluster="c"):
     return {
         "cluster": cluster,
         "mix": mix,
         "policy": policy,
-        "slot_s": slot,
+        "round_s": round_s,
         "jobs": 2,
         "completed": 2,
         "ttd_s": ttd,
@@ -86,13 +86,13 @@ def test_bound_per_policy_and_ttd_over_bound():
     assert rows["hadare"]["lb_fastest_job_s"] == 700.0
 
 
-def test_slot_sweep_best_slot_ties_go_to_the_shortest():
-    rows = [_row("M-1", "hadar", 1.0, 0.2, 1.0, slot=s) for s in (90.0, 180.0)]
-    rows += [_row("M-1", "hadar", 1.0, 0.2 + 1e-9, 1.0, slot=360.0)]
+def test_round_sweep_best_round_ties_go_to_the_shortest():
+    rows = [_row("M-1", "hadar", 1.0, 0.2, 1.0, round_s=s) for s in (90.0, 180.0)]
+    rows += [_row("M-1", "hadar", 1.0, 0.2 + 1e-9, 1.0, round_s=360.0)]
     rows += [
-        _row("M-3", "hadar", 1.0, c, 1.0, slot=s)
+        _row("M-3", "hadar", 1.0, c, 1.0, round_s=s)
         for s, c in ((90.0, 0.5), (180.0, 0.7), (360.0, 0.6))
     ]
-    sweep = slot_sweep(rows, "c", "hadar", ["M-1", "M-3"], [90.0, 180.0, 360.0])
-    assert sweep[0]["best_slot_s"] == 90.0
-    assert sweep[1]["best_slot_s"] == 180.0 and sweep[1]["cru"][360.0] == 0.6
+    sweep = round_sweep(rows, "c", "hadar", ["M-1", "M-3"], [90.0, 180.0, 360.0])
+    assert sweep[0]["best_round_s"] == 90.0
+    assert sweep[1]["best_round_s"] == 180.0 and sweep[1]["cru"][360.0] == 0.6

@@ -44,7 +44,7 @@ def _coordinator(tmp: Path) -> Coordinator:
         cluster=str(cluster),
         workload=str(jobs),
         policy="hadare",
-        slot_s=4.0,
+        round_s=4.0,
         grace_s=30.0,
         evaluate=False,
         stall_rounds=3,

@@ -57,7 +57,7 @@ def _coordinator(
         cluster=LOCAL_3,
         workload=str(_jobs(tmp / "jobs.yaml", arrivals, steps)),
         policy=policy,
-        slot_s=2.0,
+        round_s=2.0,
         grace_s=30.0,
         evaluate=False,
         started_at=time.time(),

@@ -24,12 +24,12 @@ def _ctx(cluster, statuses, current=None, throughput=ONE_TYPE, penalty=10.0, now
     return RoundContext(
         now=now,
         round_index=1,
-        round_length=360.0,
+        round_s=360.0,
         cluster=cluster,
         jobs=tuple(statuses),
         current=current or {},
         throughput=throughput,
-        restart_penalty=penalty,
+        restart_penalty_s=penalty,
     )
 
 

@@ -37,7 +37,7 @@ def random_round(seed: int, max_jobs: int = 300) -> RoundContext:
     return RoundContext(
         now=now,
         round_index=1,
-        round_length=360.0,
+        round_s=360.0,
         cluster=load_cluster("sim-60gpu"),
         jobs=statuses,
         current={},
@@ -84,7 +84,7 @@ def test_round_prices_and_critical_jobs_equal_those_without_shared_requests(monk
     want = scheduler.round_type_prices(unshared(vals), entries, ctx, gpus)
     assert got.tolist() == want.tolist()
     assert (got > 0).any()  # the round is contended: prices are not trivially zero
-    slack = 10 * ctx.round_length
+    slack = 10 * ctx.round_s
     assert scheduler.critical_jobs(vals, ctx, slack) == scheduler.critical_jobs(
         unshared(vals), ctx, slack
     )

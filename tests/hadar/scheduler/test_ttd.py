@@ -34,12 +34,12 @@ def _ctx(
     return RoundContext(
         now=now,
         round_index=1,
-        round_length=360.0,
+        round_s=360.0,
         cluster=cluster,
         jobs=tuple(statuses),
         current=current or {},
         throughput=TABLE,
-        restart_penalty=10.0,
+        restart_penalty_s=10.0,
     )
 
 

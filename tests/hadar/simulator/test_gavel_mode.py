@@ -21,7 +21,7 @@ from tests.baselines.helpers import R18, TABLE, job
 
 def test_preset_and_options():
     cfg = sim_config()
-    assert (cfg.round_length, cfg.restart_penalty, cfg.round_end) == (360.0, 0.0, "longest-job")
+    assert (cfg.round_s, cfg.restart_penalty_s, cfg.round_end) == (360.0, 0.0, "longest-job")
     assert (
         policy_options("gavel")
         == {"reallocation_interval": 1920.0}
@@ -93,7 +93,7 @@ def test_simulate_cli_gavel_compatible(tmp_path, capsys):
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())
     assert (
-        summary["config"]["restart_penalty"] == 0.0
+        summary["config"]["restart_penalty_s"] == 0.0
         and summary["config"]["round_end"] == "longest-job"
     )
     assert 0 < summary["gpu_util_gavel"] <= 1

@@ -32,7 +32,7 @@ def elastic_jobs(n: int = 3, steps: float = 100_000) -> list[Job]:
 
 @pytest.mark.parametrize("policy", ["bftrainer", "freetrain", "malletrain", "hadar", "hadare"])
 def test_rounds_follow_the_stream(policy: str) -> None:
-    cfg = SimConfig(round_length=360, restart_penalty=10, node_stream=STREAM)
+    cfg = SimConfig(round_s=360, restart_penalty_s=10, node_stream=STREAM)
     r = simulate(CLUSTER, elastic_jobs(), make_policy(policy), TABLE, cfg)
     starts = [x.time for x in r.rounds]
     assert 500 in starts and 700 in starts  # a round ends at every event
@@ -44,7 +44,7 @@ def test_rounds_follow_the_stream(policy: str) -> None:
 
 
 def test_a_leave_preempts_and_costs_a_restart() -> None:
-    cfg = SimConfig(round_length=360, restart_penalty=10, node_stream=STREAM)
+    cfg = SimConfig(round_s=360, restart_penalty_s=10, node_stream=STREAM)
     r = simulate(CLUSTER, elastic_jobs(1, 200_000), make_policy("bftrainer"), TABLE, cfg)
     on_n0 = {p.job_id for p in r.placements if p.node == "n0" and p.time < 700}
     assert on_n0 == {0}
@@ -53,7 +53,7 @@ def test_a_leave_preempts_and_costs_a_restart() -> None:
 
 def test_no_node_up_waits_for_the_next_join() -> None:
     late = build_stream([NodeEvent(1000, "n1", "join")], end=1000)
-    cfg = SimConfig(round_length=360, node_stream=late)
+    cfg = SimConfig(round_s=360, node_stream=late)
     r = simulate(CLUSTER, elastic_jobs(1, 5_000), make_policy("bftrainer"), TABLE, cfg)
     assert r.rounds[0].time == 1000
     assert {p.node for p in r.placements} == {"n1"}
@@ -99,7 +99,7 @@ def test_waiting_for_the_pool_to_grow_is_not_a_stall() -> None:
 
     rigid = [Job(0, "ResNet-18 (batch size 64)", 4, 5_000)]
     grows = build_stream([NodeEvent(0, "n0", "join"), NodeEvent(600, "n1", "join")], end=600)
-    cfg = SimConfig(round_length=10, stall_rounds=5, node_stream=grows)
+    cfg = SimConfig(round_s=10, stall_rounds=5, node_stream=grows)
     r = simulate(CLUSTER, rigid, make_policy("hadar"), TABLE, cfg)
     assert r.jobs[0].start is not None and r.jobs[0].start >= 600
     never = build_stream([NodeEvent(0, "n0", "join")], end=60)
@@ -109,5 +109,5 @@ def test_waiting_for_the_pool_to_grow_is_not_a_stall() -> None:
             rigid,
             make_policy("hadar"),
             TABLE,
-            SimConfig(round_length=10, stall_rounds=5, node_stream=never),
+            SimConfig(round_s=10, stall_rounds=5, node_stream=never),
         )

@@ -49,8 +49,8 @@ def test_job_finishing_mid_round_and_gru_by_hand():
 
 def test_restart_penalty_is_paid_when_the_placement_changes():
     job = Job(0, JT, 1, RATE * 700)
-    moving = simulate(TWO_V100, [job], Scripted(["a", "b"]), TABLE, SimConfig(restart_penalty=10))
-    staying = simulate(TWO_V100, [job], Scripted(["a"]), TABLE, SimConfig(restart_penalty=10))
+    moving = simulate(TWO_V100, [job], Scripted(["a", "b"]), TABLE, SimConfig(restart_penalty_s=10))
+    staying = simulate(TWO_V100, [job], Scripted(["a"]), TABLE, SimConfig(restart_penalty_s=10))
     assert staying.jobs[0].finish == pytest.approx(700.0)
     assert moving.jobs[0].finish == pytest.approx(710.0)
     assert moving.jobs[0].restarts == 1 and staying.jobs[0].restarts == 0

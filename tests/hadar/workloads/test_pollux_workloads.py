@@ -87,7 +87,7 @@ def _isolated_seconds(app: str, per_node: tuple[int, ...], batch: int) -> float:
 def test_a_job_alone_finishes_when_its_goodput_has_covered_its_target(tmp_path):
     path = tmp_path / "one.csv"
     path.write_text(f"{HEADER}\nd,0,deepspeech2,4,160\n")
-    sim = api.simulate("pollux-64t4", str(path), "tiresias", round_length=60.0)
+    sim = api.simulate("pollux-64t4", str(path), "tiresias", round_s=60.0)
     expected = _isolated_seconds("deepspeech2", (4,), 160)
     # the efficiency is held for a round at a time: within 1 % of the epoch-exact integral
     assert sim.jobs.jct[0] == pytest.approx(expected, rel=0.01)
@@ -106,7 +106,7 @@ def test_a_reallocation_costs_the_jobs_own_restart_delay(tmp_path):
     path.write_text(f"{HEADER},restart_s\na,0,ncf,1,256,45\nb,10,ncf,1,256,45\n")
     jobs = load_workload(str(path), table=None)  # type: ignore[arg-type]
     assert [j.restart_s for j in jobs] == [45.0, 45.0]
-    sim = api.simulate("pollux-64t4", jobs, "tiresias", round_length=60.0)
+    sim = api.simulate("pollux-64t4", jobs, "tiresias", round_s=60.0)
     assert (sim.jobs.restarts == 0).all()
 
 
@@ -125,7 +125,7 @@ def test_a_reallocation_costs_the_jobs_own_restart_delay(tmp_path):
 )
 def test_every_policy_finishes_a_pollux_workload(policy):
     jobs = pollux_jobs("pollux-2-load-2")[:14]
-    sim = api.simulate("pollux-64t4", jobs, policy, round_length=60.0)
+    sim = api.simulate("pollux-64t4", jobs, policy, round_s=60.0)
     assert sim.summary["completed"] == 14
     elastic_rows = sim.placements.dropna(subset=["efficiency"])
     assert len(elastic_rows) == len(sim.placements) > 0
@@ -137,9 +137,7 @@ def test_forked_copies_progress_at_most_as_one_job_at_their_combined_batch(tmp_p
     path = tmp_path / "one.csv"
     path.write_text(f"{HEADER}\nc,0,cifar10,1,128\n")
     runs = {
-        mode: api.simulate(
-            "pollux-64t4", str(path), "hadare", round_length=60.0, fork_progress=mode
-        )
+        mode: api.simulate("pollux-64t4", str(path), "hadare", round_s=60.0, fork_progress=mode)
         for mode in ("steps", "goodput")
     }
     steps, good = runs["steps"], runs["goodput"]
@@ -160,7 +158,7 @@ def test_forked_copies_progress_at_most_as_one_job_at_their_combined_batch(tmp_p
 
 def test_a_pollux_job_off_the_t4_runs_on_estimated_figures_and_says_so():
     jobs = pollux_jobs("pollux-1")[:3]
-    sim = api.simulate("sim-60gpu", jobs, "tiresias", round_length=60.0)
+    sim = api.simulate("sim-60gpu", jobs, "tiresias", round_s=60.0)
     assert sim.summary["completed"] == 3
     assert sim.placements.estimated.all() and sim.summary["estimated_cells"]
 
