@@ -19,6 +19,7 @@ from hadar.clusters import load_cluster
 from hadar.commands import Subparsers, argtypes
 from hadar.core.cluster import Cluster, Node
 from hadar.core.errors import InputError, UnreachableNodeError
+from hadar.providers.base import PROBE_TIMEOUT_S
 from hadar.runtime.gpu_inventory import GpuReport, NodeGpus, gpu_report, number_nodes
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ def register(sub: Subparsers) -> None:
         "--timeout",
         dest="timeout_s",
         type=argtypes.seconds(0, 86400, lo_open=True),
-        default=60.0,
+        default=PROBE_TIMEOUT_S,
         metavar="S",
         help="per-node probe timeout in seconds (default: %(default)s)",
     )

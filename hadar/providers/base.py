@@ -110,6 +110,10 @@ def confine(node: str, rel_path: str) -> str:
     return norm
 
 
+PROBE_TIMEOUT_S = 60.0
+"""Seconds a node probe (:meth:`NodeProvider.check`, ``hadar nodes check``) waits by default."""
+
+
 class NodeProvider(ABC):
     """Access to the nodes of one cluster for one run (``run_id`` names the per-run directory)."""
 
@@ -145,7 +149,7 @@ class NodeProvider(ABC):
 
     # -- per-node operations ---------------------------------------------------------------
     @abstractmethod
-    def check(self, node: Node | str, timeout_s: float = 60.0) -> NodeHealth:
+    def check(self, node: Node | str, timeout_s: float = PROBE_TIMEOUT_S) -> NodeHealth:
         """Probe a node. Never raises for an unreachable node: ``reachable`` is False instead."""
 
     @abstractmethod

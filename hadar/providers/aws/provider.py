@@ -58,7 +58,13 @@ from hadar.core.errors import HadarError, InputError, UnreachableNodeError
 from hadar.core.io import write_text
 from hadar.providers.aws import CLUSTER_TAG, NODE_TAG, AwsNode, AwsSettings
 from hadar.providers.aws.prices import estimate
-from hadar.providers.base import NodeHealth, NodeProvider, RunsThroughAnother, load_section
+from hadar.providers.base import (
+    PROBE_TIMEOUT_S,
+    NodeHealth,
+    NodeProvider,
+    RunsThroughAnother,
+    load_section,
+)
 from hadar.providers.lifecycle import CostLine, LaunchCost, Log, Machine, NodeLifecycle
 from hadar.providers.ssh import DEFAULT_KNOWN_HOSTS
 from hadar.providers.ssh.provider import SshProvider, known_hosts_name
@@ -833,7 +839,7 @@ class AwsProvider(RunsThroughAnother):
             )
         return ssh, name
 
-    def check(self, node: Node | str, timeout_s: float = 60.0) -> NodeHealth:
+    def check(self, node: Node | str, timeout_s: float = PROBE_TIMEOUT_S) -> NodeHealth:
         try:
             ssh, name = self._via(node)
         except (UnreachableNodeError, AwsError) as exc:

@@ -30,6 +30,7 @@ from hadar.core.integrity import sha256_file
 from hadar.core.safe_paths import confined
 from hadar.providers import health
 from hadar.providers.base import (
+    PROBE_TIMEOUT_S,
     CommandResult,
     NodeHealth,
     NodeProvider,
@@ -212,7 +213,7 @@ class LocalProvider(NodeProvider):
                 self._probe_cache = (res, time.monotonic())
             return res, time.monotonic() - start
 
-    def check(self, node: Node | str, timeout_s: float = 60.0) -> NodeHealth:
+    def check(self, node: Node | str, timeout_s: float = PROBE_TIMEOUT_S) -> NodeHealth:
         n = self.node(node)
         res, seconds = self._probe(timeout_s)
         return health.node_health(n.name, "localhost", res, seconds, timeout_s, self._python[0])

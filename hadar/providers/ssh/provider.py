@@ -62,6 +62,7 @@ from hadar.core.errors import HadarError, InputError, UnreachableNodeError
 from hadar.core.integrity import SHA256_RE, sha256_file
 from hadar.providers import health
 from hadar.providers.base import (
+    PROBE_TIMEOUT_S,
     CommandResult,
     NodeHealth,
     NodeProvider,
@@ -871,7 +872,7 @@ class SshProvider(NodeProvider):
         self._conn(n.name).ready_dirs.clear()
 
     # -- health ----------------------------------------------------------------------------
-    def check(self, node: Node | str, timeout_s: float = 60.0) -> NodeHealth:
+    def check(self, node: Node | str, timeout_s: float = PROBE_TIMEOUT_S) -> NodeHealth:
         n = self.node(node)
         start = time.monotonic()
         try:
