@@ -21,6 +21,7 @@ from hadar.scheduler.steps import (
     job_id_of,
     placement_of,
 )
+from hadar.scheduler.tail import tail_jobs
 from hadar.scheduler.ttd import (
     CRITICAL_TOLERANCE_ROUNDS,
     best_remaining_s,
@@ -74,15 +75,25 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
         idle: np.ndarray = np.maximum(out, 0)
         return idle
 
-    slack_s = (cfg.critical_slack_rounds + CRITICAL_TOLERANCE_ROUNDS) * ctx.round_length
-    crit = critical_jobs(vals, ctx, slack_s, cfg.ttd_bound) if cfg.ttd_guard else []
-    for i, deadline in crit:  # the TTD guard first: these jobs set the TTD (hadar/scheduler/ttd.py)
+    def guard(i: int, deadline: float) -> None:
+        """Place a guarded job: on idle GPUs when that meets ``deadline``, else as
+        :func:`guard_candidate` chooses among all free GPUs."""
         cand = guard_candidate(
             entries[i], vals[i], idle_for(entries[i].key), cache, deadline, ctx, strict=True
         )
         cand = cand or guard_candidate(entries[i], vals[i], free, cache, deadline, ctx)
         if cand is not None:
             take(i, cand)
+
+    slack_s = (cfg.critical_slack_rounds + CRITICAL_TOLERANCE_ROUNDS) * ctx.round_length
+    crit = critical_jobs(vals, ctx, slack_s, cfg.ttd_bound) if cfg.ttd_guard else []
+    for i, deadline in crit:  # the TTD guard first: these jobs set the TTD (hadar/scheduler/ttd.py)
+        guard(i, deadline)
+    if cfg.tail_percentile is not None:  # then the tail guard (hadar/scheduler/tail.py)
+        policy.finished.observe(ctx.now, ctx.jobs)
+        for i, deadline in tail_jobs(vals, ctx, cfg.tail_percentile, policy.finished.jcts):
+            if entries[i].key not in placed:
+                guard(i, deadline)
     # then the deferral bounds: the best-payoff placement (round prices) that meets the job's
     # deadline (its finish-time fairness bound), else the fastest
     if cfg.max_rho is not None:
