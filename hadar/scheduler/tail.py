@@ -1,16 +1,19 @@
 """Hadar's tail guard (``tail_percentile``; docs/hadar.md, "Tail guard"): the TTD guard protects
 the largest completion time, this protects the p-th percentile of the JCTs.
 
-The p-th percentile of N JCTs (numpy's default, linear interpolation) is mostly the order
-statistic of ascending rank ``round(p (N - 1))``: the other ``k = N - 1 - round(p (N - 1))`` jobs
-may finish above it. Each round the guard lists the JCTs of the jobs that finished and, for every
-job present, the JCT it would have if it ran from now on its fastest placement (elapsed + best
-remaining time: a lower bound). The (k+1)-th largest is the bound ``P`` on the percentile; a job
+The p-th percentile of N JCTs (numpy's default, linear interpolation) is a weighted mean of the
+two order statistics of ascending ranks ``floor(h)`` and ``ceil(h)``, ``h = p (N - 1)`` (for
+p99 of 480 jobs: the 6th and the 5th largest, weights 0.79 and 0.21). Each round the guard lists
+the JCTs of the jobs that finished and, for every job present, the JCT it would have if it ran
+from now on its fastest placement (elapsed + best remaining time: a lower bound). For each of the
+two ranks, the value at that rank of the list is a bound ``P`` on that order statistic; a job
 within the tolerance of ``P`` would raise it if it waited, so it is placed right after the TTD
-guard's jobs, with ``P`` as its deadline. As with the TTD guard's bound, a job is on that path only
-when its own remaining time, not the work, sets the bound: its best remaining time must reach the
-remaining work of the jobs not above ``P`` (GPU-seconds at best rates) spread over every GPU. With
-``p = 100`` (k = 0) this is the TTD guard's longest-path rule.
+guard's jobs, with ``P`` as its deadline: the latest start that still finishes it by ``P``, as
+the TTD guard starts a job at the latest start that keeps the TTD bound. As with the TTD guard's
+bound, a job is on that path only when its own remaining time, not the work, sets the bound: its
+best remaining time must reach the remaining work of the jobs not above ``P`` (GPU-seconds at best
+rates) spread over every GPU. With ``p = 100`` both ranks are the maximum and this is the TTD
+guard's longest-path rule.
 
 Why: the utility (inverse remaining time) runs the short jobs first, SRPT on the fastest GPUs, so
 the few long jobs that are not the longest start hours late on slow GPUs and set the p99 JCT;
@@ -31,13 +34,14 @@ from hadar.scheduler.ttd import CRITICAL_TOLERANCE_ROUNDS, best_remaining_s
 from hadar.valuation import JobValuation
 
 
-def jobs_above(n: int, percentile: float) -> int:
-    """How many of ``n`` values lie above the order statistic that mostly sets their
-    ``percentile`` (linear interpolation: ascending rank ``round(p (n - 1))``, halves up)."""
+def jobs_above(n: int, percentile: float) -> tuple[int, ...]:
+    """For each order statistic the ``percentile`` of ``n`` values interpolates between (numpy's
+    default, linear: ascending ranks ``floor(h)`` and ``ceil(h)``, ``h = p (n - 1)``), how many
+    values lie above it; one number when ``h`` is whole (``p = 100``: the maximum, 0 above)."""
     if n <= 0:
-        return 0
-    rank = math.floor(percentile / 100.0 * (n - 1) + 0.5)
-    return n - 1 - min(n - 1, rank)
+        return ()
+    h = round(percentile / 100.0 * (n - 1), 9)  # 0.99 * 100 is 99.00000000000001
+    return tuple(sorted({n - 1 - math.ceil(h), n - 1 - math.floor(h)}))
 
 
 @dataclass
@@ -80,14 +84,15 @@ def tail_jobs(
     values = sorted([*finished, *(p for p in pred if math.isfinite(p))], reverse=True)
     if not values:
         return []
-    bound = values[jobs_above(len(values), percentile)]
     tol = CRITICAL_TOLERANCE_ROUNDS * ctx.round_length
-    below = [i for i, p in enumerate(pred) if p <= bound + tol]
-    work = sum(vals[i].status.job.num_gpus * best[i] for i in below)
-    work_bound = work / max(1, ctx.cluster.total_gpus)
-    out = [
-        (i, max(bound, pred[i]) - elapsed[i])
-        for i in below
-        if pred[i] >= bound - tol and best[i] >= work_bound - tol
-    ]
-    return sorted(out, key=lambda it: (-pred[it[0]], it[0]))
+    out: dict[int, float] = {}
+    for k in jobs_above(len(values), percentile):
+        bound = values[k]
+        below = [i for i, p in enumerate(pred) if p <= bound + tol]
+        work_bound = sum(vals[i].status.job.num_gpus * best[i] for i in below) / max(
+            1, ctx.cluster.total_gpus
+        )
+        for i in below:
+            if i not in out and pred[i] >= bound - tol and best[i] >= work_bound - tol:
+                out[i] = max(bound, pred[i]) - elapsed[i]
+    return sorted(out.items(), key=lambda it: (-pred[it[0]], it[0]))
