@@ -41,7 +41,8 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
     """Every job is (re-)planned each round (Algorithm 1 with preemption):
 
     1. critical-path jobs (the TTD guard) are placed first, on idle GPUs when that meets their
-       deadline; then overdue jobs (the deferral bounds ``max_rho`` and ``max_wait_s``), least
+       deadline, then the tail guard's (``tail_percentile``, :mod:`hadar.scheduler.tail`) alike;
+       then overdue jobs (the deferral bounds ``max_rho`` and ``max_wait_s``), least
        laxity first, on the best-payoff placement that meets their deadline, else the fastest;
     2. the DP (Algorithm 2) over all other jobs, running ones included, selects which run;
     3. selected running jobs the DP keeps where they are stay on their GPUs (no restart); the
