@@ -44,6 +44,7 @@ from hadar.scheduler.steps import (
     job_id_of,
     placement_of,
 )
+from hadar.scheduler.tail import Finished
 from hadar.scheduler.ttd import (
     CRITICAL_TOLERANCE_ROUNDS,
     best_remaining_s,
@@ -106,17 +107,28 @@ class HadarPolicy(Policy):
         params = {"gamma2": self.config.gamma2} if self.config.utility == "sigmoid" else {}
         self.utility = make_utility(self.config.utility, **params)
         self.contention = Contention()
+        self.finished = Finished()
 
     def state(self) -> dict[str, Any]:
-        """The contention bookkeeping of the finish-time fairness bound (empty when unused)."""
-        return {"contention": self.contention.to_json()} if self.contention.t is not None else {}
+        """The contention bookkeeping of the finish-time fairness bound and the finished jobs'
+        JCTs of the tail guard (each only when used)."""
+        out: dict[str, Any] = {}
+        if self.contention.t is not None:
+            out["contention"] = self.contention.to_json()
+        if self.finished.arrivals or self.finished.jcts:
+            out["tail"] = self.finished.to_json()
+        return out
 
     def restore(self, state: Mapping[str, Any]) -> None:
-        if set(state) - {"contention"}:
+        if set(state) - {"contention", "tail"}:
             raise ValueError(
-                f"policy {self.name} keeps no state other than 'contention', got {sorted(state)}"
+                f"policy {self.name} keeps no state other than 'contention' and 'tail', "
+                f"got {sorted(state)}"
             )
-        self.contention = Contention.from_json(state["contention"]) if state else Contention()
+        self.contention = (
+            Contention.from_json(state["contention"]) if "contention" in state else Contention()
+        )
+        self.finished = Finished.from_json(state["tail"]) if "tail" in state else Finished()
 
     def decide(self, ctx: RoundContext) -> RoundPlan:
         with cyclic_gc_paused():

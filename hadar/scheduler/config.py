@@ -54,6 +54,11 @@ class HadarConfig:
     ``longest``: the longest best remaining time or the remaining work over the GPUs;
     ``makespan-lp``: that, and once every job's gang fits at once, the fluid makespan LP over GPU
     types, which counts jobs contending for the same fast GPUs (``hadar/scheduler/ttd.py``)."""
+    tail_percentile: float | None = None
+    """Tail guard (``replan=preempt``; ``hadar/scheduler/tail.py``): a job whose JCT, if it waited,
+    would raise the bound on this percentile of the JCTs (finished jobs' and, for the jobs present,
+    elapsed + best remaining time) is placed right after the TTD guard's jobs, as they are, with
+    that bound as deadline. None (default) = no tail guard; 100 = the TTD guard's longest path."""
     max_rho: float | None = DEFAULT_MAX_RHO
     """Deferral bound (``replan=preempt``): a job whose finish-time fairness would exceed this if
     it waited another round (:func:`deferred_rho`: elapsed time + a round + its best remaining
@@ -101,6 +106,8 @@ class HadarConfig:
             raise ValueError("critical_slack_rounds must be >= 0")
         if self.max_rho is not None and not (math.isfinite(self.max_rho) and self.max_rho > 0):
             raise ValueError("max_rho must be a positive number (or None)")
+        if self.tail_percentile is not None and not (0 < self.tail_percentile <= 100):
+            raise ValueError("tail_percentile must be in (0, 100] (or None)")
         if self.max_wait_s is not None and not (
             math.isfinite(self.max_wait_s) and self.max_wait_s > 0
         ):

@@ -21,6 +21,7 @@ from hadar.scheduler.steps import (
     job_id_of,
     placement_of,
 )
+from hadar.scheduler.tail import tail_jobs
 from hadar.scheduler.ttd import (
     CRITICAL_TOLERANCE_ROUNDS,
     best_remaining_s,
@@ -40,7 +41,8 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
     """Every job is (re-)planned each round (Algorithm 1 with preemption):
 
     1. critical-path jobs (the TTD guard) are placed first, on idle GPUs when that meets their
-       deadline; then overdue jobs (the deferral bounds ``max_rho`` and ``max_wait_s``), least
+       deadline, then the tail guard's (``tail_percentile``, :mod:`hadar.scheduler.tail`) alike;
+       then overdue jobs (the deferral bounds ``max_rho`` and ``max_wait_s``), least
        laxity first, on the best-payoff placement that meets their deadline, else the fastest;
     2. the DP (Algorithm 2) over all other jobs, running ones included, selects which run;
     3. selected running jobs the DP keeps where they are stay on their GPUs (no restart); the
@@ -74,15 +76,25 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
         idle: np.ndarray = np.maximum(out, 0)
         return idle
 
-    slack_s = (cfg.critical_slack_rounds + CRITICAL_TOLERANCE_ROUNDS) * ctx.round_s
-    crit = critical_jobs(vals, ctx, slack_s, cfg.ttd_bound) if cfg.ttd_guard else []
-    for i, deadline in crit:  # the TTD guard first: these jobs set the TTD (hadar/scheduler/ttd.py)
+    def guard(i: int, deadline: float) -> None:
+        """Place a guarded job: on idle GPUs when that meets ``deadline``, else as
+        :func:`guard_candidate` chooses among all free GPUs."""
         cand = guard_candidate(
             entries[i], vals[i], idle_for(entries[i].key), cache, deadline, ctx, strict=True
         )
         cand = cand or guard_candidate(entries[i], vals[i], free, cache, deadline, ctx)
         if cand is not None:
             take(i, cand)
+
+    slack_s = (cfg.critical_slack_rounds + CRITICAL_TOLERANCE_ROUNDS) * ctx.round_s
+    crit = critical_jobs(vals, ctx, slack_s, cfg.ttd_bound) if cfg.ttd_guard else []
+    for i, deadline in crit:  # the TTD guard first: these jobs set the TTD (hadar/scheduler/ttd.py)
+        guard(i, deadline)
+    if cfg.tail_percentile is not None:  # then the tail guard (hadar/scheduler/tail.py)
+        policy.finished.observe(ctx.now, ctx.jobs)
+        for i, deadline in tail_jobs(vals, ctx, cfg.tail_percentile, policy.finished.jcts):
+            if entries[i].key not in placed:
+                guard(i, deadline)
     # then the deferral bounds: the best-payoff placement (round prices) that meets the job's
     # deadline (its finish-time fairness bound), else the fastest
     if cfg.max_rho is not None:
