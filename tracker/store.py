@@ -11,11 +11,11 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from hadar.core.state_db import open_state_db
+from hadar.core.state_db import StateDb
 
 SCHEMA_VERSION = 1
 
@@ -96,45 +96,32 @@ TABLES = ("meta", "jobs", "copies", "rounds", "reports", "consolidations", "roll
 class Store:
     """A connection to the tracker database with the queries the tracker needs."""
 
-    def __init__(self, db_path: Path, *, read_only: bool = False) -> None:
-        self.db_path = db_path
+    def __init__(self, db: Path | StateDb, *, read_only: bool = False) -> None:
+        """Over its own file (``db`` a path: opened, and closed by :meth:`close`) or over a
+        state file shared with other tables (``db`` a :class:`StateDb`: a run's
+        ``state.sqlite``, whose owner closes it)."""
+        self.shared = isinstance(db, StateDb)
         # refuses a damaged file (integrity check)
-        self.conn = open_state_db(db_path, read_only=read_only)
+        self.db = db if isinstance(db, StateDb) else StateDb(db, read_only=read_only)
+        self.db_path = self.db.path
+        self.conn = self.db.conn
         self.conn.row_factory = sqlite3.Row
         self.conn.execute("PRAGMA foreign_keys=ON")
-        if not read_only and self.is_initialized():
+        if not self.db.read_only and self.is_initialized():
             with self.transaction() as c:
                 c.execute(ROLLBACKS_DDL)
                 for ddl in INDEXES_DDL:
                     c.execute(ddl)
 
     def close(self) -> None:
-        self.conn.close()
+        if not self.shared:
+            self.db.close()
 
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
         """One atomic write transaction; rolled back if the block raises. Inside another one
-        it is a savepoint: its changes are undone if the block raises and committed with the
-        outer transaction."""
-        if self.conn.in_transaction:
-            self.conn.execute("SAVEPOINT nested")
-            try:
-                yield self.conn
-                self.conn.execute("RELEASE nested")
-            except BaseException:
-                if self.conn.in_transaction:
-                    self.conn.execute("ROLLBACK TO nested")
-                    self.conn.execute("RELEASE nested")
-                raise
-            return
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self.conn
-            self.conn.execute("COMMIT")
-        except BaseException:
-            if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
-            raise
+        (also one the owner of a shared state file began) it is a savepoint: its changes are
+        undone if the block raises and committed with the outer transaction."""
+        return self.db.transaction()
 
     # -- schema and meta -------------------------------------------------------------------
     def is_initialized(self) -> bool:

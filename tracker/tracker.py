@@ -30,7 +30,6 @@ import operator
 import os
 import re
 import sqlite3
-import threading
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -40,6 +39,7 @@ from typing import Any
 from hadar.core.integrity import SHA256_RE, sha256_file
 from hadar.core.io import fsync_dir
 from hadar.core.safe_paths import regular_files
+from hadar.core.state_db import StateDb
 from tracker import ids
 from tracker.averaging import (
     MODES,
@@ -185,7 +185,8 @@ class JobTracker:
         self._store = store
         self.checkpoint_dir = checkpoint_dir
         self._lock_fd = lock_fd
-        self._mutex = threading.RLock()
+        self._mutex = store.db.lock
+        """One lock with the state file's other users (a run's journal and event log)."""
         meta = store.meta()
         self.max_job_count = int(meta["max_job_count"])
         self.averaging = meta["averaging"]
@@ -196,7 +197,7 @@ class JobTracker:
     @classmethod
     def open(
         cls,
-        db_path: str | os.PathLike[str],
+        db_path: str | os.PathLike[str] | StateDb,
         checkpoint_dir: str | os.PathLike[str],
         *,
         max_job_count: int | None = None,
@@ -205,13 +206,17 @@ class JobTracker:
         keep_checkpoints: int | None = None,
     ) -> JobTracker:
         """Open (creating if needed) the tracker at ``db_path``, checkpoints in ``checkpoint_dir``.
+        ``db_path`` is a file of its own, or a :class:`~hadar.core.state_db.StateDb` shared with
+        other tables (a run's ``state.sqlite``): the tracker's writes are then part of the
+        owner's transactions when it holds one open, and the owner closes the file.
 
         Settings left None take the stored value (or the default for a new database:
         max_job_count=1000, averaging="steps", keep_history=False, keep_checkpoints=2); a value
         that contradicts the database raises TrackerConfigError. Removes orphaned temporary and
         unreferenced checkpoint files left by a crash.
         """
-        db = Path(db_path).resolve()
+        shared = db_path if isinstance(db_path, StateDb) else None
+        db = (db_path.path if isinstance(db_path, StateDb) else Path(db_path)).resolve()
         ckpt_dir = Path(checkpoint_dir).resolve()
         if max_job_count is not None:
             max_job_count = ids.check_max_job_count(max_job_count)
@@ -237,7 +242,7 @@ class JobTracker:
                 "there; wait for it to end, or read it with hadar report)"
             ) from None
         try:
-            store = Store(db)
+            store = Store(shared if shared is not None else db)
             try:
                 cls._check_meta(store, db, max_job_count, averaging, keep_history, keep_checkpoints)
                 tracker = cls(store, ckpt_dir, lock_fd)
@@ -252,14 +257,16 @@ class JobTracker:
 
     @classmethod
     def open_read_only(
-        cls, db_path: str | os.PathLike[str], checkpoint_dir: str | os.PathLike[str]
+        cls, db_path: str | os.PathLike[str] | StateDb, checkpoint_dir: str | os.PathLike[str]
     ) -> JobTracker:
         """Open an existing tracker only to read it, also while another process has it open
-        (``hadar report`` on a live run): no lock taken, nothing written, no clean-up."""
-        db = Path(db_path).resolve()
-        if not db.is_file():
+        (``hadar report`` on a live run): no lock taken, nothing written, no clean-up.
+        ``db_path`` may be a shared :class:`~hadar.core.state_db.StateDb` opened read-only."""
+        shared = db_path if isinstance(db_path, StateDb) else None
+        db = (db_path.path if isinstance(db_path, StateDb) else Path(db_path)).resolve()
+        if shared is None and not db.is_file():
             raise TrackerConfigError(f"{db}: no tracker database here")
-        store = Store(db, read_only=True)
+        store = Store(shared, read_only=True) if shared is not None else Store(db, read_only=True)
         try:
             if not store.is_initialized():
                 raise TrackerConfigError(f"{db}: not a tracker database (no meta table)")
@@ -644,12 +651,18 @@ class JobTracker:
                 for f in written:
                     f.unlink(missing_ok=True)
                 raise
-            crash_point("close:committed")
-            if not self.keep_history:
-                self._prune([plan["row"]["job_id"] for plan in plans])
-            crash_point("close:pruned")
+            pruned = [] if self.keep_history else [plan["row"]["job_id"] for plan in plans]
+            # once the round's close is committed (at once, or with the transaction of the
+            # state file's owner that holds this one): checkpoints it made obsolete go
+            self._store.db.after_commit(lambda: self._after_close(pruned))
             quarantined = tuple(q for plan in plans for q in plan["quarantined"])
             return replace(self.round_summary(r), quarantined=quarantined)
+
+    def _after_close(self, job_ids: list[int]) -> None:
+        crash_point("close:committed")
+        if job_ids:
+            self._prune(job_ids)
+        crash_point("close:pruned")
 
     def _prune(self, job_ids: list[int]) -> None:
         """Delete the jobs' owned checkpoints that fell out of the retention window."""

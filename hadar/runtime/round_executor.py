@@ -3,9 +3,10 @@ commit point.
 
 It turns the plan into copy tasks (GPU binding, checkpoints, step budgets), journals the plan and
 the policy's state before anything is dispatched, runs every copy concurrently on its nodes
-(:meth:`RoundExecutor.run_copy`: the node manager's, or a benchmark's fake nodes), reports each
-copy's work to the Job Tracker (one transaction for the round's reports), lets the tracker close
-the round (its commit point) and journals the timings. It keeps no state between rounds: what a
+(:meth:`RoundExecutor.run_copy`: the node manager's, or a benchmark's fake nodes), then, in ONE
+transaction of the run's state file (the round's commit point), reports each copy's work to the
+Job Tracker, lets the tracker close the round, journals the timings and writes the round's
+events. It keeps no state between rounds: what a
 round leaves for the next is booked by :class:`~hadar.runtime.run_state.RunState`.
 """
 
@@ -72,6 +73,8 @@ class RoundExecutor:
     ) -> None:
         self.rundir, self.cfg, self.by_id = rundir, cfg, jobs
         self.tracker, self.journal, self.events = tracker, journal, events
+        self.db = journal.db
+        """The run's state file: a round's commit point is one transaction of it."""
         self.nodes, self.state, self.guard, self.observe = nodes, state, guard, observe
         self.throughput = throughput
         """Measured rates and elastic jobs' step/sync/gradient samples (read for round specs)."""
@@ -137,43 +140,47 @@ class RoundExecutor:
             }
             for a in withheld
         ]
-        # the round opened and every report of it: one transaction (a crash before it commits
-        # leaves the round planned in the journal only, which recovery aborts and plans again)
-        with self.tracker.batch():
+        # the round's commit point, ONE transaction: the round opened, every report of it, its
+        # close (steps, checkpoints), the journal's timings and the round's events (a crash
+        # before it commits leaves the round planned in the journal only, which recovery aborts
+        # and plans again)
+        with self.db.transaction():
             if self.tracker.current_round() != r:
                 self.tracker.open_round(r)
             copies += [self._book(o, r, t1) for o in outcomes]
-        t_close = time.time()
-        summary = self.tracker.close_round(r)
-        t_end = time.time()
-        for q in summary.quarantined:
-            self.guard.log_quarantine(q, r)
-        for job_id, res in summary.jobs.items():
-            self.events.emit(
-                "aggregation",
-                round=r,
-                job=job_id,
-                copies=len(res.copies),
-                steps_added=res.steps_added,
-                steps_total=res.steps_total,
-                completed=res.completed,
-                checkpoint=str(res.checkpoint.path) if res.checkpoint else None,
-                sha256=res.checkpoint.sha256 if res.checkpoint else None,
-            )
-        longest_worker = max((c["wall_s"] for c in copies if c["kind"] == "ok"), default=0.0)
-        timings = {
-            "copies": copies,
-            "nodes_up": list(cluster.node_names),
-            "gpus_up": {n.name: n.num_gpus for n in cluster.nodes},
-            "decide_s": decision_s,
-            "dispatch_collect_s": t_collect - t1,
-            "average_s": t_end - t_close,
-            # everything of the round that is not a worker running: decide, stage, fetch, average
-            "coordination_s": max(0.0, (t_end - t_start) - longest_worker),
-            # everything of the round that is not training (adds worker start-up and saving)
-            "overhead_s": (t_end - t_start) - max((c["train_s"] for c in copies), default=0.0),
-        }
-        self.journal.close_round(r, t_end, timings)
+            t_close = time.time()
+            summary = self.tracker.close_round(r)
+            t_end = time.time()
+            for q in summary.quarantined:
+                self.guard.log_quarantine(q, r)
+            for job_id, res in summary.jobs.items():
+                self.events.emit(
+                    "aggregation",
+                    after_commit=True,  # the line says the round is committed
+                    round=r,
+                    job=job_id,
+                    copies=len(res.copies),
+                    steps_added=res.steps_added,
+                    steps_total=res.steps_total,
+                    completed=res.completed,
+                    checkpoint=str(res.checkpoint.path) if res.checkpoint else None,
+                    sha256=res.checkpoint.sha256 if res.checkpoint else None,
+                )
+            longest_worker = max((c["wall_s"] for c in copies if c["kind"] == "ok"), default=0.0)
+            timings = {
+                "copies": copies,
+                "nodes_up": list(cluster.node_names),
+                "gpus_up": {n.name: n.num_gpus for n in cluster.nodes},
+                "decide_s": decision_s,
+                "dispatch_collect_s": t_collect - t1,
+                "average_s": t_end - t_close,
+                # everything of the round that is not a worker running: decide, stage, fetch,
+                # average
+                "coordination_s": max(0.0, (t_end - t_start) - longest_worker),
+                # everything of the round that is not training (adds worker start-up and saving)
+                "overhead_s": (t_end - t_start) - max((c["train_s"] for c in copies), default=0.0),
+            }
+            self.journal.close_round(r, t_end, timings)
         row = RoundRow(
             r,
             attempt,
@@ -185,7 +192,7 @@ class RoundExecutor:
             timings,
             decision.policy_state,
         )
-        self.events.sync()  # the round's events are durable with its journal row
+        self.events.sync()  # events.jsonl's lines of the round are durable with it
         completed = tuple(j for j, res in summary.jobs.items() if res.completed)
         return RoundResult(attempt, copies, row, completed)
 
