@@ -30,7 +30,7 @@ import operator
 import os
 import re
 import sqlite3
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -64,6 +64,7 @@ from tracker.errors import (
     InvalidReportError,
     ParameterMismatchError,
     RegistrationError,
+    ReportRejected,
     RoundError,
     StaleRoundError,
     TrackerBusyError,
@@ -171,6 +172,19 @@ def _int(value: Any, what: str, error: type[Exception]) -> int:
         return operator.index(value)
     except TypeError:
         raise error(f"{what}: expected an integer, got {value!r}") from None
+
+
+ReportItem = tuple[int, str, int, float, "str | os.PathLike[str]", str]
+"""One copy's report for :meth:`JobTracker.report_many`: ``(copy_id, node, steps_done, seconds,
+checkpoint_path, sha256)``."""
+
+
+def _as_id(value: Any) -> int | None:
+    """``value`` as an integer id, None if it is not one (its report is refused later)."""
+    try:
+        return None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        return None
 
 
 CLOSED = -1
@@ -344,12 +358,10 @@ class JobTracker:
         """Owned checkpoints to keep: every job's latest and the ``keep_checkpoints - 1`` newest
         older ones still on disk (all of them with ``keep_history``); the older ones only of
         ``job_ids`` when given (the jobs whose directories are pruned)."""
-        keep = self._store.referenced_paths(self.keep_history)
+        keep = self._store.referenced_paths(self.keep_history, job_ids)
         if self.keep_history or self.keep_checkpoints < 2:
             return keep
-        for job in self._store.jobs():
-            if job_ids is not None and int(job["job_id"]) not in job_ids:
-                continue
+        for job in self._store.jobs_by_id(job_ids).values():
             latest, latest_round = job["ckpt_path"], job["ckpt_round"]
             if latest is None:
                 continue
@@ -517,46 +529,116 @@ class JobTracker:
     ) -> Report:
         """Record a copy's work in the open round. Rejections raise a ReportRejected subclass
         and change nothing (no row, no file)."""
+        (out,) = self.report_many(
+            round_, [(copy_id, node, steps_done, seconds, checkpoint_path, sha256)]
+        )
+        if isinstance(out, ReportRejected):
+            raise out
+        return out
+
+    def report_many(
+        self, round_: int, items: Sequence[ReportItem]
+    ) -> list[Report | ReportRejected]:
+        """Record the work of several copies in the open round, each ``(copy_id, node,
+        steps_done, seconds, checkpoint_path, sha256)``, as :meth:`report` would one after the
+        other, in one transaction and a few statements. Each item's outcome: its Report, or
+        the ReportRejected that changed nothing for it."""
         with self._mutex:
-            what = f"round {round_} copy {copy_id}"
-            steps = _int(steps_done, f"{what}: steps_done", InvalidReportError)
-            if steps < 0:
-                raise InvalidReportError(f"{what}: steps_done is negative ({steps})")
-            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-                raise InvalidReportError(f"{what}: seconds must be a number, got {seconds!r}")
-            if not math.isfinite(seconds) or seconds < 0:
-                raise InvalidReportError(f"{what}: seconds must be finite and >= 0, got {seconds}")
-            if not isinstance(node, str) or not node.strip():
-                raise InvalidReportError(f"{what}: node must be a non-empty string")
-            sha = str(sha256).lower()
-            if not SHA256_RE.match(sha):
-                raise InvalidReportError(f"{what}: {sha256!r} is not a sha256 hex digest")
-            r = _int(round_, f"{what}: round", StaleRoundError)
             current = self._store.open_round()
-            if r != current:
-                state = self._store.round_state(r)
-                now = "no round is open" if current is None else f"round {current} is open"
-                raise StaleRoundError(f"{what}: round {r} is {state or 'not opened'}; {now}")
-            cid = _int(copy_id, f"{what}: copy_id", UnknownCopyError)
-            copy = self._store.copy(cid)
-            if copy is None:
-                raise UnknownCopyError(f"{what}: copy {cid} is not registered")
-            job = self._job_row(int(copy["job_id"]))
-            if job["completed"] or copy["discarded"]:
-                reason = "is complete" if job["completed"] else "had this copy discarded"
-                raise CopyDiscardedError(f"{what}: job {job['job_id']} {reason}")
-            if self._store.has_report(r, cid):
-                raise DuplicateReportError(f"{what}: this copy already reported for round {r}")
-            path = Path(checkpoint_path).resolve()
-            payload = load_checkpoint(path, sha, what)
-            new_sig = self._check_model(job, payload, what)
-            del payload
-            with self._store.transaction():
-                self._store.insert_report(r, cid, node, steps, float(seconds), str(path), sha)
-                if new_sig is not None:
-                    self._store.set_job_model(job["job_id"], *new_sig)
-                crash_point("report:in_tx")
-            return Report(r, cid, int(job["job_id"]), node, steps, float(seconds), path, sha)
+            cids = [c for c in (_as_id(item[0]) for item in items) if c is not None]
+            copies = self._store.copies_by_id(cids)
+            jobs: dict[int, Any] = dict(
+                self._store.jobs_by_id({int(c["job_id"]) for c in copies.values()})
+            )
+            reported = (
+                {int(x["copy_id"]) for x in self._store.reports(current)}
+                if current is not None
+                else set()
+            )
+            out: list[Report | ReportRejected] = []
+            rows: list[tuple[Any, ...]] = []
+            signatures: dict[int, tuple[str, str | None, str | None]] = {}
+            for item in items:
+                try:
+                    rep, new_sig = self._check_report(round_, item, current, copies, jobs, reported)
+                except ReportRejected as exc:
+                    out.append(exc)
+                    continue
+                out.append(rep)
+                reported.add(rep.copy_id)
+                rows.append(
+                    (
+                        rep.round,
+                        rep.copy_id,
+                        rep.node,
+                        rep.steps,
+                        rep.seconds,
+                        str(rep.checkpoint),
+                        rep.sha256,
+                    )
+                )
+                if new_sig is not None:  # the job's first report fixes its model for the next
+                    signatures[rep.job_id] = new_sig
+                    jobs[rep.job_id] = {
+                        **dict(jobs[rep.job_id]),
+                        "signature": new_sig[0],
+                        "model": new_sig[1],
+                        "size": new_sig[2],
+                    }
+            if rows:
+                with self._store.transaction():
+                    self._store.insert_reports(rows)
+                    for job_id, sig in signatures.items():
+                        self._store.set_job_model(job_id, *sig)
+                    for _ in rows:
+                        crash_point("report:in_tx")
+            return out
+
+    def _check_report(
+        self,
+        round_: int,
+        item: ReportItem,
+        current: int | None,
+        copies: Mapping[int, Any],
+        jobs: Mapping[int, Any],
+        reported: set[int],
+    ) -> tuple[Report, tuple[str, str | None, str | None] | None]:
+        """One report checked against the open round, its copy and its job (rows read
+        beforehand); ReportRejected if it is refused."""
+        copy_id, node, steps_done, seconds, checkpoint_path, sha256 = item
+        what = f"round {round_} copy {copy_id}"
+        steps = _int(steps_done, f"{what}: steps_done", InvalidReportError)
+        if steps < 0:
+            raise InvalidReportError(f"{what}: steps_done is negative ({steps})")
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+            raise InvalidReportError(f"{what}: seconds must be a number, got {seconds!r}")
+        if not math.isfinite(seconds) or seconds < 0:
+            raise InvalidReportError(f"{what}: seconds must be finite and >= 0, got {seconds}")
+        if not isinstance(node, str) or not node.strip():
+            raise InvalidReportError(f"{what}: node must be a non-empty string")
+        sha = str(sha256).lower()
+        if not SHA256_RE.match(sha):
+            raise InvalidReportError(f"{what}: {sha256!r} is not a sha256 hex digest")
+        r = _int(round_, f"{what}: round", StaleRoundError)
+        if r != current:
+            state = self._store.round_state(r)
+            now = "no round is open" if current is None else f"round {current} is open"
+            raise StaleRoundError(f"{what}: round {r} is {state or 'not opened'}; {now}")
+        cid = _int(copy_id, f"{what}: copy_id", UnknownCopyError)
+        copy = copies.get(cid)
+        if copy is None:
+            raise UnknownCopyError(f"{what}: copy {cid} is not registered")
+        job = jobs[int(copy["job_id"])]
+        if job["completed"] or copy["discarded"]:
+            reason = "is complete" if job["completed"] else "had this copy discarded"
+            raise CopyDiscardedError(f"{what}: job {job['job_id']} {reason}")
+        if cid in reported:
+            raise DuplicateReportError(f"{what}: this copy already reported for round {r}")
+        path = Path(checkpoint_path).resolve()
+        payload = load_checkpoint(path, sha, what)
+        new_sig = self._check_model(job, payload, what)
+        del payload
+        return Report(r, cid, int(job["job_id"]), node, steps, float(seconds), path, sha), new_sig
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -637,14 +719,14 @@ class JobTracker:
             for rep in self.reports(r):
                 by_job.setdefault(rep.job_id, []).append(rep)
             written: list[Path] = []
+            rows = self._store.jobs_by_id(by_job)
             try:
                 plans = [
-                    self._consolidate(r, j, reps, written) for j, reps in sorted(by_job.items())
+                    self._consolidate(r, rows[j], reps, written)
+                    for j, reps in sorted(by_job.items())
                 ]
                 with self._store.transaction():
-                    for plan in plans:
-                        self._store.insert_consolidation(r, **plan["row"])
-                        self._store.set_job_progress(**plan["job"])
+                    self._store.close_jobs(r, plans)
                     self._store.set_round_closed(r)
                     crash_point("close:in_tx")
             except BaseException:
@@ -674,10 +756,10 @@ class JobTracker:
                     f.unlink(missing_ok=True)
 
     def _consolidate(
-        self, r: int, job_id: int, reps: list[Report], written: list[Path]
+        self, r: int, job: sqlite3.Row, reps: list[Report], written: list[Path]
     ) -> dict[str, Any]:
         """Average one job's reports into a new checkpoint file; return the rows to commit."""
-        job = self._job_row(job_id)
+        job_id = int(job["job_id"])
         reported = sum(x.steps for x in reps)
         added = min(reported, job["target_steps"] - job["steps_done"])
         total = job["steps_done"] + added
@@ -773,17 +855,30 @@ class JobTracker:
 
     def job_state(self, job_id: int) -> JobState:
         with self._mutex:
-            row = self._job_row(job_id)
-            return JobState(
-                int(row["job_id"]),
-                int(row["target_steps"]),
-                int(row["steps_done"]),
-                bool(row["completed"]),
-                row["model"],
-                row["size"],
-                self._ref(row["ckpt_path"], row["ckpt_sha256"], row["ckpt_round"]),
-                tuple(self.active_copies(job_id)),
-            )
+            return self._state(self._job_row(job_id), self.active_copies(job_id))
+
+    def job_states(self, job_ids: Collection[int] | None = None) -> dict[int, JobState]:
+        """:meth:`job_state` of these jobs (of every job with None) in two queries;
+        UnknownJobError for one not registered."""
+        with self._mutex:
+            rows = self._store.jobs_by_id(job_ids)
+            for job_id in job_ids or ():
+                if job_id not in rows:
+                    self._job_row(job_id)  # raises UnknownJobError
+            active = self._store.active_copies_of(rows)
+            return {j: self._state(row, active[j]) for j, row in sorted(rows.items())}
+
+    def _state(self, row: sqlite3.Row, active: list[int]) -> JobState:
+        return JobState(
+            int(row["job_id"]),
+            int(row["target_steps"]),
+            int(row["steps_done"]),
+            bool(row["completed"]),
+            row["model"],
+            row["size"],
+            self._ref(row["ckpt_path"], row["ckpt_sha256"], row["ckpt_round"]),
+            tuple(active),
+        )
 
     def steps_audit(self) -> dict[int, tuple[int, int]]:
         """The audit trail per job: (steps its consolidations added, steps its rollbacks
@@ -792,8 +887,7 @@ class JobTracker:
             return self._store.steps_audit()
 
     def jobs(self) -> list[JobState]:
-        with self._mutex:
-            return [self.job_state(int(r["job_id"])) for r in self._store.jobs()]
+        return list(self.job_states().values())
 
     def progress(self) -> dict[int, int]:
         """``{job_id: steps_done}`` for every registered job."""
@@ -880,6 +974,28 @@ class JobTracker:
             return restored, Rollback(
                 job_id, tuple(bad), int(job["steps_done"]), steps, restored, bool(job["completed"])
             )
+
+    def verified_checkpoints(
+        self, job_ids: Collection[int]
+    ) -> dict[int, tuple[CheckpointRef | None, Rollback | None]]:
+        """:meth:`verified_checkpoint` of each job (their rows read in one query; a job whose
+        latest file fails the check is rolled back as there)."""
+        with self._mutex:
+            rows = self._store.jobs_by_id(job_ids)
+            out: dict[int, tuple[CheckpointRef | None, Rollback | None]] = {}
+            for job_id in job_ids:
+                row = rows.get(job_id)
+                if row is None:
+                    self._job_row(job_id)  # raises UnknownJobError
+                    continue
+                latest = self._ref(row["ckpt_path"], row["ckpt_sha256"], row["ckpt_round"])
+                try:
+                    if latest is not None:
+                        verify_file(latest.path, latest.sha256, f"job {job_id}")
+                    out[job_id] = (latest, None)
+                except CheckpointError:
+                    out[job_id] = self.verified_checkpoint(job_id)
+            return out
 
     def _quarantine(self, job_id: int, rel: str, reason: str) -> Quarantine:
         """Move an owned checkpoint aside to ``quarantine/`` (if it still exists)."""

@@ -376,9 +376,14 @@ class Coordinator:
         checkpoint (a damaged one is quarantined and the job rolled back)."""
         self._up = self.nodes.available(index)
         complete = self.tracker.completed_jobs()
-        for j in self.jobs:
-            if j.job_id not in self.failed and j.job_id not in complete:
-                self.guard.verified(j.job_id, index)
+        self.guard.verified_all(
+            [
+                j.job_id
+                for j in self.jobs
+                if j.job_id not in self.failed and j.job_id not in complete
+            ],
+            index,
+        )
 
     def context(self, index: int) -> RoundContext:
         """What the policy sees: no side effects (:meth:`prepare` had them), no history

@@ -17,7 +17,7 @@ from hadar.outputs_schema import completion_metrics, decision_metrics, utilisati
 from hadar.runtime.config import RunConfig, load_config
 from hadar.runtime.history import copy_records
 from hadar.runtime.journal import EventLog, Journal
-from hadar.runtime.state_file import EVENTS_FILE, open_run_state
+from hadar.runtime.state_file import EVENTS_FILE, reading_run_state
 from tracker.tracker import JobTracker
 
 
@@ -28,15 +28,12 @@ def collect(
     writes (:mod:`hadar.outputs_schema`) plus the columns and keys only a real run has."""
     cfg = load_config(rundir)
     # read-only and unlocked: `hadar report` may read a run that is going on
-    db = open_run_state(rundir, read_only=True)
-    try:
+    with reading_run_state(rundir) as db:
         journal = Journal(db)
         tracker = JobTracker.open_read_only(db, rundir / "checkpoints")
         events = EventLog(rundir / EVENTS_FILE, db).read(("start", "evaluation"))
         rounds = _rounds(cfg, journal, tracker)
         jobs = _jobs(tracker, events, rounds)
-    finally:
-        db.close()
     _count_queued(rounds, jobs)
     active = sum(r["duration"] for r in rounds)
     gpu_s = sum(r["gpus_up"] * r["duration"] for r in rounds)

@@ -35,7 +35,7 @@ from hadar.runtime.node_manager import NodeManager
 from hadar.runtime.run_state import RunState
 from tracker import ids
 from tracker.errors import ReportRejected
-from tracker.tracker import JobTracker
+from tracker.tracker import JobState, JobTracker
 
 Observe = Callable[[int, str, int, float, Placement], None]
 """``(job, node, steps, train_s, placement)``: a measured rate, at the placement's GPU count, for
@@ -103,7 +103,8 @@ class RoundExecutor:
             self.nodes.gpus,
             binding_from_plan(last_plan) if last_plan is not None else {},
         )
-        tasks = [self._task(a, r, attempt, gpus[(a.job_id, a.copy)]) for a in kept]
+        states = self.tracker.job_states({a.job_id for a in kept})
+        tasks = [self._task(a, r, attempt, gpus[(a.job_id, a.copy)], states) for a in kept]
         plan_rows = [_plan_row(t) for t in tasks]
         self.journal.plan_round(
             r, attempt, plan_rows, t_start, decision_s, policy_state=decision.policy_state
@@ -147,7 +148,20 @@ class RoundExecutor:
         with self.db.transaction():
             if self.tracker.current_round() != r:
                 self.tracker.open_round(r)
-            copies += [self._book(o, r, t1) for o in outcomes]
+            ok = [o for o in outcomes if o.ok]
+            reports = self.tracker.report_many(
+                r,
+                [
+                    (o.task.tracker_copy, o.task.node, o.steps_done, o.wall_seconds, *o.written())
+                    for o in ok
+                ],
+            )
+            rejected = {
+                id(o): res
+                for o, res in zip(ok, reports, strict=True)
+                if isinstance(res, ReportRejected)
+            }
+            copies += [self._book(o, r, t1, rejected.get(id(o))) for o in outcomes]
             t_close = time.time()
             summary = self.tracker.close_round(r)
             t_end = time.time()
@@ -196,42 +210,35 @@ class RoundExecutor:
         completed = tuple(j for j, res in summary.jobs.items() if res.completed)
         return RoundResult(attempt, copies, row, completed)
 
-    def _book(self, o: CopyOutcome, r: int, t1: float) -> dict[str, Any]:
-        """Report an ``ok`` copy to the tracker (a rejected one becomes a failure), log it and
-        return its record (the journal's ``copies`` row)."""
+    def _book(
+        self, o: CopyOutcome, r: int, t1: float, rejected: ReportRejected | None
+    ) -> dict[str, Any]:
+        """Book a copy the tracker took the report of (an ``ok`` one it ``rejected`` becomes a
+        failure): log it and return its record (the journal's ``copies`` row)."""
         kind, sample = o.kind, None
-        if o.ok:
-            try:
-                self.tracker.report(
-                    r,
-                    o.task.tracker_copy,
-                    o.task.node,
-                    o.steps_done,
-                    o.wall_seconds,
-                    *o.written(),
-                )
-                self.observe(
-                    o.task.job.job_id, o.task.node, o.steps_done, o.train_seconds, o.task.placement
-                )
-                sample = elastic.sample_of(r, o.task.placement, o.steps_done, o.measured)
-                if sample is not None:
-                    self.throughput.observe_iterations(o.task.job.job_id, sample)
-                self.events.emit(
-                    "result",
-                    round=r,
-                    job=o.task.job.job_id,
-                    copy=o.task.copy,
-                    node=o.task.node,
-                    steps=o.steps_done,
-                    train_s=round(o.train_seconds, 3),
-                    wall_s=round(o.wall_seconds, 3),
-                    rate=round(o.rate, 3),
-                    loss=o.final_loss,
-                    **elastic.event_fields(sample),
-                )
-            except ReportRejected as exc:
-                kind = "mismatched-checkpoint"
-                o = replace(o, kind=kind, error=str(exc))
+        if o.ok and rejected is not None:
+            kind = "mismatched-checkpoint"
+            o = replace(o, kind=kind, error=str(rejected))
+        elif o.ok:
+            self.observe(
+                o.task.job.job_id, o.task.node, o.steps_done, o.train_seconds, o.task.placement
+            )
+            sample = elastic.sample_of(r, o.task.placement, o.steps_done, o.measured)
+            if sample is not None:
+                self.throughput.observe_iterations(o.task.job.job_id, sample)
+            self.events.emit(
+                "result",
+                round=r,
+                job=o.task.job.job_id,
+                copy=o.task.copy,
+                node=o.task.node,
+                steps=o.steps_done,
+                train_s=round(o.train_seconds, 3),
+                wall_s=round(o.wall_seconds, 3),
+                rate=round(o.rate, 3),
+                loss=o.final_loss,
+                **elastic.event_fields(sample),
+            )
         if not o.ok:
             self.events.emit(
                 "failure",
@@ -268,7 +275,12 @@ class RoundExecutor:
         return 0 if row is None else row.attempt + 1
 
     def _task(
-        self, a: Assignment, r: int, attempt: int, gpus: dict[str, dict[str, tuple[int, ...]]]
+        self,
+        a: Assignment,
+        r: int,
+        attempt: int,
+        gpus: dict[str, dict[str, tuple[int, ...]]],
+        states: dict[int, JobState],
     ) -> CopyTask:
         job = self.by_id[a.job_id]
         # A forked copy's tracker id follows its node's position in the whole cluster file, so it
@@ -278,7 +290,7 @@ class RoundExecutor:
         if self._copies.get(job.job_id, 0) < idx:  # copies, once registered, stay registered
             self.tracker.register_copies(job.job_id, max(idx, 1))
             self._copies[job.job_id] = idx
-        state = self.tracker.job_state(job.job_id)
+        state = states[job.job_id]  # read for the round's jobs at once
         budget = (
             state.remaining_steps
             if a.step_budget is None

@@ -9,7 +9,11 @@ beside checkpoints of rounds it has no record of.
 
 from __future__ import annotations
 
+import fcntl
+import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from hadar.core.errors import InputError
@@ -52,6 +56,32 @@ def open_run_state(rundir: Path, *, read_only: bool = False) -> StateDb:
                 "a checkpoint of (the file was truncated or replaced)"
             )
     return db
+
+
+@contextmanager
+def reading_run_state(rundir: Path) -> Iterator[StateDb]:
+    """The run's state file, to read (``hadar report``). While a run holds it (its lock,
+    which the Job Tracker takes) it is opened read-only: no lock taken, nothing written. Else it
+    is opened as its writer would, under the lock, so that closing it folds the write-ahead log
+    back into the file (a read-only connection leaves ``-wal`` and ``-shm`` files behind)."""
+    path = state_path(rundir)
+    fd = -1
+    if path.is_file():
+        fd = os.open(f"{path.resolve()}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            fd = -1
+    try:
+        db = open_run_state(rundir, read_only=fd < 0)
+        try:
+            yield db
+        finally:
+            db.close()
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 def last_checkpoint_round(checkpoints: Path) -> int | None:
