@@ -434,6 +434,7 @@ class Coordinator:
         """Release the provider's connections and the databases (best effort: each is tried)."""
         for close in (
             self.events.sync,
+            self.events.close,
             self.provider.close,
             self.tracker.close,
             self.journal.close,

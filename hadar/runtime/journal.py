@@ -17,7 +17,7 @@ import time
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from hadar.core.io import open_append
 from hadar.core.state_db import StateDb, StateFileError
@@ -221,17 +221,19 @@ def check_state_files(
 
 class EventLog:
     """The run's events (dispatch, result, failure, aggregation, ...): rows of the state file's
-    ``events`` table, written with the next transaction that commits (a round's events with its
-    close), and lines of ``events.jsonl`` (an output, never read back), each written as it is
-    emitted (readers see it, a killed process keeps it) and made durable by :meth:`sync`.
-    ``emit(..., after_commit=True)``: the line is written once the transaction in progress
-    commits (events that say a round was committed)."""
+        ``events`` table, written with the next transaction that commits (a round's events with its
+        close), and lines of ``events.jsonl`` (an output, never read back), each written as it is
+        emitted (readers see it, a killed process keeps it; the file is opened once, so a file
+    moved away during the run goes on getting the lines) and made durable by :meth:`sync`.
+        ``emit(..., after_commit=True)``: the line is written once the transaction in progress
+        commits (events that say a round was committed)."""
 
     def __init__(self, path: Path, db: StateDb | None = None) -> None:
         self.path = path
         self.db = db
         self._lock = threading.Lock()
         self._unsynced = False
+        self._fh: IO[str] | None = None
         self._pending: list[tuple[float, str, Any, str]] = []
         """Rows not yet in the table: (t, event, round, JSON)."""
         if db is not None and not db.read_only:
@@ -255,12 +257,21 @@ class EventLog:
         return event
 
     def _write(self, line: str, sync: bool) -> None:
-        with self._lock, open_append(self.path) as fh:
-            fh.write(line)
-            fh.flush()
+        with self._lock:
+            if self._fh is None:  # opened once (not through a link), kept until close()
+                self._fh = open_append(self.path)
+            self._fh.write(line)
+            self._fh.flush()
             if sync:
-                os.fsync(fh.fileno())
+                os.fsync(self._fh.fileno())
             self._unsynced = not sync
+
+    def close(self) -> None:
+        """Close ``events.jsonl`` (a later line opens it again)."""
+        with self._lock:
+            if self._fh is not None:
+                self._fh.close()
+                self._fh = None
 
     def _flush(self) -> None:
         """Insert the pending rows (inside the state file's transaction, before it commits)."""
@@ -285,9 +296,8 @@ class EventLog:
             with self.db.transaction():
                 pass  # the commit writes the pending rows
         with self._lock:
-            if self._unsynced and self.path.exists():
-                with open_append(self.path) as fh:
-                    os.fsync(fh.fileno())
+            if self._unsynced and self._fh is not None:
+                os.fsync(self._fh.fileno())
             self._unsynced = False
 
     def read(self, names: Collection[str] | None = None) -> list[dict[str, Any]]:
