@@ -221,12 +221,12 @@ def check_state_files(
 
 class EventLog:
     """The run's events (dispatch, result, failure, aggregation, ...): rows of the state file's
-        ``events`` table, written with the next transaction that commits (a round's events with its
-        close), and lines of ``events.jsonl`` (an output, never read back), each written as it is
-        emitted (readers see it, a killed process keeps it; the file is opened once, so a file
-    moved away during the run goes on getting the lines) and made durable by :meth:`sync`.
-        ``emit(..., after_commit=True)``: the line is written once the transaction in progress
-        commits (events that say a round was committed)."""
+    ``events`` table, written with the next transaction that commits (a round's events with its
+    close), and lines of ``events.jsonl`` (an output, never read back), each written as it is
+    emitted (readers see it, a killed process keeps it; the file is opened once, so a file
+    moved away during the run goes on getting the lines) and fsynced by :meth:`sync`.
+    ``emit(..., after_commit=True)``: the line is written once the transaction in progress
+    commits (events that say a round was committed)."""
 
     def __init__(self, path: Path, db: StateDb | None = None) -> None:
         self.path = path

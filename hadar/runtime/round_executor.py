@@ -206,7 +206,8 @@ class RoundExecutor:
             timings,
             decision.policy_state,
         )
-        self.events.sync()  # events.jsonl's lines of the round are durable with it
+        # the round's events are in the state file with it: events.jsonl, an output, is not
+        # fsynced each round (start, finish and evaluations are)
         completed = tuple(j for j, res in summary.jobs.items() if res.completed)
         return RoundResult(attempt, copies, row, completed)
 

@@ -276,6 +276,23 @@ def test_a_state_file_truncated_to_nothing_is_exit_2_not_lost_history(copied_run
     )
 
 
+def test_a_run_directory_of_the_older_layout_is_exit_2_not_migrated(copied_run: Path) -> None:
+    """A run made before the one state file (journal.sqlite + tracker.sqlite): refused by
+    --resume and hadar report with one line; nothing is read as empty history or rewritten."""
+    (copied_run / "state.sqlite").rename(copied_run / "tracker.sqlite")
+    shutil.copy(copied_run / "tracker.sqlite", copied_run / "journal.sqlite")
+    before = {n: (copied_run / n).read_bytes() for n in ("journal.sqlite", "tracker.sqlite")}
+    line = (
+        f"hadar: error: {copied_run}: made by an older version of hadar (its state is in "
+        "journal.sqlite and tracker.sqlite, not state.sqlite); this version cannot resume or "
+        "report it: finish it with the version that started it, or start a new run with --out"
+    )
+    assert refused(resume(copied_run)) == line
+    assert refused(hadar("report", str(copied_run), timeout=120)) == line
+    assert not (copied_run / "state.sqlite").exists()
+    assert {n: (copied_run / n).read_bytes() for n in before} == before
+
+
 def test_a_damaged_tracker_is_exit_2_naming_it(copied_run: Path) -> None:
     db = copied_run / "state.sqlite"
     conn = sqlite3.connect(db)
