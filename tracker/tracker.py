@@ -32,7 +32,7 @@ import re
 import sqlite3
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -737,8 +737,20 @@ class JobTracker:
             # once the round's close is committed (at once, or with the transaction of the
             # state file's owner that holds this one): checkpoints it made obsolete go
             self._store.db.after_commit(lambda: self._after_close(pruned))
+            jobs = {
+                c["job_id"]: JobRoundResult(
+                    c["job_id"],
+                    tuple(x.copy_id for x in by_job[c["job_id"]]),
+                    c["steps_reported"],
+                    c["steps_added"],
+                    c["steps_total"],
+                    bool(c["completed"]),
+                    self._ref(c["path"], c["sha256"], c["ckpt_round"]),
+                )
+                for c in (plan["row"] for plan in plans)
+            }  # what round_summary(r) reads back, without reading it
             quarantined = tuple(q for plan in plans for q in plan["quarantined"])
-            return replace(self.round_summary(r), quarantined=quarantined)
+            return RoundSummary(r, jobs, quarantined)
 
     def _after_close(self, job_ids: list[int]) -> None:
         crash_point("close:committed")

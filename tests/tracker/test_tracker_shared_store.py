@@ -49,10 +49,12 @@ def test_a_close_rolled_back_with_its_owner_keeps_the_checkpoint_it_would_replac
     with db.transaction() as c:  # the round played again commits, and only then prunes
         t.open_round(1)
         _report(t, env, 1, 1)
-        t.close_round(1)
+        summary = t.close_round(1)
         c.execute("INSERT INTO timings VALUES (1)")
         assert "000000" in _owned(env)
     assert _owned(env) == ["000001"]
+    assert summary == t.round_summary(1)  # what the close returned is what was stored
+    assert summary.jobs[1].copies == (11,) and summary.jobs[1].checkpoint is not None
     assert [r[0] for r in db.conn.execute("SELECT round FROM timings")] == [0, 1]
     with pytest.raises(TrackerBusyError):  # the run's lock is on the shared file
         JobTracker.open(tmp_path / "state.sqlite", env.ckpt)
