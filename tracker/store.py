@@ -157,12 +157,6 @@ class Store:
     def jobs(self) -> list[sqlite3.Row]:
         return self.conn.execute("SELECT * FROM jobs ORDER BY job_id").fetchall()
 
-    def copy(self, copy_id: int) -> sqlite3.Row | None:
-        row: sqlite3.Row | None = self.conn.execute(
-            "SELECT * FROM copies WHERE copy_id = ?", (copy_id,)
-        ).fetchone()
-        return row
-
     def copies_by_id(self, copy_ids: Collection[int]) -> dict[int, sqlite3.Row]:
         """The rows of these copies (the unregistered ones left out), in one query."""
         ids = sorted(set(copy_ids))
