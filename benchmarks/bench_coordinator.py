@@ -10,9 +10,9 @@ every round has as many copies as nodes.
 A run of 10,000 rounds cannot be played in a couple of minutes when a round's cost grows with
 the rounds before it, so the history is fast-forwarded: one run directory per depth of
 ``--depths`` (at most ``--rounds``) plays three real rounds, the last one is cloned in its state
-files (journal.sqlite, tracker.sqlite, events.jsonl) up to the depth, and the run is resumed
-there (``--resume``: the state is read back; its first round, which reads the event log once,
-is not timed). Then the depths take turns, one round each, ``--window`` times, so that every
+file (state.sqlite: the journal's, the tracker's and the events' tables) up to the depth, and
+the run is resumed there (``--resume``: the state is read back; its first round, which reads
+the scored jobs from the events once, is not timed). Then the depths take turns, one round each, ``--window`` times, so that every
 depth is timed under the same load of the machine. Bookkeeping per round is the time the
 coordinator spends in a round minus the fake nodes' time (dispatch), the policy's decision and
 the Job Tracker's checkpoint file work (verify, load, average, save, delete old ones: it scales
@@ -211,70 +211,64 @@ class Player:
 
 
 def fast_forward(rundir: Path, to_round: int) -> float:
-    """Clone the last closed round into every round up to ``to_round - 1`` in the journal, the
-    tracker and the event log, as a run that had played them would have them. Returns seconds."""
+    """Clone the last closed round into every round up to ``to_round - 1`` in the run's state
+    file (the journal's, the tracker's and the events' tables), as a run that had played them
+    would have them. Returns seconds."""
     t0 = time.perf_counter()
-    journal = sqlite3.connect(rundir / "journal.sqlite", isolation_level=None)
-    tracker = sqlite3.connect(rundir / "tracker.sqlite", isolation_level=None)
+    db = sqlite3.connect(rundir / "state.sqlite", isolation_level=None)
     try:
-        last = journal.execute("SELECT MAX(round) FROM rounds WHERE status = 'closed'").fetchone()[
-            0
-        ]
+        last = db.execute("SELECT MAX(round) FROM run_rounds WHERE status = 'closed'").fetchone()[0]
         if last is None or last + 1 >= to_round:
             return 0.0
-        row = journal.execute(
-            "SELECT attempt, plan, started, ended, decision_s, timings, policy_state FROM rounds"
-            " WHERE round = ?",
+        row = db.execute(
+            "SELECT attempt, plan, started, ended, decision_s, timings, policy_state FROM"
+            " run_rounds WHERE round = ?",
             (last,),
         ).fetchone()
         new = range(last + 1, to_round)
-        journal.execute("BEGIN")
-        journal.executemany(
-            "INSERT INTO rounds (round, attempt, status, plan, started, ended, decision_s,"
+        db.execute("BEGIN")
+        db.executemany(
+            "INSERT INTO run_rounds (round, attempt, status, plan, started, ended, decision_s,"
             " timings, policy_state) VALUES (?, ?, 'closed', ?, ?, ?, ?, ?, ?)",
             ((k, *row) for k in new),
         )
-        journal.execute("COMMIT")
-        tracker.execute("BEGIN")
-        tracker.executemany(
+        db.executemany(
             "INSERT INTO rounds (round, state) VALUES (?, 'closed')", ((k,) for k in new)
         )
-        reports = tracker.execute(
+        reports = db.execute(
             "SELECT copy_id, node, steps, seconds, ckpt_path, ckpt_sha256 FROM reports"
             " WHERE round = ?",
             (last,),
         ).fetchall()
-        tracker.executemany(
+        db.executemany(
             "INSERT INTO reports (round, copy_id, node, steps, seconds, ckpt_path, ckpt_sha256)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
             ((k, *rep) for k in new for rep in reports),
         )
-        cons = tracker.execute(
+        cons = db.execute(
             "SELECT job_id, copies, steps_reported, steps_total, completed, ckpt_path,"
             " ckpt_sha256, ckpt_round FROM consolidations WHERE round = ?",
             (last,),
         ).fetchall()
-        tracker.executemany(
+        db.executemany(
             "INSERT INTO consolidations (round, job_id, copies, steps_reported, steps_added,"
             " steps_total, completed, ckpt_path, ckpt_sha256, ckpt_round)"
             " VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?)",
             ((k, *c) for k in new for c in cons),
         )
-        tracker.execute("COMMIT")
+        template = [
+            (t, name, json.loads(body))
+            for t, name, body in db.execute(
+                "SELECT t, event, body FROM events WHERE round = ? ORDER BY seq", (last,)
+            )
+        ]
+        db.executemany(
+            "INSERT INTO events (t, event, round, body) VALUES (?, ?, ?, ?)",
+            ((t, name, k, json.dumps({**e, "round": k})) for k in new for t, name, e in template),
+        )
+        db.execute("COMMIT")
     finally:
-        journal.close()
-        tracker.close()
-    events = rundir / "events.jsonl"
-    template = [
-        e
-        for e in (json.loads(line) for line in events.read_text().splitlines())
-        if e.get("round") == last
-    ]
-    with events.open("a") as fh:
-        for k in new:
-            fh.writelines(json.dumps({**e, "round": k}) + "\n" for e in template)
-        fh.flush()
-        os.fsync(fh.fileno())
+        db.close()
     return time.perf_counter() - t0
 
 

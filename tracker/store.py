@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Collection, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from hadar.core.state_db import open_state_db
+from hadar.core.state_db import StateDb
 
 SCHEMA_VERSION = 1
 
@@ -96,45 +96,32 @@ TABLES = ("meta", "jobs", "copies", "rounds", "reports", "consolidations", "roll
 class Store:
     """A connection to the tracker database with the queries the tracker needs."""
 
-    def __init__(self, db_path: Path, *, read_only: bool = False) -> None:
-        self.db_path = db_path
+    def __init__(self, db: Path | StateDb, *, read_only: bool = False) -> None:
+        """Over its own file (``db`` a path: opened, and closed by :meth:`close`) or over a
+        state file shared with other tables (``db`` a :class:`StateDb`: a run's
+        ``state.sqlite``, whose owner closes it)."""
+        self.shared = isinstance(db, StateDb)
         # refuses a damaged file (integrity check)
-        self.conn = open_state_db(db_path, read_only=read_only)
+        self.db = db if isinstance(db, StateDb) else StateDb(db, read_only=read_only)
+        self.db_path = self.db.path
+        self.conn = self.db.conn
         self.conn.row_factory = sqlite3.Row
         self.conn.execute("PRAGMA foreign_keys=ON")
-        if not read_only and self.is_initialized():
+        if not self.db.read_only and self.is_initialized():
             with self.transaction() as c:
                 c.execute(ROLLBACKS_DDL)
                 for ddl in INDEXES_DDL:
                     c.execute(ddl)
 
     def close(self) -> None:
-        self.conn.close()
+        if not self.shared:
+            self.db.close()
 
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
         """One atomic write transaction; rolled back if the block raises. Inside another one
-        it is a savepoint: its changes are undone if the block raises and committed with the
-        outer transaction."""
-        if self.conn.in_transaction:
-            self.conn.execute("SAVEPOINT nested")
-            try:
-                yield self.conn
-                self.conn.execute("RELEASE nested")
-            except BaseException:
-                if self.conn.in_transaction:
-                    self.conn.execute("ROLLBACK TO nested")
-                    self.conn.execute("RELEASE nested")
-                raise
-            return
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self.conn
-            self.conn.execute("COMMIT")
-        except BaseException:
-            if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
-            raise
+        (also one the owner of a shared state file began) it is a savepoint: its changes are
+        undone if the block raises and committed with the outer transaction."""
+        return self.db.transaction()
 
     # -- schema and meta -------------------------------------------------------------------
     def is_initialized(self) -> bool:
@@ -170,11 +157,35 @@ class Store:
     def jobs(self) -> list[sqlite3.Row]:
         return self.conn.execute("SELECT * FROM jobs ORDER BY job_id").fetchall()
 
-    def copy(self, copy_id: int) -> sqlite3.Row | None:
-        row: sqlite3.Row | None = self.conn.execute(
-            "SELECT * FROM copies WHERE copy_id = ?", (copy_id,)
-        ).fetchone()
-        return row
+    def copies_by_id(self, copy_ids: Collection[int]) -> dict[int, sqlite3.Row]:
+        """The rows of these copies (the unregistered ones left out), in one query."""
+        ids = sorted(set(copy_ids))
+        rows = self.conn.execute(
+            f"SELECT * FROM copies WHERE copy_id IN ({', '.join('?' * len(ids))})", ids
+        ).fetchall()
+        return {int(r["copy_id"]): r for r in rows}
+
+    def jobs_by_id(self, job_ids: Collection[int] | None = None) -> dict[int, sqlite3.Row]:
+        """The rows of these jobs (every job's with None), in one query."""
+        if job_ids is None:
+            return {int(r["job_id"]): r for r in self.jobs()}
+        ids = sorted(set(job_ids))
+        rows = self.conn.execute(
+            f"SELECT * FROM jobs WHERE job_id IN ({', '.join('?' * len(ids))})", ids
+        ).fetchall()
+        return {int(r["job_id"]): r for r in rows}
+
+    def active_copies_of(self, job_ids: Collection[int]) -> dict[int, list[int]]:
+        """Per job, its copies that are not discarded, by index (one query)."""
+        ids = sorted(set(job_ids))
+        out: dict[int, list[int]] = {j: [] for j in ids}
+        for r in self.conn.execute(
+            f"SELECT job_id, copy_id FROM copies WHERE discarded = 0 AND job_id IN"
+            f" ({', '.join('?' * len(ids))}) ORDER BY job_id, idx",
+            ids,
+        ):
+            out[int(r[0])].append(int(r[1]))
+        return out
 
     def copies(self, job_id: int) -> list[sqlite3.Row]:
         return self.conn.execute(
@@ -211,10 +222,15 @@ class Store:
             "SELECT * FROM consolidations WHERE round = ? ORDER BY job_id", (round_,)
         ).fetchall()
 
-    def referenced_paths(self, keep_history: bool) -> set[str]:
+    def referenced_paths(
+        self, keep_history: bool, job_ids: Collection[int] | None = None
+    ) -> set[str]:
         """Relative paths of tracker-owned checkpoints that must be kept: every job's latest
-        (and every one ever written with ``keep_history``)."""
-        paths = {r[0] for r in self.conn.execute("SELECT ckpt_path FROM jobs") if r[0]}
+        (of ``job_ids`` when given; and every one ever written with ``keep_history``)."""
+        if job_ids is None or keep_history:
+            paths = {r[0] for r in self.conn.execute("SELECT ckpt_path FROM jobs") if r[0]}
+        else:
+            paths = {r["ckpt_path"] for r in self.jobs_by_id(job_ids).values() if r["ckpt_path"]}
         if keep_history:
             paths |= {r[0] for r in self.conn.execute("SELECT initial_path FROM jobs") if r[0]}
             paths |= {
@@ -286,55 +302,16 @@ class Store:
     def insert_round(self, round_: int) -> None:
         self.conn.execute("INSERT INTO rounds (round, state) VALUES (?, 'open')", (round_,))
 
-    def insert_report(
-        self,
-        round_: int,
-        copy_id: int,
-        node: str,
-        steps: int,
-        seconds: float,
-        path: str,
-        sha256: str,
-    ) -> None:
-        self.conn.execute(
+    def insert_reports(self, rows: list[tuple[Any, ...]]) -> None:
+        """``(round, copy_id, node, steps, seconds, path, sha256)`` rows, in one statement."""
+        self.conn.executemany(
             "INSERT INTO reports (round, copy_id, node, steps, seconds, ckpt_path, ckpt_sha256)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (round_, copy_id, node, steps, seconds, path, sha256),
+            rows,
         )
 
     def delete_report(self, round_: int, copy_id: int) -> None:
         self.conn.execute("DELETE FROM reports WHERE round = ? AND copy_id = ?", (round_, copy_id))
-
-    def insert_consolidation(
-        self,
-        round_: int,
-        job_id: int,
-        copies: int,
-        steps_reported: int,
-        steps_added: int,
-        steps_total: int,
-        completed: bool,
-        path: str | None,
-        sha256: str | None,
-        ckpt_round: int | None,
-    ) -> None:
-        self.conn.execute(
-            "INSERT INTO consolidations (round, job_id, copies, steps_reported, steps_added,"
-            " steps_total, completed, ckpt_path, ckpt_sha256, ckpt_round)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                round_,
-                job_id,
-                copies,
-                steps_reported,
-                steps_added,
-                steps_total,
-                int(completed),
-                path,
-                sha256,
-                ckpt_round,
-            ),
-        )
 
     def insert_rollback(
         self, job_id: int, after_round: int | None, before: int, after: int, reason: str
@@ -361,6 +338,51 @@ class Store:
             int(j): (int(added.get(j) or 0), int(removed.get(j) or 0))
             for j in sorted(set(added) | set(removed))
         }
+
+    def close_jobs(self, round_: int, plans: list[dict[str, Any]]) -> None:
+        """A round's consolidation rows and its jobs' progress, a few statements for all of
+        them. ``plans``: per job ``{"row": {job_id, copies, steps_reported, steps_added,
+        steps_total, completed, path, sha256, ckpt_round}, "job": the keyword arguments of
+        :meth:`set_job_progress`}``."""
+        self.conn.executemany(
+            "INSERT INTO consolidations (round, job_id, copies, steps_reported, steps_added,"
+            " steps_total, completed, ckpt_path, ckpt_sha256, ckpt_round)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    round_,
+                    c["job_id"],
+                    c["copies"],
+                    c["steps_reported"],
+                    c["steps_added"],
+                    c["steps_total"],
+                    int(c["completed"]),
+                    c["path"],
+                    c["sha256"],
+                    c["ckpt_round"],
+                )
+                for c in (p["row"] for p in plans)
+            ],
+        )
+        self.conn.executemany(
+            "UPDATE jobs SET steps_done = ?, completed = ?, ckpt_path = ?, ckpt_sha256 = ?,"
+            " ckpt_round = ? WHERE job_id = ?",
+            [
+                (
+                    j["steps_done"],
+                    int(j["completed"]),
+                    j["path"],
+                    j["sha256"],
+                    j["ckpt_round"],
+                    j["job_id"],
+                )
+                for j in (p["job"] for p in plans)
+            ],
+        )
+        self.conn.executemany(
+            "UPDATE copies SET discarded = 1 WHERE job_id = ?",
+            [(p["job"]["job_id"],) for p in plans if p["job"]["completed"]],
+        )
 
     def set_job_progress(
         self,

@@ -30,16 +30,16 @@ import operator
 import os
 import re
 import sqlite3
-import threading
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hadar.core.integrity import SHA256_RE, sha256_file
 from hadar.core.io import fsync_dir
 from hadar.core.safe_paths import regular_files
+from hadar.core.state_db import StateDb
 from tracker import ids
 from tracker.averaging import (
     MODES,
@@ -64,6 +64,7 @@ from tracker.errors import (
     InvalidReportError,
     ParameterMismatchError,
     RegistrationError,
+    ReportRejected,
     RoundError,
     StaleRoundError,
     TrackerBusyError,
@@ -173,6 +174,19 @@ def _int(value: Any, what: str, error: type[Exception]) -> int:
         raise error(f"{what}: expected an integer, got {value!r}") from None
 
 
+ReportItem = tuple[int, str, int, float, "str | os.PathLike[str]", str]
+"""One copy's report for :meth:`JobTracker.report_many`: ``(copy_id, node, steps_done, seconds,
+checkpoint_path, sha256)``."""
+
+
+def _as_id(value: Any) -> int | None:
+    """``value`` as an integer id, None if it is not one (its report is refused later)."""
+    try:
+        return None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        return None
+
+
 CLOSED = -1
 NO_LOCK = -2
 """``_lock_fd`` of a tracker opened read-only (it holds no lock)."""
@@ -185,7 +199,8 @@ class JobTracker:
         self._store = store
         self.checkpoint_dir = checkpoint_dir
         self._lock_fd = lock_fd
-        self._mutex = threading.RLock()
+        self._mutex = store.db.lock
+        """One lock with the state file's other users (a run's journal and event log)."""
         meta = store.meta()
         self.max_job_count = int(meta["max_job_count"])
         self.averaging = meta["averaging"]
@@ -196,7 +211,7 @@ class JobTracker:
     @classmethod
     def open(
         cls,
-        db_path: str | os.PathLike[str],
+        db_path: str | os.PathLike[str] | StateDb,
         checkpoint_dir: str | os.PathLike[str],
         *,
         max_job_count: int | None = None,
@@ -205,13 +220,17 @@ class JobTracker:
         keep_checkpoints: int | None = None,
     ) -> JobTracker:
         """Open (creating if needed) the tracker at ``db_path``, checkpoints in ``checkpoint_dir``.
+        ``db_path`` is a file of its own, or a :class:`~hadar.core.state_db.StateDb` shared with
+        other tables (a run's ``state.sqlite``): the tracker's writes are then part of the
+        owner's transactions when it holds one open, and the owner closes the file.
 
         Settings left None take the stored value (or the default for a new database:
         max_job_count=1000, averaging="steps", keep_history=False, keep_checkpoints=2); a value
         that contradicts the database raises TrackerConfigError. Removes orphaned temporary and
         unreferenced checkpoint files left by a crash.
         """
-        db = Path(db_path).resolve()
+        shared = db_path if isinstance(db_path, StateDb) else None
+        db = (db_path.path if isinstance(db_path, StateDb) else Path(db_path)).resolve()
         ckpt_dir = Path(checkpoint_dir).resolve()
         if max_job_count is not None:
             max_job_count = ids.check_max_job_count(max_job_count)
@@ -237,7 +256,7 @@ class JobTracker:
                 "there; wait for it to end, or read it with hadar report)"
             ) from None
         try:
-            store = Store(db)
+            store = Store(shared if shared is not None else db)
             try:
                 cls._check_meta(store, db, max_job_count, averaging, keep_history, keep_checkpoints)
                 tracker = cls(store, ckpt_dir, lock_fd)
@@ -252,14 +271,16 @@ class JobTracker:
 
     @classmethod
     def open_read_only(
-        cls, db_path: str | os.PathLike[str], checkpoint_dir: str | os.PathLike[str]
+        cls, db_path: str | os.PathLike[str] | StateDb, checkpoint_dir: str | os.PathLike[str]
     ) -> JobTracker:
         """Open an existing tracker only to read it, also while another process has it open
-        (``hadar report`` on a live run): no lock taken, nothing written, no clean-up."""
-        db = Path(db_path).resolve()
-        if not db.is_file():
+        (``hadar report`` on a live run): no lock taken, nothing written, no clean-up.
+        ``db_path`` may be a shared :class:`~hadar.core.state_db.StateDb` opened read-only."""
+        shared = db_path if isinstance(db_path, StateDb) else None
+        db = (db_path.path if isinstance(db_path, StateDb) else Path(db_path)).resolve()
+        if shared is None and not db.is_file():
             raise TrackerConfigError(f"{db}: no tracker database here")
-        store = Store(db, read_only=True)
+        store = Store(shared, read_only=True) if shared is not None else Store(db, read_only=True)
         try:
             if not store.is_initialized():
                 raise TrackerConfigError(f"{db}: not a tracker database (no meta table)")
@@ -337,12 +358,10 @@ class JobTracker:
         """Owned checkpoints to keep: every job's latest and the ``keep_checkpoints - 1`` newest
         older ones still on disk (all of them with ``keep_history``); the older ones only of
         ``job_ids`` when given (the jobs whose directories are pruned)."""
-        keep = self._store.referenced_paths(self.keep_history)
+        keep = self._store.referenced_paths(self.keep_history, job_ids)
         if self.keep_history or self.keep_checkpoints < 2:
             return keep
-        for job in self._store.jobs():
-            if job_ids is not None and int(job["job_id"]) not in job_ids:
-                continue
+        for job in self._store.jobs_by_id(job_ids).values():
             latest, latest_round = job["ckpt_path"], job["ckpt_round"]
             if latest is None:
                 continue
@@ -510,46 +529,116 @@ class JobTracker:
     ) -> Report:
         """Record a copy's work in the open round. Rejections raise a ReportRejected subclass
         and change nothing (no row, no file)."""
+        (out,) = self.report_many(
+            round_, [(copy_id, node, steps_done, seconds, checkpoint_path, sha256)]
+        )
+        if isinstance(out, ReportRejected):
+            raise out
+        return out
+
+    def report_many(
+        self, round_: int, items: Sequence[ReportItem]
+    ) -> list[Report | ReportRejected]:
+        """Record the work of several copies in the open round, each ``(copy_id, node,
+        steps_done, seconds, checkpoint_path, sha256)``, as :meth:`report` would one after the
+        other, in one transaction and a few statements. Each item's outcome: its Report, or
+        the ReportRejected that changed nothing for it."""
         with self._mutex:
-            what = f"round {round_} copy {copy_id}"
-            steps = _int(steps_done, f"{what}: steps_done", InvalidReportError)
-            if steps < 0:
-                raise InvalidReportError(f"{what}: steps_done is negative ({steps})")
-            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-                raise InvalidReportError(f"{what}: seconds must be a number, got {seconds!r}")
-            if not math.isfinite(seconds) or seconds < 0:
-                raise InvalidReportError(f"{what}: seconds must be finite and >= 0, got {seconds}")
-            if not isinstance(node, str) or not node.strip():
-                raise InvalidReportError(f"{what}: node must be a non-empty string")
-            sha = str(sha256).lower()
-            if not SHA256_RE.match(sha):
-                raise InvalidReportError(f"{what}: {sha256!r} is not a sha256 hex digest")
-            r = _int(round_, f"{what}: round", StaleRoundError)
             current = self._store.open_round()
-            if r != current:
-                state = self._store.round_state(r)
-                now = "no round is open" if current is None else f"round {current} is open"
-                raise StaleRoundError(f"{what}: round {r} is {state or 'not opened'}; {now}")
-            cid = _int(copy_id, f"{what}: copy_id", UnknownCopyError)
-            copy = self._store.copy(cid)
-            if copy is None:
-                raise UnknownCopyError(f"{what}: copy {cid} is not registered")
-            job = self._job_row(int(copy["job_id"]))
-            if job["completed"] or copy["discarded"]:
-                reason = "is complete" if job["completed"] else "had this copy discarded"
-                raise CopyDiscardedError(f"{what}: job {job['job_id']} {reason}")
-            if self._store.has_report(r, cid):
-                raise DuplicateReportError(f"{what}: this copy already reported for round {r}")
-            path = Path(checkpoint_path).resolve()
-            payload = load_checkpoint(path, sha, what)
-            new_sig = self._check_model(job, payload, what)
-            del payload
-            with self._store.transaction():
-                self._store.insert_report(r, cid, node, steps, float(seconds), str(path), sha)
-                if new_sig is not None:
-                    self._store.set_job_model(job["job_id"], *new_sig)
-                crash_point("report:in_tx")
-            return Report(r, cid, int(job["job_id"]), node, steps, float(seconds), path, sha)
+            cids = [c for c in (_as_id(item[0]) for item in items) if c is not None]
+            copies = self._store.copies_by_id(cids)
+            jobs: dict[int, Any] = dict(
+                self._store.jobs_by_id({int(c["job_id"]) for c in copies.values()})
+            )
+            reported = (
+                {int(x["copy_id"]) for x in self._store.reports(current)}
+                if current is not None
+                else set()
+            )
+            out: list[Report | ReportRejected] = []
+            rows: list[tuple[Any, ...]] = []
+            signatures: dict[int, tuple[str, str | None, str | None]] = {}
+            for item in items:
+                try:
+                    rep, new_sig = self._check_report(round_, item, current, copies, jobs, reported)
+                except ReportRejected as exc:
+                    out.append(exc)
+                    continue
+                out.append(rep)
+                reported.add(rep.copy_id)
+                rows.append(
+                    (
+                        rep.round,
+                        rep.copy_id,
+                        rep.node,
+                        rep.steps,
+                        rep.seconds,
+                        str(rep.checkpoint),
+                        rep.sha256,
+                    )
+                )
+                if new_sig is not None:  # the job's first report fixes its model for the next
+                    signatures[rep.job_id] = new_sig
+                    jobs[rep.job_id] = {
+                        **dict(jobs[rep.job_id]),
+                        "signature": new_sig[0],
+                        "model": new_sig[1],
+                        "size": new_sig[2],
+                    }
+            if rows:
+                with self._store.transaction():
+                    self._store.insert_reports(rows)
+                    for job_id, sig in signatures.items():
+                        self._store.set_job_model(job_id, *sig)
+                    for _ in rows:
+                        crash_point("report:in_tx")
+            return out
+
+    def _check_report(
+        self,
+        round_: int,
+        item: ReportItem,
+        current: int | None,
+        copies: Mapping[int, Any],
+        jobs: Mapping[int, Any],
+        reported: set[int],
+    ) -> tuple[Report, tuple[str, str | None, str | None] | None]:
+        """One report checked against the open round, its copy and its job (rows read
+        beforehand); ReportRejected if it is refused."""
+        copy_id, node, steps_done, seconds, checkpoint_path, sha256 = item
+        what = f"round {round_} copy {copy_id}"
+        steps = _int(steps_done, f"{what}: steps_done", InvalidReportError)
+        if steps < 0:
+            raise InvalidReportError(f"{what}: steps_done is negative ({steps})")
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+            raise InvalidReportError(f"{what}: seconds must be a number, got {seconds!r}")
+        if not math.isfinite(seconds) or seconds < 0:
+            raise InvalidReportError(f"{what}: seconds must be finite and >= 0, got {seconds}")
+        if not isinstance(node, str) or not node.strip():
+            raise InvalidReportError(f"{what}: node must be a non-empty string")
+        sha = str(sha256).lower()
+        if not SHA256_RE.match(sha):
+            raise InvalidReportError(f"{what}: {sha256!r} is not a sha256 hex digest")
+        r = _int(round_, f"{what}: round", StaleRoundError)
+        if r != current:
+            state = self._store.round_state(r)
+            now = "no round is open" if current is None else f"round {current} is open"
+            raise StaleRoundError(f"{what}: round {r} is {state or 'not opened'}; {now}")
+        cid = _int(copy_id, f"{what}: copy_id", UnknownCopyError)
+        copy = copies.get(cid)
+        if copy is None:
+            raise UnknownCopyError(f"{what}: copy {cid} is not registered")
+        job = jobs[int(copy["job_id"])]
+        if job["completed"] or copy["discarded"]:
+            reason = "is complete" if job["completed"] else "had this copy discarded"
+            raise CopyDiscardedError(f"{what}: job {job['job_id']} {reason}")
+        if cid in reported:
+            raise DuplicateReportError(f"{what}: this copy already reported for round {r}")
+        path = Path(checkpoint_path).resolve()
+        payload = load_checkpoint(path, sha, what)
+        new_sig = self._check_model(job, payload, what)
+        del payload
+        return Report(r, cid, int(job["job_id"]), node, steps, float(seconds), path, sha), new_sig
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -630,26 +719,44 @@ class JobTracker:
             for rep in self.reports(r):
                 by_job.setdefault(rep.job_id, []).append(rep)
             written: list[Path] = []
+            rows = self._store.jobs_by_id(by_job)
             try:
                 plans = [
-                    self._consolidate(r, j, reps, written) for j, reps in sorted(by_job.items())
+                    self._consolidate(r, rows[j], reps, written)
+                    for j, reps in sorted(by_job.items())
                 ]
                 with self._store.transaction():
-                    for plan in plans:
-                        self._store.insert_consolidation(r, **plan["row"])
-                        self._store.set_job_progress(**plan["job"])
+                    self._store.close_jobs(r, plans)
                     self._store.set_round_closed(r)
                     crash_point("close:in_tx")
             except BaseException:
                 for f in written:
                     f.unlink(missing_ok=True)
                 raise
-            crash_point("close:committed")
-            if not self.keep_history:
-                self._prune([plan["row"]["job_id"] for plan in plans])
-            crash_point("close:pruned")
+            pruned = [] if self.keep_history else [plan["row"]["job_id"] for plan in plans]
+            # once the round's close is committed (at once, or with the transaction of the
+            # state file's owner that holds this one): checkpoints it made obsolete go
+            self._store.db.after_commit(lambda: self._after_close(pruned))
+            jobs = {
+                c["job_id"]: JobRoundResult(
+                    c["job_id"],
+                    tuple(x.copy_id for x in by_job[c["job_id"]]),
+                    c["steps_reported"],
+                    c["steps_added"],
+                    c["steps_total"],
+                    bool(c["completed"]),
+                    self._ref(c["path"], c["sha256"], c["ckpt_round"]),
+                )
+                for c in (plan["row"] for plan in plans)
+            }  # what round_summary(r) reads back, without reading it
             quarantined = tuple(q for plan in plans for q in plan["quarantined"])
-            return replace(self.round_summary(r), quarantined=quarantined)
+            return RoundSummary(r, jobs, quarantined)
+
+    def _after_close(self, job_ids: list[int]) -> None:
+        crash_point("close:committed")
+        if job_ids:
+            self._prune(job_ids)
+        crash_point("close:pruned")
 
     def _prune(self, job_ids: list[int]) -> None:
         """Delete the jobs' owned checkpoints that fell out of the retention window."""
@@ -661,10 +768,10 @@ class JobTracker:
                     f.unlink(missing_ok=True)
 
     def _consolidate(
-        self, r: int, job_id: int, reps: list[Report], written: list[Path]
+        self, r: int, job: sqlite3.Row, reps: list[Report], written: list[Path]
     ) -> dict[str, Any]:
         """Average one job's reports into a new checkpoint file; return the rows to commit."""
-        job = self._job_row(job_id)
+        job_id = int(job["job_id"])
         reported = sum(x.steps for x in reps)
         added = min(reported, job["target_steps"] - job["steps_done"])
         total = job["steps_done"] + added
@@ -760,17 +867,30 @@ class JobTracker:
 
     def job_state(self, job_id: int) -> JobState:
         with self._mutex:
-            row = self._job_row(job_id)
-            return JobState(
-                int(row["job_id"]),
-                int(row["target_steps"]),
-                int(row["steps_done"]),
-                bool(row["completed"]),
-                row["model"],
-                row["size"],
-                self._ref(row["ckpt_path"], row["ckpt_sha256"], row["ckpt_round"]),
-                tuple(self.active_copies(job_id)),
-            )
+            return self._state(self._job_row(job_id), self.active_copies(job_id))
+
+    def job_states(self, job_ids: Collection[int] | None = None) -> dict[int, JobState]:
+        """:meth:`job_state` of these jobs (of every job with None) in two queries;
+        UnknownJobError for one not registered."""
+        with self._mutex:
+            rows = self._store.jobs_by_id(job_ids)
+            for job_id in job_ids or ():
+                if job_id not in rows:
+                    self._job_row(job_id)  # raises UnknownJobError
+            active = self._store.active_copies_of(rows)
+            return {j: self._state(row, active[j]) for j, row in sorted(rows.items())}
+
+    def _state(self, row: sqlite3.Row, active: list[int]) -> JobState:
+        return JobState(
+            int(row["job_id"]),
+            int(row["target_steps"]),
+            int(row["steps_done"]),
+            bool(row["completed"]),
+            row["model"],
+            row["size"],
+            self._ref(row["ckpt_path"], row["ckpt_sha256"], row["ckpt_round"]),
+            tuple(active),
+        )
 
     def steps_audit(self) -> dict[int, tuple[int, int]]:
         """The audit trail per job: (steps its consolidations added, steps its rollbacks
@@ -779,8 +899,7 @@ class JobTracker:
             return self._store.steps_audit()
 
     def jobs(self) -> list[JobState]:
-        with self._mutex:
-            return [self.job_state(int(r["job_id"])) for r in self._store.jobs()]
+        return list(self.job_states().values())
 
     def progress(self) -> dict[int, int]:
         """``{job_id: steps_done}`` for every registered job."""
@@ -867,6 +986,28 @@ class JobTracker:
             return restored, Rollback(
                 job_id, tuple(bad), int(job["steps_done"]), steps, restored, bool(job["completed"])
             )
+
+    def verified_checkpoints(
+        self, job_ids: Collection[int]
+    ) -> dict[int, tuple[CheckpointRef | None, Rollback | None]]:
+        """:meth:`verified_checkpoint` of each job (their rows read in one query; a job whose
+        latest file fails the check is rolled back as there)."""
+        with self._mutex:
+            rows = self._store.jobs_by_id(job_ids)
+            out: dict[int, tuple[CheckpointRef | None, Rollback | None]] = {}
+            for job_id in job_ids:
+                row = rows.get(job_id)
+                if row is None:
+                    self._job_row(job_id)  # raises UnknownJobError
+                    continue
+                latest = self._ref(row["ckpt_path"], row["ckpt_sha256"], row["ckpt_round"])
+                try:
+                    if latest is not None:
+                        verify_file(latest.path, latest.sha256, f"job {job_id}")
+                    out[job_id] = (latest, None)
+                except CheckpointError:
+                    out[job_id] = self.verified_checkpoint(job_id)
+            return out
 
     def _quarantine(self, job_id: int, rel: str, reason: str) -> Quarantine:
         """Move an owned checkpoint aside to ``quarantine/`` (if it still exists)."""

@@ -168,13 +168,13 @@ def _zombie(pid: int) -> bool:
 def _rounds_done(rundir: Path) -> int | None:
     import sqlite3
 
-    path = rundir / "journal.sqlite"
+    path = rundir / "state.sqlite"
     if not path.exists():
         return None
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=2.0)
         try:
-            (n,) = con.execute("SELECT COUNT(*) FROM rounds WHERE status = 'closed'").fetchone()
+            (n,) = con.execute("SELECT COUNT(*) FROM rounds WHERE state = 'closed'").fetchone()
         finally:
             con.close()
     except sqlite3.Error:

@@ -1,13 +1,20 @@
-"""Opening the SQLite files that hold a run's state, refusing damaged ones.
+"""Opening the SQLite file that holds a run's state, refusing a damaged one, and its
+transactions.
 
-``journal.sqlite`` and ``tracker.sqlite`` are the authority on what a run has done; a file that
-was truncated, overwritten or bit-flipped must stop the run with one line naming it, never be
-read as "less history" or silently recreated.
+A run's ``state.sqlite`` (the Job Tracker's tables, the coordinator's journal and its events) is
+the authority on what the run has done; a file that was truncated, overwritten or bit-flipped
+must stop the run with one line naming it, never be read as "less history" or silently
+recreated. :class:`StateDb` is one connection to such a file shared by every part that writes it,
+so that a commit point (a round's close: the tracker's rows, the journal's timings and the
+round's events) is ONE transaction.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from hadar.core.errors import InputError
@@ -44,3 +51,89 @@ def open_state_db(path: Path, *, read_only: bool = False) -> sqlite3.Connection:
             f"{path}: damaged state file ({exc}); restore it from a backup or start a new run"
         ) from None
     return conn
+
+
+Hook = Callable[[], None]
+
+
+class StateDb:
+    """One connection to a state file, shared by the parts that write it (the Job Tracker, the
+    journal, the event log): a re-entrant lock that every user holds while it talks to the
+    connection, and :meth:`transaction`, whose nested uses are savepoints of the outermost.
+
+    Hooks: ``before_commit`` ones run inside every outermost transaction just before its COMMIT
+    (the event log writes its pending rows there, so events ride on the commit they belong
+    to); an ``after_commit`` callback runs once, when the outermost transaction it was
+    registered in commits (dropped if it rolls back): work that must never precede the commit
+    (deleting checkpoints the commit made obsolete, writing lines a user reads)."""
+
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
+        self.path = path
+        self.read_only = read_only
+        self.conn = open_state_db(path, read_only=read_only)
+        self.lock = threading.RLock()
+        self._depth = 0
+        self._before: list[Hook] = []
+        self._after: list[Hook] = []
+
+    def close(self) -> None:
+        with self.lock:
+            self.conn.close()
+
+    def has_table(self, name: str) -> bool:
+        with self.lock:
+            row = self.conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+            ).fetchone()
+        return row is not None
+
+    def before_commit(self, hook: Hook) -> None:
+        """Run ``hook`` inside every outermost transaction, just before it commits."""
+        self._before.append(hook)
+
+    def after_commit(self, hook: Hook) -> None:
+        """Run ``hook`` once the current outermost transaction commits (now, outside one)."""
+        with self.lock:
+            if self._depth == 0:
+                hook()
+            else:
+                self._after.append(hook)
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One atomic write transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``), rolled back if the
+        block raises. Inside another one it is a savepoint: its changes are undone if the block
+        raises and committed with the outer transaction."""
+        with self.lock:
+            if self._depth > 0:
+                name = f"nested{self._depth}"
+                self.conn.execute(f"SAVEPOINT {name}")
+                self._depth += 1
+                try:
+                    yield self.conn
+                    self.conn.execute(f"RELEASE {name}")
+                except BaseException:
+                    if self.conn.in_transaction:
+                        self.conn.execute(f"ROLLBACK TO {name}")
+                        self.conn.execute(f"RELEASE {name}")
+                    raise
+                finally:
+                    self._depth -= 1
+                return
+            self.conn.execute("BEGIN IMMEDIATE")
+            self._depth = 1
+            try:
+                yield self.conn
+                for hook in self._before:
+                    hook()
+                self.conn.execute("COMMIT")
+            except BaseException:
+                self._after.clear()
+                if self.conn.in_transaction:  # SQLite may have rolled back already (disk full)
+                    self.conn.execute("ROLLBACK")
+                raise
+            finally:
+                self._depth = 0
+            after, self._after = self._after, []
+            for hook in after:
+                hook()

@@ -1,12 +1,14 @@
 """The real round loop: decide, dispatch every (copy, node) concurrently, collect, hand the
 results to the Job Tracker, feed measured throughputs to the online estimator, repeat.
 
-Crash safety: the plan of round r is journalled before dispatch; the Job Tracker's
-``close_round(r)`` is the commit point of its steps; then the journal records the timings. On
-start-up (``hadar run --resume``) a round the tracker closed but the journal did not is
-finalised from the tracker's reports; a round the tracker did not close is aborted (its partial
-reports withdrawn) and planned again as a new attempt, so no completed step is lost and none is
-counted twice. Worker files of different attempts never collide (``r<round>-a<attempt>/``).
+Crash safety: the run's state is one SQLite file, ``state.sqlite`` (the Job Tracker's tables,
+the journal's and the events'). The plan of round r is journalled before dispatch; the round's
+commit point is ONE transaction: the tracker opens the round, takes every copy's report and
+closes it (its steps and consolidated checkpoints), the journal records the timings and the
+round's events are written. On start-up (``hadar run --resume``) a round that did not commit is
+aborted (its partial reports withdrawn) and planned again as a new attempt, so no completed step
+is lost and none is counted twice. Worker files of different attempts never collide
+(``r<round>-a<attempt>/``). ``events.jsonl`` is an output, never read back.
 
 Faults that would otherwise stall a run (``hadar/runtime/faults.py``): every job's checkpoint is
 verified against its recorded sha256 at the start of each round (a damaged one is quarantined
@@ -68,6 +70,7 @@ from hadar.runtime.node_manager import (
 from hadar.runtime.node_stream import LeaveWatcher
 from hadar.runtime.round_executor import RoundExecutor, RoundResult
 from hadar.runtime.run_state import ProgressWatch, RunState
+from hadar.runtime.state_file import EVENTS_FILE, open_run_state
 from hadar.scenario import load_table, throughput_for
 from hadar.workloads import load_workload, validate_workload
 from nodes.spec import JobSpec, parse_spec
@@ -112,21 +115,27 @@ class Coordinator:
         stream = load_stream(cfg, cluster)  # bad input is refused before anything is written
         refuse_links(rundir, "the run directory")  # before anything is written there
         rundir.mkdir(parents=True, exist_ok=True)
-        self.events = EventLog(rundir / "events.jsonl")
-        self.journal = Journal(rundir / "journal.sqlite")
-        self.tracker = JobTracker.open(
-            rundir / "tracker.sqlite",
-            rundir / "checkpoints",
-            max_job_count=cfg.max_job_count,
-            averaging="steps",
-            keep_checkpoints=cfg.keep_checkpoints,
-        )
-        check_state_files(self.journal, self.tracker.last_closed_round(), rundir / "tracker.sqlite")
+        self.db = open_run_state(rundir)
+        """The run's one state file: the tracker's, the journal's and the events' tables."""
+        try:
+            self.tracker = JobTracker.open(  # takes the run's lock before anything is written
+                self.db,
+                rundir / "checkpoints",
+                max_job_count=cfg.max_job_count,
+                averaging="steps",
+                keep_checkpoints=cfg.keep_checkpoints,
+            )
+        except BaseException:
+            self.db.close()
+            raise
+        self.journal = Journal(self.db)
+        self.events = EventLog(rundir / EVENTS_FILE, self.db)
+        check_state_files(self.journal, self.tracker.last_closed_round(), self.db.path)
         registered = self.tracker.jobs()
         check_tracker_jobs(
             [(s.job_id, s.target_steps, s.model, s.size) for s in registered],
             self.jobs,
-            str(rundir / "tracker.sqlite"),
+            str(self.db.path),
             cfg.workload,
         )
         known = {s.job_id for s in registered}
@@ -277,7 +286,7 @@ class Coordinator:
             try:
                 finished = self._run_rounds()
             except (OSError, sqlite3.OperationalError) as exc:
-                err = resource_error(exc, self.rundir, [self.rundir / "tracker.sqlite"])
+                err = resource_error(exc, self.rundir, [self.db.path])
                 if err is None:
                     raise
                 raise err from None
@@ -367,9 +376,14 @@ class Coordinator:
         checkpoint (a damaged one is quarantined and the job rolled back)."""
         self._up = self.nodes.available(index)
         complete = self.tracker.completed_jobs()
-        for j in self.jobs:
-            if j.job_id not in self.failed and j.job_id not in complete:
-                self.guard.verified(j.job_id, index)
+        self.guard.verified_all(
+            [
+                j.job_id
+                for j in self.jobs
+                if j.job_id not in self.failed and j.job_id not in complete
+            ],
+            index,
+        )
 
     def context(self, index: int) -> RoundContext:
         """What the policy sees: no side effects (:meth:`prepare` had them), no history
@@ -420,9 +434,11 @@ class Coordinator:
         """Release the provider's connections and the databases (best effort: each is tried)."""
         for close in (
             self.events.sync,
+            self.events.close,
             self.provider.close,
             self.tracker.close,
             self.journal.close,
+            self.db.close,
         ):
             with contextlib.suppress(Exception):
                 close()

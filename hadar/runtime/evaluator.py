@@ -3,7 +3,7 @@
 :class:`CheckpointGuard` checks a job's checkpoint against its recorded sha256 (the Job Tracker
 quarantines a damaged one and rolls the job back) and logs what it did. :class:`Evaluator`
 scores each finished job's final model on its held-out split once, on a node that is up; the
-jobs already scored are read from the event log once per session and then kept.
+jobs already scored are read from the state file's events once per session and then kept.
 """
 
 from __future__ import annotations
@@ -38,6 +38,11 @@ class CheckpointGuard:
         if rb is not None:
             self._log_rollback(rb, r)
         return ref
+
+    def verified_all(self, job_ids: Sequence[int], r: int | None) -> None:
+        """:meth:`verified` of every job (their rows read in one query)."""
+        for rb in (rb for _, rb in self.tracker.verified_checkpoints(job_ids).values() if rb):
+            self._log_rollback(rb, r)
 
     def log_quarantine(self, q: Quarantine, r: int | None) -> None:
         self.events.emit(
@@ -95,11 +100,7 @@ class Evaluator:
     def scored(self) -> set[int]:
         """Jobs whose final model was scored (the event log is read on the first call)."""
         if self._scored is None:
-            self._scored = {
-                e["job"]
-                for e in self.events.read()
-                if e.get("event") == "evaluation" and e.get("metric")
-            }
+            self._scored = {e["job"] for e in self.events.read(("evaluation",)) if e.get("metric")}
         return self._scored
 
     def evaluate_pending(self, r: int, cluster: Cluster | None = None) -> bool:

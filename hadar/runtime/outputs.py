@@ -1,4 +1,4 @@
-"""A run directory's reports, rebuilt from its durable state (journal, tracker, events) so that
+"""A run directory's reports, rebuilt from its durable state (``state.sqlite``: journal, tracker, events) so that
 ``hadar report RUNDIR`` gives the same files after a crash: rounds.csv, jobs.csv, summary.json,
 nodes_by_round.png (which job ran where, like the paper's Fig. 6) and cru_by_round.png."""
 
@@ -17,6 +17,7 @@ from hadar.outputs_schema import completion_metrics, decision_metrics, utilisati
 from hadar.runtime.config import RunConfig, load_config
 from hadar.runtime.history import copy_records
 from hadar.runtime.journal import EventLog, Journal
+from hadar.runtime.state_file import EVENTS_FILE, reading_run_state
 from tracker.tracker import JobTracker
 
 
@@ -26,16 +27,13 @@ def collect(
     """(config, round rows, job rows, summary) of a run directory, in the schema a simulation
     writes (:mod:`hadar.outputs_schema`) plus the columns and keys only a real run has."""
     cfg = load_config(rundir)
-    journal = Journal(rundir / "journal.sqlite")
     # read-only and unlocked: `hadar report` may read a run that is going on
-    tracker = JobTracker.open_read_only(rundir / "tracker.sqlite", rundir / "checkpoints")
-    try:
-        events = EventLog(rundir / "events.jsonl").read()
+    with reading_run_state(rundir) as db:
+        journal = Journal(db)
+        tracker = JobTracker.open_read_only(db, rundir / "checkpoints")
+        events = EventLog(rundir / EVENTS_FILE, db).read(("start", "evaluation"))
         rounds = _rounds(cfg, journal, tracker)
         jobs = _jobs(tracker, events, rounds)
-    finally:
-        tracker.close()
-        journal.close()
     _count_queued(rounds, jobs)
     active = sum(r["duration"] for r in rounds)
     gpu_s = sum(r["gpus_up"] * r["duration"] for r in rounds)

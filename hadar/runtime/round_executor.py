@@ -3,9 +3,10 @@ commit point.
 
 It turns the plan into copy tasks (GPU binding, checkpoints, step budgets), journals the plan and
 the policy's state before anything is dispatched, runs every copy concurrently on its nodes
-(:meth:`RoundExecutor.run_copy`: the node manager's, or a benchmark's fake nodes), reports each
-copy's work to the Job Tracker (one transaction for the round's reports), lets the tracker close
-the round (its commit point) and journals the timings. It keeps no state between rounds: what a
+(:meth:`RoundExecutor.run_copy`: the node manager's, or a benchmark's fake nodes), then, in ONE
+transaction of the run's state file (the round's commit point), reports each copy's work to the
+Job Tracker, lets the tracker close the round, journals the timings and writes the round's
+events. It keeps no state between rounds: what a
 round leaves for the next is booked by :class:`~hadar.runtime.run_state.RunState`.
 """
 
@@ -34,7 +35,7 @@ from hadar.runtime.node_manager import NodeManager
 from hadar.runtime.run_state import RunState
 from tracker import ids
 from tracker.errors import ReportRejected
-from tracker.tracker import JobTracker
+from tracker.tracker import JobState, JobTracker
 
 Observe = Callable[[int, str, int, float, Placement], None]
 """``(job, node, steps, train_s, placement)``: a measured rate, at the placement's GPU count, for
@@ -72,6 +73,8 @@ class RoundExecutor:
     ) -> None:
         self.rundir, self.cfg, self.by_id = rundir, cfg, jobs
         self.tracker, self.journal, self.events = tracker, journal, events
+        self.db = journal.db
+        """The run's state file: a round's commit point is one transaction of it."""
         self.nodes, self.state, self.guard, self.observe = nodes, state, guard, observe
         self.throughput = throughput
         """Measured rates and elastic jobs' step/sync/gradient samples (read for round specs)."""
@@ -100,7 +103,8 @@ class RoundExecutor:
             self.nodes.gpus,
             binding_from_plan(last_plan) if last_plan is not None else {},
         )
-        tasks = [self._task(a, r, attempt, gpus[(a.job_id, a.copy)]) for a in kept]
+        states = self.tracker.job_states({a.job_id for a in kept})
+        tasks = [self._task(a, r, attempt, gpus[(a.job_id, a.copy)], states) for a in kept]
         plan_rows = [_plan_row(t) for t in tasks]
         self.journal.plan_round(
             r, attempt, plan_rows, t_start, decision_s, policy_state=decision.policy_state
@@ -137,43 +141,60 @@ class RoundExecutor:
             }
             for a in withheld
         ]
-        # the round opened and every report of it: one transaction (a crash before it commits
-        # leaves the round planned in the journal only, which recovery aborts and plans again)
-        with self.tracker.batch():
+        # the round's commit point, ONE transaction: the round opened, every report of it, its
+        # close (steps, checkpoints), the journal's timings and the round's events (a crash
+        # before it commits leaves the round planned in the journal only, which recovery aborts
+        # and plans again)
+        with self.db.transaction():
             if self.tracker.current_round() != r:
                 self.tracker.open_round(r)
-            copies += [self._book(o, r, t1) for o in outcomes]
-        t_close = time.time()
-        summary = self.tracker.close_round(r)
-        t_end = time.time()
-        for q in summary.quarantined:
-            self.guard.log_quarantine(q, r)
-        for job_id, res in summary.jobs.items():
-            self.events.emit(
-                "aggregation",
-                round=r,
-                job=job_id,
-                copies=len(res.copies),
-                steps_added=res.steps_added,
-                steps_total=res.steps_total,
-                completed=res.completed,
-                checkpoint=str(res.checkpoint.path) if res.checkpoint else None,
-                sha256=res.checkpoint.sha256 if res.checkpoint else None,
+            ok = [o for o in outcomes if o.ok]
+            reports = self.tracker.report_many(
+                r,
+                [
+                    (o.task.tracker_copy, o.task.node, o.steps_done, o.wall_seconds, *o.written())
+                    for o in ok
+                ],
             )
-        longest_worker = max((c["wall_s"] for c in copies if c["kind"] == "ok"), default=0.0)
-        timings = {
-            "copies": copies,
-            "nodes_up": list(cluster.node_names),
-            "gpus_up": {n.name: n.num_gpus for n in cluster.nodes},
-            "decide_s": decision_s,
-            "dispatch_collect_s": t_collect - t1,
-            "average_s": t_end - t_close,
-            # everything of the round that is not a worker running: decide, stage, fetch, average
-            "coordination_s": max(0.0, (t_end - t_start) - longest_worker),
-            # everything of the round that is not training (adds worker start-up and saving)
-            "overhead_s": (t_end - t_start) - max((c["train_s"] for c in copies), default=0.0),
-        }
-        self.journal.close_round(r, t_end, timings)
+            rejected = {
+                id(o): res
+                for o, res in zip(ok, reports, strict=True)
+                if isinstance(res, ReportRejected)
+            }
+            copies += [self._book(o, r, t1, rejected.get(id(o))) for o in outcomes]
+            t_close = time.time()
+            summary = self.tracker.close_round(r)
+            t_end = time.time()
+            for q in summary.quarantined:
+                self.guard.log_quarantine(q, r)
+            for job_id, res in summary.jobs.items():
+                self.events.emit(
+                    "aggregation",
+                    after_commit=True,  # the line says the round is committed
+                    round=r,
+                    job=job_id,
+                    copies=len(res.copies),
+                    steps_added=res.steps_added,
+                    steps_total=res.steps_total,
+                    completed=res.completed,
+                    checkpoint=str(res.checkpoint.path) if res.checkpoint else None,
+                    sha256=res.checkpoint.sha256 if res.checkpoint else None,
+                )
+            longest_worker = max((c["wall_s"] for c in copies if c["kind"] == "ok"), default=0.0)
+            timings = {
+                "copies": copies,
+                "nodes_up": list(cluster.node_names),
+                "gpus_up": {n.name: n.num_gpus for n in cluster.nodes},
+                "decide_s": decision_s,
+                "dispatch_collect_s": t_collect - t1,
+                "average_s": t_end - t_close,
+                # everything of the round that is not a worker running: decide, stage, fetch,
+                # average
+                "coordination_s": max(0.0, (t_end - t_start) - longest_worker),
+                # everything of the round that is not training (adds worker start-up and saving)
+                "overhead_s": (t_end - t_start) - max((c["train_s"] for c in copies), default=0.0),
+            }
+            self.journal.close_round(r, t_end, timings)
         row = RoundRow(
             r,
             attempt,
@@ -185,46 +206,40 @@ class RoundExecutor:
             timings,
             decision.policy_state,
         )
-        self.events.sync()  # the round's events are durable with its journal row
+        # the round's events are in the state file with it: events.jsonl, an output, is not
+        # fsynced each round (start, finish and evaluations are)
         completed = tuple(j for j, res in summary.jobs.items() if res.completed)
         return RoundResult(attempt, copies, row, completed)
 
-    def _book(self, o: CopyOutcome, r: int, t1: float) -> dict[str, Any]:
-        """Report an ``ok`` copy to the tracker (a rejected one becomes a failure), log it and
-        return its record (the journal's ``copies`` row)."""
+    def _book(
+        self, o: CopyOutcome, r: int, t1: float, rejected: ReportRejected | None
+    ) -> dict[str, Any]:
+        """Book a copy the tracker took the report of (an ``ok`` one it ``rejected`` becomes a
+        failure): log it and return its record (the journal's ``copies`` row)."""
         kind, sample = o.kind, None
-        if o.ok:
-            try:
-                self.tracker.report(
-                    r,
-                    o.task.tracker_copy,
-                    o.task.node,
-                    o.steps_done,
-                    o.wall_seconds,
-                    *o.written(),
-                )
-                self.observe(
-                    o.task.job.job_id, o.task.node, o.steps_done, o.train_seconds, o.task.placement
-                )
-                sample = elastic.sample_of(r, o.task.placement, o.steps_done, o.measured)
-                if sample is not None:
-                    self.throughput.observe_iterations(o.task.job.job_id, sample)
-                self.events.emit(
-                    "result",
-                    round=r,
-                    job=o.task.job.job_id,
-                    copy=o.task.copy,
-                    node=o.task.node,
-                    steps=o.steps_done,
-                    train_s=round(o.train_seconds, 3),
-                    wall_s=round(o.wall_seconds, 3),
-                    rate=round(o.rate, 3),
-                    loss=o.final_loss,
-                    **elastic.event_fields(sample),
-                )
-            except ReportRejected as exc:
-                kind = "mismatched-checkpoint"
-                o = replace(o, kind=kind, error=str(exc))
+        if o.ok and rejected is not None:
+            kind = "mismatched-checkpoint"
+            o = replace(o, kind=kind, error=str(rejected))
+        elif o.ok:
+            self.observe(
+                o.task.job.job_id, o.task.node, o.steps_done, o.train_seconds, o.task.placement
+            )
+            sample = elastic.sample_of(r, o.task.placement, o.steps_done, o.measured)
+            if sample is not None:
+                self.throughput.observe_iterations(o.task.job.job_id, sample)
+            self.events.emit(
+                "result",
+                round=r,
+                job=o.task.job.job_id,
+                copy=o.task.copy,
+                node=o.task.node,
+                steps=o.steps_done,
+                train_s=round(o.train_seconds, 3),
+                wall_s=round(o.wall_seconds, 3),
+                rate=round(o.rate, 3),
+                loss=o.final_loss,
+                **elastic.event_fields(sample),
+            )
         if not o.ok:
             self.events.emit(
                 "failure",
@@ -261,7 +276,12 @@ class RoundExecutor:
         return 0 if row is None else row.attempt + 1
 
     def _task(
-        self, a: Assignment, r: int, attempt: int, gpus: dict[str, dict[str, tuple[int, ...]]]
+        self,
+        a: Assignment,
+        r: int,
+        attempt: int,
+        gpus: dict[str, dict[str, tuple[int, ...]]],
+        states: dict[int, JobState],
     ) -> CopyTask:
         job = self.by_id[a.job_id]
         # A forked copy's tracker id follows its node's position in the whole cluster file, so it
@@ -271,7 +291,7 @@ class RoundExecutor:
         if self._copies.get(job.job_id, 0) < idx:  # copies, once registered, stay registered
             self.tracker.register_copies(job.job_id, max(idx, 1))
             self._copies[job.job_id] = idx
-        state = self.tracker.job_state(job.job_id)
+        state = states[job.job_id]  # read for the round's jobs at once
         budget = (
             state.remaining_steps
             if a.step_budget is None

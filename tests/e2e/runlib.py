@@ -181,7 +181,7 @@ def steps_added(rundir: Path) -> dict[int, int]:
 def tracker_progress(rundir: Path) -> dict[int, int]:
     from tracker.tracker import JobTracker
 
-    t = JobTracker.open(rundir / "tracker.sqlite", rundir / "checkpoints")
+    t = JobTracker.open(rundir / "state.sqlite", rundir / "checkpoints")
     try:
         return {s.job_id: s.steps_done for s in t.jobs() if s.completed} | {
             s.job_id: s.steps_done for s in t.jobs() if not s.completed

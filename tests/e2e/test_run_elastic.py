@@ -86,7 +86,7 @@ def pollux_agents(out: Path) -> dict[str, Any]:
     """The Pollux agents of the run's last committed round (its journalled policy state)."""
     from hadar.runtime.journal import Journal
 
-    journal = Journal(out / "journal.sqlite")
+    journal = Journal(out / "state.sqlite")
     try:
         closed = [r for r in journal.rounds() if r.status == "closed"]
         return dict(closed[-1].policy_state["agents"])

@@ -51,7 +51,7 @@ def _jobs(tmp_path: Path, targets: dict[int, int] = TARGETS) -> Path:
 
 def _latest(rundir: Path) -> dict[int, tuple[str, int, int]]:
     """{job: (checkpoint path, steps_done, completed)} read straight from the tracker database."""
-    conn = sqlite3.connect(f"file:{rundir / 'tracker.sqlite'}?mode=ro", uri=True)
+    conn = sqlite3.connect(f"file:{rundir / 'state.sqlite'}?mode=ro", uri=True)
     try:
         rows = conn.execute("SELECT job_id, ckpt_path, steps_done, completed FROM jobs").fetchall()
     finally:

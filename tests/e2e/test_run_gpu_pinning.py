@@ -123,9 +123,9 @@ def plans(rundir: Path) -> dict[int, dict[int, dict]]:
     """The journalled plan rows of every round: round -> job -> row."""
     import sqlite3
 
-    conn = sqlite3.connect(rundir / "journal.sqlite")
+    conn = sqlite3.connect(rundir / "state.sqlite")
     try:
-        rows = conn.execute("SELECT round, plan FROM rounds ORDER BY round").fetchall()
+        rows = conn.execute("SELECT round, plan FROM run_rounds ORDER BY round").fetchall()
     finally:
         conn.close()
     return {r: {row["job"]: row for row in json.loads(plan)} for r, plan in rows}

@@ -223,7 +223,7 @@ def test_resume_with_forged_digests_is_caught_by_the_tracker_jobs(
     repoint_run_json(copied_run, "workload", other)
     proc = resume(copied_run)
     assert refused(proc) == (
-        f"hadar: error: {copied_run / 'tracker.sqlite'}: job 0 is MM/tiny with 40 steps in "
+        f"hadar: error: {copied_run / 'state.sqlite'}: job 0 is MM/tiny with 40 steps in "
         f"the tracker but LT/tiny with 40 steps in workload {other}: not the workload this "
         f"run started with"
     )
@@ -255,9 +255,9 @@ def _last_round(rundir: Path) -> int:
 
 
 def test_a_truncated_journal_is_exit_2_naming_it(copied_run: Path) -> None:
-    db = copied_run / "journal.sqlite"
+    db = copied_run / "state.sqlite"
     size = db.stat().st_size
-    assert size > 4096 and not (copied_run / "journal.sqlite-wal").exists()
+    assert size > 4096 and not (copied_run / "state.sqlite-wal").exists()
     with db.open("r+b") as fh:
         fh.truncate(size // 2)
     before = db.read_bytes()
@@ -266,24 +266,35 @@ def test_a_truncated_journal_is_exit_2_naming_it(copied_run: Path) -> None:
     assert db.read_bytes() == before  # refused, not repaired or rewritten
 
 
-@pytest.mark.parametrize(
-    ("emptied", "other"),
-    [("journal.sqlite", "tracker.sqlite"), ("tracker.sqlite", "journal.sqlite")],
-)
-def test_a_state_file_truncated_to_nothing_is_exit_2_not_lost_history(
-    copied_run: Path, emptied: str, other: str
-) -> None:
-    db = copied_run / emptied
+def test_a_state_file_truncated_to_nothing_is_exit_2_not_lost_history(copied_run: Path) -> None:
+    db = copied_run / "state.sqlite"
     db.write_bytes(b"")
     proc = resume(copied_run)
     assert refused(proc) == (
         f"hadar: error: {db}: has no record of round {_last_round(copied_run)}, which "
-        f"{other} closed (the file was truncated or replaced)"
+        f"{copied_run / 'checkpoints'} holds a checkpoint of (the file was truncated or replaced)"
     )
 
 
+def test_a_run_directory_of_the_older_layout_is_exit_2_not_migrated(copied_run: Path) -> None:
+    """A run made before the one state file (journal.sqlite + tracker.sqlite): refused by
+    --resume and hadar report with one line; nothing is read as empty history or rewritten."""
+    (copied_run / "state.sqlite").rename(copied_run / "tracker.sqlite")
+    shutil.copy(copied_run / "tracker.sqlite", copied_run / "journal.sqlite")
+    before = {n: (copied_run / n).read_bytes() for n in ("journal.sqlite", "tracker.sqlite")}
+    line = (
+        f"hadar: error: {copied_run}: made by an older version of hadar (its state is in "
+        "journal.sqlite and tracker.sqlite, not state.sqlite); this version cannot resume or "
+        "report it: finish it with the version that started it, or start a new run with --out"
+    )
+    assert refused(resume(copied_run)) == line
+    assert refused(hadar("report", str(copied_run), timeout=120)) == line
+    assert not (copied_run / "state.sqlite").exists()
+    assert {n: (copied_run / n).read_bytes() for n in before} == before
+
+
 def test_a_damaged_tracker_is_exit_2_naming_it(copied_run: Path) -> None:
-    db = copied_run / "tracker.sqlite"
+    db = copied_run / "state.sqlite"
     conn = sqlite3.connect(db)
     page = conn.execute("PRAGMA page_size").fetchone()[0]
     conn.close()

@@ -92,7 +92,7 @@ def test_a_stalled_run_exit_4_leaves_no_node_process(tmp_path: Path) -> None:
 
 def _completed_in(rundir: Path) -> dict[int, int]:
     """{job: the round whose close completed it}, from the tracker's consolidation rows."""
-    conn = sqlite3.connect(f"file:{rundir / 'tracker.sqlite'}?mode=ro", uri=True)
+    conn = sqlite3.connect(f"file:{rundir / 'state.sqlite'}?mode=ro", uri=True)
     try:
         rows = conn.execute(
             "SELECT job_id, MIN(round) FROM consolidations WHERE completed = 1 GROUP BY job_id"
@@ -150,7 +150,7 @@ def test_a_kill_after_the_close_committed_loses_no_metric(tmp_path: Path) -> Non
 
 
 def _closed(rundir: Path) -> list[int]:
-    conn = sqlite3.connect(f"file:{rundir / 'tracker.sqlite'}?mode=ro", uri=True)
+    conn = sqlite3.connect(f"file:{rundir / 'state.sqlite'}?mode=ro", uri=True)
     try:
         return [r[0] for r in conn.execute("SELECT round FROM rounds WHERE state = 'closed'")]
     finally:
@@ -168,7 +168,7 @@ def test_a_second_process_on_a_live_run_is_exit_6_and_report_reads_it(tmp_path: 
         assert second.returncode == 6, second.stdout + second.stderr
         (line,) = second.stderr.strip().splitlines()
         assert line.startswith(
-            f"hadar: error: {(out / 'tracker.sqlite').resolve()}: the tracker database is open "
+            f"hadar: error: {(out / 'state.sqlite').resolve()}: the tracker database is open "
             "in another process"
         ), line
         report = hadar("report", str(out), timeout=120)  # reads the live run, takes no lock

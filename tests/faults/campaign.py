@@ -193,7 +193,7 @@ def account(out: Path, figures: RunFigures) -> None:
     from tracker.tracker import JobTracker
 
     committed: dict[int, dict[int, int]] = {}  # round -> job -> steps added, from the tracker
-    tracker = JobTracker.open(out / "tracker.sqlite", out / "checkpoints")
+    tracker = JobTracker.open(out / "state.sqlite", out / "checkpoints")
     try:
         last = tracker.last_closed_round()
         for r in range(0 if last is None else last + 1):

@@ -72,7 +72,7 @@ def _events(tmp: Path) -> list[dict]:
 def test_a_job_is_not_scheduled_before_its_arrival(tmp_path):
     c = _coordinator(tmp_path, [0.0, ARRIVAL_S])
     c.run()
-    rows = Journal(tmp_path / "run" / "journal.sqlite").rounds()
+    rows = Journal(tmp_path / "run" / "state.sqlite").rounds()
     started = {r.round: r.started - c.cfg.started_at for r in rows if r.status == "closed"}
     dispatched = [(e["round"], e["job"]) for e in _events(tmp_path) if e["event"] == "dispatch"]
     first = {job: min(r for r, j in dispatched if j == job) for job in (0, 1)}
@@ -135,7 +135,7 @@ def test_nothing_runs_and_no_round_is_recorded_before_the_first_arrival(tmp_path
         and waiting[0]["next_arrival_s"] == ARRIVAL_S / 2
         and waiting[0]["jobs"] == [0]
     )
-    rows = Journal(tmp_path / "run" / "journal.sqlite").rounds()
+    rows = Journal(tmp_path / "run" / "state.sqlite").rounds()
     assert rows[0].round == 0 and rows[0].started - c.cfg.started_at >= ARRIVAL_S / 2
 
 
@@ -159,7 +159,7 @@ def test_an_impossible_plan_is_one_error_and_nothing_is_dispatched(tmp_path):
     ):
         c.run()
     assert not [e for e in _events(tmp_path) if e["event"] == "dispatch"]
-    assert Journal(tmp_path / "run" / "journal.sqlite").rounds() == []
+    assert Journal(tmp_path / "run" / "state.sqlite").rounds() == []
 
 
 def test_the_policy_state_is_journalled_each_round_and_restored_on_resume(tmp_path):
@@ -183,9 +183,7 @@ def test_the_policy_state_is_journalled_each_round_and_restored_on_resume(tmp_pa
     c.view = View()
     with pytest.raises(StopRequested):
         c.run()
-    rows = [
-        r for r in Journal(tmp_path / "run" / "journal.sqlite").rounds() if r.status == "closed"
-    ]
+    rows = [r for r in Journal(tmp_path / "run" / "state.sqlite").rounds() if r.status == "closed"]
     assert len(rows) == stop_after
     saved = rows[-1].policy_state
     assert saved["x"] and set(saved["x"]) == {
