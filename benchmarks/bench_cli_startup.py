@@ -6,7 +6,8 @@ machine) and its wall seconds (docs/results.md, "CLI start-up").
 
 ``--root`` times another checkout's sources with this interpreter (e.g. a ``git worktree`` of an
 older commit, for a before/after table); by default this one. Prints a Markdown table of medians
-with the load average, since wall time depends on what else runs.
+with the load average, since wall time depends on what else runs, and whether the sources have
+byte code (``scripts/test`` compiles them; with PYTHONDONTWRITEBYTECODE set nothing else does).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ COMMANDS: dict[str, list[str]] = {
     "hadar compare --help": ["compare", "--help"],
     "hadar simulate, bad input (exit 2)": ["simulate", "--workload", "M-99"],
     "hadar simulate philly-8 (whole run)": ["simulate", "--workload", "philly-8", "--no-progress"],
+    "hadar run, refused (nothing to resume)": ["run", "--resume", "nowhere"],
 }
 """What is timed: label -> arguments of ``python -m hadar``."""
 
@@ -55,7 +57,11 @@ def main() -> None:
     p.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1])
     args = p.parse_args()
     root = args.root.resolve()
-    print(f"sources: {root}; load average {os.getloadavg()[0]:.1f}; {args.repeat} repeats\n")
+    compiled = any((root / "hadar" / "__pycache__").glob("cli.*.pyc"))
+    print(
+        f"sources: {root} ({'byte-compiled' if compiled else 'no byte code'}); "
+        f"load average {os.getloadavg()[0]:.1f}; {args.repeat} repeats\n"
+    )
     print("| command | CPU s (median) | wall s (median) |")
     print("|---|---:|---:|")
     with tempfile.TemporaryDirectory() as cwd:
