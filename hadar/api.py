@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from hadar.core.defaults import SIMULATED
+from hadar.core.defaults import DEFAULT_HORIZON_S, FORK_PROGRESS, SIMULATED
 from hadar.core.errors import InputError
 from hadar.core.node_stream import load_node_stream
 from hadar.core.renames import accepts_old_keywords
@@ -37,7 +37,6 @@ from hadar.scenario import (
 )
 from hadar.simulator import SimConfig
 from hadar.simulator import simulate as run_simulator
-from hadar.simulator.engine import DEFAULT_HORIZON_S, FORK_PROGRESS
 from hadar.simulator.metrics import comparison_rows, summarize
 from hadar.simulator.output import result_frames, write_result
 from hadar.simulator.records import SimulationResult

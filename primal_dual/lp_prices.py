@@ -27,9 +27,7 @@ minor version so a simulation replays identically on every install.
 
 from __future__ import annotations
 
-import highspy
 import numpy as np
-from highspy._core import _Highs
 
 INTERIOR_POINT_ABOVE_JOBS = 4096
 """LPs over more jobs than this are solved by HiGHS's interior-point method (with crossover):
@@ -59,6 +57,10 @@ def type_prices(values: np.ndarray, gang: np.ndarray, capacity: np.ndarray) -> n
         # no type can be filled: every capacity row is slack at every feasible point, so its dual
         # is 0 in every optimal solution (complementary slackness): nothing to solve
         return np.zeros(m)
+    # imported here, on the first LP: importing a policy (the CLI's parsers list them) stays light
+    import highspy
+    from highspy._core import _Highs
+
     nv = jj.size
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = nv, n + m

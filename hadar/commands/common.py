@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from estimators.throughput import EstimatedCell, ThroughputModel
-from hadar import scenario
 from hadar.commands import argtypes
 from hadar.commands.options import add_restart_penalty_arg, add_round_arg, add_size_arg
-from hadar.core.cluster import Cluster
 from hadar.core.cluster_config import bundled_cluster_names
-from hadar.core.jobs import Job
+from hadar.core.defaults import DEFAULT_HORIZON_S, FORK_PROGRESS
 from hadar.core.validation import MAX_SECONDS
-from hadar.simulator.engine import DEFAULT_HORIZON_S, FORK_PROGRESS
+
+if TYPE_CHECKING:  # the parsers import no simulator, estimator or scenario code
+    from estimators.throughput import EstimatedCell, ThroughputModel
+    from hadar.core.cluster import Cluster
+    from hadar.core.jobs import Job
 
 
 def add_scenario_args(
@@ -138,6 +140,8 @@ def load_scenario(args: argparse.Namespace) -> tuple[Cluster, list[Job], Through
     """:func:`hadar.scenario.load_scenario` from the scenario flags (``--cluster``, ``--workload``,
     ``--throughputs``, ``--seed``, ``--size``, ``--round``, ``--restart-penalty`` and ``--horizon``
     where the command has them)."""
+    from hadar import scenario
+
     scenario.check_round(getattr(args, "round_s", None), getattr(args, "restart_penalty_s", 0.0))
     return scenario.load_scenario(
         args.cluster,

@@ -52,7 +52,6 @@ from hadar.core.validation import MAX_JOBS
 from hadar.policy import POLICY_REGISTRY, RoundContext, default_policies, preferred_reference
 from hadar.policy_options import build_config, parse_pairs, policy_with_options
 from hadar.scenario import check_round, comparison_default_set
-from hadar.simulator.metrics import comparison_rows
 from hadar.sweep import default_workers, run_cells
 
 DECISION_SIZES = (32, 64, 128, 256, 512, 1024, 2048)
@@ -238,6 +237,8 @@ def run(args: argparse.Namespace) -> int:
         args.ray_address,
         on_done=lambda s, dt: console.print(f"  {s['policy']:>15} done ({dt:.1f} s)"),
     )
+    from hadar.simulator.metrics import comparison_rows  # the simulator: not for the parser
+
     reference = preferred_reference(policies)
     rows = comparison_rows(summaries, reference, [key for key, _, _ in METRICS + FAIRNESS_METRICS])
     decisions = (

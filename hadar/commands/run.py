@@ -25,7 +25,7 @@ from hadar.commands.options import (
 from hadar.commands.resume_options import check_resume_options, track_given
 from hadar.core.defaults import REAL_RUN, SIMULATED
 from hadar.core.errors import HadarError, InputError
-from hadar.core.extras import plots_missing_note, require
+from hadar.core.extras import plots_missing_note, require_installed
 from hadar.policy_options import parse_pairs
 from hadar.runtime.config import RunConfig, load_config, save_config
 from hadar.runtime.identity import RunIdentity, check_same_run, run_identity
@@ -169,18 +169,14 @@ def register(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # imported here: they bring torch, which `hadar --help` and the other commands do not need
-    require("torch", "hadar run (real training)")
+    # torch is imported with the coordinator, once the options are checked: `hadar --help`, a
+    # refused command line and the parent of --detach never pay for it (~1 s of CPU)
+    require_installed("torch", "hadar run (real training)")
     if args.detach:
         from hadar.commands.background import detach
 
         rundir = Path(args.resume or args.out or default_rundir(args.policy))
         return detach(args.argv, rundir, resume=bool(args.resume))
-    from hadar.runtime.coordinator import Coordinator, StopRequested
-    from hadar.runtime.faults import RunStalledError
-    from hadar.runtime.live import LiveView
-    from hadar.runtime.outputs import write_report
-
     console = Console()
     if args.resume:
         rundir = Path(args.resume)
@@ -238,6 +234,11 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.down_after is not None:
         check_down_after(cfg.cluster)
+    from hadar.runtime.coordinator import Coordinator, StopRequested
+    from hadar.runtime.faults import RunStalledError
+    from hadar.runtime.live import LiveView
+    from hadar.runtime.outputs import write_report
+
     view: LiveView | None = None
     coordinator = Coordinator(rundir, cfg, provider_options=_provider_options(args))
     if not args.resume:

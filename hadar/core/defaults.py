@@ -51,3 +51,10 @@ REAL_RUN = RealRunDefaults(
 )
 """``hadar run``'s defaults: 30 s wall-clock rounds, short enough for the tiny models on CPUs;
 3 s for starting a worker and loading a model; 2 s for averaging; tiny models; HadarE."""
+
+FORK_PROGRESS = ("goodput", "steps")
+"""How the simulator's forked copies progress (``SimConfig.fork_progress``, ``--fork-progress``);
+the first is the default."""
+
+DEFAULT_HORIZON_S = 365 * 86400.0
+"""Knob: simulated time by which every job must have finished (one year; ``--horizon``)."""

@@ -71,9 +71,20 @@ def require(module: str, purpose: str) -> ModuleType:
         known = extras_of_modules()
         if known and _normal(missing) not in known:
             raise  # not an optional dependency: a real bug, keep its traceback
-        raise MissingExtraError(
-            f"{purpose} needs {missing}, which is not installed: {install_hint(missing)}"
-        ) from None
+        raise _missing(missing, purpose) from None
+
+
+def require_installed(module: str, purpose: str) -> None:
+    """:func:`require`'s error line when ``module`` is not installed, without importing it: a
+    command that may still refuse its input (``hadar run``) does not pay for the import first."""
+    if not available(module):
+        raise _missing(module.split(".")[0], purpose)
+
+
+def _missing(module: str, purpose: str) -> MissingExtraError:
+    return MissingExtraError(
+        f"{purpose} needs {module}, which is not installed: {install_hint(module)}"
+    )
 
 
 def plots_missing_note(what: str) -> str | None:

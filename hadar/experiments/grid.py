@@ -25,8 +25,6 @@ from hadar.experiments.bounds import TtdBounds, mix_bounds
 from hadar.experiments.paper import PAPER_POLICIES
 from hadar.policy import POLICY_REGISTRY, make_policy
 from hadar.scenario import load_scenario
-from hadar.simulator import SimConfig, simulate
-from hadar.simulator.metrics import summarize
 
 DEFAULT_CLUSTERS = ("aws-5node", "lab-5node")
 DEFAULT_MIXES = ("M-1", "M-3", "M-4", "M-5", "M-8", "M-10", "M-12")
@@ -191,6 +189,9 @@ def scenario(cluster: str, mix_name: str) -> tuple[Cluster, tuple[Job, ...], Thr
 
 def run_cell(cell: Cell) -> dict[str, Any]:
     """Simulate one cell; its row (keys :data:`ROW_KEYS`)."""
+    from hadar.simulator import SimConfig, simulate  # here: the CLI's parser reads this module
+    from hadar.simulator.metrics import summarize
+
     cluster, jobs, throughput = scenario(cell.cluster, cell.mix)
     config = SimConfig(round_s=cell.round_s, restart_penalty_s=cell.restart_penalty_s)
     result = simulate(cluster, list(jobs), make_policy(cell.policy), throughput, config)

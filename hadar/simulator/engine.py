@@ -36,7 +36,7 @@ from typing import Any
 
 from estimators.throughput import RunRate, ThroughputModel
 from hadar.core.cluster import Cluster
-from hadar.core.defaults import SIMULATED
+from hadar.core.defaults import DEFAULT_HORIZON_S, FORK_PROGRESS, SIMULATED
 from hadar.core.errors import HadarError, InputError
 from hadar.core.job_service import JobService
 from hadar.core.jobs import Job, JobStatus, Placement
@@ -58,12 +58,6 @@ __all__ = [
     "validate_plan",
 ]
 """``PolicyError`` and ``validate_plan`` live in ``hadar.loop`` (shared with real runs)."""
-
-FORK_PROGRESS = ("goodput", "steps")
-"""How forked copies progress (:attr:`SimConfig.fork_progress`); the first is the default."""
-
-DEFAULT_HORIZON_S = 365 * 86400.0
-"""Knob: simulated time by which every job must have finished (one year)."""
 
 
 class SimulationLimitError(InputError):
