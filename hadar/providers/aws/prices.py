@@ -12,7 +12,8 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+
+from hadar.providers.lifecycle import CostLine, LaunchCost
 
 AS_OF = dt.date(2024, 6, 1)
 REGION = "us-east-1"
@@ -45,32 +46,6 @@ USD_PER_HOUR: Mapping[str, float] = {
 """On-demand USD per instance-hour (us-east-1, Linux, :data:`AS_OF`)."""
 
 
-@dataclass(frozen=True)
-class Line:
-    """One instance type of a launch: how many, and what each costs per hour (None: unknown)."""
-
-    instance_type: str
-    count: int
-    usd_per_hour: float | None
-
-    @property
-    def total(self) -> float | None:
-        return None if self.usd_per_hour is None else self.usd_per_hour * self.count
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """What a launch costs per hour, by instance type, and what the figure does not cover."""
-
-    lines: tuple[Line, ...]
-    notes: tuple[str, ...]
-
-    @property
-    def usd_per_hour(self) -> float:
-        """The known part of the hourly cost (types missing from the table are in ``notes``)."""
-        return sum(line.total or 0.0 for line in self.lines)
-
-
 def estimate(
     instance_types: Sequence[str],
     *,
@@ -78,17 +53,20 @@ def estimate(
     spot: bool = False,
     spot_max_price: str | None = None,
     today: dt.date | None = None,
-) -> Estimate:
+) -> LaunchCost:
     """The hourly cost of launching one instance of each of ``instance_types`` (on-demand
     prices from the bundled table; the spot cap with ``spot``), with a note for every reason the
     figure may be wrong: unknown types, another region, a stale table, spot prices."""
     counts = Counter(instance_types)
+    market = " (spot)" if spot else ""
     lines = []
     for itype in sorted(counts):
         price = float(spot_max_price) if spot and spot_max_price else USD_PER_HOUR.get(itype)
-        lines.append(Line(itype, counts[itype], price))
+        lines.append(CostLine(f"{itype}{market}", counts[itype], price))
     notes = []
-    unknown = [line.instance_type for line in lines if line.usd_per_hour is None]
+    unknown = [
+        t for t, line in zip(sorted(counts), lines, strict=True) if line.usd_per_hour is None
+    ]
     if unknown:
         notes.append(f"no price in the bundled table for {', '.join(unknown)} (not counted)")
     if spot:
@@ -102,4 +80,4 @@ def estimate(
     age = ((today or dt.date.today()) - AS_OF).days
     if age > STALE_AFTER_DAYS:
         notes.append(f"prices from {AS_OF.isoformat()} ({age} days old, stale): check {PRICES_URL}")
-    return Estimate(tuple(lines), tuple(notes))
+    return LaunchCost(tuple(lines), tuple(notes))

@@ -65,7 +65,7 @@ from hadar.providers.base import (
     RunsThroughAnother,
     load_section,
 )
-from hadar.providers.lifecycle import CostLine, LaunchCost, Log, Machine, NodeLifecycle
+from hadar.providers.lifecycle import LaunchCost, Log, Machine, NodeLifecycle
 from hadar.providers.ssh import DEFAULT_KNOWN_HOSTS
 from hadar.providers.ssh.provider import SshProvider, known_hosts_name
 from hadar.providers.transport import node_transport, provider_schema
@@ -398,18 +398,11 @@ class AwsCluster(NodeLifecycle):
         """The hourly price of ``nodes``' instance types from the bundled, dated table
         (:mod:`hadar.providers.aws.prices`), with its notes (unknown types, region, spot, age)."""
         s = self.settings
-        found = estimate(
+        return estimate(
             [str(self.instance_types[n.name]) for n in nodes],
             region=s.region,
             spot=s.spot,
             spot_max_price=s.spot_max_price,
-        )
-        market = " (spot)" if s.spot else ""
-        return LaunchCost(
-            tuple(
-                CostLine(f"{x.instance_type}{market}", x.count, x.usd_per_hour) for x in found.lines
-            ),
-            found.notes,
         )
 
     def dry_run(self, nodes: Sequence[Node]) -> str:
