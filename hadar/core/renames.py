@@ -1,7 +1,7 @@
 """Older spellings of renamed concepts, kept readable (docs/glossary.md): the one place that
 spells them. Code uses the new names only; what a user could still hand over in an old spelling
 (a keyword of the Python API, an attribute a policy plug-in reads, a key of a saved run file) is
-mapped here. ``tests/packaging/test_one_place.py`` fails if an old spelling appears elsewhere."""
+mapped here. ``tests/packaging/test_one_name.py`` fails if an old spelling appears elsewhere."""
 
 from __future__ import annotations
 
