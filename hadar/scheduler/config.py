@@ -70,6 +70,10 @@ class HadarConfig:
     """Wall-clock starvation bound (``replan=preempt``): a job not started within this many
     seconds of its arrival is placed first, as with ``max_rho``. None (default) = no bound; it was
     86400 until issue 27 replaced it by ``max_rho``."""
+    type_matching: bool = False
+    """After the DP chose which jobs run, re-assign their GPU types to minimise the sum of their
+    projected completion times (``hadar/scheduler/matching.py``); the guards' and overdue jobs
+    keep their placements."""
     single_node: bool = False
     """Place every job on one node when its gang fits on some node (HadarE's per-node copies)."""
 

@@ -14,6 +14,7 @@ from hadar.policy import Assignment, RoundContext, RoundPlan
 from hadar.reference_rates import equal_share_rate, fair_share_jct
 from hadar.running import split_running
 from hadar.scheduler.contention import Contention
+from hadar.scheduler.matching import match_types
 from hadar.scheduler.steps import (
     admit,
     backfill,
@@ -104,6 +105,7 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
             cand = deadline_candidate(entries[i], vals[i], free, cache, deadline, ctx)
             if cand is not None:
                 take(i, cand)
+    fixed = set(placed)  # the guards' and overdue jobs' placements meet their deadlines
     rest = [i for i in range(len(entries)) if entries[i].key not in placed]
     selected, info = admit(
         [entries[i] for i in rest], free.copy(), ctx, cache, replace(cfg, backfill=False)
@@ -124,6 +126,10 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
             best = cache.best(entries[i], free)
             if best is not None:
                 take(i, best[0])
+    if cfg.type_matching:
+        chosen = {j: by_key[j] for j in placed if j not in fixed}
+        info["type_matched"] = match_types(chosen, placed, vals, entries, free, ctx, cache)
+        free_gpus = int(free.sum())
     info["backfilled"] = (
         backfill(
             [e for e in entries if e.key not in placed],
