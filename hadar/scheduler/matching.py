@@ -226,9 +226,9 @@ def _solve(groups: list[_Group], per_type: np.ndarray) -> list[np.ndarray] | Non
             ok = math.isfinite(g.cost[k]) and g.gang <= per_type[k]
             c[g_i * n_types + k] = g.cost[k] if ok else 0.0
             upper[g_i * n_types + k] = len(g.members) if ok else 0
-    rows = []
-    lower_b = []
-    upper_b = []
+    rows: list[np.ndarray] = []
+    lower_b: list[float] = []
+    upper_b: list[float] = []
     for g_i, g in enumerate(groups):  # every member of a group is assigned a type
         row = np.zeros(n)
         row[g_i * n_types : (g_i + 1) * n_types] = 1
