@@ -1,30 +1,32 @@
 """Hadar's type matching (``type_matching``; docs/hadar.md, "Type matching"): once the round's
-jobs are chosen, which GPU type each runs on.
+jobs are chosen, which GPU type each of them runs on.
 
 The DP chooses *which* jobs run by the utility (inverse remaining time: shortest remaining first,
-the order that minimises the number of jobs waiting). Its payoffs also choose the *type*, and
-there the same utility misleads: ``U = 3600 / tau`` values a GPU type by how much sooner it
-finishes the job *relative to its remaining time*, so every fast GPU goes to a short job and a
-long job whose speed-up on fast GPUs is the largest (a Transformer, 5.6x faster on a V100 than
-on a K80) runs on the slowest type for hours. A round on a slow type is not lost time only for
-the job: the work it leaves undone must be done later, and under load that later work delays
-every job behind it.
+the order that empties the queue fastest). Its payoffs also choose the *type*, and there that
+utility misleads: ``U = 3600 / tau`` values a faster type by how much sooner it finishes the job
+*relative to its remaining time*, so every fast GPU goes to a short job, and a long job whose
+speed-up on fast GPUs is the largest (a Transformer is 5.6x faster on a V100 than on a K80) runs
+on the slowest type for hours. A round on a slow type is not only the job's loss: the work it
+leaves undone must be done later, and it sets the tail (issue 27: the jobs that set `philly-480`'s
+p99 JCT spent a third of their time on K80s).
 
-The matching re-assigns the GPU types of the jobs the DP chose (the TTD guard's, the tail
-guard's and overdue jobs keep the placements their deadlines chose) to minimise the sum of their
-projected completion times after this round: a job on type k finishes within the round at
-``tau_k`` (restart included), else at ``round + (remaining - progress_k) / best rate`` (it runs
-on its fastest placement afterwards), so a job that does not finish this round gains
-``round x rate_k / best rate`` (its normalised speed, the quantity Gavel's heterogeneity-aware
-policies maximise), whatever its length, and a job that finishes gains the seconds a faster type
-saves it. Per type, the jobs' GPUs may not exceed what the chosen jobs hold plus the idle GPUs.
-It is a small integer program (jobs of one class in the same situation are one integer
-variable), solved with HiGHS. The jobs are then placed type by type, gangs first; a job whose
-type cannot hold its gang (nodes fragmented) keeps its planned placement where still free, else
-takes the fastest left.
+The matching re-assigns the GPU types of the jobs the DP chose (the TTD guard's, the tail guard's
+and overdue jobs keep the placements their deadlines chose) to minimise the sum of their projected
+completion times after this round: a job on type k finishes within the round at ``tau_k``
+(restart included), else at ``round + (remaining - progress_k) / best rate`` (it runs on its
+fastest placement afterwards). So a job that does not finish this round is worth
+``round x rate_k / best rate`` on type k, its normalised speed (the quantity Gavel's
+heterogeneity-aware policies maximise) whatever its length, and a job that finishes is worth the
+seconds a faster type saves it. Per type, the jobs' GPUs may not exceed what they hold plus the
+idle GPUs. It is a small integer program (jobs of one class in the same situation are one integer
+variable), solved with HiGHS; the DP's plan is one of its solutions, so it is always feasible.
+The jobs that change type are then placed, largest gang first, on the fastest placement of their
+type (the running placement when it is there: no restart); a job whose type cannot hold its gang
+any more (nodes fragmented) keeps its planned placement where still free, else takes the best
+left.
 
-Ties (e.g. GPU types equally fast for every job) keep the DP's plan: moving off it costs a
-millionth of a round.
+Ties (e.g. GPU types that are equally fast for every job) keep the DP's plan: leaving the planned
+type costs a millionth of a round.
 """
 
 from __future__ import annotations
@@ -37,61 +39,69 @@ import numpy as np
 
 from hadar.policy import RoundContext
 from hadar.reference_rates import best_rate_per_type
+from hadar.scheduler.steps import fits
 from hadar.scheduler.ttd import best_remaining_s
 from hadar.valuation import JobValuation
 from primal_dual.dp import CandidateCache, QueueEntry
 from primal_dual.find_alloc import Candidate
 
 TIE_BREAK_ROUNDS = 1e-6
-"""Cost of leaving the DP's planned type, in rounds: equal-cost assignments keep the plan."""
+"""Cost of leaving the DP's planned type, in rounds: assignments of equal cost keep the plan."""
+
+SOLVER_TIME_LIMIT_S = 5.0
+"""HiGHS's limit on the matching's integer program; without a solution by then the plan stands."""
 
 
 @dataclass(frozen=True)
-class _Group:
-    """Jobs the matching treats alike: one class (request), one planned type, one restart status
-    and none finishing within the round (else the job is its own group)."""
+class Group:
+    """Jobs the matching treats alike: one class, planned type, rate and restart status, none
+    finishing within the round (a job that does is a group of its own)."""
 
     members: tuple[int, ...]
+    """Job ids, ascending."""
     gang: int
     planned: int
     """The GPU type the DP planned for them."""
     cost: np.ndarray
-    """Per type, projected completion seconds of one member (inf: cannot run there)."""
+    """Per GPU type, one member's projected completion in seconds from now (inf: cannot run there)."""
 
 
 def single_type(cand: Candidate) -> int | None:
     """The one GPU type a placement uses, or None when it spans several."""
-    types = {i % cand.alloc.shape[1] for i in cand.cells[0]}
+    n_types = cand.alloc.shape[1]
+    types = {i % n_types for i in cand.cells[0]}
     return types.pop() if len(types) == 1 else None
 
 
-def projected_costs(
-    v: JobValuation, cand: Candidate, ctx: RoundContext, rates: np.ndarray, best_s: float
+def projected_completion(
+    type_rates: np.ndarray,
+    planned: int,
+    planned_rate: float,
+    planned_restart: bool,
+    started: bool,
+    remaining: float,
+    best_rate: float,
+    round_s: float,
+    restart_s: float,
 ) -> np.ndarray:
     """Per GPU type, the seconds from now at which the job would finish if it ran this round on
-    that type (``rates``: its fastest rate per type) and then on its fastest placement; its
-    planned type at the planned candidate's own rate and restart status."""
-    rem = v.status.remaining_steps
-    started = v.status.done_steps > 0
-    planned = single_type(cand)
+    that type (``type_rates``: its fastest rate there; on the ``planned`` type the planned
+    placement's rate and restart) and then on its fastest placement (``best_rate``); inf where it
+    cannot run."""
+    rates = type_rates.astype(float).copy()
+    rates[planned] = planned_rate
+    restart = np.full(len(rates), restart_s if started else 0.0)
+    restart[planned] = restart_s if planned_restart else 0.0
     out = np.full(len(rates), math.inf)
-    best_rate = rem / best_s if best_s > 0 and math.isfinite(best_s) else 0.0
-    for k, rate in enumerate(rates):
-        restart = 0.0
-        if k == planned:
-            rate, restart = cand.rate, (0.0 if cand.kept or not started else ctx.restart_penalty_s)
-        elif started:
-            restart = ctx.restart_penalty_s
-        if rate <= 0 or best_rate <= 0:
-            continue
-        tau = restart + rem / rate
-        if tau <= ctx.round_s:
-            out[k] = tau
-        else:
-            done = rate * max(0.0, ctx.round_s - restart)
-            out[k] = ctx.round_s + (rem - done) / best_rate
-        if k != planned:
-            out[k] += TIE_BREAK_ROUNDS * ctx.round_s
+    ok = rates > 0
+    if best_rate <= 0 or not ok.any():
+        return out
+    tau = restart[ok] + remaining / rates[ok]
+    progress = rates[ok] * np.maximum(0.0, round_s - restart[ok])
+    later = round_s + np.maximum(0.0, remaining - progress) / best_rate
+    out[ok] = np.where(tau <= round_s, tau, later)
+    out += TIE_BREAK_ROUNDS * round_s
+    out[planned] -= TIE_BREAK_ROUNDS * round_s
     return out
 
 
@@ -104,18 +114,16 @@ def match_types(
     ctx: RoundContext,
     cache: CandidateCache,
 ) -> int:
-    """Re-assign the GPU types of the jobs ``chosen`` (job id -> index into ``vals``/``entries``)
-    among the GPUs they hold in ``placed`` and the ``free`` ones (module docstring). Mutates
-    ``placed`` and ``free``; returns how many jobs changed type."""
-    cap = ctx.cluster.capacity
-    movable = {j: i for j, i in chosen.items() if single_type(placed[j]) is not None}
+    """Re-assign the GPU types of the jobs ``chosen`` (job id -> index into ``vals`` and
+    ``entries``) among the GPUs they hold in ``placed`` and the ``free`` ones (module
+    docstring). Mutates ``placed`` and ``free``; returns how many jobs changed type."""
+    types = {j: single_type(placed[j]) for j in chosen}
+    movable = {j: i for j, i in chosen.items() if types[j] is not None}
     if len(movable) < 2:
         return 0
-    groups = _groups(movable, placed, vals, ctx, cap)
-    pool = free.copy()
-    for j in movable:
-        pool += placed[j].alloc
-    counts = _solve(groups, pool.sum(axis=0))
+    groups = job_groups(movable, placed, vals, ctx)
+    pool = free.sum(axis=0) + sum(placed[j].alloc.sum(axis=0) for j in movable)
+    counts = solve_assignment(groups, pool)
     if counts is None:
         return 0
     target: dict[int, int] = {}
@@ -124,50 +132,47 @@ def match_types(
         for k in [g.planned, *(k for k in range(len(per_type)) if k != g.planned)]:
             for _ in range(int(per_type[k])):
                 target[members.pop(0)] = k
-    movers = [j for j in movable if target.get(j, single_type(placed[j])) != single_type(placed[j])]
-    if not movers:
-        return 0
+    movers = sorted(
+        (j for j in movable if target[j] != types[j]),
+        key=lambda j: (-vals[movable[j]].request.num_gpus, j),
+    )
+    planned = {j: placed.pop(j) for j in movers}
+    for plan in planned.values():
+        free += plan.alloc
+    for k in sorted({target[j] for j in movers}):  # each type's movers, largest gang first
+        only = np.zeros_like(free)
+        only[:, k] = free[:, k]
+        lineage = object()  # ``only`` only loses GPUs from here on
+        for j in movers:
+            if target[j] == k:
+                typed = on_type(entries[movable[j]], vals[movable[j]], only, cache, ctx, lineage)
+                if typed is not None:
+                    placed[j] = typed
+                    typed.take_from(only)
+                    typed.take_from(free)
+    # a type that could not hold a gang (its nodes fragmented): the planned placement, or the best
     for j in movers:
-        free += placed[j].alloc
-    changed = 0
-    for j in sorted(movers, key=lambda j: (-vals[movable[j]].request.num_gpus, j)):
-        i = movable[j]
-        planned = placed[j]
-        cand = _on_type(entries[i], vals[i], free, target[j], cache, ctx)
-        if cand is None:  # the type cannot hold the gang now (nodes fragmented)
-            if _fits(planned, free):
-                cand = planned
-            else:
-                best = cache.best(entries[i], free)
-                cand = None if best is None else best[0]
-        if cand is None:
-            del placed[j]
-            continue
-        changed += cand is not planned
-        placed[j] = cand
-        cand.take_from(free)
-    return changed
+        if j not in placed:
+            best = cache.best(entries[movable[j]], free)
+            other = planned[j] if fits(planned[j], free) else (None if best is None else best[0])
+            if other is not None:
+                placed[j] = other
+                other.take_from(free)
+    return sum(1 for j in movers if j in placed and single_type(placed[j]) != types[j])
 
 
-def _fits(cand: Candidate, free: np.ndarray) -> bool:
-    return bool((cand.alloc <= free).all())
-
-
-def _on_type(
+def on_type(
     entry: QueueEntry,
     v: JobValuation,
     free: np.ndarray,
-    k: int,
     cache: CandidateCache,
     ctx: RoundContext,
+    lineage: object | None = None,
 ) -> Candidate | None:
-    """The candidate of ``entry`` on type ``k`` alone that finishes it soonest, restart included
-    (its running placement, if there, needs none; ties: fewer nodes, then position)."""
-    only = np.zeros_like(free)
-    only[:, k] = free[:, k]
-    if int(only.sum()) < entry.request.num_gpus:
-        return None
-    cands = cache.candidates(entry, only)
+    """The candidate of ``entry`` on ``free`` (GPUs of one type) that finishes it soonest, restart
+    included (its running placement, if there, needs none; ties: fewer nodes, then position).
+    ``lineage``: as :meth:`CandidateCache.candidates`."""
+    cands = cache.candidates(entry, free, None, lineage)
     if not cands:
         return None
     rem = v.status.remaining_steps
@@ -175,81 +180,86 @@ def _on_type(
     return min(cands, key=lambda c: (rem / c.rate + (0.0 if c.kept else penalty), c.nodes))
 
 
-def _groups(
+def job_groups(
     movable: Mapping[int, int],
     placed: Mapping[int, Candidate],
     vals: list[JobValuation],
     ctx: RoundContext,
-    cap: np.ndarray,
-) -> list[_Group]:
-    memo: dict[int, float] = {}
+) -> list[Group]:
+    """The movable jobs (job id -> index into ``vals``) as :class:`Group`\\ s. A job that may
+    finish within the round (its best remaining time is at most a round) is a group of its own;
+    the members of a group differ only in their remaining steps, which move every type's cost by
+    the same amount, so one member's costs stand for all."""
+    cap = ctx.cluster.capacity
+    best_s: dict[int, float] = {}
     type_rates: dict[int, np.ndarray] = {}
     keyed: dict[object, list[int]] = {}
-    costs: dict[int, np.ndarray] = {}
+    plan: dict[int, int] = {}
     for j in sorted(movable):
         v = vals[movable[j]]
+        cand = placed[j]
+        planned = single_type(cand)
+        assert planned is not None  # movable jobs are planned on one type
+        plan[j] = planned
+        if best_remaining_s(v, ctx, best_s) <= ctx.round_s:
+            key: object = j
+        else:
+            key = (id(v.request), planned, cand.kept, cand.rate, v.status.done_steps > 0)
+        keyed.setdefault(key, []).append(j)
+    groups = []
+    for members in keyed.values():
+        j = members[0]
+        v, cand = vals[movable[j]], placed[j]
         r = v.request
         if id(r) not in type_rates:
             type_rates[id(r)] = best_rate_per_type(r.rates_cons, r.rates_unc, cap, r.num_gpus)
-        cand = placed[j]
-        cost = projected_costs(v, cand, ctx, type_rates[id(r)], best_remaining_s(v, ctx, memo))
-        costs[j] = cost
-        finishes = bool((cost < ctx.round_s).any())
-        key: object = (
-            j
-            if finishes
-            else (id(r), single_type(cand), cand.kept, cand.rate, v.status.done_steps > 0)
+        started = v.status.done_steps > 0
+        rem = v.status.remaining_steps
+        best = best_remaining_s(v, ctx, best_s)
+        cost = projected_completion(
+            type_rates[id(r)],
+            plan[j],
+            cand.rate,
+            started and not cand.kept,
+            started,
+            rem,
+            rem / best if 0 < best < math.inf else 0.0,
+            ctx.round_s,
+            ctx.restart_penalty_s,
         )
-        keyed.setdefault(key, []).append(j)
-    return [
-        _Group(
-            tuple(m),
-            vals[movable[m[0]]].request.num_gpus,
-            int(single_type(placed[m[0]]) or 0),
-            costs[m[0]],
-        )
-        for m in keyed.values()
-    ]
+        groups.append(Group(tuple(members), r.num_gpus, plan[j], cost))
+    return groups
 
 
-def _solve(groups: list[_Group], per_type: np.ndarray) -> list[np.ndarray] | None:
-    """Integer counts per group and type minimising the summed projected completion (HiGHS);
-    None if the solver finds no solution (the plan then stands)."""
+def solve_assignment(groups: list[Group], per_type: np.ndarray) -> list[np.ndarray] | None:
+    """How many members of each group go to each GPU type, minimising the summed projected
+    completion with at most ``per_type`` GPUs of each type (HiGHS); None if the solver returns no
+    solution in :data:`SOLVER_TIME_LIMIT_S` (the plan then stands)."""
+    from scipy import sparse
     from scipy.optimize import Bounds, LinearConstraint, milp
 
     n_types = len(per_type)
-    n = len(groups) * n_types
-    c = np.zeros(n)
-    upper = np.zeros(n)
-    for g_i, g in enumerate(groups):
-        for k in range(n_types):
-            ok = math.isfinite(g.cost[k]) and g.gang <= per_type[k]
-            c[g_i * n_types + k] = g.cost[k] if ok else 0.0
-            upper[g_i * n_types + k] = len(g.members) if ok else 0
-    rows: list[np.ndarray] = []
-    lower_b: list[float] = []
-    upper_b: list[float] = []
-    for g_i, g in enumerate(groups):  # every member of a group is assigned a type
-        row = np.zeros(n)
-        row[g_i * n_types : (g_i + 1) * n_types] = 1
-        rows.append(row)
-        lower_b.append(len(g.members))
-        upper_b.append(len(g.members))
-    for k in range(n_types):  # the GPUs of each type
-        row = np.zeros(n)
-        for g_i, g in enumerate(groups):
-            row[g_i * n_types + k] = g.gang
-        rows.append(row)
-        lower_b.append(0)
-        upper_b.append(float(per_type[k]))
+    gangs = np.array([g.gang for g in groups], dtype=float)
+    cost = np.array([g.cost for g in groups]).reshape(len(groups), n_types)
+    size = np.array([len(g.members) for g in groups], dtype=float)
+    ok = np.isfinite(cost) & (gangs[:, None] <= per_type[None, :])
+    gi, ki = np.nonzero(ok)
+    nv = len(gi)
+    rows = np.concatenate([gi, len(groups) + ki])
+    cols = np.concatenate([np.arange(nv), np.arange(nv)])
+    coef = np.concatenate([np.ones(nv), gangs[gi]])
+    a = sparse.csr_matrix((coef, (rows, cols)), shape=(len(groups) + n_types, nv))
+    lower = np.concatenate([size, np.zeros(n_types)])
+    upper = np.concatenate([size, per_type.astype(float)])
     res = milp(
-        c,
-        constraints=LinearConstraint(np.array(rows), lower_b, upper_b),
-        integrality=np.ones(n),
-        bounds=Bounds(np.zeros(n), upper),
-        options={"time_limit": 2.0},
+        cost[gi, ki],
+        constraints=LinearConstraint(a, lower, upper),
+        integrality=np.ones(nv),
+        bounds=Bounds(np.zeros(nv), size[gi]),
+        options={"time_limit": SOLVER_TIME_LIMIT_S},
     )
     if res.x is None:
         return None
-    x = np.round(res.x).astype(int)
-    return [x[g_i * n_types : (g_i + 1) * n_types] for g_i in range(len(groups))]
+    x = np.zeros((len(groups), n_types), dtype=int)
+    x[gi, ki] = np.round(res.x).astype(int)
+    return list(x)
