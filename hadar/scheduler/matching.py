@@ -118,7 +118,11 @@ def match_types(
     ``entries``) among the GPUs they hold in ``placed`` and the ``free`` ones (module
     docstring). Mutates ``placed`` and ``free``; returns how many jobs changed type."""
     types = {j: single_type(placed[j]) for j in chosen}
-    movable = {j: i for j, i in chosen.items() if types[j] is not None}
+    movable = {
+        j: i
+        for j, i in chosen.items()
+        if types[j] is not None and vals[i].status.remaining_steps > 0
+    }
     if len(movable) < 2:
         return 0
     groups = job_groups(movable, placed, vals, ctx)
@@ -245,6 +249,8 @@ def solve_assignment(groups: list[Group], per_type: np.ndarray) -> list[np.ndarr
     ok = np.isfinite(cost) & (gangs[:, None] <= per_type[None, :])
     gi, ki = np.nonzero(ok)
     nv = len(gi)
+    if nv == 0:
+        return None
     rows = np.concatenate([gi, len(groups) + ki])
     cols = np.concatenate([np.arange(nv), np.arange(nv)])
     coef = np.concatenate([np.ones(nv), gangs[gi]])

@@ -126,10 +126,6 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
             best = cache.best(entries[i], free)
             if best is not None:
                 take(i, best[0])
-    if cfg.type_matching:
-        chosen = {j: by_key[j] for j in placed if j not in fixed}
-        info["type_matched"] = match_types(chosen, placed, vals, entries, free, ctx, cache)
-        free_gpus = int(free.sum())
     info["backfilled"] = (
         backfill(
             [e for e in entries if e.key not in placed],
@@ -140,6 +136,9 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
         if cfg.backfill
         else 0
     )
+    if cfg.type_matching:  # the GPU types of the jobs chosen by the DP and backfill
+        chosen = {j: by_key[j] for j in placed if j not in fixed}
+        info["type_matched"] = match_types(chosen, placed, vals, entries, free, ctx, cache)
     kept_jobs = {k: running[k] for k, c in placed.items() if c.kept}
     moved_to, upgraded = policy.upgrade(kept_jobs, {v.status.job_id: v for v in vals}, free, ctx)
     info.update(
