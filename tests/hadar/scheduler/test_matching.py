@@ -105,7 +105,8 @@ def test_the_assignment_respects_each_types_gpus_with_gangs():
 
 def test_matching_never_breaks_capacity_on_the_paper_cluster():
     from hadar.simulator.engine import validate_plan
-    from tests.hadar.helpers import TABLE as GAVEL, context, small_cluster
+    from tests.hadar.helpers import TABLE as GAVEL
+    from tests.hadar.helpers import context, small_cluster
 
     cluster = small_cluster()
     types = sorted(t for t in GAVEL.job_types if GAVEL.gang_sizes(t) >= {1, 2, 4})
