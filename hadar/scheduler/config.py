@@ -19,6 +19,10 @@ round loses a round, and one whose remaining time is within two rounds of the bo
 pushed past it by the next round's wait as well; protecting them keeps the longest jobs running
 from the start, which is what a makespan objective asks (docs/hadar.md)."""
 
+DEFAULT_TAIL_PERCENTILE = 99.0
+"""Default tail guard (issue 27): the p99 JCT, the tail the field reports. With it and type
+matching Hadar's p99 on `philly-480` is below Gavel's on every seed (docs/results.md)."""
+
 TTD_BOUNDS = ("makespan-lp", "longest")
 """``ttd_bound`` values, the default first: the TTD guard's bound on the remaining TTD
 (``hadar/scheduler/ttd.py``)."""
@@ -54,11 +58,11 @@ class HadarConfig:
     ``longest``: the longest best remaining time or the remaining work over the GPUs;
     ``makespan-lp``: that, and once every job's gang fits at once, the fluid makespan LP over GPU
     types, which counts jobs contending for the same fast GPUs (``hadar/scheduler/ttd.py``)."""
-    tail_percentile: float | None = None
+    tail_percentile: float | None = DEFAULT_TAIL_PERCENTILE
     """Tail guard (``replan=preempt``; ``hadar/scheduler/tail.py``): a job whose JCT, if it waited,
     would raise the bound on this percentile of the JCTs (finished jobs' and, for the jobs present,
     elapsed + best remaining time) is placed right after the TTD guard's jobs, as they are, with
-    that bound as deadline. None (default) = no tail guard; 100 = the TTD guard's longest path."""
+    that bound as deadline (default: 99). None = no tail guard; 100 = the TTD guard's longest path."""
     max_rho: float | None = DEFAULT_MAX_RHO
     """Deferral bound (``replan=preempt``): a job whose finish-time fairness would exceed this if
     it waited another round (:func:`deferred_rho`: elapsed time + a round + its best remaining
@@ -70,10 +74,10 @@ class HadarConfig:
     """Wall-clock starvation bound (``replan=preempt``): a job not started within this many
     seconds of its arrival is placed first, as with ``max_rho``. None (default) = no bound; it was
     86400 until issue 27 replaced it by ``max_rho``."""
-    type_matching: bool = False
-    """After the DP chose which jobs run, re-assign their GPU types to minimise the sum of their
-    projected completion times (``hadar/scheduler/matching.py``); the guards' and overdue jobs
-    keep their placements."""
+    type_matching: bool = True
+    """``replan=preempt``: once the DP and backfill chose which jobs run, re-assign their GPU types
+    to minimise the sum of their projected completion times (``hadar/scheduler/matching.py``);
+    the guards' and overdue jobs keep their placements."""
     single_node: bool = False
     """Place every job on one node when its gang fits on some node (HadarE's per-node copies)."""
 
@@ -87,6 +91,8 @@ class HadarConfig:
             replan="upgrade",
             price_model="exponential",
             ttd_guard=False,
+            tail_percentile=None,
+            type_matching=False,
         )
 
     @classmethod

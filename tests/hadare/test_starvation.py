@@ -4,6 +4,8 @@ default bound is in finish-time fairness (``max_rho``), relative to the job and 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from estimators.throughput import GavelThroughputTable, TableKey
@@ -28,9 +30,15 @@ def _stream() -> list[Job]:
     return jobs
 
 
+def _policy(max_wait_s: float | None, max_rho: float | None) -> HadarEPolicy:
+    """HadarE with its default Hadar knobs but these bounds."""
+    hadar = replace(HadarEConfig().hadar, max_wait_s=max_wait_s, max_rho=max_rho)
+    return HadarEPolicy(HadarEConfig(hadar=hadar))
+
+
 def _run(max_wait_s: float | None, max_rho: float | None) -> dict[int, tuple[float, float]]:
     """Per job (queueing delay, JCT)."""
-    policy = HadarEPolicy(HadarEConfig(hadar=HadarConfig(max_wait_s=max_wait_s, max_rho=max_rho)))
+    policy = _policy(max_wait_s, max_rho)
     result = simulate(CLUSTER, _stream(), policy, TABLE, SimConfig(round_s=ROUND))
     assert all(j.finish is not None for j in result.jobs)
     return {j.job_id: (j.queueing_delay, j.jct) for j in result.jobs}
@@ -67,8 +75,9 @@ def test_the_default_fairness_bound_starts_the_one_hour_job_by_its_fair_share_de
 
 
 def _rho_max(max_wait_s: float | None, max_rho: float | None) -> float:
-    policy = HadarEPolicy(HadarEConfig(hadar=HadarConfig(max_wait_s=max_wait_s, max_rho=max_rho)))
-    result = simulate(CLUSTER, _stream(), policy, TABLE, SimConfig(round_s=ROUND))
+    result = simulate(
+        CLUSTER, _stream(), _policy(max_wait_s, max_rho), TABLE, SimConfig(round_s=ROUND)
+    )
     return float(summarize(result)["rho_max"])
 
 

@@ -42,7 +42,7 @@ def _running_and_waiting(remaining_b: float):
 
 
 def test_a_preemption_is_taken_only_when_its_gain_exceeds_the_restart_cost():
-    policy = HadarPolicy(HadarConfig(ttd_guard=False))
+    policy = HadarPolicy(HadarConfig(ttd_guard=False, tail_percentile=None))  # the DP alone
     # job 1 would finish 0.5 s sooner than job 0 but pays a 10 s restart: job 0 keeps the GPU
     keep = policy.decide(_running_and_waiting(989.5))
     assert keep.jobs() == {0} and keep.info["preempted"] == 0
@@ -62,8 +62,9 @@ def test_a_running_job_moves_only_for_more_than_the_minimum_gain():
     moved = HadarPolicy().decide(_ctx(cluster, [JobStatus(job, 2000.0)], on_k80, table))
     assert moved.allocation()[(0, 0)] == {"v": {"v100": 1}}
     # 600 steps left: gain 290 s < upgrade_min_gain_s (360 s): it stays (off the critical path:
-    # without the TTD guard; a lone job sets the TTD, so the guard moves it, tests/hadar/scheduler/test_ttd.py)
-    unguarded = HadarPolicy(HadarConfig(ttd_guard=False))
+    # without the guards; a lone job sets the TTD and the tail, so either guard moves it,
+    # tests/hadar/scheduler/test_ttd.py)
+    unguarded = HadarPolicy(HadarConfig(ttd_guard=False, tail_percentile=None))
     stays = unguarded.decide(_ctx(cluster, [JobStatus(job, 600.0)], on_k80, table))
     assert stays.allocation()[(0, 0)] == {"k": {"k80": 1}}
 
@@ -83,7 +84,8 @@ def test_the_gpu_goes_to_the_job_that_gains_most_on_it_whatever_the_queue_order(
         JobStatus(Job(0, "small-gain", 1, 1e5), 1e5),
         JobStatus(Job(1, "big-gain", 1, 1e5), 1e5),
     ]
-    plan = HadarPolicy(HadarConfig(ttd_guard=False)).decide(
+    # without the guards (of two jobs, the longer sets the TTD and the p99: a guard places it first)
+    plan = HadarPolicy(HadarConfig(ttd_guard=False, tail_percentile=None)).decide(
         _ctx(cluster, jobs, throughput=table, now=0)
     )
     assert plan.allocation() == {(1, 0): {"v": {"v100": 1}}, (0, 0): {"k": {"k80": 1}}}
@@ -101,7 +103,11 @@ def test_the_ttd_guard_starts_the_longest_job_at_once_on_its_fastest_gpu():
     first = [p for p in guarded.placements if p.job_id == 6][0]
     assert first.round_index == 0 and first.node == "v"
     unguarded = simulate(
-        cluster, jobs, HadarPolicy(HadarConfig(ttd_guard=False)), table, SimConfig()
+        cluster,
+        jobs,
+        HadarPolicy(HadarConfig(ttd_guard=False, tail_percentile=None)),
+        table,
+        SimConfig(),
     )
     assert [p for p in unguarded.placements if p.job_id == 6][
         0

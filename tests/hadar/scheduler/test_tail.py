@@ -104,14 +104,19 @@ def _jobs(workload: str, seed: int, **opts: str) -> pd.DataFrame:
     return run.jobs
 
 
-def test_at_100_the_tail_guard_is_the_default_schedule():
+def test_at_100_the_tail_guard_is_the_ttd_guards_schedule():
     # both order statistics are the maximum, which the TTD guard already protects
-    default = _jobs("philly-48", 2)
-    pd.testing.assert_frame_equal(_jobs("philly-48", 2, tail_percentile="100"), default)
+    unguarded = _jobs("philly-48", 2, tail_percentile="none")
+    pd.testing.assert_frame_equal(_jobs("philly-48", 2, tail_percentile="100"), unguarded)
+
+
+def test_the_tail_guard_is_on_by_default():
+    assert HadarConfig().tail_percentile == 99
 
 
 def test_the_tail_guard_lowers_p99():
-    default, tail = _jobs("philly-96", 0), _jobs("philly-96", 0, tail_percentile="99")
+    default = _jobs("philly-96", 0, tail_percentile="none")
+    tail = _jobs("philly-96", 0, tail_percentile="99")
     p99 = np.percentile(tail["jct"], 99)
     assert p99 < 0.95 * np.percentile(default["jct"], 99)  # 5.39 h against 5.85 h
     assert tail["jct"].max() == pytest.approx(default["jct"].max())  # TTD unchanged here
