@@ -83,26 +83,27 @@ def projected_completion(
     best_rate: float,
     round_s: float,
     restart_s: float,
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray]:
     """Per GPU type, the seconds from now at which the job would finish if it ran this round on
     that type (``type_rates``: its fastest rate there; on the ``planned`` type the planned
-    placement's rate and restart) and then on its fastest placement (``best_rate``); inf where it
-    cannot run."""
+    placement's rate and restart) and then on its fastest placement (``best_rate``), and the
+    seconds it would take if it stayed on that type; inf where it cannot run."""
     rates = type_rates.astype(float).copy()
     rates[planned] = planned_rate
     restart = np.full(len(rates), restart_s if started else 0.0)
     restart[planned] = restart_s if planned_restart else 0.0
-    out = np.full(len(rates), math.inf)
+    cost = np.full(len(rates), math.inf)
+    stay = np.full(len(rates), math.inf)
     ok = rates > 0
     if best_rate <= 0 or not ok.any():
-        return out
-    tau = restart[ok] + remaining / rates[ok]
+        return cost, stay
+    stay[ok] = restart[ok] + remaining / rates[ok]
     progress = rates[ok] * np.maximum(0.0, round_s - restart[ok])
     later = round_s + np.maximum(0.0, remaining - progress) / best_rate
-    out[ok] = np.where(tau <= round_s, tau, later)
-    out += TIE_BREAK_ROUNDS * round_s
-    out[planned] -= TIE_BREAK_ROUNDS * round_s
-    return out
+    cost[ok] = np.where(stay[ok] <= round_s, stay[ok], later)
+    cost += TIE_BREAK_ROUNDS * round_s
+    cost[planned] -= TIE_BREAK_ROUNDS * round_s
+    return cost, stay
 
 
 def match_types(
@@ -113,6 +114,7 @@ def match_types(
     free: np.ndarray,
     ctx: RoundContext,
     cache: CandidateCache,
+    deadlines: Mapping[int, float] | None = None,
 ) -> int:
     """Re-assign the GPU types of the jobs ``chosen`` (job id -> index into ``vals`` and
     ``entries``) among the GPUs they hold in ``placed`` and the ``free`` ones (module
@@ -125,7 +127,7 @@ def match_types(
     }
     if len(movable) < 2:
         return 0
-    groups = job_groups(movable, placed, vals, ctx)
+    groups = job_groups(movable, placed, vals, ctx, deadlines or {})
     pool = free.sum(axis=0) + sum(placed[j].alloc.sum(axis=0) for j in movable)
     counts = solve_assignment(groups, pool)
     if counts is None:
@@ -189,6 +191,7 @@ def job_groups(
     placed: Mapping[int, Candidate],
     vals: list[JobValuation],
     ctx: RoundContext,
+    deadlines: Mapping[int, float],
 ) -> list[Group]:
     """The movable jobs (job id -> index into ``vals``) as :class:`Group`\\ s. A job that may
     finish within the round (its best remaining time is at most a round) is a group of its own;
@@ -205,7 +208,7 @@ def job_groups(
         planned = single_type(cand)
         assert planned is not None  # movable jobs are planned on one type
         plan[j] = planned
-        if best_remaining_s(v, ctx, best_s) <= ctx.round_s:
+        if best_remaining_s(v, ctx, best_s) <= ctx.round_s or j in deadlines:
             key: object = j
         else:
             key = (id(v.request), planned, cand.kept, cand.rate, v.status.done_steps > 0)
@@ -220,7 +223,7 @@ def job_groups(
         started = v.status.done_steps > 0
         rem = v.status.remaining_steps
         best = best_remaining_s(v, ctx, best_s)
-        cost = projected_completion(
+        cost, stay = projected_completion(
             type_rates[id(r)],
             plan[j],
             cand.rate,
@@ -231,6 +234,10 @@ def job_groups(
             ctx.round_s,
             ctx.restart_penalty_s,
         )
+        if j in deadlines:  # only the types on which it still meets its deadline, and the plan
+            late = stay > deadlines[j] + 1e-6
+            late[plan[j]] = False
+            cost[late] = math.inf
         groups.append(Group(tuple(members), r.num_gpus, plan[j], cost))
     return groups
 

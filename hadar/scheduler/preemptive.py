@@ -100,12 +100,15 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
     # deadline (its finish-time fairness bound), else the fastest
     if cfg.max_rho is not None:
         policy.contention.observe(ctx.now, [s.job_id for s in ctx.jobs])
+    guarded = set(placed)  # the guards' jobs: at their bound, only the soonest finish will do
+    deadlines: dict[int, float] = {}  # overdue jobs: any type that meets the deadline will do
     for i, deadline in overdue_jobs(vals, ctx, cfg.max_wait_s, cfg.max_rho, policy.contention):
         if entries[i].key not in placed:
             cand = deadline_candidate(entries[i], vals[i], free, cache, deadline, ctx)
             if cand is not None:
                 take(i, cand)
-    fixed = set(placed)  # the guards' and overdue jobs' placements meet their deadlines
+                deadlines[job_id_of(entries[i].key)] = deadline
+    fixed = guarded
     rest = [i for i in range(len(entries)) if entries[i].key not in placed]
     selected, info = admit(
         [entries[i] for i in rest], free.copy(), ctx, cache, replace(cfg, backfill=False)
@@ -137,8 +140,11 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
         else 0
     )
     if cfg.type_matching:  # the GPU types of the jobs chosen by the DP and backfill
-        chosen = {j: by_key[j] for j in placed if j not in fixed}
-        info["type_matched"] = match_types(chosen, placed, vals, entries, free, ctx, cache)
+        index = {job_id_of(e.key): i for i, e in enumerate(entries)}
+        chosen = {j: index[j] for j in placed if j not in fixed}
+        info["type_matched"] = match_types(
+            chosen, placed, vals, entries, free, ctx, cache, deadlines
+        )
     kept_jobs = {k: running[k] for k, c in placed.items() if c.kept}
     moved_to, upgraded = policy.upgrade(kept_jobs, {v.status.job_id: v for v in vals}, free, ctx)
     info.update(

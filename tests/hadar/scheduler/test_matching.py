@@ -75,16 +75,20 @@ def test_equally_fast_types_keep_the_dps_plan():
 def test_projected_completion_within_and_beyond_the_round():
     rates = np.array([1.0, 4.0])  # slow, fast
     # 1,000 steps, not started: 1,000 s on slow (beyond the round: 360 + 640 / 4), 250 s on fast
-    got = projected_completion(rates, 1, 4.0, False, False, 1000.0, 4.0, 360.0, 10.0)
+    got, stay = projected_completion(rates, 1, 4.0, False, False, 1000.0, 4.0, 360.0, 10.0)
     assert got[1] == pytest.approx(250.0)
     assert got[0] == pytest.approx(360.0 + (1000.0 - 360.0) / 4.0, rel=1e-5)
+    assert list(stay) == pytest.approx([1000.0, 250.0])  # if it stayed there to the end
     # started and planned to stay on the fast type (kept): no restart there, one elsewhere
-    got = projected_completion(rates, 1, 4.0, False, True, 1e4, 4.0, 360.0, 10.0)
+    got, stay = projected_completion(rates, 1, 4.0, False, True, 1e4, 4.0, 360.0, 10.0)
     assert got[1] == pytest.approx(360.0 + (1e4 - 4 * 360.0) / 4.0)
     assert got[0] == pytest.approx(360.0 + (1e4 - 350.0) / 4.0, rel=1e-5)
+    assert list(stay) == pytest.approx([10.0 + 1e4, 2500.0])
     # a type the job cannot use
     assert math.isinf(
-        projected_completion(np.array([0.0, 4.0]), 1, 4.0, False, False, 1e4, 4.0, 360.0, 10.0)[0]
+        projected_completion(np.array([0.0, 4.0]), 1, 4.0, False, False, 1e4, 4.0, 360.0, 10.0)[0][
+            0
+        ]
     )
 
 
@@ -115,3 +119,22 @@ def test_matching_never_breaks_capacity_on_the_paper_cluster():
     plan = HadarPolicy(HadarConfig(type_matching=True)).decide(ctx)
     validate_plan(plan, ctx)
     assert plan.assignments
+
+
+def test_an_overdue_job_moves_only_to_a_type_that_meets_its_deadline():
+    """A job placed by the deferral bound joins the matching only on the types that still meet
+    its deadline: T (5x faster on the fast GPU) cannot give the fast GPU up to C if the slow one
+    would finish it too late."""
+    from hadar.scheduler.matching import job_groups
+    from hadar.valuation import value_jobs
+    from primal_dual.find_alloc import Candidate
+
+    ctx = _ctx([("T", 2000.0), ("C", 1e5)])
+    vals = value_jobs(ctx, ctx.jobs)
+    fast = np.array([[1, 0], [0, 0]])
+    slow = np.array([[0, 0], [0, 1]])
+    placed = {0: Candidate(fast, 5.0, 0.0, 1), 1: Candidate(slow, 4.0, 0.0, 1)}
+    groups = {g.members[0]: g for g in job_groups({0: 0, 1: 1}, placed, vals, ctx, {0: 1000.0})}
+    assert math.isinf(groups[0].cost[1])  # 2,000 s on the slow GPU: past its 1,000 s deadline
+    groups = {g.members[0]: g for g in job_groups({0: 0, 1: 1}, placed, vals, ctx, {0: 3000.0})}
+    assert math.isfinite(groups[0].cost[1])
