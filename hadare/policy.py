@@ -88,7 +88,8 @@ class HadarEPolicy(Policy):
 
     def __init__(self, config: HadarEConfig | None = None, **knobs: Any) -> None:
         self.config = config or HadarEConfig(**knobs)
-        self._hadar = HadarPolicy(replace(self.config.hadar, single_node=True))
+        # Hadar's endgame plans rounds without forked copies (hadar/scheduler/endgame.py)
+        self._hadar = HadarPolicy(replace(self.config.hadar, single_node=True, endgame=False))
 
     def state(self) -> dict[str, Any]:
         """The inner Hadar policy's state (its finish-time fairness bookkeeping)."""

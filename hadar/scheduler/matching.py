@@ -167,6 +167,22 @@ def match_types(
     return sum(1 for j in movers if j in placed and single_type(placed[j]) != types[j])
 
 
+def candidate_on_type(
+    entry: QueueEntry,
+    v: JobValuation,
+    free: np.ndarray,
+    k: int,
+    cache: CandidateCache,
+    ctx: RoundContext,
+) -> Candidate | None:
+    """:func:`on_type` on the ``free`` GPUs of type ``k`` (None when they cannot hold the gang)."""
+    only = np.zeros_like(free)
+    only[:, k] = free[:, k]
+    if int(only[:, k].sum()) < entry.request.num_gpus:
+        return None
+    return on_type(entry, v, only, cache, ctx)
+
+
 def on_type(
     entry: QueueEntry,
     v: JobValuation,

@@ -14,7 +14,8 @@ from hadar.policy import Assignment, RoundContext, RoundPlan
 from hadar.reference_rates import equal_share_rate, fair_share_jct
 from hadar.running import split_running
 from hadar.scheduler.contention import Contention
-from hadar.scheduler.matching import match_types
+from hadar.scheduler.endgame import endgame
+from hadar.scheduler.matching import candidate_on_type, match_types
 from hadar.scheduler.steps import (
     admit,
     backfill,
@@ -52,6 +53,10 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
     4. GPUs still idle are backfilled at zero price, highest utility first;
     5. a kept job moves onto faster idle GPUs only when that finishes it ``upgrade_min_gain_s``
        sooner, restart included.
+
+    In the endgame (every job fits at once and the TTD bound is at most
+    ``CONTENDED_HORIZON_ROUNDS`` rounds away, :mod:`hadar.scheduler.endgame`) step 1 places every
+    job on the GPU type of the best round-by-round schedule instead, and nothing else moves.
     """
     cfg = policy.config
     running, _ = split_running(ctx)
@@ -89,8 +94,24 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
 
     slack_s = (cfg.critical_slack_rounds + CRITICAL_TOLERANCE_ROUNDS) * ctx.round_s
     crit = critical_jobs(vals, ctx, slack_s, cfg.ttd_bound) if cfg.ttd_guard else []
-    for i, deadline in crit:  # the TTD guard first: these jobs set the TTD (hadar/scheduler/ttd.py)
-        guard(i, deadline)
+    # the TTD guard first: these jobs set the TTD (hadar/scheduler/ttd.py); in the endgame every
+    # job, on the GPU type of the best round-by-round schedule (hadar/scheduler/endgame.py)
+    types = endgame(vals, ctx, held, crit) if cfg.endgame else None
+    if types is None:
+        for i, deadline in crit:
+            guard(i, deadline)
+    else:
+        critical = dict(crit)
+        # jobs staying on their type first (their GPUs are theirs), then the largest gangs
+        for i in sorted(
+            types, key=lambda i: (not _stays(entries[i], types[i]), -vals[i].request.num_gpus, i)
+        ):
+            entry = replace(entries[i], move_min_rate=0.0)  # any move the plan makes
+            cand = candidate_on_type(entry, vals[i], free, types[i], cache, ctx)
+            if cand is not None:
+                take(i, cand)
+            elif i in critical:  # its type cannot hold its gang now (nodes fragmented)
+                guard(i, critical[i])
     if cfg.tail_percentile is not None:  # then the tail guard (hadar/scheduler/tail.py)
         policy.finished.observe(ctx.now, ctx.jobs)
         for i, deadline in tail_jobs(vals, ctx, cfg.tail_percentile, policy.finished.jcts):
@@ -145,9 +166,11 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
         info["type_matched"] = match_types(
             chosen, placed, vals, entries, free, ctx, cache, deadlines
         )
-    kept_jobs = {k: running[k] for k, c in placed.items() if c.kept}
+    # (in the endgame the plan already weighed every move: an upgrade would only undo it)
+    kept_jobs = {k: running[k] for k, c in placed.items() if c.kept and types is None}
     moved_to, upgraded = policy.upgrade(kept_jobs, {v.status.job_id: v for v in vals}, free, ctx)
     info.update(
+        endgame=types is not None,
         critical=sum(1 for i, _ in crit if entries[i].key in placed),
         upgraded=upgraded,
         preempted=sum(1 for j in running if j not in placed),
@@ -158,6 +181,14 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
         for k, c in placed.items()
     ]
     return RoundPlan(tuple(sorted(assignments, key=lambda a: a.job_id)), info)
+
+
+def _stays(entry: QueueEntry, k: int) -> bool:
+    """Whether the job runs now on GPUs of type ``k`` alone (staying there needs no restart)."""
+    if entry.keep is None:
+        return False
+    types = np.flatnonzero(entry.keep.sum(axis=0))
+    return len(types) == 1 and int(types[0]) == k
 
 
 def overdue_jobs(

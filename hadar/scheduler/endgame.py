@@ -1,0 +1,233 @@
+"""Hadar's endgame (docs/hadar.md, "TTD guard"): the last rounds, once every job present fits in
+the cluster at once and the TTD guard's bound on the remaining TTD is at most
+``CONTENDED_HORIZON_ROUNDS`` rounds away.
+
+The guard's bound is fluid (jobs share every GPU type in any proportion, at any instant); the
+guard places its jobs longest first, each on the best placement that meets that bound, else on
+the one that finishes it soonest as if it kept its fastest GPUs afterwards, and the utility
+places the others. Rounds are not fluid: a job holds one placement for a whole round, pays a
+checkpoint-restart whenever it changes placement, and a GPU whose job finishes mid-round idles
+until the round ends. Within a few rounds these decide the TTD. Lab M-2: both jobs want the one
+RTX 3090 and neither can finish within a round; the Transformer, the longest, took it first, left
+it for the MM job in the second round and came back for the third (two restarts, the 3090 idle
+for 144 s of the second round); starting the MM job there instead needs one restart and finishes
+5 s sooner. Lab M-7: of two jobs parked on a T4 and an RTX A2000 for a round, which sits where
+decides which is left the longest for the last round (22 s).
+
+So in the endgame every job runs on the GPU type of the exact round-by-round schedule: a
+branch-and-bound search over each round's assignment of the jobs to GPU types (per type, their
+gangs within its GPUs; a job runs at its fastest rate on that type alone, at its present
+placement's rate and without restart where it stays), with restarts and mid-round finishes counted
+as the simulator counts them, minimising the TTD, then the sum of the completion times (the
+average JCT). Arrivals are not foreseen: the plan is made again every round. Once entered, the
+endgame lasts while no job arrives (jobs only leave and the bound only falls), so each round
+continues the plan of the last. When the search needs more than ``MAX_LEAVES`` round assignments
+(many jobs, many types) the guard's and the utility's placements stand.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from hadar.policy import RoundContext
+from hadar.reference_rates import best_rate_per_type
+from hadar.scheduler.ttd import CONTENDED_HORIZON_ROUNDS
+from hadar.valuation import JobValuation
+
+MAX_LEAVES = 10_000
+"""Round assignments the search may evaluate (0.3-0.9 s) before it gives up and the round is
+planned as outside the endgame: a computation budget, not a tuning constant. On the physical
+mixes (at most five jobs on five GPUs) 4 searches of 70 exceed it, each the endgame's first
+round with four or five jobs (the others need at most 2,624); on ``philly-480`` (seeds 0-4) the
+endgame has at most four jobs and its searches at most four round assignments."""
+
+_EPS = 1e-6  # seconds: completion times closer than this are equal
+
+
+class _OutOfBudget(Exception):
+    """The search evaluated more than its ``max_leaves`` round assignments."""
+
+
+@dataclass
+class _Best:
+    """The best schedule found so far: its largest and summed completion, its first round."""
+
+    largest: float = math.inf
+    total: float = math.inf
+    first: dict[int, int] | None = None
+
+
+def plan_rounds(
+    rates: np.ndarray,
+    gangs: Sequence[int],
+    counts: Sequence[int],
+    remaining: Sequence[float],
+    current: Sequence[int],
+    started: Sequence[bool],
+    round_s: float,
+    penalty_s: float,
+    max_leaves: int = MAX_LEAVES,
+) -> tuple[list[int], float, float] | None:
+    """The GPU type of each job this round in the round-by-round schedule that minimises the
+    largest completion time, then their sum (module docstring), with those two in seconds from
+    now; -1 for a job no type has room for this round (it waits). ``rates[j, k]``: job j's rate on
+    type k alone (0: it cannot run there); ``counts[k]``: type k's GPUs; ``current[j]``: the type
+    it runs on now (-1: none), where it stays without restart; a job that has ``started`` pays
+    ``penalty_s`` whenever it runs elsewhere. None when the search needs more than
+    ``max_leaves`` round assignments or no schedule finishes every job."""
+    n_types = len(counts)
+    rate = [[float(x) for x in row] for row in np.asarray(rates, dtype=float)]
+    best = _Best()
+    leaves = 0
+
+    def restart(k: int, cur: int, began: bool) -> float:
+        return penalty_s if began and k != cur else 0.0
+
+    def soonest(j: int, rem: float, cur: int, began: bool) -> float:
+        """Seconds job j needs at least: alone, on its best type."""
+        return min(
+            (restart(k, cur, began) + rem / rate[j][k] for k in range(n_types) if rate[j][k] > 0),
+            default=math.inf,
+        )
+
+    def better(f: float, s: float) -> bool:
+        return f < best.largest - _EPS or (f <= best.largest + _EPS and s < best.total - _EPS)
+
+    def search(
+        t: float,
+        jobs: list[tuple[int, float, int, bool]],
+        f: float,
+        s: float,
+        first: dict[int, int] | None,
+    ) -> None:
+        """Rounds from ``t`` on for the unfinished ``jobs`` (index, remaining steps, current
+        type, started); ``f``, ``s``: the largest and summed completion of the finished ones."""
+        if not jobs:
+            if better(f, s):
+                best.largest, best.total, best.first = f, s, first
+            return
+        bound = {j: t + soonest(j, rem, cur, began) for j, rem, cur, began in jobs}
+        if not better(max(f, *bound.values()), s + sum(bound.values())):
+            return
+        order = sorted(jobs, key=lambda it: (-bound[it[0]], it[0]))
+        free = [int(c) for c in counts]
+        chosen: dict[int, int] = {}
+
+        def assign(pos: int, f_part: float, s_part: float) -> None:
+            """Assign ``order[pos:]`` a type; ``f_part``, ``s_part``: lower bounds on the
+            largest and summed completion given the types ``order[:pos]`` have."""
+            nonlocal leaves
+            if pos == len(order):
+                leaves += 1
+                if leaves > max_leaves:
+                    raise _OutOfBudget
+                left: list[tuple[int, float, int, bool]] = []
+                f2, s2 = f, s
+                for j, rem, cur, began in order:
+                    k = chosen[j]
+                    if k < 0:
+                        left.append((j, rem, -1, began))
+                        continue
+                    pen = restart(k, cur, began)
+                    tau = pen + rem / rate[j][k]
+                    if tau <= round_s:
+                        f2, s2 = max(f2, t + tau), s2 + t + tau
+                    else:
+                        done = rate[j][k] * max(0.0, round_s - pen)
+                        left.append((j, rem - done, k, began or done > 0))
+                search(t + round_s, left, f2, s2, dict(chosen) if first is None else first)
+                return
+            j, rem, cur, began = order[pos]
+            options = sorted(
+                (restart(k, cur, began) + rem / rate[j][k], k)
+                for k in range(n_types)
+                if rate[j][k] > 0 and free[k] >= gangs[j]
+            )
+            if not options:  # no type has room for its gang: it waits
+                chosen[j] = -1
+                finish = t + round_s + soonest(j, rem, -1, began)
+                assign(pos + 1, max(f_part, finish), s_part + finish - bound[j])
+                return
+            for tau, k in options:
+                if tau <= round_s:
+                    finish = t + tau
+                else:
+                    rest = rem - rate[j][k] * max(0.0, round_s - restart(k, cur, began))
+                    finish = t + round_s + soonest(j, rest, k, True)
+                if not better(max(f_part, finish), s_part + finish - bound[j]):
+                    continue
+                free[k] -= gangs[j]
+                chosen[j] = k
+                assign(pos + 1, max(f_part, finish), s_part + finish - bound[j])
+                free[k] += gangs[j]
+
+        assign(0, max(f, *bound.values()), s + sum(bound.values()))
+
+    jobs = [
+        (j, float(r), int(c), bool(b))
+        for j, (r, c, b) in enumerate(zip(remaining, current, started, strict=True))
+    ]
+    try:
+        search(0.0, jobs, 0.0, 0.0, None)
+    except _OutOfBudget:
+        return None
+    if best.first is None:
+        return None
+    return [best.first[j] for j in range(len(jobs))], best.largest, best.total
+
+
+def endgame(
+    vals: list[JobValuation],
+    ctx: RoundContext,
+    held: Mapping[int, np.ndarray],
+    critical: Sequence[tuple[int, float]],
+    max_leaves: int = MAX_LEAVES,
+) -> dict[int, int] | None:
+    """In the endgame (module docstring: the TTD guard's ``critical`` jobs, index and deadline,
+    have a bound at most ``CONTENDED_HORIZON_ROUNDS`` rounds away and every job's gang fits at
+    once), the GPU type of every job (index into ``vals``) this round (:func:`plan_rounds`);
+    ``held``: the running jobs' placements (job id -> ``[node, type]`` matrix). None outside it,
+    when the search gives up, or when some job can run nowhere or must wait this round."""
+    if not critical or max(d for _, d in critical) > CONTENDED_HORIZON_ROUNDS * ctx.round_s:
+        return None
+    if sum(v.request.num_gpus for v in vals) > ctx.cluster.total_gpus:
+        return None
+    cap = ctx.cluster.capacity
+    rows, current, started = [], [], []
+    per_class: dict[int, np.ndarray] = {}  # jobs of one class share their request object
+    for v in vals:
+        r = v.request
+        if id(r) not in per_class:
+            per_class[id(r)] = best_rate_per_type(r.rates_cons, r.rates_unc, cap, r.num_gpus)
+        row = per_class[id(r)].astype(float)  # a copy: the present placement's rate goes in
+        cur = -1
+        own = held.get(v.status.job_id)
+        if own is not None:
+            types = np.flatnonzero(own.sum(axis=0))
+            if len(types) == 1:
+                cur = int(types[0])
+                placement = ctx.cluster.placement_from_matrix(own)
+                row[cur] = ctx.throughput.rate(v.status.job, placement, ctx.cluster)
+        if not (row > 0).any():
+            return None
+        rows.append(row)
+        current.append(cur)
+        started.append(v.status.done_steps > 0)
+    plan = plan_rounds(
+        np.array(rows).reshape(len(vals), cap.shape[1]),
+        [v.request.num_gpus for v in vals],
+        [int(c) for c in cap.sum(axis=0)],
+        [v.status.remaining_steps for v in vals],
+        current,
+        started,
+        ctx.round_s,
+        ctx.restart_penalty_s,
+        max_leaves,
+    )
+    if plan is None or min(plan[0]) < 0:
+        return None
+    return dict(enumerate(plan[0]))
