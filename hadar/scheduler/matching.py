@@ -115,6 +115,7 @@ def match_types(
     ctx: RoundContext,
     cache: CandidateCache,
     deadlines: Mapping[int, float] | None = None,
+    bounds: Mapping[int, float] | None = None,
 ) -> int:
     """Re-assign the GPU types of the jobs ``chosen`` (job id -> index into ``vals`` and
     ``entries``) among the GPUs they hold in ``placed`` and the ``free`` ones (module
@@ -127,7 +128,7 @@ def match_types(
     }
     if len(movable) < 2:
         return 0
-    groups = job_groups(movable, placed, vals, ctx, deadlines or {})
+    groups = job_groups(movable, placed, vals, ctx, deadlines or {}, bounds or {})
     pool = free.sum(axis=0) + sum(placed[j].alloc.sum(axis=0) for j in movable)
     counts = solve_assignment(groups, pool)
     if counts is None:
@@ -208,11 +209,17 @@ def job_groups(
     vals: list[JobValuation],
     ctx: RoundContext,
     deadlines: Mapping[int, float],
+    bounds: Mapping[int, float] | None = None,
 ) -> list[Group]:
     """The movable jobs (job id -> index into ``vals``) as :class:`Group`\\ s. A job that may
     finish within the round (its best remaining time is at most a round) is a group of its own;
     the members of a group differ only in their remaining steps, which move every type's cost by
-    the same amount, so one member's costs stand for all."""
+    the same amount, so one member's costs stand for all. A job with a deadline (seconds from
+    now: an overdue job's) may go only to the types that finish it by then if it stays there; a
+    job with a bound (its finish-time fairness bound) only to those whose projected completion
+    keeps it (the planned type always stays allowed); a job either of them binds is a group of
+    its own."""
+    bounds = bounds or {}
     cap = ctx.cluster.capacity
     best_s: dict[int, float] = {}
     type_rates: dict[int, np.ndarray] = {}
@@ -224,7 +231,10 @@ def job_groups(
         planned = single_type(cand)
         assert planned is not None  # movable jobs are planned on one type
         plan[j] = planned
-        if best_remaining_s(v, ctx, best_s) <= ctx.round_s or j in deadlines:
+        best = best_remaining_s(v, ctx, best_s)
+        # any projected completion is at most a round + the best remaining time
+        bound_binds = bounds.get(j, math.inf) < ctx.round_s * (1 + TIE_BREAK_ROUNDS) + best
+        if best <= ctx.round_s or j in deadlines or bound_binds:
             key: object = j
         else:
             key = (id(v.request), planned, cand.kept, cand.rate, v.status.done_steps > 0)
@@ -250,10 +260,9 @@ def job_groups(
             ctx.round_s,
             ctx.restart_penalty_s,
         )
-        if j in deadlines:  # only the types on which it still meets its deadline, and the plan
-            late = stay > deadlines[j] + 1e-6
-            late[plan[j]] = False
-            cost[late] = math.inf
+        late = stay > deadlines[j] + 1e-6 if j in deadlines else cost > bounds.get(j, math.inf)
+        late[plan[j]] = False
+        cost[late] = math.inf
         groups.append(Group(tuple(members), r.num_gpus, plan[j], cost))
     return groups
 

@@ -123,7 +123,8 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
         policy.contention.observe(ctx.now, [s.job_id for s in ctx.jobs])
     guarded = set(placed)  # the guards' jobs: at their bound, only the soonest finish will do
     deadlines: dict[int, float] = {}  # overdue jobs: any type that meets the deadline will do
-    for i, deadline in overdue_jobs(vals, ctx, cfg.max_wait_s, cfg.max_rho, policy.contention):
+    rho = deferred_rho(vals, ctx, policy.contention) if cfg.max_rho is not None else None
+    for i, deadline in overdue_jobs(vals, ctx, cfg.max_wait_s, cfg.max_rho, policy.contention, rho):
         if entries[i].key not in placed:
             cand = deadline_candidate(entries[i], vals[i], free, cache, deadline, ctx)
             if cand is not None:
@@ -163,8 +164,14 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
     if cfg.type_matching:  # the GPU types of the jobs chosen by the DP and backfill
         index = {job_id_of(e.key): i for i, e in enumerate(entries)}
         chosen = {j: index[j] for j in placed if j not in fixed}
+        bounds = {}  # no job may be moved past its finish-time fairness bound
+        if rho is not None and cfg.max_rho is not None:
+            bounds = {
+                j: cfg.max_rho * rho[i][1] - (ctx.now - vals[i].status.job.arrival)
+                for j, i in chosen.items()
+            }
         info["type_matched"] = match_types(
-            chosen, placed, vals, entries, free, ctx, cache, deadlines
+            chosen, placed, vals, entries, free, ctx, cache, deadlines, bounds
         )
     # (in the endgame the plan already weighed every move: an upgrade would only undo it)
     kept_jobs = {k: running[k] for k, c in placed.items() if c.kept and types is None}
@@ -197,6 +204,7 @@ def overdue_jobs(
     max_wait_s: float | None,
     max_rho: float | None = None,
     contention: Contention | None = None,
+    rho: list[tuple[float, float]] | None = None,
 ) -> list[tuple[int, float]]:
     """The jobs a deferral bound protects this round, each with the seconds from now by which it
     should finish: those whose finish-time fairness would exceed ``max_rho`` if they waited
@@ -205,7 +213,7 @@ def overdue_jobs(
     (longest-waiting first; deadline 0: the fastest placement)."""
     out: list[tuple[int, float]] = []
     if max_rho is not None:
-        rho = deferred_rho(vals, ctx, contention)
+        rho = deferred_rho(vals, ctx, contention) if rho is None else rho
         deadline = {
             i: max_rho * fair - (ctx.now - vals[i].status.job.arrival)
             for i, (r, fair) in enumerate(rho)

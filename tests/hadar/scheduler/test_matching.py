@@ -138,3 +138,22 @@ def test_an_overdue_job_moves_only_to_a_type_that_meets_its_deadline():
     assert math.isinf(groups[0].cost[1])  # 2,000 s on the slow GPU: past its 1,000 s deadline
     groups = {g.members[0]: g for g in job_groups({0: 0, 1: 1}, placed, vals, ctx, {0: 3000.0})}
     assert math.isfinite(groups[0].cost[1])
+
+
+def test_no_job_is_moved_past_its_fairness_bound():
+    """Any job joins the matching only on the types whose projected completion keeps its
+    finish-time fairness bound (the planned type stays allowed)."""
+    from hadar.scheduler.matching import job_groups
+    from hadar.valuation import value_jobs
+    from primal_dual.find_alloc import Candidate
+
+    ctx = _ctx([("T", 5000.0), ("C", 1e5)])
+    vals = value_jobs(ctx, ctx.jobs)
+    fast = np.array([[1, 0], [0, 0]])
+    slow = np.array([[0, 0], [0, 1]])
+    placed = {0: Candidate(fast, 5.0, 0.0, 1), 1: Candidate(slow, 4.0, 0.0, 1)}
+    # T on the slow GPU this round: 360 + (5,000 - 360) / 5 = 1,288 s; on the fast one 1,000 s
+    late = {g.members[0]: g for g in job_groups({0: 0, 1: 1}, placed, vals, ctx, {}, {0: 1100.0})}
+    assert math.isinf(late[0].cost[1]) and math.isfinite(late[0].cost[0])
+    ok = {g.members[0]: g for g in job_groups({0: 0, 1: 1}, placed, vals, ctx, {}, {0: 1300.0})}
+    assert math.isfinite(ok[0].cost[1])
