@@ -32,7 +32,7 @@ type costs a millionth of a round.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,6 +47,12 @@ from primal_dual.find_alloc import Candidate
 
 TIE_BREAK_ROUNDS = 1e-6
 """Cost of leaving the DP's planned type, in rounds: assignments of equal cost keep the plan."""
+
+FINISHING_GRAIN_ROUNDS = 1e-3
+"""Jobs that may finish within the round are alike when their best remaining times fall in the
+same slice of this many rounds (0.36 s of a 360 s round): their costs then differ by at most that
+over the type's relative speed, and a round of 100,000 jobs has a few hundred such groups, not
+tens of thousands."""
 
 SOLVER_TIME_LIMIT_S = 5.0
 """HiGHS's limit on the matching's integer program; without a solution by then the plan stands."""
@@ -66,11 +72,30 @@ class Group:
     """Per GPU type, one member's projected completion in seconds from now (inf: cannot run there)."""
 
 
-def single_type(cand: Candidate) -> int | None:
-    """The one GPU type a placement uses, or None when it spans several."""
-    n_types = cand.alloc.shape[1]
+def single_type(cand: Candidate, n_types: int) -> int | None:
+    """The one GPU type a placement uses (of ``n_types``), or None when it spans several. Reads
+    only the placement's cells: a large cluster's candidates build no dense matrix."""
     types = {i % n_types for i in cand.cells[0]}
     return types.pop() if len(types) == 1 else None
+
+
+def gpus_per_type(cands: Iterable[Candidate], n_types: int) -> np.ndarray:
+    """GPUs the placements hold, per type (from their cells)."""
+    out = np.zeros(n_types, dtype=np.int64)
+    for cand in cands:
+        for i, n in zip(*cand.cells, strict=True):
+            out[i % n_types] += n
+    return out
+
+
+def give_back(cand: Candidate, free: np.ndarray) -> None:
+    """``free += cand.alloc``, through the placement's cells where ``free`` allows a flat view."""
+    if not free.flags.c_contiguous:
+        free += cand.alloc
+        return
+    flat = free.reshape(-1)
+    for i, n in zip(*cand.cells, strict=True):
+        flat[i] += n
 
 
 def projected_completion(
@@ -120,7 +145,8 @@ def match_types(
     """Re-assign the GPU types of the jobs ``chosen`` (job id -> index into ``vals`` and
     ``entries``) among the GPUs they hold in ``placed`` and the ``free`` ones (module
     docstring). Mutates ``placed`` and ``free``; returns how many jobs changed type."""
-    types = {j: single_type(placed[j]) for j in chosen}
+    n_types = free.shape[1]
+    types = {j: single_type(placed[j], n_types) for j in chosen}
     movable = {
         j: i
         for j, i in chosen.items()
@@ -129,7 +155,7 @@ def match_types(
     if len(movable) < 2:
         return 0
     groups = job_groups(movable, placed, vals, ctx, deadlines or {}, bounds or {})
-    pool = free.sum(axis=0) + sum(placed[j].alloc.sum(axis=0) for j in movable)
+    pool = free.sum(axis=0) + gpus_per_type((placed[j] for j in movable), n_types)
     counts = solve_assignment(groups, pool)
     if counts is None:
         return 0
@@ -145,7 +171,7 @@ def match_types(
     )
     planned = {j: placed.pop(j) for j in movers}
     for plan in planned.values():
-        free += plan.alloc
+        give_back(plan, free)
     for k in sorted({target[j] for j in movers}):  # each type's movers, largest gang first
         only = np.zeros_like(free)
         only[:, k] = free[:, k]
@@ -165,7 +191,7 @@ def match_types(
             if other is not None:
                 placed[j] = other
                 other.take_from(free)
-    return sum(1 for j in movers if j in placed and single_type(placed[j]) != types[j])
+    return sum(1 for j in movers if j in placed and single_type(placed[j], n_types) != types[j])
 
 
 def candidate_on_type(
@@ -211,10 +237,11 @@ def job_groups(
     deadlines: Mapping[int, float],
     bounds: Mapping[int, float] | None = None,
 ) -> list[Group]:
-    """The movable jobs (job id -> index into ``vals``) as :class:`Group`\\ s. A job that may
-    finish within the round (its best remaining time is at most a round) is a group of its own;
-    the members of a group differ only in their remaining steps, which move every type's cost by
-    the same amount, so one member's costs stand for all. A job with a deadline (seconds from
+    """The movable jobs (job id -> index into ``vals``) as :class:`Group`\\ s: one class, planned
+    type, rate and restart status. The members of a group that cannot finish within the round
+    differ only in their remaining steps, which move every type's cost by the same amount, so one
+    member's costs stand for all; jobs that may finish within it (best remaining time at most a
+    round) are alike only within a slice of :data:`FINISHING_GRAIN_ROUNDS`. A job with a deadline (seconds from
     now: an overdue job's) may go only to the types that finish it by then if it stays there; a
     job with a bound (its finish-time fairness bound) only to those whose projected completion
     keeps it (the planned type always stays allowed); a job either of them binds is a group of
@@ -228,16 +255,17 @@ def job_groups(
     for j in sorted(movable):
         v = vals[movable[j]]
         cand = placed[j]
-        planned = single_type(cand)
+        planned = single_type(cand, cap.shape[1])
         assert planned is not None  # movable jobs are planned on one type
         plan[j] = planned
         best = best_remaining_s(v, ctx, best_s)
         # any projected completion is at most a round + the best remaining time
         bound_binds = bounds.get(j, math.inf) < ctx.round_s * (1 + TIE_BREAK_ROUNDS) + best
-        if best <= ctx.round_s or j in deadlines or bound_binds:
-            key: object = j
-        else:
-            key = (id(v.request), planned, cand.kept, cand.rate, v.status.done_steps > 0)
+        key: object = (id(v.request), planned, cand.kept, cand.rate, v.status.done_steps > 0)
+        if j in deadlines or bound_binds:
+            key = j
+        elif best <= ctx.round_s:
+            key = (key, math.floor(best / (FINISHING_GRAIN_ROUNDS * ctx.round_s)))
         keyed.setdefault(key, []).append(j)
     groups = []
     for members in keyed.values():
