@@ -9,8 +9,11 @@ by the ``replan`` knob:
   re-planned each round. Critical-path jobs (the TTD guard) and then overdue jobs (the deferral
   bounds: finish-time fairness ``max_rho``, wall-clock ``max_wait_s``) are placed first; the DP (Algorithm 2) over a window of the rest selects
   which run, running jobs it keeps stay on their GPUs, the others take the placement the DP chose
-  or the best left; idle GPUs are backfilled at zero price; a kept job moves onto faster idle
-  GPUs when that finishes it ``upgrade_min_gain_s`` sooner, restart included.
+  or the best left; idle GPUs are backfilled at zero price; type matching re-assigns the chosen
+  jobs' GPU types (:mod:`hadar.scheduler.matching`); a kept job moves onto faster idle GPUs when
+  that finishes it ``upgrade_min_gain_s`` sooner, restart included. The tail guard protects the
+  p99 JCT like the TTD guard the largest (:mod:`hadar.scheduler.tail`), and the endgame plans the
+  last rounds round by round (:mod:`hadar.scheduler.endgame`).
 * ``upgrade`` / ``never`` (the legacy configuration, :mod:`hadar.scheduler.non_preemptive`):
   running jobs keep their placement (the paper's "only newly arrived or preempted jobs are
   allocated"); the queue is admitted onto the GPUs left (DP window, greedy remainder, backfill)

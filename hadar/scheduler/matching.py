@@ -261,7 +261,15 @@ def job_groups(
         best = best_remaining_s(v, ctx, best_s)
         # any projected completion is at most a round + the best remaining time
         bound_binds = bounds.get(j, math.inf) < ctx.round_s * (1 + TIE_BREAK_ROUNDS) + best
-        key: object = (id(v.request), planned, cand.kept, cand.rate, v.status.done_steps > 0)
+        job = v.status.job  # its class (the request object is shared by class only as a speed-up)
+        key: object = (
+            job.job_type,
+            job.num_gpus,
+            planned,
+            cand.kept,
+            cand.rate,
+            job.total_steps > v.status.remaining_steps,
+        )
         if j in deadlines or bound_binds:
             key = j
         elif best <= ctx.round_s:

@@ -51,7 +51,10 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
        others take the placement the DP chose for them where it is still free, else the best
        placement left;
     4. GPUs still idle are backfilled at zero price, highest utility first;
-    5. a kept job moves onto faster idle GPUs only when that finishes it ``upgrade_min_gain_s``
+    5. type matching (``type_matching``, :mod:`hadar.scheduler.matching`) re-assigns the GPU
+       types of the jobs steps 2-4 placed, and of overdue jobs within their deadlines, to
+       minimise the sum of projected completion times, no job past its fairness bound;
+    6. a kept job moves onto faster idle GPUs only when that finishes it ``upgrade_min_gain_s``
        sooner, restart included.
 
     In the endgame (every job fits at once and the TTD bound is at most
