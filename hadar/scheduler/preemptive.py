@@ -133,7 +133,6 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
             if cand is not None:
                 take(i, cand)
                 deadlines[job_id_of(entries[i].key)] = deadline
-    fixed = guarded
     rest = [i for i in range(len(entries)) if entries[i].key not in placed]
     selected, info = admit(
         [entries[i] for i in rest], free.copy(), ctx, cache, replace(cfg, backfill=False)
@@ -166,7 +165,7 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
     )
     if cfg.type_matching:  # the GPU types of the jobs chosen by the DP and backfill
         index = {job_id_of(e.key): i for i, e in enumerate(entries)}
-        chosen = {j: index[j] for j in placed if j not in fixed}
+        chosen = {j: index[j] for j in placed if j not in guarded}
         bounds = {}  # no job may be moved past its finish-time fairness bound
         if rho is not None and cfg.max_rho is not None:
             bounds = {
