@@ -41,9 +41,11 @@ from hadar.valuation import JobValuation
 MAX_LEAVES = 10_000
 """Round assignments the search may evaluate (0.3-0.9 s) before it gives up and the round is
 planned as outside the endgame: a computation budget, not a tuning constant. On the physical
-mixes (at most five jobs on five GPUs) 4 searches of 70 exceed it, each the endgame's first
-round with four or five jobs (the others need at most 2,624); on ``philly-480`` (seeds 0-4) the
-endgame has at most four jobs and its searches at most four round assignments."""
+mixes (at most five jobs on five GPUs) 4 searches of 70 exceeded it when it was measured, each
+the endgame's first round with four or five jobs; a budget of 3,000 changes AWS M-6 (2,391 s ->
+2,409 s), so some searches use most of it. The endgame costs the 24 mixes' simulations about
+2 s of CPU in all (3.6 s against 1.6 s without it). On ``philly-480`` (seeds 0-4) the endgame has
+at most four jobs and its searches at most four round assignments."""
 
 _EPS = 1e-6  # seconds: completion times closer than this are equal
 
