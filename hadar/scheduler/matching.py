@@ -173,8 +173,7 @@ def match_types(
     for plan in planned.values():
         give_back(plan, free)
     for k in sorted({target[j] for j in movers}):  # each type's movers, largest gang first
-        only = np.zeros_like(free)
-        only[:, k] = free[:, k]
+        only = one_type(free, k)
         lineage = object()  # ``only`` only loses GPUs from here on
         for j in movers:
             if target[j] == k:
@@ -194,6 +193,13 @@ def match_types(
     return sum(1 for j in movers if j in placed and single_type(placed[j], n_types) != types[j])
 
 
+def one_type(free: np.ndarray, k: int) -> np.ndarray:
+    """The ``free`` GPUs of type ``k`` alone (a new ``[node, type]`` matrix)."""
+    only = np.zeros_like(free)
+    only[:, k] = free[:, k]
+    return only
+
+
 def candidate_on_type(
     entry: QueueEntry,
     v: JobValuation,
@@ -203,8 +209,7 @@ def candidate_on_type(
     ctx: RoundContext,
 ) -> Candidate | None:
     """:func:`on_type` on the ``free`` GPUs of type ``k`` (None when they cannot hold the gang)."""
-    only = np.zeros_like(free)
-    only[:, k] = free[:, k]
+    only = one_type(free, k)
     if int(only[:, k].sum()) < entry.request.num_gpus:
         return None
     return on_type(entry, v, only, cache, ctx)
