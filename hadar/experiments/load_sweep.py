@@ -130,7 +130,8 @@ def run_cell(cell: SweepCell) -> dict[str, Any]:
     }
     for key in ("ttd_s", "work_efficiency", "rho_mean", "rho_max", "restarts_per_job"):
         row[key] = summary[key]
-    row["all_avg_jct_s"] = summary["avg_jct_s"]
+    for key in ("avg_jct_s", "p99_jct_s", "max_jct_s"):  # every job, warm-up and drain included
+        row[f"all_{key}"] = summary[key]
     row["wall_s"] = round(wall, 3)
     return row
 

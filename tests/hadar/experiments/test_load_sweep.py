@@ -46,6 +46,9 @@ DETERMINISTIC = [
     "work_efficiency",
     "rho_mean",
     "restarts_per_job",
+    "all_avg_jct_s",
+    "all_p99_jct_s",
+    "all_max_jct_s",
 ]
 
 
@@ -64,6 +67,9 @@ def test_writes_csv_json_and_plot(serial):
     rows = _rows(serial)
     assert sorted(set(rows.policy)) == ["gavel", "hadar"] and sorted(set(rows.rate)) == [20.0, 60.0]
     assert (rows.avg_jct_s > 0).all()
+    # the whole run's statistics (warm-up and drain included) beside the window's
+    assert (rows.all_max_jct_s >= rows.max_jct_s).all()
+    assert (rows.all_p99_jct_s <= rows.all_max_jct_s).all() and (rows.all_p99_jct_s > 0).all()
     meta = json.loads((serial / "load_sweep.json").read_text())
     assert meta["window"] == [10, 30] and set(meta["saturates_at"]) == {"hadar", "gavel"}
     assert (serial / "load_sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
