@@ -23,6 +23,13 @@ validating and converting its inputs (226 LPs of ``philly-480``: 0.49 s -> 0.23 
 duals bit for bit). A round whose LP is degenerate (a GPU type exactly filled) has many optimal
 duals, and which one HiGHS returns can change between its releases; pyproject.toml pins highspy's
 minor version so a simulation replays identically on every install.
+
+Jobs with the same values and gang are interchangeable in the LP: above
+``INTERIOR_POINT_ABOVE_JOBS`` they become one row ``sum_k x[j,k] <= copies`` (its dual is each
+copy's ``mu_j``). The dual objective as a function of the prices is unchanged, so the set of
+optimal prices is the same; the 100,000-job benchmark round's LP has 21,529 distinct rows and
+solves in 0.9 s instead of 5.1 s. Smaller LPs are built job by job, as before, so that their
+(possibly non-unique, degenerate) duals stay those of earlier releases.
 """
 
 from __future__ import annotations
@@ -57,6 +64,11 @@ def type_prices(values: np.ndarray, gang: np.ndarray, capacity: np.ndarray) -> n
         # no type can be filled: every capacity row is slack at every feasible point, so its dual
         # is 0 in every optimal solution (complementary slackness): nothing to solve
         return np.zeros(m)
+    copies = np.ones(n)
+    if n > INTERIOR_POINT_ABOVE_JOBS:  # identical jobs as one row (module docstring)
+        rows, copies = np.unique(np.column_stack([values, w]), axis=0, return_counts=True)
+        values, w, n = rows[:, :m], rows[:, m], len(rows)
+        jj, kk = np.nonzero(values > 0)
     # imported here, on the first LP: importing a policy (the CLI's parsers list them) stays light
     import highspy
     from highspy._core import _Highs
@@ -67,7 +79,7 @@ def type_prices(values: np.ndarray, gang: np.ndarray, capacity: np.ndarray) -> n
     lp.col_cost_ = -values[jj, kk]  # HiGHS minimises
     lp.col_lower_, lp.col_upper_ = np.zeros(nv), np.full(nv, highspy.kHighsInf)
     lp.row_lower_ = np.full(n + m, -highspy.kHighsInf)
-    lp.row_upper_ = np.concatenate([np.ones(n), capacity])
+    lp.row_upper_ = np.concatenate([copies.astype(float), capacity])
     # column jk has two entries: 1 in job j's row, W_j in type k's row
     index = np.empty(2 * nv, dtype=np.int32)
     index[0::2], index[1::2] = jj, n + kk

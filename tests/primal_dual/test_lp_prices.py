@@ -53,11 +53,32 @@ def test_the_interior_point_prices_are_optimal_duals_too(n, m, seed):
         lp.INTERIOR_POINT_ABOVE_JOBS = saved
 
 
-def _check_strong_duality(n: int, m: int, seed: int) -> None:
+@settings(max_examples=20, deadline=None)
+@given(st.integers(2, 80), st.integers(1, 3), st.integers(0, 2**31 - 1))
+def test_identical_jobs_aggregated_give_optimal_duals(n, m, seed):
+    """Above INTERIOR_POINT_ABOVE_JOBS (lowered to 0 here) jobs with the same values and gang
+    are one LP row bounded by their count; with few distinct values most jobs have a twin, and
+    the prices must still be optimal duals of the job-by-job LP."""
+    import primal_dual.lp_prices as lp
+
+    saved = lp.INTERIOR_POINT_ABOVE_JOBS
+    lp.INTERIOR_POINT_ABOVE_JOBS = 0
+    try:
+        _check_strong_duality(n, m, seed, distinct_values=3)
+    finally:
+        lp.INTERIOR_POINT_ABOVE_JOBS = saved
+
+
+def _check_strong_duality(n: int, m: int, seed: int, distinct_values: int | None = None) -> None:
+    """``distinct_values``: draw each value from that many integers (many identical jobs)."""
     from scipy.optimize import linprog
 
     rng = np.random.default_rng(seed)
-    values = rng.uniform(0, 10, size=(n, m)) * (rng.random((n, m)) > 0.2)
+    if distinct_values is None:
+        values = rng.uniform(0, 10, size=(n, m)) * (rng.random((n, m)) > 0.2)
+    else:
+        values = rng.integers(1, distinct_values + 1, size=(n, m)).astype(float)
+        values *= rng.random((n, m)) > 0.2
     gang = rng.choice([1, 2, 4], size=n)
     cap = rng.integers(1, 8, size=m).astype(float)
     p = type_prices(values, gang, cap)
