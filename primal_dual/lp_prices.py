@@ -66,8 +66,8 @@ def type_prices(values: np.ndarray, gang: np.ndarray, capacity: np.ndarray) -> n
         return np.zeros(m)
     copies = np.ones(n)
     if n > INTERIOR_POINT_ABOVE_JOBS:  # identical jobs as one row (module docstring)
-        rows, copies = np.unique(np.column_stack([values, w]), axis=0, return_counts=True)
-        values, w, n = rows[:, :m], rows[:, m], len(rows)
+        rows, counts = np.unique(np.column_stack([values, w]), axis=0, return_counts=True)
+        values, w, n, copies = rows[:, :m], rows[:, m], len(rows), counts.astype(float)
         jj, kk = np.nonzero(values > 0)
     # imported here, on the first LP: importing a policy (the CLI's parsers list them) stays light
     import highspy
@@ -79,7 +79,7 @@ def type_prices(values: np.ndarray, gang: np.ndarray, capacity: np.ndarray) -> n
     lp.col_cost_ = -values[jj, kk]  # HiGHS minimises
     lp.col_lower_, lp.col_upper_ = np.zeros(nv), np.full(nv, highspy.kHighsInf)
     lp.row_lower_ = np.full(n + m, -highspy.kHighsInf)
-    lp.row_upper_ = np.concatenate([copies.astype(float), capacity])
+    lp.row_upper_ = np.concatenate([copies, capacity])
     # column jk has two entries: 1 in job j's row, W_j in type k's row
     index = np.empty(2 * nv, dtype=np.int32)
     index[0::2], index[1::2] = jj, n + kk
