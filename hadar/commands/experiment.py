@@ -92,6 +92,7 @@ def register(sub: Subparsers) -> None:
     )
     add_alias(ph, "--main-slot", "--main-round", "main_round")
     add_restart_penalty_arg(ph)
+    add_policy_opt_arg(ph, per_policy=True)
     add_workers_arg(ph, "the CPU count")
     add_out_arg(ph, "experiment-physical")
     ph.set_defaults(func=run_physical)
@@ -294,9 +295,18 @@ def _window(text: str, num_jobs: int) -> tuple[int, int]:
 
 
 def run_physical(args: argparse.Namespace) -> int:
+    from hadar.commands.compare import parse_policy_options
+
     rounds, main_round, round_note = _physical_rounds(args.rounds, args.main_round, args.policies)
+    options = parse_policy_options(args.policy_opt, grid.parse_policies(args.policies))
     spec = grid.parse_spec(
-        args.clusters, args.mixes, args.policies, rounds, main_round, args.restart_penalty_s
+        args.clusters,
+        args.mixes,
+        args.policies,
+        rounds,
+        main_round,
+        args.restart_penalty_s,
+        options,
     )
     out, replacing = output_dir(args.out, args.out_stem)
     console = Console(width=max(180, Console().width))

@@ -8,7 +8,7 @@ wall-clock measurements for that reason.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -63,6 +63,8 @@ class GridSpec:
     rounds_s: tuple[float, ...] = DEFAULT_ROUNDS_S
     main_round_s: float = DEFAULT_MAIN_ROUND_S
     restart_penalty_s: float = SIMULATED.restart_penalty_s
+    options: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
+    """``--policy-opt`` knobs per policy: ``(("hadar", (("utility", "sigmoid"),)),)``."""
 
 
 @dataclass(frozen=True)
@@ -74,12 +76,15 @@ class Cell:
     policy: str
     round_s: float
     restart_penalty_s: float = SIMULATED.restart_penalty_s
+    options: tuple[tuple[str, str], ...] = ()
+    """The policy's ``--policy-opt`` knobs (KEY, VALUE)."""
 
 
 def cells(spec: GridSpec) -> list[Cell]:
     """Every cell of ``spec`` in output order (cluster, mix, policy, round)."""
+    knobs = dict(spec.options)
     return [
-        Cell(c, m, p, s, spec.restart_penalty_s)
+        Cell(c, m, p, s, spec.restart_penalty_s, knobs.get(p, ()))
         for c in spec.clusters
         for m in spec.mixes
         for p in spec.policies
@@ -144,9 +149,11 @@ def parse_spec(
     rounds: str,
     main_round: str | None,
     restart_penalty_s: float = SIMULATED.restart_penalty_s,
+    options: Mapping[str, Mapping[str, str]] | None = None,
 ) -> GridSpec:
     """A validated :class:`GridSpec` from the command-line strings (InputError on bad input).
-    ``main_round`` None = 360 s if swept, else the longest round."""
+    ``main_round`` None = 360 s if swept, else the longest round; ``options``: the policies'
+    knobs, already checked (``parse_policy_options``)."""
     rounds_s = parse_rounds(rounds)
     if main_round is None:
         main = DEFAULT_MAIN_ROUND_S if DEFAULT_MAIN_ROUND_S in rounds_s else rounds_s[-1]
@@ -165,6 +172,7 @@ def parse_spec(
         rounds_s,
         main,
         restart_penalty_s,
+        tuple((p, tuple(sorted(o.items()))) for p, o in sorted((options or {}).items())),
     )
     names = [
         scenario(c, spec.mixes[0])[0].name for c in spec.clusters
@@ -189,12 +197,14 @@ def scenario(cluster: str, mix_name: str) -> tuple[Cluster, tuple[Job, ...], Thr
 
 def run_cell(cell: Cell) -> dict[str, Any]:
     """Simulate one cell; its row (keys :data:`ROW_KEYS`)."""
+    from hadar.policy_options import policy_with_options
     from hadar.simulator import SimConfig, simulate  # here: the CLI's parser reads this module
     from hadar.simulator.metrics import summarize
 
     cluster, jobs, throughput = scenario(cell.cluster, cell.mix)
     config = SimConfig(round_s=cell.round_s, restart_penalty_s=cell.restart_penalty_s)
-    result = simulate(cluster, list(jobs), make_policy(cell.policy), throughput, config)
+    policy = policy_with_options(cell.policy, dict(cell.options))
+    result = simulate(cluster, list(jobs), policy, throughput, config)
     s = summarize(result)
     jct = [j.jct for j in result.jobs if j.jct is not None]
     return {

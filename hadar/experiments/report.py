@@ -228,6 +228,7 @@ def write_json(
             "rounds_s": list(spec.rounds_s),
             "main_round_s": spec.main_round_s,
             "restart_penalty_s": spec.restart_penalty_s,
+            "policy_options": {p: dict(o) for p, o in spec.options},
         },
         **meta,
         "paper": {

@@ -15,6 +15,7 @@ from estimators.composite import CompositeThroughput
 from hadar.cli import main
 from hadar.clusters import load_cluster
 from hadar.policy import make_policy
+from hadar.policy_options import policy_with_options
 from hadar.scenario import load_table, throughput_for
 from hadar.simulator import SimConfig, simulate
 from hadar.simulator.metrics import summarize
@@ -230,6 +231,60 @@ def test_bad_arguments_are_one_line_exit_2(tmp_path, capsys, change, needle):
         args += list(change)
     else:
         args[i + 1] = change[1]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
+def test_policy_options_reach_the_cells_and_the_json(tmp_path):
+    """``--policy-opt POLICY:KEY=VALUE`` configures that policy in every cell (the row equals a
+    direct simulation with the knob, and differs from the default's), and results.json says so."""
+    args = [
+        "experiment",
+        "physical",
+        "--clusters",
+        "aws-5node",
+        "--mixes",
+        "M-5",
+        "--policies",
+        "hadar,gavel",
+        "--rounds",
+        "360",
+        "--policy-opt",
+        "hadar:preset=legacy",
+        "--out",
+        str(tmp_path / "out"),
+    ]
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(args) == 0
+    doc = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert doc["grid"]["policy_options"] == {"hadar": {"preset": "legacy"}}
+    row = next(r for r in doc["cells"] if r["policy"] == "hadar")
+    cluster, jobs = load_cluster("aws-5node"), mix_jobs("M-5", size="paper")
+    throughput = throughput_for(jobs, cluster, load_table(None))
+    config = SimConfig(round_s=360.0, restart_penalty_s=10.0)
+    legacy = summarize(
+        simulate(
+            cluster, jobs, policy_with_options("hadar", {"preset": "legacy"}), throughput, config
+        )
+    )
+    _, default = _direct("aws-5node", "M-5", "hadar", 360.0)
+    assert row["ttd_s"] == legacy["ttd_s"] and row["avg_jct_s"] == legacy["avg_jct_s"]
+    assert row["ttd_s"] != default["ttd_s"]
+
+
+@pytest.mark.parametrize(
+    "opt,needle",
+    [
+        ("hadar:nosuch=1", "nosuch"),
+        ("tiresias:preset=legacy", "--policy-opt: 'tiresias' is not one of --policies"),
+        ("hadar", "--policy-opt: expected POLICY:KEY=VALUE"),
+    ],
+)
+def test_bad_policy_options_are_one_line_exit_2(tmp_path, capsys, opt, needle):
+    args = ["experiment", "physical", "--clusters", "aws-5node", "--mixes", "M-1", "--rounds"]
+    args += ["360", "--policies", "hadar", "--policy-opt", opt, "--out", str(tmp_path / "out")]
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0], err
