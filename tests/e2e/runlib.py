@@ -156,11 +156,21 @@ def closed_rounds(rundir: Path) -> set[int]:
 
 def stop_cleanly(proc: subprocess.Popen, timeout: float = 300) -> str:
     """Ctrl-C a background run (it finishes the round in flight), check it exits 130, return its output."""
-    os.kill(proc.pid, signal.SIGINT)
-    rc = proc.wait(timeout=timeout)
-    output = proc.stdout.read() if proc.stdout else ""
-    assert rc == 130, output
-    return output
+    return stop_all_cleanly([proc], timeout)[0]
+
+
+def stop_all_cleanly(procs: list[subprocess.Popen], timeout: float = 300) -> list[str]:
+    """:func:`stop_cleanly` for runs side by side: Ctrl-C every one, then wait for each (their
+    rounds in flight end together)."""
+    for proc in procs:
+        os.kill(proc.pid, signal.SIGINT)
+    outputs = []
+    for proc in procs:
+        rc = proc.wait(timeout=timeout)
+        output = proc.stdout.read() if proc.stdout else ""
+        assert rc == 130, output
+        outputs.append(output)
+    return outputs
 
 
 def summary(rundir: Path) -> dict[str, Any]:
