@@ -85,13 +85,14 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
         idle: np.ndarray = np.maximum(out, 0)
         return idle
 
-    def guard(i: int, deadline: float) -> None:
-        """Place a guarded job: on idle GPUs when that meets ``deadline``, else as
-        :func:`guard_candidate` chooses among all free GPUs."""
+    def guard(i: int, deadline: float, displace: bool = True) -> None:
+        """Place a guarded job: on idle GPUs when that meets ``deadline``, else (``displace``) as
+        :func:`guard_candidate` chooses among all free GPUs, running jobs' included."""
         cand = guard_candidate(
             entries[i], vals[i], idle_for(entries[i].key), cache, deadline, ctx, strict=True
         )
-        cand = cand or guard_candidate(entries[i], vals[i], free, cache, deadline, ctx)
+        if cand is None and displace:
+            cand = guard_candidate(entries[i], vals[i], free, cache, deadline, ctx)
         if cand is not None:
             take(i, cand)
 
@@ -116,10 +117,13 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
             elif i in critical:  # its type cannot hold its gang now (nodes fragmented)
                 guard(i, critical[i])
     if cfg.tail_percentile is not None:  # then the tail guard (hadar/scheduler/tail.py)
-        policy.finished.observe(ctx.now, ctx.jobs)
-        for i, deadline in tail_jobs(vals, ctx, cfg.tail_percentile, policy.finished.jcts):
+        memory = policy.tail_memory
+        memory.observe(ctx.now, ctx.jobs)
+        tail = tail_jobs(vals, ctx, cfg.tail_percentile, memory.jcts)
+        for i, deadline in tail:
             if entries[i].key not in placed:
-                guard(i, deadline)
+                guard(i, deadline, displace=memory.may_displace(vals[i].status.job_id))
+        memory.guarded = {vals[i].status.job_id for i, _ in tail}
     # then the deferral bounds: the best-payoff placement (round prices) that meets the job's
     # deadline (its finish-time fairness bound), else the fastest
     if cfg.max_rho is not None:

@@ -19,6 +19,16 @@ Why: the utility (inverse remaining time) runs the short jobs first, SRPT on the
 the few long jobs that are not the longest start hours late on slow GPUs and set the p99 JCT;
 finish-time fairness does not move them (their 1/n share of a cluster shared by hundreds of jobs
 is small). The guard starts them when their finish reaches the percentile bound.
+
+Displacing: a job on the tail path takes idle GPUs that meet its deadline; it takes GPUs that
+running jobs hold (they are preempted) only when it was on the path the round before as well.
+Under continuous arrivals the bound moves with every long arrival and with the ranks
+(``jobs_above`` of a growing N), and a job often touches it for one round and is released the
+next; preempting short jobs for it then costs the average and buys no tail (load sweep over
+seeds 0-4: the average lost to Gavel's in 12 of 40 cells, by up to 13 %, with immediate
+displacement; in 11, by up to 6 %, with this rule; ``docs/results.md``, "Tail under continuous
+arrivals: sixth session"). A job that stays on the path a second round displaces as before, so on
+a batch (``philly-480``) the p99 stays below Gavel's on every seed.
 """
 
 from __future__ import annotations
@@ -45,30 +55,41 @@ def jobs_above(n: int, percentile: float) -> tuple[int, ...]:
 
 
 @dataclass
-class Finished:
-    """The JCTs of the jobs that finished (the tail guard's percentile counts them). A job that
-    left between two rounds is taken to finish at the later one: its JCT is over by less than a
-    round."""
+class TailMemory:
+    """What the tail guard carries from round to round: the JCTs of the jobs that finished (its
+    percentile counts them; a job that left between two rounds is taken to finish at the later
+    one, its JCT over by less than a round) and the jobs it guarded last round (only they may
+    displace running jobs, :func:`may_displace`)."""
 
     arrivals: dict[int, float] = field(default_factory=dict)
     """Arrival time of each job present at the last observation."""
     jcts: list[float] = field(default_factory=list)
+    guarded: set[int] = field(default_factory=set)
+    """The jobs on the tail path last round."""
 
     def observe(self, now: float, jobs: Sequence[JobStatus]) -> None:
         present = {s.job_id for s in jobs}
         self.jcts += [now - a for j, a in sorted(self.arrivals.items()) if j not in present]
         self.arrivals = {s.job_id: s.job.arrival for s in jobs}
 
+    def may_displace(self, job_id: int) -> bool:
+        """Whether the guard may take GPUs running jobs hold for ``job_id``: only when the job was
+        on the tail path last round as well (module docstring, "Displacing")."""
+        return job_id in self.guarded
+
     def to_json(self) -> dict[str, Any]:
         return {
             "arrivals": {str(j): a for j, a in self.arrivals.items()},
             "jcts": list(self.jcts),
+            "guarded": sorted(self.guarded),
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Finished:
+    def from_json(cls, data: Mapping[str, Any]) -> TailMemory:
+        """The memory :meth:`to_json` wrote (``guarded`` absent in state saved before it)."""
         arrivals = {int(j): float(a) for j, a in data["arrivals"].items()}
-        return cls(arrivals, [float(x) for x in data["jcts"]])
+        guarded = {int(j) for j in data.get("guarded", [])}
+        return cls(arrivals, [float(x) for x in data["jcts"]], guarded)
 
 
 def tail_jobs(
