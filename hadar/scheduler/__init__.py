@@ -47,7 +47,7 @@ from hadar.scheduler.steps import (
     job_id_of,
     placement_of,
 )
-from hadar.scheduler.tail import TailMemory
+from hadar.scheduler.tail import Finished
 from hadar.scheduler.ttd import (
     CRITICAL_TOLERANCE_ROUNDS,
     best_remaining_s,
@@ -110,17 +110,16 @@ class HadarPolicy(Policy):
         params = {"gamma2": self.config.gamma2} if self.config.utility == "sigmoid" else {}
         self.utility = make_utility(self.config.utility, **params)
         self.contention = Contention()
-        self.tail_memory = TailMemory()
+        self.finished = Finished()
 
     def state(self) -> dict[str, Any]:
-        """The contention bookkeeping of the finish-time fairness bound and the tail guard's
-        memory (each only when used)."""
+        """The contention bookkeeping of the finish-time fairness bound and the finished jobs'
+        JCTs of the tail guard (each only when used)."""
         out: dict[str, Any] = {}
         if self.contention.t is not None:
             out["contention"] = self.contention.to_json()
-        memory = self.tail_memory
-        if memory.arrivals or memory.jcts or memory.guarded:
-            out["tail"] = memory.to_json()
+        if self.finished.arrivals or self.finished.jcts:
+            out["tail"] = self.finished.to_json()
         return out
 
     def restore(self, state: Mapping[str, Any]) -> None:
@@ -132,7 +131,7 @@ class HadarPolicy(Policy):
         self.contention = (
             Contention.from_json(state["contention"]) if "contention" in state else Contention()
         )
-        self.tail_memory = TailMemory.from_json(state["tail"]) if "tail" in state else TailMemory()
+        self.finished = Finished.from_json(state["tail"]) if "tail" in state else Finished()
 
     def decide(self, ctx: RoundContext) -> RoundPlan:
         with cyclic_gc_paused():

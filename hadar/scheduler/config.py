@@ -62,7 +62,8 @@ class HadarConfig:
     """Tail guard (``replan=preempt``; ``hadar/scheduler/tail.py``): a job whose JCT, if it waited,
     would raise the bound on this percentile of the JCTs (finished jobs' and, for the jobs present,
     elapsed + best remaining time) is placed right after the TTD guard's jobs, as they are, with
-    that bound as deadline (default: 99). None = no tail guard; 100 = the TTD guard's longest path."""
+    that bound as deadline (default: 99); only a one-GPU job may preempt a running job for it, a
+    gang waits for idle GPUs. None = no tail guard; 100 = the TTD guard's longest path."""
     max_rho: float | None = DEFAULT_MAX_RHO
     """Deferral bound (``replan=preempt``): a job whose finish-time fairness would exceed this if
     it waited another round (:func:`deferred_rho`: elapsed time + a round + its best remaining

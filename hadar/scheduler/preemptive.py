@@ -23,7 +23,7 @@ from hadar.scheduler.steps import (
     job_id_of,
     placement_of,
 )
-from hadar.scheduler.tail import tail_jobs
+from hadar.scheduler.tail import may_displace, tail_jobs
 from hadar.scheduler.ttd import (
     CRITICAL_TOLERANCE_ROUNDS,
     best_remaining_s,
@@ -117,13 +117,10 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
             elif i in critical:  # its type cannot hold its gang now (nodes fragmented)
                 guard(i, critical[i])
     if cfg.tail_percentile is not None:  # then the tail guard (hadar/scheduler/tail.py)
-        memory = policy.tail_memory
-        memory.observe(ctx.now, ctx.jobs)
-        tail = tail_jobs(vals, ctx, cfg.tail_percentile, memory.jcts)
-        for i, deadline in tail:
+        policy.finished.observe(ctx.now, ctx.jobs)
+        for i, deadline in tail_jobs(vals, ctx, cfg.tail_percentile, policy.finished.jcts):
             if entries[i].key not in placed:
-                guard(i, deadline, displace=memory.may_displace(vals[i].status.job_id))
-        memory.guarded = {vals[i].status.job_id for i, _ in tail}
+                guard(i, deadline, displace=may_displace(entries[i].request.num_gpus))
     # then the deferral bounds: the best-payoff placement (round prices) that meets the job's
     # deadline (its finish-time fairness bound), else the fastest
     if cfg.max_rho is not None:

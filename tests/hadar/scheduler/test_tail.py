@@ -4,8 +4,6 @@ guard's, with that bound as deadline; at ``p = 100`` it is the TTD guard's longe
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -16,7 +14,7 @@ from hadar.core.cluster import Cluster, Node
 from hadar.core.jobs import Job, JobStatus
 from hadar.policy import RoundContext
 from hadar.scheduler import HadarConfig, HadarPolicy
-from hadar.scheduler.tail import TailMemory, jobs_above, tail_jobs
+from hadar.scheduler.tail import Finished, jobs_above, tail_jobs
 from hadar.valuation import value_jobs
 
 # every job twice as fast on "fast" as on "slow": 2 steps/s at best
@@ -69,25 +67,40 @@ def test_the_job_at_the_percentile_bound_is_protected_with_that_bound_as_deadlin
     assert [i for i, _ in _tail([1000.0, 800.0, 100.0], 100)] == [0]
 
 
-def test_a_job_displaces_running_jobs_only_on_its_second_round_on_the_tail_path():
-    # job 1 is at the median's bound (deadline 400 s: the fast GPU with nothing to spare); the
-    # short job 2 holds the fast GPU, job 0 the slow one, so no GPU is idle
-    ctx = replace(
-        _ctx([1000.0, 800.0, 100.0]),
-        current={(0, 0): {"s": {"slow": 1}}, (2, 0): {"f": {"fast": 1}}},
+@pytest.mark.parametrize("gang", [1, 2])
+def test_only_a_one_gpu_job_displaces_running_jobs_to_keep_the_bound(gang: int):
+    # job 1 is at the median's bound (deadline 400 s: only the fast GPUs make it); job 0 holds
+    # both slow GPUs and the short job 2 both fast ones, so no GPU is idle
+    table = GavelThroughputTable(
+        {
+            TableKey("A", gpu, w, True): rate * w
+            for gpu, rate in (("fast", 2.0), ("slow", 1.0))
+            for w in (1, 2)
+        }
     )
+    cluster = Cluster("four", (Node("f", {"fast": 2}), Node("s", {"slow": 2})))
+    jobs = (Job(0, "A", 2, 1e5), Job(1, "A", gang, 1e5), Job(2, "A", 2, 1e5))
+    ctx = RoundContext(
+        now=360.0,
+        round_index=1,
+        round_s=360.0,
+        cluster=cluster,
+        jobs=tuple(
+            JobStatus(j, s) for j, s in zip(jobs, (2000.0, 800.0 * gang, 200.0), strict=True)
+        ),
+        current={(0, 0): {"s": {"slow": 2}}, (2, 0): {"f": {"fast": 2}}},
+        throughput=table,
+        restart_penalty_s=10.0,
+    )
+    assert tail_jobs(value_jobs(ctx, ctx.jobs), ctx, 50, []) == [(1, pytest.approx(400.0))]
     policy = HadarPolicy(
         HadarConfig(tail_percentile=50, ttd_guard=False, max_rho=None, type_matching=False)
     )
-
-    def placed() -> dict[int, str]:
-        return {a.job_id: a.nodes[0] for a in policy.decide(ctx).assignments}
-
-    # first round on the path: the guard does not preempt; the DP keeps job 2 on the fast GPU
-    assert placed() == {1: "s", 2: "f"}
-    assert policy.tail_memory.guarded == {1}
-    # still on the path a round later: it takes the fast GPU from the running job
-    assert placed() == {1: "f", 2: "s"}
+    nodes = {a.job_id: a.nodes for a in policy.decide(ctx).assignments}
+    if gang == 1:  # it takes a fast GPU from the running job 2
+        assert nodes[1] == ("f",) and nodes[2] == ("s",)
+    else:  # a gang would preempt a job per GPU: it waits for idle GPUs; job 2 keeps its own
+        assert nodes[2] == ("f",) and nodes.get(1) != ("f",)
 
 
 def test_no_job_is_protected_when_the_work_not_one_job_sets_the_bound():
@@ -99,23 +112,20 @@ def test_no_job_is_protected_when_the_work_not_one_job_sets_the_bound():
 
 
 def test_finished_jobs_are_counted_once_and_survive_a_restore():
-    f = TailMemory(guarded={1})
+    f = Finished()
     a, b = Job(0, "A", 1, 10.0, arrival=0.0), Job(1, "A", 1, 10.0, arrival=100.0)
     f.observe(0.0, [JobStatus(a, 10.0)])
     f.observe(360.0, [JobStatus(a, 5.0), JobStatus(b, 10.0)])
     f.observe(720.0, [JobStatus(b, 5.0)])
     f.observe(1080.0, [])
     assert f.jcts == [720.0, 980.0]  # each at the first round it was gone
-    again = TailMemory.from_json(f.to_json())
+    again = Finished.from_json(f.to_json())
     assert again == f
     policy = HadarPolicy(HadarConfig(tail_percentile=99))
-    policy.tail_memory = f
+    policy.finished = f
     other = HadarPolicy(HadarConfig(tail_percentile=99))
     other.restore(policy.state())
-    assert other.tail_memory == f and other.state() == policy.state()
-    # state saved before the guard remembered its jobs restores with none remembered
-    old = {k: v for k, v in f.to_json().items() if k != "guarded"}
-    assert TailMemory.from_json(old) == TailMemory(f.arrivals, f.jcts)
+    assert other.finished == f and other.state() == policy.state()
 
 
 def test_tail_percentile_is_validated():
