@@ -79,8 +79,11 @@ def test_put_get_verified_roundtrip(provider: LocalProvider, tmp_path: Path) -> 
     out = tmp_path / "back" / "spec.bin"
     assert provider.get("t4", "in/spec.bin", out, expected_sha256=digest) == digest
     assert out.read_bytes() == data
-    # A file that changed on the node is caught against the sha the worker reported.
-    (Path(provider.workdir("t4")) / "in" / "spec.bin").write_bytes(data[:-1] + b"\x00")
+    # A file that changed on the node is caught against the sha the worker reported (the last
+    # byte flipped: overwriting it with 0 left the file as it was when random data ended in 0).
+    (Path(provider.workdir("t4")) / "in" / "spec.bin").write_bytes(
+        data[:-1] + bytes([data[-1] ^ 1])
+    )
     with pytest.raises(ChecksumMismatchError, match="node t4"):
         provider.get("t4", "in/spec.bin", tmp_path / "bad.bin", expected_sha256=digest)
     assert not (tmp_path / "bad.bin").exists()
