@@ -57,6 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, pd.errors.ParserError) as exc:
         print(f"{args.csv}: cannot read: {exc}", file=sys.stderr)
         return 2
+    missing = sorted({"policy", "seed", "rate", *METRICS} - set(rows.columns))
+    if missing:
+        print(f"{args.csv}: not a load_sweep.csv: no column {', '.join(missing)}", file=sys.stderr)
+        return 2
     for label, behind, cells, geo, listed in versus(rows, args.policy, args.versus):
         print(
             f"{label:22s} behind in {behind:2d}/{cells} cells, geo-mean ratio {geo:.3f}  {listed}"
