@@ -97,6 +97,9 @@ def _connect_or_spawn(sock_path: Path, timeout_s: float) -> socket.socket:
                     stderr=log,
                     start_new_session=True,
                     close_fds=True,
+                    # the pid file names the server before it runs: a client that takes the lock
+                    # after this one was killed waits for it instead of starting a second server
+                    preexec_fn=lambda: _record_server_pid(sock_path.parent, os.getpid()),
                 )
             end = time.monotonic() + timeout_s
             while conn is None and time.monotonic() < end and server.poll() is None:
@@ -128,7 +131,7 @@ def serve(sock_path: Path, idle_exit_s: float = IDLE_EXIT_S) -> None:
     is written before torch is imported, so ``stop`` can end a server still starting."""
     os.chdir(sock_path.resolve().parent)  # bind a short relative name (AF_UNIX path limit)
     sock_path = Path(sock_path.name)
-    Path(PID_NAME).write_text(f"{os.getpid()}\n")
+    _record_server_pid(Path("."), os.getpid())  # (its spawner wrote it too; kept for ``serve``)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     jobs: dict[socket.socket, _Job] = {}
     try:
@@ -237,6 +240,17 @@ def stop(directory: Path) -> None:
             os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(OSError):
         (directory / PID_NAME).unlink()
+
+
+def _record_server_pid(directory: Path, pid: int) -> None:
+    """Write ``directory``'s pid file atomically: a client reading it never sees it empty."""
+    tmp = directory / f"{PID_NAME}.{pid}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, f"{pid}\n".encode())
+    finally:
+        os.close(fd)
+    os.replace(tmp, directory / PID_NAME)
 
 
 def _server_pid(directory: Path) -> int | None:

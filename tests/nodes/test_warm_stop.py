@@ -58,6 +58,8 @@ def test_stop_ends_a_server_still_starting_and_no_second_one_starts(tmp_path: Pa
     try:
         wait(lambda: serve_pids(tmp_path), 30, "the warm server to start")
         (server,) = serve_pids(tmp_path)
+        # its pid file names it from the start (its spawner wrote it before the server ran)
+        assert (tmp_path / ".hadar-warm.pid").read_text() == f"{server}\n"
         os.kill(first.pid, signal.SIGKILL)  # the round's deadline killed the client
         first.wait()
         second = client(tmp_path)  # the next round, while the first server still starts
