@@ -224,7 +224,8 @@ def _end_children(pids: list[int]) -> None:
 
 def stop(directory: Path) -> None:
     """End the warm server of ``directory`` (its socket goes first, so no new work reaches it),
-    waiting for it and its children: SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`."""
+    waiting for it and its children: SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`; neither
+    its socket nor its pid file is left."""
     with contextlib.suppress(FileNotFoundError):
         (directory / SOCKET_NAME).unlink()
     pid = _server_pid(directory)
@@ -238,8 +239,14 @@ def stop(directory: Path) -> None:
     if _is_warm_server(pid):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    with contextlib.suppress(OSError):
-        (directory / PID_NAME).unlink()
+        end = time.monotonic() + STOP_GRACE_S
+        while _is_warm_server(pid) and time.monotonic() < end:
+            time.sleep(0.05)
+    # a server killed unclean leaves its files (it may have bound its socket after the unlink
+    # above, finishing an import that SIGTERM could not interrupt)
+    for name in (SOCKET_NAME, PID_NAME):
+        with contextlib.suppress(OSError):
+            (directory / name).unlink()
 
 
 def _record_server_pid(directory: Path, pid: int) -> None:

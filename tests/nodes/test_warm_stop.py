@@ -1,7 +1,9 @@
 """``nodes.warm stop`` ends the directory's warm server for good, also one still importing torch
 (whose client the coordinator killed at a round's deadline), and a client never starts a second
-server while one is starting (issue 28 item 6: two servers of one node outlived an exit-4 run).
-Real processes, real signals."""
+server while one is starting (issue 28 item 6: two servers of one node outlived an exit-4 run;
+under load, the spawner killed before the server wrote its pid file let a second start), and a
+server that SIGTERM does not end is killed and leaves no socket or pid file. Real processes, real
+signals."""
 
 from __future__ import annotations
 
@@ -12,6 +14,9 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+from nodes import warm
 from tests.nodes.helpers import REPO, stop_warm_server
 
 
@@ -74,3 +79,36 @@ def test_stop_ends_a_server_still_starting_and_no_second_one_starts(tmp_path: Pa
     finally:
         for pid in serve_pids(tmp_path):
             os.kill(pid, signal.SIGKILL)
+
+
+# A server that binds its socket after ``stop`` unlinked it and does not end on SIGTERM (one
+# finishing an import under load): ``stop`` kills it and removes what it left.
+STUBBORN_SERVER = """
+import os, signal, socket, sys, time
+def bind(*_):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(".hadar-warm.sock")
+    globals()["kept"] = s
+signal.signal(signal.SIGTERM, bind)
+open(".hadar-warm.pid", "w").write(f"{os.getpid()}\\n")
+while True:
+    time.sleep(0.05)
+"""
+
+
+def test_stop_kills_a_server_ignoring_sigterm_and_removes_its_socket_and_pid_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = subprocess.Popen(
+        [sys.executable, "-c", STUBBORN_SERVER, "nodes.warm", "serve"], cwd=tmp_path
+    )
+    try:
+        wait(lambda: (tmp_path / ".hadar-warm.pid").exists(), 30, "the stub to start")
+        monkeypatch.setattr(warm, "STOP_GRACE_S", 0.5)
+        warm.stop(tmp_path)
+        assert server.poll() == -signal.SIGKILL  # SIGTERM did not end it: SIGKILL did
+        assert not (tmp_path / ".hadar-warm.sock").exists()
+        assert not (tmp_path / ".hadar-warm.pid").exists()
+    finally:
+        server.kill()
+        server.wait()
