@@ -45,7 +45,10 @@ def client(worker_args: list[str], start_timeout_s: float = 120.0) -> int:
     """Run one worker invocation through this directory's warm server; return its exit status."""
     t0 = time.monotonic()
     # relative to the working directory: AF_UNIX paths are limited to ~107 bytes
-    conn = _connect_or_spawn(Path(SOCKET_NAME), start_timeout_s)
+    try:
+        conn = _connect_or_spawn(Path(SOCKET_NAME), start_timeout_s)
+    except (OSError, subprocess.SubprocessError) as e:  # e.g. a directory it cannot write
+        raise SystemExit(f"hadar-warm: cannot start the warm server in {Path.cwd()}: {e}") from None
     request = {"argv": worker_args, "cwd": str(Path.cwd()), "t0": t0, "env": dict(os.environ)}
     conn.sendall((json.dumps(request) + "\n").encode())
     data = b""

@@ -112,3 +112,20 @@ def test_stop_kills_a_server_ignoring_sigterm_and_removes_its_socket_and_pid_fil
     finally:
         server.kill()
         server.wait()
+
+
+def test_a_warm_file_the_client_cannot_write_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / ".hadar-warm.lock").mkdir()  # (root writes any file: a directory stops it)
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run(
+        [sys.executable, "-m", "nodes.warm", "run", "--", "--help"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert done.stderr.startswith("hadar-warm: cannot start the warm server in "), done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1
+    assert serve_pids(tmp_path) == []
