@@ -245,11 +245,33 @@ def stop(directory: Path) -> None:
         end = time.monotonic() + STOP_GRACE_S
         while _is_warm_server(pid) and time.monotonic() < end:
             time.sleep(0.05)
+        for child in _forked_workers(directory):  # it could not end them itself
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child, signal.SIGKILL)
     # a server killed unclean leaves its files (it may have bound its socket after the unlink
     # above, finishing an import that SIGTERM could not interrupt)
     for name in (SOCKET_NAME, PID_NAME):
         with contextlib.suppress(OSError):
             (directory / name).unlink()
+
+
+def _forked_workers(directory: Path) -> list[int]:
+    """Workers a warm server of ``directory`` forked (:func:`_fork`): its command line, working
+    in ``directory``, each leading its own session; none where there is no ``/proc``."""
+    out = []
+    where = str(directory.resolve())
+    for name in os.listdir("/proc") if Path("/proc").is_dir() else []:
+        if not name.isdigit():
+            continue
+        pid = int(name)
+        with contextlib.suppress(OSError):
+            if (
+                _is_warm_server(pid)
+                and os.readlink(f"/proc/{pid}/cwd") == where
+                and os.getsid(pid) == pid
+            ):
+                out.append(pid)
+    return out
 
 
 def _record_server_pid(directory: Path, pid: int) -> None:

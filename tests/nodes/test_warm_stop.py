@@ -37,6 +37,14 @@ def serve_pids(directory: Path) -> list[int]:
     return out
 
 
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, ended but not yet reaped by init, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def client(directory: Path) -> subprocess.Popen[bytes]:
     """A warm client (as the coordinator starts one each round); its request is not a valid
     worker invocation, which does not matter here."""
@@ -82,9 +90,15 @@ def test_stop_ends_a_server_still_starting_and_no_second_one_starts(tmp_path: Pa
 
 
 # A server that binds its socket after ``stop`` unlinked it and does not end on SIGTERM (one
-# finishing an import under load): ``stop`` kills it and removes what it left.
+# finishing an import under load): ``stop`` kills it and the workers it forked, and removes what it
+# left.
 STUBBORN_SERVER = """
 import os, signal, socket, sys, time
+if os.fork() == 0:  # a worker it forked, in its own session (nodes.warm._fork)
+    os.setsid()
+    open("worker.pid", "w").write(f"{os.getpid()}\\n")
+    while True:
+        time.sleep(0.05)
 def bind(*_):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.bind(".hadar-warm.sock")
@@ -104,12 +118,17 @@ def test_stop_kills_a_server_ignoring_sigterm_and_removes_its_socket_and_pid_fil
     )
     try:
         wait(lambda: (tmp_path / ".hadar-warm.pid").exists(), 30, "the stub to start")
+        wait(lambda: (tmp_path / "worker.pid").exists(), 30, "its worker to start")
+        worker = int((tmp_path / "worker.pid").read_text())
         monkeypatch.setattr(warm, "STOP_GRACE_S", 0.5)
         warm.stop(tmp_path)
         assert server.poll() == -signal.SIGKILL  # SIGTERM did not end it: SIGKILL did
         assert not (tmp_path / ".hadar-warm.sock").exists()
         assert not (tmp_path / ".hadar-warm.pid").exists()
+        wait(lambda: not alive(worker), 10, "its worker to end")  # the server could not end it
     finally:
+        for pid in serve_pids(tmp_path):
+            os.kill(pid, signal.SIGKILL)
         server.kill()
         server.wait()
 
