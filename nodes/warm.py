@@ -134,7 +134,7 @@ def serve(sock_path: Path, idle_exit_s: float = IDLE_EXIT_S) -> None:
     is written before torch is imported, so ``stop`` can end a server still starting."""
     os.chdir(sock_path.resolve().parent)  # bind a short relative name (AF_UNIX path limit)
     sock_path = Path(sock_path.name)
-    _record_server_pid(Path("."), os.getpid())  # (its spawner wrote it too; kept for ``serve``)
+    _record_server_pid(Path("."), os.getpid())  # its spawner wrote it; a server started by hand
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     jobs: dict[socket.socket, _Job] = {}
     try:

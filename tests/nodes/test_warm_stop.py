@@ -37,14 +37,6 @@ def serve_pids(directory: Path) -> list[int]:
     return out
 
 
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie, ended but not yet reaped by init, does not)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def client(directory: Path) -> subprocess.Popen[bytes]:
     """A warm client (as the coordinator starts one each round); its request is not a valid
     worker invocation, which does not matter here."""
@@ -125,7 +117,9 @@ def test_stop_kills_a_server_ignoring_sigterm_and_removes_its_socket_and_pid_fil
         assert server.poll() == -signal.SIGKILL  # SIGTERM did not end it: SIGKILL did
         assert not (tmp_path / ".hadar-warm.sock").exists()
         assert not (tmp_path / ".hadar-warm.pid").exists()
-        wait(lambda: not alive(worker), 10, "its worker to end")  # the server could not end it
+        wait(
+            lambda: not warm._is_warm_server(worker), 10, "its worker to end"
+        )  # the server could not end it
     finally:
         for pid in serve_pids(tmp_path):
             os.kill(pid, signal.SIGKILL)
