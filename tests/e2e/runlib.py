@@ -188,10 +188,22 @@ def steps_added(rundir: Path) -> dict[int, int]:
     return total
 
 
-def tracker_progress(rundir: Path) -> dict[int, int]:
+def tracker_progress(rundir: Path, wait_s: float = 10.0) -> dict[int, int]:
+    """Steps per job in the run's tracker. Opening it waits up to ``wait_s`` for its lock: a
+    coordinator SIGKILLed while starting a worker leaves the lock with the forked child until it
+    execs (the descriptor is close-on-exec), milliseconds that a loaded machine stretches."""
+    from tracker.errors import TrackerBusyError
     from tracker.tracker import JobTracker
 
-    t = JobTracker.open(rundir / "state.sqlite", rundir / "checkpoints")
+    end = time.monotonic() + wait_s
+    while True:
+        try:
+            t = JobTracker.open(rundir / "state.sqlite", rundir / "checkpoints")
+            break
+        except TrackerBusyError:
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.05)
     try:
         return {s.job_id: s.steps_done for s in t.jobs() if s.completed} | {
             s.job_id: s.steps_done for s in t.jobs() if not s.completed
