@@ -41,6 +41,11 @@ ProviderFactory = Callable[..., NodeProvider]
 test's or benchmark's own."""
 
 
+RETIRE_WAIT_S = 40.0
+"""How long :meth:`NodeManager.shutdown` waits for the warm servers of removed nodes to stop (the
+stop command's own timeout is 30 s)."""
+
+
 class StopRequested(Exception):
     """Ctrl-C, SIGTERM or SIGHUP: the run stopped cleanly after saving its state."""
 
@@ -70,6 +75,8 @@ class NodeManager:
         self.gpus: dict[str, NodeGpus] = {}
         """Each probed node's numbered GPUs (hadar/runtime/gpu_inventory.py), this process's."""
         self.preflight_done = False
+        self._retiring: list[threading.Thread] = []
+        """Threads stopping the warm servers of nodes the cluster file dropped (:meth:`_retire`)."""
 
     def _make_provider(self) -> NodeProvider:
         opts = dict(self.provider_options)
@@ -101,10 +108,12 @@ class NodeManager:
                 and n in self.cluster.node_index
                 and new.node(n) == self.cluster.node(n)
             }
+            removed = [n for n in self.cluster.node_names if n not in new.node_index]
+            old_provider = self.provider
             self.cluster, self._cluster_mtime = new, mtime
             self._record_cluster_digest()
-            self.provider.close()
             self.provider = self._make_provider()
+            self._retire(old_provider, removed, r)
         offered = {n.name for n in self.provider.nodes()} & set(self.cluster.node_names)
         if self.leaves is not None:
             offered &= self._stream_nodes(r)
@@ -227,9 +236,30 @@ class NodeManager:
         )
 
     # -- the end -----------------------------------------------------------------------------
+    def _retire(self, provider: NodeProvider, removed: list[str], r: int) -> None:
+        """Nodes the cluster file no longer lists: stop their warm servers (ending any copy still
+        running there) through the provider that reached them, then close it; in the background, so
+        that an unreachable node does not hold the round up (best effort; waited for at
+        :meth:`shutdown`). Their work directories are kept (the node may come back)."""
+        for name in removed:
+            self.events.emit("node-removed", round=r, node=name)
+
+        def retire() -> None:
+            with contextlib.suppress(Exception):
+                if self.cfg.warm_workers and removed:
+                    stop_warm_servers(provider, removed)
+            with contextlib.suppress(Exception):
+                provider.close()
+
+        thread = threading.Thread(target=retire, name="retire-nodes", daemon=True)
+        thread.start()
+        self._retiring.append(thread)
+
     def shutdown(self, clean: bool) -> None:
         """Stop the nodes' warm servers; after a completed run (``clean``) delete their work
         directories unless ``keep_node_dirs``. Best effort."""
+        for thread in self._retiring:
+            thread.join(timeout=RETIRE_WAIT_S)
         nodes = list(self.cluster.node_names)
         with contextlib.suppress(Exception):
             if self.cfg.warm_workers:

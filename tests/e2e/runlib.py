@@ -134,14 +134,18 @@ def worker_pids(rundir: Path, node: str) -> list[int]:
     return out
 
 
-def run_pids(rundir: Path) -> list[int]:
+def run_pids(rundir: Path, node: str | None = None) -> list[int]:
     """Every process working in one of this run's node directories (workers, warm servers and
-    their children), e.g. to end what a SIGKILLed coordinator left behind."""
+    their children), or in ``node``'s alone, e.g. to end what a SIGKILLed coordinator left
+    behind."""
     base = str((rundir / "nodes").resolve())
     return [
         int(p)
         for p in os.listdir("/proc")
-        if p.isdigit() and (info := _proc(p)) and (info[0] + "/").startswith(base + "/")
+        if p.isdigit()
+        and (info := _proc(p))
+        and (info[0] + "/").startswith(base + "/")
+        and (node is None or info[0].rstrip("/").endswith(f"/{node}"))
     ]
 
 

@@ -8,6 +8,7 @@ import yaml
 from tests.e2e.runlib import (
     closed_rounds,
     events,
+    run_pids,
     start_run,
     steps_added,
     stop_cleanly,
@@ -41,6 +42,7 @@ def test_a_node_added_to_the_cluster_file_joins_and_a_removed_one_leaves(tmp_pat
     proc = start_run(out, jobs, cluster=str(cluster), round_s="6")
     try:
         wait_for(lambda: 0 in closed_rounds(out), 300, "round 0 to close", proc)
+        wait_for(lambda: run_pids(out, "b"), 60, "node b's warm server", proc)
         _cluster(cluster, [("a", "v100", 1.0), ("c", "k80", 0.5)])  # b leaves, c joins
 
         def a_round_ran_on_the_new_cluster() -> bool:
@@ -48,6 +50,8 @@ def test_a_node_added_to_the_cluster_file_joins_and_a_removed_one_leaves(tmp_pat
             return bool(changed) and any(r >= changed[0] for r in closed_rounds(out))
 
         wait_for(a_round_ran_on_the_new_cluster, 300, "a round on the changed cluster", proc)
+        # the removed node's warm server (and any copy it ran) is stopped while the run goes on
+        wait_for(lambda: not run_pids(out, "b"), 60, "node b's processes to end", proc)
         stop_cleanly(proc)
     finally:
         if proc.poll() is None:
@@ -58,5 +62,6 @@ def test_a_node_added_to_the_cluster_file_joins_and_a_removed_one_leaves(tmp_pat
     after = changed[0]["round"]
     ran_after = {e["node"] for e in ev if e["event"] == "result" and e["round"] >= after}
     assert ran_after == {"a", "c"}
+    assert [e["node"] for e in ev if e["event"] == "node-removed"] == ["b"]
     # no step lost or counted twice across the change: the tracker holds what the rounds added
     assert tracker_progress(out) == steps_added(out)
