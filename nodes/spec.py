@@ -4,7 +4,7 @@
 
 ``model`` (IC, LM, LT, RS, MM; any case), ``size`` (tiny, small, paper), ``data`` (a dataset
 path or ``"synthetic"``), ``batch_size`` (1-16,384, per rank) and ``lr`` (> 0) are required; ``seed``
-(>= 0) defaults to 0; ``precision`` (``fp32``, ``bf16``, ``fp16``) defaults to ``fp32`` (mixed precision
+(0 to 2^63 - 1) defaults to 0; ``precision`` (``fp32``, ``bf16``, ``fp16``) defaults to ``fp32`` (mixed precision
 off). Unknown fields are rejected.
 """
 
@@ -33,7 +33,7 @@ class JobSpec(BaseModel):
     data: str = Field(min_length=1)
     batch_size: int = Field(gt=0, le=MAX_BATCH_SIZE)
     lr: float = Field(gt=0)
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(default=0, ge=0, le=2**63 - 1)  # torch.manual_seed's range, signed
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     """Mixed precision: ``bf16`` or ``fp16`` autocast (fp16 with gradient scaling, CUDA only)."""
 

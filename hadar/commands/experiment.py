@@ -27,12 +27,14 @@ from hadar.commands.options import (
     add_round_arg,
     add_workers_arg,
     announce,
+    input_files,
     output_dir,
     resolve_round,
 )
+from hadar.core.defaults import DEFAULT_HORIZON_S
 from hadar.core.errors import InputError
 from hadar.core.extras import plots_missing_note
-from hadar.core.validation import MAX_JOBS
+from hadar.core.validation import MAX_JOBS, MAX_SEED
 from hadar.experiments import grid, load_sweep, report, tables
 from hadar.experiments.grid import (
     DEFAULT_CLUSTERS,
@@ -161,16 +163,26 @@ def run_load_sweep(args: argparse.Namespace) -> int:
     policies = parse_policies(args.policies)
     options = parse_policy_options(args.policy_opt, policies)
     rates = _floats(args.rates, "--rates")
-    seeds = [int(s) for s in _ints(args.seeds, "--seeds")]
+    seeds = _ints(args.seeds, "--seeds")
+    if any(not 0 <= s <= MAX_SEED for s in seeds):
+        raise InputError(f"--seeds: each seed must be in 0..{MAX_SEED} (got {args.seeds!r})")
     if args.num_jobs < 2:
         raise InputError(f"--num-jobs: must be >= 2 (got {args.num_jobs})")
     window = _window(args.window, args.num_jobs)
+    span_h = args.num_jobs / min(rates)  # the expected arrival span at the lowest rate
+    if span_h * 3600 > DEFAULT_HORIZON_S / 2:
+        raise InputError(
+            f"--rates: at {min(rates):.3g} jobs/h the {args.num_jobs} jobs arrive over about "
+            f"{span_h:,.0f} h, beyond what the simulated year leaves to finish them; raise "
+            "--rates or lower --num-jobs"
+        )
     round_note = resolve_round(args, policies)
     if not (args.round_s > 0 and math.isfinite(args.round_s)):
         raise InputError(f"--round: must be a positive number of seconds (got {args.round_s})")
     if not (args.restart_penalty_s >= 0 and math.isfinite(args.restart_penalty_s)):
         raise InputError(f"--restart-penalty: must be >= 0 seconds (got {args.restart_penalty_s})")
     cluster = load_cluster(args.cluster)  # bad input fails here, once
+    out, replacing = output_dir(args.out, args.out_stem, inputs=input_files(args))
     cells = [
         replace(c, options=options.get(c.policy, {}))
         for c in load_sweep.cells(
@@ -215,7 +227,6 @@ def run_load_sweep(args: argparse.Namespace) -> int:
         ),
     )
     wall = time.perf_counter() - t0
-    out, replacing = output_dir(args.out, args.out_stem)
     announce(replacing, console)
     saturation = {p: load_sweep.saturation_rate(rows, p) for p in policies}
     sustained = {p: load_sweep.sustained_rate(rows, p) for p in policies}
@@ -308,7 +319,7 @@ def run_physical(args: argparse.Namespace) -> int:
         args.restart_penalty_s,
         options,
     )
-    out, replacing = output_dir(args.out, args.out_stem)
+    out, replacing = output_dir(args.out, args.out_stem, inputs=input_files(args))
     console = Console(width=max(180, Console().width))
     announce(replacing, console)
     if round_note:

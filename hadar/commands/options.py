@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from hadar.commands import argtypes
 from hadar.core.defaults import REAL_RUN, SIMULATED
+from hadar.core.errors import InputError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -223,14 +224,36 @@ def add_out_file_arg(
     )
 
 
-def output_dir(out: str | None, stem: str, now: float | None = None) -> tuple[Path, str | None]:
+INPUT_OPTIONS = ("cluster", "workload", "throughputs", "node_stream")
+"""The options naming files a command reads (``--workload`` may name a built-in instead)."""
+
+
+def input_files(args: argparse.Namespace) -> dict[str, str]:
+    """The input files the command was given, by option (only those that name a file)."""
+    named = {k: getattr(args, k, None) for k in INPUT_OPTIONS}
+    return {k: str(v) for k, v in named.items() if isinstance(v, str | Path) and Path(v).is_file()}
+
+
+def output_dir(
+    out: str | None, stem: str, now: float | None = None, inputs: dict[str, str] | None = None
+) -> tuple[Path, str | None]:
     """Where a command writes, and a note when it replaces earlier results.
 
     Without ``out``: ``out/<stem>-<YYYYmmdd-HHMMSS>``, suffixed ``-2``, ``-3``... if that exists,
     so a run never lands on another's files. With ``out``: that directory, and a note naming it
-    when it already holds files (results are replaced file by file, never silently)."""
+    when it already holds files (results are replaced file by file, never silently); refused
+    (:class:`InputError`) when it holds one of ``inputs`` (option -> file), which the results
+    could replace."""
     if out is not None:
         path = Path(out)
+        root = path.resolve()
+        for option, name in (inputs or {}).items():
+            if Path(name).resolve().is_relative_to(root):
+                flag = "--" + option.replace("_", "-")
+                raise InputError(
+                    f"--out {out}: holds the input {name} ({flag}); results replace files in "
+                    "--out, so choose a directory that holds no input"
+                )
         held = path.is_dir() and any(path.iterdir())
         return path, f"note: replacing the results in {path}/" if held else None
     base = Path("out") / f"{stem}-{time.strftime('%Y%m%d-%H%M%S', time.localtime(now))}"

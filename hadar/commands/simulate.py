@@ -22,6 +22,7 @@ from hadar.commands.options import (
     add_out_arg,
     add_policy_arg,
     announce,
+    input_files,
     output_dir,
     resolve_round,
 )
@@ -63,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     from hadar import api
 
     round_note = resolve_round(args, [args.policy])
+    out, replacing = output_dir(args.out, args.out_stem, inputs=input_files(args))
     sim = api.simulate(
         args.cluster,
         args.workload,
@@ -89,7 +91,6 @@ def run(args: argparse.Namespace) -> int:
     note = estimates_note(sim.records.estimated_cells)
     if note:
         Console(stderr=True).print(note, style="yellow", highlight=False, soft_wrap=True)
-    out, replacing = output_dir(args.out, args.out_stem)
     announce(replacing, Console(stderr=True))
     print_summary(sim.summary, sim.save(out))
     no_plots = plots_missing_note("figures") if args.figures else None

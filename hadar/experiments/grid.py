@@ -24,7 +24,7 @@ from hadar.core.physical_workloads import mix
 from hadar.experiments.bounds import TtdBounds, mix_bounds
 from hadar.experiments.paper import PAPER_POLICIES
 from hadar.policy import POLICY_REGISTRY, make_policy
-from hadar.scenario import load_scenario
+from hadar.scenario import check_round, load_scenario
 
 DEFAULT_CLUSTERS = ("aws-5node", "lab-5node")
 DEFAULT_MIXES = ("M-1", "M-3", "M-4", "M-5", "M-8", "M-10", "M-12")
@@ -165,6 +165,7 @@ def parse_spec(
             )
     if restart_penalty_s < 0:
         raise InputError(f"--restart-penalty: must be >= 0 (got {restart_penalty_s:g})")
+    check_round(min(rounds_s), restart_penalty_s)
     spec = GridSpec(
         _names(clusters, "--clusters"),
         parse_mixes(mixes),

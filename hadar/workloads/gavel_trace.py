@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -236,16 +236,7 @@ def trace_lines(jobs: Iterable[Job]) -> list[str]:
     out = []
     for job in sorted(jobs, key=lambda j: (j.arrival, j.job_id)):
         kept: Any = job.spec.get("gavel") if job.spec else None
-        if kept:
-            cmd = GavelCommand(
-                kept["command"],
-                kept["working_dir"],
-                kept["num_steps_arg"],
-                bool(kept["needs_data_dir"]),
-            )
-            slo = float(kept.get("SLO", -1.0))
-        else:
-            cmd, slo = gavel_command(job.job_type), -1.0
+        cmd, slo = _kept_columns(job.job_id, kept) if kept else (gavel_command(job.job_type), -1.0)
         cols = [
             job.job_type,
             cmd.command,
@@ -258,13 +249,35 @@ def trace_lines(jobs: Iterable[Job]) -> list[str]:
             _exact(slo),
             repr(float(job.arrival)),
         ]
-        bad = next((c for c in cols if "\t" in c or "\n" in c), None)
+        bad = next((c for c in cols if "\t" in c or (c and c.splitlines() != [c])), None)
         if bad is not None:
             raise InputError(
-                f"job {job.job_id}: field {bad!r} contains a tab or newline (not representable)"
+                f"job {job.job_id}: field {bad[:60]!r} contains a tab or line break "
+                "(not representable)"
             )
         out.append("\t".join(cols))
     return out
+
+
+def _kept_columns(job_id: int, kept: Any) -> tuple[GavelCommand, float]:
+    """The command columns and SLO a job read from a Gavel trace keeps in ``spec.gavel``, checked
+    (a job file may set ``spec.gavel`` by hand): :class:`InputError` naming the field."""
+    where = f"job {job_id}: spec.gavel"
+    if not isinstance(kept, Mapping):
+        raise InputError(f"{where}: expected a mapping of the trace's columns")
+    for key in ("command", "working_dir", "num_steps_arg"):
+        if not isinstance(kept.get(key), str):
+            raise InputError(f"{where}.{key}: expected a string")
+    data_dir = kept.get("needs_data_dir")
+    if data_dir not in (0, 1) or isinstance(data_dir, float):
+        raise InputError(f"{where}.needs_data_dir: expected true/false or 0/1")
+    slo = kept.get("SLO", -1.0)
+    if isinstance(slo, bool) or not isinstance(slo, int | float) or not math.isfinite(slo):
+        raise InputError(f"{where}.SLO: expected a finite number")
+    command = GavelCommand(
+        kept["command"], kept["working_dir"], kept["num_steps_arg"], bool(data_dir)
+    )
+    return command, float(slo)
 
 
 def write_trace(jobs: Sequence[Job], path: str | Path) -> Path:

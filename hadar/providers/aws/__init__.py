@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from hadar.providers.command_setting import PythonCommand
 from hadar.providers.registry import ProviderKind, register_provider
 
 
@@ -46,7 +47,7 @@ class AwsSettings(BaseModel):
     tags: dict[str, str] = Field(default_factory=dict)
     address: Literal["public", "private"] = "public"
     root_volume_gb: int | None = Field(default=None, ge=8, le=16384)
-    python: str = "python3"
+    python: PythonCommand = "python3"
     remote_base: str | None = None
     known_hosts: str | None = None
     trust_new_hosts: bool = False

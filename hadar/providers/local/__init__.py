@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from hadar.providers.command_setting import PythonCommand
 from hadar.providers.registry import NoTransport, ProviderKind, register_provider
 
 
@@ -15,7 +16,7 @@ class LocalSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     base_dir: str | None = None
-    python: str | None = None
+    python: PythonCommand | None = None
     rendezvous_address: str = "127.0.0.1"
     kill_grace_s: float = Field(default=3.0, ge=0.0)
 

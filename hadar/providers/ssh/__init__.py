@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
+from hadar.providers.command_setting import PythonCommand
 from hadar.providers.registry import ProviderKind, register_provider
 from hadar.providers.ssh.env import ENV_NAME_RE
 
@@ -93,7 +94,7 @@ class _NodeEnvironment(BaseModel):
 class SshNodeSettings(_NodeEnvironment):
     """Per-node overrides under ``ssh.nodes.<node>`` (``env`` adds to the section's)."""
 
-    python: str | None = None
+    python: PythonCommand | None = None
     remote_base: str | None = None
     rendezvous_address: str | None = None
 
@@ -117,7 +118,7 @@ class SshSettings(_NodeEnvironment):
     kill_grace_s: float = Field(default=3.0, ge=0)
     setup_timeout_s: float = Field(default=1800.0, gt=0)
     remote_base: str = "~/.hadar/runs"
-    python: str = "python3"
+    python: PythonCommand = "python3"
     nodes: dict[str, SshNodeSettings] = Field(default_factory=dict)
 
 
