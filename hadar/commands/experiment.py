@@ -173,7 +173,7 @@ def run_load_sweep(args: argparse.Namespace) -> int:
     if span_h * 3600 > DEFAULT_HORIZON_S / 2:
         raise InputError(
             f"--rates: at {min(rates):.3g} jobs/h the {args.num_jobs} jobs arrive over about "
-            f"{span_h:,.0f} h, beyond what the simulated year leaves to finish them; raise "
+            f"{span_h:,.6g} h, beyond what the simulated year leaves to finish them; raise "
             "--rates or lower --num-jobs"
         )
     round_note = resolve_round(args, policies)

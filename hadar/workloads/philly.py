@@ -109,6 +109,11 @@ def generate(table: GavelThroughputTable, options: PhillyOptions | None = None) 
         if not options_w:
             w = 1
             options_w = variants(table, model, 1)
+        if not options_w:
+            raise InputError(
+                f"{table.source}: the Philly workloads need {model} measured on one "
+                f"{REFERENCE_GPU} (any batch size); the table has no such row"
+            )
         job_type = options_w[int(rng.integers(len(options_w)))]
         duration = float(gpu_time) / w
         steps = max(1, round(duration * table.lookup(job_type, REFERENCE_GPU, w)))

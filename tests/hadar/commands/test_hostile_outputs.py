@@ -3,6 +3,7 @@ with one line and exit 2, and nothing is written outside ``--out`` or over an in
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -143,3 +144,17 @@ def test_a_worker_seed_beyond_torchs_range_is_refused_with_the_spec():
     assert parse_spec({**base, "seed": 2**63 - 1}).seed == 2**63 - 1
     with pytest.raises(InputError, match="seed: Input should be less than or equal"):
         parse_spec({**base, "seed": 10**23})
+
+
+def test_a_philly_workload_on_a_table_missing_its_models_is_one_line(tmp_path):
+    _inputs(tmp_path)
+    row = {"null": 10.0}
+    table = {t: {f"('{R}', 1)": row, f"('{R}', 2)": row} for t in ("v100", "k80")}
+    (tmp_path / "t.json").write_text(json.dumps(table))
+    res = hadar_cli(
+        *("simulate", "--cluster", "c.yaml", "--workload", "philly-10"),
+        *("--throughputs", "t.json", "--out", "o"),
+        cwd=tmp_path,
+    )
+    assert res.returncode == 2
+    assert "t.json: the Philly workloads need" in one_error_line(res)
