@@ -329,7 +329,7 @@ class PmiEstimator(ThroughputModel):
         ]
         others = sorted(
             (g for g in self.table.gpu_types if g not in first),
-            key=lambda g: (abs(math.log(self._pmi[g] / self._pmi[target])), g),
+            key=lambda g: (_log_distance(self._pmi[g], self._pmi[target]), g),
         )
         return first + others
 
@@ -540,3 +540,10 @@ class PmiEstimator(ThroughputModel):
     def describe(self, job: Job, cluster: Cluster) -> str:
         kinds = sorted({self.estimate(job, g).source for g in cluster.gpu_types})
         return f"estimated (Eq. 10 PMI/PCIe, reference {self.params.reference_gpu}; from {'; '.join(kinds)})"
+
+
+def _log_distance(a: float, b: float) -> float:
+    """``|log(a / b)|``, how far apart two PMIs are; inf where the ratio is 0, inf or undefined
+    (figures the cluster loader refuses, so that no ordering divides by zero)."""
+    ratio = a / b if b > 0 else math.inf
+    return abs(math.log(ratio)) if 0 < ratio < math.inf else math.inf

@@ -24,10 +24,10 @@ from pydantic import BeforeValidator, RootModel, ValidationError
 
 from estimators.iterations import IterationSample
 from hadar.core.cluster import Cluster
-from hadar.core.errors import InputError
+from hadar.core.errors import InputError, shorten
 from hadar.core.gpu_catalogue import canonical_gpu
 from hadar.core.jobs import Job, Placement
-from hadar.core.validation import MAX_THROUGHPUT, MIN_THROUGHPUT, load_json
+from hadar.core.validation import MAX_GANG_GPUS, MAX_THROUGHPUT, MIN_THROUGHPUT, load_json
 
 DEFAULT_UNCONSOLIDATED_PENALTY = 0.75
 """Knob: multi-node rate = this x consolidated rate, where the table has no unconsolidated entry."""
@@ -182,8 +182,8 @@ class GavelThroughputTable(ThroughputModel):
             if not 0 <= v < math.inf:
                 where = k.gpu_type + ("" if k.consolidated else UNCONSOLIDATED_SUFFIX)
                 raise InputError(
-                    f"{source}: {where}: ({k.job_type!r}, {k.num_gpus}): throughput must be finite "
-                    f"and >= 0 (got {v!r})"
+                    f"{source}: {where}: ({shorten(k.job_type)!r}, {k.num_gpus}): throughput "
+                    f"must be finite and >= 0 (got {v!r})"
                 )
         self._table = dict(table)
         self.source = source
@@ -205,18 +205,23 @@ class GavelThroughputTable(ThroughputModel):
             parsed = ThroughputFile.model_validate(data).root
         except ValidationError as exc:
             err = exc.errors()[0]
-            loc = ": ".join(str(p) for p in err["loc"] if p != "null")
+            loc = ": ".join(shorten(str(p)) for p in err["loc"] if p != "null")
             msg = err["msg"].removeprefix("Value error, ")
             if err["type"] in ("dict_type", "model_type"):
                 msg = "expected an object of job keys" if len(err["loc"]) == 1 else msg
             raise InputError(f"{source}: {loc}: {msg}") from None
         table: dict[TableKey, float] = {}
         for raw_type, entries in parsed.items():
+            if len(raw_type) > MAX_KEY_CHARS:
+                raise InputError(
+                    f"{source}: GPU type {shorten(raw_type)!r} is {len(raw_type):,} characters; "
+                    f"at most {MAX_KEY_CHARS} are accepted"
+                )
             multi_node = raw_type.endswith(UNCONSOLIDATED_SUFFIX)
             base = raw_type[: -len(UNCONSOLIDATED_SUFFIX)] if multi_node else raw_type
-            gtype = canonical_gpu(base, field=f"{source}: {raw_type}")
+            gtype = canonical_gpu(base, field=f"{source}: {shorten(raw_type)}")
             for key, rate in entries.items():
-                job_type, w = _parse_key(key, f"{source}: {raw_type}")
+                job_type, w = _parse_key(key, f"{source}: {shorten(raw_type)}")
                 table[TableKey(job_type, gtype, w, not multi_node)] = rate
         if not table:
             raise InputError(f"{source}: no throughput measurements found")
@@ -290,11 +295,32 @@ ThroughputFile = RootModel[dict[str, dict[str, Annotated[float, BeforeValidator(
 """Gavel's ``simulation_throughputs.json``: GPU type -> ``"('Job type', W)"`` -> measurement."""
 
 
+MAX_KEY_CHARS = 400
+"""The longest job key (``"('Job type', W)"``) or GPU type a throughputs file may have: a job
+type is at most 200 characters, so a longer key is hostile (ast parses deep nesting by recursion:
+5,000 unary minuses overflow it)."""
+
+
 def _parse_key(key: str, where: str) -> tuple[str, int]:
+    """``"('Job type', W)"`` -> ``('Job type', W)``; the key's length is checked before ast
+    parses it, and every failure is one InputError line echoing at most the key's start."""
+    if len(key) > MAX_KEY_CHARS:
+        raise InputError(
+            f"{where}: job key {shorten(key)!r} is {len(key):,} characters; at most "
+            f"{MAX_KEY_CHARS} are accepted"
+        )
     try:
         job_type, w = ast.literal_eval(key)
-        if not isinstance(job_type, str) or not isinstance(w, int) or w < 1:
-            raise ValueError
-    except (ValueError, SyntaxError):
-        raise InputError(f"{where}: bad job key {key!r} (expected \"('Job type', W)\")") from None
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+        job_type = w = None
+    if (
+        not isinstance(job_type, str)
+        or isinstance(w, bool)
+        or not isinstance(w, int)
+        or not 1 <= w <= MAX_GANG_GPUS
+    ):
+        raise InputError(
+            f"{where}: bad job key {shorten(key)!r} (expected \"('Job type', W)\" with W in "
+            f"1..{MAX_GANG_GPUS:,})"
+        )
     return job_type, w

@@ -9,7 +9,8 @@ be among the ``transport_keys`` the caller accepts, see :func:`cluster_from_dict
     nodes:
       - name: v100                 # with count > 1 the nodes are v100-0, v100-1, ...
         count: 5
-        gpus: {v100: 4}            # GPU type (catalogue id or alias) -> count, each >= 1
+        gpus: {v100: 4}            # GPU type (catalogue id or alias) -> count, a whole
+                                   # number >= 1; one key per type
         pcie_gen: 3                # motherboard PCIe generation (default 3)
         speed_factor: 0.5          # emulate a GPU this fraction as fast
         emulate: true              # declared GPUs are emulated, not checked against the machine's
@@ -40,6 +41,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     create_model,
     field_validator,
     model_validator,
@@ -87,10 +89,13 @@ class _NodeSpec(BaseModel):
 
     @field_validator("gpus", "count", mode="before")
     @classmethod
-    def _no_booleans(cls, v: Any) -> Any:
-        """``true`` is not a count (pydantic would read it as 1)."""
-        for name, count in v.items() if isinstance(v, dict) else [(None, v)]:
-            if isinstance(count, bool):
+    def _whole_numbers(cls, v: Any, info: ValidationInfo) -> Any:
+        """A count is a YAML integer: ``true``, ``"2"`` and ``2.0`` are not counts (pydantic
+        would read them as 1 and 2)."""
+        if info.field_name == "gpus" and not isinstance(v, dict):
+            return v  # not a mapping: the schema says so
+        for name, count in v.items() if info.field_name == "gpus" else [(None, v)]:
+            if isinstance(count, bool) or not isinstance(count, int):
                 what = f"{name}: GPU count" if name is not None else "count"
                 raise ValueError(f"{what} must be a positive integer (got {count!r})")
         return v
@@ -101,18 +106,16 @@ class _NodeSpec(BaseModel):
         if not v:
             raise ValueError("a node needs at least one GPU type")
         out: dict[str, int] = {}
+        spelt: dict[str, str] = {}
         for name, count in v.items():
-            try:
-                gid = canonical_gpu(name, field=str(name))
-            except InputError as exc:
-                raise ValueError(str(exc)) from None
+            gid = _gpu_id(name, spelt)
             if not isinstance(count, int) or isinstance(count, bool) or count < 1:
                 raise ValueError(f"{name}: GPU count must be a positive integer (got {count!r})")
             if count > MAX_GPUS_PER_NODE:
                 raise ValueError(
                     f"{name}: at most {MAX_GPUS_PER_NODE} GPUs of a type per node (got {count})"
                 )
-            out[gid] = out.get(gid, 0) + count
+            out[gid] = count
         return out
 
     @field_validator("gpu_indices")
@@ -121,16 +124,14 @@ class _NodeSpec(BaseModel):
         if v is None:
             return None
         out: dict[str, list[int]] = {}
+        spelt: dict[str, str] = {}
         for name, indices in v.items():
-            try:
-                gid = canonical_gpu(name, field=str(name))
-            except InputError as exc:
-                raise ValueError(str(exc)) from None
+            gid = _gpu_id(name, spelt)
             if not isinstance(indices, list) or any(
                 not isinstance(i, int) or isinstance(i, bool) or i < 0 for i in indices
             ):
                 raise ValueError(f"{name}: a list of device indices >= 0 (got {indices!r})")
-            out[gid] = out.get(gid, []) + indices
+            out[gid] = indices
         seen = [i for indices in out.values() for i in indices]
         dup = next((i for i in seen if seen.count(i) > 1), None)
         if dup is not None:
@@ -152,6 +153,20 @@ class _NodeSpec(BaseModel):
         if missing:
             raise ValueError(f"gpu_indices: no indices for {', '.join(missing)}")
         return self
+
+
+def _gpu_id(name: str, spelt: dict[str, str]) -> str:
+    """The catalogue id of a node's GPU type ``name``; a ValueError when it is unknown or when
+    another key of the same mapping (``spelt``: id -> the key that named it) already names that
+    type (``v100`` and ``V100``: the counts would otherwise be summed silently)."""
+    try:
+        gid = canonical_gpu(name, field=str(name))
+    except InputError as exc:
+        raise ValueError(str(exc)) from None
+    if gid in spelt:
+        raise ValueError(f"{spelt[gid]!r} and {name!r} are the same GPU type ({gid}); give it once")
+    spelt[gid] = name
+    return gid
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,16 @@ def where(source: str | None, field: str | None) -> str:
     return ": ".join(parts)
 
 
+SHOWN_CHARS = 60
+"""How many characters of a user's value an error message echoes (:func:`shorten`)."""
+
+
+def shorten(value: str, limit: int = SHOWN_CHARS) -> str:
+    """``value`` cut to its first ``limit`` characters plus ``...`` when longer, so a message
+    that echoes a hostile value (a 100,000-character field) stays one readable line."""
+    return value if len(value) <= limit else value[:limit] + "..."
+
+
 class MissingExtraError(InputError):
     """A command needs an optional dependency that is not installed (``pip install
     'hadar-scheduler[EXTRA]'``). Exit 2: the request cannot be served by this installation."""

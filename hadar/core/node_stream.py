@@ -16,8 +16,6 @@ declares, no ``leave`` before a ``join`` and no second ``join`` while the node i
 from __future__ import annotations
 
 import bisect
-import csv
-import io
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +24,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Literal
 
-from hadar.core.errors import InputError
+from hadar.core.csv_input import read_csv
+from hadar.core.errors import InputError, shorten
 from hadar.core.validation import MAX_SECONDS, read_text
 
 EventKind = Literal["join", "leave"]
@@ -189,33 +188,27 @@ def parse_node_stream(
 ) -> NodeStream:
     """Parse and check a ``time,node,event`` CSV; ``declared`` are the cluster's node names
     (None skips that check). Errors name ``source``, the line (the header is line 1), the field."""
-    reader = csv.reader(io.StringIO(text, newline=""))
-    try:
-        header = next(reader, None)
-        if header is None:
-            raise InputError(f"{source}: empty node stream (expected a header {','.join(COLUMNS)})")
-        names = [h.strip() for h in header]
-        missing = [c for c in COLUMNS if c not in names]
-        if missing:
-            raise InputError(f"{source}: line 1 (header): missing column(s) {', '.join(missing)}")
-        col = {c: names.index(c) for c in COLUMNS}
-        known = None if declared is None else frozenset(declared)
-        up: set[str] = set()
-        seen: set[str] = set()
-        events: list[NodeEvent] = []
-        last = -math.inf
-        for row in reader:
-            line = reader.line_num
-            if not any(cell.strip() for cell in row):
-                continue
-            if len(row) != len(names):
-                raise InputError(
-                    f"{source}: line {line}: {len(row)} fields, the header has {len(names)}"
-                )
-            events.append(_check_row(row, col, line, source, known, up, seen, last, cluster_source))
-            last = events[-1].time
-    except csv.Error as exc:
-        raise InputError(f"{source}: line {reader.line_num}: malformed CSV: {exc}") from None
+    names, records = read_csv(text, source, strip_header=True)
+    if not names:
+        raise InputError(f"{source}: empty node stream (expected a header {','.join(COLUMNS)})")
+    missing = [c for c in COLUMNS if c not in names]
+    if missing:
+        raise InputError(f"{source}: line 1 (header): missing column(s) {', '.join(missing)}")
+    col = {c: names.index(c) for c in COLUMNS}
+    known = None if declared is None else frozenset(declared)
+    up: set[str] = set()
+    seen: set[str] = set()
+    events: list[NodeEvent] = []
+    last = -math.inf
+    for line, row in records:
+        if not any(cell.strip() for cell in row):
+            continue
+        if len(row) != len(names):
+            raise InputError(
+                f"{source}: line {line}: {len(row)} fields, the header has {len(names)}"
+            )
+        events.append(_check_row(row, col, line, source, known, up, seen, last, cluster_source))
+        last = events[-1].time
     if not events:
         raise InputError(f"{source}: no events (a node stream needs at least one join)")
     return NodeStream(tuple(events), end=events[-1].time, source=source)
@@ -239,30 +232,34 @@ def _check_row(
     try:
         t = float(raw_t)
     except ValueError:
-        raise bad("time", f"not a number (got {raw_t!r})") from None
+        raise bad("time", f"not a number (got {shorten(raw_t)!r})") from None
     if not math.isfinite(t) or not 0 <= t <= MAX_SECONDS:
         raise bad(
-            "time", f"must be a finite number of seconds in [0, {MAX_SECONDS:g}] (got {raw_t!r})"
+            "time",
+            f"must be a finite number of seconds in [0, {MAX_SECONDS:g}] (got {shorten(raw_t)!r})",
         )
     if t < last:
-        raise bad("time", f"times must be sorted: {raw_t} comes after {last:g}")
+        raise bad("time", f"times must be sorted: {shorten(raw_t)} comes after {last:g}")
     if not node:
         raise bad("node", "empty node name")
     if known is not None and node not in known:
-        raise bad("node", f"node {node!r} is not declared in {cluster_source}")
+        raise bad("node", f"node {shorten(node)!r} is not declared in {cluster_source}")
     if kind not in EVENTS:
-        raise bad("event", f"must be join or leave (got {kind!r})")
+        raise bad("event", f"must be join or leave (got {shorten(kind)!r})")
     if kind == "join":
         if node in up:
             raise bad(
                 "event",
-                f"node {node!r} joins at {t:g} s while already in the pool (overlapping fragments)",
+                f"node {shorten(node)!r} joins at {t:g} s while already in the pool (overlapping fragments)",
             )
         up.add(node)
     else:
         if node not in up:
             before = "before its first join" if node not in seen else "without rejoining"
-            raise bad("event", f"node {node!r} leaves at {t:g} s {before} (a leave before a join)")
+            raise bad(
+                "event",
+                f"node {shorten(node)!r} leaves at {t:g} s {before} (a leave before a join)",
+            )
         up.discard(node)
     seen.add(node)
     return NodeEvent(t, node, kind)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from hadar.core.errors import InputError
+from hadar.core.validation import Gbps
 
 if TYPE_CHECKING:  # networkx is imported when a cluster declares a network (0.14 s otherwise)
     import networkx as nx
@@ -43,8 +44,8 @@ class RackSpec(BaseModel):
 
     name: str = Field(min_length=1)
     nodes: list[str] = Field(min_length=1)
-    uplink_gbps: float | None = Field(default=None, gt=0)
-    nic_gbps: float | None = Field(default=None, gt=0)
+    uplink_gbps: Gbps | None = None
+    nic_gbps: Gbps | None = None
 
 
 class LinkSpec(BaseModel):
@@ -53,7 +54,7 @@ class LinkSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     between: tuple[str, str]
-    gbps: float = Field(gt=0)
+    gbps: Gbps
 
 
 class NetworkSpec(BaseModel):
@@ -61,7 +62,7 @@ class NetworkSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    nic_gbps: float = Field(gt=0)
+    nic_gbps: Gbps
     racks: list[RackSpec] = Field(min_length=1)
     links: list[LinkSpec] = Field(default_factory=list)
 

@@ -5,10 +5,11 @@ them. In a cluster file::
     gpu_types:                         # inline ...
       rtx-2080-ti:
         name: GeForce RTX 2080 Ti      # optional (default: the id)
-        fp32_tflops: 13.4              # required, > 0
-        memory_gb: 11                  # required, > 0
+        fp32_tflops: 13.4              # required, 0.01 to 10,000
+        memory_gb: 11                  # required, 0.1 to 10,000
         pcie_gen: 3                    # required, 1..6
-        tensor_tflops: 53.8            # optional (0: no tensor cores, the estimate uses FP32)
+        tensor_tflops: 53.8            # optional: 0 (no tensor cores, the estimate uses FP32)
+                                       # or 0.01 to 100,000
         aliases: [2080ti]              # optional other spellings
         smi_pattern: 'RTX 2080 Ti'     # optional regex for nvidia-smi's name (`hadar nodes check`);
                                        # default: the id's words (rtx-2080-ti: RTX 2080 Ti)
@@ -27,7 +28,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from hadar.core.errors import InputError
 from hadar.core.gpu_catalogue import GpuSpec, gpu_key, register_gpu
-from hadar.core.validation import from_validation_error, load_yaml
+from hadar.core.validation import (
+    TENSOR_TFLOPS,
+    Fp32Tflops,
+    MemoryGb,
+    from_validation_error,
+    load_yaml,
+)
 
 GPU_ID_RE = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
 
@@ -38,12 +45,20 @@ class UserGpu(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str | None = None
-    fp32_tflops: float = Field(gt=0, allow_inf_nan=False)
-    memory_gb: float = Field(gt=0, allow_inf_nan=False)
+    fp32_tflops: Fp32Tflops
+    memory_gb: MemoryGb
     pcie_gen: int = Field(ge=1, le=6)
     tensor_tflops: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     aliases: list[str] = Field(default_factory=list)
     smi_pattern: str | None = None
+
+    @field_validator("tensor_tflops")
+    @classmethod
+    def _tensor_range(cls, v: float) -> float:
+        lo, hi = TENSOR_TFLOPS
+        if v != 0 and not lo <= v <= hi:
+            raise ValueError(f"must be 0 (no tensor cores) or {lo:g} to {hi:g} TFLOPS (got {v!r})")
+        return v
 
     @field_validator("smi_pattern")
     @classmethod

@@ -37,13 +37,30 @@ MAX_GANG_GPUS = 65_536
 MAX_NODES = 100_000
 """Nodes in one cluster file (after ``count`` expansion)."""
 MAX_STEPS = 1e12
-"""Total steps of one job (real training runs take at most millions)."""
+"""Total steps of one job (real training runs take at most millions). Steps count training
+iterations, so a file gives a whole number of at least 1."""
 MAX_SECONDS = 10 * 365 * 86400.0
 """Largest time a file may give (an arrival): ten years, in seconds."""
-MAX_WEIGHT = 1e6
-"""Largest job priority weight."""
+MIN_WEIGHT, MAX_WEIGHT = 1e-3, 1e3
+"""A job's priority weight is relative: 1e-3 to 1e3 lets one job count a million times another,
+beyond any real priority scheme, while keeping the coefficients of Gavel's weighted max-min LP
+(``W_j / (w_j T_j)``) within what HiGHS solves (a weight of 1e-15 made it a "Model error")."""
 MIN_THROUGHPUT, MAX_THROUGHPUT = 1e-6, 1e9
 """A measured throughput is 0 (cannot run) or within these bounds, in steps/s."""
+FP32_TFLOPS = (0.01, 10_000.0)
+MEMORY_GB = (0.1, 10_000.0)
+TENSOR_TFLOPS = (0.01, 100_000.0)
+"""The figures a declared GPU type may give (``hadar/core/user_gpus.py``; docs/estimators.md,
+"Your own GPUs"): FP32 and dense tensor TFLOPS, memory in GB (tensor 0: no tensor cores). Real
+GPUs span about 1-100 FP32 TFLOPS, 2-300 GB and 10-2,500 tensor TFLOPS; the bounds leave two
+orders of magnitude either way. Beyond them the PMI ratios of Eq. 10 overflow or underflow
+(1e-300 divided by zero, 1e300 took a logarithm of 0) and the rates reach the LPs as values
+HiGHS refuses ("Model error")."""
+MIN_GBPS, MAX_GBPS = 0.01, 1e6
+"""A cluster network's link bandwidth (``hadar/core/topology.py``), Gbit/s: from 10 Mbit/s (the
+slowest Ethernet; GPU clusters have 1 Gbit/s at the very least) to 1 Pbit/s (today's fastest
+NICs carry 800 Gbit/s, an NVLink domain about 14,400). A slower link made a multi-node job run
+for ever (at 1e-300 Gbit/s a simulation ran round by round to its horizon)."""
 
 
 def bounded(
@@ -79,18 +96,25 @@ def bounded(
     return Annotated[int if integer else float, BeforeValidator(check)]
 
 
-Steps = bounded(0, MAX_STEPS, lo_open=True, unit="steps")
-"""A job's total steps in a file."""
+Steps = bounded(1, MAX_STEPS, integer=True, unit="steps")
+"""A job's total steps in a file: a whole number of training iterations (``0.5`` or ``1e-30``
+steps would reach the LPs as near-zero work and the Job Tracker as a target of 0 steps)."""
 Seconds = bounded(0, MAX_SECONDS, unit="s")
 """A time in a file (an arrival), in seconds."""
-Weight = bounded(0, MAX_WEIGHT, lo_open=True)
-"""A job's priority weight."""
+Weight = bounded(MIN_WEIGHT, MAX_WEIGHT)
+"""A job's priority weight (:data:`MIN_WEIGHT` to :data:`MAX_WEIGHT`)."""
 GangGpus = bounded(1, MAX_GANG_GPUS, integer=True, unit="GPUs")
 """The GPUs one job asks for."""
 DataDirFlag = bounded(0, 1, integer=True)
 """A Gavel trace's ``needs_data_dir`` column: 0 or 1."""
 SloSeconds = bounded(-1, MAX_SECONDS, unit="s")
 """A Gavel trace's ``SLO`` column: seconds, -1 for none."""
+Fp32Tflops = bounded(*FP32_TFLOPS, unit="TFLOPS")
+"""A declared GPU type's FP32 TFLOPS."""
+MemoryGb = bounded(*MEMORY_GB, unit="GB")
+"""A declared GPU type's memory, GB."""
+Gbps = bounded(MIN_GBPS, MAX_GBPS, unit="Gbit/s")
+"""A network link's bandwidth."""
 
 
 def field_path(loc: tuple[Any, ...]) -> str:

@@ -138,11 +138,14 @@ def check_horizon(
     Two lower bounds, valid for every policy (HadarE's per-node copies included): a job cannot
     finish before its arrival plus its steps at its best rate spread over as many copies as the
     cluster could hold; and all jobs together need their GPU-seconds at best rates, at most
-    ``total GPUs x horizon`` of which exist. (Run after :func:`validate_workload`.)
+    ``total GPUs x horizon`` of which exist. A rigid gang larger than every node runs only
+    across nodes, so its best rate is its best multi-node one (on a declared network, at the
+    fastest NIC: a slow network slows it). (Run after :func:`validate_workload`.)
     """
     gpu_seconds = 0.0
+    largest_node = int(cluster.capacity.sum(axis=1).max(initial=0))
     for job in jobs:
-        rate = throughput.best_rate(job, cluster)
+        rate = _best_rate(job, cluster, throughput, largest_node)
         copies = max(1, min(len(cluster.nodes), cluster.total_gpus // job.num_gpus))
         finish = job.arrival + job.total_steps / (rate * copies)
         if finish > horizon_s:
@@ -159,6 +162,16 @@ def check_horizon(
             f"more than cluster {cluster.name}'s {cluster.total_gpus} GPUs deliver within the horizon of "
             f"{_days(horizon_s)} (--horizon)"
         )
+
+
+def _best_rate(job: Job, cluster: Cluster, throughput: ThroughputModel, largest_node: int) -> float:
+    """The fastest rate ``job`` can run at anywhere in ``cluster``: its multi-node figures'
+    best when it is a rigid gang no node can hold (``largest_node``: the most GPUs on a node),
+    else :meth:`~estimators.throughput.ThroughputModel.best_rate`."""
+    if job.is_elastic or job.num_gpus <= largest_node:
+        return throughput.best_rate(job, cluster)
+    _, uncons = throughput.cell_rates(job, cluster)
+    return float(uncons.max(initial=0.0))
 
 
 def _days(seconds: float) -> str:

@@ -8,15 +8,14 @@ arrival, weight, spec, min_gpus, max_gpus, batch_range}, ...]`` where ``spec`` (
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from hadar.core.errors import InputError
+from hadar.core.csv_input import read_csv_dicts
+from hadar.core.errors import InputError, shorten
 from hadar.core.jobs import Job
 from hadar.core.validation import (
     MAX_JOB_ID,
@@ -52,12 +51,29 @@ class _JobSpec(BaseModel):
     batch_range: tuple[int, int] | None = None
     """Elastic jobs: the total batch sizes a policy may choose, ``[low, high]``."""
 
+    @field_validator("id", "batch_range", mode="before")
+    @classmethod
+    def _no_booleans(cls, v: Any) -> Any:
+        """``false``/``true`` are not ids or batch sizes (pydantic would read them as 0 and 1)."""
+        if isinstance(v, bool) or (
+            isinstance(v, (list, tuple)) and any(isinstance(x, bool) for x in v)
+        ):
+            raise ValueError(f"must be a whole number, not a boolean (got {v!r})")
+        return v
+
     @field_validator("type")
     @classmethod
     def _printable(cls, v: str) -> str:
         if not v.isprintable():
             raise ValueError("a job type is one line of printable characters (no newline or tab)")
         return v
+
+
+CSV_COLUMNS = (
+    *("id", "type", "gpus", "steps", "arrival", "weight"),
+    *("model", "size_class", "min_gpus", "max_gpus"),
+)
+"""The columns a CSV job list may have (``spec`` and ``batch_range`` are YAML only)."""
 
 
 def jobs_from_records(
@@ -114,16 +130,19 @@ def load_job_file(path: str | Path) -> list[Job]:
         return jobs_from_records(data["jobs"], str(p))
     if p.suffix.lower() == ".csv":
         text = read_text(p, "workload file")
-        reader = csv.DictReader(io.StringIO(text, newline=""))
-        if pollux.is_pollux_header(list(reader.fieldnames or [])):
+        header, records = read_csv_dicts(text, str(p))
+        if pollux.is_pollux_header(header):
             return pollux.jobs_from_pollux_csv(text, str(p))
-        try:
-            missing = {"id", "type", "gpus", "steps"} - set(reader.fieldnames or [])
-            if missing:
-                raise InputError(f"{p}: header: missing column(s) {', '.join(sorted(missing))}")
-            rows = [{k: v for k, v in r.items() if v not in (None, "")} for r in reader]
-        except csv.Error as exc:
-            raise InputError(f"{p}: line {reader.line_num}: malformed CSV: {exc}") from None
+        missing = {"id", "type", "gpus", "steps"} - set(header)
+        if missing:
+            raise InputError(f"{p}: header: missing column(s) {', '.join(sorted(missing))}")
+        unknown = [c for c in header if c and c not in CSV_COLUMNS]
+        if unknown:
+            raise InputError(
+                f"{p}: line 1 (header): unknown column {shorten(unknown[0])!r} "
+                f"(known: {', '.join(CSV_COLUMNS)})"
+            )
+        rows = [{k: v for k, v in r.items() if v != ""} for _, r in records]
         return jobs_from_records(rows, str(p), row_label="row")
     read_text(p, "workload file")  # a missing or unreadable file says so first
     raise InputError(f"{p}: unsupported workload file type (use .csv, .yaml or .yml)")

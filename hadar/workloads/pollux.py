@@ -11,15 +11,14 @@ re-allocation costs it its application's restart delay (:data:`RESTART_S`).
 
 from __future__ import annotations
 
-import csv
-import io
 import re
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
 
 from goodput.traces import APPLICATIONS, AppTrace, bundled_trace
-from hadar.core.errors import InputError
+from hadar.core.csv_input import read_csv_dicts
+from hadar.core.errors import InputError, shorten
 from hadar.core.jobs import Job
 from hadar.core.validation import MAX_SECONDS, read_text
 
@@ -85,16 +84,11 @@ def load_pollux_file(path: Path) -> list[Job]:
 def jobs_from_pollux_csv(text: str, source: str) -> list[Job]:
     """Jobs from Pollux's workload CSV (optional extra columns ``min_gpus``, ``max_gpus``,
     ``restart_s``); the job id is the row number."""
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+    header, records = read_csv_dicts(text, source)
+    missing = [c for c in COLUMNS if c not in header]
     if missing:
         raise InputError(f"{source}: header: missing column(s) {', '.join(missing)}")
-    jobs = []
-    try:
-        for i, row in enumerate(reader):
-            jobs.append(_job(i, row, f"{source}: row[{i}]"))
-    except csv.Error as exc:
-        raise InputError(f"{source}: line {reader.line_num}: malformed CSV: {exc}") from None
+    jobs = [_job(i, row, f"{source}: row[{i}]") for i, (_, row) in enumerate(records)]
     if not jobs:
         raise InputError(f"{source}: no jobs")
     return jobs
@@ -107,10 +101,12 @@ def _number(
     try:
         value = float(raw)
     except ValueError:
-        raise InputError(f"{where}.{key}: not a number ({raw!r})") from None
+        raise InputError(f"{where}.{key}: not a number ({shorten(raw)!r})") from None
     if not lo <= value <= hi or (integer and value != int(value)):
         kind = "an integer" if integer else "a number"
-        raise InputError(f"{where}.{key}: must be {kind} in [{lo:g}, {hi:g}] (got {raw!r})")
+        raise InputError(
+            f"{where}.{key}: must be {kind} in [{lo:g}, {hi:g}] (got {shorten(raw)!r})"
+        )
     return value
 
 
@@ -118,7 +114,8 @@ def _job(index: int, row: dict[str, str], where: str) -> Job:
     app = (row.get("application") or "").strip()
     if app not in APPLICATIONS:
         raise InputError(
-            f"{where}.application: unknown application {app!r} (known: {', '.join(APPLICATIONS)})"
+            f"{where}.application: unknown application {shorten(app)!r} "
+            f"(known: {', '.join(APPLICATIONS)})"
         )
     trace = bundled_trace(app)
     arrival = _number(row, "time", where, False, 0, MAX_SECONDS)

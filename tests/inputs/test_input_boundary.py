@@ -68,7 +68,7 @@ def test_a_cluster_file_that_is_not_text(scene, capsys):
     [
         ("inf", ["row[0].steps", "not a finite number", "'inf'"]),
         ("nan", ["row[0].steps", "not a finite number"]),
-        ("1e30", ["row[0].steps", "must be <= 1e+12 steps"]),
+        ("1e30", ["row[0].steps", "must be an integer <= 1e+12 steps"]),
         ("1e11", ["job 0: cannot finish before", "beyond the horizon of 365.0 days (--horizon)"]),
     ],
 )

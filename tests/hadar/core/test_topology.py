@@ -133,15 +133,15 @@ def test_the_bundled_two_rack_cluster() -> None:
 
 
 BAD = [
-    ({"nic_gbps": 0, "racks": TRIANGLE["racks"]}, "network.nic_gbps", "greater than 0"),
-    ({"nic_gbps": -5, "racks": TRIANGLE["racks"]}, "network.nic_gbps", "greater than 0"),
+    ({"nic_gbps": 0, "racks": TRIANGLE["racks"]}, "network.nic_gbps", "must be >= 0.01 Gbit/s"),
+    ({"nic_gbps": -5, "racks": TRIANGLE["racks"]}, "network.nic_gbps", "must be >= 0.01 Gbit/s"),
     ({"nic_gbps": float("inf"), "racks": TRIANGLE["racks"]}, "network.nic_gbps", "finite"),
     ({"nic_gbps": float("nan"), "racks": TRIANGLE["racks"]}, "network.nic_gbps", "finite"),
     ({"nic_gbps": "fast", "racks": TRIANGLE["racks"]}, "network.nic_gbps", "number"),
     (
         {"nic_gbps": 10, "racks": [{"name": "r", "nodes": ["a", "b", "c"], "uplink_gbps": -1}]},
         "network.racks[0].uplink_gbps",
-        "greater than 0",
+        "must be >= 0.01 Gbit/s",
     ),
     (
         {"nic_gbps": 10, "racks": [{"name": "r", "nodes": ["a", "b", "c", "zz"]}]},
@@ -193,7 +193,7 @@ BAD = [
     (
         {**TRIANGLE, "links": [{"between": ["r1", "r2"], "gbps": 0}]},
         "network.links[0].gbps",
-        "greater than 0",
+        "must be >= 0.01 Gbit/s",
     ),
     ({**TRIANGLE, "spine": 4}, "network.spine", "unknown field"),
 ]
