@@ -45,7 +45,7 @@ from hadar.commands.options import (
 )
 from hadar.core.cluster import Cluster
 from hadar.core.defaults import SIMULATED
-from hadar.core.errors import InputError
+from hadar.core.errors import InputError, shorten
 from hadar.core.extras import plots_missing_note
 from hadar.core.io import write_csv, write_json, write_text
 from hadar.core.jobs import Job, JobStatus
@@ -332,12 +332,12 @@ def parse_sizes(text: str) -> list[int]:
         sizes = [int(s) for s in text.split(",") if s.strip()]
     except ValueError:
         raise InputError(
-            f"--decision-sizes: expected comma-separated integers (got {text!r})"
+            f"--decision-sizes: expected comma-separated integers (got {shorten(text)!r})"
         ) from None
     if any(not 1 <= s <= MAX_DECISION_SIZE for s in sizes):
         raise InputError(
             f"--decision-sizes: sizes must be whole numbers of jobs in [1, {MAX_DECISION_SIZE}] "
-            f"(got {text[:60]!r}); beyond it Gavel's LP, timed beside Hadar, takes minutes and "
+            f"(got {shorten(text)!r}); beyond it Gavel's LP, timed beside Hadar, takes minutes and "
             "cannot be interrupted (benchmarks/bench_scale.py times Hadar alone at larger sizes)"
         )
     return sizes

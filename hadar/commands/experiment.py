@@ -32,7 +32,7 @@ from hadar.commands.options import (
     resolve_round,
 )
 from hadar.core.defaults import DEFAULT_HORIZON_S
-from hadar.core.errors import InputError
+from hadar.core.errors import InputError, shorten
 from hadar.core.extras import plots_missing_note
 from hadar.core.validation import MAX_JOBS, MAX_SEED
 from hadar.experiments import grid, load_sweep, report, tables
@@ -165,7 +165,9 @@ def run_load_sweep(args: argparse.Namespace) -> int:
     rates = _floats(args.rates, "--rates")
     seeds = _ints(args.seeds, "--seeds")
     if any(not 0 <= s <= MAX_SEED for s in seeds):
-        raise InputError(f"--seeds: each seed must be in 0..{MAX_SEED} (got {args.seeds!r})")
+        raise InputError(
+            f"--seeds: each seed must be in 0..{MAX_SEED} (got {shorten(args.seeds)!r})"
+        )
     if args.num_jobs < 2:
         raise InputError(f"--num-jobs: must be >= 2 (got {args.num_jobs})")
     window = _window(args.window, args.num_jobs)
@@ -274,11 +276,13 @@ def _floats(text: str, option: str) -> list[float]:
     try:
         values = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise InputError(f"{option}: expected comma-separated numbers (got {text!r})") from None
+        raise InputError(
+            f"{option}: expected comma-separated numbers (got {shorten(text)!r})"
+        ) from None
     if not values or any(not (v > 0 and math.isfinite(v)) for v in values):
-        raise InputError(f"{option}: expected positive finite numbers (got {text!r})")
+        raise InputError(f"{option}: expected positive finite numbers (got {shorten(text)!r})")
     if len(set(values)) != len(values):
-        raise InputError(f"{option}: a value is given twice ({text!r})")
+        raise InputError(f"{option}: a value is given twice ({shorten(text)!r})")
     return values
 
 
@@ -287,10 +291,10 @@ def _ints(text: str, option: str) -> list[int]:
         values = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise InputError(
-            f"{option}: expected comma-separated whole numbers (got {text!r})"
+            f"{option}: expected comma-separated whole numbers (got {shorten(text)!r})"
         ) from None
     if not values or len(set(values)) != len(values):
-        raise InputError(f"{option}: expected distinct whole numbers (got {text!r})")
+        raise InputError(f"{option}: expected distinct whole numbers (got {shorten(text)!r})")
     return values
 
 
@@ -299,9 +303,13 @@ def _window(text: str, num_jobs: int) -> tuple[int, int]:
     try:
         start, end = int(a), int(b)
     except ValueError:
-        raise InputError(f"--window: expected A:B, two whole numbers (got {text!r})") from None
+        raise InputError(
+            f"--window: expected A:B, two whole numbers (got {shorten(text)!r})"
+        ) from None
     if not sep or not 0 <= start < end <= num_jobs:
-        raise InputError(f"--window: need 0 <= A < B <= --num-jobs ({num_jobs}) (got {text!r})")
+        raise InputError(
+            f"--window: need 0 <= A < B <= --num-jobs ({num_jobs}) (got {shorten(text)!r})"
+        )
     return start, end
 
 
