@@ -87,6 +87,10 @@ def resolve_gpu_types(value: Any, source: str, base_dir: Path | None) -> dict[st
     naming the file and ``gpu_types.<id>.<field>``."""
     where = source
     if isinstance(value, str):
+        if not value.strip():
+            raise InputError(
+                f"{source}: gpu_types: expected a GPU catalogue file name or a mapping (got '')"
+            )
         path = Path(value).expanduser()
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path

@@ -84,6 +84,16 @@ def test_gpu_figures_outside_their_range_are_refused(
     assert not (tmp_path / "out").exists()
 
 
+def test_an_empty_gpu_catalogue_name_is_refused_not_read_as_the_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = "name: t\ngpu_types: ''\nnodes: [{name: a, gpus: {v100: 1}}]\n"
+    line = one_error(capsys, simulate(tmp_path, cluster, ONE_JOB))
+    assert line.endswith(
+        "c.yaml: gpu_types: expected a GPU catalogue file name or a mapping (got '')"
+    )
+
+
 @pytest.mark.parametrize("policy", ["hadar", "gavel"])
 def test_gpu_figures_at_the_edges_of_their_range_simulate(tmp_path: Path, policy: str) -> None:
     """The slowest and the largest GPU a file may declare, side by side with a V100: the LPs
