@@ -12,7 +12,7 @@ from importlib import resources
 
 import yaml
 
-from hadar.core.errors import InputError
+from hadar.core.errors import InputError, shorten
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ def canonical_gpu(name: str, field: str = "gpu type") -> str:
     if gid is None:
         known = ", ".join(sorted(catalogue()))
         raise InputError(
-            f"{field}: unknown GPU type {name!r} (known: {known}; declare your own under the "
+            f"{field}: unknown GPU type {shorten(name)!r} (known: {known}; declare your own under the "
             f"cluster file's gpu_types:)"
         )
     return gid
