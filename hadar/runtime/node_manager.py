@@ -42,8 +42,8 @@ test's or benchmark's own."""
 
 
 RETIRE_WAIT_S = 40.0
-"""How long :meth:`NodeManager.shutdown` waits for the warm servers of removed nodes to stop (the
-stop command's own timeout is 30 s)."""
+"""How long :meth:`NodeManager.shutdown` waits, in all, for the warm servers of removed nodes to
+stop (the stop command's own timeout is 30 s)."""
 
 
 class StopRequested(Exception):
@@ -258,8 +258,9 @@ class NodeManager:
     def shutdown(self, clean: bool) -> None:
         """Stop the nodes' warm servers; after a completed run (``clean``) delete their work
         directories unless ``keep_node_dirs``. Best effort."""
+        deadline = time.monotonic() + RETIRE_WAIT_S  # all of them together (they run at once)
         for thread in self._retiring:
-            thread.join(timeout=RETIRE_WAIT_S)
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
         nodes = list(self.cluster.node_names)
         with contextlib.suppress(Exception):
             if self.cfg.warm_workers:
