@@ -69,11 +69,9 @@ class _JobSpec(BaseModel):
         return v
 
 
-CSV_COLUMNS = (
-    *("id", "type", "gpus", "steps", "arrival", "weight"),
-    *("model", "size_class", "min_gpus", "max_gpus"),
-)
-"""The columns a CSV job list may have (``spec`` and ``batch_range`` are YAML only)."""
+YAML_ONLY = ("spec", "batch_range")
+CSV_COLUMNS = tuple(name for name in _JobSpec.model_fields if name not in YAML_ONLY)
+"""The columns a CSV job list may have: the job fields, less the nested ones (YAML only)."""
 
 
 def jobs_from_records(
