@@ -68,7 +68,8 @@ def bounded(
 ) -> Any:
     """A pydantic field type for a number read from a file: a number or numeric text, finite,
     ``lo <= v <= hi`` (``lo < v`` with ``lo_open``), whole with ``integer``. Its messages read
-    ``must be an integer >= 1 (got '0')``, ``not a finite number ('inf')``, ``must be <= 1e+12 steps``."""
+    ``must be an integer >= 1 (got '0')``, ``must be a whole number of GPUs (got '2.5')``,
+    ``not a finite number ('inf')``, ``must be <= 1e+12 steps``."""
     kind = "an integer " if integer else ""
     suffix = f" {unit}" if unit else ""
 
@@ -90,7 +91,9 @@ def bounded(
         if value > hi:
             raise ValueError(f"must be {kind}<= {hi:g}{suffix} (got {raw!r})")
         if integer and value != int(value):
-            raise ValueError(f"must be {kind}>= {lo:g}{suffix} (got {raw!r})")
+            raise ValueError(
+                f"must be a whole number{' of' + suffix if unit else ''} (got {raw!r})"
+            )
         return int(value) if integer else float(value)
 
     return Annotated[int if integer else float, BeforeValidator(check)]

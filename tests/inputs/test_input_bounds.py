@@ -147,7 +147,8 @@ def test_steps_that_are_not_a_whole_number_of_at_least_one_are_refused(
     ):
         with pytest.raises(InputError) as info:
             load_job_file(path) if path.suffix != ".trace" else read_trace(path)
-        assert str(info.value).startswith(f"{path}: {where}: must be an integer >= 1 steps"), info
+        expected = "a whole number of steps" if float(steps) > 1 else "an integer >= 1 steps"
+        assert str(info.value).startswith(f"{path}: {where}: must be {expected}"), info
     csv_file.write_text(f"id,type,gpus,steps\n0,{R18},1,1\n1,{R18},1,1000.0\n")
     assert [j.total_steps for j in load_job_file(csv_file)] == [1, 1000]
 
@@ -288,3 +289,15 @@ def test_booleans_are_not_ids(tmp_path: Path, fields: str, where: str) -> None:
     with pytest.raises(InputError) as info:
         load_job_file(path)
     assert str(info.value).startswith(f"{path}: {where}: must be a whole number, not a boolean")
+
+
+def test_a_fractional_gpu_count_is_refused_and_a_whole_valued_one_reads_as_its_integer(
+    tmp_path: Path,
+) -> None:
+    csv_file = tmp_path / "jobs.csv"
+    csv_file.write_text(f"id,type,gpus,steps\n0,{R18},2.5,10\n")
+    with pytest.raises(InputError) as info:
+        load_job_file(csv_file)
+    assert str(info.value) == f"{csv_file}: row[0].gpus: must be a whole number of GPUs (got '2.5')"
+    csv_file.write_text(f"id,type,gpus,steps\n0,{R18},2.0,10\n1,{R18},4,10\n")
+    assert [j.num_gpus for j in load_job_file(csv_file)] == [2, 4]
