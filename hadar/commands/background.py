@@ -10,16 +10,20 @@ import argparse
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from hadar.commands import Subparsers, argtypes
 from hadar.core.errors import InputError
-from hadar.core.io import write_json
+from hadar.core.io import open_append, write_json
+from hadar.core.safe_paths import refuse_links
 
 LOG = "run.log"
 PIDFILE = "detached.json"
@@ -27,6 +31,13 @@ RUNS = Path("runs")
 STARTUP_WAIT_S = 300.0
 """How long ``--detach`` waits for the new process to start its first round (inputs checked,
 nodes answered): a run that fails before that shows its error here, with its exit code."""
+MAX_PID = 1 << 22
+"""Linux's largest pid (``PID_MAX_LIMIT``): a pid file naming more, or less than 2 (0 and -1
+signal whole process groups, 1 is init), was not written by ``--detach``."""
+SMALL_FILE_BYTES = 1 << 20
+"""How much of ``run.json``, ``summary.json`` and ``detached.json`` ``hadar status`` reads."""
+MAX_EVENT_LINE = 1 << 20
+"""Longer lines of ``events.jsonl`` are read in pieces (and skipped): never held whole."""
 
 
 def register(sub: Subparsers) -> None:
@@ -93,11 +104,12 @@ def detach(argv: Sequence[str], rundir: Path, resume: bool) -> int:
     alive = running_pid(rundir)
     if alive is not None:
         raise InputError(f"{rundir}: already running in the background (pid {alive})")
+    refuse_links(rundir, "the run directory")  # run.log is appended to: never through a link
     rundir.mkdir(parents=True, exist_ok=True)
     starts = _starts(rundir)
     command = child_argv(argv, rundir, resume)
     log_path = rundir / LOG
-    with open(log_path, "ab") as log:
+    with open_append(log_path) as log:
         proc = subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
@@ -122,13 +134,38 @@ def detach(argv: Sequence[str], rundir: Path, resume: bool) -> int:
     return 0
 
 
+# -- reading a run directory ---------------------------------------------------------------
+@contextmanager
+def _open_regular(path: Path) -> Iterator[IO[bytes] | None]:
+    """``path`` opened to read if it is a regular file, else None: a link is not followed
+    (hadar never makes one in a run directory) and a FIFO or device is not waited on."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        yield None
+        return
+    with os.fdopen(fd, "rb") as fh:
+        yield fh if stat.S_ISREG(os.fstat(fd).st_mode) else None
+
+
+def _read_json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path`` (a regular file of at most :data:`SMALL_FILE_BYTES`), or
+    ``{}`` for anything else: ``hadar status`` shows what it can of a damaged run."""
+    with _open_regular(path) as fh:
+        data = fh.read(SMALL_FILE_BYTES + 1) if fh is not None else b""
+    try:
+        value = json.loads(data) if 0 < len(data) <= SMALL_FILE_BYTES else None
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, nested too deeply
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 # -- finding runs --------------------------------------------------------------------------
 def _pidfile(rundir: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads((rundir / PIDFILE).read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and isinstance(data.get("pid"), int) else None
+    """``detached.json`` if it names a pid ``--detach`` could have written (see :data:`MAX_PID`)."""
+    data = _read_json_object(rundir / PIDFILE)
+    pid = data.get("pid")
+    return data if type(pid) is int and 2 <= pid <= MAX_PID else None
 
 
 def running_pid(rundir: Path) -> int | None:
@@ -143,15 +180,17 @@ def running_pid(rundir: Path) -> int | None:
     except ProcessLookupError:
         return None
     except PermissionError:
-        return pid  # alive, someone else's
+        pass  # alive, someone else's: its command line still says whether it is this run
     cmdline = Path(f"/proc/{pid}/cmdline")
     if cmdline.exists():
         try:
             args = cmdline.read_bytes().split(b"\0")
         except OSError:
             return None
-        if str(rundir).encode() not in args and str(rundir.resolve()).encode() not in args:
-            return None
+        if b"run" not in args or (
+            str(rundir).encode() not in args and str(rundir.resolve()).encode() not in args
+        ):
+            return None  # not a `hadar run` of this directory
         if _zombie(pid):
             return None
     return pid
@@ -169,10 +208,10 @@ def _rounds_done(rundir: Path) -> int | None:
     import sqlite3
 
     path = rundir / "state.sqlite"
-    if not path.exists():
+    if not path.is_file() or path.is_symlink():
         return None
-    try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=2.0)
+    try:  # as_uri: a '?' or '#' in the folder's name is not read as URI parameters
+        con = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=2.0)
         try:
             (n,) = con.execute("SELECT COUNT(*) FROM rounds WHERE state = 'closed'").fetchone()
         finally:
@@ -183,11 +222,10 @@ def _rounds_done(rundir: Path) -> int | None:
 
 
 def _last_line(rundir: Path) -> str:
-    path = rundir / LOG
-    if not path.exists():
-        return ""
-    with open(path, "rb") as fh:
-        fh.seek(max(0, path.stat().st_size - 4096))
+    with _open_regular(rundir / LOG) as fh:
+        if fh is None:
+            return ""
+        fh.seek(max(0, os.fstat(fh.fileno()).st_size - 4096))
         lines = [
             line.strip() for line in fh.read().decode(errors="replace").splitlines() if line.strip()
         ]
@@ -197,15 +235,12 @@ def _last_line(rundir: Path) -> str:
 def _events(rundir: Path) -> list[str]:
     """The names of the run's events, in order (lines cut short by a crash skipped)."""
     names = []
-    try:
-        with open(rundir / "events.jsonl", "rb") as fh:
-            for line in fh:
-                try:
-                    names.append(str(json.loads(line).get("event")))
-                except (ValueError, AttributeError):
-                    continue
-    except OSError:
-        return []
+    with _open_regular(rundir / "events.jsonl") as fh:
+        for line in iter(partial(fh.readline, MAX_EVENT_LINE), b"") if fh is not None else ():
+            try:
+                names.append(str(json.loads(line).get("event")))
+            except (ValueError, AttributeError, RecursionError):
+                continue
     return names
 
 
@@ -226,11 +261,11 @@ def state(rundir: Path) -> str:
     if pid is not None:
         return f"running (pid {pid})"
     if _finished(rundir):
-        try:
-            s = json.loads((rundir / "summary.json").read_text())
-            return f"finished ({s['completed']}/{s['jobs']} jobs)"
-        except (OSError, ValueError, KeyError):
-            return "finished"
+        s = _read_json_object(rundir / "summary.json")
+        done, jobs = s.get("completed"), s.get("jobs")
+        if type(done) is int and type(jobs) is int:
+            return f"finished ({done}/{jobs} jobs)"
+        return "finished"
     return "stopped (hadar run --resume)" if (rundir / "run.json").exists() else "not started"
 
 
@@ -261,10 +296,7 @@ def run_status(args: argparse.Namespace) -> int:
     for col in ("run", "policy", "workload", "state", "rounds", "last log line"):
         table.add_column(col, overflow="fold")
     for d in dirs:
-        try:
-            cfg = json.loads((d / "run.json").read_text())
-        except (OSError, ValueError):
-            cfg = {}
+        cfg = _read_json_object(d / "run.json")
         rounds = _rounds_done(d)
         table.add_row(
             str(d),
@@ -281,12 +313,17 @@ def run_status(args: argparse.Namespace) -> int:
 def run_logs(args: argparse.Namespace) -> int:
     rundir = Path(args.rundir)
     path = rundir / LOG
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         raise InputError(
             f"{path}: no log (only runs started with hadar run --detach write one; "
             f"see {rundir}/events.jsonl)"
         )
-    with open(path, "rb") as fh:
+    with _open_regular(path) as fh:
+        if fh is None:
+            raise InputError(
+                f"{path}: not a regular file (a link, FIFO or device, which hadar never makes "
+                "there); hadar logs does not read it"
+            )
         while True:
             chunk = fh.read(65536)
             if chunk:
@@ -310,7 +347,14 @@ def run_stop(args: argparse.Namespace) -> int:
     pid = running_pid(rundir)
     if pid is None:
         raise InputError(f"{rundir}: no background run is running there (hadar status lists runs)")
-    os.kill(pid, signal.SIGINT)  # the coordinator's first-Ctrl-C path: finish the round, save
+    try:
+        os.kill(pid, signal.SIGINT)  # the coordinator's first-Ctrl-C path: finish the round, save
+    except ProcessLookupError:
+        pass  # it ended meanwhile
+    except PermissionError:
+        raise InputError(
+            f"{rundir}: the run's process (pid {pid}) belongs to another user; stop it as them"
+        ) from None
     print(f"asked {rundir} (pid {pid}) to stop after the round in progress")
     deadline = time.monotonic() + args.timeout_s
     while time.monotonic() < deadline:

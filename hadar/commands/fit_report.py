@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
-from hadar.commands import Subparsers
+from hadar.commands import Subparsers, argtypes
 from hadar.core.errors import InputError
 from hadar.core.io import write_csv
 
@@ -34,7 +34,13 @@ def register(sub: Subparsers) -> None:
         help="a folder of application folders (placements.csv, scalability.csv, "
         "validation-<M>.csv), or one application folder (default: the bundled Pollux traces)",
     )
-    p.add_argument("--csv", default=None, metavar="PATH", help="also write the table as CSV")
+    p.add_argument(
+        "--csv",
+        default=None,
+        type=argtypes.out_file,
+        metavar="PATH",
+        help="also write the table as CSV",
+    )
     p.set_defaults(func=run)
 
 
@@ -54,9 +60,21 @@ def _traces(folder: str | None) -> list[AppTrace]:
     return [load_trace_dir(d) for d in apps]
 
 
+def _check_csv_is_no_trace(csv: str | None, traces: str | None) -> None:
+    """``--csv`` may not replace a file of the ``--traces`` folder (the tables it reads)."""
+    if csv is None or traces is None or not Path(csv).is_file():
+        return
+    if Path(csv).resolve().is_relative_to(Path(traces).resolve()):
+        raise InputError(
+            f"--csv {csv}: is a file of the --traces folder {traces}, which the table would "
+            "replace; write it to another file"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     from goodput.traces import fit_application
 
+    _check_csv_is_no_trace(args.csv, args.traces)
     traces = _traces(args.traces)  # every table is checked before any fit
     rows = []
     for trace in traces:

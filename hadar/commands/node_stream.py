@@ -7,7 +7,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from hadar.commands import Subparsers, argtypes
-from hadar.commands.options import add_out_file_arg
+from hadar.commands.options import add_out_file_arg, refuse_output_over_input
 
 if TYPE_CHECKING:
     from hadar.core.node_stream import NodeStream
@@ -115,6 +115,7 @@ def run_generate(args: argparse.Namespace) -> int:
     from hadar.clusters import load_cluster
     from hadar.workloads.node_streams import generate_stream, preset
 
+    refuse_output_over_input(args.out, "--out", {"--cluster": args.cluster})
     c = load_cluster(args.cluster)
     machine = preset(args.preset)
     if args.idle_share is not None:
@@ -134,6 +135,7 @@ def run_from_slurm(args: argparse.Namespace) -> int:
     from hadar.core.errors import InputError
     from hadar.workloads.slurm_nodes import load_slurm_log
 
+    refuse_output_over_input(args.out, "--out", {"log": args.log, "--cluster": args.cluster})
     stream = load_slurm_log(args.log, args.min_fragment_s)
     names, source = _declared(args.cluster)
     if names is not None:

@@ -234,6 +234,18 @@ def input_files(args: argparse.Namespace) -> dict[str, str]:
     return {k: str(v) for k, v in named.items() if isinstance(v, str | Path) and Path(v).is_file()}
 
 
+def refuse_output_over_input(out: str, flag: str, inputs: dict[str, str | None]) -> None:
+    """One-line :class:`InputError` when the file ``out`` (given as ``flag``) is one of
+    ``inputs`` (what names it -> the file read): writing it would replace the input."""
+    target = Path(out).resolve()
+    for source, name in inputs.items():
+        if name is not None and Path(name).is_file() and Path(name).resolve() == target:
+            raise InputError(
+                f"{flag} {out}: is the input {name} ({source}); the result would replace it, "
+                "so write it to another file"
+            )
+
+
 def output_dir(
     out: str | None, stem: str, now: float | None = None, inputs: dict[str, str] | None = None
 ) -> tuple[Path, str | None]:

@@ -8,6 +8,7 @@ from pathlib import Path
 from hadar.commands import Subparsers
 from hadar.commands.run import print_run_summary
 from hadar.core.extras import require
+from hadar.core.safe_paths import refuse_links
 
 
 def register(sub: Subparsers) -> None:
@@ -30,5 +31,6 @@ def run(args: argparse.Namespace) -> int:
 
     rundir = Path(args.rundir)
     load_config(rundir, "give the --out directory of a hadar run")
+    refuse_links(rundir, "the run directory")  # nothing is read, locked or written through one
     print_run_summary(write_report(rundir), rundir)
     return 0

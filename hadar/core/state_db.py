@@ -53,6 +53,35 @@ def open_state_db(path: Path, *, read_only: bool = False) -> sqlite3.Connection:
     return conn
 
 
+_EDITED = ("no such table", "no such column", "has no column named", "Could not decode")
+"""How SQLite says a read met a table, column or text that a state file written by hadar has."""
+
+
+@contextmanager
+def reading_state(path: Path) -> Iterator[None]:
+    """Reading a state file whose tables or values were edited (a table dropped, a JSON column
+    overwritten, a number made text, bytes that are not UTF-8) that passed SQLite's integrity
+    check: one :class:`StateFileError` naming the file, not a traceback (``--debug`` shows the
+    cause). Only around code that reads the state file and inputs already checked."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:  # also a full disk: that is not this file's damage
+        if not str(exc).startswith(_EDITED):
+            raise
+        raise _damaged(path, exc) from exc
+    except sqlite3.DatabaseError as exc:
+        raise _damaged(path, exc) from exc
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # JSON or a value's type
+        raise _damaged(path, exc, "a value hadar never writes: ") from exc
+
+
+def _damaged(path: Path, exc: Exception, what: str = "") -> StateFileError:
+    reason = what + " ".join(str(exc).split())[:200]
+    return StateFileError(
+        f"{path}: damaged state file ({reason}); restore it from a backup or start a new run"
+    )
+
+
 Hook = Callable[[], None]
 
 

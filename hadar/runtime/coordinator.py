@@ -43,6 +43,7 @@ from hadar.core.cluster import Cluster
 from hadar.core.errors import InputError
 from hadar.core.jobs import Job, Placement, placement_gpus
 from hadar.core.safe_paths import refuse_links
+from hadar.core.state_db import reading_state
 from hadar.loop import Decision, RoundLoop
 from hadar.policy import Policy, RoundContext
 from hadar.policy_options import policy_with_options
@@ -118,33 +119,21 @@ class Coordinator:
         self.db = open_run_state(rundir)
         """The run's one state file: the tracker's, the journal's and the events' tables."""
         try:
-            self.tracker = JobTracker.open(  # takes the run's lock before anything is written
-                self.db,
-                rundir / "checkpoints",
-                max_job_count=cfg.max_job_count,
-                averaging="steps",
-                keep_checkpoints=cfg.keep_checkpoints,
-            )
+            with reading_state(self.db.path):  # a table dropped from the file: one line
+                self.tracker = JobTracker.open(  # takes the run's lock before anything is written
+                    self.db,
+                    rundir / "checkpoints",
+                    max_job_count=cfg.max_job_count,
+                    averaging="steps",
+                    keep_checkpoints=cfg.keep_checkpoints,
+                )
         except BaseException:
             self.db.close()
             raise
         self.journal = Journal(self.db)
         self.events = EventLog(rundir / EVENTS_FILE, self.db)
-        check_state_files(self.journal, self.tracker.last_closed_round(), self.db.path)
-        registered = self.tracker.jobs()
-        check_tracker_jobs(
-            [(s.job_id, s.target_steps, s.model, s.size) for s in registered],
-            self.jobs,
-            str(self.db.path),
-            cfg.workload,
-        )
-        known = {s.job_id for s in registered}
-        for j in self.jobs:
-            if j.job_id not in known:
-                spec = self.specs[j.job_id]
-                self.tracker.register_job(
-                    j.job_id, int(j.total_steps), model=spec.model, size=spec.size
-                )
+        with reading_state(self.db.path):
+            self._check_and_register()
         self._stop = threading.Event()
         self._abandon = threading.Event()
         self.stop_signal: int = signal.SIGINT
@@ -234,8 +223,32 @@ class Coordinator:
             last_closed = self.tracker.last_closed_round()
             self._available_cluster(0 if last_closed is None else last_closed + 1)
 
+    def _check_and_register(self) -> None:
+        """Refuse a state file that lost rounds or holds another workload's jobs; register the
+        workload's jobs it does not have yet."""
+        check_state_files(self.journal, self.tracker.last_closed_round(), self.db.path)
+        registered = self.tracker.jobs()
+        check_tracker_jobs(
+            [(s.job_id, s.target_steps, s.model, s.size) for s in registered],
+            self.jobs,
+            str(self.db.path),
+            self.cfg.workload,
+        )
+        known = {s.job_id for s in registered}
+        for j in self.jobs:
+            if j.job_id not in known:
+                spec = self.specs[j.job_id]
+                self.tracker.register_job(
+                    j.job_id, int(j.total_steps), model=spec.model, size=spec.size
+                )
+
     def recover(self) -> int:
-        """Reconcile journal and tracker after a restart; returns the next round number."""
+        """Reconcile journal and tracker after a restart; returns the next round number (one
+        line naming the state file if its rows were edited into what hadar never writes)."""
+        with reading_state(self.db.path):
+            return self._recover()
+
+    def _recover(self) -> int:
         last_closed = self.tracker.last_closed_round()
         next_round = 0 if last_closed is None else last_closed + 1
         for row in list(self.journal.iter_rounds("planned")):

@@ -11,12 +11,13 @@ import numpy as np
 
 from hadar.core.extras import plots_missing_note
 from hadar.core.io import write_csv, write_figure, write_json
+from hadar.core.state_db import reading_state
 from hadar.outputs_schema import JOB_COLUMNS as COMMON_JOB_COLUMNS
 from hadar.outputs_schema import ROUND_COLUMNS as COMMON_ROUND_COLUMNS
 from hadar.outputs_schema import completion_metrics, decision_metrics, utilisation
 from hadar.runtime.config import RunConfig, load_config
 from hadar.runtime.history import copy_records
-from hadar.runtime.journal import EventLog, Journal
+from hadar.runtime.journal import EventLog, Journal, check_state_files
 from hadar.runtime.state_file import EVENTS_FILE, reading_run_state
 from tracker.tracker import JobTracker
 
@@ -28,9 +29,10 @@ def collect(
     writes (:mod:`hadar.outputs_schema`) plus the columns and keys only a real run has."""
     cfg = load_config(rundir)
     # read-only and unlocked: `hadar report` may read a run that is going on
-    with reading_run_state(rundir) as db:
+    with reading_run_state(rundir) as db, reading_state(db.path):
         journal = Journal(db)
         tracker = JobTracker.open_read_only(db, rundir / "checkpoints")
+        check_state_files(journal, tracker.last_closed_round(), db.path)
         events = EventLog(rundir / EVENTS_FILE, db).read(("start", "evaluation"))
         rounds = _rounds(cfg, journal, tracker)
         jobs = _jobs(tracker, events, rounds)

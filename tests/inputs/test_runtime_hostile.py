@@ -1,0 +1,251 @@
+"""Hostile run directories and state given to ``hadar report``, ``status``, ``logs``, ``stop``,
+``run --resume`` (and ``--detach``), and outputs over inputs for ``node-stream`` and
+``fit-report``: one line (exit 2) or a row shown as best it can be, never a traceback, a hang, a
+signal to a process that is not the run, or a read, lock or write through a planted link.
+Commands run as users run them (subprocesses) on a real run directory (one short local run:
+real workers, a real ``state.sqlite``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hadar.commands.background import running_pid
+from tests.fixtures.cli import hadar_cli, one_error_line
+
+REPO = Path(__file__).resolve().parents[2]
+LOCAL_3 = str(REPO / "cluster_configs" / "local-3node.yaml")
+JOB = {
+    "id": 0,
+    "type": "MM",
+    "gpus": 1,
+    "steps": 40,
+    "spec": {"model": "MM", "size": "tiny", "data": "synthetic", "batch_size": 16, "lr": 0.001},
+}
+
+
+def hadar(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return hadar_cli(*args, cwd=cwd, env={"COLUMNS": "250"}, timeout=timeout)
+
+
+def refused(res: subprocess.CompletedProcess[str]) -> str:
+    assert res.returncode == 2, res.stdout + res.stderr
+    return one_error_line(res)
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One completed real run (one tiny MM job on local-3node); tests use copies of it."""
+    root = tmp_path_factory.mktemp("hostile-run")
+    jobs = root / "jobs.yaml"
+    jobs.write_text(yaml.safe_dump({"jobs": [JOB]}))
+    res = hadar_cli(
+        "run", "--cluster", LOCAL_3, "--workload", str(jobs), "--round", "5", "--no-live",
+        "--no-eval", "--out", "run", cwd=root, timeout=300,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    return root / "run"
+
+
+@pytest.fixture
+def rundir(finished_run: Path, tmp_path: Path) -> Path:
+    dst = tmp_path / "run"
+    shutil.copytree(finished_run, dst, symlinks=True)
+    (dst / "state.sqlite.lock").unlink(missing_ok=True)
+    return dst
+
+
+def edit_state(rundir: Path, sql: str) -> None:
+    con = sqlite3.connect(rundir / "state.sqlite")
+    con.execute(sql)
+    con.commit()
+    con.close()
+
+
+# -- hadar status / stop: the pid file -------------------------------------------------------
+@pytest.mark.parametrize("pid", ["-1", "0", "true", "99999999999999999999"])
+def test_a_pid_file_naming_no_possible_run_is_not_running(rundir: Path, pid: str) -> None:
+    """-1 and 0 address process groups (``hadar stop`` sent SIGINT to every process it could
+    signal), true is pid 1 and a huge number overflowed into a traceback."""
+    (rundir / "detached.json").write_text(f'{{"pid": {pid}}}')
+    assert running_pid(rundir) is None
+    res = hadar("status", str(rundir), cwd=rundir.parent)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stdout + res.stderr
+    assert "running" not in res.stdout and "finished (1/1 jobs)" in res.stdout
+
+
+def test_stop_signals_only_a_hadar_run_of_the_directory(rundir: Path) -> None:
+    """A live process whose command line names the run directory but is no ``hadar run``
+    (here a stand-in; a ``hadar logs RUNDIR -f`` would do) is not signalled."""
+    code = "import sys, time; time.sleep(60)"
+    other = subprocess.Popen([sys.executable, "-c", code, str(rundir)])
+    try:
+        (rundir / "detached.json").write_text(json.dumps({"pid": other.pid}))
+        line = refused(hadar("stop", str(rundir), "--timeout", "0", cwd=rundir.parent))
+        assert "no background run is running there" in line
+        assert other.poll() is None  # not interrupted
+    finally:
+        other.kill()
+        other.wait()
+
+
+# -- hadar status / logs: what a run directory holds ------------------------------------------
+@pytest.mark.parametrize("name", ["run.log", "events.jsonl", "run.json", "summary.json"])
+def test_status_does_not_wait_on_a_fifo_in_the_run_directory(rundir: Path, name: str) -> None:
+    (rundir / name).unlink(missing_ok=True)
+    os.mkfifo(rundir / name)
+    res = hadar("status", str(rundir), cwd=rundir.parent, timeout=30)  # hung before
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert str(rundir) in res.stdout
+
+
+def test_status_shows_json_that_is_no_object_as_unknown(rundir: Path) -> None:
+    (rundir / "run.json").write_text("[1]")
+    (rundir / "summary.json").write_text("[]")
+    (rundir / "detached.json").write_text("[" * 100_000 + "]" * 100_000)
+    with (rundir / "events.jsonl").open("ab") as f:
+        f.write(b"\xff\xfe" + b"x" * (3 << 20) + b"\n")  # not UTF-8, longer than a line is read
+    res = hadar("status", str(rundir), cwd=rundir.parent)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stdout + res.stderr
+    assert "finished" in res.stdout
+
+
+def test_status_reads_a_folder_whose_name_looks_like_uri_parameters(rundir: Path) -> None:
+    """``file:{path}?mode=ro`` made ``q?mode=rwc&x=/state.sqlite`` open (and create) ``q``."""
+    odd = rundir.with_name("q?mode=rwc&x=")
+    rundir.rename(odd)
+    res = hadar("status", odd.name, cwd=odd.parent)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert not (odd.parent / "q").exists()
+    assert "finished (1/1 jobs) │ 1 " in res.stdout  # rounds read from the state file
+
+
+def test_logs_does_not_print_a_file_a_link_leads_to(rundir: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not yours\n")
+    (rundir / "run.log").symlink_to(secret)
+    res = hadar("logs", str(rundir), cwd=rundir.parent)
+    line = refused(res)
+    assert line.startswith(f"hadar: error: {rundir}/run.log: not a regular file")
+    assert "not yours" not in res.stdout
+
+
+def test_logs_refuses_a_fifo_instead_of_waiting(rundir: Path) -> None:
+    os.mkfifo(rundir / "run.log")
+    line = refused(hadar("logs", str(rundir), cwd=rundir.parent, timeout=30))
+    assert "run.log: not a regular file" in line
+
+
+def test_detach_does_not_append_through_a_run_log_link(rundir: Path, tmp_path: Path) -> None:
+    """The parent opened ``run.log`` (following the link) before the child refused the link,
+    so the child's output was appended to the link's target."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (rundir / "run.log").symlink_to(victim)
+    res = hadar("run", "--resume", str(rundir), "--detach", cwd=rundir.parent, timeout=120)
+    line = refused(res)
+    assert line.startswith(f"hadar: error: {rundir}/run.log: a symbolic link in the run directory")
+    assert victim.read_text() == "precious\n"
+
+
+# -- hadar report / run --resume: the state file ----------------------------------------------
+def test_report_does_not_lock_or_read_a_state_file_through_a_link(
+    rundir: Path, tmp_path: Path
+) -> None:
+    """The lock file was created beside the link's target, outside the run directory."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (rundir / "state.sqlite").rename(elsewhere / "state.sqlite")
+    (rundir / "state.sqlite").symlink_to(elsewhere / "state.sqlite")
+    before = (elsewhere / "state.sqlite").read_bytes()
+    line = refused(hadar("report", str(rundir), cwd=rundir.parent, timeout=120))
+    assert line.startswith(f"hadar: error: {rundir}/state.sqlite: a symbolic link in the run")
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["state.sqlite"]
+    assert (elsewhere / "state.sqlite").read_bytes() == before
+
+
+def test_report_refuses_a_state_file_that_lost_its_journal(rundir: Path) -> None:
+    """It reported zero rounds (and exit 0) where ``--resume`` refuses the file."""
+    edit_state(rundir, "DROP TABLE run_rounds")
+    line = refused(hadar("report", str(rundir), cwd=rundir.parent, timeout=120))
+    assert line == (
+        f"hadar: error: {rundir}/state.sqlite: has no record of round 0, which its tracker "
+        "tables closed (the file was truncated or replaced)"
+    )
+
+
+EDITS = {
+    "table-dropped": ("DROP TABLE jobs", "no such table: jobs"),
+    "plan-not-json": ("UPDATE run_rounds SET plan = 'not json'", "Expecting value"),
+    "timings-a-list": ("UPDATE run_rounds SET timings = '[]'", "a value hadar never writes"),
+    "steps-text": ("UPDATE jobs SET target_steps = 'abc'", "a value hadar never writes"),
+    "event-a-list": ("UPDATE events SET body = '[]'", "a value hadar never writes"),
+    "not-utf8": ("UPDATE events SET body = CAST(x'ff00' AS TEXT)", "Could not decode to UTF-8"),
+}
+
+
+@pytest.mark.parametrize("edit", list(EDITS), ids=list(EDITS))
+def test_report_names_a_state_file_whose_rows_were_edited(rundir: Path, edit: str) -> None:
+    sql, reason = EDITS[edit]
+    edit_state(rundir, sql)
+    line = refused(hadar("report", str(rundir), cwd=rundir.parent, timeout=120))
+    assert line.startswith(f"hadar: error: {rundir}/state.sqlite: damaged state file (")
+    assert reason in line and line.endswith("restore it from a backup or start a new run")
+
+
+@pytest.mark.parametrize("edit", ["table-dropped", "plan-not-json", "steps-text"])
+def test_resume_names_a_state_file_whose_rows_were_edited(rundir: Path, edit: str) -> None:
+    sql, reason = EDITS[edit]
+    edit_state(rundir, sql)
+    res = hadar("run", "--resume", str(rundir), "--no-live", cwd=rundir.parent, timeout=120)
+    line = refused(res)
+    assert line.startswith(f"hadar: error: {rundir}/state.sqlite: damaged state file (")
+    assert reason in line
+
+
+# -- outputs over inputs ----------------------------------------------------------------------
+def test_from_slurm_does_not_write_its_stream_over_the_log(tmp_path: Path) -> None:
+    log = tmp_path / "slurm.log"
+    text = "Timestamp|NodeName|State\n2020-01-01T00:00:00|n1|idle\n2020-01-01T00:10:00|n1|alloc\n"
+    log.write_text(text)
+    line = refused(
+        hadar("node-stream", "from-slurm", "slurm.log", "-o", "./slurm.log", cwd=tmp_path)
+    )
+    assert line.startswith("hadar: error: --out ./slurm.log: is the input slurm.log (log)")
+    assert log.read_text() == text
+
+
+def test_generate_does_not_write_its_stream_over_the_cluster_file(tmp_path: Path) -> None:
+    cluster = tmp_path / "c.yaml"
+    shutil.copy(LOCAL_3, cluster)
+    before = cluster.read_text()
+    res = hadar("node-stream", "generate", "--cluster", "c.yaml", "-o", str(cluster), cwd=tmp_path)
+    assert "is the input c.yaml (--cluster)" in refused(res)
+    assert cluster.read_text() == before
+
+
+def test_fit_report_checks_csv_before_fitting(tmp_path: Path) -> None:
+    """``--csv /proc/x.csv`` was a traceback after every fit had run."""
+    line = refused(hadar("fit-report", "--csv", "/proc/x.csv", cwd=tmp_path))
+    assert line.startswith("hadar: error: fit-report: argument --csv: cannot create /proc/x.csv")
+
+
+def test_fit_report_does_not_write_its_table_over_a_trace(tmp_path: Path) -> None:
+    app = tmp_path / "traces" / "bert"
+    app.mkdir(parents=True)
+    (app / "placements.csv").write_text("kept\n")
+    line = refused(
+        hadar(
+            "fit-report", "--traces", "traces", "--csv", "traces/bert/placements.csv", cwd=tmp_path
+        )
+    )
+    assert "is a file of the --traces folder traces" in line
+    assert (app / "placements.csv").read_text() == "kept\n"
