@@ -36,6 +36,7 @@ from hadar.commands.common import (
     load_scenario,
 )
 from hadar.commands.options import (
+    add_gavel_compatible_arg,
     add_out_arg,
     add_workers_arg,
     announce,
@@ -135,11 +136,7 @@ def register(sub: Subparsers) -> None:
         metavar="ADDR",
         help="run the policies as tasks on this Ray cluster instead (needs the ray extra)",
     )
-    p.add_argument(
-        "--gavel-compatible",
-        action="store_true",
-        help="run every policy as Gavel's simulator does (see docs/baselines.md)",
-    )
+    add_gavel_compatible_arg(p)
     p.add_argument(
         "--occupancy-policy",
         default=SIMULATED.policy,

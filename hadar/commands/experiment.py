@@ -22,6 +22,7 @@ from hadar.commands import Subparsers, argtypes
 from hadar.commands.common import adaptation_note, add_policy_opt_arg
 from hadar.commands.options import (
     add_alias,
+    add_gavel_compatible_arg,
     add_out_arg,
     add_restart_penalty_arg,
     add_round_arg,
@@ -144,6 +145,7 @@ def register(sub: Subparsers) -> None:
     add_round_arg(ls)
     add_restart_penalty_arg(ls)
     add_policy_opt_arg(ls, per_policy=True)
+    add_gavel_compatible_arg(ls)
     add_workers_arg(ls, "the CPU count")
     ls.add_argument(
         "--ray-address",
@@ -197,6 +199,7 @@ def run_load_sweep(args: argparse.Namespace) -> int:
             round_s=args.round_s,
             restart_penalty_s=args.restart_penalty_s,
             throughputs=args.throughputs,
+            gavel_compatible=args.gavel_compatible,
         )
     ]
     load_sweep.run_cell(
@@ -214,7 +217,7 @@ def run_load_sweep(args: argparse.Namespace) -> int:
     console.print(
         f"load sweep: {len(policies)} policies x {len(rates)} rates x {len(seeds)} seed(s) = {len(cells)} "
         f"simulations of {args.num_jobs} jobs on {cluster.name} ({where}); window = jobs "
-        f"{window[0]}..{window[1] - 1}"
+        f"{window[0]}..{window[1] - 1}{'; Gavel-compatible mode' if args.gavel_compatible else ''}"
     )
     t0 = time.perf_counter()
     rows = run_cells(
@@ -244,7 +247,8 @@ def run_load_sweep(args: argparse.Namespace) -> int:
             "num_jobs": args.num_jobs,
             "window": list(window),
             "round_s": args.round_s,
-            "restart_penalty_s": args.restart_penalty_s,
+            "restart_penalty_s": 0.0 if args.gavel_compatible else args.restart_penalty_s,
+            "gavel_compatible": args.gavel_compatible,
             "policy_options": options,
             "saturation_growth": load_sweep.SATURATION_GROWTH,
             "saturates_at": saturation,

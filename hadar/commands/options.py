@@ -159,6 +159,17 @@ def add_restart_penalty_arg(
     )
 
 
+def add_gavel_compatible_arg(p: argparse.ArgumentParser, what: str = "every policy") -> None:
+    """``--gavel-compatible``: run as Gavel's own simulator does (docs/baselines.md)."""
+    p.add_argument(
+        "--gavel-compatible",
+        action="store_true",
+        help=f"run {what} as Gavel's simulator does: no restart penalty (--restart-penalty is "
+        "ignored), rounds end with their longest job, consolidated throughputs, Gavel reallocates "
+        "at most every 1920 s (docs/baselines.md)",
+    )
+
+
 def add_size_arg(p: argparse.ArgumentParser, default: str = SIMULATED.size) -> None:
     from hadar.workloads.mixes import SIZES
 

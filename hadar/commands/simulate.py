@@ -19,6 +19,7 @@ from hadar.commands.common import (
     load_scenario,
 )
 from hadar.commands.options import (
+    add_gavel_compatible_arg,
     add_out_arg,
     add_policy_arg,
     announce,
@@ -51,12 +52,7 @@ def register(sub: Subparsers) -> None:
         help="also draw completion.png, occupancy.png and utilisation.png (needs the plots "
         "extra; off by default: drawing costs more than a small simulation)",
     )
-    p.add_argument(
-        "--gavel-compatible",
-        action="store_true",
-        help="run as Gavel's simulator does (no restart penalty, rounds end with their longest job, "
-        "consolidated throughputs, Gavel reallocates at most every 1920 s)",
-    )
+    add_gavel_compatible_arg(p, "the policy")
     p.set_defaults(func=run)
 
 

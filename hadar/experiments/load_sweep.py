@@ -51,6 +51,9 @@ class SweepCell:
     restart_penalty_s: float = SIMULATED.restart_penalty_s
     throughputs: str | None = None
     options: Mapping[str, str] = field(default_factory=dict)
+    gavel_compatible: bool = False
+    """Run as Gavel's own simulator does (``hadar.simulator.gavel_mode``; the restart penalty is
+    then 0)."""
 
 
 def poisson_arrivals(jobs: Sequence[Job], rate_per_hour: float, seed: int) -> list[Job]:
@@ -98,7 +101,7 @@ def run_cell(cell: SweepCell) -> dict[str, Any]:
     from hadar.clusters import load_cluster
     from hadar.policy_options import policy_with_options
     from hadar.scenario import load_table, throughput_for
-    from hadar.simulator import SimConfig, simulate
+    from hadar.simulator import SimConfig, gavel_mode, simulate
     from hadar.simulator.metrics import summarize
     from hadar.workloads.philly import PhillyOptions, generate
 
@@ -108,15 +111,13 @@ def run_cell(cell: SweepCell) -> dict[str, Any]:
         generate(table, PhillyOptions(num_jobs=cell.num_jobs, seed=cell.seed)), cell.rate, cell.seed
     )
     model = throughput_for(jobs, cluster, table)
-    policy = policy_with_options(cell.policy, cell.options)
+    if cell.gavel_compatible:
+        policy, config, model = gavel_mode.setup(cell.policy, model, cell.round_s, cell.options)
+    else:
+        policy = policy_with_options(cell.policy, cell.options)
+        config = SimConfig(round_s=cell.round_s, restart_penalty_s=cell.restart_penalty_s)
     t0 = time.perf_counter()
-    result = simulate(
-        cluster,
-        jobs,
-        policy,
-        model,
-        SimConfig(round_s=cell.round_s, restart_penalty_s=cell.restart_penalty_s),
-    )
+    result = simulate(cluster, jobs, policy, model, config)
     wall = time.perf_counter() - t0
     summary = summarize(result)
     row = {
