@@ -20,6 +20,7 @@ from hadar import __version__
 from hadar.commands.options import DefaultsHelpFormatter, add_global_args
 from hadar.core.errors import HadarError, InputError
 from hadar.core.suggest import did_you_mean
+from hadar.core.text import printable
 
 COMMANDS = {
     "simulate": "hadar.commands.simulate",
@@ -188,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "debug", False):
             traceback.print_exc()
         notes = "".join(f" (note: {n})" for n in getattr(args, "deprecated", []))
-        print(f"hadar: error: {_one_line(str(exc))}{notes}", file=sys.stderr)
+        print(f"hadar: error: {printable(str(exc))}{notes}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt as exc:
         return _interrupted(exc.signum if isinstance(exc, Terminated) else signal.SIGINT)
@@ -216,16 +217,6 @@ def _signal_behind(exc: BaseException) -> int | None:
             return int(signal.SIGINT)
         cause = cause.__cause__ or cause.__context__
     return None
-
-
-def _one_line(message: str) -> str:
-    """The message on one printable line: text quoted from a file or the command line may hold
-    newlines or other control characters, which are shown escaped (``\\n``, ``\\x0c``)."""
-    if message.isprintable():
-        return message
-    return "".join(
-        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in message
-    )
 
 
 if __name__ == "__main__":

@@ -285,7 +285,7 @@ def _run_dirs(given: Sequence[str]) -> list[Path]:
 def run_status(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from hadar.commands.terminal import console
+    from hadar.commands.terminal import cell, console
 
     dirs = _run_dirs(args.rundirs)
     out = console(highlight=False)
@@ -298,13 +298,13 @@ def run_status(args: argparse.Namespace) -> int:
     for d in dirs:
         cfg = _read_json_object(d / "run.json")
         rounds = _rounds_done(d)
-        table.add_row(
-            str(d),
-            str(cfg.get("policy", "-")),
-            str(cfg.get("workload", "-")),
+        table.add_row(  # run.json and run.log are shown as text, never read as markup
+            cell(d),
+            cell(cfg.get("policy", "-")),
+            cell(cfg.get("workload", "-")),
             state(d),
             "-" if rounds is None else str(rounds),
-            _last_line(d),
+            cell(_last_line(d)),
         )
     out.print(table)
     return 0

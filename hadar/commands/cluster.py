@@ -135,7 +135,15 @@ def _console() -> Console:
 
     from rich.console import Console
 
-    return Console(width=None if sys.stdout.isatty() else 200, highlight=False)
+    # markup=False: what is printed quotes the cluster file and EC2 (see terminal.plain)
+    return Console(width=None if sys.stdout.isatty() else 200, highlight=False, markup=False)
+
+
+def _say(console: Console) -> Callable[[str], None]:
+    """Print one line as literal text (control characters escaped): the lifecycle's ``log``."""
+    from hadar.commands.terminal import plain
+
+    return lambda line: plain(console, line)
 
 
 def _print_machines(
@@ -143,13 +151,14 @@ def _print_machines(
 ) -> None:
     from rich.table import Table
 
-    table = Table(title=title)
+    from hadar.commands.terminal import cell
+
+    table = Table(title=cell(title))
     for col in ("node", life.machine_word, "type", "state", "public ip", "private ip"):
         table.add_column(col)
     for m in machines:
-        table.add_row(
-            m.node, m.machine_id, m.machine_type, m.state, m.public_ip or "-", m.private_ip or "-"
-        )
+        values = (m.node, m.machine_id, m.machine_type, m.state, m.public_ip, m.private_ip)
+        table.add_row(*(cell(v or "-") for v in values))
     console.print(table)
 
 
@@ -158,21 +167,23 @@ def print_cost(console: Console, life: NodeLifecycle, nodes: Sequence[Node]) -> 
     the provider names no price)."""
     from rich.table import Table
 
+    from hadar.commands.terminal import cell, plain
+
     cost = life.cost(nodes)
     if cost is None:
         return None
-    table = Table(title=f"{life.cluster.name}: {len(nodes)} {life.machines_word} to launch")
+    table = Table(title=cell(f"{life.cluster.name}: {len(nodes)} {life.machines_word} to launch"))
     table.add_column(f"{life.machine_word} type")
     for col in ("count", "USD/hour each", "USD/hour"):
         table.add_column(col, justify="right")
     for line in cost.lines:
         each = "?" if line.usd_per_hour is None else f"{line.usd_per_hour:.3f}"
         total = "?" if line.total is None else f"{line.total:.2f}"
-        table.add_row(line.label, str(line.count), each, total)
+        table.add_row(cell(line.label), str(line.count), each, total)
     table.add_row("total", str(len(nodes)), "", f"{cost.usd_per_hour:.2f}")
     console.print(table)
     for note in cost.notes:
-        console.print(f"note: {note}", style="yellow")
+        plain(console, f"note: {note}", style="yellow")
     return cost.usd_per_hour
 
 
@@ -184,30 +195,27 @@ def run_up(args: argparse.Namespace) -> int:
             f"({args.config} reaches them)"
         )
     console = _console()
+    say = _say(console)
     name = life.cluster.name
     words = life.machines_word
     missing, have = life.to_launch()
     for node, machine in have.items():
-        console.print(f"{node}: already has {machine.machine_id} ({machine.state})")
+        say(f"{node}: already has {machine.machine_id} ({machine.state})")
     if missing:
         hourly = print_cost(console, life, missing)
         if args.dry_run:
-            console.print(life.dry_run(missing))
+            say(life.dry_run(missing))
             return 0
         price = "" if hourly is None else f" (about {hourly:.2f} USD/hour)"
         question = f"launch {len(missing)} {words} of cluster {name}{price}?"
         if not confirm(question, args.yes, "launch"):
-            console.print("nothing launched")
+            say("nothing launched")
             return 1
     elif args.dry_run:
-        console.print(
-            f"dry run: every node of {name} already has {_a(life.machine_word)}; nothing to launch"
-        )
+        say(f"dry run: every node of {name} already has {_a(life.machine_word)}; nothing to launch")
         return 0
-    machines = life.up(wait_ssh=False, log=console.print)
-    life.prepare(
-        machines, wait=not args.no_wait_ssh, timeout_s=args.ssh_wait_timeout_s, log=console.print
-    )
+    machines = life.up(wait_ssh=False, log=say)
+    life.prepare(machines, wait=not args.no_wait_ssh, timeout_s=args.ssh_wait_timeout_s, log=say)
     written = (
         None
         if life.cluster_file_word is None
@@ -217,12 +225,12 @@ def run_up(args: argparse.Namespace) -> int:
     reach = f"hadar nodes check --cluster {args.config}"
     until = f"hadar cluster down --config {args.config} (or hadar run --down-after)"
     if written is not None:
-        console.print(
+        say(
             f"wrote {life.cluster_file_word} {written} ({len(machines)} nodes); check the nodes "
             f"with {reach} (or {written}); they cost money until {until}"
         )
     else:
-        console.print(f"check the nodes with {reach}; they run until {until}")
+        say(f"check the nodes with {reach}; they run until {until}")
     return 0
 
 
@@ -251,6 +259,7 @@ def confirm(question: str, assume_yes: bool, verb: str = "terminate") -> bool:
 def run_down(args: argparse.Namespace) -> int:
     life = _lifecycle(args.config, "down")
     console = _console()
+    say = _say(console)
     name = life.cluster.name
     words = life.machines_word
     live = life.machines()
@@ -258,13 +267,13 @@ def run_down(args: argparse.Namespace) -> int:
         _print_machines(console, life, f"{name}: {len(live)} {words} to terminate", live)
         question = f"terminate {len(live)} {words} of cluster {name}?"
         if not confirm(question, args.yes):
-            console.print("nothing terminated")
+            say("nothing terminated")
             return 1
-    ids = life.down(log=console.print, wait=not args.no_wait)
+    ids = life.down(log=say, wait=not args.no_wait)
     if not ids:
-        console.print(f"nothing to do: no live {life.scope()}")
+        say(f"nothing to do: no live {life.scope()}")
     else:
-        console.print(f"terminated {len(ids)} {words} of cluster {name}")
+        say(f"terminated {len(ids)} {words} of cluster {name}")
     return 0
 
 

@@ -176,20 +176,20 @@ def render(
     per node) and a one-line summary naming what is wrong with each node that is not ready."""
     from rich.table import Table
 
-    from hadar.commands.terminal import console
+    from hadar.commands.terminal import cell, console, plain
 
     out = console()
     table = Table(title=f"{cluster.name} ({cluster.provider}, {len(cluster.nodes)} nodes)")
     for col in ("node", "address", "declared", "python", "torch", "GPUs seen", "verdict"):
         table.add_column(col, overflow="fold")
     for node, h in zip(cluster.nodes, results, strict=True):
-        table.add_row(
+        table.add_row(  # what the node answered is shown as text (cell), never as markup
             node.name,
-            h.address or "-",
+            cell(h.address or "-"),
             _gpus(node),
-            h.python or "-",
-            h.torch or ("[red]missing[/]" if h.reachable else "-"),
-            ", ".join(h.gpus) if h.gpus else ("none (CPU)" if h.python else "-"),
+            cell(h.python or "-"),
+            cell(h.torch) if h.torch else ("[red]missing[/]" if h.reachable else "-"),
+            cell(", ".join(h.gpus) if h.gpus else ("none (CPU)" if h.python else "-")),
             _verdict(node, h, numbered.get(node.name), problems.get(node.name)),
         )
     out.print(table)
@@ -197,8 +197,8 @@ def render(
         line = problems.get(h.node) or missing_torch.get(h.node) or h.error
         if line:
             named = line if line.startswith(f"node {h.node}") else f"node {h.node}: {line}"
-            out.print(named, markup=False, highlight=False)
-    out.print(summary_line(results, problems, missing_torch), markup=False, highlight=False)
+            plain(out, named)
+    plain(out, summary_line(results, problems, missing_torch))
 
 
 def summary_line(

@@ -8,12 +8,17 @@ there is an NVIDIA GPU, so a check of a CPU-only node takes well under a second.
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from hadar.core.text import printable
+from hadar.core.validation import from_validation_error
 from hadar.providers.base import CommandResult, NodeHealth
 
 MARKER = "HADAR-HEALTH "
+MAX_TEXT = 200
+"""Characters kept of each text the probe reports (a version, a GPU name, a note)."""
 
 # Runs on the node with only the standard library (+ torch when a GPU is present); Python 3.8+.
 SNIPPET = r"""
@@ -63,16 +68,61 @@ print("HADAR-HEALTH " + json.dumps(out))
 """
 
 
+def _shown(text: str) -> str:
+    return printable(text[:MAX_TEXT])
+
+
+Text = Annotated[str, AfterValidator(_shown)]
+"""A text the node reports: shown on the terminal, so control characters are escaped."""
+
+
+class SeenGpuReport(BaseModel):
+    """One GPU of the probe's ``gpus`` list (``nvidia-smi``'s index, name and memory)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    index: int = Field(ge=0, le=1023)
+    name: Text
+    memory_mib: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+
+
+class ProbeReport(BaseModel):
+    """What the probe prints after :data:`MARKER`; a node's answer is checked like a file (a
+    wrong type stopped ``hadar nodes check`` and ``hadar run`` with a traceback)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    python: Text | None = None
+    torch: Text | None = None
+    cuda: list[Text] = Field(default_factory=list)
+    nvidia_smi: list[Text] = Field(default_factory=list)
+    notes: list[Text] = Field(default_factory=list)
+    gpus: list[SeenGpuReport] = Field(default_factory=list)
+    smi_problem: Text | None = None
+
+
+class MalformedReport(ValueError):
+    """The probe's report line is there but is not the report the snippet prints."""
+
+
+def report(stdout: str) -> dict[str, Any] | None:
+    """The probe's report from its stdout (checked, texts made printable), None if there is no
+    report line; :class:`MalformedReport` (one line: field and problem) if it is not one."""
+    line = next((ln for ln in reversed(stdout.splitlines()) if ln.startswith(MARKER)), None)
+    if line is None:
+        return None
+    try:
+        return ProbeReport.model_validate_json(line[len(MARKER) :]).model_dump()
+    except ValidationError as exc:
+        raise MalformedReport(str(from_validation_error("health probe report", exc))) from None
+
+
 def parse(stdout: str) -> dict[str, Any] | None:
-    """The probe's JSON report from its stdout, or None if it is not there."""
-    for line in reversed(stdout.splitlines()):
-        if line.startswith(MARKER):
-            try:
-                data = json.loads(line[len(MARKER) :])
-            except json.JSONDecodeError:
-                return None
-            return data if isinstance(data, dict) else None
-    return None
+    """The probe's report from its stdout, or None if it is not there or malformed."""
+    try:
+        return report(stdout)
+    except MalformedReport:
+        return None
 
 
 def gpus_seen(report: dict[str, Any]) -> tuple[str, ...]:
@@ -95,22 +145,25 @@ def node_health(
 ) -> NodeHealth:
     """The health of a reachable ``node`` from the probe run ``res`` (started with ``python``):
     its report, or an ``error`` saying why the probe did not report."""
-    report = parse(res.stdout)
-    if report is None:
+    try:
+        data = report(res.stdout)
+    except MalformedReport as exc:
+        return NodeHealth(node, True, address, error=str(exc), seconds=seconds)
+    if data is None:
         err = (
             f"health probe timed out after {timeout_s:g}s"
             if res.timed_out
             else failure_line(res.returncode, res.stdout, res.stderr, python)
         )
-        return NodeHealth(node, True, address, error=err, seconds=seconds)
+        return NodeHealth(node, True, address, error=printable(err), seconds=seconds)
     return NodeHealth(
         node=node,
         reachable=True,
         address=address,
-        python=report.get("python"),
-        torch=report.get("torch"),
-        gpus=gpus_seen(report),
-        error="; ".join(report.get("notes") or []) or None,
+        python=data["python"],
+        torch=data["torch"],
+        gpus=gpus_seen(data),
+        error="; ".join(data["notes"]) or None,
         seconds=seconds,
-        details=report,
+        details=data,
     )

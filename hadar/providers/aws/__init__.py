@@ -8,6 +8,7 @@ provider and the instances' lifecycle are :mod:`hadar.providers.aws.provider`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -15,6 +16,19 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from hadar.providers.command_setting import PythonCommand
 from hadar.providers.registry import ProviderKind, register_provider
+
+INSTANCE_TYPE_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}\.[a-z0-9-]{1,31}$")
+"""An EC2 instance type: family and size (``p3.2xlarge``, ``u-6tb1.metal``, ``c7i-flex.large``)."""
+REGION_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+"""An AWS region (``us-east-1``): one DNS label, as botocore requires."""
+
+
+def _matching(value: str | None, pattern: re.Pattern[str], what: str) -> str | None:
+    """``value`` if it is None or matches ``pattern``, else ``ValueError`` saying it is not ``what``
+    (it is shown on the terminal and sent to EC2, so no markup or control characters get by)."""
+    if value is not None and not pattern.fullmatch(value):
+        raise ValueError(f"not {what}")
+    return value
 
 
 class AwsNode(BaseModel):
@@ -24,6 +38,11 @@ class AwsNode(BaseModel):
 
     instance_type: str | None = None
     """The EC2 instance type launched for the node (required by ``hadar cluster up``)."""
+
+    @field_validator("instance_type")
+    @classmethod
+    def _instance_type(cls, v: str | None) -> str | None:
+        return _matching(v, INSTANCE_TYPE_RE, "an EC2 instance type (like p3.2xlarge)")
 
 
 CLUSTER_TAG = "hadar-cluster"
@@ -59,7 +78,12 @@ class AwsSettings(BaseModel):
     setup: list[str] | None = None
     setup_timeout_s: float = Field(default=1800.0, gt=0)
     max_attempts: int = Field(default=10, ge=1, le=50)
-    ssh_port: int = Field(default=22, ge=1, le=65535)
+    ssh_port: int = Field(default=22, ge=1, le=65535, strict=True)
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, v: str | None) -> str | None:
+        return _matching(v, REGION_RE, "an AWS region (like us-east-1)")
 
     @field_validator("setup", mode="before")
     @classmethod

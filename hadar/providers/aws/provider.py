@@ -32,18 +32,20 @@ import base64
 import binascii
 import contextlib
 import datetime as dt
+import errno
 import hashlib
 import json
 import math
 import os
 import socket
+import stat
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import boto3
 import botocore.exceptions
@@ -583,7 +585,7 @@ class AwsCluster(NodeLifecycle):
         existing = path.read_text() if path.is_file() else ""
         name = known_hosts_name(addr, self.settings.ssh_port)
         new = [f"{name} {kt} {b64}\n" for kt, b64 in keys if f"{name} {kt} {b64}" not in existing]
-        with open(path, "a") as f:
+        with _append_regular(path) as f:
             f.writelines(new)
         return len(new)
 
@@ -847,3 +849,20 @@ class AwsProvider(RunsThroughAnother):
         if self._ssh is not None:
             self._ssh.close()
             self._ssh = None
+
+
+def _append_regular(path: Path) -> IO[str]:
+    """``path`` (a known_hosts file, links followed: a dotfile manager may link it) opened to
+    append, created 0600 if missing; a FIFO, device or folder there is a one-line InputError
+    (a FIFO without a reader blocked ``hadar cluster up`` for ever)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o600)
+    except OSError as exc:
+        if exc.errno in (errno.ENXIO, errno.EISDIR):
+            raise InputError(f"{path}: known_hosts is not a regular file") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError(f"{path}: known_hosts is not a regular file")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "a", encoding="utf-8")

@@ -54,7 +54,7 @@ class SshNode(BaseModel):
 
     address: SshHost | None = None
     """Host name, ``~/.ssh/config`` alias or IP (default: the node's name)."""
-    port: int | None = Field(default=None, ge=1, le=65535)
+    port: int | None = Field(default=None, ge=1, le=65535, strict=True)
     user: SshUser | None = None
     identity_file: str | None = None
     instance_type: str | None = None
@@ -103,7 +103,7 @@ class SshSettings(_NodeEnvironment):
     """The ``ssh:`` section of a cluster file."""
 
     user: SshUser | None = None
-    port: int | None = Field(default=None, ge=1, le=65535)
+    port: int | None = Field(default=None, ge=1, le=65535, strict=True)
     identity_file: str | None = None
     known_hosts: str = DEFAULT_KNOWN_HOSTS
     ssh_config: str | None = "~/.ssh/config"

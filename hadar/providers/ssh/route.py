@@ -146,8 +146,9 @@ def resolve(
     if explicit_key:
         path = os.path.expanduser(explicit_key)
         if not os.path.isfile(path):
+            missing = "is not a regular file" if os.path.lexists(path) else "not found"
             raise InputError(
-                f"{where or 'host ' + alias} ({host}:{the_port}): identity_file {explicit_key} not found"
+                f"{where or 'host ' + alias} ({host}:{the_port}): identity_file {explicit_key} {missing}"
             )
         keys: tuple[str, ...] = (path,)
     else:

@@ -1,0 +1,17 @@
+"""Text from files, nodes and cloud endpoints made safe to show on a terminal.
+
+A value quoted from a cluster file, a node's answer or an EC2 response may hold newlines, escape
+sequences (``\\x1b[2J`` clears the screen, ``\\x1b]0;...`` sets the window title) or other control
+characters: :func:`printable` shows them escaped (``\\n``, ``\\x1b``) so they reach the terminal
+as text, on one line."""
+
+from __future__ import annotations
+
+
+def printable(text: str) -> str:
+    """``text`` with every non-printable character escaped (``\\n``, ``\\x1b``, ``\\u2028``)."""
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
+    )
