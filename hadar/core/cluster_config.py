@@ -232,7 +232,10 @@ def cluster_from_dict(
     provider = data.get("provider", "simulated") if isinstance(data, dict) else "simulated"
     data, transports = _split_transport(data, frozenset(schema.transport_keys(str(provider))))
     try:
-        spec: Any = _cluster_spec(schema.providers, schema.sections).model_validate(data)
+        # strict: a YAML file has types (``true`` or ``"3"`` is no PCIe generation)
+        spec: Any = _cluster_spec(schema.providers, schema.sections).model_validate(
+            data, strict=True
+        )
     except ValidationError as exc:
         raise from_validation_error(source, exc) from None
     total = sum(ns.count for ns in spec.nodes)

@@ -20,9 +20,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from hadar.core.errors import InputError
 from hadar.core.validation import Gbps
@@ -35,6 +35,11 @@ CORE = "core"
 
 _Vertex = tuple[str, str]
 """A graph vertex: ``("node", name)``, ``("rack", name)`` or ``("core", "core")``."""
+
+
+def _listed(value: object) -> object:
+    """A YAML list as the tuple it stands for (files are validated strictly)."""
+    return tuple(value) if isinstance(value, list) else value
 
 
 class RackSpec(BaseModel):
@@ -53,7 +58,7 @@ class LinkSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    between: tuple[str, str]
+    between: Annotated[tuple[str, str], BeforeValidator(_listed)]
     gbps: Gbps
 
 

@@ -103,7 +103,7 @@ def _parse(cluster: Cluster, node: str, data: Mapping[str, object], model: type[
 
 def _validate(cluster: Cluster, at: str, data: Mapping[str, object], model: type[M]) -> M:
     try:
-        return model.model_validate(dict(data))
+        return model.model_validate(dict(data), strict=True)  # as the core's keys
     except ValidationError as exc:
         source = cluster.source or f"cluster {cluster.name}"
         raise from_validation_error(source, exc, at=at) from None

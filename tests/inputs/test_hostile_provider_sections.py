@@ -33,7 +33,7 @@ HOSTILE = [
     ({"env": {f"X=1;touch {PWNED} #": "v"}}, {}, "ssh.env: invalid environment variable name"),
     ({"user": "u;touch pwned"}, {}, "ssh.user: user name 'u;touch pwned' holds a space"),
     ({"nodes": {"a": {"python": ["sh", "-c", "x"]}}}, {}, "ssh.nodes.a.python: Input should be"),
-    ({"connect_timeout_s": "nan"}, {}, "ssh.connect_timeout_s: Input should be greater than 0"),
+    ({"connect_timeout_s": "nan"}, {}, "ssh.connect_timeout_s: Input should be a valid number"),
     ({}, {"address": "$(touch pwned)"}, "nodes[a].address: host name '$(touch pwned)' holds"),
 ]
 

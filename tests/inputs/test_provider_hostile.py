@@ -9,6 +9,7 @@ loaded (exit 2, naming the file and the field), before anything is asked of EC2.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -269,3 +270,34 @@ def test_an_ssh_port_is_a_yaml_integer(port: object) -> None:
     ):
         with pytest.raises(InputError, match=r"port: Input should be a valid integer"):
             cluster_from_dict({"name": "c", "provider": "ssh", **spec}, "c.yaml")
+
+
+AWS_OK = {"region": "us-east-1", "ami": "ami-1", "key_name": "k"}
+
+
+@pytest.mark.parametrize(
+    ("spec", "where"),
+    [
+        ({"nodes": [{"name": "a", "gpus": {"v100": 1}, "pcie_gen": True}]}, "nodes[0].pcie_gen"),
+        (
+            {"nodes": [{"name": "a", "gpus": {"v100": 1}, "speed_factor": "0.5"}]},
+            "nodes[0].speed_factor",
+        ),
+        ({"provider": "ssh", "ssh": {"trust_new_hosts": "yes"}}, "ssh.trust_new_hosts"),
+        ({"provider": "ssh", "ssh": {"connect_attempts": True}}, "ssh.connect_attempts"),
+        (
+            {"provider": "aws", "aws": {**AWS_OK, "max_attempts": "3"}},
+            "aws.max_attempts",
+        ),
+    ],
+)
+def test_cluster_file_values_keep_their_yaml_types(spec: dict[str, Any], where: str) -> None:
+    """A YAML file has types: ``true`` is no PCIe generation or retry count, ``"yes"`` does not
+    turn on trust-on-first-use, ``"0.5"`` is text (pydantic's lax mode read them as 1, True, 0.5)."""
+    from hadar.clusters import cluster_from_dict
+
+    data = {"name": "c", "provider": "simulated", "nodes": [{"name": "a", "gpus": {"v100": 1}}]}
+    with pytest.raises(InputError, match=rf"^c\.yaml: {re.escape(where)}: Input should be a valid"):
+        cluster_from_dict({**data, **spec}, "c.yaml")
+    ok = {**data, "nodes": [{"name": "a", "gpus": {"v100": 1}, "speed_factor": 1, "pcie_gen": 4}]}
+    assert cluster_from_dict(ok, "c.yaml").nodes[0].speed_factor == 1.0  # an int is a number
