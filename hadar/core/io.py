@@ -88,16 +88,19 @@ def check_writable(path: str | Path) -> None:
             return
 
 
-def open_append(path: str | Path) -> IO[str]:
-    """Open ``path`` (UTF-8 text) to append to, created if missing, without following a
-    symbolic link: a link or any other non-regular file there is a one-line :class:`InputError`."""
+def open_append(path: str | Path, *, follow_links: bool = False, mode: int = 0o666) -> IO[str]:
+    """Open ``path`` (UTF-8 text) to append to, created with ``mode`` if missing; a FIFO, a
+    device, a folder or (unless ``follow_links``: a user's own file such as ``known_hosts``, which
+    a dotfile manager may link) a symbolic link there is a one-line :class:`InputError`."""
     try:
         # O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of blocking
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
-        fd = os.open(path, flags, 0o666)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK
+        fd = os.open(path, flags if follow_links else flags | os.O_NOFOLLOW, mode)
     except OSError as exc:
         if exc.errno == errno.ENXIO:
             raise _not_regular(path, "a FIFO") from None
+        if exc.errno == errno.EISDIR:
+            raise _not_regular(path, "a folder") from None
         if exc.errno == errno.ELOOP:
             raise InputError(
                 f"{path}: is a symbolic link; hadar does not append through links (remove it)"
@@ -107,6 +110,7 @@ def open_append(path: str | Path) -> IO[str]:
     if kind is not None:
         os.close(fd)
         raise _not_regular(path, kind)
+    os.set_blocking(fd, True)
     return os.fdopen(fd, "a", encoding="utf-8")
 
 

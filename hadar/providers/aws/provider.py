@@ -32,20 +32,18 @@ import base64
 import binascii
 import contextlib
 import datetime as dt
-import errno
 import hashlib
 import json
 import math
 import os
 import socket
-import stat
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import boto3
 import botocore.exceptions
@@ -57,7 +55,7 @@ from botocore.config import Config
 from hadar.core.cluster import Cluster, Node
 from hadar.core.cluster_config import cluster_from_dict
 from hadar.core.errors import HadarError, InputError, UnreachableNodeError
-from hadar.core.io import write_text
+from hadar.core.io import open_append, write_text
 from hadar.providers.aws import CLUSTER_TAG, NODE_TAG, AwsNode, AwsSettings
 from hadar.providers.aws.prices import estimate
 from hadar.providers.base import (
@@ -585,7 +583,8 @@ class AwsCluster(NodeLifecycle):
         existing = path.read_text() if path.is_file() else ""
         name = known_hosts_name(addr, self.settings.ssh_port)
         new = [f"{name} {kt} {b64}\n" for kt, b64 in keys if f"{name} {kt} {b64}" not in existing]
-        with _append_regular(path) as f:
+        # links followed: a dotfile manager may link ~/.ssh/known_hosts
+        with open_append(path, follow_links=True, mode=0o600) as f:
             f.writelines(new)
         return len(new)
 
@@ -849,20 +848,3 @@ class AwsProvider(RunsThroughAnother):
         if self._ssh is not None:
             self._ssh.close()
             self._ssh = None
-
-
-def _append_regular(path: Path) -> IO[str]:
-    """``path`` (a known_hosts file, links followed: a dotfile manager may link it) opened to
-    append, created 0600 if missing; a FIFO, device or folder there is a one-line InputError
-    (a FIFO without a reader blocked ``hadar cluster up`` for ever)."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o600)
-    except OSError as exc:
-        if exc.errno in (errno.ENXIO, errno.EISDIR):
-            raise InputError(f"{path}: known_hosts is not a regular file") from None
-        raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise InputError(f"{path}: known_hosts is not a regular file")
-    os.set_blocking(fd, True)
-    return os.fdopen(fd, "a", encoding="utf-8")

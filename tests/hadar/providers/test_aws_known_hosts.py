@@ -34,21 +34,21 @@ def test_console_host_keys_are_appended_through_a_link_but_never_to_a_fifo(tmp_p
     import pytest
 
     from hadar.core.errors import InputError
-    from hadar.providers.aws.provider import _append_regular
+    from hadar.core.io import open_append
 
     real = tmp_path / "real_known_hosts"
     real.write_text("a ssh-ed25519 AAAA\n")
     link = tmp_path / "known_hosts"
     link.symlink_to(real)
-    with _append_regular(link) as f:
+    with open_append(link, follow_links=True, mode=0o600) as f:
         f.write("b ssh-ed25519 BBBB\n")
     assert real.read_text() == "a ssh-ed25519 AAAA\nb ssh-ed25519 BBBB\n"
     fresh = tmp_path / "new_known_hosts"
-    with _append_regular(fresh) as f:
+    with open_append(fresh, follow_links=True, mode=0o600) as f:
         f.write("c ssh-ed25519 CCCC\n")
     assert fresh.stat().st_mode & 0o777 == 0o600
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     for bad in (fifo, tmp_path):
-        with pytest.raises(InputError, match="known_hosts is not a regular file"):
-            _append_regular(bad)
+        with pytest.raises(InputError, match="not a regular file"):
+            open_append(bad, follow_links=True)
