@@ -1,23 +1,33 @@
-"""The HadarE policy: Hadar's round decision for the jobs, then forked copies on every node
-that would otherwise idle, with the remaining steps split by throughput.
+"""The HadarE policy: plain Hadar's whole round decision, then forked copies on every GPU that
+decision leaves idle, with the remaining steps split by throughput; never behind plain Hadar.
 
 Each round (all copies restart from the job's consolidated parameters, so nothing is pinned):
 
-1. **Primary copies** — Hadar's admission (prices, DP over the queue, greedy, backfill) over the
-   jobs, with placements restricted to one node per copy. A job whose gang is larger than any
-   node runs as one multi-node copy, as under Hadar.
+1. **Hadar's decision** — a replay of plain Hadar on its own state (``hadare/shadow.py``: its
+   jobs' progress, placements and policy state as if HadarE had never forked) decides the round
+   with every Hadar feature (guards, type matching, fairness bound, endgame, presets). Every job
+   HadarE still has runs where that decision runs it (its primary copy, multi-node where Hadar's
+   gang spans nodes); GPUs Hadar gives to jobs HadarE already finished are idle.
 2. **Forked copies** — while a node has room for a job that is not on it yet and has copies
    left (``copies`` per job, default one per node), the job that would otherwise finish last
-   (largest remaining steps / planned rate) gets a copy on its fastest such node. This is what
-   keeps every node busy (the paper's Theorem 3) and balances finishing times.
+   (largest remaining steps / planned rate) gets a copy on its fastest such node, if the copy
+   makes it progress more this round than without it.
 3. **Step split** — a job's remaining steps are divided among its copies in proportion to their
    throughputs; a job that can finish this round keeps only its fastest copies that suffice,
    and the freed nodes go back to step 2.
 
+**Never behind.** A job's copies are kept only if, played with the simulator's own arithmetic
+(goodput accounting of forks, restart and aggregation overheads), the job stays at least as far
+along as in plain Hadar's replay at every moment of the round, and a job whose copies differ
+from the replay's placement ends the round ahead by at least what the next round's
+consolidation or restart can cost it. A job that fails keeps only its primary copy. In the
+simulator with fixed-length rounds, every job then finishes no later than under plain Hadar.
+
 Copy ``i`` of a job always runs on node ``i - 1`` of the cluster file (stable copy ids for the
-Job Tracker: ``job_id * max_job_count + i``). A copy pays the checkpoint-restart penalty unless
-it continues alone on the node where the job alone ran last round; every round with more than
-one copy pays ``aggregation_overhead_s`` (parameter averaging and distribution, a knob).
+Job Tracker: ``job_id * max_job_count + i``; a multi-node copy takes its first node's id). A copy
+pays the checkpoint-restart penalty unless it continues alone on the node where the job alone
+ran last round; every round with more than one copy pays ``aggregation_overhead_s`` (parameter
+averaging and distribution, a knob).
 """
 
 from __future__ import annotations
@@ -40,19 +50,12 @@ from hadar.policy import (
     RoundPlan,
     register_policy,
 )
+from hadar.round_progress import JobRound, job_restart_s, play_job_round
 from hadar.scheduler import HadarConfig, HadarPolicy
 from hadar.valuation import JobValuation, value_jobs
+from hadare.shadow import HadarReplay, ReplayRound
 from hadare.step_split import CopySlot, finishing_subset, split_steps
 from tracker.ids import DEFAULT_MAX_JOB_COUNT
-
-
-def for_primary_copies(config: HadarConfig) -> HadarConfig:
-    """``config`` without the Hadar knobs HadarE's primary-copy planning leaves off (``--policy-opt
-    hadare:tail_percentile=99`` or ``hadare:type_matching=true`` turns them on): with the tail
-    guard and type matching HadarE's average JCT on `philly-480` rose on every seed (seed 0: 2.29
-    -> 2.34 h, seed 1: 2.47 -> 2.81 h) and its TTD moved both ways (seed 1: 24.30 -> 19.53 h,
-    seed 4: 20.10 -> 20.99 h); its copies already run on every type."""
-    return replace(config, tail_percentile=None, type_matching=False)
 
 
 @dataclass(frozen=True)
@@ -63,12 +66,13 @@ class HadarEConfig:
     """Knob: seconds of each round every copy of a forked job spends on averaging (see
     :class:`hadar.core.defaults.DriverDefaults`); ``hadar run`` passes its own figure."""
     max_job_count: int = DEFAULT_MAX_JOB_COUNT
-    hadar: HadarConfig = for_primary_copies(HadarConfig())
+    hadar: HadarConfig = HadarConfig()
+    """The plain Hadar whose decision HadarE forks onto (``--policy-opt hadare:KNOB=...``)."""
 
     @classmethod
     def preset(cls, name: str) -> HadarEConfig:
         """HadarE over a named Hadar configuration (``default`` or ``legacy``)."""
-        return cls(hadar=for_primary_copies(HadarConfig.preset(name)))
+        return cls(hadar=HadarConfig.preset(name))
 
 
 @register_policy
@@ -88,39 +92,66 @@ class HadarEPolicy(Policy):
 
     def __init__(self, config: HadarEConfig | None = None, **knobs: Any) -> None:
         self.config = config or HadarEConfig(**knobs)
-        # Hadar's endgame plans rounds without forked copies (hadar/scheduler/endgame.py)
-        self._hadar = HadarPolicy(replace(self.config.hadar, single_node=True, endgame=False))
+        self.replay = HadarReplay(self.config.hadar)
+        self._own = HadarPolicy(replace(self.config.hadar, single_node=True, endgame=False))
 
     def state(self) -> dict[str, Any]:
-        """The inner Hadar policy's state (its finish-time fairness bookkeeping)."""
-        return self._hadar.state()
+        """Plain Hadar's replay (its jobs, placements and policy state)."""
+        return {"replay": self.replay.state()}
 
     def restore(self, state: Mapping[str, Any]) -> None:
-        self._hadar.restore(state)
+        if set(state) - {"replay"}:
+            raise ValueError(f"policy {self.name} keeps only 'replay', got {sorted(state)}")
+        self.replay = HadarReplay(self.config.hadar)
+        if "replay" in state:
+            self.replay.restore(state["replay"])
 
     def decide(self, ctx: RoundContext) -> RoundPlan:
+        replay = self.replay.step(ctx)
+        by_id = {v.status.job_id: v for v in value_jobs(ctx, ctx.jobs)}
+        check = _Check(ctx, replay, by_id, self)
+        own = self._own.decide(replace(ctx, current=_primary_copies(ctx)))
+        copies, forked = self._fork_onto(own, ctx, by_id, check)
+        base = "own"
+        if not all(check.keeps_up(j, c) for j, c in copies.items()) or any(
+            j not in copies and not check.keeps_up(j, {}) for j in by_id
+        ):
+            copies, forked = self._fork_onto(replay.plan, ctx, by_id, check)
+            base = "replay"
+        assignments = [
+            a
+            for job_id in sorted(copies)
+            for a in self.job_assignments(job_id, copies[job_id], ctx)
+        ]
+        info = dict(replay.plan.info, forked_copies=forked, copies=len(assignments), base=base)
+        return RoundPlan(tuple(assignments), info)
+
+    def _fork_onto(
+        self,
+        plan: RoundPlan,
+        ctx: RoundContext,
+        by_id: Mapping[int, JobValuation],
+        check: _Check,
+    ) -> tuple[dict[int, dict[str, Placement]], int]:
+        """``plan``'s placements of HadarE's jobs, plus the copies forked onto what it leaves idle."""
         cluster = ctx.cluster
         n_copies = self.config.copies or len(cluster.nodes)
-        by_id = {v.status.job_id: v for v in value_jobs(ctx, ctx.jobs)}
-        primary = self._hadar.decide(replace(ctx, current=_primary_copies(ctx)))
         copies: dict[int, dict[str, Placement]] = {}
         free = cluster.capacity.copy()
-        for a in primary.assignments:
-            copies.setdefault(a.job_id, {})[min(a.placement)] = a.placement
-            free -= cluster.placement_matrix(a.placement)
+        for a in plan.assignments:
+            if a.job_id in by_id:  # HadarE may have finished it already
+                copies.setdefault(a.job_id, {})[_first_node(a.placement, cluster)] = a.placement
+                free -= cluster.placement_matrix(a.placement)
         forked = 0
-        agg = self.config.aggregation_overhead_s
         finishing: set[int] = set()
         for _ in range(4):
             others = {j: v for j, v in by_id.items() if j not in finishing}
-            forked += _fork(copies, others, free, ctx, n_copies, agg)
-            if not _trim(copies, by_id, free, ctx, self._seconds(ctx, copies), finishing):
+            forked += _fork(copies, others, free, ctx, n_copies, check)
+            if not _trim(copies, by_id, free, ctx, self._seconds(ctx, copies), finishing, check):
                 break
         # nodes nobody else can use speed up the jobs finishing this round
-        forked += _fork(copies, {j: by_id[j] for j in finishing}, free, ctx, n_copies, agg)
-        assignments = self._assignments(copies, by_id, ctx)
-        info = dict(primary.info, forked_copies=forked, copies=len(assignments))
-        return RoundPlan(tuple(assignments), info)
+        forked += _fork(copies, {j: by_id[j] for j in finishing}, free, ctx, n_copies, check)
+        return copies, forked
 
     def _seconds(
         self, ctx: RoundContext, copies: Mapping[int, Mapping[str, Placement]]
@@ -135,8 +166,9 @@ class HadarEPolicy(Policy):
         """Seconds a copy does not train: the restart penalty when the node did not run this job
         last round, and the aggregation overhead whenever the job is forked. A job alone on the
         node it ran on alone last round continues without either."""
-        started = ctx.status(job_id).done_steps > 0
-        restart = ctx.restart_penalty_s if (moved and started) else 0.0
+        status = ctx.status(job_id)
+        started = status.done_steps > 0
+        restart = job_restart_s(status.job, ctx.restart_penalty_s) if (moved and started) else 0.0
         if n_copies > 1:
             return restart + self.config.aggregation_overhead_s
         was_forked = sum(1 for k in ctx.current if k[0] == job_id) > 1
@@ -146,79 +178,189 @@ class HadarEPolicy(Policy):
             else max(restart, self.config.aggregation_overhead_s if started else 0.0)
         )
 
-    def _assignments(
-        self,
-        copies: dict[int, dict[str, Placement]],
-        vals: Mapping[int, JobValuation],
-        ctx: RoundContext,
+    def job_assignments(
+        self, job_id: int, per_node: Mapping[str, Placement], ctx: RoundContext
     ) -> list[Assignment]:
-        out: list[Assignment] = []
+        """The runs of ``job_id``'s copies ``{first node: placement}``: overheads, step budgets."""
+        st = ctx.status(job_id)
+        slots = []
+        for node, placement in sorted(
+            per_node.items(), key=lambda item: ctx.cluster.node_index[item[0]]
+        ):
+            copy = ctx.cluster.node_index[node] + 1
+            moved = ctx.current.get((job_id, copy)) != placement
+            overhead = self._overhead(ctx, job_id, len(per_node), moved)
+            rate = ctx.throughput.rate(st.job, placement, ctx.cluster)
+            slots.append((copy, placement, overhead, CopySlot(node, rate, ctx.round_s - overhead)))
+        budgets = split_steps([s[3] for s in slots], st.remaining_steps)
+        return [
+            Assignment(
+                job_id,
+                placement,
+                copy=copy,
+                step_budget=budgets[slot.node],
+                overhead_s=overhead,
+                restart=False,
+            )
+            for copy, placement, overhead, slot in slots
+        ]
+
+
+def _first_node(placement: Placement, cluster: Cluster) -> str:
+    """The placement's node that comes first in the cluster (its copy's id), never by name."""
+    return min(placement, key=cluster.node_index.__getitem__)
+
+
+class _Check:
+    """Whether a job's copies keep it at least as far along as plain Hadar's replay has it
+    (module docstring, "Never behind"), and whether they make it progress more than without
+    the newest copy. Plays the copies with the simulator's arithmetic, under ``goodput``
+    accounting (never more than ``steps`` credits)."""
+
+    def __init__(
+        self,
+        ctx: RoundContext,
+        replay: ReplayRound,
+        vals: Mapping[int, JobValuation],
+        policy: HadarEPolicy,
+    ) -> None:
+        self.ctx = ctx
+        self.replay = replay
+        self.vals = vals
+        self.policy = policy
+
+    def play(self, job_id: int, per_node: Mapping[str, Placement]) -> JobRound | None:
+        """The job's round with these copies (None: no copy)."""
+        if not per_node:
+            return None
+        ctx = self.ctx
+        st = ctx.status(job_id)
+        return play_job_round(
+            st.job,
+            st.remaining_steps,
+            self.policy.job_assignments(job_id, per_node, ctx),
+            ctx.current,
+            ctx.throughput,
+            ctx.cluster,
+            ctx.round_s,
+            ctx.restart_penalty_s,
+            "goodput",
+        )
+
+    def keeps_up(self, job_id: int, per_node: Mapping[str, Placement]) -> bool:
+        """The job finishes no later than in the replay if the replay finishes it this round;
+        otherwise it ends the round at least as far along as the replay's, ahead by the margin
+        a diverged job needs (unless it finishes). Then keeping only the replay's placement next
+        round is always possible and keeps the same guarantee (module docstring)."""
+        ctx = self.ctx
+        st = ctx.status(job_id)
+        job = st.job
+        tolerance = 1e-9 * max(1.0, job.total_steps)
+        if self.replay.done_by(job, 0.0) >= job.total_steps - tolerance:
+            return True  # the replay finished it already: nothing left to keep up with
+        mine = self.play(job_id, per_node)
+        theirs = self.replay.played.get(job_id)
+        if theirs is not None and theirs.finish_at is not None:
+            return (
+                mine is not None
+                and mine.finish_at is not None
+                and mine.finish_at <= theirs.finish_at + 1e-9
+            )
+        if mine is not None and mine.finish_at is not None:
+            return True
+        end_mine = st.done_steps + (mine.done if mine else 0.0)
+        end_theirs = self.replay.done_by(job, ctx.round_s)
+        if end_mine < end_theirs - tolerance:
+            return False
+        if not self._diverged(job_id, per_node, end_mine, end_theirs):
+            return True
+        return end_mine - end_theirs >= self.margin(job_id) - tolerance
+
+    def _diverged(
+        self, job_id: int, per_node: Mapping[str, Placement], end_mine: float, end_theirs: float
+    ) -> bool:
+        """Whether next round may cost this job more than it costs the replay's: it runs on
+        other GPUs than the replay runs it (forked, moved or idle), or it started and the
+        replay's did not."""
+        theirs = self.replay.placement(job_id)
+        same = (
+            theirs is not None
+            and len(per_node) == 1
+            and _same_placement(next(iter(per_node.values())), theirs)
+        )
+        return not same or (end_mine > 0 and end_theirs <= 0)
+
+    def margin(self, job_id: int) -> float:
+        """Steps a diverged job must be ahead of the replay: what the costlier of a restart and a
+        consolidation round takes from it at its fastest rate."""
+        v = self.vals[job_id]
+        job = v.status.job
+        fastest = max(
+            float(v.request.rates_cons.max(initial=0.0)),
+            float(v.request.rates_unc.max(initial=0.0)),
+        )
+        overhead = max(
+            job_restart_s(job, self.ctx.restart_penalty_s),
+            self.policy.config.aggregation_overhead_s,
+        )
+        return overhead * fastest
+
+    def gains(
+        self, job_id: int, before: Mapping[str, Placement], after: Mapping[str, Placement]
+    ) -> bool:
+        """``after`` (one more copy) makes the job progress more this round, or finish sooner."""
+        old, new = self.play(job_id, before), self.play(job_id, after)
+        if new is None:
+            return False
+        if old is None:
+            return new.done > 0
+        if new.finish_at is not None:
+            return old.finish_at is None or new.finish_at < old.finish_at - 1e-9
+        return old.finish_at is None and new.done > old.done * (1 + 1e-9)
+
+    def accepts(
+        self, job_id: int, before: Mapping[str, Placement], after: Mapping[str, Placement]
+    ) -> bool:
+        return self.gains(job_id, before, after) and self.keeps_up(job_id, after)
+
+    def hold_back(self, copies: dict[int, dict[str, Placement]], free: np.ndarray) -> int:
+        """Jobs whose copies fall behind the replay keep only the replay's placement (or none),
+        where its GPUs are still theirs; returns how many. Mutates ``copies`` and ``free``."""
+        cluster = self.ctx.cluster
+        held = 0
         for job_id in sorted(copies):
             per_node = copies[job_id]
-            st = vals[job_id].status
-            slots = []
-            for node, placement in sorted(
-                per_node.items(), key=lambda item: ctx.cluster.node_index[item[0]]
-            ):
-                copy = ctx.cluster.node_index[node] + 1
-                moved = ctx.current.get((job_id, copy)) != placement
-                overhead = self._overhead(ctx, job_id, len(per_node), moved)
-                rate = ctx.throughput.rate(st.job, placement, ctx.cluster)
-                slots.append(
-                    (copy, placement, overhead, CopySlot(node, rate, ctx.round_s - overhead))
-                )
-            budgets = split_steps([s[3] for s in slots], st.remaining_steps)
-            for copy, placement, overhead, slot in slots:
-                out.append(
-                    Assignment(
-                        job_id,
-                        placement,
-                        copy=copy,
-                        step_budget=budgets[slot.node],
-                        overhead_s=overhead,
-                        restart=False,
-                    )
-                )
-        return out
+            if self.keeps_up(job_id, per_node):
+                continue
+            theirs = self.replay.placement(job_id)
+            primary = {_first_node(theirs, cluster): theirs} if theirs is not None else {}
+            if primary == per_node:
+                continue  # the replay's own placement: nothing safer to fall back on
+            released = free + sum(
+                (cluster.placement_matrix(p) for p in per_node.values()), np.zeros_like(free)
+            )
+            needed = sum(
+                (cluster.placement_matrix(p) for p in primary.values()), np.zeros_like(free)
+            )
+            if (released < needed).any():
+                continue
+            free[...] = released - needed
+            copies[job_id] = primary
+            held += 1
+        for job_id in [j for j, c in copies.items() if not c]:
+            del copies[job_id]
+        return held
 
 
-def _primary_copies(ctx: RoundContext) -> dict[tuple[int, int], Placement]:
-    """Each job's fastest copy of last round, as Hadar's running placement (copy 0): the job
-    keeps that node, as Hadar keeps running jobs; its other copies are re-planned."""
-    best: dict[int, tuple[float, Placement]] = {}
-    up = set(ctx.cluster.node_names)
-    for (job_id, _), placement in ctx.current.items():
-        if not set(placement) <= up:  # its node left the cluster
-            continue
-        try:
-            job = ctx.status(job_id).job
-        except KeyError:
-            continue
-        rate = ctx.throughput.rate(job, placement, ctx.cluster)
-        if job_id not in best or rate > best[job_id][0]:
-            best[job_id] = (rate, placement)
-    return {(j, 0): p for j, (_, p) in best.items()}
+def _same_placement(a: Placement, b: Placement) -> bool:
+    def norm(p: Placement) -> dict[str, dict[str, int]]:
+        return {
+            n: {k: c for k, c in per.items() if c > 0}
+            for n, per in p.items()
+            if sum(per.values()) > 0
+        }
 
-
-def _worth_forking(
-    v: JobValuation,
-    have: Mapping[str, Placement],
-    cell: tuple[int, int],
-    ctx: RoundContext,
-    overhead: float,
-) -> bool:
-    """A new copy must add more steps this round than the aggregation overhead it imposes on the
-    job's existing copies (a T400 next to an RTX 3090 may not)."""
-    if not have:
-        return True
-    h, k = cell
-    job = v.status.job
-    rates = [ctx.throughput.rate(job, p, ctx.cluster) for p in have.values()]
-    new_rate = float(v.request.rates_cons[h, k])
-    round_s = ctx.round_s
-    before = sum(rates) * (round_s - (overhead if len(have) > 1 else 0.0))
-    after = (sum(rates) + new_rate) * (round_s - overhead)
-    return after > before
+    return norm(a) == norm(b)
 
 
 def _fork(
@@ -227,21 +369,24 @@ def _fork(
     free: np.ndarray,
     ctx: RoundContext,
     n_copies: int,
-    overhead: float,
+    check: _Check,
 ) -> int:
     """Step 2: add copies on nodes with room, to the job that would finish last. Mutates."""
     cluster = ctx.cluster
     added = 0
+    refused: set[int] = set()
     while True:
         best: tuple[float, int, int, int] | None = None  # (-projected finish, job, node, type)
         for job_id, v in vals.items():
+            if job_id in refused:
+                continue
             have = copies.get(job_id, {})
             if len(have) >= n_copies or any(len(p) > 1 for p in have.values()):
                 continue
             planned = sum(ctx.throughput.rate(v.status.job, p, cluster) for p in have.values())
             finish = v.status.remaining_steps / planned if planned > 0 else np.inf
             node_choice = _fastest_free_node(v, free, have, cluster)
-            if node_choice is None or not _worth_forking(v, have, node_choice, ctx, overhead):
+            if node_choice is None:
                 continue
             key = (-finish, job_id)
             if best is None or key < (best[0], best[1]):
@@ -251,8 +396,13 @@ def _fork(
         _, job_id, h, k = best
         alloc = np.zeros_like(free)
         alloc[h, k] = vals[job_id].status.job.num_gpus
+        have = copies.get(job_id, {})
+        after = {**have, cluster.node_names[h]: cluster.placement_from_matrix(alloc)}
+        if not check.accepts(job_id, have, after):
+            refused.add(job_id)
+            continue
         free -= alloc
-        copies.setdefault(job_id, {})[cluster.node_names[h]] = cluster.placement_from_matrix(alloc)
+        copies[job_id] = after
         added += 1
 
 
@@ -278,9 +428,11 @@ def _trim(
     ctx: RoundContext,
     seconds: Mapping[int, float],
     finishing: set[int],
+    check: _Check,
 ) -> bool:
     """Step 3's trimming: a job that can finish this round keeps its fastest sufficient copies
-    and joins ``finishing``. Returns whether any node was freed. Mutates its arguments."""
+    (if they keep it up with the replay) and joins ``finishing``. Returns whether any node was
+    freed. Mutates its arguments."""
     freed = False
     for job_id, per_node in copies.items():
         if job_id in finishing:
@@ -294,7 +446,27 @@ def _trim(
             continue
         finishing.add(job_id)
         keep = {c.node for c in finishing_subset(slots, st.remaining_steps)}
+        if not check.keeps_up(job_id, {n: p for n, p in per_node.items() if n in keep}):
+            continue
         for node in [n for n in per_node if n not in keep]:
             free += ctx.cluster.placement_matrix(per_node.pop(node))
             freed = True
     return freed
+
+
+def _primary_copies(ctx: RoundContext) -> dict[tuple[int, int], Placement]:
+    """Each job's fastest copy of last round, as Hadar's running placement (copy 0): the job
+    keeps that node, as Hadar keeps running jobs; its other copies are re-planned."""
+    best: dict[int, tuple[float, Placement]] = {}
+    up = set(ctx.cluster.node_names)
+    for (job_id, _), placement in ctx.current.items():
+        if not set(placement) <= up:  # its node left the cluster
+            continue
+        try:
+            job = ctx.status(job_id).job
+        except KeyError:
+            continue
+        rate = ctx.throughput.rate(job, placement, ctx.cluster)
+        if job_id not in best or rate > best[job_id][0]:
+            best[job_id] = (rate, placement)
+    return {(j, 0): p for j, (_, p) in best.items()}

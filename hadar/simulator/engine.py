@@ -44,9 +44,8 @@ from hadar.core.node_stream import NodeStream
 from hadar.loop import Decision, PolicyError, RoundLoop, validate_plan
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
 from hadar.reference_rates import best_achievable_rate, equal_share_rate
-from hadar.simulator.progress_math import Run, time_to_reach
+from hadar.round_progress import book_job_round, play_job_round
 from hadar.simulator.records import JobRecord, PlacementRecord, RoundRecord, SimulationResult
-from hadar.workloads.fork_efficiency import fork_factors
 
 __all__ = [
     "DEFAULT_HORIZON_S",
@@ -348,50 +347,27 @@ def _run_round(
     speeds: dict[tuple[int, int], RunRate] = {}
     for job_id, assigns in by_job.items():
         st = states[job_id]
-        runs: list[Run] = []
-        done_before = st.job.total_steps - st.remaining
-        restart_s = cfg.restart_penalty_s if st.job.restart_s is None else st.job.restart_s
-        run_rates = [
-            ctx.throughput.run_rate(st.job, a.placement, ctx.cluster, done_before, a.batch_size)
-            for a in assigns
-        ]
-        run_rates = _fork_bound(st.job, run_rates, done_before, ctx.throughput, cfg.fork_progress)
-        step_credit: list[float] = []  # per run: steps-accounting progress per credited unit
-        for a, run_rate in zip(assigns, run_rates, strict=True):
-            rate = run_rate.rate
-            speeds[a.run_key] = run_rate
-            credited = rate if run_rate.step_rate is None else run_rate.step_rate
-            step_credit.append(credited / rate if rate > 0 else 0.0)
-            moved = ctx.current.get(a.run_key) != a.placement if a.restart is None else a.restart
-            resumed = moved and st.remaining < st.job.total_steps
-            penalty = restart_s if resumed else 0.0
-            if resumed:
-                restarted.add(job_id)
-            start = min(round_s, penalty + a.overhead_s)
-            cap = st.remaining if a.step_budget is None else min(a.step_budget, st.remaining)
-            runs.append(Run(start, rate, max(cap, 0.0)))
-        finish_at = (
-            time_to_reach(runs, st.remaining, round_s) if any(r.rate > 0 for r in runs) else None
+        outcome = play_job_round(
+            st.job,
+            st.remaining,
+            assigns,
+            ctx.current,
+            ctx.throughput,
+            ctx.cluster,
+            round_s,
+            cfg.restart_penalty_s,
+            cfg.fork_progress,
         )
-        end = round_s if finish_at is None else finish_at
-        done = sum(r.steps_by(end) for r in runs)
-        st.step_sum += sum(r.steps_by(end) * c for r, c in zip(runs, step_credit, strict=True))
-        for a, r in zip(assigns, runs, strict=True):
-            stop = min(end, r.stop_time()) if r.rate > 0 else end
-            stops.append((a, max(stop, r.start)))
-            ran = max(0.0, min(stop, end) - r.start)
-            st.charge(
-                a.num_gpus,
-                ran,
-                {k for per in a.placement.values() for k, c in per.items() if c > 0},
-            )
-        if st.first_start is None and done > 0:
-            st.first_start = ctx.now + min(r.start for r in runs)
-        st.rounds += 1
-        st.remaining = max(0.0, st.remaining - done)
-        if finish_at is not None or st.remaining <= 1e-6:
-            st.remaining = 0.0
-            st.finish = ctx.now + (end if finish_at is not None else round_s)
+        for a, run_rate in zip(assigns, outcome.rates, strict=True):
+            speeds[a.run_key] = run_rate
+        if outcome.restarted:
+            restarted.add(job_id)
+        end = outcome.end
+        st.step_sum += sum(
+            r.steps_by(end) * c for r, c in zip(outcome.runs, outcome.step_credit, strict=True)
+        )
+        stops.extend(zip(assigns, outcome.stops(), strict=True))
+        st.remaining = book_job_round(st, outcome, ctx.now)
     for job_id in restarted:
         states[job_id].restarts += 1
     if cfg.round_end == "longest-job" and stops:
@@ -460,30 +436,6 @@ def _run_round(
         a.run_key: a.placement for a in plan.assignments if states[a.job_id].finish is None
     }
     return record, new_current, busy_seconds
-
-
-def _fork_bound(
-    job: Job, rates: list[RunRate], done: float, throughput: ThroughputModel, mode: str
-) -> list[RunRate]:
-    """With ``goodput`` accounting, a job's copies running together progress at most as one job
-    at their combined batch (``hadar.workloads.fork_efficiency``). One copy, jobs without
-    efficiency data and ``steps`` accounting are unchanged."""
-    if mode != "goodput" or len(rates) < 2:
-        return rates
-    factors = fork_factors(job, [r.batch_size for r in rates], done, throughput)
-    if factors is None:
-        return rates
-    combined = sum(r.batch_size or 0 for r in rates)
-    together = throughput.efficiency(job, combined, done) if combined else None
-    return [
-        replace(
-            r,
-            rate=r.rate * f,
-            efficiency=together if together is not None else r.efficiency,
-            step_rate=r.rate,
-        )
-        for r, f in zip(rates, factors, strict=True)
-    ]
 
 
 class _Progress:

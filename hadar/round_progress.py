@@ -1,0 +1,200 @@
+"""One job's progress within one round, as the simulator plays it (pure functions).
+
+The simulator (``hadar/simulator/engine.py``) and HadarE's replay of plain Hadar
+(``hadare/shadow.py``) both play a job's runs through :func:`play_job_round`, so the replay is
+the simulator's own arithmetic, not a second copy of it: a run starts after its restart penalty
+and overhead, progresses at ``throughput.run_rate`` (copies of a forked job bounded together by
+their combined batch under ``goodput`` accounting), stops at its step budget, and the job
+finishes at the exact moment its steps reach the target.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from estimators.throughput import RunRate, ThroughputModel
+from hadar.core.cluster import Cluster
+from hadar.core.job_service import JobService
+from hadar.core.jobs import Job, Placement
+from hadar.policy import Assignment
+from hadar.workloads.fork_efficiency import fork_factors
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run starting ``start`` seconds into the round at ``rate`` steps/s for at most ``cap`` steps."""
+
+    start: float
+    rate: float
+    cap: float
+
+    def steps_by(self, t: float) -> float:
+        return min(self.cap, self.rate * max(0.0, t - self.start))
+
+    def stop_time(self) -> float:
+        return self.start + (self.cap / self.rate if self.rate > 0 else float("inf"))
+
+
+def steps_by(runs: Sequence[Run], t: float) -> float:
+    return sum(r.steps_by(t) for r in runs)
+
+
+def time_to_reach(runs: Sequence[Run], target: float, horizon: float) -> float | None:
+    """Earliest t <= horizon at which the runs together have done ``target`` steps, else None."""
+    if target <= 0:
+        return 0.0
+    if steps_by(runs, horizon) < target - 1e-9:
+        return None
+    points = sorted(
+        {0.0, horizon, *(r.start for r in runs), *(min(r.stop_time(), horizon) for r in runs)}
+    )
+    prev = 0.0
+    for t in points:
+        if t > horizon:
+            break
+        if steps_by(runs, t) >= target - 1e-9:
+            lo, hi = prev, t
+            done_lo = steps_by(runs, lo)
+            slope = sum(r.rate for r in runs if r.start <= lo and r.steps_by(lo) < r.cap)
+            if slope <= 0:
+                return hi
+            return min(hi, lo + (target - done_lo) / slope)
+        prev = t
+    return horizon
+
+
+@dataclass(frozen=True)
+class JobRound:
+    """What one job's runs (one per assignment, in order) do in one round."""
+
+    assignments: tuple[Assignment, ...]
+    runs: tuple[Run, ...]
+    rates: tuple[RunRate, ...]
+    remaining: float
+    """Steps the job had left when the round started."""
+    round_s: float
+    restarted: bool
+    """Some run resumed from a checkpoint (paid the restart penalty)."""
+    finish_at: float | None
+    """Seconds into the round at which the job finished; None if it did not."""
+    step_credit: tuple[float, ...]
+    """Per run: steps-accounting progress per credited unit (``steps`` over ``goodput``)."""
+
+    @property
+    def end(self) -> float:
+        return self.round_s if self.finish_at is None else self.finish_at
+
+    @property
+    def done(self) -> float:
+        """Progress units done this round."""
+        return steps_by(self.runs, self.end)
+
+    def done_by(self, t: float) -> float:
+        """Progress units done ``t`` seconds into the round (never past the job's target)."""
+        return min(self.remaining, steps_by(self.runs, min(t, self.end)))
+
+    def stops(self) -> list[float]:
+        """Per run, when it stopped holding its GPUs (finished, budget spent or round over)."""
+        out = []
+        for r in self.runs:
+            stop = min(self.end, r.stop_time()) if r.rate > 0 else self.end
+            out.append(max(stop, r.start))
+        return out
+
+    def ran(self) -> list[float]:
+        """Per run, the seconds it trained."""
+        return [max(0.0, min(s, self.end) - r.start) for r, s in zip(self.runs, self.stops(), strict=True)]
+
+
+def job_restart_s(job: Job, restart_penalty_s: float) -> float:
+    """The checkpoint-restart penalty ``job`` pays (its own ``restart_s`` where it has one)."""
+    return restart_penalty_s if job.restart_s is None else job.restart_s
+
+
+def play_job_round(
+    job: Job,
+    remaining: float,
+    assigns: Sequence[Assignment],
+    current: Mapping[tuple[int, int], Placement],
+    throughput: ThroughputModel,
+    cluster: Cluster,
+    round_s: float,
+    restart_penalty_s: float,
+    fork_progress: str,
+) -> JobRound:
+    """Play ``job``'s ``assigns`` (its runs this round) from ``remaining`` steps."""
+    done_before = job.total_steps - remaining
+    restart_s = job_restart_s(job, restart_penalty_s)
+    rates = [
+        throughput.run_rate(job, a.placement, cluster, done_before, a.batch_size) for a in assigns
+    ]
+    rates = _fork_bound(job, rates, done_before, throughput, fork_progress)
+    runs: list[Run] = []
+    credit: list[float] = []
+    restarted = False
+    for a, run_rate in zip(assigns, rates, strict=True):
+        rate = run_rate.rate
+        credited = rate if run_rate.step_rate is None else run_rate.step_rate
+        credit.append(credited / rate if rate > 0 else 0.0)
+        moved = current.get(a.run_key) != a.placement if a.restart is None else a.restart
+        resumed = moved and remaining < job.total_steps
+        restarted = restarted or resumed
+        start = min(round_s, (restart_s if resumed else 0.0) + a.overhead_s)
+        cap = remaining if a.step_budget is None else min(a.step_budget, remaining)
+        runs.append(Run(start, rate, max(cap, 0.0)))
+    finish_at = time_to_reach(runs, remaining, round_s) if any(r.rate > 0 for r in runs) else None
+    return JobRound(
+        tuple(assigns),
+        tuple(runs),
+        tuple(rates),
+        remaining,
+        round_s,
+        restarted,
+        finish_at,
+        tuple(credit),
+    )
+
+
+def book_job_round(service: JobService, outcome: JobRound, now: float) -> float:
+    """Book ``outcome`` on ``service`` (time on each GPU type, first start, rounds, finish) and
+    return the job's remaining steps after it."""
+    done = outcome.done
+    for a, ran in zip(outcome.assignments, outcome.ran(), strict=True):
+        service.charge(
+            a.num_gpus,
+            ran,
+            {k for per in a.placement.values() for k, c in per.items() if c > 0},
+        )
+    if service.first_start is None and done > 0:
+        service.first_start = now + min(r.start for r in outcome.runs)
+    service.rounds += 1
+    remaining = max(0.0, outcome.remaining - done)
+    if outcome.finish_at is not None or remaining <= 1e-6:
+        remaining = 0.0
+        service.finish = now + outcome.end
+    return remaining
+
+
+def _fork_bound(
+    job: Job, rates: list[RunRate], done: float, throughput: ThroughputModel, mode: str
+) -> list[RunRate]:
+    """With ``goodput`` accounting, a job's copies running together progress at most as one job
+    at their combined batch (``hadar.workloads.fork_efficiency``). One copy, jobs without
+    efficiency data and ``steps`` accounting are unchanged."""
+    if mode != "goodput" or len(rates) < 2:
+        return rates
+    factors = fork_factors(job, [r.batch_size for r in rates], done, throughput)
+    if factors is None:
+        return rates
+    combined = sum(r.batch_size or 0 for r in rates)
+    together = throughput.efficiency(job, combined, done) if combined else None
+    return [
+        replace(
+            r,
+            rate=r.rate * f,
+            efficiency=together if together is not None else r.efficiency,
+            step_rate=r.rate,
+        )
+        for r, f in zip(rates, factors, strict=True)
+    ]

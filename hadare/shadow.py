@@ -1,0 +1,186 @@
+"""Plain Hadar's own run, replayed beside HadarE: the schedule HadarE's forks must never fall
+behind.
+
+Each round HadarE asks the replay for the round plain Hadar would decide in its own state (its
+jobs' progress, its last placements, its own policy state), plays it with the simulator's
+arithmetic (:func:`hadar.round_progress.play_job_round`) and books it. HadarE then runs every job
+it still has where the replay runs it and forks only onto what is left, while keeping each of its
+jobs at least as far along as the replay's at every moment of the round. In the simulator, with
+rounds of a fixed length, every job therefore finishes no later under HadarE than under Hadar:
+TTD, each JCT and so the average are never worse (``tests/hadare/test_never_behind.py``).
+
+When HadarE's clock runs ahead of the replay's (HadarE finished every job it had and the
+simulator skipped an idle gap to the next arrival while Hadar was still busy), the replay plays
+whole rounds of its own until it reaches HadarE's clock and is then compared round for round,
+a round ahead at most: the comparison is then conservative.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from hadar.core.job_service import JobService
+from hadar.core.jobs import Job, JobStatus, Placement
+from hadar.policy import Assignment, RoundContext, RoundPlan
+from hadar.round_progress import JobRound, book_job_round, play_job_round
+from hadar.scheduler import HadarConfig, HadarPolicy
+
+ROUND_TIME_TOLERANCE_S = 1e-6
+"""Clocks this close are the same round start."""
+
+
+@dataclass
+class ReplayedJob:
+    """A job as the replay of plain Hadar has it."""
+
+    job: Job
+    remaining: float
+    service: JobService
+
+    def status(self) -> JobStatus:
+        return self.service.status(self.job, self.remaining)
+
+
+@dataclass(frozen=True)
+class ReplayRound:
+    """One round of the replay: the plan plain Hadar made and what each of its jobs did."""
+
+    plan: RoundPlan
+    before: Mapping[int, float]
+    """Each replayed job's progress (done steps) when the round started."""
+    played: Mapping[int, JobRound]
+    """The jobs that ran this round, as played."""
+
+    def done_by(self, job: Job, t: float) -> float:
+        """The replayed ``job``'s done steps ``t`` seconds into the round."""
+        done = self.before.get(job.job_id, job.total_steps)
+        outcome = self.played.get(job.job_id)
+        return done if outcome is None else done + outcome.done_by(t)
+
+    def placement(self, job_id: int) -> Placement | None:
+        for a in self.plan.assignments:
+            if a.job_id == job_id:
+                return a.placement
+        return None
+
+
+class HadarReplay:
+    """Plain Hadar (``config``) run on its own state, one round per HadarE round."""
+
+    def __init__(self, config: HadarConfig) -> None:
+        self.hadar = HadarPolicy(config)
+        self.jobs: dict[int, ReplayedJob] = {}
+        self.current: dict[tuple[int, int], Placement] = {}
+        self.now: float | None = None
+
+    def step(self, ctx: RoundContext) -> ReplayRound:
+        """Plain Hadar's round at ``ctx.now`` (catching up first if HadarE's clock ran ahead)."""
+        for st in ctx.jobs:
+            if st.job_id not in self.jobs:
+                self.jobs[st.job_id] = ReplayedJob(
+                    st.job,
+                    st.remaining_steps,
+                    JobService(
+                        attained=st.attained_service,
+                        time_on_type=dict(st.time_on_type),
+                        rounds=st.rounds_scheduled,
+                        first_start=st.first_start,
+                    ),
+                )
+        if self.now is None:
+            self.now = ctx.now
+        while self.now < ctx.now - ROUND_TIME_TOLERANCE_S and self._active():
+            self._play(ctx, self.now)
+        if not self._active() or self.now < ctx.now:
+            self.now = ctx.now  # an idle gap (or a shorter round): Hadar starts afresh here
+        return self._play(ctx, self.now)
+
+    def _active(self) -> list[ReplayedJob]:
+        return [r for r in self.jobs.values() if r.remaining > 0]
+
+    def _play(self, ctx: RoundContext, now: float) -> ReplayRound:
+        active = sorted(self._active(), key=lambda r: (r.job.arrival, r.job.job_id))
+        up = set(ctx.cluster.node_names)
+        current = {k: p for k, p in self.current.items() if all(n in up for n in p)}
+        view = replace(ctx, now=now, jobs=tuple(r.status() for r in active), current=current)
+        plan = self.hadar.decide(view) if active else RoundPlan()
+        before = {r.job.job_id: r.job.total_steps - r.remaining for r in self.jobs.values()}
+        played = _play_plan(plan, view, self.jobs)
+        for job_id, outcome in played.items():
+            rec = self.jobs[job_id]
+            rec.remaining = book_job_round(rec.service, outcome, now)
+        self.current = {
+            a.run_key: a.placement for a in plan.assignments if self.jobs[a.job_id].remaining > 0
+        }
+        self.now = now + ctx.round_s
+        return ReplayRound(plan, before, played)
+
+    def state(self) -> dict[str, Any]:
+        """JSON-able: the inner Hadar's state, each replayed job and last round's placements."""
+        return {
+            "hadar": self.hadar.state(),
+            "now": self.now,
+            "jobs": [
+                {
+                    "job": _job_to_json(r.job),
+                    "remaining": r.remaining,
+                    "service": asdict(r.service),
+                }
+                for r in self.jobs.values()
+            ],
+            "current": [
+                [job_id, copy, {n: dict(per) for n, per in p.items()}]
+                for (job_id, copy), p in self.current.items()
+            ],
+        }
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        self.hadar.restore(state.get("hadar", {}))
+        self.now = state.get("now")
+        self.jobs = {}
+        for rec in state.get("jobs", []):
+            job = _job_from_json(rec["job"])
+            self.jobs[job.job_id] = ReplayedJob(
+                job, float(rec["remaining"]), JobService(**rec["service"])
+            )
+        self.current = {
+            (int(job_id), int(copy)): {n: dict(per) for n, per in p.items()}
+            for job_id, copy, p in state.get("current", [])
+        }
+
+
+def _play_plan(
+    plan: RoundPlan, ctx: RoundContext, jobs: Mapping[int, ReplayedJob]
+) -> dict[int, JobRound]:
+    by_job: dict[int, list[Assignment]] = {}
+    for a in plan.assignments:
+        by_job.setdefault(a.job_id, []).append(a)
+    return {
+        job_id: play_job_round(
+            jobs[job_id].job,
+            jobs[job_id].remaining,
+            assigns,
+            ctx.current,
+            ctx.throughput,
+            ctx.cluster,
+            ctx.round_s,
+            ctx.restart_penalty_s,
+            "goodput",  # Hadar never forks: one run per job, the accounting does not matter
+        )
+        for job_id, assigns in by_job.items()
+    }
+
+
+def _job_to_json(job: Job) -> dict[str, Any]:
+    out = {f.name: getattr(job, f.name) for f in fields(job)}
+    out["spec"] = dict(job.spec)
+    return out
+
+
+def _job_from_json(data: Mapping[str, Any]) -> Job:
+    values = dict(data)
+    if values.get("batch_range") is not None:
+        values["batch_range"] = tuple(values["batch_range"])
+    return Job(**values)
