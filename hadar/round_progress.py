@@ -56,7 +56,9 @@ def time_to_reach(runs: Sequence[Run], target: float, horizon: float) -> float |
         if steps_by(runs, t) >= target - 1e-9:
             lo, hi = prev, t
             done_lo = steps_by(runs, lo)
-            slope = sum(r.rate for r in runs if r.start <= lo and r.steps_by(lo) < r.cap)
+            # runs going on just after lo (a run whose cap ends exactly at lo counts no more, even
+            # where rate x time falls a rounding error short of the cap)
+            slope = sum(r.rate for r in runs if r.start <= lo < r.stop_time())
             if slope <= 0:
                 return hi
             return min(hi, lo + (target - done_lo) / slope)

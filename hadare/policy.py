@@ -96,12 +96,15 @@ class HadarEPolicy(Policy):
         self._own = HadarPolicy(replace(self.config.hadar, single_node=True, endgame=False))
 
     def state(self) -> dict[str, Any]:
-        """Plain Hadar's replay (its jobs, placements and policy state)."""
-        return {"replay": self.replay.state()}
+        """Plain Hadar's replay (its jobs, placements and policy state); empty before the first
+        round."""
+        return {"replay": self.replay.state()} if self.replay.jobs else {}
 
     def restore(self, state: Mapping[str, Any]) -> None:
         if set(state) - {"replay"}:
-            raise ValueError(f"policy {self.name} keeps only 'replay', got {sorted(state)}")
+            raise ValueError(
+                f"policy {self.name} keeps no state other than 'replay', got {sorted(state)}"
+            )
         self.replay = HadarReplay(self.config.hadar)
         if "replay" in state:
             self.replay.restore(state["replay"])
@@ -150,7 +153,9 @@ class HadarEPolicy(Policy):
             if not _trim(copies, by_id, free, ctx, self._seconds(ctx, copies), finishing, check):
                 break
         # nodes nobody else can use speed up the jobs finishing this round
-        forked += _fork(copies, {j: by_id[j] for j in finishing}, free, ctx, n_copies, check)
+        forked += _fork(
+            copies, {j: by_id[j] for j in finishing}, free, ctx, n_copies, check, played=True
+        )
         return copies, forked
 
     def _seconds(
@@ -274,7 +279,7 @@ class _Check:
             return False
         if not self._diverged(job_id, per_node, end_mine, end_theirs):
             return True
-        return end_mine - end_theirs >= self.margin(job_id) - tolerance
+        return end_mine - end_theirs >= self.margin(job_id, per_node) - tolerance
 
     def _diverged(
         self, job_id: int, per_node: Mapping[str, Placement], end_mine: float, end_theirs: float
@@ -290,20 +295,26 @@ class _Check:
         )
         return not same or (end_mine > 0 and end_theirs <= 0)
 
-    def margin(self, job_id: int) -> float:
-        """Steps a diverged job must be ahead of the replay: what the costlier of a restart and a
-        consolidation round takes from it at its fastest rate."""
+    def margin(self, job_id: int, per_node: Mapping[str, Placement]) -> float:
+        """Steps a diverged job must be ahead of the replay at the round's end: what falling back
+        to the replay's placement next round can cost it more than it costs the replay's. With a
+        copy on the replay's own placement P, that is a consolidation round on P, or on a new
+        placement the part of the aggregation overhead a restart does not already cost the
+        replay; otherwise the costlier of a restart and a consolidation round; each at the rate
+        it applies to (P's, or the job's fastest)."""
         v = self.vals[job_id]
         job = v.status.job
         fastest = max(
             float(v.request.rates_cons.max(initial=0.0)),
             float(v.request.rates_unc.max(initial=0.0)),
         )
-        overhead = max(
-            job_restart_s(job, self.ctx.restart_penalty_s),
-            self.policy.config.aggregation_overhead_s,
-        )
-        return overhead * fastest
+        restart = job_restart_s(job, self.ctx.restart_penalty_s)
+        agg = self.policy.config.aggregation_overhead_s
+        theirs = self.replay.placement(job_id)
+        if theirs is not None and any(_same_placement(p, theirs) for p in per_node.values()):
+            on_theirs = self.ctx.throughput.rate(job, theirs, self.ctx.cluster)
+            return max(agg * on_theirs, max(0.0, agg - restart) * fastest)
+        return max(restart, agg) * fastest
 
     def gains(
         self, job_id: int, before: Mapping[str, Placement], after: Mapping[str, Placement]
@@ -370,8 +381,11 @@ def _fork(
     ctx: RoundContext,
     n_copies: int,
     check: _Check,
+    played: bool = False,
 ) -> int:
-    """Step 2: add copies on nodes with room, to the job that would finish last. Mutates."""
+    """Step 2: add copies on nodes with room, to the job that would finish last (by remaining
+    steps over planned rate, or with ``played`` by when its copies, played out, finish it: for
+    the few jobs finishing this round, whose overheads decide which finishes last). Mutates."""
     cluster = ctx.cluster
     added = 0
     refused: set[int] = set()
@@ -383,8 +397,14 @@ def _fork(
             have = copies.get(job_id, {})
             if len(have) >= n_copies or any(len(p) > 1 for p in have.values()):
                 continue
-            planned = sum(ctx.throughput.rate(v.status.job, p, cluster) for p in have.values())
-            finish = v.status.remaining_steps / planned if planned > 0 else np.inf
+            if played:
+                outcome = check.play(job_id, have)
+                finish = (
+                    np.inf if outcome is None or outcome.finish_at is None else outcome.finish_at
+                )
+            else:
+                planned = sum(ctx.throughput.rate(v.status.job, p, cluster) for p in have.values())
+                finish = v.status.remaining_steps / planned if planned > 0 else np.inf
             node_choice = _fastest_free_node(v, free, have, cluster)
             if node_choice is None:
                 continue
@@ -394,16 +414,69 @@ def _fork(
         if best is None:
             return added
         _, job_id, h, k = best
-        alloc = np.zeros_like(free)
-        alloc[h, k] = vals[job_id].status.job.num_gpus
         have = copies.get(job_id, {})
-        after = {**have, cluster.node_names[h]: cluster.placement_from_matrix(alloc)}
-        if not check.accepts(job_id, have, after):
+        grown = _grow(job_id, vals[job_id], have, free, ctx, n_copies, check, (h, k))
+        if grown is None:
             refused.add(job_id)
             continue
-        free -= alloc
-        copies[job_id] = after
-        added += 1
+        for node, placement in grown.items():
+            if node not in have:
+                free -= cluster.placement_matrix(placement)
+                added += 1
+        copies[job_id] = grown
+
+
+def _grow(
+    job_id: int,
+    v: JobValuation,
+    have: Mapping[str, Placement],
+    free: np.ndarray,
+    ctx: RoundContext,
+    n_copies: int,
+    check: _Check,
+    first: tuple[int, int],
+) -> dict[str, Placement] | None:
+    """``have`` plus one copy on ``first``, or, when one more copy does not pay (under the
+    goodput bound the first extra copies of a job early in training may cost more aggregation
+    than they add), the fastest free cells up to the count that pays most; None if none pays."""
+    cluster = ctx.cluster
+    gpus = v.status.job.num_gpus
+
+    def copy_on(h: int, k: int) -> Placement:
+        alloc = np.zeros_like(free)
+        alloc[h, k] = gpus
+        return cluster.placement_from_matrix(alloc)
+
+    one = {**have, cluster.node_names[first[0]]: copy_on(*first)}
+    if check.accepts(job_id, have, one):
+        return one
+    cons = v.request.rates_cons
+    ok = (free >= gpus) & (cons > 0)
+    for name in have:
+        ok[cluster.node_index[name], :] = False
+    rates = np.where(ok, cons, -1.0)
+    cells = []
+    for h in range(rates.shape[0]):
+        if rates[h].max() > 0:
+            cells.append((-float(rates[h].max()), h, int(np.argmax(rates[h]))))
+    cells.sort()  # fastest first; ties in node order
+    best: dict[str, Placement] | None = None
+    best_key: tuple[float, float] | None = None
+    grown = dict(have)
+    for _, h, k in cells[: max(0, n_copies - len(have))]:
+        grown = {**grown, cluster.node_names[h]: copy_on(h, k)}
+        if len(grown) - len(have) < 2 or not check.accepts(job_id, have, grown):
+            continue
+        outcome = check.play(job_id, grown)
+        if outcome is None:
+            continue
+        key = (
+            -(outcome.finish_at if outcome.finish_at is not None else np.inf),
+            outcome.done,
+        )
+        if best_key is None or key > best_key:
+            best, best_key = dict(grown), key
+    return best
 
 
 def _fastest_free_node(

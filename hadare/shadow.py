@@ -120,7 +120,7 @@ class HadarReplay:
     def state(self) -> dict[str, Any]:
         """JSON-able: the inner Hadar's state, each replayed job and last round's placements."""
         return {
-            "hadar": self.hadar.state(),
+            "policy": self.hadar.state(),
             "now": self.now,
             "jobs": [
                 {
@@ -137,7 +137,7 @@ class HadarReplay:
         }
 
     def restore(self, state: Mapping[str, Any]) -> None:
-        self.hadar.restore(state.get("hadar", {}))
+        self.hadar.restore(state.get("policy", {}))
         self.now = state.get("now")
         self.jobs = {}
         for rec in state.get("jobs", []):

@@ -83,8 +83,9 @@ class HadarConfig:
     """With ``ttd_guard``, once every job fits at once and the guard's bound is at most
     ``CONTENDED_HORIZON_ROUNDS`` rounds away: every job on the GPU type of the best
     round-by-round schedule (restarts and mid-round finishes counted; TTD first, then the sum of
-    completion times; ``hadar/scheduler/endgame.py``). HadarE turns it off: its forked copies
-    take the GPUs the schedule leaves idle, which the search does not model."""
+    completion times; ``hadar/scheduler/endgame.py``). HadarE's decision over its own state
+    turns it off (its replay of Hadar keeps it): its forked copies take the GPUs the schedule
+    leaves idle, which the search does not model."""
     single_node: bool = False
     """Place every job on one node when its gang fits on some node (HadarE's per-node copies)."""
 

@@ -74,14 +74,17 @@ STATEFUL = (
     "afs-p",
     "pollux",
     "malletrain",
+    "hadare",
 )
 """Gavel's mechanism and the policies built on it keep their bookkeeping in their state; AFS
-keeps its shares between churn events; Pollux its agents and restarts; MalleTrain its profiles."""
+keeps its shares between churn events; Pollux its agents and restarts; MalleTrain its profiles;
+HadarE its replay of plain Hadar."""
 
 
-@pytest.mark.parametrize("name", ["gavel", "gavel-makespan", "themis"])
+@pytest.mark.parametrize("name", ["gavel", "gavel-makespan", "themis", "hadare"])
 def test_gavel_decisions_depend_on_the_state_a_restart_would_lose(name):
-    """Without its state a rebuilt Gavel decides differently: the test above can fail."""
+    """Without its state a rebuilt Gavel (or HadarE, without its replay of Hadar) decides
+    differently: the test above can fail."""
     whole = _decisions(name, None)
     assert any(_decisions(name, k, restore=False) != whole for k in (1, 5, 11))
 

@@ -102,7 +102,10 @@ def test_hadare_raises_utilisation_and_shortens_ttd_on_m3(cluster_name):
     e = summarize(simulate(cluster, jobs, HadarEPolicy(), tp))
     h = summarize(simulate(cluster, jobs, HadarPolicy(), tp))
     assert e["completed"] == h["completed"] == 3
-    assert e["gru"] > h["gru"] + 0.2
+    # forks are kept only where they make a job progress more (never behind Hadar): on lab M-3
+    # utilisation rises by 0.19 (0.49 -> 0.68), with a shorter TTD than the old fork-everywhere
+    # rule (831 s against 836 s, which reached 0.96)
+    assert e["gru"] > h["gru"] + 0.15
     assert e["ttd_s"] < h["ttd_s"]
 
 

@@ -31,8 +31,12 @@ def _stream() -> list[Job]:
 
 
 def _policy(max_wait_s: float | None, max_rho: float | None) -> HadarEPolicy:
-    """HadarE with its default Hadar knobs but these bounds."""
-    hadar = replace(HadarEConfig().hadar, max_wait_s=max_wait_s, max_rho=max_rho)
+    """HadarE with its default Hadar knobs but these bounds, and without the tail guard, which
+    would start the 1-hour job at once by itself (it sets the p99 of this stream: see
+    :func:`test_the_tail_guard_alone_also_starts_the_one_hour_job`)."""
+    hadar = replace(
+        HadarEConfig().hadar, max_wait_s=max_wait_s, max_rho=max_rho, tail_percentile=None
+    )
     return HadarEPolicy(HadarEConfig(hadar=hadar))
 
 
@@ -87,3 +91,14 @@ def test_the_bound_is_validated():
             HadarConfig(max_wait_s=bad)
         with pytest.raises(ValueError, match="max_rho"):
             HadarConfig(max_rho=bad)
+
+
+def test_the_tail_guard_alone_also_starts_the_one_hour_job():
+    """HadarE runs Hadar's whole decision: its default tail guard protects the 1-hour job even
+    with both bounds off."""
+    hadar = replace(HadarEConfig().hadar, max_wait_s=None, max_rho=None)
+    result = simulate(
+        CLUSTER, _stream(), HadarEPolicy(HadarEConfig(hadar=hadar)), TABLE, SimConfig(round_s=ROUND)
+    )
+    waits = {j.job_id: j.queueing_delay for j in result.jobs}
+    assert waits[1] < ROUND

@@ -140,3 +140,19 @@ def test_every_job_of_the_paper_workload_completes():
     assert s["completed"] == 480
     assert all(j.finish is not None and j.finish > 0 for j in res.jobs)
     assert 0 < s["gru"] <= 1.0
+
+
+def test_time_to_reach_ignores_runs_whose_cap_ended_at_the_breakpoint():
+    """Nine copies whose budgets run out at the same moment (rate x time a rounding error short
+    of the cap) and a tenth that started later: the job finishes when the tenth has done the
+    rest, not as if the nine were still running."""
+    from hadar.round_progress import Run, steps_by, time_to_reach
+
+    fast = Run(10.0, 4.426088263367452, 1439.1958554634261)
+    slow = Run(10.0, 2.4026681703106223, 781.2564655306031)
+    late = Run(20.0, 2.4026681703106223, 781.2564655306031)
+    runs = [fast] * 5 + [late] + [slow] * 4
+    target = 11102.261604970146
+    t = time_to_reach(runs, target, 360.0)
+    assert t is not None and steps_by(runs, t) >= target - 1e-6
+    assert t == pytest.approx(late.stop_time())
