@@ -308,6 +308,28 @@ def job_groups(
     return groups
 
 
+def cheapest_alone(
+    cost: np.ndarray, gangs: np.ndarray, size: np.ndarray, per_type: np.ndarray
+) -> list[np.ndarray] | None:
+    """The integer program's solution without solving it, when every group's cheapest type is
+    unique and finite (``cost[group, type]``, inf where it may not go) and all of them fit at
+    once: no other assignment costs as little, so it is the only optimum. None otherwise (ties,
+    or the GPUs of some type do not suffice)."""
+    n, n_types = cost.shape
+    if n == 0:
+        return None
+    best = np.argmin(cost, axis=1)
+    low = cost[np.arange(n), best]
+    if not np.isfinite(low).all() or int((cost == low[:, None]).sum()) != n:
+        return None
+    used = np.bincount(best, weights=gangs * size, minlength=n_types)
+    if bool((used > per_type).any()):
+        return None
+    x = np.zeros((n, n_types), dtype=int)
+    x[np.arange(n), best] = size.astype(int)
+    return list(x)
+
+
 def solve_assignment(groups: list[Group], per_type: np.ndarray) -> list[np.ndarray] | None:
     """How many members of each group go to each GPU type, minimising the summed projected
     completion with at most ``per_type`` GPUs of each type (HiGHS); None if the solver returns no
@@ -324,6 +346,9 @@ def solve_assignment(groups: list[Group], per_type: np.ndarray) -> list[np.ndarr
     nv = len(gi)
     if nv == 0:
         return None
+    alone = cheapest_alone(np.where(ok, cost, math.inf), gangs, size, per_type)
+    if alone is not None:
+        return alone
     rows = np.concatenate([gi, len(groups) + ki])
     cols = np.concatenate([np.arange(nv), np.arange(nv)])
     coef = np.concatenate([np.ones(nv), gangs[gi]])
