@@ -181,6 +181,8 @@ class _MilpPolicy(Policy):
                         Assignment(t.key, _placement(ctx, mapping[t.key], shapes[t.key].per_node))
                     )
             info.update(milp_status=result.status, milp_gap=result.gap, milp_s=result.seconds)
+            if result.time_limit_hit:
+                info["time_limit_hit"] = True
         return RoundPlan(tuple(assignments), info)
 
     def shape_of(self, ctx: RoundContext, job_id: int, per_node: int) -> int:

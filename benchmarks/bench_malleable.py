@@ -33,7 +33,7 @@ def main() -> None:
     args = ap.parse_args()
     nodes = [f"n{i:04d}" for i in range(args.nodes)]
     print(
-        "| stream | workload | system | samples/s | vs FreeTrain | completed | rescale node-h/h | preempt node-h/h | decisions | wall s |"
+        "| stream | workload | system | samples/s | vs FreeTrain | completed | rescale node-h/h | preempt node-h/h | decisions (time-limited) | wall s |"
     )
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for preset in args.presets.split(","):
@@ -52,7 +52,8 @@ def main() -> None:
                 print(
                     f"| {preset} | {kind} | {system} | {r.throughput:,.0f} | {r.throughput / base - 1:+.1%} "
                     f"| {r.completed} | {r.lost_rescale_node_s / 3600 / r.hours:.2f} "
-                    f"| {r.lost_preempt_node_s / 3600 / r.hours:.2f} | {r.decisions} | {wall:.0f} |",
+                    f"| {r.lost_preempt_node_s / 3600 / r.hours:.2f} | {r.decisions} ({r.time_limited}) "
+                    f"| {wall:.0f} |",
                     flush=True,
                 )
 

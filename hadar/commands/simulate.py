@@ -128,6 +128,8 @@ def print_summary(summary: Mapping[str, Any], out: Path | None = None) -> None:
             f"{summary['avg_decision_s'] or 0:.4f} s / {summary['max_decision_s'] or 0:.4f} s",
         ),
     ]
+    if summary.get("time_limited_rounds"):
+        rows.append(("decisions that hit a solver time limit", str(summary["time_limited_rounds"])))
     for k, v in rows:
         table.add_row(k, v)
     console = Console()

@@ -44,6 +44,7 @@ from hadar.scheduler.ttd import best_remaining_s
 from hadar.valuation import JobValuation
 from primal_dual.dp import CandidateCache, QueueEntry
 from primal_dual.find_alloc import Candidate
+from primal_dual.mip import solve_mip
 
 TIE_BREAK_ROUNDS = 1e-6
 """Cost of leaving the DP's planned type, in rounds: assignments of equal cost keep the plan."""
@@ -55,7 +56,8 @@ over the type's relative speed, and a round of 100,000 jobs has a few hundred su
 tens of thousands."""
 
 SOLVER_TIME_LIMIT_S = 5.0
-"""HiGHS's limit on the matching's integer program; without a solution by then the plan stands."""
+"""HiGHS's limit on the matching's integer program; without a solution by then, or with one that
+costs more than the plan, the plan stands (the round's ``info`` says the limit was hit)."""
 
 
 @dataclass(frozen=True)
@@ -141,10 +143,12 @@ def match_types(
     cache: CandidateCache,
     deadlines: Mapping[int, float] | None = None,
     bounds: Mapping[int, float] | None = None,
+    report: dict[str, object] | None = None,
 ) -> int:
     """Re-assign the GPU types of the jobs ``chosen`` (job id -> index into ``vals`` and
     ``entries``) among the GPUs they hold in ``placed`` and the ``free`` ones (module
-    docstring). Mutates ``placed`` and ``free``; returns how many jobs changed type."""
+    docstring). Mutates ``placed`` and ``free``; returns how many jobs changed type. When the
+    solver hits its time limit, ``report["time_limit_hit"]`` is set."""
     n_types = free.shape[1]
     types = {j: single_type(placed[j], n_types) for j in chosen}
     movable = {
@@ -156,7 +160,9 @@ def match_types(
         return 0
     groups = job_groups(movable, placed, vals, ctx, deadlines or {}, bounds or {})
     pool = free.sum(axis=0) + gpus_per_type((placed[j] for j in movable), n_types)
-    counts = solve_assignment(groups, pool)
+    counts, timed_out = assign_types(groups, pool)
+    if timed_out and report is not None:
+        report["time_limit_hit"] = True
     if counts is None:
         return 0
     target: dict[int, int] = {}
@@ -308,12 +314,39 @@ def job_groups(
     return groups
 
 
+def cheapest_alone(
+    cost: np.ndarray, gangs: np.ndarray, size: np.ndarray, per_type: np.ndarray
+) -> list[np.ndarray] | None:
+    """The integer program's solution without solving it, when every group's cheapest type is
+    unique and finite (``cost[group, type]``, inf where it may not go) and all of them fit at
+    once: no other assignment costs as little, so it is the only optimum. None otherwise (ties,
+    or the GPUs of some type do not suffice)."""
+    n, n_types = cost.shape
+    if n == 0:
+        return None
+    best = np.argmin(cost, axis=1)
+    low = cost[np.arange(n), best]
+    if not np.isfinite(low).all() or int((cost == low[:, None]).sum()) != n:
+        return None
+    used = np.bincount(best, weights=gangs * size, minlength=n_types)
+    if bool((used > per_type).any()):
+        return None
+    x = np.zeros((n, n_types), dtype=int)
+    x[np.arange(n), best] = size.astype(int)
+    return list(x)
+
+
 def solve_assignment(groups: list[Group], per_type: np.ndarray) -> list[np.ndarray] | None:
+    """:func:`assign_types`'s counts alone."""
+    return assign_types(groups, per_type)[0]
+
+
+def assign_types(groups: list[Group], per_type: np.ndarray) -> tuple[list[np.ndarray] | None, bool]:
     """How many members of each group go to each GPU type, minimising the summed projected
-    completion with at most ``per_type`` GPUs of each type (HiGHS); None if the solver returns no
-    solution in :data:`SOLVER_TIME_LIMIT_S` (the plan then stands)."""
+    completion with at most ``per_type`` GPUs of each type (HiGHS), and whether the solver hit
+    :data:`SOLVER_TIME_LIMIT_S`. None (the plan stands) when the solver found no solution in
+    that time or only one that costs more than the plan (every group on its planned type)."""
     from scipy import sparse
-    from scipy.optimize import Bounds, LinearConstraint, milp
 
     n_types = len(per_type)
     gangs = np.array([g.gang for g in groups], dtype=float)
@@ -323,22 +356,22 @@ def solve_assignment(groups: list[Group], per_type: np.ndarray) -> list[np.ndarr
     gi, ki = np.nonzero(ok)
     nv = len(gi)
     if nv == 0:
-        return None
+        return None, False
+    alone = cheapest_alone(np.where(ok, cost, math.inf), gangs, size, per_type)
+    if alone is not None:
+        return alone, False
     rows = np.concatenate([gi, len(groups) + ki])
     cols = np.concatenate([np.arange(nv), np.arange(nv)])
     coef = np.concatenate([np.ones(nv), gangs[gi]])
     a = sparse.csr_matrix((coef, (rows, cols)), shape=(len(groups) + n_types, nv))
     lower = np.concatenate([size, np.zeros(n_types)])
     upper = np.concatenate([size, per_type.astype(float)])
-    res = milp(
-        cost[gi, ki],
-        constraints=LinearConstraint(a, lower, upper),
-        integrality=np.ones(nv),
-        bounds=Bounds(np.zeros(nv), size[gi]),
-        options={"time_limit": SOLVER_TIME_LIMIT_S},
-    )
+    res = solve_mip(cost[gi, ki], a, lower, upper, np.zeros(nv), size[gi], SOLVER_TIME_LIMIT_S)
     if res.x is None:
-        return None
+        return None, res.time_limit_hit
     x = np.zeros((len(groups), n_types), dtype=int)
     x[gi, ki] = np.round(res.x).astype(int)
-    return list(x)
+    planned = float(sum(len(g.members) * g.cost[g.planned] for g in groups))
+    if float((x * np.where(ok, cost, 0.0)).sum()) > planned:  # the plan is the better map
+        return None, res.time_limit_hit
+    return list(x), res.time_limit_hit

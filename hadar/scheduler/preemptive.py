@@ -174,7 +174,7 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
                 for j, i in chosen.items()
             }
         info["type_matched"] = match_types(
-            chosen, placed, vals, entries, free, ctx, cache, deadlines, bounds
+            chosen, placed, vals, entries, free, ctx, cache, deadlines, bounds, info
         )
     # (in the endgame the plan already weighed every move: an upgrade would only undo it)
     kept_jobs = {k: running[k] for k, c in placed.items() if c.kept and types is None}

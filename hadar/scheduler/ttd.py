@@ -91,6 +91,9 @@ def contended_critical(
     outside the prefix then waited for the fast GPUs: p99 JCT 18.49 h -> 19.07 h (seed 1:
     22.92 h -> 23.37 h), and on the independent A100/T4/RTX cluster Hadar's p99 fell behind
     Gavel's."""
+    horizon_s = CONTENDED_HORIZON_ROUNDS * ctx.round_s
+    if limit > horizon_s:  # the bound, at least ``limit``, is too far away whatever the LP says
+        return longest
     order = [i for i in sorted(range(len(vals)), key=lambda i: (-best[i], i)) if best[i] < math.inf]
     cap = ctx.cluster.capacity
     per_class: dict[int, np.ndarray] = {}
@@ -105,14 +108,12 @@ def contended_critical(
     n = len(order)
     whole = prefix_makespan(table, gangs, counts, remaining)
     bound = max(limit, whole)
-    if whole < bound - slack_s:
+    if whole < bound - slack_s or bound > horizon_s:
         return longest
     if n > 1:
         without_shortest = prefix_makespan(table[:-1], gangs[:-1], counts, remaining[:-1])
         if without_shortest >= bound - slack_s:
             return longest
-    if bound > CONTENDED_HORIZON_ROUNDS * ctx.round_s:
-        return longest
     return [(i, bound) for i in sorted(order)]
 
 

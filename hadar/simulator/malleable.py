@@ -68,6 +68,8 @@ class ReplayResult:
     decisions: int
     solve_seconds: float
     profiled: int = 0
+    time_limited: int = 0
+    """Decisions whose MILP hit its time limit (each kept the best map in hand)."""
 
     @property
     def throughput(self) -> float:
@@ -112,7 +114,7 @@ def replay(
     runs: dict[int, _Run] = {}
     t = 0.0
     samples = lost_rescale = lost_preempt = idle = solve_s = 0.0
-    completed = decisions = profiled = 0
+    completed = decisions = profiled = time_limited = 0
     while t < end:
         pool = list(stream.available(nodes, t))
         up = set(pool)
@@ -165,6 +167,7 @@ def replay(
             result = solve(trainers, len(milp_pool), cfg.t_fwd, time_limit=cfg.time_limit)
             decisions += 1
             solve_s += result.seconds
+            time_limited += result.time_limit_hit
             mapping = assign_nodes(
                 result.counts, {tr.key: runs[tr.key].nodes for tr in trainers}, milp_pool
             )
@@ -213,6 +216,7 @@ def replay(
         decisions,
         solve_s,
         profiled,
+        time_limited,
     )
 
 

@@ -28,6 +28,8 @@ def summarize(result: SimulationResult) -> dict[str, object]:
     * ``estimated_cells``: the throughput figures that were estimated (not in the measured table).
     * ``gpu_hours``, ``avg_gpus_per_job``, ``avg_batch_per_job``: the Pollux paper's measures,
       see :func:`allocation_metrics`.
+    * ``time_limited_rounds``: rounds whose decision hit a solver's time limit (the policy's
+      ``info`` says ``time_limit_hit``; it then kept the best feasible decision in hand).
     """
     jobs = result.jobs
     completion = completion_metrics(
@@ -60,6 +62,7 @@ def summarize(result: SimulationResult) -> dict[str, object]:
         **allocation_metrics(busy, result.placements),
         "rounds": len(result.rounds),
         **decision_metrics([r.decision_seconds for r in result.rounds]),
+        "time_limited_rounds": sum(1 for r in result.rounds if r.info.get("time_limit_hit")),
         "estimated_cells": [asdict(c) for c in result.estimated_cells],
     }
 

@@ -113,3 +113,34 @@ def test_time_limit_reports_status_and_gap() -> None:
         assert r.counts == {t.key: t.current for t in trainers}
     assert r.objective >= objective_value(trainers, {t.key: t.current for t in trainers}, 120.0)
     assert 0.0 <= r.gap <= 1.0 or r.status == "kept-current"
+
+
+def test_a_bound_time_limit_never_keeps_a_map_worse_than_one_in_hand() -> None:
+    # a limit too short for any solution: the counts formulation used to keep the current map
+    # (a fifth of the optimum here); the local search from it gets within 10 % of the optimum
+    trainers, pool, current = instance(200, 40, 3)
+    limited = solve(trainers, len(pool), 120.0, formulation="counts", time_limit=1e-6)
+    assert limited.time_limit_hit
+    assert limited.status in ("time-limit", "improved", "kept-current")
+    keep = objective_value(trainers, {t.key: t.current for t in trainers}, 120.0)
+    optimum = solve(trainers, len(pool), 120.0, formulation="choices")
+    assert optimum.status == "optimal" and not optimum.time_limit_hit
+    assert limited.objective >= keep
+    assert keep < 0.25 * optimum.objective
+    assert limited.objective >= 0.9 * optimum.objective
+    assert sum(limited.counts.values()) <= len(pool)
+    for t in trainers:
+        n = limited.counts[t.key]
+        assert n == 0 or t.n_min <= n <= t.n_max
+    assert limited.objective == pytest.approx(objective_value(trainers, limited.counts, 120.0))
+
+
+def test_improve_takes_the_largest_gain_within_the_pool() -> None:
+    from baselines.bftrainer_milp import improve
+
+    a = Trainer(0, 1, 8, curve(ALEXNET, 8))
+    b = Trainer(1, 1, 8, curve(DENSENET, 8))
+    counts = improve([a, b], 8, 120.0, {0: 0, 1: 0})
+    assert counts == {0: 8, 1: 0}  # AlexNet gains more per node than DenseNet on every count
+    counts = improve([a, b], 12, 120.0, {0: 0, 1: 0})
+    assert counts == {0: 8, 1: 4}

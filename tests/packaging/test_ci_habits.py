@@ -35,6 +35,11 @@ def test_scripts_check_runs_lint_format_and_types():
     assert re.search(r"\bmypy\b", text)
 
 
+def test_scripts_check_runs_the_speed_guard():
+    text = "\n".join(_commands(ROOT / "scripts" / "check"))
+    assert re.search(r"benchmarks/speed_guard\.py --check", text)
+
+
 # The options --strict turns on; setting one to false (globally or for a module) relaxes it.
 STRICT_OPTIONS = (
     "warn_unused_configs",

@@ -157,3 +157,87 @@ def test_no_job_is_moved_past_its_fairness_bound():
     assert math.isinf(late[0].cost[1]) and math.isfinite(late[0].cost[0])
     ok = {g.members[0]: g for g in job_groups({0: 0, 1: 1}, placed, vals, ctx, {}, {0: 1300.0})}
     assert math.isfinite(ok[0].cost[1])
+
+
+def test_cheapest_alone_is_the_programs_solution_when_it_applies():
+    # random groups whose cheapest types are unique: where they all fit, the shortcut's counts
+    # are the integer program's
+    from hadar.scheduler.matching import cheapest_alone
+
+    rng = np.random.default_rng(1)
+    applied = 0
+    for _ in range(40):
+        n = int(rng.integers(2, 8))
+        groups = [
+            Group(
+                tuple(range(10 * g, 10 * g + int(rng.integers(1, 4)))),
+                int(rng.choice([1, 2])),
+                int(rng.integers(0, 3)),
+                rng.uniform(1.0, 5.0, 3),
+            )
+            for g in range(n)
+        ]
+        per_type = rng.integers(2, 12, 3)
+        gangs = np.array([g.gang for g in groups], dtype=float)
+        size = np.array([len(g.members) for g in groups], dtype=float)
+        cost = np.array([g.cost for g in groups])
+        alone = cheapest_alone(cost, gangs, size, per_type)
+        if alone is None:
+            continue
+        applied += 1
+        ok = gangs[:, None] <= per_type[None, :]
+        gi, ki = np.nonzero(ok)
+        from scipy import sparse
+        from scipy.optimize import Bounds, LinearConstraint, milp
+
+        a = sparse.csr_matrix(
+            (
+                np.concatenate([np.ones(gi.size), gangs[gi]]),
+                (np.concatenate([gi, n + ki]), np.concatenate([np.arange(gi.size)] * 2)),
+            ),
+            shape=(n + 3, gi.size),
+        )
+        res = milp(
+            cost[gi, ki],
+            constraints=LinearConstraint(
+                a, np.concatenate([size, np.zeros(3)]), np.concatenate([size, per_type])
+            ),
+            integrality=np.ones(gi.size),
+            bounds=Bounds(np.zeros(gi.size), size[gi]),
+        )
+        x = np.zeros((n, 3), dtype=int)
+        x[gi, ki] = np.round(res.x).astype(int)
+        assert [list(c) for c in alone] == [list(c) for c in x]
+    assert applied >= 5
+
+
+def test_cheapest_alone_declines_ties_and_overfull_types():
+    from hadar.scheduler.matching import cheapest_alone
+
+    one = np.ones(2)
+    tie = np.array([[1.0, 1.0], [1.0, 2.0]])
+    assert cheapest_alone(tie, one, one, np.array([4, 4])) is None
+    both_fast = np.array([[1.0, 2.0], [1.0, 2.0]])
+    assert cheapest_alone(both_fast, one, one, np.array([1, 4])) is None
+    counts = cheapest_alone(both_fast, one, one, np.array([2, 0]))
+    assert counts is not None and [list(c) for c in counts] == [[1, 0], [1, 0]]
+
+
+def test_the_plan_stands_when_the_solver_only_finds_a_worse_map(monkeypatch):
+    # a time limit that leaves HiGHS with a map costlier than the plan: the plan is kept, and
+    # the time limit is reported
+    from hadar.scheduler import matching
+    from primal_dual.mip import MipResult
+
+    groups = [
+        Group((0,), 1, 0, np.array([1.0, 2.0])),
+        Group((1,), 1, 1, np.array([1.0, 1.5])),
+    ]
+    worse = np.array([0.0, 1.0, 1.0, 0.0])  # group 0 on type 1, group 1 on type 0: cost 3 > 2.5
+    monkeypatch.setattr(matching, "solve_mip", lambda *a, **k: MipResult(worse, 3.0, True))
+    counts, timed_out = matching.assign_types(groups, np.array([1, 1]))
+    assert counts is None and timed_out
+    better = np.array([1.0, 0.0, 0.0, 1.0])
+    monkeypatch.setattr(matching, "solve_mip", lambda *a, **k: MipResult(better, 2.5, True))
+    counts, timed_out = matching.assign_types(groups, np.array([1, 1]))
+    assert counts is not None and [list(c) for c in counts] == [[1, 0], [0, 1]] and timed_out

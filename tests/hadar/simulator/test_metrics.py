@@ -54,3 +54,16 @@ def test_summary_reports_rho_statistics_and_work_efficiency():
 def test_unfinished_jobs_are_left_out_of_rho():
     jobs = (*JOBS, JobRecord(9, "t", 1, 0.0, None, None, 0, total_steps=10.0, equal_share_rate=1.0))
     assert finish_time_fairness(jobs, 4) == pytest.approx([2.0, 1.2, 0.5])
+
+
+def test_rounds_whose_decision_hit_a_time_limit_are_counted():
+    rounds = tuple(
+        RoundRecord(i, 300.0 * i, 300.0, 4, 1200.0, 300.0, 2, 600.0, 2, 0, 0.0, info)
+        for i, info in enumerate(({"time_limit_hit": True}, {}, {"time_limit_hit": True}))
+    )
+    s = summarize(SimulationResult("p", "c", 4, 2, JOBS, rounds, (), {}))
+    assert s["time_limited_rounds"] == 2
+    calm = tuple(RoundRecord(0, 0.0, 300.0, 4, 1500.0, 300.0, 2, 450.0, 2, 0, 0.0) for _ in "x")
+    assert (
+        summarize(SimulationResult("p", "c", 4, 2, JOBS, calm, (), {}))["time_limited_rounds"] == 0
+    )
