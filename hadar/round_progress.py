@@ -106,7 +106,10 @@ class JobRound:
 
     def ran(self) -> list[float]:
         """Per run, the seconds it trained."""
-        return [max(0.0, min(s, self.end) - r.start) for r, s in zip(self.runs, self.stops(), strict=True)]
+        return [
+            max(0.0, min(s, self.end) - r.start)
+            for r, s in zip(self.runs, self.stops(), strict=True)
+        ]
 
 
 def job_restart_s(job: Job, restart_penalty_s: float) -> float:

@@ -13,7 +13,6 @@ from hadar.core.cluster import Cluster, Node
 from hadar.core.jobs import Job
 from hadar.scheduler import HadarPolicy
 from hadar.simulator import SimConfig, simulate
-from hadar.simulator.metrics import summarize
 from hadare.policy import HadarEPolicy
 
 TABLE = GavelThroughputTable.bundled()
