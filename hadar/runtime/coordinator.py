@@ -48,6 +48,7 @@ from hadar.loop import Decision, RoundLoop
 from hadar.policy import Policy, RoundContext
 from hadar.policy_options import policy_with_options
 from hadar.providers.base import NodeProvider, make_provider
+from hadar.providers.registry import provider_kind
 from hadar.runtime import elastic
 from hadar.runtime.config import RunConfig, RuntimeKnobs, check_run_jobs
 from hadar.runtime.evaluator import CheckpointGuard, Evaluator
@@ -100,9 +101,12 @@ class Coordinator:
         provider_factory: ProviderFactory = make_provider,
     ) -> None:
         self.rundir = rundir
+        cluster = load_cluster(cfg.cluster)
+        kind = provider_kind(cluster.provider)
+        if cfg.warm_workers and kind is not None and not kind.warm_workers:
+            cfg = cfg.model_copy(update={"warm_workers": False})  # e.g. Slurm: fresh workers
         self.cfg = cfg
         self.knobs = knobs or cfg.knobs
-        cluster = load_cluster(cfg.cluster)
         table = load_table(None)
         self.jobs: list[Job] = load_workload(cfg.workload, table, seed=cfg.seed, size=cfg.size)
         self.specs = {j.job_id: _job_spec(j, cfg.workload) for j in self.jobs}

@@ -80,7 +80,7 @@ class NodeManager:
 
     def _make_provider(self) -> NodeProvider:
         opts = dict(self.provider_options)
-        if shares_machine(self.cluster):
+        if shares_machine(self.cluster) or shared_filesystem(self.cluster):
             opts.setdefault("base_dir", str(self.rundir / "nodes"))
         return self._factory(self.cluster, self.cfg.run_id, **opts)
 
@@ -306,6 +306,12 @@ def cluster_mtime(path: str) -> float | None:
 
     p = resolve_cluster_path(path)
     return p.stat().st_mtime if p.exists() else None
+
+
+def shared_filesystem(cluster: Cluster) -> bool:
+    """Whether ``cluster``'s nodes see this machine's files (its provider's capability)."""
+    kind = provider_kind(cluster.provider)
+    return kind is not None and kind.shared_filesystem
 
 
 def shares_machine(cluster: Cluster) -> bool:
