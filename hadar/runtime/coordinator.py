@@ -70,6 +70,7 @@ from hadar.runtime.node_manager import (
     shares_machine,
 )
 from hadar.runtime.node_stream import LeaveWatcher
+from hadar.runtime.slurm_stream import SlurmWatcher
 from hadar.runtime.round_executor import RoundExecutor, RoundResult
 from hadar.runtime.run_state import ProgressWatch, RunState
 from hadar.runtime.state_file import EVENTS_FILE, open_run_state
@@ -209,7 +210,7 @@ class Coordinator:
         return self.nodes.provider
 
     @property
-    def leaves(self) -> LeaveWatcher | None:
+    def leaves(self) -> LeaveWatcher | SlurmWatcher | None:
         return self.nodes.leaves
 
     @property
