@@ -31,6 +31,10 @@ from hadar.providers.transport import load_section, node_transport
 PREFIX = "slurm:"
 """``--node-stream slurm:PARTITION``: the live stream of that partition's idle nodes."""
 POLL_S = 1.0
+REJOIN_S = 10.0
+"""How long a node that left must be seen up before it rejoins: Slurm cancels a preempted
+allocation before the job that preempted it starts, so the node looks idle for a few seconds in
+between (also BFTrainer's point: a fragment of one poll between two jobs is not worth using)."""
 USABLE_STATES = frozenset({"idle", "mixed", "allocated", "completing"})
 """Node states (``sinfo %T``) in which a node may be in the pool: idle, or busy with the run's
 own allocations (a job of another user shows too; it keeps the node out). A flag (``idle*`` not
@@ -97,12 +101,15 @@ class SlurmWatcher:
         on_leave: Callable[[NodeEvent, list[int]], None],
         on_join: Callable[[NodeEvent], None],
         poll_s: float = POLL_S,
+        rejoin_s: float = REJOIN_S,
     ) -> None:
         self.spec, self.slurm, self.started_at = spec, slurm, started_at
         self._ours = job_name(run_id, "")
         self._allocations, self._vanish = allocations, vanish
         self._on_leave, self._on_join = on_leave, on_join
-        self.poll_s = poll_s
+        self.poll_s, self.rejoin_s = poll_s, rejoin_s
+        self._since: dict[str, float] = {}
+        """A node that left and is seen up again: since when (it rejoins after ``rejoin_s``)."""
         self._up: set[str] = set()
         self._left: dict[str, list[float]] = {}
         self._lock = threading.Lock()
@@ -163,6 +170,12 @@ class SlurmWatcher:
             up = self.usable(states, self.slurm.jobs())
             t = self.now()
             with self._lock:
+                for node in list(self._since):
+                    if node not in up:
+                        del self._since[node]
+                for node in up - self._up:
+                    if node in self._left and t - self._since.setdefault(node, t) < self.rejoin_s:
+                        up.discard(node)  # not up long enough since it left
                 gone, new = self._up - up, up - self._up
                 self._up = up
                 for node in gone:
