@@ -70,9 +70,9 @@ from hadar.runtime.node_manager import (
     shares_machine,
 )
 from hadar.runtime.node_stream import LeaveWatcher
-from hadar.runtime.slurm_stream import SlurmWatcher
 from hadar.runtime.round_executor import RoundExecutor, RoundResult
 from hadar.runtime.run_state import ProgressWatch, RunState
+from hadar.runtime.slurm_stream import SlurmWatcher
 from hadar.runtime.state_file import EVENTS_FILE, open_run_state
 from hadar.scenario import load_table, throughput_for
 from hadar.workloads import load_workload, validate_workload

@@ -119,7 +119,9 @@ def sacct_rows(text: str, source: str, nodes: Iterable[str] | None = None) -> st
         if not any(c.strip() for c in row):
             continue
         if len(row) != len(header):
-            raise InputError(f"{source}: line {line}: {len(row)} fields, the header has {len(header)}")
+            raise InputError(
+                f"{source}: line {line}: {len(row)} fields, the header has {len(header)}"
+            )
         if job_col is not None and "." in row[job_col]:
             continue  # a job step: its job counts
         start_raw, end_raw = row[col["start"]].strip(), row[col["end"]].strip()
@@ -157,5 +159,7 @@ def _sacct_time(raw: str, source: str, line: int, field: str) -> datetime:
     try:
         parsed = datetime.fromisoformat(raw)
     except ValueError:
-        raise InputError(f"{source}: line {line}, field {field}: not a time ({raw[:40]!r})") from None
+        raise InputError(
+            f"{source}: line {line}, field {field}: not a time ({raw[:40]!r})"
+        ) from None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)

@@ -105,7 +105,11 @@ class Slurm:
             if len(fields) < 6:
                 continue
             nodes = expand_hostlist(fields[4]) if fields[4].strip() else []
-            jobs.append(SlurmJob(fields[0].strip(), fields[1], fields[2], fields[3], tuple(nodes), fields[5]))
+            jobs.append(
+                SlurmJob(
+                    fields[0].strip(), fields[1], fields[2], fields[3], tuple(nodes), fields[5]
+                )
+            )
         return jobs
 
     def job(self, job_id: str) -> SlurmJob | None:

@@ -322,7 +322,11 @@ class SlurmProvider(NodeProvider):
         visible = [d for d in (env or {}).get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
         if visible and node.num_gpus:
             cpus = len(visible) * self.settings.cpus_per_gpu
-            return argv + ["--exact", f"--cpus-per-task={cpus}", f"--gres={self.gres(node, len(visible))}"]
+            return argv + [
+                "--exact",
+                f"--cpus-per-task={cpus}",
+                f"--gres={self.gres(node, len(visible))}",
+            ]
         return argv + ["--overlap"]
 
     def run(

@@ -13,7 +13,7 @@ from hadar.clusters import load_cluster
 from hadar.core.errors import InputError, UnreachableNodeError
 from hadar.providers.base import make_provider
 from hadar.providers.slurm.provider import SlurmProvider, job_name
-from tests.fixtures.slurm import CLUSTER_FILE, LocalSlurm, slurm, slurm_cluster  # noqa: F401
+from tests.fixtures.slurm import CLUSTER_FILE, LocalSlurm
 
 pytestmark = pytest.mark.slurm
 
@@ -108,8 +108,7 @@ def test_slurm_not_reachable_is_one_line(slurm: LocalSlurm, tmp_path: Path) -> N
     text = slurm.conf.read_text()
     conf.write_text(
         "\n".join(
-            "SlurmctldPort=1" if ln.startswith("SlurmctldPort=") else ln
-            for ln in text.splitlines()
+            "SlurmctldPort=1" if ln.startswith("SlurmctldPort=") else ln for ln in text.splitlines()
         )
     )
     path = _cluster_file(tmp_path, slurm_conf=str(conf))
