@@ -104,7 +104,7 @@ def test_allocations_are_released_on_sigterm_and_by_resume_after_a_crash(
     proc.communicate(timeout=300)
     assert _hadar_jobs(slurm) == []  # SIGTERM: the run stopped and released its allocations
     # a crash (SIGKILL) leaves the allocations; --resume releases them before it goes on
-    crashed = start(*run_argv(out, jobs, "--resume", str(out), cluster=CLUSTER))
+    crashed = start("run", "--resume", str(out), "--no-live")
     wait_for(
         lambda: (
             len([e for e in events(out) if e["event"] == "dispatch"]) >= 2
@@ -120,7 +120,7 @@ def test_allocations_are_released_on_sigterm_and_by_resume_after_a_crash(
     assert {j[0] for j in _hadar_jobs(slurm)} == before
     recorded = json.loads((out / "run.json").read_text())["run_id"]
     assert (out / "nodes" / recorded / "slurm-jobs").read_text().split() == sorted(before, key=int)
-    done = hadar(*run_argv(out, jobs, "--resume", str(out), cluster=CLUSTER), timeout=600)
+    done = hadar("run", "--resume", str(out), "--no-live", timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert not before & {j[0] for j in slurm.squeue()}
     assert _hadar_jobs(slurm) == []
