@@ -133,7 +133,7 @@ def provider_kind(provider: str) -> ProviderKind | None:
 
 
 def provider_names(conjunction: str = "or") -> str:
-    """``local, ssh or aws``: the providers that reach machines, for messages."""
+    """``local, ssh, aws or slurm``: the providers that reach machines, for messages."""
     names = [k.name for k in provider_kinds()]
     return f"{', '.join(names[:-1])} {conjunction} {names[-1]}" if len(names) > 1 else names[0]
 

@@ -94,21 +94,26 @@ def test_live_stream_yields_a_node_slurm_takes_back_within_one_round(
 def test_allocations_are_released_on_sigterm_and_by_resume_after_a_crash(
     slurm: LocalSlurm, tmp_path: Path
 ) -> None:
-    steps = {"MM": 1500, "MM#2": 1500}
+    doc = yaml.safe_load(CLUSTER_FILE.read_text())
+    doc["nodes"] = doc["nodes"][:2]  # two workers a round: light on a shared machine
+    cluster = tmp_path / "slurm-2.yaml"
+    cluster.write_text(yaml.safe_dump(doc))
+    steps = {"MM": 1200}
     jobs = write_jobs(tmp_path / "jobs.yaml", steps)
     out = tmp_path / "run"
-    proc = start_run(out, jobs, cluster=CLUSTER, round_s="15")
+    proc = start_run(out, jobs, cluster=str(cluster), round_s="20")
     wait_for(lambda: any(e["event"] == "dispatch" for e in events(out)), 300, "round 0", proc)
-    assert len(_hadar_jobs(slurm)) == 3
+    assert len(_hadar_jobs(slurm)) == 2
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=300)
     assert _hadar_jobs(slurm) == []  # SIGTERM: the run stopped and released its allocations
     # a crash (SIGKILL) leaves the allocations; --resume releases them before it goes on
     crashed = start("run", "--resume", str(out), "--no-live")
+    dispatched = len([e for e in events(out) if e["event"] == "dispatch"])
     wait_for(
         lambda: (
-            len([e for e in events(out) if e["event"] == "dispatch"]) >= 2
-            and len(_hadar_jobs(slurm)) == 3
+            len([e for e in events(out) if e["event"] == "dispatch"]) > dispatched
+            and len(_hadar_jobs(slurm)) == 2
         ),
         300,
         "the resumed run's allocations",
@@ -118,8 +123,8 @@ def test_allocations_are_released_on_sigterm_and_by_resume_after_a_crash(
     os.killpg(crashed.pid, signal.SIGKILL)
     crashed.communicate(timeout=60)
     assert {j[0] for j in _hadar_jobs(slurm)} == before
-    recorded = json.loads((out / "run.json").read_text())["run_id"]
-    assert (out / "nodes" / recorded / "slurm-jobs").read_text().split() == sorted(before, key=int)
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    assert set((out / "nodes" / run_id / "slurm-jobs").read_text().split()) == before
     done = hadar("run", "--resume", str(out), "--no-live", timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert not before & {j[0] for j in slurm.squeue()}

@@ -35,6 +35,7 @@ from pathlib import Path
 from hadar.core.cluster import Cluster, Node
 from hadar.core.errors import InputError, UnreachableNodeError
 from hadar.core.integrity import sha256_file
+from hadar.core.io import write_text
 from hadar.core.safe_paths import confined
 from hadar.providers import health
 from hadar.providers.base import (
@@ -55,6 +56,9 @@ DEFAULT_BASE_DIR = "~/.hadar/slurm-nodes"
 JOBS_FILE = "slurm-jobs"
 """The run's Slurm job ids, one a line, under ``<base_dir>/<run-id>/``."""
 JOB_NAME_PREFIX = "hadar."
+_JOBS_FILE_LOCK = threading.Lock()
+"""One writer of a jobs file at a time (a run replaces its provider when its cluster file
+changes; the old one releases its allocations while the new one records its own)."""
 
 
 def job_name(run_id: str, node: str) -> str:
@@ -101,8 +105,9 @@ class SlurmProvider(NodeProvider):
         py = python or self.settings.python
         self._python = shlex.split(py) if py else [sys.executable]
         self._alloc: dict[str, Allocation] = {}
+        self._granted: set[str] = set()
+        """Every job id this provider was granted (what :meth:`close` cancels)."""
         self._locks = {n: threading.Lock() for n in cluster.node_names}
-        self._record_lock = threading.Lock()
         self._check_partition()
         self.release_recorded()  # a crashed session's allocations (``--resume``)
         for node in cluster.nodes:
@@ -174,10 +179,22 @@ class SlurmProvider(NodeProvider):
     def _record(self, job_id: str) -> None:
         path = self._jobs_file()
         path.parent.mkdir(parents=True, exist_ok=True)
-        with self._record_lock, open(path, "a", encoding="utf-8") as f:
+        with _JOBS_FILE_LOCK, open(path, "a", encoding="utf-8") as f:
             f.write(job_id + "\n")
             f.flush()
             os.fsync(f.fileno())
+        self._granted.add(job_id)
+
+    def _forget(self, job_ids: set[str]) -> None:
+        """Take released job ids out of the jobs file (deleted once empty)."""
+        with _JOBS_FILE_LOCK:
+            keep = [j for j in self.recorded_jobs() if j not in job_ids]
+            path = self._jobs_file()
+            if keep:
+                write_text(path, "".join(f"{j}\n" for j in keep), durable=True)
+            else:
+                with contextlib.suppress(OSError):
+                    path.unlink()
 
     def recorded_jobs(self) -> list[str]:
         """The job ids this run recorded (its allocations, past and present)."""
@@ -193,8 +210,7 @@ class SlurmProvider(NodeProvider):
         recorded = set(self.recorded_jobs())
         alive = [j.job_id for j in self.slurm.jobs() if j.job_id in recorded or j.name in names]
         self.slurm.cancel(alive)
-        with contextlib.suppress(OSError):
-            self._jobs_file().unlink()
+        self._forget(recorded)
         return alive
 
     def allocation(self, node: Node | str, verify: bool = False) -> Allocation:
@@ -374,11 +390,12 @@ class SlurmProvider(NodeProvider):
         shutil.rmtree(self.workdir(node), ignore_errors=True)  # confined: never outside base_dir
 
     def close(self) -> None:
-        """Cancel the run's allocations (every job id it recorded)."""
+        """Cancel the allocations this provider was granted and forget their ids."""
         with contextlib.suppress(InputError):
-            ids = sorted(set(self.recorded_jobs()) | {a.job_id for a in self._alloc.values()})
-            self.slurm.cancel(ids)
+            ids = set(self._granted)
+            self.slurm.cancel(sorted(ids, key=int))
             self._alloc.clear()
+            self._forget(ids)
+            self._granted -= ids
             with contextlib.suppress(OSError):
-                self._jobs_file().unlink()
-                self._jobs_file().parent.rmdir()
+                self._jobs_file().parent.rmdir()  # empty: the node directories are gone

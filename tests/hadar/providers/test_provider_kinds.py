@@ -80,7 +80,9 @@ def test_the_emulate_default_is_the_providers_capability(tmp_path: Path, swap: N
 
 
 def test_a_cluster_without_machines_names_the_providers_that_have_them() -> None:
-    with pytest.raises(InputError, match=r"no nodes to run on \(use one of local, ssh, aws, slurm\)"):
+    with pytest.raises(
+        InputError, match=r"no nodes to run on \(use one of local, ssh, aws, slurm\)"
+    ):
         make_provider(load_cluster("sim-60gpu"), "r1")
 
 

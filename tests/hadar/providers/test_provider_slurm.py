@@ -146,4 +146,9 @@ def test_a_later_provider_of_the_run_releases_a_crashed_sessions_allocations(
     other.close()
     resumed = _provider(CLUSTER_FILE, tmp_path, run_id="r7")
     assert slurm.squeue() == []
+    new = resumed.allocation("n3").job_id
+    crashed.close()  # the run's replaced provider, closed late, cancels only its own
+    assert [j[0] for j in slurm.squeue()] == [new]
+    assert resumed.recorded_jobs() == [new]
     resumed.close()
+    assert slurm.squeue() == []
