@@ -52,10 +52,11 @@ def register(sub: Subparsers) -> None:
 
     conv = actions.add_parser(
         "from-slurm",
-        help="convert a Slurm node-state log (Timestamp|NodeName|State) to a stream",
-        description="Read a '|'-separated Slurm log with Timestamp, NodeName and State columns "
-        "(sinfo/sacct --parsable2 output, snapshots or changes) and write the stream of its idle "
-        "spells (state exactly 'idle'); times are seconds since the first row.",
+        help="convert Slurm's output (sinfo -i, sacct -P, or a Timestamp|NodeName|State log) to a stream",
+        description="Read what sinfo -i prints (time lines and node tables), sacct -P output with "
+        "Start, End and NodeList columns (a node is idle while no job holds it), or a '|'-separated "
+        "log with Timestamp, NodeName and State columns (snapshots or changes), and write the "
+        "stream of its idle spells (state exactly 'idle'); times are seconds since the first row.",
     )
     conv.add_argument("log", help="the Slurm log")
     conv.add_argument(
@@ -133,11 +134,11 @@ def run_generate(args: argparse.Namespace) -> int:
 
 def run_from_slurm(args: argparse.Namespace) -> int:
     from hadar.core.errors import InputError
-    from hadar.workloads.slurm_nodes import load_slurm_log
+    from hadar.workloads.slurm_formats import load_slurm_output
 
     refuse_output_over_input(args.out, "--out", {"log": args.log, "--cluster": args.cluster})
-    stream = load_slurm_log(args.log, args.min_fragment_s)
     names, source = _declared(args.cluster)
+    stream = load_slurm_output(args.log, args.min_fragment_s, names)
     if names is not None:
         unknown = sorted(set(stream.nodes) - set(names))
         if unknown:

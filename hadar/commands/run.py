@@ -154,10 +154,11 @@ def register(sub: Subparsers) -> None:
     p.add_argument(
         "--node-stream",
         default=None,
-        metavar="FILE",
+        metavar="FILE|slurm:PARTITION",
         help="CSV time,node,event, counted from the run's start: local nodes join and leave on "
         "its schedule; a leaving node's workers are killed (SIGKILL) and its copies preempted "
-        "(docs/node-streams.md)",
+        "(docs/node-streams.md); or slurm:PARTITION on a slurm cluster: nodes join while Slurm "
+        "shows them idle and leave when another Slurm job takes them (docs/slurm.md)",
     )
     p.add_argument(
         "--keep-node-dirs",
@@ -226,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
             keep_checkpoints=args.keep_checkpoints,
             stall_rounds=args.stall_rounds,
             keep_node_dirs=args.keep_node_dirs,
-            node_stream=None if args.node_stream is None else _absolute(args.node_stream),
+            node_stream=_stream_value(args.node_stream),
             restart_penalty_s=_given(args.restart_penalty_s, REAL_RUN.restart_penalty_s),
             aggregation_overhead_s=_given(
                 args.aggregation_overhead_s, REAL_RUN.aggregation_overhead_s
@@ -289,6 +290,14 @@ def run(args: argparse.Namespace) -> int:
     print_run_summary(summary, rundir, console)
     _down_after(args, cfg, console)
     return 0
+
+
+def _stream_value(value: str | None) -> str | None:
+    """``--node-stream``: a live Slurm stream (``slurm:PARTITION``) as typed, a file made
+    absolute."""
+    if value is None or value.startswith("slurm:"):
+        return value
+    return _absolute(value)
 
 
 def _absolute(value: str) -> str:

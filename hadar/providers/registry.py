@@ -62,6 +62,13 @@ class ProviderKind:
     shares_machine: bool = False
     """Every node is this machine: their GPUs are one pool, their work directories go under the
     run directory."""
+    shared_filesystem: bool = False
+    """Its nodes see this machine's files (a cluster's shared file system): their work
+    directories go under the run directory and files move by copying, not over a connection."""
+    warm_workers: bool = True
+    """Its nodes may keep a warm worker server between rounds (a process that outlives the
+    command that started it); False: every worker is a fresh process (under Slurm a process
+    left behind would escape the allocation)."""
     rank: int = 100
     """Its place where messages list the providers (then by name)."""
 
@@ -126,7 +133,7 @@ def provider_kind(provider: str) -> ProviderKind | None:
 
 
 def provider_names(conjunction: str = "or") -> str:
-    """``local, ssh or aws``: the providers that reach machines, for messages."""
+    """``local, ssh, aws or slurm``: the providers that reach machines, for messages."""
     names = [k.name for k in provider_kinds()]
     return f"{', '.join(names[:-1])} {conjunction} {names[-1]}" if len(names) > 1 else names[0]
 

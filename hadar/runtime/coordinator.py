@@ -48,6 +48,7 @@ from hadar.loop import Decision, RoundLoop
 from hadar.policy import Policy, RoundContext
 from hadar.policy_options import policy_with_options
 from hadar.providers.base import NodeProvider, make_provider
+from hadar.providers.registry import provider_kind
 from hadar.runtime import elastic
 from hadar.runtime.config import RunConfig, RuntimeKnobs, check_run_jobs
 from hadar.runtime.evaluator import CheckpointGuard, Evaluator
@@ -71,6 +72,7 @@ from hadar.runtime.node_manager import (
 from hadar.runtime.node_stream import LeaveWatcher
 from hadar.runtime.round_executor import RoundExecutor, RoundResult
 from hadar.runtime.run_state import ProgressWatch, RunState
+from hadar.runtime.slurm_stream import SlurmWatcher
 from hadar.runtime.state_file import EVENTS_FILE, open_run_state
 from hadar.scenario import load_table, throughput_for
 from hadar.workloads import load_workload, validate_workload
@@ -100,9 +102,12 @@ class Coordinator:
         provider_factory: ProviderFactory = make_provider,
     ) -> None:
         self.rundir = rundir
+        cluster = load_cluster(cfg.cluster)
+        kind = provider_kind(cluster.provider)
+        if cfg.warm_workers and kind is not None and not kind.warm_workers:
+            cfg = cfg.model_copy(update={"warm_workers": False})  # e.g. Slurm: fresh workers
         self.cfg = cfg
         self.knobs = knobs or cfg.knobs
-        cluster = load_cluster(cfg.cluster)
         table = load_table(None)
         self.jobs: list[Job] = load_workload(cfg.workload, table, seed=cfg.seed, size=cfg.size)
         self.specs = {j.job_id: _job_spec(j, cfg.workload) for j in self.jobs}
@@ -205,7 +210,7 @@ class Coordinator:
         return self.nodes.provider
 
     @property
-    def leaves(self) -> LeaveWatcher | None:
+    def leaves(self) -> LeaveWatcher | SlurmWatcher | None:
         return self.nodes.leaves
 
     @property

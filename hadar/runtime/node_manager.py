@@ -34,7 +34,8 @@ from hadar.runtime.gpu_inventory import (
 )
 from hadar.runtime.identity import cluster_digest
 from hadar.runtime.journal import EventLog, Journal
-from hadar.runtime.node_stream import PREEMPTED, LeaveWatcher, kill_processes_in, next_join
+from hadar.runtime.node_stream import PREEMPTED, LeaveWatcher, kill_processes_in
+from hadar.runtime.slurm_stream import SlurmStreamSpec, SlurmWatcher, check_slurm_stream, is_live
 
 ProviderFactory = Callable[..., NodeProvider]
 """``(cluster, run_id, **options) -> NodeProvider``: :func:`hadar.providers.base.make_provider`, or a
@@ -58,7 +59,7 @@ class NodeManager:
         rundir: Path,
         cfg: RunConfig,
         cluster: Cluster,
-        stream: NodeStream | None,
+        stream: NodeStream | SlurmStreamSpec | None,
         journal: Journal,
         events: EventLog,
         stop: threading.Event,
@@ -71,7 +72,9 @@ class NodeManager:
         self._factory = provider_factory
         self._cluster_mtime = cluster_mtime(cfg.cluster)
         self.provider: NodeProvider = self._make_provider()
-        self.leaves: LeaveWatcher | None = None if stream is None else self._leave_watcher(stream)
+        self.leaves: LeaveWatcher | SlurmWatcher | None = (
+            None if stream is None else self._leave_watcher(stream)
+        )
         self.gpus: dict[str, NodeGpus] = {}
         """Each probed node's numbered GPUs (hadar/runtime/gpu_inventory.py), this process's."""
         self.preflight_done = False
@@ -80,7 +83,7 @@ class NodeManager:
 
     def _make_provider(self) -> NodeProvider:
         opts = dict(self.provider_options)
-        if shares_machine(self.cluster):
+        if shares_machine(self.cluster) or shared_filesystem(self.cluster):
             opts.setdefault("base_dir", str(self.rundir / "nodes"))
         return self._factory(self.cluster, self.cfg.run_id, **opts)
 
@@ -188,29 +191,58 @@ class NodeManager:
             save_config(cfg.model_copy(update={"identity": identity}), self.rundir)
 
     # -- the node stream ---------------------------------------------------------------------
-    def _leave_watcher(self, stream: NodeStream) -> LeaveWatcher:
-        """The watcher that kills a node's processes when the stream says it leaves."""
-
-        def vanish(node: str) -> list[int]:
-            return kill_processes_in(Path(self.provider.workdir(node)))
+    def _leave_watcher(self, stream: NodeStream | SlurmStreamSpec) -> LeaveWatcher | SlurmWatcher:
+        """The watcher that acts when the stream says a node leaves: a replayed stream kills the
+        node's processes; a live Slurm stream cancels the run's allocation there."""
 
         def on_leave(event: NodeEvent, killed: list[int]) -> None:
             self.events.emit("node-leave", node=event.node, at_s=event.time, killed=len(killed))
+
+        if isinstance(stream, SlurmStreamSpec):
+            from hadar.providers.slurm.provider import SlurmProvider
+
+            def provider() -> SlurmProvider:
+                assert isinstance(self.provider, SlurmProvider)
+                return self.provider
+
+            def revoke(node: str) -> list[int]:
+                alloc = provider().allocations().get(node)
+                provider().revoke(node)
+                return [] if alloc is None else [int(alloc.job_id)]
+
+            def on_join(event: NodeEvent) -> None:
+                self.events.emit("node-join", node=event.node, at_s=event.time)
+
+            return SlurmWatcher(
+                stream,
+                provider().slurm,
+                self.cfg.run_id,
+                self.cfg.started_at,
+                lambda: provider().allocations(),
+                revoke,
+                on_leave,
+                on_join,
+            )
+
+        def vanish(node: str) -> list[int]:
+            return kill_processes_in(Path(self.provider.workdir(node)))
 
         return LeaveWatcher(stream, self.cfg.started_at, vanish, on_leave)
 
     def _stream_nodes(self, r: int) -> set[str]:
         """The nodes the stream has up now; while none is, wait for the next join."""
         assert self.leaves is not None
-        stream, names = self.leaves.stream, self.cluster.node_names
-        while not (up := set(stream.available(names, self.leaves.now()))):
-            at = next_join(stream, names, self.leaves.now())
+        names, waiting = self.cluster.node_names, False
+        while not (up := self.leaves.up_nodes(names)):
+            at = self.leaves.next_join(names)
             if at is None:
                 raise UnreachableNodeError(
                     f"{self.cfg.node_stream}: no node of cluster {self.cluster.name} is up "
                     "from here to the stream's end"
                 )
-            self.events.emit("waiting", round=r, next_join_s=at, note="no node is up")
+            if not waiting:  # a live stream looks again every poll: one event per wait
+                self.events.emit("waiting", round=r, next_join_s=at, note="no node is up")
+                waiting = True
             while self.leaves.now() < at:
                 if self._stop.is_set():
                     raise StopRequested()
@@ -279,11 +311,14 @@ class NodeManager:
                     local_root.rmdir()
 
 
-def load_stream(cfg: RunConfig, cluster: Cluster) -> NodeStream | None:
-    """The checked ``--node-stream`` (None without one). Nodes vanish by having their
-    processes killed, so a stream needs nodes that run on this machine."""
+def load_stream(cfg: RunConfig, cluster: Cluster) -> NodeStream | SlurmStreamSpec | None:
+    """The checked ``--node-stream`` (None without one): a live Slurm partition
+    (``slurm:PARTITION``, a ``provider: slurm`` cluster), or a replayed file, whose nodes vanish
+    by having their processes killed, so it needs nodes that run on this machine."""
     if cfg.node_stream is None:
         return None
+    if is_live(cfg.node_stream):
+        return check_slurm_stream(cfg.node_stream, cluster)
     stream = load_node_stream(cfg.node_stream, cluster.node_names, cfg.cluster)
     if not shares_machine(cluster):
         raise InputError(
@@ -306,6 +341,12 @@ def cluster_mtime(path: str) -> float | None:
 
     p = resolve_cluster_path(path)
     return p.stat().st_mtime if p.exists() else None
+
+
+def shared_filesystem(cluster: Cluster) -> bool:
+    """Whether ``cluster``'s nodes see this machine's files (its provider's capability)."""
+    kind = provider_kind(cluster.provider)
+    return kind is not None and kind.shared_filesystem
 
 
 def shares_machine(cluster: Cluster) -> bool:

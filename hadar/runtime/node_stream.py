@@ -90,6 +90,14 @@ class LeaveWatcher:
         self._stop.set()
         self._thread.join(timeout=5.0)
 
+    def up_nodes(self, names: Iterable[str]) -> set[str]:
+        """The nodes of ``names`` the stream has up now."""
+        return set(self.stream.available(list(names), self.now()))
+
+    def next_join(self, names: Iterable[str]) -> float | None:
+        """The stream time of the next join of one of ``names`` (None: none comes)."""
+        return next_join(self.stream, names, self.now())
+
     def left_since(self, node: str, t: float) -> bool:
         """Whether ``node`` left the pool after stream time ``t`` (as far as acted on), or is
         not up now."""

@@ -8,4 +8,5 @@ if str(ROOT) not in sys.path:  # plain `pytest` (not `python -m pytest`) from el
     sys.path.insert(0, str(ROOT))
 
 from tests.fixtures.moto_server import aws_env, moto_server  # noqa: E402,F401
+from tests.fixtures.slurm import slurm, slurm_cluster  # noqa: E402,F401
 from tests.fixtures.sshd import bastion, sshd_farm  # noqa: E402,F401

@@ -101,7 +101,7 @@ def test_nodes_check_rejects_bad_input_in_one_line(tmp_path: Path) -> None:
     assert sim.returncode == 2
     assert sim.stderr.strip() == (
         "hadar: error: sim-60gpu: provider: simulated clusters have no machines to check "
-        "(use provider: local, ssh or aws)"
+        "(use provider: local, ssh, aws or slurm)"
     )
     missing = hadar("nodes", "check", "--cluster", str(tmp_path / "nope.yaml"))
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1

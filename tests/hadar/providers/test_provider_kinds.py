@@ -41,21 +41,24 @@ def swap() -> Iterator[None]:
 
 def test_each_provider_registers_one_kind_with_its_capabilities() -> None:
     kinds = {k.name: k for k in provider_kinds()}
-    assert list(kinds) == ["local", "ssh", "aws"]
+    assert list(kinds) == ["local", "ssh", "aws", "slurm"]
     assert [k.provider for k in kinds.values()] == [
         f"hadar.providers.{n}.provider:{c}Provider"
-        for n, c in zip(kinds, ("Local", "Ssh", "Aws"), strict=True)
+        for n, c in zip(kinds, ("Local", "Ssh", "Aws", "Slurm"), strict=True)
     ]
     assert [k.settings_model.__name__ for k in kinds.values()] == [
         "LocalSettings",
         "SshSettings",
         "AwsSettings",
+        "SlurmSettings",
     ]
     assert [n for n, k in kinds.items() if k.emulates_gpus] == ["local"]
     assert [n for n, k in kinds.items() if k.shares_machine] == ["local"]
     assert [n for n, k in kinds.items() if k.launches_nodes] == ["aws"]
+    assert [n for n, k in kinds.items() if k.shared_filesystem] == ["slurm"]
+    assert [n for n, k in kinds.items() if not k.warm_workers] == ["slurm"]
     assert provider_kind("simulated") is None
-    assert registry.provider_names() == "local, ssh or aws"
+    assert registry.provider_names() == "local, ssh, aws or slurm"
     assert transport_keys("ssh") == frozenset(SshNode.model_fields)
 
 
@@ -77,7 +80,9 @@ def test_the_emulate_default_is_the_providers_capability(tmp_path: Path, swap: N
 
 
 def test_a_cluster_without_machines_names_the_providers_that_have_them() -> None:
-    with pytest.raises(InputError, match=r"no nodes to run on \(use one of local, ssh, aws\)"):
+    with pytest.raises(
+        InputError, match=r"no nodes to run on \(use one of local, ssh, aws, slurm\)"
+    ):
         make_provider(load_cluster("sim-60gpu"), "r1")
 
 

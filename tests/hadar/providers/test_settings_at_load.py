@@ -72,7 +72,7 @@ def test_an_unknown_provider_lists_the_registered_ones(tmp_path: Path) -> None:
     with pytest.raises(InputError) as caught:
         load_cluster(f)
     assert str(caught.value) == (
-        f"{f}: provider: Input should be 'simulated', 'local', 'ssh' or 'aws' (got 'sshh')"
+        f"{f}: provider: Input should be 'simulated', 'local', 'ssh', 'aws' or 'slurm' (got 'sshh')"
     )
 
 

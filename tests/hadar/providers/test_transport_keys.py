@@ -74,7 +74,9 @@ def test_another_providers_key_is_refused(tmp_path, provider, key, value):
 def test_a_simulated_cluster_may_carry_the_keys_of_any_provider(tmp_path):
     f = write(tmp_path, "simulated", **SSH_KEYS, instance_type="p3.2xlarge")
     assert load_cluster(f).node("a").transport["instance_type"] == "p3.2xlarge"
-    assert transport_keys("simulated") == transport_keys("ssh") | transport_keys("aws")
+    assert transport_keys("simulated") == (
+        transport_keys("ssh") | transport_keys("aws") | transport_keys("slurm")
+    )
     assert transport_keys("local") == frozenset()
 
 

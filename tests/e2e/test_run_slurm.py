@@ -1,0 +1,165 @@
+"""``hadar run`` on the real local Slurm (scripts/slurm-local): every node a Slurm allocation,
+released at the end, on SIGTERM and by ``--resume`` after a crash; the live idle-node stream
+``--node-stream slurm:idle`` yields a node within one round when a Slurm job takes it back,
+with no step lost or counted twice; a request Slurm refuses is one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.e2e.runlib import events, hadar, run_argv, start, start_run, wait_for, write_jobs
+from tests.faults.campaign import RunFigures, account
+from tests.fixtures.slurm import CLUSTER_FILE, LocalSlurm
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+CLUSTER = str(CLUSTER_FILE)
+
+
+def _hadar_jobs(slurm: LocalSlurm) -> list[tuple[str, str, str, str]]:
+    return [j for j in slurm.squeue() if j[3].startswith("hadar.")]
+
+
+def _audit(out: Path, steps: dict[str, int]) -> None:
+    figures = RunFigures(targets=dict(enumerate(steps.values())))
+    account(out, figures)
+    assert figures.tracker_steps == dict(enumerate(steps.values()))
+    assert figures.checkpoint_steps == figures.tracker_steps
+    assert figures.steps_lost == 0 and figures.steps_double_counted == 0
+    assert figures.round_mismatches == 0
+
+
+def test_live_stream_yields_a_node_slurm_takes_back_within_one_round(
+    slurm: LocalSlurm, tmp_path: Path
+) -> None:
+    round_s, hold_s = 15.0, 20
+    steps = {"MM": 3000}
+    jobs = write_jobs(tmp_path / "jobs.yaml", steps)
+    out = tmp_path / "run"
+    proc = start_run(
+        out, jobs, cluster=CLUSTER, round_s=f"{round_s:g}", extra=("--node-stream", "slurm:idle")
+    )
+    # once n2 trains a copy of round 1, a job of the default partition takes n2 back (Slurm
+    # preempts the run's allocation there)
+    wait_for(
+        lambda: any(
+            e["event"] == "dispatch" and e["round"] >= 1 and e["node"] == "n2" for e in events(out)
+        ),
+        300,
+        "a copy on n2 in round 1",
+        proc,
+    )
+    time.sleep(2.0)
+    submitted = time.time()
+    slurm.cmd(
+        "sbatch",
+        "-p",
+        "debug",
+        "-w",
+        "n2",
+        "--gres=gpu:v100:1",
+        "-J",
+        "reclaim",
+        "--output=/dev/null",
+        "--wrap",
+        f"sleep {hold_s}",
+    )
+    output, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, output
+    ev = events(out)
+    leaves = [e for e in ev if e["event"] == "node-leave"]
+    assert [e["node"] for e in leaves] == ["n2"], leaves
+    assert leaves[0]["t"] - submitted < round_s  # yielded within one round
+    # the copy n2 was training was preempted, never reported
+    preempted = [e for e in ev if e["event"] == "failure" and e["kind"] == "preempted"]
+    assert preempted and all(e["node"] == "n2" for e in preempted)
+    # n2 got no work while the reclaiming job held it
+    assert not [
+        e
+        for e in ev
+        if e["event"] == "dispatch"
+        and e["node"] == "n2"
+        and leaves[0]["t"] < e["t"] < submitted + hold_s
+    ]
+    _audit(out, steps)
+    assert _hadar_jobs(slurm) == []  # every allocation released at the end
+
+
+def test_allocations_are_released_on_sigterm_and_by_resume_after_a_crash(
+    slurm: LocalSlurm, tmp_path: Path
+) -> None:
+    doc = yaml.safe_load(CLUSTER_FILE.read_text())
+    doc["nodes"] = doc["nodes"][:2]  # two workers a round: light on a shared machine
+    cluster = tmp_path / "slurm-2.yaml"
+    cluster.write_text(yaml.safe_dump(doc))
+    steps = {"MM": 1200}
+    jobs = write_jobs(tmp_path / "jobs.yaml", steps)
+    out = tmp_path / "run"
+    proc = start_run(out, jobs, cluster=str(cluster), round_s="20")
+    wait_for(lambda: any(e["event"] == "dispatch" for e in events(out)), 300, "round 0", proc)
+    assert len(_hadar_jobs(slurm)) == 2
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=300)
+    assert _hadar_jobs(slurm) == []  # SIGTERM: the run stopped and released its allocations
+    # a crash (SIGKILL) leaves the allocations; --resume releases them before it goes on
+    crashed = start("run", "--resume", str(out), "--no-live")
+    dispatched = len([e for e in events(out) if e["event"] == "dispatch"])
+    wait_for(
+        lambda: (
+            len([e for e in events(out) if e["event"] == "dispatch"]) > dispatched
+            and len(_hadar_jobs(slurm)) == 2
+        ),
+        300,
+        "the resumed run's allocations",
+        crashed,
+    )
+    before = {j[0] for j in _hadar_jobs(slurm)}
+    os.killpg(crashed.pid, signal.SIGKILL)
+    crashed.communicate(timeout=60)
+    assert {j[0] for j in _hadar_jobs(slurm)} == before
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    assert set((out / "nodes" / run_id / "slurm-jobs").read_text().split()) == before
+    done = hadar("run", "--resume", str(out), "--no-live", timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not before & {j[0] for j in slurm.squeue()}
+    assert _hadar_jobs(slurm) == []
+    _audit(out, steps)
+
+
+def test_a_partition_slurm_does_not_have_is_one_line_exit_2_nothing_allocated(
+    slurm: LocalSlurm, tmp_path: Path
+) -> None:
+    doc = yaml.safe_load(CLUSTER_FILE.read_text())
+    doc["slurm"]["partition"] = "gpu-nope"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(doc))
+    jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 100})
+    res = hadar(*run_argv(tmp_path / "run", jobs, cluster=str(bad)))
+    assert res.returncode == 2
+    assert res.stderr.strip() == (
+        f"hadar: error: {bad}: slurm.partition: Slurm has no partition 'gpu-nope' (partitions: debug, idle)"
+    )
+    assert slurm.squeue() == []
+    for stream, why in [
+        ("slurm:nope", "--node-stream slurm:nope: Slurm has no partition 'nope'"),
+        ("slurm:", "--node-stream slurm:: name a partition (slurm:PARTITION)"),
+    ]:
+        res = hadar(*run_argv(tmp_path / "run2", jobs, "--node-stream", stream, cluster=CLUSTER))
+        assert (res.returncode, res.stderr.strip()) == (2, f"hadar: error: {why}")
+    res = hadar(
+        *run_argv(
+            tmp_path / "run3",
+            jobs,
+            "--node-stream",
+            "slurm:idle",
+            cluster=str(CLUSTER_FILE.parent / "local-3node.yaml"),
+        )
+    )
+    assert res.returncode == 2 and "needs a provider: slurm cluster" in res.stderr
+    assert slurm.squeue() == []
