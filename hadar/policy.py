@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from estimators.throughput import ThroughputModel
 from hadar.core.cluster import Cluster
-from hadar.core.defaults import SIMULATED
+from hadar.core.defaults import FORK_PROGRESS, SIMULATED
 from hadar.core.errors import InputError
 from hadar.core.jobs import JobStatus, Placement
 from hadar.core.renames import renamed_attribute
@@ -86,6 +86,10 @@ class RoundContext:
     leave out placements on nodes that are not in ``cluster`` any more (down or gone)."""
     throughput: ThroughputModel
     restart_penalty_s: float = SIMULATED.restart_penalty_s
+    fork_progress: str = FORK_PROGRESS[0]
+    """How the driver counts the progress of a job's copies running together (HadarE's forks):
+    ``goodput`` (the simulator's default: at most as one job at their combined batch) or
+    ``steps`` (every copy's steps in full, as the Job Tracker sums them in real runs)."""
 
     if not TYPE_CHECKING:  # a plug-in policy may still read an old name (hadar.core.renames)
 

@@ -219,8 +219,8 @@ def _first_node(placement: Placement, cluster: Cluster) -> str:
 class _Check:
     """Whether a job's copies keep it at least as far along as plain Hadar's replay has it
     (module docstring, "Never behind"), and whether they make it progress more than without
-    the newest copy. Plays the copies with the simulator's arithmetic, under ``goodput``
-    accounting (never more than ``steps`` credits)."""
+    the newest copy. Plays the copies with the simulator's arithmetic, under the driver's
+    accounting of forks (``RoundContext.fork_progress``)."""
 
     def __init__(
         self,
@@ -249,7 +249,7 @@ class _Check:
             ctx.cluster,
             ctx.round_s,
             ctx.restart_penalty_s,
-            "goodput",
+            ctx.fork_progress,
         )
 
     def keeps_up(self, job_id: int, per_node: Mapping[str, Placement]) -> bool:

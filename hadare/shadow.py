@@ -9,10 +9,12 @@ jobs at least as far along as the replay's at every moment of the round. In the 
 rounds of a fixed length, every job therefore finishes no later under HadarE than under Hadar:
 TTD, each JCT and so the average are never worse (``tests/hadare/test_never_behind.py``).
 
-When HadarE's clock runs ahead of the replay's (HadarE finished every job it had and the
-simulator skipped an idle gap to the next arrival while Hadar was still busy), the replay plays
-whole rounds of its own until it reaches HadarE's clock and is then compared round for round,
-a round ahead at most: the comparison is then conservative.
+When HadarE's clock runs ahead of the replay's by a round or more (HadarE finished every job it
+had and the simulator skipped an idle gap to the next arrival while Hadar was still busy), the
+replay plays whole rounds of its own until it is less than a round behind; then, as when a real
+round ran a little longer than its length, its next round starts with HadarE's. The guarantee
+is exact only where the rounds line up (the simulator's fixed-length rounds without idle gaps
+while Hadar is busy).
 """
 
 from __future__ import annotations
@@ -91,10 +93,13 @@ class HadarReplay:
                 )
         if self.now is None:
             self.now = ctx.now
-        while self.now < ctx.now - ROUND_TIME_TOLERANCE_S and self._active():
+        # whole rounds HadarE did not run (it skipped an idle gap): the replay plays them
+        while self._active() and ctx.now - self.now >= ctx.round_s - ROUND_TIME_TOLERANCE_S:
             self._play(ctx, self.now)
         if not self._active() or self.now < ctx.now:
-            self.now = ctx.now  # an idle gap (or a shorter round): Hadar starts afresh here
+            # the rest of an idle gap, or a real round that ran a little longer than its length:
+            # the replay's round starts with HadarE's
+            self.now = ctx.now
         return self._play(ctx, self.now)
 
     def _active(self) -> list[ReplayedJob]:

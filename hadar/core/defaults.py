@@ -56,5 +56,8 @@ FORK_PROGRESS = ("goodput", "steps")
 """How the simulator's forked copies progress (``SimConfig.fork_progress``, ``--fork-progress``);
 the first is the default."""
 
+REAL_RUN_FORK_PROGRESS = FORK_PROGRESS[1]
+"""Real runs count every forked copy's steps in full (the Job Tracker sums them)."""
+
 DEFAULT_HORIZON_S = 365 * 86400.0
 """Knob: simulated time by which every job must have finished (one year; ``--horizon``)."""

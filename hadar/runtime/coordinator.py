@@ -40,6 +40,7 @@ from typing import Any
 from estimators.online import OnlineThroughput
 from hadar.clusters import load_cluster
 from hadar.core.cluster import Cluster
+from hadar.core.defaults import REAL_RUN_FORK_PROGRESS
 from hadar.core.errors import InputError
 from hadar.core.jobs import Job, Placement, placement_gpus
 from hadar.core.safe_paths import refuse_links
@@ -425,6 +426,7 @@ class Coordinator:
             current=current,
             throughput=self.throughput,
             restart_penalty_s=self.knobs.restart_penalty_s,
+            fork_progress=REAL_RUN_FORK_PROGRESS,
         )
 
     def execute(self, decision: Decision) -> RoundResult:

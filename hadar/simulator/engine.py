@@ -247,6 +247,7 @@ class SimulatorExecutor:
             current=current,
             throughput=self.throughput,
             restart_penalty_s=cfg.restart_penalty_s,
+            fork_progress=cfg.fork_progress,
         )
 
     def execute(
