@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from hadar.commands import Subparsers, argtypes
+from hadar.commands import Subparsers, argtypes, terminal
 from hadar.commands.common import add_policy_opt_arg, estimates_note
 from hadar.commands.options import (
     add_policy_arg,
@@ -177,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
 
         rundir = Path(args.resume or args.out or default_rundir(args.policy))
         return detach(args.argv, rundir, resume=bool(args.resume))
-    console = Console()
+    console = terminal.console()
     if args.resume:
         rundir = Path(args.resume)
         cfg = load_config(rundir)
@@ -215,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
             workload=_absolute(args.workload),
             size=args.size,
             policy=args.policy,
-            policy_options=parse_pairs(args.policy_opt),
+            policy_options=parse_pairs(args.policy_opt, policy=args.policy),
             round_s=args.round_s,
             grace_s=args.grace_s,
             seed=args.seed,
@@ -348,7 +348,7 @@ def _check_options_unchanged(args: argparse.Namespace, cfg: RunConfig) -> None:
     ):
         if value is not None and value != recorded:
             raise InputError(f"{flag}: {value:g} differs from this run's {recorded:g} ({FIXED})")
-    given = parse_pairs(args.policy_opt)
+    given = parse_pairs(args.policy_opt, policy=cfg.policy)
     if given and given != cfg.policy_options:
         raise InputError(
             f"--policy-opt: {_pairs(given)} differs from this run's {_pairs(cfg.policy_options) or 'none'} "
@@ -383,7 +383,7 @@ def _LineView(jobs: dict[int, Job], console: Console) -> LiveView:  # noqa: N802
     """The live view without a live display (one line per round)."""
     from hadar.runtime.live import LiveView
 
-    return LiveView(jobs, Console(file=console.file, force_terminal=False))
+    return LiveView(jobs, terminal.console(file=console.file, force_terminal=False))
 
 
 METRIC_HINTS = {
@@ -402,7 +402,7 @@ JCT_TAIL_KEYS = ("median_jct_s", "p99_jct_s", "max_jct_s")
 def print_run_summary(
     summary: Mapping[str, Any], rundir: Path, console: Console | None = None
 ) -> None:
-    console = console or Console()
+    console = console or terminal.console()
     t = Table(
         title=f"{summary['policy']} on {summary['cluster']} ({summary['workload']}, {summary['size']}): "
         f"{summary['completed']}/{summary['jobs']} jobs"
