@@ -247,6 +247,18 @@ def run(args: argparse.Namespace) -> int:
         except HadarError:
             coordinator.close()
             raise
+    elif coordinator.finished():  # every job complete: nothing to train, nothing to start
+        coordinator.close()
+        summary = write_report(rundir)
+        console.print(
+            f"nothing to resume: {rundir} has finished ({summary['completed']}/{summary['jobs']} "
+            f"jobs complete); its results are in {rundir}/ (summary.json, jobs.csv, rounds.csv; "
+            f"hadar report {rundir} prints them)",
+            markup=False,
+            highlight=False,
+        )
+        _down_after(args, cfg, console)
+        return 0
     identity = current_identity(cfg)  # recorded once the coordinator accepted the inputs
     if cfg.identity != identity:
         save_config(cfg.model_copy(update={"identity": identity}), rundir)

@@ -152,7 +152,8 @@ def test_the_iam_policy_in_docs_is_generated_and_covers_every_call(
     calls: list[tuple[str, dict]] = []
     client = aws_env.client()
     client.meta.events.register(
-        "before-call.ec2.*", lambda model, params, **_: calls.append((model.name, params))
+        "before-parameter-build.ec2.*",
+        lambda model, params, **_: calls.append((model.name, dict(params))),
     )
     cfg = write_config(tmp_path / "iam.yaml", poll_interval_s=0.2)
     aws = AwsCluster(load_cluster(cfg), client=client)
