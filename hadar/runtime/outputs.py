@@ -305,7 +305,7 @@ def _charts(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig = nodes_figure(cfg, rounds, jobs)
+    fig = nodes_figure(cfg.policy, rounds, jobs)
     if fig is not None:
         write_figure(rundir / "nodes_by_round.png", fig, dpi=110)
         plt.close(fig)
@@ -336,7 +336,7 @@ def _charts(
     plt.close(fig)
 
 
-def nodes_figure(cfg: RunConfig, rounds: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> Any:
+def nodes_figure(policy: str, rounds: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> Any:
     """Per node and round, the copy's worker start-up (hatched) and its training (solid), each
     as long as it lasted, so a round that trained nothing shows as start-up only; one colour
     per job, named in the legend (``J0: MM``), with what hatched, solid and grey mean. None
@@ -386,7 +386,7 @@ def nodes_figure(cfg: RunConfig, rounds: list[dict[str, Any]], jobs: list[dict[s
     ax.set_yticks(range(len(nodes)), nodes)
     ax.set_xlabel("time since start (s)")
     ax.set_title(
-        f"{cfg.policy}: which job ran on which node "
+        f"{policy}: which job ran on which node "
         "(hatched = worker start-up, solid = training, gap = idle)",
         fontsize=9,
     )
