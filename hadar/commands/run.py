@@ -435,8 +435,10 @@ def print_run_summary(
     t.add_row("average JCT", fmt(summary["avg_jct_s"]))
     t.add_row("median / p99 / max JCT", " / ".join(fmt(summary[k]) for k in JCT_TAIL_KEYS))
     t.add_row("average queueing delay", fmt(summary["avg_queueing_s"]))
-    t.add_row("GPU resource utilisation (GRU)", f"{summary['gru']:.3f}")
-    t.add_row("cluster (node) resource utilisation (CRU)", f"{summary['cru']:.3f}")
+    t.add_row("GPU resource utilisation (GRU, training)", f"{summary['gru']:.3f}")
+    t.add_row("cluster (node) resource utilisation (CRU, training)", f"{summary['cru']:.3f}")
+    if summary.get("startup_cru") is not None:
+        t.add_row("node time in worker start-up (startup_cru)", f"{summary['startup_cru']:.3f}")
     t.add_row("rounds / failed copies", f"{summary['rounds']} / {summary['failures']}")
     t.add_row(
         "coordination per round (decide, stage, fetch, average)", fmt(summary["avg_coordination_s"])
