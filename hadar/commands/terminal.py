@@ -40,8 +40,8 @@ def pipe_width() -> int:
 
 def console(stderr: bool = False, **kwargs: Any) -> Console:
     """A rich console for stdout (``stderr``: stderr): on a terminal at its width, wrapping;
-    else :func:`pipe_width` columns with lines never wrapped (keyword arguments go to ``Console``; ``file=`` is written like a pipe unless it
-    is a terminal)."""
+    else :func:`pipe_width` columns with lines never wrapped. Keyword arguments go to
+    ``Console``; a ``file=`` is written like a pipe unless it is a terminal."""
     from rich.console import Console
 
     file = kwargs.get("file")
