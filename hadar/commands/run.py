@@ -247,7 +247,7 @@ def run(args: argparse.Namespace) -> int:
         except HadarError:
             coordinator.close()
             raise
-    elif coordinator.finished():  # every job complete: nothing to train, nothing to start
+    elif coordinator.nothing_to_resume():  # every job complete and scored: start nothing
         coordinator.close()
         summary = write_report(rundir)
         console.print(
