@@ -247,7 +247,10 @@ def run(args: argparse.Namespace) -> int:
         except HadarError:
             coordinator.close()
             raise
-    elif coordinator.nothing_to_resume():  # every job complete and scored: start nothing
+    identity = current_identity(cfg)  # recorded once the coordinator accepted the inputs
+    if cfg.identity != identity:
+        save_config(cfg.model_copy(update={"identity": identity}), rundir)
+    if args.resume and coordinator.nothing_to_resume():  # all complete and scored: start nothing
         coordinator.close()
         summary = write_report(rundir)
         console.print(
@@ -259,9 +262,6 @@ def run(args: argparse.Namespace) -> int:
         )
         _down_after(args, cfg, console)
         return 0
-    identity = current_identity(cfg)  # recorded once the coordinator accepted the inputs
-    if cfg.identity != identity:
-        save_config(cfg.model_copy(update={"identity": identity}), rundir)
     note = estimates_note(coordinator.estimated_cells)
     if note:
         console.print(note, style="yellow", highlight=False, soft_wrap=True)
