@@ -241,7 +241,7 @@ def main() -> None:
         plot(sweeps, args.plot)
         print(f"plot: {args.plot}")
     except ImportError:
-        print("plot skipped: matplotlib is not installed (pip install 'hadar[plots]')")
+        print("plot skipped: matplotlib is not installed (pip install 'hadar-scheduler[plots]')")
 
 
 if __name__ == "__main__":

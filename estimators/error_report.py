@@ -21,6 +21,7 @@ realistic cold start where only the reference GPU was measured for that job.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -479,6 +480,16 @@ def write_outputs(
     return [cells, summ, js]
 
 
+def _short_job(job_type: str) -> str:
+    """``ResNet-50 (batch size 256)`` as ``ResNet-50 b256``: a job type in a narrow column."""
+    return re.sub(r" \(batch size (\d+)\)", r" b\1", job_type)
+
+
+def _nodes(consolidated: bool) -> str:
+    """The placement in a table cell that fits a narrow terminal: one node or several."""
+    return "one" if consolidated else "several"
+
+
 def render(report: ErrorReport, console: Any, variants: Sequence[VariantScore] = ()) -> None:
     """Print the report as rich tables."""
     from rich.table import Table
@@ -501,26 +512,28 @@ def render(report: ErrorReport, console: Any, variants: Sequence[VariantScore] =
         for col in (
             "GPU",
             "W",
-            "placement",
+            "nodes",
             "cells",
             "median APE %",
             "mean APE %",
-            "est/meas (median)",
+            "est/meas median",
             "within 25 %",
-            "worst",
+            "worst: APE",
         ):
-            t.add_column(col, justify="left" if col in ("GPU", "placement", "worst") else "right")
+            left = col in ("GPU", "nodes", "worst: APE")
+            # numbers in narrow columns (their titles wrap) leave the width to the worst job
+            t.add_column(col, justify="left" if left else "right", max_width=None if left else 8)
         for s in rows:
             t.add_row(
                 s.gpu_type,
                 str(s.num_gpus),
-                "consolidated" if s.consolidated else "multi-node",
+                _nodes(s.consolidated),
                 str(s.cells),
                 f"{s.median_ape:.1f}",
                 f"{s.mean_ape:.1f}",
                 f"{s.median_ratio:.2f}",
                 f"{100 * s.within_25:.0f} %",
-                f"{s.worst_job} ({s.worst_ape:.0f} %)",
+                f"{_short_job(s.worst_job)}: {s.worst_ape:.0f} %",
                 style="bold" if s.gpu_type == "all" else None,
             )
         console.print(t)
@@ -540,14 +553,14 @@ def render(report: ErrorReport, console: Any, variants: Sequence[VariantScore] =
         )
     console.print(t)
     t = Table(title="Worst cells (hold-out = cell)", title_justify="left")
-    for col in ("job type", "GPU", "W", "placement", "measured", "estimated", "APE %", "from"):
+    for col in ("job type", "GPU", "W", "nodes", "measured", "estimated", "APE %", "from"):
         t.add_column(col)
     for row in report.worst("cell"):
         t.add_row(
             row.job_type,
             row.gpu_type,
             str(row.num_gpus),
-            "consolidated" if row.consolidated else "multi-node",
+            _nodes(row.consolidated),
             f"{row.measured:.2f}",
             f"{row.estimated:.2f}",
             f"{row.ape:.0f}",

@@ -20,7 +20,10 @@ REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
 HEADER = (
     "# CLI reference\n\nGenerated from the parser by `python -m hadar.cli_reference --write` (a test checks it "
     "is current). Every command also takes `--log-level {debug,info,warning,error}` and `--debug` (the "
-    "traceback behind an error). Bad input is one line on stderr and exit code 2.\n"
+    "traceback behind an error). Bad input is one line on stderr and exit code 2. On a terminal, "
+    "output fits its width (lines wrap, tables fold their cells); written to a file or a pipe "
+    "(a log, CI), lines are never wrapped, so paths and commands stay whole, and tables are laid "
+    "out in `$COLUMNS` or 200 columns.\n"
 )
 
 

@@ -23,6 +23,7 @@ from hadar.core.defaults import FORK_PROGRESS, SIMULATED
 from hadar.core.errors import InputError
 from hadar.core.jobs import JobStatus, Placement
 from hadar.core.renames import renamed_attribute
+from hadar.core.suggest import did_you_mean
 
 
 @dataclass(frozen=True)
@@ -267,11 +268,15 @@ def policy_names() -> list[str]:
     return list(POLICY_REGISTRY)
 
 
-def policy_class(name: str) -> type[Policy]:
-    """The class of a registered policy; unknown names are an InputError."""
+def policy_class(name: str, flag: str = "--policy") -> type[Policy]:
+    """The class of a registered policy; an unknown name is an InputError naming ``flag`` and
+    the closest registered names ("did you mean")."""
     cls = POLICY_REGISTRY.get(name)
     if cls is None:
-        raise InputError(f"--policy: unknown policy {name!r} (known: {', '.join(POLICY_REGISTRY)})")
+        raise InputError(
+            f"{flag}: unknown policy {name!r}{did_you_mean(name, POLICY_REGISTRY)} "
+            f"(known: {', '.join(POLICY_REGISTRY)})"
+        )
     return cls
 
 

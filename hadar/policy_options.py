@@ -17,18 +17,31 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hadar.core.errors import InputError
+from hadar.core.suggest import did_you_mean
 from hadar.policy import Policy, make_policy, policy_class
 
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
 
 
-def parse_pairs(items: Sequence[str] | None, flag: str = "--policy-opt") -> dict[str, str]:
-    """``["a=1", "b=x"]`` -> ``{"a": "1", "b": "x"}``; a malformed item or a repeated key is an error."""
+def parse_pairs(
+    items: Sequence[str] | None, flag: str = "--policy-opt", policy: str | None = None
+) -> dict[str, str]:
+    """``["a=1", "b=x"]`` -> ``{"a": "1", "b": "x"}``; a malformed item or a repeated key is an error.
+
+    With ``policy`` (a command that runs one policy), ``POLICY:KEY=VALUE`` as ``hadar compare``
+    takes it is read too when POLICY is that policy, and refused naming both when it is another."""
     out: dict[str, str] = {}
     for item in items or ():
         key, sep, value = item.partition("=")
         key = key.strip()
+        if policy is not None and ":" in key:
+            named, _, key = (part.strip() for part in key.partition(":"))
+            if named != policy:
+                raise InputError(
+                    f"{flag}: {item!r} is for policy {named!r}, but --policy is {policy!r} "
+                    f"(write {key}={value.strip()} or {policy}:{key}={value.strip()})"
+                )
         if not sep or not key:
             raise InputError(f"{flag}: expected KEY=VALUE (got {item!r})")
         if key in out:
@@ -78,7 +91,8 @@ def build_config(name: str, options: Mapping[str, str], **fixed: Any) -> Any:
         else:
             known = sorted({*own, *inner, "preset"})
             raise InputError(
-                f"--policy-opt: unknown option {key!r} for policy {name} (known: {', '.join(known)})"
+                f"--policy-opt: unknown option {key!r} for policy {name}"
+                f"{did_you_mean(key, known)} (known: {', '.join(known)})"
             )
     try:
         if nested and inner_values:

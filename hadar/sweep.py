@@ -23,6 +23,7 @@ from multiprocessing import get_context
 from typing import Any, Literal, TypeVar
 
 from hadar.core.errors import InputError, UnreachableNodeError
+from hadar.core.extras import require
 
 C = TypeVar("C")
 R = TypeVar("R")
@@ -69,10 +70,7 @@ def run_cells(
 def _run_on_ray(
     fn: Callable[[C], R], cells: Sequence[C], address: str, on_done: Callable[[C, R], None] | None
 ) -> list[R]:
-    try:
-        import ray
-    except ImportError:
-        raise InputError("--ray-address: Ray is not installed (pip install 'hadar[ray]')") from None
+    ray: Any = require("ray", "--ray-address")
     _check_reachable(address)
     started_here = not ray.is_initialized()
     if started_here:

@@ -36,6 +36,10 @@ BLOCK = re.compile(
 )
 
 
+PROGRESS = re.compile(r"  \[\d+/\d+\] ")
+"""A line ``hadar experiment physical`` prints as each cell finishes."""
+
+
 def _hadar(*args: str) -> str:
     res = subprocess.run(
         [sys.executable, "-m", "hadar", *args],
@@ -50,9 +54,14 @@ def _hadar(*args: str) -> str:
 
 def physical(tmp: Path) -> dict[str, str]:
     """``hadar experiment physical`` at its defaults: the printed tables (without the timing
-    line, which varies) and HadarE TTD / Hadar TTD per cluster, mix and slot from results.csv."""
+    lines, which vary: a line per finished cell and the total) and HadarE TTD / Hadar TTD per
+    cluster, mix and slot from results.csv."""
     out = tmp / "physical"
-    printed = _hadar("experiment", "physical", "--out", str(out)).splitlines()
+    printed = [
+        line
+        for line in _hadar("experiment", "physical", "--out", str(out)).splitlines()
+        if not PROGRESS.match(line)
+    ]
     cut = next((i for i, line in enumerate(printed) if " cells simulated in " in line), None)
     tables = "\n".join(line.rstrip() for line in printed[1:cut])  # line 0 names the process count
     with (out / "results.csv").open(newline="") as fh:

@@ -286,13 +286,14 @@ def run_status(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from hadar.commands.terminal import cell, console
+    from hadar.core.text import counted
 
     dirs = _run_dirs(args.rundirs)
     out = console(highlight=False)
     if not dirs:
         out.print("no runs under runs/ (start one with: hadar run --detach ...)")
         return 0
-    table = Table(title=f"{len(dirs)} runs")
+    table = Table(title=counted(len(dirs), "run"))
     for col in ("run", "policy", "workload", "state", "rounds", "last log line"):
         table.add_column(col, overflow="fold")
     for d in dirs:

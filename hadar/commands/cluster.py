@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hadar.clusters import load_cluster
-from hadar.commands import Subparsers, argtypes
+from hadar.commands import Subparsers, argtypes, terminal
 from hadar.commands.options import add_out_file_arg
 from hadar.core.errors import InputError
+from hadar.core.text import counted
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -131,12 +132,8 @@ def _lifecycle(path: str, action: str) -> NodeLifecycle:
 
 
 def _console() -> Console:
-    import sys
-
-    from rich.console import Console
-
     # markup=False: what is printed quotes the cluster file and EC2 (see terminal.plain)
-    return Console(width=None if sys.stdout.isatty() else 200, highlight=False, markup=False)
+    return terminal.console(highlight=False, markup=False)
 
 
 def _say(console: Console) -> Callable[[str], None]:
@@ -226,7 +223,7 @@ def run_up(args: argparse.Namespace) -> int:
     until = f"hadar cluster down --config {args.config} (or hadar run --down-after)"
     if written is not None:
         say(
-            f"wrote {life.cluster_file_word} {written} ({len(machines)} nodes); check the nodes "
+            f"wrote {life.cluster_file_word} {written} ({counted(len(machines), 'node')}); check the nodes "
             f"with {reach} (or {written}); they cost money until {until}"
         )
     else:

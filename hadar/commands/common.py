@@ -95,7 +95,8 @@ def add_policy_opt_arg(p: argparse.ArgumentParser, per_policy: bool = False) -> 
         + (
             "hadar:utility=sigmoid"
             if per_policy
-            else "utility=sigmoid, replan=never, preset=legacy"
+            else "utility=sigmoid, replan=never, preset=legacy (or POLICY:KEY=VALUE, as hadar "
+            "compare takes it, for this command's policy)"
         )
         + "; the knobs of each policy are in "
         "docs/hadar.md and docs/baselines.md",

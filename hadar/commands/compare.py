@@ -51,7 +51,13 @@ from hadar.core.extras import plots_missing_note
 from hadar.core.io import write_csv, write_json, write_text
 from hadar.core.jobs import Job, JobStatus
 from hadar.core.safe_paths import confined
-from hadar.policy import POLICY_REGISTRY, RoundContext, default_policies, preferred_reference
+from hadar.policy import (
+    POLICY_REGISTRY,
+    RoundContext,
+    default_policies,
+    policy_class,
+    preferred_reference,
+)
 from hadar.policy_options import build_config, parse_pairs, policy_with_options
 from hadar.scenario import check_round, comparison_default_set
 from hadar.sweep import default_workers, run_cells
@@ -83,6 +89,12 @@ def _duration(v: float) -> str:
     return f"{v:.1f} s"
 
 
+def _share(v: float) -> str:
+    """A share as a percentage that is 0 % only when nothing is in it (2 of 480 is 0.4 %)."""
+    pct = 100 * v
+    return f"{pct:.0f}%" if pct == 0 or pct >= 10 else f"{max(pct, 0.1):.1f}%"
+
+
 METRICS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
     ("ttd_s", "TTD", _duration),
     ("avg_jct_s", "avg JCT", _duration),
@@ -106,7 +118,7 @@ FAIRNESS_METRICS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
     ("work_efficiency", "work efficiency", lambda v: f"{v:.2f}"),
     ("rho_mean", "mean rho", lambda v: f"{v:.2f}"),
     ("rho_median", "median rho", lambda v: f"{v:.2f}"),
-    ("rho_above_1", "rho > 1", lambda v: f"{100 * v:.0f}%"),
+    ("rho_above_1", "rho > 1", _share),
 )
 """The second table: queueing delay, work efficiency (1.0 = every job always on its fastest GPU
 type) and Themis's finish-time fairness rho (JCT over JCT with a 1/n share; > 1 is unfair)."""
@@ -293,10 +305,7 @@ def parse_policies(text: str) -> list[str]:
     if not names:
         raise InputError("--policies: no policy given")
     for n in names:
-        if n not in POLICY_REGISTRY:
-            raise InputError(
-                f"--policies: unknown policy {n!r} (known: {', '.join(sorted(POLICY_REGISTRY))})"
-            )
+        policy_class(n, "--policies")
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup:
         raise InputError(f"--policies: {dup!r} given twice")
@@ -550,7 +559,7 @@ def _metric_table(
     for r in rows:
         done = "" if r["completed"] == r["jobs"] else f" ({r['completed']}/{r['jobs']} done)"
         table.add_column(f"{r['policy']}{done}", justify="right", overflow="fold")
-    for key, name, fmt in metrics:
+    for key, name, fmt in measured(metrics, rows):
         cells = []
         for r in rows:
             v, ratio = r.get(key), r.get(f"{key}_ratio")
@@ -567,6 +576,14 @@ def _metric_table(
     if extra:
         table.add_row(extra[0], *(f"{100 * r[extra[1]]:.1f}%" for r in rows))
     console.print(table)
+
+
+def measured(
+    metrics: Sequence[tuple[str, str, Callable[[float], str]]], rows: Sequence[Mapping[str, Any]]
+) -> list[tuple[str, str, Callable[[float], str]]]:
+    """The metrics some row has a value for (``batch / job`` only on elastic workloads): a
+    column of dashes says nothing. CSV and JSON keep every key."""
+    return [m for m in metrics if any(r.get(m[0]) is not None for r in rows)]
 
 
 def _cells(
@@ -596,7 +613,8 @@ def markdown_tables(rows: Sequence[dict[str, Any]], reference: str, mode: str) -
     """The two printed tables as Markdown (``compare.md``, the form docs/results.md quotes)."""
     extra = ("util (Gavel)", "gpu_util_gavel") if mode == "gavel-compatible" else None
     out = []
-    for metrics, more in ((METRICS, extra), (FAIRNESS_METRICS, None)):
+    for every, more in ((METRICS, extra), (FAIRNESS_METRICS, None)):
+        metrics = measured(every, rows)
         names = ["policy", *(name for _, name, _ in metrics), *([more[0]] if more else [])]
         out.append("| " + " | ".join(names) + " |")
         out.append("|---" * len(names) + "|")

@@ -58,7 +58,7 @@ def register(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
+    from hadar.commands.terminal import console as terminal_console
 
     params = PmiParams(reference_gpu=canonical_gpu(args.reference, "--reference"))
     holdouts = [h.strip() for h in args.holdout.split(",") if h.strip()]
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         make_out_dir(args.out)
     report = build_report(table, params, holdouts)
     variants = score_variants(table, params) if args.variants else ()
-    console = Console(width=160)
+    console = terminal_console()
     render(report, console, variants)
     if args.out:
         paths = write_outputs(report, args.out, variants)

@@ -13,12 +13,13 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from rich.console import Console
 
-from hadar.commands import Subparsers, argtypes
+from hadar.commands import Subparsers, argtypes, terminal
 from hadar.commands.common import adaptation_note, add_policy_opt_arg
 from hadar.commands.options import (
     add_alias,
@@ -206,7 +207,7 @@ def run_load_sweep(args: argparse.Namespace) -> int:
         replace(cells[0], num_jobs=2, window=(0, 2))
     )  # workload/throughput errors, once
     workers = default_workers(len(cells), args.workers)
-    console = Console(width=max(150, Console().width))
+    console = terminal.console()
     if round_note:
         console.print(round_note, highlight=False, soft_wrap=True)
     where = (
@@ -317,6 +318,28 @@ def _window(text: str, num_jobs: int) -> tuple[int, int]:
     return start, end
 
 
+def _cell_line(
+    console: Console, total: int, t0: float
+) -> Callable[[grid.Cell, dict[str, Any]], None]:
+    """Prints one line per finished cell of the physical experiment (a long grid says how far
+    it is, in a log too)."""
+    done = 0
+
+    def line(cell: grid.Cell, row: dict[str, Any]) -> None:
+        nonlocal done
+        done += 1
+        ttd = row["ttd_s"]
+        console.print(
+            f"  [{done}/{total}] {row['cluster']} {cell.mix} {cell.policy} round {cell.round_s:g} s: "
+            f"TTD {'-' if ttd is None else f'{ttd / 3600:.2f} h'}, "
+            f"{row['completed']}/{row['jobs']} jobs done [{time.perf_counter() - t0:.0f} s]",
+            markup=False,
+            highlight=False,
+        )
+
+    return line
+
+
 def run_physical(args: argparse.Namespace) -> int:
     from hadar.commands.compare import parse_policy_options
 
@@ -332,7 +355,7 @@ def run_physical(args: argparse.Namespace) -> int:
         options,
     )
     out, replacing = output_dir(args.out, args.out_stem, inputs=input_files(args))
-    console = Console(width=max(180, Console().width))
+    console = terminal.console()
     announce(replacing, console)
     if round_note:
         console.print(round_note, highlight=False, soft_wrap=True)
@@ -348,7 +371,7 @@ def run_physical(args: argparse.Namespace) -> int:
         f"process{'es' if workers > 1 else ''}"
     )
     t0 = time.perf_counter()
-    rows = grid.run_cells(todo, workers)
+    rows = grid.run_cells(todo, workers, on_done=_cell_line(console, len(todo), t0))
     sim_seconds = time.perf_counter() - t0
     bounds = grid.scenario_bounds(spec)
     estimated = grid.estimated_pairs(spec)

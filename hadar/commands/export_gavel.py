@@ -8,6 +8,7 @@ from hadar.commands import Subparsers, argtypes
 from hadar.commands.options import add_out_file_arg
 from hadar.core.errors import InputError
 from hadar.core.physical_workloads import PHYSICAL_WORKLOADS
+from hadar.core.text import counted
 from hadar.scenario import load_table
 from hadar.workloads import load_workload
 from hadar.workloads.gavel_trace import check_in_table, gavel_steps, write_trace
@@ -65,8 +66,8 @@ def run(args: argparse.Namespace) -> int:
     created = argtypes.missing_folder(args.out)
     path = write_trace(jobs, args.out)
     rounded = sum(1 for j in jobs if gavel_steps(j.total_steps) != j.total_steps)
-    note = f" ({rounded} jobs' total steps rounded to integers)" if rounded else ""
-    print(f"wrote {len(jobs)} jobs to {path}{note}")
+    note = f" (total steps of {counted(rounded, 'job')} rounded to integers)" if rounded else ""
+    print(f"wrote {counted(len(jobs), 'job')} to {path}{note}")
     if created is not None:
         print(f"note: created the folder {created}")
     return 0

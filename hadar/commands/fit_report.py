@@ -8,10 +8,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.console import Console
 from rich.table import Table
 
-from hadar.commands import Subparsers, argtypes
+from hadar.commands import Subparsers, argtypes, terminal
 from hadar.core.errors import InputError
 from hadar.core.io import write_csv
 
@@ -106,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
             f"{r['fit_s']:.2f} s" + ("" if r["converged"] else " (not converged)"),
             f"{r['gamma']:.2f}",
         )
-    Console().print(table)
+    terminal.console().print(table)
     print(f"all fits: {sum(r['fit_s'] for r in rows):.2f} s")
     if args.csv:
         write_csv(args.csv, rows, list(rows[0]))

@@ -25,7 +25,7 @@ def register(sub: Subparsers) -> None:
         help="a seeded stream calibrated to a supercomputer's published idle-node statistics",
         description="Write a time,node,event stream over the cluster's nodes: join and leave "
         "events at the preset's rates (BFTrainer Table 1), log-normal idle-fragment lengths "
-        "fitted to Summit's Fig. 1 (58 %% under 10 minutes holding 10 %% of the idle node-time), "
+        "fitted to Summit's Fig. 1 (58 % under 10 minutes holding 10 % of the idle node-time), "
         "and the preset's idle share of the nodes (or --idle-share).",
     )
     gen.add_argument("--cluster", required=True, help="cluster YAML file or bundled name")
@@ -74,6 +74,11 @@ def register(sub: Subparsers) -> None:
     stats = actions.add_parser(
         "stats",
         help="the published statistics of a stream (events per hour, fragment lengths, idle nodes)",
+        description="Read a time,node,event stream and print the statistics its calibration is "
+        "published with: rows, hours and nodes; join and leave events per hour; idle fragments "
+        "(how many, the share under 10 minutes and the share of idle node-time they hold, the "
+        "median length); the mean number of idle nodes. With --cluster, every node must be one "
+        "of the cluster file's.",
     )
     stats.add_argument("stream", help="the stream CSV")
     stats.add_argument("--cluster", default=None, help="check the nodes against this cluster file")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from hadar.commands import Subparsers, argtypes
+from hadar.commands import Subparsers, argtypes, terminal
 from hadar.commands.common import add_policy_opt_arg, estimates_note
 from hadar.commands.options import (
     add_policy_arg,
@@ -178,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
 
         rundir = Path(args.resume or args.out or default_rundir(args.policy))
         return detach(args.argv, rundir, resume=bool(args.resume))
-    console = Console()
+    console = terminal.console()
     if args.resume:
         rundir = Path(args.resume)
         cfg = load_config(rundir)
@@ -216,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
             workload=_absolute(args.workload),
             size=args.size,
             policy=args.policy,
-            policy_options=parse_pairs(args.policy_opt),
+            policy_options=parse_pairs(args.policy_opt, policy=args.policy),
             round_s=args.round_s,
             grace_s=args.grace_s,
             seed=args.seed,
@@ -251,6 +251,18 @@ def run(args: argparse.Namespace) -> int:
     identity = current_identity(cfg)  # recorded once the coordinator accepted the inputs
     if cfg.identity != identity:
         save_config(cfg.model_copy(update={"identity": identity}), rundir)
+    if args.resume and coordinator.nothing_to_resume():  # all complete and scored: start nothing
+        coordinator.close()
+        summary = write_report(rundir)
+        console.print(
+            f"nothing to resume: {rundir} has finished ({summary['completed']}/{summary['jobs']} "
+            f"jobs complete); its results are in {rundir}/ (summary.json, jobs.csv, rounds.csv; "
+            f"hadar report {rundir} prints them)",
+            markup=False,
+            highlight=False,
+        )
+        _down_after(args, cfg, console)
+        return 0
     note = estimates_note(coordinator.estimated_cells)
     if note:
         console.print(note, style="yellow", highlight=False, soft_wrap=True)
@@ -357,7 +369,7 @@ def _check_options_unchanged(args: argparse.Namespace, cfg: RunConfig) -> None:
     ):
         if value is not None and value != recorded:
             raise InputError(f"{flag}: {value:g} differs from this run's {recorded:g} ({FIXED})")
-    given = parse_pairs(args.policy_opt)
+    given = parse_pairs(args.policy_opt, policy=cfg.policy)
     if given and given != cfg.policy_options:
         raise InputError(
             f"--policy-opt: {_pairs(given)} differs from this run's {_pairs(cfg.policy_options) or 'none'} "
@@ -392,7 +404,7 @@ def _LineView(jobs: dict[int, Job], console: Console) -> LiveView:  # noqa: N802
     """The live view without a live display (one line per round)."""
     from hadar.runtime.live import LiveView
 
-    return LiveView(jobs, Console(file=console.file, force_terminal=False))
+    return LiveView(jobs, terminal.console(file=console.file, force_terminal=False))
 
 
 METRIC_HINTS = {
@@ -411,7 +423,7 @@ JCT_TAIL_KEYS = ("median_jct_s", "p99_jct_s", "max_jct_s")
 def print_run_summary(
     summary: Mapping[str, Any], rundir: Path, console: Console | None = None
 ) -> None:
-    console = console or Console()
+    console = console or terminal.console()
     t = Table(
         title=f"{summary['policy']} on {summary['cluster']} ({summary['workload']}, {summary['size']}): "
         f"{summary['completed']}/{summary['jobs']} jobs"
@@ -432,8 +444,10 @@ def print_run_summary(
     t.add_row("average JCT", fmt(summary["avg_jct_s"]))
     t.add_row("median / p99 / max JCT", " / ".join(fmt(summary[k]) for k in JCT_TAIL_KEYS))
     t.add_row("average queueing delay", fmt(summary["avg_queueing_s"]))
-    t.add_row("GPU resource utilisation (GRU)", f"{summary['gru']:.3f}")
-    t.add_row("cluster (node) resource utilisation (CRU)", f"{summary['cru']:.3f}")
+    t.add_row("GPU resource utilisation (GRU, training)", f"{summary['gru']:.3f}")
+    t.add_row("cluster (node) resource utilisation (CRU, training)", f"{summary['cru']:.3f}")
+    if summary.get("startup_cru") is not None:
+        t.add_row("node time in worker start-up (startup_cru)", f"{summary['startup_cru']:.3f}")
     t.add_row("rounds / failed copies", f"{summary['rounds']} / {summary['failures']}")
     t.add_row(
         "coordination per round (decide, stage, fetch, average)", fmt(summary["avg_coordination_s"])

@@ -7,10 +7,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
-from hadar.commands import Subparsers
+from hadar.commands import Subparsers, terminal
 from hadar.commands.common import (
     adaptation_note,
     add_policy_opt_arg,
@@ -70,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         size=args.size,
         round_s=args.round_s,
         restart_penalty_s=args.restart_penalty_s,
-        policy_options=parse_pairs(args.policy_opt),
+        policy_options=parse_pairs(args.policy_opt, policy=args.policy),
         gavel_compatible=args.gavel_compatible,
         progress=not args.no_progress,
         horizon_s=args.horizon_s,
@@ -78,20 +77,24 @@ def run(args: argparse.Namespace) -> int:
         fork_progress=args.fork_progress,
     )
     if round_note:
-        Console(stderr=True).print(round_note, highlight=False, soft_wrap=True)
+        terminal.console(stderr=True).print(round_note, highlight=False, soft_wrap=True)
     if policy_info(args.policy).adapts_batch:
         _, jobs, _ = load_scenario(args)
         said = adaptation_note([args.policy], jobs)
         if said:
-            Console(stderr=True).print(said, style="yellow", highlight=False, soft_wrap=True)
+            terminal.console(stderr=True).print(
+                said, style="yellow", highlight=False, soft_wrap=True
+            )
     note = estimates_note(sim.records.estimated_cells)
     if note:
-        Console(stderr=True).print(note, style="yellow", highlight=False, soft_wrap=True)
-    announce(replacing, Console(stderr=True))
+        terminal.console(stderr=True).print(note, style="yellow", highlight=False, soft_wrap=True)
+    announce(replacing, terminal.console(stderr=True))
     print_summary(sim.summary, sim.save(out))
     no_plots = plots_missing_note("figures") if args.figures else None
     if no_plots:
-        Console().print(no_plots, style="yellow", markup=False, highlight=False, soft_wrap=True)
+        terminal.console().print(
+            no_plots, style="yellow", markup=False, highlight=False, soft_wrap=True
+        )
     elif args.figures:
         from hadar.clusters import load_cluster
         from hadar.plots.simulation import draw_run, scenario_text
@@ -100,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         files = draw_run(
             out, cluster, sim.summary, scenario_text(args.workload, cluster.name, args.seed)
         )
-        Console().print(f"figures: {', '.join(f.name for f in files)}", highlight=False)
+        terminal.console().print(f"figures: {', '.join(f.name for f in files)}", highlight=False)
     return 0
 
 
@@ -132,7 +135,7 @@ def print_summary(summary: Mapping[str, Any], out: Path | None = None) -> None:
         rows.append(("decisions that hit a solver time limit", str(summary["time_limited_rounds"])))
     for k, v in rows:
         table.add_row(k, v)
-    console = Console()
+    console = terminal.console()
     console.print(table)
     if out is not None:
         console.print(f"results written to {out}/")

@@ -15,3 +15,9 @@ def printable(text: str) -> str:
     return "".join(
         c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
     )
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``"1 run"``, ``"2 runs"``: ``n`` and ``noun``, plural (``plural`` or ``noun + "s"``)
+    unless ``n`` is 1."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"

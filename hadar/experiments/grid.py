@@ -8,7 +8,7 @@ wall-clock measurements for that reason.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -23,7 +23,7 @@ from hadar.core.jobs import Job
 from hadar.core.physical_workloads import mix
 from hadar.experiments.bounds import TtdBounds, mix_bounds
 from hadar.experiments.paper import PAPER_POLICIES
-from hadar.policy import POLICY_REGISTRY, make_policy
+from hadar.policy import make_policy, policy_class
 from hadar.scenario import check_round, load_scenario
 
 DEFAULT_CLUSTERS = ("aws-5node", "lab-5node")
@@ -118,10 +118,7 @@ def parse_mixes(text: str) -> tuple[str, ...]:
 def parse_policies(text: str) -> tuple[str, ...]:
     names = _names(text, "--policies")
     for n in names:
-        if n not in POLICY_REGISTRY:
-            raise InputError(
-                f"--policies: unknown policy {n!r} (known: {', '.join(sorted(POLICY_REGISTRY))})"
-            )
+        policy_class(n, "--policies")
     return names
 
 
@@ -228,8 +225,13 @@ def run_cell(cell: Cell) -> dict[str, Any]:
     }
 
 
-def run_cells(todo: Sequence[Cell], workers: int = 1) -> list[dict[str, Any]]:
-    """Rows of ``todo`` in order; ``workers`` > 1 runs them in that many processes, forked on
+def run_cells(
+    todo: Sequence[Cell],
+    workers: int = 1,
+    on_done: Callable[[Cell, dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Rows of ``todo`` in order (``on_done(cell, row)`` as each arrives, in that order);
+    ``workers`` > 1 runs them in that many processes, forked on
     Linux (a spawned worker spends ~3 s importing the policies, torch included via the tracker,
     which is more than a whole default grid's share of work on two cores), spawned elsewhere.
     Cells share no mutable state, so neither the start method nor the workers change a result."""
@@ -244,6 +246,7 @@ def run_cells(todo: Sequence[Cell], workers: int = 1) -> list[dict[str, Any]]:
         run_cell,
         todo,
         workers,
+        on_done=on_done,
         start_method="fork" if sys.platform.startswith("linux") else "spawn",
         chunksize=len(todo) // (4 * workers),
     )

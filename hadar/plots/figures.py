@@ -11,13 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from matplotlib import colormaps
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from hadar.core.io import write_figure
-from hadar.plots.palette import OTHER_COLOURS, series_colours, series_styles
+from hadar.plots.palette import OTHER_COLOURS, class_colours, series_colours, series_styles
 
 DPI = 120
 
@@ -247,8 +246,7 @@ def occupancy_chart(
         start = slots[(node, gtype)] + used.get(key, 0)
         grid[start : start + count, column[rnd]] = index.get(job_class.get(job, ""), -1)
         used[key] = used.get(key, 0) + count
-    tab = colormaps["tab10" if len(classes) <= 10 else "tab20"]
-    cmap = ListedColormap([tab(i) for i in range(max(1, len(classes)))])
+    cmap = ListedColormap(class_colours(max(1, len(classes))))
     edges = np.array([t for _, t, _ in order] + ([order[-1][1] + order[-1][2]] if order else [1.0]))
     fig = Figure(figsize=(10, max(3.5, 0.08 * row + 2.0)))
     ax = fig.add_subplot()

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from matplotlib import colormaps
 from matplotlib.colors import to_hex
 
-from hadar.policy import LineStyle, find_policy_info
+from hadar.policy import POLICY_REGISTRY, LineStyle, find_policy_info
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,26 @@ def series_colours(names: list[str]) -> dict[str, str]:
     series take :data:`OTHER_COLOURS` in the given order, so they never clash there."""
     others = iter(OTHER_COLOURS * (1 + len(names) // len(OTHER_COLOURS)))
     return {n: policy_colour(n) or next(others) for n in names}
+
+
+CLASS_COLOURMAPS = ("Set2", "Pastel1", "Set3", "Pastel2", "Accent")
+"""Qualitative colour maps job classes (the models in an occupancy chart) are drawn from: light
+and mid tones, apart from the policies' saturated ones."""
+
+
+def class_colours(n: int) -> list[str]:
+    """``n`` colours for job classes, none a policy's or :data:`OTHER_COLOURS` (a figure that
+    shows policies and job classes never makes a job class look like a policy); repeats only
+    beyond the distinct ones :data:`CLASS_COLOURMAPS` hold."""
+    taken = {c for name in POLICY_REGISTRY if (c := policy_colour(name))} | set(OTHER_COLOURS)
+    free: list[str] = []
+    for name in CLASS_COLOURMAPS:
+        cmap = colormaps[name]
+        for i in range(cmap.N):
+            c = to_hex(cmap(i))
+            if c not in taken and c not in free:
+                free.append(c)
+    return [free[i % len(free)] for i in range(n)]
 
 
 def policy_line(name: str) -> LineStyle:

@@ -349,6 +349,11 @@ class Coordinator:
         complete = self.tracker.completed_jobs()
         return all(j.job_id in complete or j.job_id in self.failed for j in self.jobs)
 
+    def nothing_to_resume(self) -> bool:
+        """Every job is complete and, if the run scores its models, scored: a resumed session
+        would train and evaluate nothing."""
+        return self._all_done() and not self.evaluator.pending()
+
     def _restore_policy_state(self) -> None:
         """Hand the policy the state it had after the last committed round's decision (saved
         with that round's plan), so a resumed run decides as an uninterrupted one would."""

@@ -103,19 +103,22 @@ class Evaluator:
             self._scored = {e["job"] for e in self.events.read(("evaluation",)) if e.get("metric")}
         return self._scored
 
+    def pending(self, scored: set[int] | None = None) -> list[int]:
+        """The finished jobs not yet scored nor tried in this session (none when the run does
+        not score its models)."""
+        if not self.cfg.evaluate:
+            return []
+        scored = self.scored() if scored is None else scored
+        complete = self.tracker.completed_jobs()
+        return [j for j in self.jobs if j not in scored and j not in self.tried and j in complete]
+
     def evaluate_pending(self, r: int, cluster: Cluster | None = None) -> bool:
         """Score every finished job not yet scored (also after a restart: an interrupted
         evaluation is redone). Returns False if a finished job's checkpoint was damaged and the
         job rolled back to train again."""
-        if not self.cfg.evaluate:
-            return True
         scored = self.scored()
-        complete = self.tracker.completed_jobs()
-        pending = [
-            j for j in self.jobs if j not in scored and j not in self.tried and j in complete
-        ]
         all_good = True
-        for job_id in pending:
+        for job_id in self.pending(scored):
             ckpt = self.guard.verified(job_id, r)
             if not self.tracker.is_complete(job_id):
                 all_good = False

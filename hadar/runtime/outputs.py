@@ -52,6 +52,8 @@ def collect(
         ),
         "gru": utilisation(sum(r["busy_gpu_seconds"] for r in rounds), gpu_s),
         "cru": utilisation(sum(r["busy_node_seconds"] for r in rounds), node_s),
+        "startup_gru": utilisation(sum(r["startup_gpu_seconds"] for r in rounds), gpu_s),
+        "startup_cru": utilisation(sum(r["startup_node_seconds"] for r in rounds), node_s),
         "restarts_per_job": float(np.mean([j["restarts"] for j in jobs])) if jobs else 0.0,
         "rounds": len(rounds),
         **decision_metrics([r["decision_seconds"] for r in rounds]),
@@ -72,6 +74,50 @@ def collect(
     return cfg, rounds, jobs, summary
 
 
+def round_use(copies: list[dict[str, Any]], duration: float) -> dict[str, Any]:
+    """What a round's copies held, split into training and the rest: a copy holds its GPUs and
+    node for its wall time (at most ``duration``), of which ``train_s`` trained (the first step
+    to the last) and the remainder was worker start-up (process start, model and checkpoint
+    load, evaluation) or a copy that failed (it trained nothing that counted). A node's time is
+    that of its longest copy. Busy (GRU, CRU) is training only; start-up is reported apart."""
+    gpus_held = 0
+    gpus_busy = 0
+    train_gpu_s = 0.0
+    held_gpu_s = 0.0
+    node_train: dict[str, float] = {}
+    node_held: dict[str, float] = {}
+    spans: dict[str, dict[str, Any]] = {}
+    for c in copies:
+        held = min(float(c["wall_s"]), duration)
+        train = min(float(c.get("train_s") or 0.0), held) if c["kind"] == "ok" else 0.0
+        gpus = sum(n for per in c["placement"].values() for n in per.values())
+        gpus_held += gpus
+        gpus_busy += gpus if train > 0 else 0
+        train_gpu_s += gpus * train
+        held_gpu_s += gpus * held
+        for node in c["placement"]:
+            node_train[node] = max(node_train.get(node, 0.0), train)
+            node_held[node] = max(node_held.get(node, 0.0), held)
+            if held >= spans.get(node, {}).get("held", -1.0):
+                spans[node] = {
+                    "job": c["job"],
+                    "held": held,
+                    "train": train,
+                    "steps": int(c.get("steps") or 0),
+                    "ok": c["kind"] == "ok",
+                }
+    return {
+        "held_gpus": gpus_held,
+        "busy_gpus": gpus_busy,
+        "busy_gpu_seconds": train_gpu_s,
+        "busy_nodes": sum(1 for t in node_train.values() if t > 0),
+        "busy_node_seconds": sum(node_train.values()),
+        "startup_gpu_seconds": held_gpu_s - train_gpu_s,
+        "startup_node_seconds": sum(node_held.values()) - sum(node_train.values()),
+        "spans": spans,
+    }
+
+
 def _rounds(cfg: RunConfig, journal: Journal, tracker: JobTracker) -> list[dict[str, Any]]:
     out = []
     for row in journal.rounds():
@@ -81,38 +127,17 @@ def _rounds(cfg: RunConfig, journal: Journal, tracker: JobTracker) -> list[dict[
         duration = max(1e-9, (row.ended or row.started) - row.started)
         up = row.timings.get("nodes_up") or sorted({c["node"] for c in copies})
         gpus_up = row.timings.get("gpus_up") or {}
-        busy_gpus = 0
-        busy_gpu_s = 0.0
-        node_busy: dict[str, float] = {}
-        spans: dict[str, dict[str, Any]] = {}
-        for c in copies:
-            held = min(float(c["wall_s"]), duration)
-            gpus = sum(n for per in c["placement"].values() for n in per.values())
-            busy_gpus += gpus
-            busy_gpu_s += gpus * held
-            for node in c["placement"]:
-                node_busy[node] = max(node_busy.get(node, 0.0), held)
-                if held >= spans.get(node, {}).get("held", -1.0):
-                    train = min(float(c.get("train_s") or 0.0), held)
-                    spans[node] = {
-                        "job": c["job"],
-                        "held": held,
-                        "train": train,
-                        "steps": int(c.get("steps") or 0),
-                        "ok": c["kind"] == "ok",
-                    }
+        use = round_use(copies, duration)
+        held_gpus = use.pop("held_gpus")
         nodes_up = len(up) or 1
         # runs from before gpus_up was journalled: as many GPUs up as the copies held
-        total_gpus = sum(gpus_up.values()) if gpus_up else max(1, busy_gpus)
+        total_gpus = sum(gpus_up.values()) if gpus_up else max(1, held_gpus)
         out.append(
             {
                 "round": row.round,
                 "time": row.started - cfg.started_at,
                 "duration": duration,
-                "busy_gpus": busy_gpus,
-                "busy_gpu_seconds": busy_gpu_s,
-                "busy_nodes": len(node_busy),
-                "busy_node_seconds": sum(node_busy.values()),
+                **use,
                 "running_jobs": len({c["job"] for c in copies}),
                 "queued_jobs": 0,  # set by _count_queued once finishes are known
                 "decision_seconds": row.decision_s,
@@ -121,13 +146,13 @@ def _rounds(cfg: RunConfig, journal: Journal, tracker: JobTracker) -> list[dict[
                 "gpus_up": total_gpus,
                 "copies": len(copies),
                 "failures": sum(c["kind"] not in ("ok",) for c in copies),
-                "gru": busy_gpu_s / (total_gpus * duration),
-                "cru": sum(node_busy.values()) / (nodes_up * duration),
+                "gru": use["busy_gpu_seconds"] / (total_gpus * duration),
+                "cru": use["busy_node_seconds"] / (nodes_up * duration),
+                "startup_gru": use["startup_gpu_seconds"] / (total_gpus * duration),
+                "startup_cru": use["startup_node_seconds"] / (nodes_up * duration),
                 "coordination_seconds": row.timings.get("coordination_s"),
                 "overhead_seconds": row.timings.get("overhead_s"),
                 "placements": {c["node"]: c["job"] for c in copies if c["kind"] == "ok"},
-                "spans": spans,
-                "train_cru": sum(sp["train"] for sp in spans.values()) / (nodes_up * duration),
                 "ok_copies": {
                     (c["job"], c["copy"]): c["placement"] for c in copies if c["kind"] == "ok"
                 },
@@ -222,6 +247,10 @@ ROUND_COLUMNS = [
     "failures",
     "gru",
     "cru",
+    "startup_gpu_seconds",
+    "startup_node_seconds",
+    "startup_gru",
+    "startup_cru",
     "coordination_seconds",
     "overhead_seconds",
 ]
@@ -261,68 +290,32 @@ def write_report(rundir: Path) -> dict[str, Any]:
     write_csv(rundir / "jobs.csv", jobs, JOB_COLUMNS, decimals=CSV_DECIMALS)
     write_json(rundir / "summary.json", summary)
     if plots_missing_note("charts") is None:  # else print_run_summary says why there are none
-        _charts(rundir, cfg, rounds)
+        _charts(rundir, cfg, rounds, jobs)
     return summary
 
 
-def _charts(rundir: Path, cfg: RunConfig, rounds: list[dict[str, Any]]) -> None:
-    """``nodes_by_round.png``: per node and round, the copy's worker start-up (hatched) and its
-    training (solid), each as long as it lasted, so a round that trained nothing shows as
-    start-up only; ``cru_by_round.png``: the same split as CRU per round (the bar's full
-    height is the CRU of rounds.csv, the solid part the training)."""
+def _charts(
+    rundir: Path, cfg: RunConfig, rounds: list[dict[str, Any]], jobs: list[dict[str, Any]]
+) -> None:
+    """``nodes_by_round.png`` (:func:`nodes_figure`) and ``cru_by_round.png``: CRU per round
+    split the same way (solid: training, the CRU of rounds.csv; hatched on top: start-up, its
+    ``startup_cru``)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    nodes = sorted({n for r in rounds for n in r["spans"]})
-    if rounds and nodes:
-        fig, ax = plt.subplots(figsize=(max(7, 0.5 * len(rounds) + 3), 0.6 * len(nodes) + 1.8))
-        cmap = plt.get_cmap("tab10")
-        for r in rounds:
-            for y, node in enumerate(nodes):
-                sp = r["spans"].get(node)
-                if sp is None:
-                    continue
-                colour = cmap(sp["job"] % 10) if sp["ok"] else "lightgrey"
-                startup = sp["held"] - sp["train"]
-                ax.barh(
-                    y,
-                    startup,
-                    left=r["time"],
-                    color=colour,
-                    alpha=0.35,
-                    hatch="//",
-                    edgecolor="white",
-                )
-                ax.barh(y, sp["train"], left=r["time"] + startup, color=colour, edgecolor="white")
-                ax.text(
-                    r["time"] + sp["held"] / 2,
-                    y,
-                    f"J{sp['job']}"
-                    + ("" if not sp["ok"] else "" if sp["steps"] else " (0 steps)")
-                    + ("" if sp["ok"] else " (failed)"),
-                    ha="center",
-                    va="center",
-                    fontsize=7,
-                )
-        ax.set_yticks(range(len(nodes)), nodes)
-        ax.set_xlabel("time since start (s)")
-        ax.set_title(
-            f"{cfg.policy}: which job ran on which node "
-            "(hatched = worker start-up, solid = training, gap = idle)",
-            fontsize=9,
-        )
-        fig.tight_layout()
+    fig = nodes_figure(cfg.policy, rounds, jobs)
+    if fig is not None:
         write_figure(rundir / "nodes_by_round.png", fig, dpi=110)
         plt.close(fig)
     fig, ax = plt.subplots(figsize=(7, 3.2))
     x = [r["round"] for r in rounds]
-    train = [r["train_cru"] for r in rounds]
+    train = [r["cru"] for r in rounds]
     ax.bar(x, train, color="tab:blue", label="training")
     ax.bar(
         x,
-        [r["cru"] - t for r, t in zip(rounds, train, strict=True)],
+        [r["startup_cru"] for r in rounds],
         bottom=train,
         color="tab:blue",
         alpha=0.35,
@@ -335,7 +328,67 @@ def _charts(rundir: Path, cfg: RunConfig, rounds: list[dict[str, Any]]) -> None:
     ax.set_xlabel("round")
     ax.set_ylabel("CRU")
     ax.legend(fontsize=8, loc="lower right")
-    ax.set_title(f"{cfg.policy}: cluster resource utilisation per round (rounds.csv cru)")
+    ax.set_title(
+        f"{cfg.policy}: cluster resource utilisation per round (rounds.csv cru + startup_cru)"
+    )
     fig.tight_layout()
     write_figure(rundir / "cru_by_round.png", fig, dpi=110)
     plt.close(fig)
+
+
+def nodes_figure(policy: str, rounds: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> Any:
+    """Per node and round, the copy's worker start-up (hatched) and its training (solid), each
+    as long as it lasted, so a round that trained nothing shows as start-up only; one colour
+    per job, named in the legend (``J0: MM``), with what hatched, solid and grey mean. None
+    when no copy ran."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    nodes = sorted({n for r in rounds for n in r["spans"]})
+    if not rounds or not nodes:
+        return None
+    fig, ax = plt.subplots(figsize=(max(7, 0.5 * len(rounds) + 3), 0.6 * len(nodes) + 1.8))
+    cmap = plt.get_cmap("tab10")
+    shown: set[int] = set()
+    for r in rounds:
+        for y, node in enumerate(nodes):
+            sp = r["spans"].get(node)
+            if sp is None:
+                continue
+            colour = cmap(sp["job"] % 10) if sp["ok"] else "lightgrey"
+            shown.add(sp["job"])
+            startup = sp["held"] - sp["train"]
+            ax.barh(
+                y, startup, left=r["time"], color=colour, alpha=0.35, hatch="//", edgecolor="white"
+            )
+            ax.barh(y, sp["train"], left=r["time"] + startup, color=colour, edgecolor="white")
+            ax.text(
+                r["time"] + sp["held"] / 2,
+                y,
+                f"J{sp['job']}"
+                + ("" if not sp["ok"] else "" if sp["steps"] else " (0 steps)")
+                + ("" if sp["ok"] else " (failed)"),
+                ha="center",
+                va="center",
+                fontsize=7,
+            )
+    kinds = {j["id"]: j.get("type") or j.get("model") or "" for j in jobs}
+    handles = [
+        Patch(color=cmap(job % 10), label=f"J{job}: {kinds.get(job, '')}".rstrip(": "))
+        for job in sorted(shown)
+    ]
+    handles += [
+        Patch(facecolor="white", edgecolor="black", hatch="//", label="worker start-up"),
+        Patch(facecolor="black", label="training"),
+        Patch(color="lightgrey", label="failed copy"),
+    ]
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.set_yticks(range(len(nodes)), nodes)
+    ax.set_xlabel("time since start (s)")
+    ax.set_title(
+        f"{policy}: which job ran on which node "
+        "(hatched = worker start-up, solid = training, gap = idle)",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    return fig

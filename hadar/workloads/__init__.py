@@ -76,13 +76,24 @@ def load_workload(
         from hadar.workloads.files import load_job_file
 
         return load_job_file(p)
-    hint = did_you_mean(
-        name, [*MIX_NAMES, "philly-480", "philly-480-arrivals", "pollux-1", "elastic-3"]
-    )
+    hint = did_you_mean(name, _spellings(name))
     raise InputError(
         f"--workload: unknown workload {name!r}{hint} "
         "(philly-N, philly-N-arrivals, M-1..M-12, pollux-N, elastic-2..4, or a .csv/.yaml/.trace file)"
     )
+
+
+def _spellings(name: str) -> list[str]:
+    """Names a mistyped ``name`` may have meant, with the number it holds (``phily-20`` means
+    ``philly-20``, not ``philly-480``)."""
+    digits = re.search(r"\d+", name)
+    n = digits.group() if digits else "480"
+    return [
+        *MIX_NAMES,
+        *(f"philly-{n}{suffix}" for suffix in ("", "-arrivals", "-elastic", "-arrivals-elastic")),
+        f"pollux-{n}",
+        f"elastic-{n}",
+    ]
 
 
 def validate_workload(

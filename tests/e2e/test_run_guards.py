@@ -148,6 +148,18 @@ def test_an_unchanged_resume_is_accepted(copied_run: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_resume_of_a_finished_run_says_so_and_starts_nothing(copied_run: Path) -> None:
+    before = (copied_run / "events.jsonl").read_bytes()
+    proc = resume(copied_run)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (
+        f"nothing to resume: {copied_run} has finished (1/1 jobs complete); its results are in "
+        f"{copied_run}/ (summary.json, jobs.csv, rounds.csv; hadar report {copied_run} prints them)"
+    ) in proc.stdout
+    assert (copied_run / "events.jsonl").read_bytes() == before  # no session started
+    assert "total time duration" not in proc.stdout  # one line, not the table again
+
+
 def test_resume_refuses_run_json_edited_to_another_workload_even_with_force(
     copied_run: Path,
 ) -> None:

@@ -15,6 +15,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hadar.providers.aws import CLUSTER_TAG
+
 SOURCE = Path(__file__).with_name("provider.py")
 DOC = Path(__file__).resolve().parents[3] / "docs" / "aws-iam-policy.json"
 
@@ -26,6 +28,15 @@ WAITER_OPERATIONS = {
 IMPLIED = {"run_instances": ("create_tags",)}
 """Permissions an operation needs besides its own: tags given at launch (TagSpecifications)
 need ``ec2:CreateTags``."""
+INSTANCE_CHANGING = frozenset(
+    {"terminate_instances", "stop_instances", "start_instances", "reboot_instances"}
+)
+"""Operations that change an existing instance's state: allowed only on instances that carry
+the cluster tag (:data:`CLUSTER_TAG`), never on every instance in the account."""
+LAUNCH_ONLY = frozenset({"create_tags"})
+"""Operations allowed only as part of a launch (``ec2:CreateAction`` = ``RunInstances``): the
+provider tags instances when it launches them and never retags another instance."""
+INSTANCE_ARN = "arn:aws:ec2:*:*:instance/*"
 
 
 def operations(source: str) -> list[str]:
@@ -53,24 +64,50 @@ def action(operation: str) -> str:
     return "ec2:" + "".join(part.capitalize() for part in operation.split("_"))
 
 
-def policy(source: str | None = None) -> dict[str, Any]:
-    """The IAM policy document allowing exactly the EC2 actions the provider uses."""
+def policy(source: str | None = None, cluster: str | None = None) -> dict[str, Any]:
+    """The IAM policy document allowing exactly the EC2 actions the provider uses: terminating
+    (or stopping) only instances tagged ``hadar-cluster`` (with ``cluster``: that cluster's
+    only), tagging only at launch, the rest (describe, launch, console output) on any resource."""
     ops = operations(SOURCE.read_text() if source is None else source)
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
+    changing = [op for op in ops if op in INSTANCE_CHANGING]
+    launch = [op for op in ops if op in LAUNCH_ONLY]
+    other = [op for op in ops if op not in INSTANCE_CHANGING and op not in LAUNCH_ONLY]
+    statements: list[dict[str, Any]] = [
+        {
+            "Sid": "HadarClusterEc2",
+            "Effect": "Allow",
+            "Action": [action(op) for op in other],
+            "Resource": "*",
+        }
+    ]
+    if launch:
+        statements.append(
             {
-                "Sid": "HadarClusterEc2",
+                "Sid": "HadarTagAtLaunch",
                 "Effect": "Allow",
-                "Action": [action(op) for op in ops],
+                "Action": [action(op) for op in launch],
                 "Resource": "*",
+                "Condition": {"StringEquals": {"ec2:CreateAction": "RunInstances"}},
             }
-        ],
-    }
+        )
+    if changing:
+        tag = f"aws:ResourceTag/{CLUSTER_TAG}"
+        statements.append(
+            {
+                "Sid": "HadarClusterInstancesOnly",
+                "Effect": "Allow",
+                "Action": [action(op) for op in changing],
+                "Resource": INSTANCE_ARN,
+                "Condition": {"StringEquals": {tag: cluster}}
+                if cluster is not None
+                else {"StringLike": {tag: "?*"}},
+            }
+        )
+    return {"Version": "2012-10-17", "Statement": statements}
 
 
-def text() -> str:
-    return json.dumps(policy(), indent=2) + "\n"
+def text(cluster: str | None = None) -> str:
+    return json.dumps(policy(cluster=cluster), indent=2) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,12 +115,19 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m hadar.providers.aws.iam_policy", description=__doc__
     )
     p.add_argument("--write", action="store_true", help=f"write {DOC.name} in docs/")
+    p.add_argument(
+        "--cluster",
+        metavar="NAME",
+        help="allow terminating only this cluster's instances (its hadar-cluster tag's value)",
+    )
     args = p.parse_args(argv)
     if args.write:
+        if args.cluster is not None:
+            p.error("--write writes the policy for every cluster; --cluster prints one")
         DOC.write_text(text())
         print(f"wrote {DOC}")
     else:
-        print(text(), end="")
+        print(text(args.cluster), end="")
     return 0
 
 

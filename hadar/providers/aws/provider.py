@@ -19,7 +19,7 @@ the cluster's tag. Credentials and region come from the standard AWS chain (envi
     known_hosts: null                 trust_new_hosts: false   # passed to the SSH side
     wait_timeout_s: 900               ssh_wait_timeout_s: 600  poll_interval_s: 5
     spot: false                       spot_max_price: null     # USD/hour cap for spot
-    setup: [pip install hadar]        setup_timeout_s: 1800    # run once per instance after boot
+    setup: [pip install hadar-scheduler]  setup_timeout_s: 1800    # run once per instance after boot
     max_attempts: 10                  ssh_port: 22             # botocore adaptive retries
 
 boto3 does the mechanics: a paginator lists instances, waiters wait for ``running`` and

@@ -33,3 +33,35 @@ def test_gavel_compatible_mode_adds_gavels_utilisation():
     row = _row("gavel", 3600.0, None) | {"gpu_util_gavel": 0.875}
     first = markdown_tables([row], "gavel", "gavel-compatible").split("\n\n")[1].splitlines()
     assert first[0].endswith("| util (Gavel) |") and first[2].endswith("| 87.5% |")
+
+
+def test_a_metric_no_policy_has_gets_no_column_and_one_that_some_have_keeps_it():
+    """``batch / job`` exists only on elastic workloads: elsewhere its column would be all
+    dashes; a metric one policy has keeps its column, with a dash for the others."""
+    rows = [_row("hadar", 3600.0, 1.0), _row("gavel", 7200.0, 2.0)]
+    for r in rows:
+        r["avg_batch_per_job"] = None
+    rows[1]["max_decision_s"] = None
+    rows[0]["max_decision_s"] = 0.25
+    first = markdown_tables(rows, "hadar", "default").split("\n\n")[1].splitlines()
+    header = [c.strip() for c in first[0].strip("|").split("|")]
+    assert "batch / job" not in header and "GPUs / job" in header
+    assert all(line.count("|") == len(METRICS) + 1 for line in first)
+    column = header.index("decision max")
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in first[2:]]
+    assert [c[column] for c in cells] == ["0.250 s", "-"]
+    rows[0]["avg_batch_per_job"] = 512.0
+    again = markdown_tables(rows, "hadar", "default").split("\n\n")[1].splitlines()
+    assert "| batch / job |" in again[0] and again[0].count("|") == len(METRICS) + 2
+
+
+def test_rho_above_one_shows_a_few_unfair_jobs_as_more_than_zero():
+    def shown(share: float) -> str:
+        row = _row("hadar", 3600.0, 1.0) | {"rho_above_1": share}
+        second = markdown_tables([row], "hadar", "default").split("\n\n")[2].splitlines()
+        return second[2].strip("|").split("|")[-1].strip()
+
+    assert shown(2 / 480) == "0.4%"
+    assert shown(1 / 5000) == "0.1%"  # never rounded down to nothing
+    assert shown(0.0) == "0%"
+    assert shown(0.25) == "25%"

@@ -8,6 +8,7 @@ import pytest
 from hadar import __version__
 from hadar.cli import main
 from hadar.core.cluster_config import bundled_cluster_names
+from hadar.policy_options import parse_pairs
 
 
 def _error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
@@ -34,6 +35,14 @@ def test_version_and_bare_hadar(capsys: pytest.CaptureFixture[str]) -> None:
         (["simulate", "--policy", "hadr"], "did you mean 'hadar' or 'hadare'?"),
         (["simulate", "--workload", "phily-480"], "did you mean 'philly-480'"),
         (["simulate", "--workload", "M3"], "did you mean 'M-3'"),
+        (["simulate", "--workload", "phily-20"], "did you mean 'philly-20'"),
+        (["compare", "--policies", "hadar,gavle"], "did you mean 'gavel'"),
+        (["experiment", "physical", "--policies", "hadar,gavle"], "did you mean 'gavel'"),
+        (["simulate", "--policy-opt", "utilty=sigmoid"], "did you mean 'utility'"),
+        (
+            ["compare", "--policies", "hadar,gavel", "--policy-opt", "hadar:max_rh=2"],
+            "did you mean 'max_rho'",
+        ),
     ],
 )
 def test_typos_name_the_closest_valid_spelling(
@@ -102,3 +111,59 @@ def test_simulate_without_figures_imports_no_matplotlib(tmp_path) -> None:
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.stdout.strip().splitlines()[-1] == "0 False False", res.stderr
     assert not list((tmp_path / "o").glob("*.png"))
+
+
+def test_a_numbered_workload_typo_keeps_its_number(capsys: pytest.CaptureFixture[str]) -> None:
+    line = _error(capsys, "simulate", "--workload", "phily-20")
+    assert "philly-480" not in line
+
+
+def test_simulate_reads_the_policy_prefix_compare_needs(
+    capsys: pytest.CaptureFixture[str], tmp_path
+) -> None:
+    """``--policy-opt hadar:utility=sigmoid`` (as ``hadar compare`` takes it) works in
+    ``simulate`` for its policy; another policy's prefix is refused naming both."""
+    out = tmp_path / "o"
+    argv = ["simulate", "--workload", "philly-4", "--no-progress", "--out", str(out)]
+    assert parse_pairs(["hadar:utility=sigmoid", "max_rho=2"], policy="hadar") == {
+        "utility": "sigmoid",
+        "max_rho": "2",
+    }
+    assert main([*argv, "--policy-opt", "hadar:utility=sigmoid"]) == 0
+    capsys.readouterr()
+    assert (out / "summary.json").is_file()
+    line = _error(capsys, *argv, "--policy-opt", "gavel:x=1")
+    assert line == (
+        "hadar: error: --policy-opt: 'gavel:x=1' is for policy 'gavel', but --policy is 'hadar' "
+        "(write x=1 or hadar:x=1)"
+    )
+
+
+def test_help_shows_percent_signs_once_and_every_command_says_what_it_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from hadar.cli import build_parser, sub_parsers
+    from hadar.cli_reference import REFERENCE
+
+    assert main(["node-stream", "generate", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(58 % under 10 minutes holding 10 % of the idle node-time)" in text
+    for p in sub_parsers(build_parser()):
+        assert "%%" not in p.format_help(), p.prog
+        if not any(a.__class__.__name__ == "_SubParsersAction" for a in p._actions):
+            assert p.description, f"{p.prog} has no description"
+    assert "%%" not in REFERENCE.read_text()
+    assert main(["node-stream", "stats", "--help"]) == 0
+    assert "join and leave events per hour" in " ".join(capsys.readouterr().out.split())
+
+
+def test_status_counts_one_run_as_one_run(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    (tmp_path / "r1").mkdir()
+    (tmp_path / "r1" / "run.json").write_text("{}")
+    assert main(["status", str(tmp_path / "r1")]) == 0
+    out = capsys.readouterr().out
+    assert "1 run\n" in out and "1 runs" not in out
+    (tmp_path / "r2").mkdir()
+    (tmp_path / "r2" / "run.json").write_text("{}")
+    assert main(["status", str(tmp_path / "r1"), str(tmp_path / "r2")]) == 0
+    assert "2 runs" in capsys.readouterr().out

@@ -7,6 +7,7 @@ import contextlib
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -256,3 +257,18 @@ def test_policy_options_reach_the_cells_and_the_json(tmp_path):
     _, default = _direct("aws-5node", "M-5", "hadar", 360.0)
     assert row["ttd_s"] == legacy["ttd_s"] and row["avg_jct_s"] == legacy["avg_jct_s"]
     assert row["ttd_s"] != default["ttd_s"]
+
+
+def test_a_line_per_finished_cell_is_printed_as_it_finishes(runs):
+    """Not on a terminal (here: a buffer) the grid still says how far it is, one line a cell."""
+    _, _, printed = runs
+    total = len(CLUSTERS) * len(MIXES) * len(POLICIES) * len(ROUNDS_S)
+    lines = [line for line in printed.splitlines() if line.startswith("  [")]
+    assert len(lines) == total
+    assert [line.split("]")[0].strip() for line in lines] == [
+        f"[{k}/{total}" for k in range(1, total + 1)
+    ]
+    first = lines[0]
+    assert f" {MIXES[0]} {POLICIES[0]} round {ROUNDS_S[0]:g} s: TTD " in first
+    assert re.search(r"jobs done \[\d+ s\]$", first)
+    assert printed.index(lines[-1]) < printed.index("cells simulated in")

@@ -48,3 +48,31 @@ def test_other_series_never_take_a_policy_colour() -> None:
     assert slots["hadar"] == policy_colour("hadar")
     assert [slots[s] for s in ("90 s", "180 s", "360 s")] == list(OTHER_COLOURS[:3])
     assert series_styles(["not-a-policy"])["not-a-policy"].colour == OTHER_COLOURS[0]
+
+
+def test_job_classes_in_the_occupancy_chart_never_take_a_policy_colour(
+    tmp_path, monkeypatch
+) -> None:
+    """The occupancy chart colours job classes (models); a class drawn in Gavel's orange or
+    Hadar's blue would read as that policy in the figures next to it."""
+    import hadar.plots.figures as figures
+    from hadar.plots.palette import class_colours
+
+    declared = {c for name in POLICY_REGISTRY if (c := policy_colour(name))}
+    colours = class_colours(12)
+    assert len(set(colours)) == 12 and not set(colours) & (declared | set(OTHER_COLOURS))
+    drawn: list[str] = []
+    save = figures._save
+
+    def keep(fig, path):  # the legend's patches, as drawn
+        drawn.extend(to_hex(h.get_facecolor()) for h in fig.axes[0].get_legend().legend_handles)
+        return save(fig, path)
+
+    monkeypatch.setattr(figures, "_save", keep)
+    classes = {j: f"model-{j}" for j in range(6)}
+    placements = [(0, j, "n", "v100", 1) for j in range(6)]
+    path = figures.occupancy_chart(
+        [("n", {"v100": 6})], placements, [(0, 0.0, 60.0)], classes, tmp_path / "o.png"
+    )
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert drawn == colours[:6]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 import pytest
@@ -88,18 +89,71 @@ def test_estimate_notes_unknown_types_regions_spot_and_staleness() -> None:
     assert "eu-west-1 differs" in spot.notes[1] and "stale" in spot.notes[2]
 
 
+def allows(document: dict, action: str, resource: str, context: dict[str, str]) -> bool:
+    """Whether an IAM policy ``document`` (Allow statements; Resource, StringEquals and StringLike
+    conditions, the forms the generated policy uses) allows ``action`` on ``resource`` given the
+    request's condition keys ``context``: a missing key fails its condition, as in IAM."""
+    for st in document["Statement"]:
+        assert st["Effect"] == "Allow"
+        resources = st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]
+        if action not in st["Action"] or not any(fnmatchcase(resource, r) for r in resources):
+            continue
+        conditions = st.get("Condition", {})
+        assert set(conditions) <= {"StringEquals", "StringLike"}, conditions
+        if all(
+            key in context
+            and (context[key] == want if op == "StringEquals" else fnmatchcase(context[key], want))
+            for op, pairs in conditions.items()
+            for key, want in pairs.items()
+        ):
+            return True
+    return False
+
+
+def instance_arn(instance_id: str) -> str:
+    return f"arn:aws:ec2:{REGION}:123456789012:instance/{instance_id}"
+
+
+def test_the_iam_policy_scopes_terminate_to_the_cluster_tag_and_tags_to_launches() -> None:
+    document = json.loads(Path(iam_policy.DOC).read_text())
+    tag = "aws:ResourceTag/hadar-cluster"
+    changing = [
+        st
+        for st in document["Statement"]
+        if {"ec2:TerminateInstances", "ec2:StopInstances"} & set(st["Action"])
+    ]
+    assert changing and all(
+        st["Resource"] == "arn:aws:ec2:*:*:instance/*" and tag in st["Condition"]["StringLike"]
+        for st in changing
+    ), changing
+    arn = instance_arn("i-0123456789abcdef0")
+    for value, allowed in (("demo", True), ("", False)):
+        assert allows(document, "ec2:TerminateInstances", arn, {tag: value}) is allowed
+    assert not allows(document, "ec2:TerminateInstances", arn, {})  # untagged: someone else's
+    assert not allows(document, "ec2:TerminateInstances", "*", {tag: "demo"})
+    launch = {"ec2:CreateAction": "RunInstances"}
+    assert allows(document, "ec2:CreateTags", arn, launch)
+    assert not allows(document, "ec2:CreateTags", arn, {})  # retagging an instance later
+    assert allows(document, "ec2:DescribeInstances", "*", {})
+    # one cluster only: the tag must equal its name
+    one = iam_policy.policy(cluster="demo")
+    assert allows(one, "ec2:TerminateInstances", arn, {tag: "demo"})
+    assert not allows(one, "ec2:TerminateInstances", arn, {tag: "demo2"})
+
+
 def test_the_iam_policy_in_docs_is_generated_and_covers_every_call(
     aws_env: MotoServer, tmp_path: Path
 ) -> None:
     doc = Path(iam_policy.DOC)
-    assert json.loads(doc.read_text()) == iam_policy.policy(), (
+    document = json.loads(doc.read_text())
+    assert document == iam_policy.policy(), (
         "docs/aws-iam-policy.json is stale: python -m hadar.providers.aws.iam_policy --write"
     )
-    allowed = set(iam_policy.policy()["Statement"][0]["Action"])
-    called: set[str] = set()
+    calls: list[tuple[str, dict]] = []
     client = aws_env.client()
     client.meta.events.register(
-        "before-call.ec2.*", lambda model, **_: called.add(f"ec2:{model.name}")
+        "before-parameter-build.ec2.*",
+        lambda model, params, **_: calls.append((model.name, dict(params))),
     )
     cfg = write_config(tmp_path / "iam.yaml", poll_interval_s=0.2)
     aws = AwsCluster(load_cluster(cfg), client=client)
@@ -108,8 +162,23 @@ def test_the_iam_policy_in_docs_is_generated_and_covers_every_call(
     instances = aws.up(wait_ssh=False)
     aws.record_console_host_keys(instances[0])
     aws.down()
+    called = {f"ec2:{name}" for name, _ in calls}
     assert {"ec2:RunInstances", "ec2:DescribeInstances", "ec2:TerminateInstances"} <= called
-    assert called <= allowed
+    tags = {
+        i["InstanceId"]: {t["Key"]: t["Value"] for t in i.get("Tags", [])}
+        for r in aws_env.client().describe_instances()["Reservations"]
+        for i in r["Instances"]
+    }
+    for name, params in calls:
+        action = f"ec2:{name}"
+        if name == "TerminateInstances":  # each instance, by the tags it carries
+            for iid in params["InstanceIds"]:
+                context = {f"aws:ResourceTag/{k}": v for k, v in tags[iid].items()}
+                assert allows(document, action, instance_arn(iid), context), (iid, tags[iid])
+        else:
+            assert allows(document, action, "*", {}), action
+            if name == "RunInstances" and params.get("TagSpecifications"):
+                assert allows(document, "ec2:CreateTags", "*", {"ec2:CreateAction": name})
 
 
 def test_down_after_terminates_the_cluster(aws_env: MotoServer, tmp_path: Path) -> None:
