@@ -14,6 +14,7 @@ from hadar.core.jobs import Job
 from hadar.scheduler import HadarPolicy
 from hadar.simulator import SimConfig, simulate
 from hadare.policy import HadarEPolicy
+from tests.hadare.test_hadare import five_nodes
 
 TABLE = GavelThroughputTable.bundled()
 TYPES = ("v100", "p100", "k80")
@@ -89,16 +90,7 @@ def test_hadare_ttd_and_average_jct_never_above_hadar_on_the_physical_mixes(clus
 def test_forked_jobs_finish_earlier_where_nodes_idle():
     """The guarantee is not bought by never forking: one job on five nodes forks and halves
     its time (M-1's set-up)."""
-    cluster = Cluster(
-        "five",
-        (
-            Node("v", {"v100": 1}),
-            Node("p0", {"p100": 1}),
-            Node("p1", {"p100": 1}),
-            Node("k0", {"k80": 1}),
-            Node("k1", {"k80": 1}),
-        ),
-    )
+    cluster = five_nodes()
     job = [Job(0, "A3C", 1, 200_000.0)]
     hadar = finishes(HadarPolicy(), cluster, job, 360.0)[0]
     hadare = finishes(HadarEPolicy(), cluster, job, 360.0)[0]
