@@ -18,6 +18,8 @@ class SimCell:
     policy: str
     restart_s: float | None = None
     """Every job's re-allocation delay instead of its own (None: the workload's)."""
+    options: tuple[tuple[str, str], ...] = ()
+    """Knobs of the policy, over the family's (as ``--policy-opt``)."""
 
 
 def run_sim(cell: SimCell) -> dict[str, Any]:
@@ -32,7 +34,9 @@ def run_sim(cell: SimCell) -> dict[str, Any]:
     cluster, jobs, throughput = load_scenario(cell.cluster, cell.workload)
     if cell.restart_s is not None:
         jobs = [replace(j, restart_s=cell.restart_s) for j in jobs]
-    policy = policy_with_options(cell.policy, family_options(family, cell.policy, None))
+    policy = policy_with_options(
+        cell.policy, family_options(family, cell.policy, dict(cell.options))
+    )
     round_s = family_round(family, [type(policy)], None)
     result = simulate(cluster, jobs, policy, throughput, SimConfig(round_s=round_s))
     summary = summarize(result)
