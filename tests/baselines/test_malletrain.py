@@ -49,7 +49,9 @@ def test_replay_matches_a_hand_computed_run() -> None:
 @pytest.mark.parametrize("system", ["bftrainer", "freetrain", "malletrain"])
 def test_replay_on_a_churning_stream(system: str) -> None:
     nodes = [f"n{i}" for i in range(24)]
-    stream = generate_stream(nodes, 0.4, seed=2, machine=replace(PRESETS["summit"], idle_share=0.4))
+    # the whole machine's event rates on 24 nodes (machine_nodes=0): a churning stream
+    churning = replace(PRESETS["summit"], idle_share=0.4, machine_nodes=0)
+    stream = generate_stream(nodes, 0.4, seed=2, machine=churning)
     jobs = trainer_workload("nas", 4, samples=2e6)
     r = replay(stream, nodes, jobs, ReplayConfig(system=system))
     if system == "malletrain":
