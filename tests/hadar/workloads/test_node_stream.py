@@ -167,6 +167,9 @@ def test_slurm_log_to_stream() -> None:
     ]
     short = parse_slurm_log(SLURM, "log.txt", min_fragment_s=60)
     assert ("gpu2", 605.0) not in {(e.node, e.time) for e in short.events}
+    # a spell still open when the log ends is cut off, not short: it stays, and so does the end
+    assert (1200.0, "gpu1", "join") in {(e.time, e.node, e.event) for e in short.events}
+    assert short.end == s.end == 1200.0
     # the converter's output passes the strict parser
     parse_node_stream(csv_text(stream_rows(s), COLUMNS), "x.csv", ("gpu1", "gpu2", "gpu3"))
 
