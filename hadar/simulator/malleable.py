@@ -301,3 +301,35 @@ def _profile_steps(
         lost[0] += run.job.r_up * len(run.nodes)
         run.step_end = run.paused_until + measure_s
     return finished
+
+
+def static_rate(jobs: Sequence[MalleableJob], nodes: int, pj_max: int = DEFAULT_PJ_MAX) -> float:
+    """Samples per second the first ``pj_max`` of ``jobs`` reach on ``nodes`` static nodes
+    shared to maximise it (each node to the Trainer it speeds up most, within ``n_max``): the
+    baseline A_s of BFTrainer's resource utilisation efficiency (§4.1.2), where no node ever
+    joins or leaves and nothing is rescaled."""
+    held = dict.fromkeys(range(min(pj_max, len(jobs))), 0)
+    rate = 0.0
+    for _ in range(max(0, nodes)):
+        gains = {
+            i: _interp(jobs[i].points, k + 1) - _interp(jobs[i].points, k)
+            for i, k in held.items()
+            if k < jobs[i].n_max
+        }
+        if not gains:
+            break
+        best = max(gains, key=lambda i: (gains[i], -i))
+        held[best] += 1
+        rate += gains[best]
+    return rate
+
+
+def utilisation_efficiency(
+    result: ReplayResult, jobs: Sequence[MalleableJob], pj_max: int = DEFAULT_PJ_MAX
+) -> float:
+    """BFTrainer's U = A_e / A_s (§4.1.2): the samples the replay processed over those the same
+    Trainers would process on the pool's average node count held static for as long."""
+    seconds = result.hours * 3600
+    n_eq = result.idle_node_s / seconds if seconds > 0 else 0.0
+    static = static_rate(jobs, round(n_eq), pj_max) * seconds
+    return result.samples / static if static > 0 else 0.0
