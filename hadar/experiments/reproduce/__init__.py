@@ -87,5 +87,5 @@ def reproduce(name: str, quick: bool = False, workers: int | None = None) -> Rep
     processes (None: one per CPU, at most one per simulation)."""
     if name not in REPRODUCED:
         raise InputError(f"reproduce: unknown system {name!r} (known: {', '.join(REPRODUCED)})")
-    module: _Experiment = importlib.import_module(f"{__name__}.{name}")  # type: ignore[assignment]
+    module: _Experiment = importlib.import_module(f"{__name__}.{name}")
     return module.run(quick, workers)
