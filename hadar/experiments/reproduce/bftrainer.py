@@ -14,8 +14,8 @@ from hadar.experiments.reproduce.replays import TRAINERS, ReplayCell, run_replay
 
 TOLERANCE = 0.10
 WINDOW_H = 6.0
-FULL = (1024, 4)
-"""Nodes and six-hour windows of the full run (a day of a 1,024-node share of Summit)."""
+FULL = (512, 4)
+"""Nodes and six-hour windows of the full run (a day of a 512-node share of Summit)."""
 QUICK = (128, 1)
 
 
