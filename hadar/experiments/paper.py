@@ -131,6 +131,9 @@ README, with Optimus+Oracle+TunedJobs at :data:`POLLUX_OPTIMUS_ORACLE_W6_S`)."""
 POLLUX_OPTIMUS_ORACLE_W6_S = 5302.0
 """Optimus+Oracle+TunedJobs on workload 6, load 1.0, in the artifact's README (s)."""
 
+OPTIMUS_ORACLE = "optimus"
+"""Optimus+Oracle, the third system of Pollux's comparison (``baselines/optimus.py``)."""
+
 AFS_PAIR = ("afs", "tiresias")
 """AFS's headline: AFS-L against Tiresias-L (the AFS paper's Figure 5, length-unaware category)."""
 
