@@ -37,5 +37,5 @@ def markdown(result: Reproduction) -> str:
             f"| {r.figure}{note} | {value_text(r.paper, r.unit)} | {value_text(r.ours, r.unit)} "
             f"| {tolerance_text(r)} | {'yes' if r.within else '**no**'} |"
         )
-    lines += [""] + [f"Note: {n}" for n in result.notes]
+    lines += [""] + [f"- {n}" for n in result.notes]
     return "\n".join(lines).rstrip() + "\n"
