@@ -6,7 +6,8 @@ fitting Optimus' convergence curve) and predicting its speed with the run's thro
 
 Each round, as the official Pollux simulator's ``optimus.py`` does it:
 
-1. every job, oldest first, gets one GPU while GPUs remain (the others wait);
+1. every job, oldest first, gets one GPU (a rigid job: its gang) while GPUs remain (the others
+   wait);
 2. the remaining GPUs go one at a time to the job whose remaining time would shrink most with
    one more: ``remaining work x (1 / rate(k) - 1 / rate(k + 1))``, up to the job's most useful
    GPU count;
@@ -69,11 +70,11 @@ class OptimusPolicy(Policy):
         free = cluster.total_gpus
         order = sorted(ctx.jobs, key=lambda s: (s.job.arrival, s.job_id))
         counts: dict[int, int] = {}
-        for s in order:
-            if free < 1:
-                break
-            counts[s.job_id] = 1
-            free -= 1
+        for s in order:  # each job's minimum (1 for an elastic job, its gang for a rigid one)
+            lo = s.job.gpu_range[0]
+            if lo <= free:
+                counts[s.job_id] = lo
+                free -= lo
         by_id = {s.job_id: s for s in order}
         cache: dict[tuple[int, int], float] = {}
 
@@ -93,7 +94,7 @@ class OptimusPolicy(Policy):
                 return 0.0
             return s.remaining_steps * (1.0 / now - 1.0 / more)
 
-        heap = [(-gain(by_id[j], 1), j) for j in counts]
+        heap = [(-gain(by_id[j], k), j) for j, k in counts.items()]
         heapq.heapify(heap)
         while free > 0 and heap:
             g, j = heapq.heappop(heap)
