@@ -34,7 +34,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from baselines.bftrainer_milp import DEFAULT_T_FWD_S, Trainer, assign_nodes, solve
-from baselines.malletrain_jpa import freetrain_guess, profile_scales, profile_schedule
+from baselines.malletrain_jpa import (
+    can_profile,
+    extrapolated,
+    freetrain_guess,
+    profile_scales,
+    profile_schedule,
+)
 from hadar.core.jobs import JobStatus
 from hadar.policy import Assignment, Policy, PolicyInfo, RoundContext, RoundPlan, register_policy
 
@@ -308,9 +314,7 @@ class MalleTrainPolicy(_MilpPolicy):
         pts = sorted((n, r) for n, r in got.items() if shape.n_min <= n <= shape.n_max)
         if not pts:
             return None
-        if pts[-1][0] < shape.n_max:  # beyond the largest measured scale: no gain assumed
-            pts.append((shape.n_max, pts[-1][1]))
-        return pts
+        return list(extrapolated(pts, shape.n_max))  # linear beyond the largest measured
 
     def reserved(
         self, ctx: RoundContext, pool: list[str], held: dict[int, list[str]]
@@ -357,13 +361,16 @@ class MalleTrainPolicy(_MilpPolicy):
             donors = sorted(
                 (j for j in held if held[j] and j not in out), key=lambda j: (-len(held[j]), j)
             )
-            for donor in donors:  # preempt from the largest Trainers
+            keep = {}
+            for donor in donors:
                 donor_shape = _shape(ctx.status(donor), per_node)
-                keep = donor_shape.n_min if donor_shape else 0
-                while len(free) < top and len(held[donor]) > keep:
+                keep[donor] = donor_shape.n_min if donor_shape else 0
+            spare = sum(max(0, len(held[d]) - keep[d]) for d in donors)
+            if not can_profile(top, len(free), spare):
+                continue  # back to the queue until its largest scale fits
+            for donor in donors:  # preempt from the largest Trainers
+                while len(free) < top and len(held[donor]) > keep[donor]:
                     free.append(held[donor].pop())
-            if len(free) < shape.n_min:
-                continue
             scales = [s for s in profile_schedule(scales) if s <= len(free)]
             self.profile[job_id] = scales
             out[job_id] = free[: scales[0]]

@@ -74,3 +74,24 @@ def freetrain_guess(
         raise ValueError("freetrain_guess needs at least one known single-node rate")
     per_node = sum(single_node_rates) / len(single_node_rates)
     return ((1, per_node), (n_max, per_node * n_max)) if n_max > 1 else ((1, per_node),)
+
+
+def can_profile(top: int, free: int, donatable: int) -> bool:
+    """Whether JPA starts profiling a job now: its largest scale ``top`` fits in the ``free``
+    nodes plus those running Trainers can give up above their minimum (``donatable``). When it
+    does not, the job goes back to the queue (MalleTrain §3.2: "Should resources be
+    insufficient, the jobs are returned to the queue") instead of being profiled on fewer."""
+    return top >= 1 and free + donatable >= top
+
+
+def extrapolated(points: Sequence[tuple[int, float]], n_max: int) -> tuple[tuple[int, float], ...]:
+    """JPA's measured ``(nodes, rate)`` points continued to ``n_max``: beyond the largest
+    measured scale the rate grows linearly along the last measured segment's slope (one point:
+    in proportion to the node count), never downwards. Flat instead would cap every job at the
+    largest scale it was profiled at (half the pool when it arrived)."""
+    pts = sorted(points)
+    if not pts or pts[-1][0] >= n_max:
+        return tuple(pts)
+    (n1, r1) = pts[-1]
+    slope = r1 / n1 if len(pts) == 1 else (r1 - pts[-2][1]) / (n1 - pts[-2][0])
+    return (*pts, (n_max, r1 + max(0.0, slope) * (n_max - n1)))

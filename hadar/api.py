@@ -25,7 +25,7 @@ from hadar.core.defaults import DEFAULT_HORIZON_S, FORK_PROGRESS, SIMULATED
 from hadar.core.errors import InputError
 from hadar.core.node_stream import load_node_stream
 from hadar.core.renames import accepts_old_keywords
-from hadar.policy import Policy, default_policies, preferred_reference, round_for
+from hadar.policy import Policy, default_policies, preferred_reference
 from hadar.policy_options import policy_with_options
 from hadar.scenario import (
     ClusterLike,
@@ -33,7 +33,10 @@ from hadar.scenario import (
     WorkloadLike,
     check_round,
     comparison_default_set,
+    family_options,
+    family_round,
     load_scenario,
+    workload_family,
 )
 from hadar.simulator import SimConfig
 from hadar.simulator import simulate as run_simulator
@@ -96,8 +99,12 @@ def simulate(
     (docs/node-streams.md).
     ``fork_progress`` is how HadarE's forked copies of a job with efficiency data progress
     (``goodput``: at most as one job at their combined batch; ``steps``: the paper's sum).
-    ``round_s`` None is the policy's declared round (``PolicyInfo.round_s``: Pollux's
-    60 s), else the simulator's default (360 s)."""
+    ``round_s`` None is the round of the paper the workload comes from
+    (:func:`hadar.scenario.workload_family`: Pollux's 60 s on ``pollux-N``), else the policy's
+    declared round (``PolicyInfo.round_s``: Pollux's 60 s), else the simulator's default (360
+    s); likewise the family's baseline settings fill the ``policy_options`` not given
+    (Tiresias' queue threshold on ``pollux-N``)."""
+    family = workload_family(workload)
     if isinstance(policy, Policy):
         if policy_options or gavel_compatible:
             raise InputError(
@@ -105,10 +112,11 @@ def simulate(
             )
         chosen = policy
     else:
+        policy_options = family_options(family, policy, policy_options)
         chosen = policy_with_options(
             policy, policy_options
         )  # a bad name or knob fails before any loading
-    round_s = round_for([type(chosen)], round_s, SIMULATED.round_s)
+    round_s = family_round(family, [type(chosen)], round_s)
     check_round(round_s, restart_penalty_s)
     c, jobs, throughput = load_scenario(
         cluster, workload, throughputs, seed=seed, size=size, horizon_s=horizon_s
@@ -164,7 +172,7 @@ def compare(
     ``scenario`` takes :func:`simulate`'s keyword arguments. ``reference`` (default: the policy
     declared the reference, Hadar, when compared, else the first policy) is the denominator of
     the ratio columns. Without ``round_s`` every policy runs at one common round: the
-    shortest any of them declares (``hadar.policy.declared_round``), else 360 s. For many
+    workload family's (:func:`hadar.scenario.workload_family`), else the shortest any of them declares (``hadar.policy.declared_round``), else 360 s. For many
     policies or sweeps in parallel processes or on Ray, use ``hadar compare`` or
     :func:`hadar.sweep.run_cells`."""
     if policies is None:
@@ -179,7 +187,7 @@ def compare(
         raise InputError(
             f"compare: reference {ref!r} is not one of the policies ({', '.join(policies)})"
         )
-    scenario["round_s"] = round_for(policies, scenario.get("round_s"), SIMULATED.round_s)
+    scenario["round_s"] = family_round(workload_family(workload), policies, scenario.get("round_s"))
     runs = {
         p: simulate(cluster, workload, p, policy_options=(policy_options or {}).get(p), **scenario)
         for p in policies

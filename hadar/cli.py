@@ -37,6 +37,7 @@ COMMANDS = {
     "export-gavel": "hadar.commands.export_gavel",
     "experiment": "hadar.commands.experiment",
     "node-stream": "hadar.commands.node_stream",
+    "reproduce": "hadar.commands.reproduce",
 }
 """Which module registers each sub-command: ``hadar simulate ...`` imports only its own module
 (the others bring imports the simulation does not need); ``tests/hadar/commands`` checks it is complete."""

@@ -6,16 +6,24 @@ part may be given by name/path (as on the command line) or as an object.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from estimators.throughput import GavelThroughputTable, ThroughputModel
 from hadar.clusters import load_cluster
 from hadar.core.cluster import Cluster
-from hadar.core.defaults import SIMULATED
+from hadar.core.defaults import PHILLY_FAMILY, POLLUX_FAMILY, SIMULATED, WorkloadFamily
 from hadar.core.errors import InputError
 from hadar.core.jobs import Job
-from hadar.workloads import check_horizon, load_workload, validate_workload
+from hadar.policy import Policy, round_for
+from hadar.workloads import (
+    FILE_SUFFIXES,
+    PHILLY_RE,
+    POLLUX_PREFIX,
+    check_horizon,
+    load_workload,
+    validate_workload,
+)
 
 ClusterLike = Cluster | str | Path
 """A :class:`Cluster`, a cluster YAML path, or a bundled name like ``"sim-60gpu"``."""
@@ -96,3 +104,62 @@ def comparison_default_set(jobs: Sequence[Job]) -> str:
     from hadar.workloads.pollux_throughput import is_pollux_job
 
     return "compare-elastic" if any(is_pollux_job(j) for j in jobs) else "compare"
+
+
+def workload_family(workload: WorkloadLike) -> WorkloadFamily | None:
+    """The paper family ``workload`` belongs to (:class:`~hadar.core.defaults.WorkloadFamily`):
+    ``pollux-N`` names and job lists of Pollux's applications are Pollux's, ``philly-N...``
+    names the Hadar paper's; files and other names belong to none. Decided without loading."""
+    if isinstance(workload, (str, Path)):
+        name = str(workload)
+        if name.startswith(POLLUX_PREFIX) and not name.lower().endswith(FILE_SUFFIXES):
+            return POLLUX_FAMILY
+        return PHILLY_FAMILY if PHILLY_RE.fullmatch(name) else None
+    from hadar.workloads.pollux_throughput import is_pollux_job
+
+    jobs = list(workload)
+    return POLLUX_FAMILY if jobs and all(is_pollux_job(j) for j in jobs) else None
+
+
+def family_round(
+    family: WorkloadFamily | None, policies: Sequence[str | type[Policy]], given: float | None
+) -> float:
+    """The round a run of ``policies`` on a workload of ``family`` uses: ``given`` when given,
+    else the family's, else the shortest the policies declare, else the simulator's default."""
+    if given is None and family is not None and family.round_s is not None:
+        return family.round_s
+    return round_for(policies, given, SIMULATED.round_s)
+
+
+def family_options(
+    family: WorkloadFamily | None, policy: str, given: Mapping[str, str] | None
+) -> dict[str, str]:
+    """``policy``'s knobs on a workload of ``family``: the family's, each replaced by the one
+    typed (``given``) of the same key."""
+    base = family.options_for(policy) if family is not None else {}
+    return {**base, **(given or {})}
+
+
+def family_note(
+    family: WorkloadFamily | None,
+    policies: Sequence[str],
+    given_round: float | None,
+    given_options: Mapping[str, Mapping[str, str]] | None,
+) -> str | None:
+    """The line saying which of the family's settings a run takes (None when it takes none)."""
+    if family is None:
+        return None
+    parts = []
+    if given_round is None and family.round_s is not None:
+        parts.append(f"round {family.round_s:g} s")
+    for p in policies:
+        typed = (given_options or {}).get(p, {})
+        taken = {k: v for k, v in family.options_for(p).items() if k not in typed}
+        if taken:
+            parts.append(f"{p}: " + ", ".join(f"{k}={v}" for k, v in sorted(taken.items())))
+    if not parts:
+        return None
+    return (
+        f"{family.name} set-up ({family.paper}): {'; '.join(parts)}; "
+        "--round / --policy-opt to change"
+    )

@@ -31,6 +31,14 @@ def has_traces(job: Job) -> bool:
     return is_pollux_job(job)
 
 
+def pinned(job: Job) -> bool:
+    """Whether Pollux runs ``job`` as the official simulator does for NCF: one GPU, its largest
+    batch (:data:`hadar.workloads.pollux.PINNED_APPLICATIONS`)."""
+    from hadar.workloads.pollux import PINNED_APPLICATIONS
+
+    return has_traces(job) and job.job_type in PINNED_APPLICATIONS and job.batch_range is not None
+
+
 def is_measured(job: Job) -> bool:
     """A job whose agent learns from its workers' reports: elastic, with a batch range, and not
     one of Pollux's applications (those read the traces)."""

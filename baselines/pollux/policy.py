@@ -60,6 +60,9 @@ class PolluxConfig:
     """δ, the re-allocation delay REALLOC_FACTOR assumes (seconds)."""
     explore: bool = True
     """Prior-driven exploration (§4.1): a job may get at most twice the most GPUs it has held."""
+    pin: bool = True
+    """Run NCF jobs as the official simulator does: one GPU at the largest batch
+    (``hadar.workloads.pollux.PINNED_APPLICATIONS``); false adapts them like the others."""
 
     def __post_init__(self) -> None:
         if not self.delta_s >= 0:
@@ -195,6 +198,8 @@ class PolluxPolicy(Policy):
         for s in jobs:
             lo, hi = s.job.gpu_range
             hi = min(hi, total, MAX_GPUS_PER_JOB)
+            if self.config.pin and obs.pinned(s.job):
+                hi = min(hi, 1)  # the artifact's NCF: one GPU (its batch: _choose_batch)
             if obs.has_traces(s.job) or obs.is_measured(s.job):
                 agent = self._agent(s)
                 if self.config.explore:
@@ -241,6 +246,9 @@ class PolluxPolicy(Policy):
         measured = obs.is_measured(s.job)
         if not obs.has_traces(s.job) and not measured:
             return obs.fixed_batch(s.job)
+        if self.config.pin and obs.pinned(s.job):
+            self._batch[s.job_id] = s.job.batch_range[1]
+            return s.job.batch_range[1]
         nodes = int(np.count_nonzero(alloc.sum(axis=1)))
         gtype = ctx.cluster.gpu_types[int(alloc.sum(axis=0).argmax())]
         scale = 1.0 if measured else obs.compute_scale(gtype)

@@ -36,6 +36,7 @@ from hadar.commands.common import (
     load_scenario,
 )
 from hadar.commands.options import (
+    DriverRound,
     add_gavel_compatible_arg,
     add_out_arg,
     add_workers_arg,
@@ -59,7 +60,13 @@ from hadar.policy import (
     preferred_reference,
 )
 from hadar.policy_options import build_config, parse_pairs, policy_with_options
-from hadar.scenario import check_round, comparison_default_set
+from hadar.scenario import (
+    check_round,
+    comparison_default_set,
+    family_note,
+    family_options,
+    workload_family,
+)
 from hadar.sweep import default_workers, run_cells
 
 DECISION_SIZES = (32, 64, 128, 256, 512, 1024, 2048)
@@ -207,12 +214,21 @@ def run(args: argparse.Namespace) -> int:
     sizes = parse_sizes(args.decision_sizes)
     cluster, jobs, throughput = load_scenario(args)  # bad input fails here, once
     policies = typed or list(default_policies(comparison_default_set(jobs)))
-    options = parse_policy_options(args.policy_opt, policies)
+    typed_options = parse_policy_options(args.policy_opt, policies)
+    family = workload_family(args.workload)
+    options = {p: family_options(family, p, typed_options.get(p)) for p in policies}
+    options = {p: o for p, o in options.items() if o}
+    set_up = family_note(
+        family,
+        policies,
+        None if isinstance(args.round_s, DriverRound) else args.round_s,
+        typed_options,
+    )
     occupancy = args.occupancy_policy if args.occupancy_policy in policies else None
     if occupancy is None and args.occupancy_policy != SIMULATED.policy:
         raise InputError(f"--occupancy-policy: {args.occupancy_policy!r} is not one of --policies")
     occupancy = occupancy or policies[0]
-    round_note = resolve_round(args, policies)
+    round_note = resolve_round(args, policies, family)
     check_round(args.round_s, args.restart_penalty_s)
     scenario = {k: getattr(args, k) for k in SCENARIO_KEYS}
     out, replacing = output_dir(args.out, args.out_stem, inputs=input_files(args))
@@ -223,8 +239,9 @@ def run(args: argparse.Namespace) -> int:
     note = estimates_note(throughput.estimated_cells(jobs, cluster))
     if note:
         console.print(note, style="yellow", highlight=False, soft_wrap=True)
-    if round_note:
-        console.print(round_note, highlight=False, soft_wrap=True)
+    for said in (set_up, round_note):
+        if said:
+            console.print(said, highlight=False, soft_wrap=True)
     adapting = adaptation_note(policies, jobs)
     if adapting:
         console.print(adapting, style="yellow", highlight=False, soft_wrap=True)
@@ -274,7 +291,7 @@ def run(args: argparse.Namespace) -> int:
         "seed": args.seed,
         "jobs": len(jobs),
         "round_s": args.round_s,
-        "notes": [n for n in (round_note, adapting) if n],
+        "notes": [n for n in (set_up, round_note, adapting) if n],
         "estimated_cells": [asdict(c) for c in throughput.estimated_cells(jobs, cluster)],
         "wall_seconds": round(time.perf_counter() - t0, 3),
     }

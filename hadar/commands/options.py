@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hadar.commands import argtypes
-from hadar.core.defaults import REAL_RUN, SIMULATED
+from hadar.core.defaults import REAL_RUN, SIMULATED, WorkloadFamily
 from hadar.core.errors import InputError
 
 if TYPE_CHECKING:
@@ -120,14 +120,21 @@ def add_round_arg(
         add_alias(p, old, "--round", "round_s", round_type)
 
 
-def resolve_round(args: argparse.Namespace, policies: Sequence[str]) -> str | None:
-    """Set ``args.round_s`` when ``--round`` was not typed: the one common round of
-    ``policies`` (:func:`hadar.policy.declared_round`: the shortest any declares, for every
-    policy alike), else the driver's default. Returns the line saying which round a declared
-    one gave (None when ``--round`` was typed or no policy declares one)."""
+def resolve_round(
+    args: argparse.Namespace, policies: Sequence[str], family: WorkloadFamily | None = None
+) -> str | None:
+    """Set ``args.round_s`` when ``--round`` was not typed: the round of the workload's
+    ``family`` (the paper's set-up, :func:`hadar.scenario.workload_family`), else the one
+    common round of ``policies`` (:func:`hadar.policy.declared_round`: the shortest any
+    declares, for every policy alike), else the driver's default. Returns the line saying which
+    round a declared one gave (None when ``--round`` was typed, the family gave it (its own
+    note, :func:`hadar.scenario.family_note`, says so) or no policy declares one)."""
     from hadar.policy import declared_round
 
     if not isinstance(args.round_s, DriverRound):
+        return None
+    if family is not None and family.round_s is not None:
+        args.round_s = family.round_s
         return None
     declared = declared_round(policies)
     args.round_s = float(args.round_s if declared is None else declared.seconds)

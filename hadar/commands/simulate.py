@@ -18,6 +18,7 @@ from hadar.commands.common import (
     load_scenario,
 )
 from hadar.commands.options import (
+    DriverRound,
     add_gavel_compatible_arg,
     add_out_arg,
     add_policy_arg,
@@ -57,8 +58,17 @@ def register(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from hadar import api
+    from hadar.scenario import family_note, workload_family
 
-    round_note = resolve_round(args, [args.policy])
+    family = workload_family(args.workload)
+    typed = parse_pairs(args.policy_opt, policy=args.policy)
+    set_up = family_note(
+        family,
+        [args.policy],
+        None if isinstance(args.round_s, DriverRound) else args.round_s,
+        {args.policy: typed},
+    )
+    round_note = resolve_round(args, [args.policy], family)
     out, replacing = output_dir(args.out, args.out_stem, inputs=input_files(args))
     sim = api.simulate(
         args.cluster,
@@ -69,15 +79,16 @@ def run(args: argparse.Namespace) -> int:
         size=args.size,
         round_s=args.round_s,
         restart_penalty_s=args.restart_penalty_s,
-        policy_options=parse_pairs(args.policy_opt, policy=args.policy),
+        policy_options=typed,
         gavel_compatible=args.gavel_compatible,
         progress=not args.no_progress,
         horizon_s=args.horizon_s,
         node_stream=args.node_stream,
         fork_progress=args.fork_progress,
     )
-    if round_note:
-        terminal.console(stderr=True).print(round_note, highlight=False, soft_wrap=True)
+    for said in (set_up, round_note):
+        if said:
+            terminal.console(stderr=True).print(said, highlight=False, soft_wrap=True)
     if policy_info(args.policy).adapts_batch:
         _, jobs, _ = load_scenario(args)
         said = adaptation_note([args.policy], jobs)

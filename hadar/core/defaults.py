@@ -61,3 +61,41 @@ REAL_RUN_FORK_PROGRESS = FORK_PROGRESS[1]
 
 DEFAULT_HORIZON_S = 365 * 86400.0
 """Knob: simulated time by which every job must have finished (one year; ``--horizon``)."""
+
+
+@dataclass(frozen=True)
+class WorkloadFamily:
+    """The set-up of the paper a family of workloads comes from. A run of one of its workloads
+    (``simulate``, ``compare``, the Python API, ``hadar reproduce``) uses it when no option says
+    otherwise: a typed ``--round`` or ``--policy-opt`` wins."""
+
+    name: str
+    """What the family is called in notes (``pollux-N``)."""
+    paper: str
+    """Whose set-up it is, for the notes and the docs."""
+    round_s: float | None
+    """Every policy's round on these workloads; None: the policies' declared round, else the
+    driver's."""
+    policy_options: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
+    """Baseline settings of the paper, as ``--policy-opt`` knobs per policy name."""
+
+    def options_for(self, policy: str) -> dict[str, str]:
+        """The family's knobs of ``policy`` (empty when it sets none)."""
+        return dict(dict(self.policy_options).get(policy, ()))
+
+
+POLLUX_FAMILY = WorkloadFamily(
+    name="pollux-N",
+    paper="the Pollux paper (OSDI 2021, section 5.1) and its artifact's simulator",
+    round_s=60.0,
+    policy_options=(("tiresias", (("threshold", str(16 * 3600)),)),),
+)
+"""Pollux's workloads: every policy on Pollux's 60 s scheduling interval; Tiresias with two
+queues and the queue threshold the artifact's ``tiresias.py`` sets, 16 GPU-hours (the paper:
+"manually tuned to perform well for our synthetic workload")."""
+
+PHILLY_FAMILY = WorkloadFamily(
+    name="philly-N", paper="the Hadar paper (its simulations: 360 s rounds)", round_s=None
+)
+"""The Philly-derived workloads: the simulator's defaults are the Hadar paper's set-up already
+(``SIMULATED``); a policy that declares its own round (Pollux) keeps it."""

@@ -86,3 +86,70 @@ PAPER_BEST_ROUND: dict[str, dict[str, dict[str, str]]] = {
 def paper_best_round(policy: str, cluster: str, mix: str) -> str | None:
     short = PAPER_CLUSTERS.get(cluster)
     return None if short is None else PAPER_BEST_ROUND.get(policy, {}).get(short, {}).get(mix)
+
+
+# -- the seed systems' papers: what ``hadar reproduce NAME`` compares with ----------------------
+REPRODUCED = ("hadar", "hadare", "pollux", "afs", "bftrainer", "malletrain")
+"""The systems whose headline experiment ``hadar reproduce NAME`` runs (one module each,
+``hadar/experiments/reproduce/<NAME>.py``)."""
+
+HADAR_PAIR = ("hadar", "gavel")
+"""Hadar's headline: Hadar against Gavel on the physical mixes (section VI-C)."""
+
+POLLUX_POLICIES = ("pollux", "tiresias")
+"""Pollux's headline comparison as its artifact's simulator runs it: Pollux, Tiresias+TunedJobs."""
+
+POLLUX_ARTIFACT_AVG_JCT_S: dict[str, dict[str, float]] = {
+    "pollux": {
+        "pollux-1": 2089.0,
+        "pollux-2": 3323.0,
+        "pollux-3": 2188.0,
+        "pollux-4": 2721.0,
+        "pollux-5": 2674.0,
+        "pollux-6": 2446.0,
+        "pollux-7": 3616.0,
+        "pollux-8": 2952.0,
+        "pollux-6-load-0.5": 1288.0,
+        "pollux-6-load-1.5": 3474.0,
+        "pollux-6-load-2": 5105.0,
+    },
+    "tiresias": {
+        "pollux-1": 2474.0,
+        "pollux-2": 5145.0,
+        "pollux-3": 3876.0,
+        "pollux-4": 3280.0,
+        "pollux-5": 3501.0,
+        "pollux-6": 3470.0,
+        "pollux-7": 5480.0,
+        "pollux-8": 5080.0,
+    },
+}
+"""Average JCT (s) of the official Pollux simulator on 16 nodes x 4 T4 (the artifact's
+``simulator/results-jobload/<policy>-<load>/summary.json``; workload 6 at load 1.0 is also in its
+README, with Optimus+Oracle+TunedJobs at :data:`POLLUX_OPTIMUS_ORACLE_W6_S`)."""
+
+POLLUX_OPTIMUS_ORACLE_W6_S = 5302.0
+"""Optimus+Oracle+TunedJobs on workload 6, load 1.0, in the artifact's README (s)."""
+
+OPTIMUS_ORACLE = "optimus"
+"""Optimus+Oracle, the third system of Pollux's comparison (``baselines/optimus.py``)."""
+
+AFS_PAIR = ("afs", "tiresias")
+"""AFS's headline: AFS-L against Tiresias-L (the AFS paper's Figure 5, length-unaware category)."""
+
+AFS_OVER_TIRESIAS = (1.9, 3.1)
+"""Average-JCT speed-up of AFS over Tiresias-L on the AFS paper's traces (section 5, abstract)."""
+
+AFS_CODDL_RESCALE_S = 0.004
+"""CoDDL's cost of growing or shrinking a job's share, seconds (AFS paper, section 4: 4 ms)."""
+
+MALLEABLE_SYSTEMS = ("bftrainer", "freetrain", "malletrain")
+"""The node-stream replay's systems (``hadar.simulator.malleable``): exact scalability
+(BFTrainer), a guessed one (FreeTrain), profiled by JPA (MalleTrain)."""
+
+BFTRAINER_HPO_UTILISATION = 0.80
+"""BFTrainer's MILP on HPO over a week of Summit's idle nodes, six-hour windows: resource
+utilisation efficiency U = A_e / A_s, 80 % on average (Fig. 10)."""
+
+MALLETRAIN_OVER_FREETRAIN = 1.223
+"""MalleTrain's training throughput over FreeTrain's: "up to 22.3 %" (abstract, section 5)."""

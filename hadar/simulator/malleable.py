@@ -28,7 +28,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from baselines.bftrainer_milp import DEFAULT_T_FWD_S, Trainer, assign_nodes, solve
-from baselines.malletrain_jpa import admit_batch, freetrain_guess, profile_scales, profile_schedule
+from baselines.malletrain_jpa import (
+    admit_batch,
+    can_profile,
+    extrapolated,
+    freetrain_guess,
+    profile_scales,
+    profile_schedule,
+)
 from hadar.core.node_stream import NodeStream
 from hadar.workloads.malleable import MalleableJob
 
@@ -128,9 +135,8 @@ def replay(
                 else:
                     run.paused_until = max(run.paused_until, t) + run.job.r_dw
                     lost_preempt += run.job.r_dw * len(run.nodes)
-                if run.profile:  # a preempted profiling run starts its schedule again later
-                    run.profile, run.step_end = [], None
-                    run.measured.clear()
+                if run.profile:
+                    _profile_preempted(run, cfg.measure_s)
         while pending and pending[0].arrival <= t:
             waiting.append(pending.pop(0))
         admitted, rest = admit_batch(len(runs), [j.key for j in waiting], cfg.pj_max)
@@ -230,10 +236,21 @@ def _known_points(
         return freetrain_guess(guess_rates, run.job.n_max)
     if not run.measured:
         return None
-    pts = sorted(run.measured.items())
-    if pts[-1][0] < run.job.n_max:  # beyond the largest profiled scale: no gain assumed
-        pts.append((run.job.n_max, pts[-1][1]))
-    return tuple(pts)
+    return extrapolated(list(run.measured.items()), run.job.n_max)
+
+
+def _profile_preempted(run: _Run, measure_s: float) -> None:
+    """A profiling run lost nodes (it already paid its forced scale-down): the measurement at
+    the current scale is lost; with nodes for its next scale it goes on there, keeping what it
+    measured, else it is profiled again from the top later (its nodes go back to the pool)."""
+    nxt = run.profile[1:]
+    if nxt and run.nodes and len(run.nodes) >= nxt[0]:
+        run.profile = nxt
+        run.nodes = run.nodes[: nxt[0]]
+        run.step_end = run.paused_until + measure_s
+        return
+    run.profile, run.step_end, run.nodes = [], None, []
+    run.measured.clear()
 
 
 def _profile_steps(
@@ -268,6 +285,9 @@ def _profile_steps(
             (r for r in runs.values() if r.nodes and not r.profile),
             key=lambda r: (-len(r.nodes), r.job.key),
         )
+        spare = sum(max(0, len(d.nodes) - d.job.n_min) for d in donors)
+        if not can_profile(top, len(free), spare):
+            continue  # back to the queue until its largest scale fits
         for donor in donors:  # preempt from the largest Trainers: a forced scale-down each
             if len(free) >= top:
                 break
@@ -277,8 +297,6 @@ def _profile_steps(
             if len(donor.nodes) < before:
                 donor.paused_until = max(donor.paused_until, t) + donor.job.r_dw
                 lost[0] += donor.job.r_dw * len(donor.nodes)
-        if len(free) < run.job.n_min:
-            continue
         run.nodes = free[:top]
         held |= set(run.nodes)
         run.profile = [s for s in profile_schedule(scales) if s <= len(run.nodes)]
@@ -287,3 +305,35 @@ def _profile_steps(
         lost[0] += run.job.r_up * len(run.nodes)
         run.step_end = run.paused_until + measure_s
     return finished
+
+
+def static_rate(jobs: Sequence[MalleableJob], nodes: int, pj_max: int = DEFAULT_PJ_MAX) -> float:
+    """Samples per second the first ``pj_max`` of ``jobs`` reach on ``nodes`` static nodes
+    shared to maximise it (each node to the Trainer it speeds up most, within ``n_max``): the
+    baseline A_s of BFTrainer's resource utilisation efficiency (§4.1.2), where no node ever
+    joins or leaves and nothing is rescaled."""
+    held = dict.fromkeys(range(min(pj_max, len(jobs))), 0)
+    rate = 0.0
+    for _ in range(max(0, nodes)):
+        gains = {
+            i: _interp(jobs[i].points, k + 1) - _interp(jobs[i].points, k)
+            for i, k in held.items()
+            if k < jobs[i].n_max
+        }
+        if not gains:
+            break
+        best = max(gains, key=lambda i: (gains[i], -i))
+        held[best] += 1
+        rate += gains[best]
+    return rate
+
+
+def utilisation_efficiency(
+    result: ReplayResult, jobs: Sequence[MalleableJob], pj_max: int = DEFAULT_PJ_MAX
+) -> float:
+    """BFTrainer's U = A_e / A_s (§4.1.2): the samples the replay processed over those the same
+    Trainers would process on the pool's average node count held static for as long."""
+    seconds = result.hours * 3600
+    n_eq = result.idle_node_s / seconds if seconds > 0 else 0.0
+    static = static_rate(jobs, round(n_eq), pj_max) * seconds
+    return result.samples / static if static > 0 else 0.0

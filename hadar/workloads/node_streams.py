@@ -4,7 +4,8 @@ Fig. 1; MalleTrain, Ma et al. 2024: Fig. 9-11). The calibration is in docs/node-
 
 The model, per preset:
 
-* *join events* arrive as a Poisson process (Table 1's INC/h); each brings a geometric number of
+* *join events* arrive as a Poisson process (Table 1's INC/h, measured on the whole machine:
+  on fewer nodes, only the events that touch them, :func:`rates_for`); each brings a geometric number of
   busy nodes into the pool, with the mean chosen so that the pool holds ``idle_share`` of the
   nodes on average (Table 1's ratio): mean nodes per join = idle nodes / mean fragment length /
   join rate;
@@ -59,6 +60,9 @@ class StreamPreset:
     fragment_mu: float = _SUMMIT_MU
     """Log-normal fragment length: mean of ln(seconds)."""
     fragment_sigma: float = _SUMMIT_SIGMA
+    machine_nodes: int = 0
+    """Nodes of the whole machine the event rates were measured on (0: apply them as they are
+    to any node count)."""
 
     @property
     def mean_fragment_s(self) -> float:
@@ -66,12 +70,39 @@ class StreamPreset:
 
 
 PRESETS: dict[str, StreamPreset] = {
-    "summit": StreamPreset("summit", 41.7, 28.6, 0.111),
-    "theta": StreamPreset("theta", 6.3, 6.2, 0.125),
-    "mira": StreamPreset("mira", 2.8, 2.4, 0.103),
+    "summit": StreamPreset("summit", 41.7, 28.6, 0.111, machine_nodes=4608),
+    "theta": StreamPreset("theta", 6.3, 6.2, 0.125, machine_nodes=4392),
+    "mira": StreamPreset("mira", 2.8, 2.4, 0.103, machine_nodes=49152),
 }
-"""Table 1 of BFTrainer. Only Summit's fragment lengths are published (Fig. 1); Theta and Mira
-reuse that shape (an assumption, docs/node-streams.md)."""
+"""Table 1 of BFTrainer, measured on the whole machines (Summit 4,608 nodes, Theta 4,392, Mira
+49,152). Only Summit's fragment lengths are published (Fig. 1); Theta and Mira reuse that shape
+(an assumption, docs/node-streams.md)."""
+
+
+def subset_rate(per_hour: float, nodes_per_event: float, share: float) -> float:
+    """Events per hour a random ``share`` of a machine's nodes sees when the whole machine has
+    ``per_hour`` events of a geometric number of nodes each, ``nodes_per_event`` on average: an
+    event counts when it touches the subset, ``1 - E[(1 - share)^K]``."""
+    if share >= 1.0:
+        return per_hour
+    p, z = 1.0 / max(1.0, nodes_per_event), 1.0 - share
+    return per_hour * (1.0 - p * z / (1.0 - (1.0 - p) * z))
+
+
+def rates_for(machine: StreamPreset, nodes: int) -> tuple[float, float]:
+    """(join, leave) events per hour on ``nodes`` of ``machine``: the whole machine's rates
+    thinned to the events that touch a subset of that size (:func:`subset_rate`; the machine's
+    mean nodes per event follow from its idle share, mean fragment and rate)."""
+    m = machine
+    if m.machine_nodes <= 0 or nodes >= m.machine_nodes:
+        return m.join_events_per_hour, m.leave_events_per_hour
+    idle_per_hour = m.idle_share * m.machine_nodes / (m.mean_fragment_s / 3600)
+    share = nodes / m.machine_nodes
+    return tuple(  # type: ignore[return-value]
+        subset_rate(r, idle_per_hour / r, share)
+        for r in (m.join_events_per_hour, m.leave_events_per_hour)
+    )
+
 
 WARMUP_S = 12 * 3600.0
 
@@ -94,7 +125,9 @@ def generate_stream(
     source: str = "generated node stream",
 ) -> NodeStream:
     """A stream over ``nodes`` lasting ``hours``, seeded (a node never idle is not named).
-    Events at the same time share an event (the papers' definition)."""
+    Events at the same time share an event (the papers' definition). The preset's event rates
+    are its whole machine's, thinned to those that touch ``len(nodes)`` of its nodes
+    (:func:`rates_for`)."""
     if not nodes:
         raise InputError("node stream: the cluster has no nodes")
     if not 0 < hours <= 24 * 366:
@@ -103,9 +136,10 @@ def generate_stream(
     rng = np.random.default_rng(seed)
     start, end = -WARMUP_S, hours * 3600.0
     idle_nodes = m.idle_share * len(nodes)
-    per_join = max(1.0, idle_nodes / (m.mean_fragment_s / 3600) / m.join_events_per_hour)
-    leaves = _poisson_times(rng, m.leave_events_per_hour, start, end + 30 * 86400.0)
-    joins = _poisson_times(rng, m.join_events_per_hour, start, end)
+    join_rate, leave_rate = rates_for(m, len(nodes))
+    per_join = max(1.0, idle_nodes / (m.mean_fragment_s / 3600) / join_rate)
+    leaves = _poisson_times(rng, leave_rate, start, end + 30 * 86400.0)
+    joins = _poisson_times(rng, join_rate, start, end)
     busy = list(range(len(nodes)))  # indices, kept sorted: choices depend only on the seed
     pending: list[tuple[float, int]] = []  # (leave time, node index)
     events: list[NodeEvent] = []

@@ -35,6 +35,12 @@ RESTART_S = dict.fromkeys(APPLICATIONS, 30.0)
 by model on its testbed but publishes no per-model figure; its simulator charges 30 s to every
 job (Pollux §5.3), and so does this table. A workload file's ``restart_s`` column overrides it."""
 
+PINNED_APPLICATIONS = frozenset({"ncf"})
+"""Applications the official simulator pins under Pollux: each such job runs on one GPU at its
+largest batch, never re-scaled (the artifact's ``simulator.py`` sets NCF's target batch to
+32,768 and ``max_replicas`` to 1). Other policies run them as the workload says.
+``--policy-opt pollux:pin=false`` adapts them like every other application."""
+
 MAX_ELASTIC_GPUS = 64
 """The most GPUs an elastic job may use (the official simulator's cap: 64)."""
 

@@ -91,9 +91,8 @@ def parse_slurm_log(text: str, source: str, min_fragment_s: float = 0.0) -> Node
     if first is None:
         raise InputError(f"{source}: no rows after the header")
     end = last - first
-    for node, start in idle_since.items():  # still idle when the log ends
-        if end - start >= min_fragment_s:
-            events.append(NodeEvent(start, node, "join"))
+    for node, start in idle_since.items():  # still idle when the log ends: an open spell
+        events.append(NodeEvent(start, node, "join"))  # of unknown length, never "short"
     if not events:
         raise InputError(f"{source}: no node was idle (state 'idle') in the log")
     return build_stream(events, end=end, source=source)

@@ -92,3 +92,24 @@ def test_restarts_count_every_reallocation_after_the_first(decisions):
             if cur and cur != prev
         )
         assert decisions[-1].policy_state["restarts"][str(job)] == moves
+
+
+def test_ncf_jobs_run_as_the_official_simulator_runs_them(tmp_path):
+    """The artifact pins NCF under Pollux to one GPU at its largest batch; ``pin=false``
+    adapts it like the others (it starts at its initial batch)."""
+    from hadar import api
+
+    path = tmp_path / "w.csv"
+    path.write_text(
+        "name,time,application,num_replicas,batch_size\n"
+        "a,0,ncf,1,256\nb,30,ncf,1,256\nc,0,cifar10,1,128\n"
+    )
+    pinned = api.simulate("pollux-64t4", str(path), "pollux").placements
+    ncf = pinned[pinned.job.isin([0, 1])]
+    assert not ncf.empty and set(ncf.gpus) == {1} and set(ncf.batch_size) == {32768}
+    other = pinned[pinned.job == 2]
+    assert other.batch_size.min() < 32768  # cifar10 is not pinned
+    free = api.simulate(
+        "pollux-64t4", str(path), "pollux", policy_options={"pin": "false"}
+    ).placements
+    assert free[free.job.isin([0, 1])].batch_size.min() < 32768

@@ -16,7 +16,7 @@ from hadar.core.node_stream import (
     stream_rows,
     stream_stats,
 )
-from hadar.workloads.node_streams import PRESETS, generate_stream, lognormal_for
+from hadar.workloads.node_streams import PRESETS, generate_stream, lognormal_for, rates_for
 from hadar.workloads.slurm_nodes import parse_slurm_log
 
 NODES = ("a", "b", "c")
@@ -96,15 +96,33 @@ def test_summit_generator_matches_published_statistics() -> None:
     nodes = [f"n{i:04d}" for i in range(512)]
     s = generate_stream(nodes, 48, seed=3, machine=PRESETS["summit"])
     st = stream_stats(s)
-    # BFTrainer Table 1 / Fig. 1: 41.7 joins/h, 28.6 leaves/h, 58 % < 10 min holding ~10 %
-    assert st.join_events_per_hour == pytest.approx(41.7, rel=0.08)
-    assert st.leave_events_per_hour == pytest.approx(28.6, rel=0.10)
+    # BFTrainer Table 1 / Fig. 1: 41.7 joins/h, 28.6 leaves/h on all of Summit's 4,608 nodes,
+    # thinned to the events that touch 512 of them (33.6/h, 24.5/h); 58 % < 10 min holding ~10 %
+    joins, leaves = rates_for(PRESETS["summit"], 512)
+    assert (round(joins, 1), round(leaves, 1)) == (33.6, 24.5)
+    assert st.join_events_per_hour == pytest.approx(joins, rel=0.08)
+    assert st.leave_events_per_hour == pytest.approx(leaves, rel=0.10)
     assert st.short_fragment_share == pytest.approx(0.58, abs=0.04)
     assert st.short_node_time_share == pytest.approx(0.10, abs=0.03)
     assert st.mean_idle_nodes == pytest.approx(0.111 * 512, rel=0.12)
     # the stream is valid: it survives its own CSV and the strict parser
     again = parse_node_stream(csv_text(stream_rows(s), COLUMNS), "g.csv", nodes)
     assert again.events == s.events
+
+
+def test_event_rates_scale_to_the_node_count() -> None:
+    """The presets' rates are the whole machine's: a subset of its nodes sees only the events
+    that touch it. The thinning formula agrees with a subset of a whole-machine stream."""
+    summit = PRESETS["summit"]
+    rates = [rates_for(summit, n)[0] for n in (16, 256, 1024, 4608, 9000)]
+    assert rates == sorted(rates) and rates[-2] == rates[-1] == 41.7
+    nodes = [f"n{i:04d}" for i in range(summit.machine_nodes)]
+    whole = generate_stream(nodes, 24, seed=1, machine=summit)
+    subset = set(nodes[:1024])
+    seen = {e.time for e in whole.events if e.event == "join" and e.node in subset and e.time > 0}
+    assert len(seen) / 24 == pytest.approx(rates_for(summit, 1024)[0], rel=0.08)
+    alone = stream_stats(generate_stream(nodes[:1024], 24, seed=1, machine=summit))
+    assert alone.join_events_per_hour == pytest.approx(len(seen) / 24, rel=0.1)
 
 
 def test_generator_is_seeded() -> None:
@@ -149,6 +167,9 @@ def test_slurm_log_to_stream() -> None:
     ]
     short = parse_slurm_log(SLURM, "log.txt", min_fragment_s=60)
     assert ("gpu2", 605.0) not in {(e.node, e.time) for e in short.events}
+    # a spell still open when the log ends is cut off, not short: it stays, and so does the end
+    assert (1200.0, "gpu1", "join") in {(e.time, e.node, e.event) for e in short.events}
+    assert short.end == s.end == 1200.0
     # the converter's output passes the strict parser
     parse_node_stream(csv_text(stream_rows(s), COLUMNS), "x.csv", ("gpu1", "gpu2", "gpu3"))
 
