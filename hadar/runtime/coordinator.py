@@ -28,7 +28,6 @@ sets the run up, recovers it after a crash, handles signals and runs the progres
 from __future__ import annotations
 
 import contextlib
-import shutil
 import signal
 import sqlite3
 import threading
@@ -42,7 +41,7 @@ from hadar.clusters import load_cluster
 from hadar.core.cluster import Cluster
 from hadar.core.errors import InputError
 from hadar.core.jobs import Job, Placement, placement_gpus
-from hadar.core.safe_paths import refuse_links
+from hadar.core.safe_paths import refuse_links, remove_tree
 from hadar.core.state_db import reading_state
 from hadar.loop import Decision, RoundLoop
 from hadar.policy import Policy, RoundContext
@@ -99,6 +98,7 @@ class Coordinator:
         view: Any = None,
         provider_factory: ProviderFactory = make_provider,
     ) -> None:
+        rundir = rundir.resolve()  # resolved once: a link planted later is refused, not followed
         self.rundir = rundir
         self.cfg = cfg
         self.knobs = knobs or cfg.knobs
@@ -519,7 +519,7 @@ class Coordinator:
 
     def _drop_incoming(self, r: int, attempt: int) -> None:
         """Delete a finished round's fetched copy checkpoints (the tracker has consolidated them)."""
-        shutil.rmtree(self.rundir / "incoming" / f"r{r:04d}-a{attempt}", ignore_errors=True)
+        remove_tree(self.rundir / "incoming" / f"r{r:04d}-a{attempt}")  # never through a link
 
     def _observe(
         self, job_id: int, node: str, steps: int, train_s: float, placement: Placement
