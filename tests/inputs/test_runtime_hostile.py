@@ -223,6 +223,44 @@ def test_from_slurm_does_not_write_its_stream_over_the_log(tmp_path: Path) -> No
     assert log.read_text() == text
 
 
+@pytest.mark.parametrize(
+    ("row", "problem"),
+    [
+        ("0|" + "n" * 200_000 + "|idle", "slurm.log: line 3: malformed CSV: field larger than"),
+        ("1e300|n1|down", "slurm.log: line 3, field Timestamp: epoch seconds must be in"),
+        ("0|n\x00x|idle", "slurm.log: line 3, field NodeName: node 'n\\x00x' is not a safe"),
+        ("0|../../etc|idle", "slurm.log: line 3, field NodeName: node '../../etc' is not a safe"),
+    ],
+    ids=["huge-field", "time-1e300", "nul-name", "path-name"],
+)
+def test_from_slurm_refuses_hostile_rows_in_one_line_and_writes_nothing(
+    tmp_path: Path, row: str, problem: str
+) -> None:
+    """Without ``--cluster`` too: names become folder names in a run, and the stream loader
+    refuses times the converter would write."""
+    (tmp_path / "slurm.log").write_text(f"Timestamp|NodeName|State\n0|n1|idle\n{row}\n")
+    line = refused(hadar("node-stream", "from-slurm", "slurm.log", "-o", "s.csv", cwd=tmp_path))
+    assert line.startswith(f"hadar: error: {problem}"), line
+    assert not (tmp_path / "s.csv").exists()
+
+
+def test_from_slurm_expands_a_compressed_host_list(tmp_path: Path) -> None:
+    (tmp_path / "slurm.log").write_text(
+        "Timestamp|NodeList|State\n0|gpu[01-02]|idle\n30|gpu01|allocated\n60|gpu02|down\n"
+    )
+    res = hadar("node-stream", "from-slurm", "slurm.log", "-o", "s.csv", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "s.csv").read_text().splitlines() == [
+        "time,node,event",
+        "0.0,gpu01,join",
+        "0.0,gpu02,join",
+        "30.0,gpu01,leave",
+        "60.0,gpu02,leave",
+    ]
+    stats = hadar("node-stream", "stats", "s.csv", cwd=tmp_path)  # the loader takes it
+    assert stats.returncode == 0, stats.stderr
+
+
 def test_generate_does_not_write_its_stream_over_the_cluster_file(tmp_path: Path) -> None:
     cluster = tmp_path / "c.yaml"
     shutil.copy(LOCAL_3, cluster)
