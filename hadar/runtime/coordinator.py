@@ -46,7 +46,7 @@ from hadar.core.state_db import reading_state
 from hadar.loop import Decision, RoundLoop
 from hadar.policy import Policy, RoundContext
 from hadar.policy_options import policy_with_options
-from hadar.providers.base import NodeProvider, make_provider
+from hadar.providers.base import NodeProvider, check_provider_setup, make_provider
 from hadar.runtime import elastic
 from hadar.runtime.config import RunConfig, RuntimeKnobs, check_run_jobs
 from hadar.runtime.evaluator import CheckpointGuard, Evaluator
@@ -114,6 +114,7 @@ class Coordinator:
         self.estimated_cells = prior.estimated_cells(self.jobs, cluster)
         self.policy: Policy = _make_policy(cfg.policy, cfg.policy_options, self.knobs)
         stream = load_stream(cfg, cluster)  # bad input is refused before anything is written
+        check_provider_setup(cluster)  # so are missing credentials and key files
         refuse_links(rundir, "the run directory")  # before anything is written there
         rundir.mkdir(parents=True, exist_ok=True)
         self.db = open_run_state(rundir)
