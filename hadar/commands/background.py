@@ -388,7 +388,7 @@ def run_stop(args: argparse.Namespace) -> int:
     else:
         _signal(rundir, pid, signal.SIGKILL)
     if _ended(rundir, KILL_WAIT_S):
-        print(f"stopped by SIGKILL; the round in progress is lost; {resume}")
+        print(f"stopped by SIGKILL (the round in progress is lost); {resume}")
         return 0
     print(f"pid {pid} survived SIGKILL (a process stuck in the kernel); hadar status shows it")
     return 1
