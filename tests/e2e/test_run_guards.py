@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from tests.e2e.runlib import (
     wait_for,
     write_jobs,
 )
+from tests.fixtures.processes import run_group
 
 SLOT = "5"
 pytestmark = pytest.mark.slow
@@ -456,11 +456,9 @@ def test_run_json_stores_absolute_paths_so_resume_works_from_anywhere(tmp_path: 
     shutil.copy(LOCAL_3, tmp_path / "c.yaml")
     write_jobs(tmp_path / "jobs.yaml", {"LT": 20})
     args = ["--cluster", "c.yaml", "--workload", "jobs.yaml", "--round", SLOT, "--no-live"]
-    first = subprocess.run(
+    first = run_group(
         [sys.executable, "-m", "hadar", "run", *args, "--no-eval", "--out", "run"],
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
         timeout=300,
     )
     assert first.returncode == 0, first.stdout + first.stderr

@@ -12,14 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.processes import run_group
 from tests.fixtures.sshd import SshdFarm, free_port
 
 
 def hadar(*args: str, cwd: Path | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return run_group(
         [sys.executable, "-m", "hadar", *args],
-        capture_output=True,
-        text=True,
         cwd=cwd,
         timeout=timeout,
         env={**os.environ, "COLUMNS": "200"},
@@ -123,10 +122,8 @@ def test_a_node_without_torch_is_not_ready_and_fits_80_columns(tmp_path: Path) -
         "  - {name: v100, gpus: {v100: 1}}\n  - {name: t4, gpus: {t4: 1}}\n"
         f"local: {{python: '{sys.executable} -S'}}\n"
     )
-    res = subprocess.run(
+    res = run_group(
         [sys.executable, "-m", "hadar", "nodes", "check", "--cluster", str(cfg)],
-        capture_output=True,
-        text=True,
         timeout=120,
         env={**os.environ, "COLUMNS": "80"},
     )
