@@ -101,18 +101,20 @@ def _planted(path: Path) -> PathEscapeError:
     )
 
 
-def _open_component(name: str, parent: int, path: Path, create: bool) -> int:
+def _open_component(name: str, parent: int, path: Path, create: bool, lookup: bool) -> int:
     """Open folder ``name`` in the folder ``parent`` without following a link (created when
-    missing and ``create``); ``path`` names it in errors."""
+    missing and ``create``); for lookups only (``lookup``: a folder on the way, which then needs
+    search permission alone) or to read; ``path`` names it in errors."""
+    flags = (_PATH_FLAG if lookup else os.O_RDONLY) | _NOFOLLOW_DIR
     for attempt in (0, 1):
         try:
-            return os.open(name, os.O_RDONLY | _NOFOLLOW_DIR, dir_fd=parent)
+            return os.open(name, flags, dir_fd=parent)
         except FileNotFoundError:
             if not create or attempt:
                 raise
             with contextlib.suppress(FileExistsError):
                 os.mkdir(name, 0o777, dir_fd=parent)
-        except (NotADirectoryError, OSError) as exc:
+        except OSError as exc:
             if isinstance(exc, NotADirectoryError) or exc.errno == errno.ELOOP:
                 raise _planted(path) from None
             raise
@@ -129,14 +131,15 @@ def real_folder(path: Path, *, create: bool = False) -> Iterator[int]:
     ``FileNotFoundError`` when it is missing and not ``create``."""
     if not path.is_absolute():
         raise ValueError(f"{path}: real_folder needs an absolute path")
-    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    names = path.parts[1:]
+    fd = os.open("/", (_PATH_FLAG if names else os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         walked = Path("/")
-        for name in path.parts[1:]:
+        for i, name in enumerate(names):
             walked = walked / name
             if name in (".", ".."):
                 raise _planted(walked)
-            child = _open_component(name, fd, walked, create)
+            child = _open_component(name, fd, walked, create, lookup=i < len(names) - 1)
             os.close(fd)
             fd = child
         yield fd
