@@ -3,9 +3,13 @@ imported when such a test is about to run); the suite runs from the repository r
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.fixtures.processes import end_processes_under
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,3 +33,23 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     have = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if have < need:
         pytest.skip(f"needs {need} CUDA GPU{'s' if need > 1 else ''}, this machine has {have}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    """After a test and its fixtures: end every process still working in its ``tmp_path`` or
+    naming it (a ``--detach``ed run, warm node servers, workers a killed command left), so a
+    failed or timed-out test leaves nothing running."""
+    yield
+    tmp = getattr(item, "funcargs", {}).get("tmp_path")
+    if isinstance(tmp, Path):
+        end_processes_under(tmp)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The same for the folders of module- and session-wide fixtures (this process's
+    temporary root: each xdist worker has its own)."""
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is not None:
+        with contextlib.suppress(OSError, ValueError):
+            end_processes_under(factory.getbasetemp())

@@ -7,6 +7,7 @@ bytes, :func:`hadar.core.integrity.sha256_file`) travels alongside it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import uuid
@@ -18,7 +19,7 @@ import torch
 
 from hadar.core.integrity import CHECKPOINT_FORMAT as FORMAT
 from hadar.core.integrity import CHUNK, sha256_file
-from hadar.core.io import fsync_dir
+from hadar.core.safe_paths import real_folder
 from tracker.crashpoints import crash_point
 from tracker.errors import CheckpointError
 
@@ -101,22 +102,27 @@ class _HashingWriter:
 def _write_atomic(
     write: Callable[[BinaryIO], str], directory: Path, final_name: Callable[[str], str], stage: str
 ) -> tuple[Path, str]:
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f"{TMP_PREFIX}{uuid.uuid4().hex}.pt"
-    try:
-        with open(tmp, "wb") as f:
-            sha = write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        crash_point(f"{stage}:tmp_written")
-        final = directory / final_name(sha)
-        os.replace(tmp, final)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(directory)
+    # ``directory`` is a real path (the tracker resolved it when it opened): it is opened from
+    # ``/`` without following a link, and the file is created and renamed inside it, so a folder
+    # swapped for a link while the run goes is refused, never written through
+    with real_folder(directory, create=True) as folder:
+        tmp = f"{TMP_PREFIX}{uuid.uuid4().hex}.pt"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            with os.fdopen(os.open(tmp, flags, 0o666, dir_fd=folder), "wb") as f:
+                sha = write(f)
+                f.flush()
+                os.fsync(f.fileno())
+            crash_point(f"{stage}:tmp_written")
+            final = final_name(sha)
+            os.replace(tmp, final, src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp, dir_fd=folder)
+            raise
+        os.fsync(folder)
     crash_point(f"{stage}:renamed")
-    return final, sha
+    return directory / final, sha
 
 
 def save_atomic(

@@ -23,6 +23,7 @@ it leaves the round closed; closing it again returns the stored summary.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import math
@@ -38,7 +39,7 @@ from typing import Any
 
 from hadar.core.integrity import SHA256_RE, sha256_file
 from hadar.core.io import fsync_dir
-from hadar.core.safe_paths import regular_files
+from hadar.core.safe_paths import PathEscapeError, prune_files, rename_in
 from hadar.core.state_db import StateDb
 from tracker import ids
 from tracker.averaging import (
@@ -384,12 +385,15 @@ class JobTracker:
         """Delete temp files and unreferenced owned checkpoints under ``job-*/`` directories."""
         keep = self._retained()
         for job_dir in sorted(self.checkpoint_dir.glob("job-*")):
-            for f in regular_files(job_dir):  # a planted link is never followed
-                rel = f"{job_dir.name}/{f.name}"
-                if f.name.startswith(TMP_PREFIX) or (
-                    OWNED_NAME_RE.match(f.name) and rel not in keep
-                ):
-                    f.unlink(missing_ok=True)
+
+            def doomed(name: str, d: str = job_dir.name) -> bool:
+                owned = OWNED_NAME_RE.match(name) is not None
+                return name.startswith(TMP_PREFIX) or (owned and f"{d}/{name}" not in keep)
+
+            # a planted link is never followed, at any component of the path (a run refuses a
+            # directory holding one before it opens the tracker; here it is left alone)
+            with contextlib.suppress(PathEscapeError):
+                prune_files(job_dir, doomed)
 
     # -- registration ----------------------------------------------------------------------
     def register_job(
@@ -762,10 +766,13 @@ class JobTracker:
         """Delete the jobs' owned checkpoints that fell out of the retention window."""
         keep = self._retained(set(job_ids))
         for job_id in job_ids:
-            job_dir = self.checkpoint_dir / f"job-{job_id}"
-            for f in regular_files(job_dir):  # a planted link is never followed
-                if OWNED_NAME_RE.match(f.name) and f"{job_dir.name}/{f.name}" not in keep:
-                    f.unlink(missing_ok=True)
+            d = f"job-{job_id}"
+
+            def doomed(name: str, d: str = d) -> bool:
+                return OWNED_NAME_RE.match(name) is not None and f"{d}/{name}" not in keep
+
+            # a planted link is never followed, at any component of the path: refused
+            prune_files(self.checkpoint_dir / d, doomed)
 
     def _consolidate(
         self, r: int, job: sqlite3.Row, reps: list[Report], written: list[Path]
@@ -1015,13 +1022,12 @@ class JobTracker:
         moved: Path | None = None
         if src.exists():
             qdir = self.checkpoint_dir / QUARANTINE_DIR / f"job-{job_id}"
-            qdir.mkdir(parents=True, exist_ok=True)
             moved = qdir / src.name
             n = 1
             while moved.exists():
                 moved = qdir / f"{src.name}.{n}"
                 n += 1
-            os.replace(src, moved)
+            rename_in(src, moved, create=True)  # never through a link planted on the way
             fsync_dir(src.parent)
         return Quarantine(job_id, src, moved, reason)
 

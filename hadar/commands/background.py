@@ -7,6 +7,7 @@ state is saved, and ``hadar run --resume RUNDIR`` continues it."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from hadar.commands import Subparsers, argtypes
+from hadar.core.defaults import REAL_RUN
 from hadar.core.errors import InputError
 from hadar.core.io import open_append, write_json
 from hadar.core.safe_paths import refuse_links
@@ -31,6 +33,8 @@ RUNS = Path("runs")
 STARTUP_WAIT_S = 300.0
 """How long ``--detach`` waits for the new process to start its first round (inputs checked,
 nodes answered): a run that fails before that shows its error here, with its exit code."""
+KILL_WAIT_S = 10.0
+"""How long ``hadar stop`` waits for a process group it sent SIGKILL to disappear."""
 MAX_PID = 1 << 22
 """Linux's largest pid (``PID_MAX_LIMIT``): a pid file naming more, or less than 2 (0 and -1
 signal whole process groups, 1 is init), was not written by ``--detach``."""
@@ -67,17 +71,29 @@ def register(sub: Subparsers) -> None:
         "stop",
         help="stop a background run cleanly (like Ctrl-C); resume it with --resume",
         description="Send the run's process SIGINT, as a first Ctrl-C does: the round in "
-        "progress finishes, the state is saved, and hadar run --resume RUNDIR continues. Waits "
-        "until the process has exited (up to --timeout).",
+        "progress finishes, the state is saved, and hadar run --resume RUNDIR continues. A run "
+        "still going after --timeout gets SIGTERM (the round in progress is abandoned, the "
+        "state of the last closed round kept), and one still going --grace seconds later gets "
+        "SIGKILL with its whole process group. Says which signal stopped it.",
     )
     sp.add_argument("rundir", metavar="RUNDIR", help="the run directory")
     sp.add_argument(
         "--timeout",
         dest="timeout_s",
         type=argtypes.seconds(0, argtypes.DAY),
-        default=600.0,
+        default=REAL_RUN.stop_wait_s,
         metavar="S",
-        help="seconds to wait for the run to exit; 0 returns at once (default: %(default)s)",
+        help="seconds to wait after SIGINT before SIGTERM; 0 sends SIGINT and returns at once "
+        "(default: %(default)s)",
+    )
+    sp.add_argument(
+        "--grace",
+        dest="grace_s",
+        type=argtypes.seconds(0, argtypes.DAY),
+        default=REAL_RUN.stop_grace_s,
+        metavar="S",
+        help="seconds to wait after SIGTERM before SIGKILL of the run's process group "
+        "(default: %(default)s)",
     )
     sp.set_defaults(func=run_stop)
 
@@ -118,7 +134,8 @@ def detach(argv: Sequence[str], rundir: Path, resume: bool) -> int:
             start_new_session=True,  # no SIGHUP when the terminal closes, no Ctrl-C from it
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
-    write_json(rundir / PIDFILE, {"pid": proc.pid, "started_at": time.time(), "argv": command[3:]})
+    pidfile = {"pid": proc.pid, "started_at": time.time(), "argv": command[3:]}
+    write_json(rundir.resolve() / PIDFILE, pidfile, nofollow=True)  # the run goes on meanwhile
     deadline = time.monotonic() + STARTUP_WAIT_S
     while time.monotonic() < deadline and proc.poll() is None and _starts(rundir) <= starts:
         time.sleep(0.2)
@@ -349,21 +366,51 @@ def run_stop(args: argparse.Namespace) -> int:
     if pid is None:
         raise InputError(f"{rundir}: no background run is running there (hadar status lists runs)")
     try:
-        os.kill(pid, signal.SIGINT)  # the coordinator's first-Ctrl-C path: finish the round, save
+        group = os.getpgid(pid)
+    except ProcessLookupError:
+        group = None  # it ended meanwhile
+    _signal(rundir, pid, signal.SIGINT)  # the coordinator's first-Ctrl-C path: finish the round
+    print(f"asked {rundir} (pid {pid}) to stop after the round in progress (SIGINT)")
+    if args.timeout_s == 0:
+        return 0
+    resume = f"continue with: hadar run --resume {rundir}"
+    if _ended(rundir, args.timeout_s):
+        print(f"stopped by SIGINT; {resume}")
+        return 0
+    print(f"still running after {args.timeout_s:g} s: sending SIGTERM (abandons the round)")
+    _signal(rundir, pid, signal.SIGTERM)
+    if _ended(rundir, args.grace_s):
+        print(f"stopped by SIGTERM; {resume}")
+        return 0
+    print(f"still running after {args.grace_s:g} s: sending SIGKILL to its process group")
+    if group is not None and group == pid:  # its own session (--detach): workers go with it
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGKILL)
+    else:
+        _signal(rundir, pid, signal.SIGKILL)
+    if _ended(rundir, KILL_WAIT_S):
+        print(f"stopped by SIGKILL (the round in progress is lost); {resume}")
+        return 0
+    print(f"pid {pid} survived SIGKILL (a process stuck in the kernel); hadar status shows it")
+    return 1
+
+
+def _signal(rundir: Path, pid: int, sig: signal.Signals) -> None:
+    try:
+        os.kill(pid, sig)
     except ProcessLookupError:
         pass  # it ended meanwhile
     except PermissionError:
         raise InputError(
             f"{rundir}: the run's process (pid {pid}) belongs to another user; stop it as them"
         ) from None
-    print(f"asked {rundir} (pid {pid}) to stop after the round in progress")
-    deadline = time.monotonic() + args.timeout_s
-    while time.monotonic() < deadline:
-        if running_pid(rundir) is None:
-            print(f"stopped; continue with: hadar run --resume {rundir}")
-            return 0
+
+
+def _ended(rundir: Path, wait_s: float) -> bool:
+    """Whether the run of ``rundir`` ends within ``wait_s`` seconds."""
+    deadline = time.monotonic() + wait_s
+    while running_pid(rundir) is not None:
+        if time.monotonic() >= deadline:
+            return False
         time.sleep(0.2)
-    if args.timeout_s > 0:
-        print(f"still running after {args.timeout_s:g} s; hadar logs {rundir} -f shows why")
-        return 1
-    return 0
+    return True

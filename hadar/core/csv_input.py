@@ -16,15 +16,15 @@ if TYPE_CHECKING:
 
 
 def read_csv(
-    text: str, source: str, *, strip_header: bool = False
+    text: str, source: str, *, strip_header: bool = False, delimiter: str = ","
 ) -> tuple[list[str], Iterator[tuple[int, list[str]]]]:
     """The header's column names (line 1; empty for an empty file; each stripped of surrounding
     blanks with ``strip_header``) and a lazy iterator of ``(line, fields)`` over the records after
     it, blank lines skipped. ``line`` is the physical line a record ends on. Raises InputError
     naming ``source`` and the line for a malformed record (a field over the ``csv`` module's limit
     included) and for a header that names a column twice (unnamed columns, a spreadsheet's
-    trailing commas, may repeat)."""
-    reader = csv.reader(io.StringIO(text, newline=""))
+    trailing commas, may repeat). ``delimiter`` separates fields (Slurm's parsable output: ``|``)."""
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     header = _next(reader, source) or []
     names = [h.strip() for h in header] if strip_header else header
     seen: set[str] = set()

@@ -38,6 +38,10 @@ class RealRunDefaults(DriverDefaults):
 
     grace_s: float = 20.0
     """Extra seconds past the round before a silent copy is declared hung and killed."""
+    stop_wait_s: float = 600.0
+    """``hadar stop``: seconds a run has to finish its round after SIGINT (``--timeout``)."""
+    stop_grace_s: float = 30.0
+    """``hadar stop``: seconds after SIGTERM before its process group gets SIGKILL (``--grace``)."""
 
 
 SIMULATED = DriverDefaults(

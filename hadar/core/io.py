@@ -9,6 +9,11 @@ No writer writes into anything but a regular file: an existing path that is a de
 socket or a folder is refused with one line (:func:`check_writable`), a file opened for appending
 is opened without following a symbolic link (:func:`open_append`), and a replaced file replaces a
 link itself, never its target.
+
+``nofollow=True`` (a run directory's files, whose real path the run resolved when it started)
+also refuses a link at any component of the path, planted while the run goes: the folder is
+opened from ``/`` without following links (:func:`hadar.core.safe_paths.real_folder`) and the
+file is created, replaced and appended to inside that folder's descriptor.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal, overload
 
 from hadar.core.errors import InputError
+from hadar.core.safe_paths import real_folder
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -88,14 +94,23 @@ def check_writable(path: str | Path) -> None:
             return
 
 
-def open_append(path: str | Path, *, follow_links: bool = False, mode: int = 0o666) -> IO[str]:
+def open_append(
+    path: str | Path, *, follow_links: bool = False, mode: int = 0o666, nofollow: bool = False
+) -> IO[str]:
     """Open ``path`` (UTF-8 text) to append to, created with ``mode`` if missing; a FIFO, a
     device, a folder or (unless ``follow_links``: a user's own file such as ``known_hosts``, which
-    a dotfile manager may link) a symbolic link there is a one-line :class:`InputError`."""
+    a dotfile manager may link) a symbolic link there is a one-line :class:`InputError`.
+    ``nofollow``: no component of the (real) path may be a link either."""
+    # O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of blocking
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
+    if not follow_links:
+        flags |= os.O_NOFOLLOW
     try:
-        # O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of blocking
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK
-        fd = os.open(path, flags if follow_links else flags | os.O_NOFOLLOW, mode)
+        if nofollow:
+            with real_folder(Path(path).parent, create=True) as folder:
+                fd = os.open(Path(path).name, flags | os.O_NOFOLLOW, mode, dir_fd=folder)
+        else:
+            fd = os.open(path, flags, mode)
     except OSError as exc:
         if exc.errno == errno.ENXIO:
             raise _not_regular(path, "a FIFO") from None
@@ -116,67 +131,97 @@ def open_append(path: str | Path, *, follow_links: bool = False, mode: int = 0o6
 
 @overload
 def atomic_file(
-    path: str | Path, mode: Literal["w"] = "w", *, durable: bool = False
+    path: str | Path, mode: Literal["w"] = "w", *, durable: bool = False, nofollow: bool = False
 ) -> contextlib.AbstractContextManager[IO[str]]: ...
 @overload
 def atomic_file(
-    path: str | Path, mode: Literal["wb"], *, durable: bool = False
+    path: str | Path, mode: Literal["wb"], *, durable: bool = False, nofollow: bool = False
 ) -> contextlib.AbstractContextManager[IO[bytes]]: ...
 def atomic_file(
-    path: str | Path, mode: Literal["w", "wb"] = "w", *, durable: bool = False
+    path: str | Path,
+    mode: Literal["w", "wb"] = "w",
+    *,
+    durable: bool = False,
+    nofollow: bool = False,
 ) -> contextlib.AbstractContextManager[IO[Any]]:
     """Open a new temporary file beside ``path`` (its folder is created); when the block ends
     normally the file replaces ``path``, when it raises the temporary file is removed and
-    ``path`` is untouched. The file gets the usual permissions (umask), not a private 0600."""
-    return _atomic_file(Path(path), mode, durable)
+    ``path`` is untouched. The file gets the usual permissions (umask), not a private 0600.
+    ``nofollow``: ``path`` is a real path none of whose components may be a link."""
+    return _atomic_file(Path(path), mode, durable, nofollow)
 
 
 @contextlib.contextmanager
-def _atomic_file(path: Path, mode: str, durable: bool) -> Iterator[IO[Any]]:
-    check_writable(path)
+def _folder_of(path: Path, nofollow: bool) -> Iterator[int]:
+    """A descriptor of ``path``'s folder, created if missing (see :func:`atomic_file`)."""
+    if nofollow:
+        with real_folder(path.parent, create=True) as fd:
+            yield fd
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        f: IO[Any]
-        with open(tmp, "xb") if mode == "wb" else open(tmp, "x", encoding="utf-8") as f:
-            yield f
-            if durable:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    if durable:
-        fsync_dir(path.parent)
+        yield fd
+    finally:
+        os.close(fd)
 
 
-def write_bytes(path: str | Path, data: bytes, *, durable: bool = False) -> Path:
+@contextlib.contextmanager
+def _atomic_file(path: Path, mode: str, durable: bool, nofollow: bool) -> Iterator[IO[Any]]:
+    check_writable(path)
+    tmp = f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    with _folder_of(path, nofollow) as folder:
+        try:
+            raw = os.open(tmp, flags, 0o666, dir_fd=folder)
+            f: IO[Any]
+            with os.fdopen(raw, "wb") if mode == "wb" else open(raw, "w", encoding="utf-8") as f:
+                yield f
+                if durable:
+                    f.flush()
+                    os.fsync(f.fileno())
+            os.replace(tmp, path.name, src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp, dir_fd=folder)
+            raise
+        if durable:
+            os.fsync(folder)
+
+
+def write_bytes(
+    path: str | Path, data: bytes, *, durable: bool = False, nofollow: bool = False
+) -> Path:
     """Replace ``path`` with ``data`` atomically; returns the path."""
-    with atomic_file(path, "wb", durable=durable) as f:
+    with atomic_file(path, "wb", durable=durable, nofollow=nofollow) as f:
         f.write(data)
     return Path(path)
 
 
-def write_figure(path: str | Path, figure: Any, **savefig: Any) -> Path:
+def write_figure(path: str | Path, figure: Any, *, nofollow: bool = False, **savefig: Any) -> Path:
     """Save a matplotlib ``figure`` to ``path`` atomically (format from the suffix; keyword
     arguments go to ``savefig``): a link there is replaced, never written through."""
     p = Path(path)
-    with atomic_file(p, "wb") as f:
+    with atomic_file(p, "wb", nofollow=nofollow) as f:
         figure.savefig(f, format=p.suffix.lstrip(".") or "png", **savefig)
     return p
 
 
-def write_text(path: str | Path, text: str, *, durable: bool = False) -> Path:
+def write_text(
+    path: str | Path, text: str, *, durable: bool = False, nofollow: bool = False
+) -> Path:
     """Replace ``path`` with ``text`` (UTF-8) atomically; returns the path."""
-    with atomic_file(path, "w", durable=durable) as f:
+    with atomic_file(path, "w", durable=durable, nofollow=nofollow) as f:
         f.write(text)
     return Path(path)
 
 
-def write_json(path: str | Path, data: Any, *, indent: int = 2, durable: bool = False) -> Path:
+def write_json(
+    path: str | Path, data: Any, *, indent: int = 2, durable: bool = False, nofollow: bool = False
+) -> Path:
     """Replace ``path`` with ``data`` as JSON (``indent`` spaces, a final newline) atomically."""
-    return write_text(path, json.dumps(data, indent=indent) + "\n", durable=durable)
+    text = json.dumps(data, indent=indent) + "\n"
+    return write_text(path, text, durable=durable, nofollow=nofollow)
 
 
 def csv_text(
@@ -211,9 +256,10 @@ def write_csv(
     columns: Sequence[str],
     *,
     decimals: int | None = None,
+    nofollow: bool = False,
 ) -> Path:
     """Replace ``path`` with the CSV of ``rows`` (see :func:`csv_text`) atomically."""
-    return write_text(path, csv_text(rows, columns, decimals=decimals))
+    return write_text(path, csv_text(rows, columns, decimals=decimals), nofollow=nofollow)
 
 
 def write_frame(path: str | Path, frame: pd.DataFrame, *, decimals: int | None = None) -> Path:

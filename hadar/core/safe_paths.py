@@ -9,14 +9,23 @@ name like ``../../x``, an absolute path or a planted symlink cannot move a run's
 A run never creates a symbolic link in its directory, so one found there was planted: a run (new
 or resumed) refuses such a directory (:func:`refuse_links`), and code that deletes files inside
 it lists only real files of real folders (:func:`regular_files`).
+
+A link planted while a run is going (a folder swapped for one between rounds) is refused where
+the run writes, prunes or deletes: the run resolves its directory once, and those operations open
+that real path one component at a time from ``/`` without following a link
+(:func:`real_folder`, openat-style), then work inside the folder's descriptor
+(:func:`prune_files`, :func:`remove_tree`, :func:`rename_in`; :mod:`hadar.core.io` with
+``nofollow=True``), so no component can be swapped between a check and the use.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from hadar.core.errors import InputError
@@ -78,3 +87,141 @@ def regular_files(folder: Path) -> Iterator[Path]:
     for entry in entries:
         if entry.is_file(follow_symlinks=False):
             yield Path(entry.path)
+
+
+_PATH_FLAG: int = getattr(os, "O_PATH", os.O_RDONLY)
+"""Intermediate folders are opened for lookups only where the system allows (Linux ``O_PATH``)."""
+_NOFOLLOW_DIR = os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _planted(path: Path) -> PathEscapeError:
+    return PathEscapeError(
+        f"{path}: a symbolic link (or no folder) where the run keeps a folder, planted while it "
+        "ran; hadar does not write or delete through links (remove it, then resume)"
+    )
+
+
+def _open_component(name: str, parent: int, path: Path, create: bool, lookup: bool) -> int:
+    """Open folder ``name`` in the folder ``parent`` without following a link (created when
+    missing and ``create``); for lookups only (``lookup``: a folder on the way, which then needs
+    search permission alone) or to read; ``path`` names it in errors."""
+    flags = (_PATH_FLAG if lookup else os.O_RDONLY) | _NOFOLLOW_DIR
+    for attempt in (0, 1):
+        try:
+            return os.open(name, flags, dir_fd=parent)
+        except FileNotFoundError:
+            if not create or attempt:
+                raise
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, 0o777, dir_fd=parent)
+        except OSError as exc:
+            if isinstance(exc, NotADirectoryError) or exc.errno == errno.ELOOP:
+                raise _planted(path) from None
+            raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+@contextlib.contextmanager
+def real_folder(path: Path, *, create: bool = False) -> Iterator[int]:
+    """A read-only descriptor of the folder ``path``, which must be absolute and its own real
+    path (resolved once, when the run started): opened one component at a time from ``/``
+    without following a link, created with its missing parents when ``create``.
+
+    :class:`PathEscapeError` naming the first component that is now a link (or no folder);
+    ``FileNotFoundError`` when it is missing and not ``create``."""
+    if not path.is_absolute():
+        raise ValueError(f"{path}: real_folder needs an absolute path")
+    names = path.parts[1:]
+    fd = os.open("/", (_PATH_FLAG if names else os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        walked = Path("/")
+        for i, name in enumerate(names):
+            walked = walked / name
+            if name in (".", ".."):
+                raise _planted(walked)
+            child = _open_component(name, fd, walked, create, lookup=i < len(names) - 1)
+            os.close(fd)
+            fd = child
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def prune_files(folder: Path, doomed: Callable[[str], bool]) -> list[str]:
+    """Delete the regular files directly in the real folder ``folder`` whose names ``doomed``
+    accepts (links and other entries are never followed or deleted); their names. Nothing
+    when ``folder`` is missing; :class:`PathEscapeError` when a component of it is a link."""
+    removed: list[str] = []
+    try:
+        with real_folder(folder) as fd:
+            for entry in sorted(os.scandir(fd), key=lambda e: e.name):
+                if entry.is_file(follow_symlinks=False) and doomed(entry.name):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(entry.name, dir_fd=fd)
+                        removed.append(entry.name)
+    except FileNotFoundError:
+        pass
+    return removed
+
+
+def _clear(fd: int) -> None:
+    """Delete everything inside the folder ``fd``, never following a link (a link is removed
+    itself)."""
+    for entry in list(os.scandir(fd)):
+        if entry.is_dir(follow_symlinks=False):
+            child = os.open(entry.name, os.O_RDONLY | _NOFOLLOW_DIR, dir_fd=fd)
+            try:
+                _clear(child)
+            finally:
+                os.close(child)
+            os.rmdir(entry.name, dir_fd=fd)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.name, dir_fd=fd)
+
+
+def remove_tree(path: Path, *, only_empty: bool = False) -> None:
+    """Delete the real folder ``path`` and what it holds (only its empty folders when
+    ``only_empty``: a file anywhere keeps it and the folders above it), never following a link:
+    a link inside is removed itself, a component of ``path`` that is a link is a
+    :class:`PathEscapeError`. Nothing when it is missing."""
+    try:
+        with real_folder(path.parent) as parent:
+            fd = os.open(path.name, os.O_RDONLY | _NOFOLLOW_DIR, dir_fd=parent)
+            try:
+                if only_empty:
+                    _clear_empty(fd)
+                else:
+                    _clear(fd)
+            finally:
+                os.close(fd)
+            with contextlib.suppress(OSError) if only_empty else contextlib.nullcontext():
+                os.rmdir(path.name, dir_fd=parent)
+    except FileNotFoundError:
+        return
+    except NotADirectoryError:
+        raise _planted(path) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _planted(path) from None
+        raise
+
+
+def _clear_empty(fd: int) -> None:
+    """Delete the empty folders inside the folder ``fd`` (depth first), not following links."""
+    for entry in list(os.scandir(fd)):
+        if entry.is_dir(follow_symlinks=False):
+            child = os.open(entry.name, os.O_RDONLY | _NOFOLLOW_DIR, dir_fd=fd)
+            try:
+                _clear_empty(child)
+            finally:
+                os.close(child)
+            with contextlib.suppress(OSError):
+                os.rmdir(entry.name, dir_fd=fd)
+
+
+def rename_in(src: Path, dst: Path, *, create: bool = False) -> None:
+    """Move ``src`` to ``dst`` (both under real folders, no component a link; ``dst``'s folder
+    created when ``create``), replacing ``dst``."""
+    with real_folder(src.parent) as a, real_folder(dst.parent, create=create) as b:
+        os.replace(src.name, dst.name, src_dir_fd=a, dst_dir_fd=b)

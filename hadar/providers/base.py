@@ -121,6 +121,13 @@ class NodeProvider(ABC):
         self.cluster = cluster
         self.run_id = check_run_id(run_id)
 
+    @classmethod
+    def check_setup(cls, cluster: Cluster) -> None:
+        """Check what a run on ``cluster`` needs from this machine (credentials, key files)
+        before the run writes anything: one line (InputError, exit 2, for a file the cluster
+        file names) when something is missing. Nothing to check by default."""
+        del cluster  # nothing to check by default
+
     # -- nodes -----------------------------------------------------------------------------
     def nodes(self) -> list[Node]:
         """The nodes currently available (with their GPUs). Cloud providers refresh this."""
@@ -262,6 +269,18 @@ class RunsThroughAnother(NodeProvider):
     def remove_workdir(self, node: Node | str) -> None:
         runner, name = self.runner(node)
         runner.remove_workdir(name)
+
+
+def check_provider_setup(cluster: Cluster) -> None:
+    """:meth:`NodeProvider.check_setup` of ``cluster``'s provider (nothing for a cluster with no
+    provider to run on: :func:`make_provider` says so)."""
+    kind = provider_kind(cluster.provider)
+    if kind is not None:
+        where = cluster.source or cluster.name
+        cls = load_factory(kind.provider, f"{where}: the {cluster.provider} provider")
+        check = getattr(cls, "check_setup", None)  # a factory function has none
+        if check is not None:
+            check(cluster)
 
 
 def make_provider(cluster: Cluster, run_id: str, **options: Any) -> NodeProvider:

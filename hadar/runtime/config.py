@@ -102,7 +102,8 @@ def check_run_jobs(jobs: Sequence[Job], source: str, max_job_count: int) -> None
 
 
 def save_config(cfg: RunConfig, rundir: Path) -> None:
-    write_json(rundir / "run.json", cfg.model_dump(), durable=True)
+    """Write ``run.json`` (durably; no component of its path followed through a link)."""
+    write_json(rundir.resolve() / "run.json", cfg.model_dump(), durable=True, nofollow=True)
 
 
 def load_config(rundir: Path, hint: str = "start a run without --resume") -> RunConfig:

@@ -28,7 +28,6 @@ sets the run up, recovers it after a crash, handles signals and runs the progres
 from __future__ import annotations
 
 import contextlib
-import shutil
 import signal
 import sqlite3
 import threading
@@ -43,12 +42,12 @@ from hadar.core.cluster import Cluster
 from hadar.core.defaults import REAL_RUN_FORK_PROGRESS
 from hadar.core.errors import InputError
 from hadar.core.jobs import Job, Placement, placement_gpus
-from hadar.core.safe_paths import refuse_links
+from hadar.core.safe_paths import refuse_links, remove_tree
 from hadar.core.state_db import reading_state
 from hadar.loop import Decision, RoundLoop
 from hadar.policy import Policy, RoundContext
 from hadar.policy_options import policy_with_options
-from hadar.providers.base import NodeProvider, make_provider
+from hadar.providers.base import NodeProvider, check_provider_setup, make_provider
 from hadar.providers.registry import provider_kind
 from hadar.runtime import elastic
 from hadar.runtime.config import RunConfig, RuntimeKnobs, check_run_jobs
@@ -102,6 +101,7 @@ class Coordinator:
         view: Any = None,
         provider_factory: ProviderFactory = make_provider,
     ) -> None:
+        rundir = rundir.resolve()  # resolved once: a link planted later is refused, not followed
         self.rundir = rundir
         cluster = load_cluster(cfg.cluster)
         kind = provider_kind(cluster.provider)
@@ -120,6 +120,7 @@ class Coordinator:
         self.estimated_cells = prior.estimated_cells(self.jobs, cluster)
         self.policy: Policy = _make_policy(cfg.policy, cfg.policy_options, self.knobs)
         stream = load_stream(cfg, cluster)  # bad input is refused before anything is written
+        check_provider_setup(cluster)  # so are missing credentials and key files
         refuse_links(rundir, "the run directory")  # before anything is written there
         rundir.mkdir(parents=True, exist_ok=True)
         self.db = open_run_state(rundir)
@@ -531,7 +532,8 @@ class Coordinator:
 
     def _drop_incoming(self, r: int, attempt: int) -> None:
         """Delete a finished round's fetched copy checkpoints (the tracker has consolidated them)."""
-        shutil.rmtree(self.rundir / "incoming" / f"r{r:04d}-a{attempt}", ignore_errors=True)
+        with contextlib.suppress(OSError):  # best effort; a link planted there stops the run
+            remove_tree(self.rundir / "incoming" / f"r{r:04d}-a{attempt}")
 
     def _observe(
         self, job_id: int, node: str, steps: int, train_s: float, placement: Placement

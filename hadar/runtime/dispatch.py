@@ -21,7 +21,7 @@ from typing import Any
 from hadar.core.errors import HadarError, UnreachableNodeError
 from hadar.core.io import write_json
 from hadar.core.jobs import Job, Placement
-from hadar.core.safe_paths import PathEscapeError
+from hadar.core.safe_paths import PathEscapeError, real_folder
 from hadar.providers.base import ChecksumMismatchError, NodeProvider
 from hadar.runtime.gpu_binding import GpuIds, rank_layout, worker_env
 
@@ -118,10 +118,18 @@ class CopyOutcome:
         return self.checkpoint, self.sha256
 
 
+def _check_real(folder: Path) -> None:
+    """Create ``folder`` (a real path under the run directory) if missing;
+    :class:`PathEscapeError` if a component of it is now a link."""
+    with real_folder(folder, create=True):
+        pass
+
+
 def run_copy(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOutcome:
     """Execute ``task``; the new checkpoint lands in ``local_dir``. A path that would leave the
-    node's working directory (a planted symlink) is not a copy failure: it stops the run."""
-    local_dir.mkdir(parents=True, exist_ok=True)
+    node's working directory (a planted symlink) is not a copy failure: it stops the run, as
+    does a link planted in ``local_dir``'s path (a real path under the run directory)."""
+    _check_real(local_dir)
     try:
         return _run(provider, task, local_dir)
     except PathEscapeError:
@@ -136,7 +144,7 @@ def run_copy(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOut
 
 def _run(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOutcome:
     spec_local = local_dir / f"j{task.job.job_id}-c{task.copy}-spec.json"
-    write_json(spec_local, dict(task.job.spec if task.spec is None else task.spec))
+    write_json(spec_local, dict(task.job.spec if task.spec is None else task.spec), nofollow=True)
     rd = task.remote_dir
     ranks = task.ranks
     nodes = sorted({n for n, _ in ranks})
@@ -196,6 +204,7 @@ def _run(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOutcome
             error=f"node {task.node}: worker exited {bad.returncode}: {bad.tail(2)}",
         )
     result_local = local_dir / f"j{task.job.job_id}-c{task.copy}-result.json"
+    _check_real(local_dir)  # the providers write through paths: re-checked just before
     provider.get(task.node, f"{rd}/result-0.json", result_local)
     result = json.loads(result_local.read_text())
     ckpt_local = local_dir / f"j{task.job.job_id}-c{task.copy}-out.pt"
@@ -264,9 +273,9 @@ def evaluate_checkpoint(
 ) -> dict[str, Any] | None:
     """Score a job's final model on its held-out split on ``node``; None if that failed."""
     rd = f"eval/j{job.job_id}"
-    local_dir.mkdir(parents=True, exist_ok=True)
+    _check_real(local_dir)
     spec_local = local_dir / f"eval-j{job.job_id}-spec.json"
-    write_json(spec_local, dict(job.spec))
+    write_json(spec_local, dict(job.spec), nofollow=True)
     try:
         provider.put(node, spec_local, f"{rd}/spec.json")
         put_checkpoint(provider, node, checkpoint, sha256, f"{rd}/in.pt")
@@ -296,6 +305,7 @@ def evaluate_checkpoint(
         if not res.ok:
             return None
         out = local_dir / f"eval-j{job.job_id}.json"
+        _check_real(local_dir)
         provider.get(node, f"{rd}/result.json", out)
         remove_checkpoints(provider, [node], [f"{rd}/in.pt", f"{rd}/eval.pt"])
         metric: dict[str, Any] | None = json.loads(out.read_text()).get("metric")

@@ -259,7 +259,7 @@ class EventLog:
     def _write(self, line: str, sync: bool) -> None:
         with self._lock:
             if self._fh is None:  # opened once (not through a link), kept until close()
-                self._fh = open_append(self.path)
+                self._fh = open_append(Path(os.path.abspath(self.path)), nofollow=True)
             self._fh.write(line)
             self._fh.flush()
             if sync:

@@ -9,7 +9,6 @@ node's health in the journal. One job: nodes; it runs no round and knows no job.
 from __future__ import annotations
 
 import contextlib
-import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from hadar.clusters import load_cluster
 from hadar.core.cluster import Cluster
 from hadar.core.errors import InputError, UnreachableNodeError
 from hadar.core.node_stream import NodeEvent, NodeStream, load_node_stream
+from hadar.core.safe_paths import remove_tree
 from hadar.providers.base import NodeProvider, make_provider
 from hadar.providers.registry import provider_kind
 from hadar.runtime.config import RunConfig, load_config, save_config
@@ -298,17 +298,15 @@ class NodeManager:
             if self.cfg.warm_workers:
                 stop_warm_servers(self.provider, nodes)
         if clean:
-            with contextlib.suppress(Exception):
-                shutil.rmtree(self.rundir / "incoming", ignore_errors=True)
+            with contextlib.suppress(Exception):  # never through a link planted meanwhile
+                remove_tree(self.rundir / "incoming")
             if not self.cfg.keep_node_dirs:
                 for node in nodes:
                     with contextlib.suppress(Exception):
                         self.provider.remove_workdir(node)
                 with contextlib.suppress(OSError):
-                    local_root = self.rundir / "nodes"
-                    for d in sorted(local_root.rglob("*"), reverse=True):
-                        d.rmdir()  # empty folders the local provider left; a file stops it
-                    local_root.rmdir()
+                    # empty folders the local provider left; a file keeps its folders
+                    remove_tree(self.rundir / "nodes", only_empty=True)
 
 
 def load_stream(cfg: RunConfig, cluster: Cluster) -> NodeStream | SlurmStreamSpec | None:

@@ -71,8 +71,10 @@ class LeaveWatcher:
         started_at: float,
         vanish: Callable[[str], list[int]],
         on_leave: Callable[[NodeEvent, list[int]], None],
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        self.stream, self.started_at = stream, started_at
+        """``clock``: the wall clock (seconds; a test passes one it advances itself)."""
+        self.stream, self.started_at, self._clock = stream, started_at, clock
         self._vanish, self._on_leave = vanish, on_leave
         self._stop = threading.Event()
         self._left: dict[str, list[float]] = {}
@@ -81,7 +83,7 @@ class LeaveWatcher:
 
     def now(self) -> float:
         """Seconds since the run started (the stream's clock)."""
-        return time.time() - self.started_at
+        return self._clock() - self.started_at
 
     def start(self) -> None:
         self._thread.start()

@@ -286,9 +286,10 @@ def _last_start(events: list[dict[str, Any]]) -> dict[str, Any]:
 def write_report(rundir: Path) -> dict[str, Any]:
     """Write rounds.csv, jobs.csv, summary.json and the two charts; returns the summary."""
     cfg, rounds, jobs, summary = collect(rundir)
-    write_csv(rundir / "rounds.csv", rounds, ROUND_COLUMNS, decimals=CSV_DECIMALS)
-    write_csv(rundir / "jobs.csv", jobs, JOB_COLUMNS, decimals=CSV_DECIMALS)
-    write_json(rundir / "summary.json", summary)
+    rundir = rundir.resolve()  # written without following a link at any component
+    write_csv(rundir / "rounds.csv", rounds, ROUND_COLUMNS, decimals=CSV_DECIMALS, nofollow=True)
+    write_csv(rundir / "jobs.csv", jobs, JOB_COLUMNS, decimals=CSV_DECIMALS, nofollow=True)
+    write_json(rundir / "summary.json", summary, nofollow=True)
     if plots_missing_note("charts") is None:  # else print_run_summary says why there are none
         _charts(rundir, cfg, rounds, jobs)
     return summary
@@ -307,7 +308,7 @@ def _charts(
 
     fig = nodes_figure(cfg.policy, rounds, jobs)
     if fig is not None:
-        write_figure(rundir / "nodes_by_round.png", fig, dpi=110)
+        write_figure(rundir / "nodes_by_round.png", fig, dpi=110, nofollow=True)
         plt.close(fig)
     fig, ax = plt.subplots(figsize=(7, 3.2))
     x = [r["round"] for r in rounds]
@@ -332,7 +333,7 @@ def _charts(
         f"{cfg.policy}: cluster resource utilisation per round (rounds.csv cru + startup_cru)"
     )
     fig.tight_layout()
-    write_figure(rundir / "cru_by_round.png", fig, dpi=110)
+    write_figure(rundir / "cru_by_round.png", fig, dpi=110, nofollow=True)
     plt.close(fig)
 
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from tests.fixtures.processes import run_group
+
 REPO = Path(__file__).resolve().parents[2]
 LOCAL_3 = str(REPO / "cluster_configs" / "local-3node.yaml")
 
@@ -56,11 +58,10 @@ def write_unfinishable_job(path: Path) -> Path:
 def hadar(
     *args: str, timeout: float = 900, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
-    """``python -m hadar ARGS`` to the end; ``env`` entries are added to this process's."""
-    return subprocess.run(
+    """``python -m hadar ARGS`` to the end; ``env`` entries are added to this process's. In
+    its own process group, killed whole when it times out or the test fails meanwhile."""
+    return run_group(
         [sys.executable, "-m", "hadar", *args],
-        capture_output=True,
-        text=True,
         timeout=timeout,
         cwd=REPO,
         env={**os.environ, **env} if env else None,

@@ -33,7 +33,7 @@ def test_detach_status_logs_stop(tmp_path: Path) -> None:
         wait_for(lambda: any(e["event"] == "dispatch" for e in events(out)), 300, "a round")
         stop = hadar("stop", str(out), "--timeout", "300", timeout=400)
         assert stop.returncode == 0, stop.stdout + stop.stderr
-        assert f"stopped; continue with: hadar run --resume {out}" in stop.stdout
+        assert f"stopped by SIGINT; continue with: hadar run --resume {out}" in stop.stdout
     finally:
         if running_pid(out) is not None:
             os.kill(pid, signal.SIGKILL)

@@ -24,6 +24,7 @@ from tests.fixtures.fake_nvidia_smi import (
     write_broken_nvidia_smi,
     write_fake_nvidia_smi,
 )
+from tests.fixtures.processes import run_group
 from tests.fixtures.sshd import SshdFarm, require_sshd
 
 pytestmark = pytest.mark.slow
@@ -86,10 +87,8 @@ def run_args(cluster: Path, jobs: Path, out: Path, round_s: int) -> list[str]:
 
 
 def hadar(*args: str, path: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return run_group(
         [sys.executable, "-m", "hadar", *args],
-        capture_output=True,
-        text=True,
         cwd=REPO,
         timeout=timeout,
         env={**os.environ, "PATH": path, "COLUMNS": "200"},

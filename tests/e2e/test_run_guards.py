@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,7 +15,18 @@ import pytest
 import yaml
 
 from hadar.runtime.identity import cluster_digest, workload_digest
-from tests.e2e.runlib import LOCAL_3, REPO, events, hadar, run_to_end, write_jobs
+from tests.e2e.runlib import (
+    LOCAL_3,
+    REPO,
+    closed_rounds,
+    events,
+    hadar,
+    run_to_end,
+    start_run,
+    wait_for,
+    write_jobs,
+)
+from tests.fixtures.processes import run_group
 
 SLOT = "5"
 pytestmark = pytest.mark.slow
@@ -336,6 +346,64 @@ def test_resume_refuses_a_planted_checkpoint_link_and_deletes_nothing(
     assert {p.name: p.read_bytes() for p in outside.iterdir()} == files
 
 
+def _tree(root: Path, skip: Path) -> dict[str, tuple[str, bytes, int]]:
+    """Every entry under ``root`` except ``skip``: kind, content (files) or target (links),
+    modification time."""
+    out: dict[str, tuple[str, bytes, int]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if Path(dirpath, d) != skip]
+        for name in dirnames + filenames:
+            p = Path(dirpath, name)
+            st = p.lstat()
+            if p.is_symlink():
+                out[str(p)] = ("link", os.readlink(p).encode(), st.st_mtime_ns)
+            elif p.is_dir():
+                out[str(p)] = ("dir", b"", st.st_mtime_ns)
+            else:
+                out[str(p)] = ("file", p.read_bytes(), st.st_mtime_ns)
+    return out
+
+
+@pytest.mark.parametrize("swapped", ["checkpoints", "checkpoints/job-0"])
+def test_a_folder_swapped_for_a_link_between_rounds_is_refused_and_nothing_outside_changes(
+    tmp_path: Path, swapped: str
+) -> None:
+    """A real run keeps two checkpoints per job and prunes older ones each round: after round 0
+    closed, ``swapped`` is moved out of the run directory and a link to it put in its place.
+    The run stops on the next write or prune there with one line naming the link, and nothing
+    outside the run directory (the moved folder's checkpoints included) is written or deleted."""
+    jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 1_000_000})  # outlasts the test anywhere
+    out = tmp_path / "run"
+    proc = start_run(out, jobs, round_s="2", policy="hadar")
+    try:
+        wait_for(lambda: 0 in closed_rounds(out), 300, "round 0 closed", proc)
+        wait_for(
+            lambda: any((out / "checkpoints" / "job-0").glob("round-*.pt")),
+            60,
+            "a checkpoint",
+            proc,
+        )
+        outside = tmp_path / "elsewhere"
+        outside.mkdir()
+        moved = outside / Path(swapped).name
+        os.rename(out / swapped, moved)
+        (out / swapped).symlink_to(moved, target_is_directory=True)
+        before = _tree(tmp_path, skip=out)
+        assert any(k.endswith(".pt") for k in before)  # the moved checkpoints are watched
+        rc = proc.wait(timeout=300)
+        output = proc.stdout.read() if proc.stdout else ""
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+    assert rc == 2, output
+    assert f"{out / swapped}: a symbolic link (or no folder) where the run keeps a folder" in (
+        output
+    )
+    assert "Traceback" not in output
+    assert _tree(tmp_path, skip=out) == before
+
+
 def test_resume_does_not_append_events_through_a_link(copied_run: Path, tmp_path: Path) -> None:
     outside = tmp_path / "diary.txt"
     outside.write_text("private\n")
@@ -400,11 +468,9 @@ def test_run_json_stores_absolute_paths_so_resume_works_from_anywhere(tmp_path: 
     shutil.copy(LOCAL_3, tmp_path / "c.yaml")
     write_jobs(tmp_path / "jobs.yaml", {"LT": 20})
     args = ["--cluster", "c.yaml", "--workload", "jobs.yaml", "--round", SLOT, "--no-live"]
-    first = subprocess.run(
+    first = run_group(
         [sys.executable, "-m", "hadar", "run", *args, "--no-eval", "--out", "run"],
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
         timeout=300,
     )
     assert first.returncode == 0, first.stdout + first.stderr

@@ -16,6 +16,7 @@ from estimators.pmi import PmiEstimator
 from hadar.clusters import load_cluster
 from hadar.core.errors import InputError
 from hadar.core.gpu_catalogue import canonical_gpu, catalogue, forget_user_gpus
+from tests.fixtures.processes import run_group
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB = "ResNet-18 (batch size 32)"
@@ -40,10 +41,8 @@ def _forget() -> Iterator[None]:
 
 
 def simulate(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return run_group(
         [sys.executable, "-m", "hadar", "simulate", "--no-progress", *args],
-        capture_output=True,
-        text=True,
         cwd=ROOT,
         timeout=300,
     )

@@ -242,6 +242,71 @@ def test_an_identity_file_that_is_no_file_says_so(tmp_path: Path, kind: str) -> 
     assert row["error"] == f"node n1 (127.0.0.1:1): identity_file {key} is not a regular file"
 
 
+# -- hadar run: the user's set-up, checked before anything is written -------------------------
+JOBS = {
+    "jobs": [
+        {
+            "id": 0,
+            "type": "MM",
+            "gpus": 1,
+            "steps": 40,
+            "spec": {
+                "model": "MM",
+                "size": "tiny",
+                "data": "synthetic",
+                "batch_size": 16,
+                "lr": 0.001,
+            },
+        }
+    ]
+}
+NO_AWS = {
+    "AWS_ACCESS_KEY_ID": "",
+    "AWS_SECRET_ACCESS_KEY": "",
+    "AWS_SESSION_TOKEN": "",
+    "AWS_CONFIG_FILE": "/nonexistent/config",
+    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/credentials",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+
+def run_cluster(cfg: Path, tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "jobs.yaml").write_text(yaml.safe_dump(JOBS))
+    return hadar_cli(
+        "run", "--cluster", str(cfg), "--workload", "jobs.yaml", "--no-live", "--no-eval",
+        "--out", "run", cwd=tmp_path, env={"HOME": str(tmp_path), **env}, timeout=120,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("provider", ["aws", "ssh"])
+def test_a_run_with_a_missing_identity_file_is_exit_2_and_writes_nothing(
+    tmp_path: Path, provider: str
+) -> None:
+    """Bad input naming the cluster file and the key (it was an unreachable node, exit 3,
+    after ``state.sqlite`` and ``checkpoints/`` had been written)."""
+    key = tmp_path / "missing.pem"
+    if provider == "aws":
+        cfg = aws_cluster(tmp_path / "aws.yaml", {"identity_file": str(key)})
+        field = "aws.identity_file:"
+    else:
+        cfg = ssh_cluster(tmp_path, identity_file=str(key))
+        field = "node n1: identity_file"
+    res = run_cluster(cfg, tmp_path, {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y"})
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert one_error_line(res) == f"hadar: error: {cfg}: {field} {key} not found"
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_aws_run_without_credentials_writes_nothing(tmp_path: Path) -> None:
+    key = tmp_path / "hadar.pem"
+    key.write_text("a key\n")
+    cfg = aws_cluster(tmp_path / "aws.yaml", {"identity_file": str(key)})
+    res = run_cluster(cfg, tmp_path, NO_AWS)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert one_error_line(res).startswith("hadar: error: no AWS credentials found")
+    assert not (tmp_path / "run").exists()
+
+
 # -- hadar status ------------------------------------------------------------------------------
 def test_status_shows_run_json_and_the_log_line_as_text(tmp_path: Path) -> None:
     """A run directory's ``run.json`` and ``run.log`` are shown as text: before, ``[/]`` in the

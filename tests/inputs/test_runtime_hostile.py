@@ -63,6 +63,17 @@ def rundir(finished_run: Path, tmp_path: Path) -> Path:
     return dst
 
 
+def closed_rounds(rundir: Path) -> list[int]:
+    """The rounds the run's tracker closed, as its state file records them: how many rounds the
+    fixture's run took depends on how fast this machine trains, so tests read it."""
+    con = sqlite3.connect(rundir / "state.sqlite")
+    try:
+        rows = con.execute("SELECT round FROM rounds WHERE state = 'closed' ORDER BY round")
+        return [int(r) for (r,) in rows]
+    finally:
+        con.close()
+
+
 def edit_state(rundir: Path, sql: str) -> None:
     con = sqlite3.connect(rundir / "state.sqlite")
     con.execute(sql)
@@ -120,12 +131,25 @@ def test_status_shows_json_that_is_no_object_as_unknown(rundir: Path) -> None:
 
 def test_status_reads_a_folder_whose_name_looks_like_uri_parameters(rundir: Path) -> None:
     """``file:{path}?mode=ro`` made ``q?mode=rwc&x=/state.sqlite`` open (and create) ``q``."""
+    rounds = len(closed_rounds(rundir))
+    assert rounds >= 1
     odd = rundir.with_name("q?mode=rwc&x=")
     rundir.rename(odd)
     res = hadar("status", odd.name, cwd=odd.parent)
     assert res.returncode == 0, res.stdout + res.stderr
     assert not (odd.parent / "q").exists()
-    assert "finished (1/1 jobs) │ 1 " in res.stdout  # rounds read from the state file
+    cells = _row_cells(res.stdout, odd.name)  # rounds read from the state file
+    assert "finished (1/1 jobs)" in cells and str(rounds) in cells, res.stdout
+
+
+def _row_cells(table: str, first: str) -> list[str]:
+    """The cells of the row of ``hadar status``'s table that starts with ``first`` (a table
+    as wide as the terminal: cells split on the box-drawing bar, blanks stripped)."""
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("│┃").split("│")]
+        if cells and cells[0] == first:
+            return cells
+    raise AssertionError(f"no row {first!r} in:\n{table}")
 
 
 def test_logs_does_not_print_a_file_a_link_leads_to(rundir: Path, tmp_path: Path) -> None:
@@ -174,10 +198,11 @@ def test_report_does_not_lock_or_read_a_state_file_through_a_link(
 
 def test_report_refuses_a_state_file_that_lost_its_journal(rundir: Path) -> None:
     """It reported zero rounds (and exit 0) where ``--resume`` refuses the file."""
+    last = closed_rounds(rundir)[-1]  # one round or more, as fast as this machine trained
     edit_state(rundir, "DROP TABLE run_rounds")
     line = refused(hadar("report", str(rundir), cwd=rundir.parent, timeout=120))
     assert line == (
-        f"hadar: error: {rundir}/state.sqlite: has no record of round 0, which its tracker "
+        f"hadar: error: {rundir}/state.sqlite: has no record of round {last}, which its tracker "
         "tables closed (the file was truncated or replaced)"
     )
 
@@ -221,6 +246,44 @@ def test_from_slurm_does_not_write_its_stream_over_the_log(tmp_path: Path) -> No
     )
     assert line.startswith("hadar: error: --out ./slurm.log: is the input slurm.log (log)")
     assert log.read_text() == text
+
+
+@pytest.mark.parametrize(
+    ("row", "problem"),
+    [
+        ("0|" + "n" * 200_000 + "|idle", "slurm.log: line 3: malformed CSV: field larger than"),
+        ("1e300|n1|down", "slurm.log: line 3, field Timestamp: epoch seconds must be in"),
+        ("0|n\x00x|idle", "slurm.log: line 3, field NodeName: node 'n\\x00x' is not a safe"),
+        ("0|../../etc|idle", "slurm.log: line 3, field NodeName: node '../../etc' is not a safe"),
+    ],
+    ids=["huge-field", "time-1e300", "nul-name", "path-name"],
+)
+def test_from_slurm_refuses_hostile_rows_in_one_line_and_writes_nothing(
+    tmp_path: Path, row: str, problem: str
+) -> None:
+    """Without ``--cluster`` too: names become folder names in a run, and the stream loader
+    refuses times the converter would write."""
+    (tmp_path / "slurm.log").write_text(f"Timestamp|NodeName|State\n0|n1|idle\n{row}\n")
+    line = refused(hadar("node-stream", "from-slurm", "slurm.log", "-o", "s.csv", cwd=tmp_path))
+    assert line.startswith(f"hadar: error: {problem}"), line
+    assert not (tmp_path / "s.csv").exists()
+
+
+def test_from_slurm_expands_a_compressed_host_list(tmp_path: Path) -> None:
+    (tmp_path / "slurm.log").write_text(
+        "Timestamp|NodeList|State\n0|gpu[01-02]|idle\n30|gpu01|allocated\n60|gpu02|down\n"
+    )
+    res = hadar("node-stream", "from-slurm", "slurm.log", "-o", "s.csv", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "s.csv").read_text().splitlines() == [
+        "time,node,event",
+        "0.0,gpu01,join",
+        "0.0,gpu02,join",
+        "30.0,gpu01,leave",
+        "60.0,gpu02,leave",
+    ]
+    stats = hadar("node-stream", "stats", "s.csv", cwd=tmp_path)  # the loader takes it
+    assert stats.returncode == 0, stats.stderr
 
 
 def test_generate_does_not_write_its_stream_over_the_cluster_file(tmp_path: Path) -> None:

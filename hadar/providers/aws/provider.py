@@ -68,6 +68,7 @@ from hadar.providers.base import (
 from hadar.providers.lifecycle import LaunchCost, Log, Machine, NodeLifecycle
 from hadar.providers.ssh import DEFAULT_KNOWN_HOSTS
 from hadar.providers.ssh.provider import SshProvider, known_hosts_name
+from hadar.providers.ssh.route import key_file_problem
 from hadar.providers.transport import node_transport, provider_schema
 
 ENDPOINT_ENV = "HADAR_AWS_ENDPOINT_URL"
@@ -248,6 +249,23 @@ class AwsCluster(NodeLifecycle):
                     f"{self.source}: aws.region: no region set (config, AWS_DEFAULT_REGION or profile)"
                 ) from None
         return self._client
+
+    def check_credentials(self) -> None:
+        """:class:`AwsError` (no AWS credentials found) unless the standard chain finds some;
+        nothing is asked of EC2."""
+        if self._client is not None:
+            return  # given one (tests, a caller's own session)
+        s = self.settings
+        try:
+            found = boto3.Session(profile_name=s.profile, region_name=s.region).get_credentials()
+        except botocore.exceptions.ProfileNotFound:
+            raise InputError(
+                f"{self.source}: aws.profile: AWS profile {s.profile!r} not found"
+            ) from None
+        except BOTO_FAILURES as exc:
+            raise botocore_error("credentials", exc) from None
+        if found is None:
+            raise botocore_error("credentials", botocore.exceptions.NoCredentialsError())
 
     def _call(self, op: str, **kwargs: Any) -> Any:
         """Call an EC2 operation, turning credential/permission/other errors into one line."""
@@ -791,6 +809,18 @@ class AwsProvider(RunsThroughAnother):
         self._ssh: SshProvider | None = None
         self._running: dict[str, Instance] = {}
         self._lock = threading.RLock()
+
+    @classmethod
+    def check_setup(cls, cluster: Cluster) -> None:
+        """Before a run writes anything: ``aws.identity_file`` is a regular file (exit 2), and
+        the standard chain (environment, ``~/.aws``, ``aws.profile``, instance role) has
+        credentials (the one line EC2 calls give without them)."""
+        aws = AwsCluster(cluster)
+        key = aws.settings.identity_file
+        missing = None if key is None else key_file_problem(key)
+        if missing is not None:
+            raise InputError(f"{aws.source}: aws.identity_file: {key} {missing}")
+        aws.check_credentials()
 
     def refresh(self) -> dict[str, Instance]:
         """Re-read which nodes have a running instance and update the SSH side."""

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from hadar.core.cluster import Cluster, Node
 from hadar.core.integrity import sha256_file
-from hadar.core.safe_paths import confined
+from hadar.core.safe_paths import PathEscapeError, confined, remove_tree
 from hadar.providers import health
 from hadar.providers.base import (
     PROBE_TIMEOUT_S,
@@ -134,6 +134,12 @@ class LocalProvider(NodeProvider):
 
     def workdir(self, node: Node | str) -> str:
         name = self.dir_name(node)
+        now = self.base_dir.resolve()  # resolved when the provider was made: a link planted
+        if now != self.base_dir:  # since on the way (the run's nodes/ folder swapped) is refused
+            raise PathEscapeError(
+                f"node {name}: working directory: {self.base_dir} now leads to {now} (a symbolic "
+                "link planted while the run goes); hadar does not write or delete through links"
+            )
         return str(
             confined(self.base_dir, self.run_id, name, what=f"node {name}: working directory")
         )
@@ -219,4 +225,5 @@ class LocalProvider(NodeProvider):
         return health.node_health(n.name, "localhost", res, seconds, timeout_s, self._python[0])
 
     def remove_workdir(self, node: Node | str) -> None:
-        shutil.rmtree(self.workdir(node), ignore_errors=True)  # confined: never outside base_dir
+        with contextlib.suppress(OSError):  # confined, and never through a link planted since
+            remove_tree(Path(self.workdir(node)))

@@ -72,7 +72,14 @@ from hadar.providers.base import (
 )
 from hadar.providers.ssh import SshNode, SshNodeSettings, SshSettings
 from hadar.providers.ssh.env import ENV_NAME_RE, capture_command, captured_changes, env_prefix
-from hadar.providers.ssh.route import Endpoint, RawProxyCommandConfig, Route, pick_route, resolve
+from hadar.providers.ssh.route import (
+    Endpoint,
+    RawProxyCommandConfig,
+    Route,
+    key_file_problem,
+    pick_route,
+    resolve,
+)
 from hadar.providers.transfer import part_name, receive_verified, require_sha256
 from hadar.providers.transport import node_transport
 
@@ -255,6 +262,18 @@ class SshProvider(NodeProvider):
         self._conns_lock = threading.Lock()
         self._run_env: dict[str, dict[str, str]] = {}
         self._setup_locks: dict[str, threading.Lock] = {}
+
+    @classmethod
+    def check_setup(cls, cluster: Cluster) -> None:
+        """Every ``identity_file`` the cluster file names is a regular file (exit 2 before the
+        run writes anything, not an unreachable node, exit 3, at the first probe)."""
+        s = load_section(cluster, "ssh", SshSettings)
+        source = cluster.source or cluster.name
+        for n in cluster.nodes:
+            key = node_transport(cluster, n, SshNode).identity_file or s.identity_file
+            missing = None if key is None else key_file_problem(key)
+            if missing is not None:
+                raise InputError(f"{source}: node {n.name}: identity_file {key} {missing}")
 
     def _apply_settings(self, cluster: Cluster, settings: SshSettings | None = None) -> None:
         s = settings or load_section(cluster, "ssh", SshSettings)

@@ -118,6 +118,15 @@ def pick_route(levels: Sequence[tuple[str, Route]]) -> tuple[str, Route]:
     return "", Route()
 
 
+def key_file_problem(key: str) -> str | None:
+    """What is wrong with the ``identity_file`` ``key`` (``~`` expanded): ``not found``, ``is not
+    a regular file``, or None."""
+    path = os.path.expanduser(key)
+    if os.path.isfile(path):
+        return None
+    return "is not a regular file" if os.path.lexists(path) else "not found"
+
+
 def resolve(
     alias: str,
     *,
@@ -145,8 +154,8 @@ def resolve(
     check_names(host, the_user, f"{where or 'host ' + alias} (after ~/.ssh/config)")
     if explicit_key:
         path = os.path.expanduser(explicit_key)
-        if not os.path.isfile(path):
-            missing = "is not a regular file" if os.path.lexists(path) else "not found"
+        missing = key_file_problem(explicit_key)
+        if missing is not None:
             raise InputError(
                 f"{where or 'host ' + alias} ({host}:{the_port}): identity_file {explicit_key} {missing}"
             )

@@ -1,18 +1,17 @@
 """Bad input through the real CLI: one line naming file and field, exit code 2, no traceback."""
 
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.fixtures.processes import run_group
+
 GOOD_CLUSTER = "name: c\nnodes:\n  - {name: a, gpus: {v100: 4}}\n"
 
 
 def run_cli(*args, cwd=None):
-    return subprocess.run(
-        [sys.executable, "-m", "hadar", *args], capture_output=True, text=True, cwd=cwd, timeout=120
-    )
+    return run_group([sys.executable, "-m", "hadar", *args], cwd=cwd, timeout=120)
 
 
 def assert_one_line_error(proc, *needles):

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from hadar import cli
+from tests.fixtures.processes import run_group
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -84,10 +84,8 @@ def test_installed_entry_point_runs_in_a_subprocess(tmp_path) -> None:
     """The real ``python -m hadar`` process: exit code 2 and no traceback on a bad file."""
     bad = tmp_path / "bad.json"
     bad.write_text("[1, 2]")
-    p = subprocess.run(
+    p = run_group(
         [sys.executable, "-m", "hadar", "estimate-error", "--throughputs", str(bad)],
-        capture_output=True,
-        text=True,
         cwd=ROOT,
         timeout=120,
     )

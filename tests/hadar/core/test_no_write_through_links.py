@@ -4,6 +4,7 @@ Unix socket; the commands run as users run them (subprocesses)."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import stat
@@ -65,7 +66,14 @@ def test_writers_refuse_a_path_that_is_not_a_regular_file(tmp_path: Path, kind: 
         os.mkfifo(target)
     elif kind == "socket":
         server = socket.socket(socket.AF_UNIX)
-        server.bind(str(target))
+        # bound by a short name from its folder: a Unix socket's path holds 107 bytes at most,
+        # which a long temporary folder exceeds
+        here = os.getcwd()
+        os.chdir(tmp_path)
+        try:
+            server.bind("out")
+        finally:
+            os.chdir(here)
     elif kind == "folder":
         target.mkdir()
     else:
@@ -152,3 +160,84 @@ def test_simulate_does_not_write_its_figures_through_a_planted_link(tmp_path: Pa
     assert res.returncode == 0, res.stderr
     assert victim.read_bytes() == b"keep me"
     assert (out / "completion.png").read_bytes().startswith(b"\x89PNG")
+
+
+# -- links planted mid-run: every component of a real path (issue 46) -------------------------
+def _swap_for_link(folder: Path, outside: Path) -> None:
+    """Move ``folder`` to ``outside`` and leave a link to it in its place."""
+    folder.rename(outside)
+    folder.symlink_to(outside, target_is_directory=True)
+
+
+def test_real_folder_refuses_a_link_at_any_component_and_creates_what_is_missing(
+    tmp_path: Path,
+) -> None:
+    from hadar.core.safe_paths import real_folder
+
+    run = tmp_path.resolve() / "run"
+    with real_folder(run / "checkpoints" / "job-0", create=True) as fd:
+        assert os.path.samestat(os.fstat(fd), os.stat(run / "checkpoints" / "job-0"))
+    _swap_for_link(run / "checkpoints", tmp_path / "elsewhere")
+    with (
+        pytest.raises(PathEscapeError, match=r"run/checkpoints: a symbolic link"),
+        real_folder(run / "checkpoints" / "job-0"),
+    ):
+        pass
+    with pytest.raises(PathEscapeError), real_folder(run / "checkpoints" / "job-1", create=True):
+        pass
+    assert sorted(p.name for p in (tmp_path / "elsewhere").iterdir()) == ["job-0"]
+
+
+def test_prune_and_remove_tree_never_reach_through_a_swapped_folder(tmp_path: Path) -> None:
+    from hadar.core.safe_paths import prune_files, remove_tree
+
+    run = tmp_path.resolve() / "run"
+    job = run / "checkpoints" / "job-0"
+    job.mkdir(parents=True)
+    for name in ("round-1.pt", "round-2.pt", "keep.txt"):
+        (job / name).write_bytes(b"x")
+    (job / "round-9.pt").symlink_to(tmp_path / "victim.pt")
+    (tmp_path / "victim.pt").write_bytes(b"mine")
+    assert prune_files(job, lambda n: n.startswith("round-")) == ["round-1.pt", "round-2.pt"]
+    assert sorted(p.name for p in job.iterdir()) == ["keep.txt", "round-9.pt"]
+    assert (tmp_path / "victim.pt").read_bytes() == b"mine"  # a link is never followed
+    assert prune_files(run / "missing", lambda n: True) == []
+
+    outside = tmp_path / "outside"
+    _swap_for_link(run / "checkpoints", outside)
+    with pytest.raises(PathEscapeError):
+        prune_files(job, lambda n: True)
+    with pytest.raises(PathEscapeError):
+        remove_tree(job)
+    assert sorted(p.name for p in (outside / "job-0").iterdir()) == ["keep.txt", "round-9.pt"]
+
+    (run / "checkpoints").unlink()
+    outside.rename(run / "checkpoints")
+    remove_tree(run / "checkpoints")  # a link inside is removed itself, its target kept
+    assert not (run / "checkpoints").exists()
+    assert (tmp_path / "victim.pt").read_bytes() == b"mine"
+    (run / "nodes" / "a" / "b").mkdir(parents=True)
+    (run / "nodes" / "c").mkdir()
+    (run / "nodes" / "c" / "left.txt").write_text("x")
+    remove_tree(run / "nodes", only_empty=True)  # a file keeps its folders
+    assert sorted(str(p.relative_to(run)) for p in run.rglob("*")) == [
+        "nodes",
+        "nodes/c",
+        "nodes/c/left.txt",
+    ]
+
+
+def test_nofollow_writes_refuse_a_swapped_folder(tmp_path: Path) -> None:
+    run = tmp_path.resolve() / "run"
+    write_json(run / "out" / "summary.json", {"a": 1}, nofollow=True)
+    with open_append(run / "out" / "events.jsonl", nofollow=True) as f:
+        f.write("one\n")
+    _swap_for_link(run / "out", tmp_path / "elsewhere")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "elsewhere").iterdir()}
+    with pytest.raises(PathEscapeError):
+        write_json(run / "out" / "summary.json", {"a": 2}, nofollow=True)
+    with pytest.raises(PathEscapeError):
+        open_append(run / "out" / "events.jsonl", nofollow=True)
+    assert {p.name: p.read_bytes() for p in (tmp_path / "elsewhere").iterdir()} == before
+    write_json(run / "out" / "summary.json", {"a": 3})  # without nofollow: the user's path
+    assert json.loads((tmp_path / "elsewhere" / "summary.json").read_text()) == {"a": 3}

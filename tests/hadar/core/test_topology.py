@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import math
 import random
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import yaml
 from hadar.clusters import cluster_from_dict, load_cluster
 from hadar.core.errors import InputError
 from hadar.core.topology import NetworkSpec, build_topology
+from tests.fixtures.processes import run_group
 
 
 def cluster_dict(network: dict[str, Any]) -> dict[str, Any]:
@@ -214,11 +214,9 @@ def test_bad_network_through_the_cli_exits_2(tmp_path: Path) -> None:
     f = tmp_path / "lab.yaml"
     bad = cluster_dict({"nic_gbps": 10, "racks": [{"name": "r", "nodes": ["a", "b", "c", "q"]}]})
     f.write_text(yaml.safe_dump(bad))
-    proc = subprocess.run(
+    proc = run_group(
         [sys.executable, "-m", "hadar", "simulate", "--cluster", str(f), "--workload", "philly-8"]
         + ["--out", str(tmp_path / "out")],
-        capture_output=True,
-        text=True,
         timeout=120,
     )
     assert proc.returncode == 2, proc.stderr

@@ -13,15 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.processes import run_group
 from tests.fixtures.sshd import SshdFarm, free_port
 from tests.fixtures.terminal import on_terminal
 
 
 def hadar(*args: str, cwd: Path | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return run_group(
         [sys.executable, "-m", "hadar", *args],
-        capture_output=True,
-        text=True,
         cwd=cwd,
         timeout=timeout,
         env={**os.environ, "COLUMNS": "200"},

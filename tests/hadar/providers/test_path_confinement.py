@@ -101,6 +101,22 @@ def test_a_symlinked_node_directory_is_refused(tmp_path: Path) -> None:
     )  # other nodes unaffected
 
 
+def test_the_nodes_folder_swapped_for_a_link_mid_run_is_refused(tmp_path: Path) -> None:
+    """The base folder itself (a run's ``nodes/``) moved out and linked back: confining paths
+    under the link's target would follow it."""
+    p = make_provider(load_cluster("local-3node"), "run-1", base_dir=tmp_path / "nodes")
+    p.put("t4", __file__, "spec.json")
+    moved = tmp_path / "outside"
+    (tmp_path / "nodes").rename(moved)
+    (tmp_path / "nodes").symlink_to(moved, target_is_directory=True)
+    before = sorted(str(x) for x in moved.rglob("*"))
+    with pytest.raises(PathEscapeError, match="now leads to .*outside .a symbolic link planted"):
+        p.put("t4", __file__, "spec2.json")
+    with pytest.raises(PathEscapeError):
+        p.remove_workdir("t4")  # refused: nothing deleted
+    assert sorted(str(x) for x in moved.rglob("*")) == before
+
+
 def test_a_symlink_planted_inside_a_node_directory_is_refused(tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()

@@ -7,7 +7,6 @@ exit 2 at load time whatever the provider.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from hadar.core.errors import InputError
 from hadar.providers.aws import AwsNode
 from hadar.providers.ssh import SshNode
 from hadar.providers.transport import node_transport, transport_keys
+from tests.fixtures.processes import run_group
 
 SSH_KEYS = {"address": "h1", "port": 2222, "user": "u", "identity_file": "~/.ssh/k"}
 
@@ -107,7 +107,7 @@ def test_the_bundled_cluster_files_load_unchanged(name):
 
 def test_hadar_simulate_refuses_a_misspelt_key_in_one_line(tmp_path):
     f = write(tmp_path, "simulated", adress="h1")
-    proc = subprocess.run(
+    proc = run_group(
         [
             sys.executable,
             "-m",
@@ -120,8 +120,6 @@ def test_hadar_simulate_refuses_a_misspelt_key_in_one_line(tmp_path):
             "--out",
             str(tmp_path / "o"),
         ],
-        capture_output=True,
-        text=True,
         timeout=120,
     )
     assert proc.returncode == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -38,8 +39,7 @@ def test_kill_processes_in_kills_only_the_directory_s_processes(tmp_path):
     inside.mkdir(parents=True)
     outside.mkdir()
     a, b = _sleeper(inside), _sleeper(outside)
-    try:
-        time.sleep(0.2)
+    try:  # Popen returns once the child has changed directory and started the program
         assert kill_processes_in(tmp_path / "node") == [a.pid]
         assert a.wait(timeout=5) == -9  # SIGKILL, not asked
         assert b.poll() is None
@@ -49,22 +49,32 @@ def test_kill_processes_in_kills_only_the_directory_s_processes(tmp_path):
 
 
 def test_the_watcher_kills_a_node_when_it_leaves_and_remembers_it(tmp_path):
+    """The stream's clock is one the test moves (a loaded machine cannot make the leave come
+    early), and the test waits for the leave callback itself, not for the kill alone."""
     s = parse_node_stream("time,node,event\n0,a,join\n0,b,join\n0.4,a,leave\n", "s.csv")
     proc = _sleeper(tmp_path)
+    now = [0.1]
     seen: list[tuple[NodeEvent, list[int]]] = []
-    w = LeaveWatcher(
-        s, time.time(), lambda n: kill_processes_in(tmp_path), lambda e, k: seen.append((e, k))
-    )
+    called = threading.Event()
+
+    def on_leave(event: NodeEvent, killed: list[int]) -> None:
+        seen.append((event, killed))
+        called.set()
+
+    w = LeaveWatcher(s, 0.0, lambda n: kill_processes_in(tmp_path), on_leave, lambda: now[0])
     w.start()
     try:
-        assert not w.left_since("a", 0.0)
-        assert proc.wait(timeout=5) == -9
-        assert w.now() >= 0.4
+        assert not w.left_since("a", 0.0) and not called.wait(0.6)  # 0.1 s: before the leave
+        assert proc.poll() is None
+        now[0] = 0.5
+        assert called.wait(timeout=60)
+        assert proc.wait(timeout=60) == -9
         assert [(e.node, k) for e, k in seen] == [("a", [proc.pid])]
         assert w.left_since("a", 0.0) and not w.left_since("b", 0.0)
     finally:
         w.stop()
         proc.kill()
+        proc.wait()
 
 
 def _config(tmp_path, cluster: str, stream_text: str):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from hadar.core.jobs import Job
 from hadar.workloads import load_workload
 from hadar.workloads.gavel_trace import gavel_command, read_trace, trace_lines, write_trace
 from tests.baselines.helpers import R18, TABLE
+from tests.fixtures.processes import run_group
 
 DATA = Path(__file__).parent / "data"
 OLD_TRACE = DATA / "gavel_msr_8jobs.trace"  # first 8 lines of Gavel's msr-seed0-23dbec.trace
@@ -173,7 +173,7 @@ def test_malformed_lines_name_line_and_field(tmp_path, row, needle):
 
 def test_bad_trace_through_the_installed_cli(tmp_path):
     p = _trace(tmp_path, [_row(arrival="9"), _row(arrival="3")])
-    proc = subprocess.run(
+    proc = run_group(
         [
             sys.executable,
             "-m",
@@ -184,8 +184,6 @@ def test_bad_trace_through_the_installed_cli(tmp_path):
             "--out",
             str(tmp_path / "o.trace"),
         ],
-        capture_output=True,
-        text=True,
         timeout=120,
     )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr

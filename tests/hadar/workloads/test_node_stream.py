@@ -187,12 +187,67 @@ def test_slurm_log_to_stream() -> None:
             "log.txt: line 2, field Timestamp: not ISO 8601",
         ),
         ("Timestamp|NodeName|State\n1|a|allocated\n", "log.txt: no node was idle"),
+        (
+            "Timestamp|NodeName|State\n0|a|idle\n1e300|a|down\n",
+            "log.txt: line 3, field Timestamp: epoch seconds must be in [0, 253402300799]",
+        ),
+        (
+            "Timestamp|NodeName|State\n0|a|idle\n400000000|a|down\n",
+            "log.txt: line 3, field Timestamp: 4e+08 s after the first row, beyond a node "
+            "stream's 3.1536e+08 s",
+        ),
+        ("Timestamp|NodeName|State\n0|a\x00b|idle\n", "log.txt: line 2, field NodeName: node "),
+        (
+            "Timestamp|NodeName|State\n0|../etc|idle\n",
+            "log.txt: line 2, field NodeName: node '../etc' is not a safe name",
+        ),
+        (
+            "Timestamp|NodeName|State\n0|gpu[01-02|idle\n",
+            "log.txt: line 2, field NodeName: unbalanced",
+        ),
+        (
+            "Timestamp|NodeName|State\n0|gpu[3-1]|idle\n",
+            "log.txt: line 2, field NodeName: range '3-1'",
+        ),
+        (
+            "Timestamp|NodeName|State\n0|gpu[a-b]|idle\n",
+            "log.txt: line 2, field NodeName: 'a-b' in",
+        ),
+        (
+            "Timestamp|NodeName|State\n0|n[0-999999999]|idle\n",
+            "log.txt: line 2, field NodeName: host list 'n[0-999999999]' names more than 100,000",
+        ),
+        (
+            "Timestamp|NodeName|State\n0|" + "x" * 200_000 + "|idle\n",
+            "log.txt: line 2: malformed CSV: field larger than field limit",
+        ),
     ],
 )
 def test_bad_slurm_logs(text: str, expected: str) -> None:
     with pytest.raises(InputError) as exc:
         parse_slurm_log(text, "log.txt")
     assert str(exc.value).startswith(expected)
+
+
+def test_slurm_host_lists_are_expanded_as_sinfo_compresses_them() -> None:
+    """``gpu[01-02],cpu1`` is three nodes (zero padding kept), ``r[1-2]n[1-2]`` four; each
+    takes the row's state."""
+    text = (
+        "Timestamp|NodeList|State\n"
+        "0|gpu[01-02],cpu1|idle\n"
+        "60|gpu01|allocated\n"
+        "90|r[1-2]n[1-2]|idle\n"
+        "120|gpu[02,01]|allocated\n"
+    )
+    s = parse_slurm_log(text, "log.txt")
+    assert set(s.nodes) == {"gpu01", "gpu02", "cpu1", "r1n1", "r1n2", "r2n1", "r2n2"}
+    assert [(e.time, e.node, e.event) for e in s.events if e.node.startswith("gpu")] == [
+        (0.0, "gpu01", "join"),
+        (0.0, "gpu02", "join"),
+        (60.0, "gpu01", "leave"),
+        (120.0, "gpu02", "leave"),
+    ]
+    parse_node_stream(csv_text(stream_rows(s), COLUMNS), "x.csv", s.nodes)
 
 
 def test_build_stream_orders_leave_before_join() -> None:
