@@ -59,7 +59,7 @@ class OptimusPolicy(Policy):
 
     name = "optimus"
     config_class = OptimusConfig
-    info = PolicyInfo(title="Optimus+Oracle", colour="tab:olive", rank=55)
+    info = PolicyInfo(title="Optimus+Oracle", colour="#e7ba52", rank=55)  # tab20b gold
 
     def __init__(self, config: OptimusConfig | None = None, **knobs: Any) -> None:
         self.config = config or OptimusConfig(**knobs)

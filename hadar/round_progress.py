@@ -18,7 +18,6 @@ from hadar.core.cluster import Cluster
 from hadar.core.job_service import JobService
 from hadar.core.jobs import Job, Placement
 from hadar.policy import Assignment
-from hadar.workloads.fork_efficiency import fork_factors
 
 
 @dataclass(frozen=True)
@@ -189,6 +188,10 @@ def _fork_bound(
     efficiency data and ``steps`` accounting are unchanged."""
     if mode != "goodput" or len(rates) < 2:
         return rates
+    # imported here: the efficiency data loads pandas and SciPy, which listing the policies
+    # (HadarE imports this module) must not (tests/hadar/commands/test_startup_imports.py)
+    from hadar.workloads.fork_efficiency import fork_factors
+
     factors = fork_factors(job, [r.batch_size for r in rates], done, throughput)
     if factors is None:
         return rates

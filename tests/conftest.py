@@ -4,12 +4,21 @@ imported when such a test is about to run); the suite runs from the repository r
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.fixtures.processes import end_processes_under
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # pytest-xdist hands its workers the controller's terminal width as COLUMNS (80 here);
+    # the product lays tables out in $COLUMNS when writing to a pipe, so a test would see a
+    # narrower table than a user's pipe or file does (tests that check a width set their own)
+    for _name in ("COLUMNS", "LINES"):
+        os.environ.pop(_name, None)
+
 
 ROOT = Path(__file__).resolve().parents[1]
 

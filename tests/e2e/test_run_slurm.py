@@ -98,7 +98,9 @@ def test_allocations_are_released_on_sigterm_and_by_resume_after_a_crash(
     doc["nodes"] = doc["nodes"][:2]  # two workers a round: light on a shared machine
     cluster = tmp_path / "slurm-2.yaml"
     cluster.write_text(yaml.safe_dump(doc))
-    steps = {"MM": 1200}
+    # enough steps for several 20 s rounds on the two nodes, so the run is still going when it
+    # is stopped, resumed and killed (1,200 steps could finish in the first round)
+    steps = {"MM": 4800}
     jobs = write_jobs(tmp_path / "jobs.yaml", steps)
     out = tmp_path / "run"
     proc = start_run(out, jobs, cluster=str(cluster), round_s="20")
@@ -145,7 +147,7 @@ def test_a_partition_slurm_does_not_have_is_one_line_exit_2_nothing_allocated(
     assert res.stderr.strip() == (
         f"hadar: error: {bad}: slurm.partition: Slurm has no partition 'gpu-nope' (partitions: debug, idle)"
     )
-    assert slurm.squeue() == []
+    assert slurm.settled() == []
     for stream, why in [
         ("slurm:nope", "--node-stream slurm:nope: Slurm has no partition 'nope'"),
         ("slurm:", "--node-stream slurm:: name a partition (slurm:PARTITION)"),
@@ -162,4 +164,4 @@ def test_a_partition_slurm_does_not_have_is_one_line_exit_2_nothing_allocated(
         )
     )
     assert res.returncode == 2 and "needs a provider: slurm cluster" in res.stderr
-    assert slurm.squeue() == []
+    assert slurm.settled() == []

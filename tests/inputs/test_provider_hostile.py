@@ -122,7 +122,7 @@ def test_cluster_up_prints_an_out_path_with_markup_literally(
     res = hadar(*argv, cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     no_traceback(res)
-    assert "wrote SSH cluster file [/]x.yaml (1 nodes)" in res.stdout, res.stdout
+    assert "wrote SSH cluster file [/]x.yaml (1 node)" in res.stdout, res.stdout
     assert (tmp_path / "[" / "]x.yaml").is_file()
 
 

@@ -24,7 +24,10 @@ def _commands(script: Path) -> list[str]:
 def test_ci_runs_scripts_check_before_the_tests():
     lines = _commands(ROOT / ".ci" / "run")
     assert "scripts/check" in lines
-    test_line = next(i for i, ln in enumerate(lines) if ln.startswith("scripts/test"))
+    # the test command, possibly after environment assignments (HADAR_REQUIRE_SLURM=1 scripts/test)
+    test_line = next(
+        i for i, ln in enumerate(lines) if re.match(r"(?:[A-Z_]+=\S*\s+)*scripts/test\b", ln)
+    )
     assert lines.index("scripts/check") < test_line
 
 

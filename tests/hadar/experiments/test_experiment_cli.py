@@ -7,8 +7,10 @@ import contextlib
 import csv
 import io
 import json
+import os
 import re
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -62,7 +64,9 @@ def runs(tmp_path_factory):
     printed = {}
     for name, jobs in (("serial", 1), ("parallel", 2)):
         buf = io.StringIO()
-        with contextlib.redirect_stdout(buf):
+        # tables in a pipe are laid out in $COLUMNS: pinned, whatever another test or the
+        # worker's environment left there, so the rows parse
+        with contextlib.redirect_stdout(buf), mock.patch.dict(os.environ, {"COLUMNS": "200"}):
             assert main(_args(base / name, jobs)) == 0
         printed[name] = buf.getvalue()
     return base / "serial", base / "parallel", printed["serial"]

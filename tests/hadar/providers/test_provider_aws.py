@@ -125,7 +125,7 @@ def test_up_status_down_with_the_bundled_config(
 
     assert main(["cluster", "status", "--config", "aws-5node"]) == 0
     status = capsys.readouterr().out
-    assert all(i["InstanceId"] in status for i in ours)
+    assert all(i["InstanceId"] in status for i in ours), status
 
     assert main(["cluster", "down", "--config", "aws-5node", "-y"]) == 0
     assert "terminated 5 instances of cluster aws-5node" in capsys.readouterr().out

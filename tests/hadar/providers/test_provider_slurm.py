@@ -63,14 +63,14 @@ def test_each_node_is_an_allocation_commands_are_steps_and_close_releases_them(
     assert p.sha256("n2", "r/a.txt") == sha
     assert p.run("n2", ["cat", "r/a.txt"], 60).stdout == "hello"
     p.close()
-    assert slurm.squeue() == []
+    assert slurm.settled() == []
 
 
 def test_a_step_past_its_timeout_is_killed(slurm: LocalSlurm, tmp_path: Path) -> None:
     with _provider(CLUSTER_FILE, tmp_path) as p:
         res = p.run("n1", ["sleep", "30"], timeout_s=2)
         assert res.timed_out and res.seconds < 20
-    assert slurm.squeue() == []
+    assert slurm.settled() == []
 
 
 @pytest.mark.parametrize(
@@ -100,7 +100,7 @@ def test_a_request_slurm_refuses_is_one_line_and_allocates_nothing(
     assert err.value.exit_code == 2
     assert str(err.value).startswith(f"{path}: {named}"), err.value
     assert "\n" not in str(err.value)
-    assert slurm.squeue() == []
+    assert slurm.settled() == []
 
 
 def test_slurm_not_reachable_is_one_line(slurm: LocalSlurm, tmp_path: Path) -> None:
@@ -131,7 +131,7 @@ def test_a_revoked_allocation_makes_the_node_unreachable_until_a_new_one(
         health = p.check("n3", timeout_s=60)
         assert health.reachable, health
         assert p.allocations()["n3"].job_id != first.job_id
-    assert slurm.squeue() == []
+    assert slurm.settled() == []
 
 
 def test_a_later_provider_of_the_run_releases_a_crashed_sessions_allocations(
@@ -145,10 +145,10 @@ def test_a_later_provider_of_the_run_releases_a_crashed_sessions_allocations(
     assert {j[0] for j in slurm.squeue()} == ids
     other.close()
     resumed = _provider(CLUSTER_FILE, tmp_path, run_id="r7")
-    assert slurm.squeue() == []
+    assert slurm.settled() == []
     new = resumed.allocation("n3").job_id
     crashed.close()  # the run's replaced provider, closed late, cancels only its own
     assert [j[0] for j in slurm.squeue()] == [new]
     assert resumed.recorded_jobs() == [new]
     resumed.close()
-    assert slurm.squeue() == []
+    assert slurm.settled() == []
