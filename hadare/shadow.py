@@ -91,6 +91,14 @@ class HadarReplay:
                         first_start=st.first_start,
                     ),
                 )
+        for st in ctx.jobs:
+            # never ahead of what HadarE measured: in the simulator HadarE is never behind (no
+            # effect); in real runs the replay's progress comes from throughput estimates, which
+            # a loaded machine can undershoot, and would make every fork look like falling behind
+            rec = self.jobs[st.job_id]
+            if st.remaining_steps > rec.remaining:
+                rec.remaining = st.remaining_steps
+                rec.service.finish = None
         if self.now is None:
             self.now = ctx.now
         # whole rounds HadarE did not run (it skipped an idle gap): the replay plays them

@@ -98,11 +98,34 @@ def test_an_unauthorised_key_is_exit_3_with_authentication_failed(
     assert str(stranger) in err
 
 
-def test_a_missing_key_file_is_exit_3_naming_host_port_and_file(
+def test_a_missing_key_file_is_exit_2_naming_the_cluster_file_node_and_file(
     sshd_farm: SshdFarm, tmp_path: Path
 ) -> None:
+    """A key file that is not there is bad input, found before anything is written: one line
+    naming the cluster file, the node and the file, exit 2 (it used to be found only when
+    connecting: exit 3, "no node reachable")."""
     missing = tmp_path / "no_such_key"
-    proc, err = run_on(one_node(sshd_farm, identity_file=str(missing)), tmp_path)
-    port = sshd_farm.servers[0].port
-    assert proc.returncode == 3
-    assert err.endswith(f"node ssh-v100 (127.0.0.1:{port}): identity_file {missing} not found")
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        yaml.safe_dump(one_node(sshd_farm, identity_file=str(missing)), sort_keys=False)
+    )
+    jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 20})
+    out = tmp_path / "run"
+    proc = hadar(
+        "run",
+        "--cluster",
+        str(path),
+        "--workload",
+        str(jobs),
+        "--round",
+        "5",
+        "--no-live",
+        "--no-eval",
+        "--out",
+        str(out),
+        timeout=120,
+    )
+    err = proc.stderr.strip()
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert err == f"hadar: error: {path}: node ssh-v100: identity_file {missing} not found"
+    assert not out.exists()
