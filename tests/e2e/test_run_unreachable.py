@@ -17,6 +17,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.ssh]
 
 
 def run_on(cluster: dict, tmp_path: Path):
+    """``hadar run`` on ``cluster``, refused because no node is reachable: (process, its line)."""
+    path = tmp_path / "c.yaml"
+    proc, err = attempt(cluster, tmp_path)
+    assert err.startswith(f"hadar: error: {path}: no node of cluster sshd-test is reachable: ")
+    return proc, err
+
+
+def attempt(cluster: dict, tmp_path: Path):
+    """``hadar run`` of one small job on ``cluster`` (written to ``tmp_path/c.yaml``), refused
+    in one line without a traceback: (process, its line)."""
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(cluster, sort_keys=False))
     jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 20})
@@ -37,7 +47,6 @@ def run_on(cluster: dict, tmp_path: Path):
     )
     err = proc.stderr.strip()
     assert "Traceback" not in err and len(err.splitlines()) == 1, proc.stdout + proc.stderr
-    assert err.startswith(f"hadar: error: {path}: no node of cluster sshd-test is reachable: ")
     return proc, err
 
 
@@ -105,27 +114,8 @@ def test_a_missing_key_file_is_exit_2_naming_the_cluster_file_node_and_file(
     naming the cluster file, the node and the file, exit 2 (it used to be found only when
     connecting: exit 3, "no node reachable")."""
     missing = tmp_path / "no_such_key"
-    path = tmp_path / "c.yaml"
-    path.write_text(
-        yaml.safe_dump(one_node(sshd_farm, identity_file=str(missing)), sort_keys=False)
-    )
-    jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 20})
-    out = tmp_path / "run"
-    proc = hadar(
-        "run",
-        "--cluster",
-        str(path),
-        "--workload",
-        str(jobs),
-        "--round",
-        "5",
-        "--no-live",
-        "--no-eval",
-        "--out",
-        str(out),
-        timeout=120,
-    )
-    err = proc.stderr.strip()
+    proc, err = attempt(one_node(sshd_farm, identity_file=str(missing)), tmp_path)
+    path, out = tmp_path / "c.yaml", tmp_path / "run"
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert err == f"hadar: error: {path}: node ssh-v100: identity_file {missing} not found"
     assert not out.exists()
