@@ -1,2 +1,4 @@
-"""Baseline schedulers behind the shared policy interface: Gavel (max-min fairness, FIFO,
-min-makespan), Tiresias (2D-LAS) and YARN's capacity scheduler. See docs/baselines.md."""
+"""The baselines the five systems are compared with, behind the shared policy interface: Gavel
+(max-min fairness, FIFO, min-makespan), Tiresias (2D-LAS), YARN's capacity scheduler, Themis
+and Optimus+Oracle. The systems themselves have their own packages (``hadar``, ``hadare``,
+``pollux``, ``afs``, ``bftrainer``, ``malletrain``). See docs/baselines.md."""

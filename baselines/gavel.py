@@ -39,9 +39,9 @@ from typing import Any
 import numpy as np
 
 from baselines.gavel_lp import max_min_fairness, min_makespan
-from baselines.placement import fewest_nodes
 from hadar.core.cluster import Cluster
 from hadar.core.jobs import Job, JobStatus, Placement
+from hadar.placement import fewest_nodes
 from hadar.policy import (
     Assignment,
     LineStyle,

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from baselines.placement import fewest_nodes, runnable_cells
 from hadar.core.cluster import Cluster
 from hadar.core.jobs import JobStatus, Placement
+from hadar.placement import fewest_nodes, runnable_cells
 from hadar.policy import Assignment, Policy, PolicyInfo, RoundContext, RoundPlan, register_policy
 from hadar.running import split_running
 

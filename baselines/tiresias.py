@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from baselines.placement import node_rank, runnable_cells, unaware_placement
 from hadar.core.jobs import JobStatus
+from hadar.placement import node_rank, runnable_cells, unaware_placement
 from hadar.policy import (
     Assignment,
     LineStyle,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from baselines.placement import node_rank, runnable_cells, unaware_placement
+from hadar.placement import node_rank, runnable_cells, unaware_placement
 from hadar.policy import (
     Assignment,
     LineStyle,

@@ -1,4 +1,4 @@
-"""AFS decision time per churn event: the AFS-L hand-out (``baselines/afs_share.py``) against
+"""AFS decision time per churn event: the AFS-L hand-out (``afs/share.py``) against
 Algorithm 1 as written, and the whole ``afs`` decision on Pollux's workload.
 
 1. Hand-out only, synthetic jobs: each job has a random maximum of 1-64 GPUs, a sublinear curve
@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from baselines.afs_share import ShareJob, afs_shares, afs_shares_literal
+from afs.share import ShareJob, afs_shares, afs_shares_literal
 
 
 def synthetic(n: int, seed: int) -> list[ShareJob]:

@@ -1,4 +1,4 @@
-"""Time of one BFTrainer MILP decision (``baselines/bftrainer_milp.py``) at the issue's two sizes,
+"""Time of one BFTrainer MILP decision (``bftrainer/milp.py``) at the issue's two sizes,
 with HiGHS's optimality gap, per formulation.
 
 Instances: ``--nodes`` idle nodes and ``--jobs`` Trainers whose scalability is a Table 2 model
@@ -16,7 +16,7 @@ import argparse
 import random
 import statistics
 
-from baselines.bftrainer_milp import Trainer, solve
+from bftrainer.milp import Trainer, solve
 from hadar.workloads.malleable import TABLE2, table2_points
 
 SIZES = ((500, 50), (5000, 200))

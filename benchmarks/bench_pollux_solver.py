@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from pollux_ga import genetic_search  # noqa: E402
 
-from baselines.pollux.fitness import fair_share_gpus, realloc_factor  # noqa: E402
-from baselines.pollux.problem import AllocationProblem, fitness, violations  # noqa: E402
-from baselines.pollux.solver import solve  # noqa: E402
+from pollux.fitness import fair_share_gpus, realloc_factor  # noqa: E402
+from pollux.problem import AllocationProblem, fitness, violations  # noqa: E402
+from pollux.solver import solve  # noqa: E402
 
 NODE_SIZE = 4
 

@@ -7,14 +7,14 @@ Pollux's implementation: the population starts from the current allocation, sing
 crossover over jobs, mutations that reset a job to its current allocation, zero some of its
 cells or raise some cells, population 100, 100 generations, survivors by fitness (elitist).
 The needless-split rule is *not* imposed here: the GA searches a superset of what the
-production solver (``baselines.pollux.solver``) may choose.
+production solver (``pollux.solver``) may choose.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from baselines.pollux.problem import AllocationProblem, fitness
+from pollux.problem import AllocationProblem, fitness
 
 
 def _max_k(problem: AllocationProblem) -> np.ndarray:

@@ -190,7 +190,15 @@ class Policy(ABC):
             raise ValueError(f"policy {self.name} keeps no state, got {sorted(state)}")
 
 
-POLICY_PACKAGES = ("hadar.scheduler", "hadare", "baselines")
+POLICY_PACKAGES = (
+    "hadar.scheduler",
+    "hadare",
+    "pollux.policy",
+    "afs.policy",
+    "bftrainer.policy",
+    "malletrain.policy",
+    "baselines",
+)
 """Where the registry looks for policies: every module of these packages (or the module itself)
 is imported once, on first use, and registers its policies with :func:`register_policy`. A
 policy elsewhere (a plug-in) registers through the ``hadar.policies`` entry-point group."""

@@ -6,7 +6,7 @@ Trainers; between events each Trainer progresses at its true throughput on its n
 Systems (``system``):
 
 * ``bftrainer``: the MILP knows every Trainer's true scalability (BFTrainer "exact").
-* ``freetrain``: the same MILP, told FreeTrain's guess (``baselines.malletrain_jpa``).
+* ``freetrain``: the same MILP, told FreeTrain's guess (``malletrain.jpa``).
 * ``malletrain``: a new Trainer is first profiled by JPA (inverse-order schedule: one scale-up to
   its largest profiled scale, then a scale-down per measured scale, ``measure_s`` at each, on
   nodes taken from the idle ones and, if needed, preempted from the largest running Trainers);
@@ -27,8 +27,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from baselines.bftrainer_milp import DEFAULT_T_FWD_S, Trainer, assign_nodes, solve
-from baselines.malletrain_jpa import (
+from bftrainer.milp import DEFAULT_T_FWD_S, Trainer, assign_nodes, solve
+from hadar.core.node_stream import NodeStream
+from hadar.workloads.malleable import MalleableJob
+from malletrain.jpa import (
     admit_batch,
     can_profile,
     extrapolated,
@@ -36,8 +38,6 @@ from baselines.malletrain_jpa import (
     profile_scales,
     profile_schedule,
 )
-from hadar.core.node_stream import NodeStream
-from hadar.workloads.malleable import MalleableJob
 
 SYSTEMS = ("bftrainer", "freetrain", "malletrain")
 DEFAULT_PJ_MAX = 10

@@ -1,4 +1,4 @@
-"""Defaults and policies are each defined in one place (issue 29, points 4 and 5), checked on the
+"""Defaults and policies are each defined in one place , checked on the
 product's source: a policy's name is spelt only by the module that registers it, by
 ``hadar/core/defaults.py`` (each driver's default policy) and by ``hadar/experiments/paper.py``
 (what the paper compared); a knob named after a shared default (round, restart penalty,
@@ -20,6 +20,10 @@ PACKAGES = (
     "hadar",
     "hadare",
     "baselines",
+    "pollux",
+    "afs",
+    "bftrainer",
+    "malletrain",
     "primal_dual",
     "estimators",
     "tracker",

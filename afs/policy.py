@@ -1,6 +1,6 @@
 """AFS (Hwang et al., NSDI 2021): elastic GPU shares for average JCT, re-decided at churn events.
 
-The shares come from AFS-L (``baselines/afs_share.py``, Algorithm 1): GPUs handed out one at a
+The shares come from AFS-L (``afs/share.py``, Algorithm 1): GPUs handed out one at a
 time by the pairwise rule Eq. 3 over each job's throughput at its share and one more GPU and its
 remaining work. This module turns shares into rounds:
 
@@ -43,10 +43,10 @@ from typing import Any
 
 import numpy as np
 
-from baselines.afs_share import ShareJob, afs_p_shares, afs_shares
-from baselines.placement import best_fit_costs, fewest_nodes, node_rank, runnable_cells
+from afs.share import ShareJob, afs_p_shares, afs_shares
 from hadar.core.cluster import Cluster
 from hadar.core.jobs import JobStatus, Placement
+from hadar.placement import best_fit_costs, fewest_nodes, node_rank, runnable_cells
 from hadar.policy import Assignment, Policy, PolicyInfo, RoundContext, RoundPlan, register_policy
 
 POOLS = ("one", "per-type")

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from baselines.pollux.agent import AgentState, ProfilePoint
-from baselines.pollux.speedup import BestGoodput
 from estimators.iterations import IterationSample
 from estimators.throughput import ThroughputModel
 from goodput import GradParams
@@ -24,6 +22,8 @@ from hadar.core.cluster import Cluster
 from hadar.core.jobs import Job, JobStatus, Placement
 from hadar.workloads.gpu_scaling import compute_scale as _compute_scale
 from hadar.workloads.pollux_throughput import is_pollux_job
+from pollux.agent import AgentState, ProfilePoint
+from pollux.speedup import BestGoodput
 
 
 def has_traces(job: Job) -> bool:

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from baselines.bftrainer_milp import Trainer, assign_nodes, objective_value, solve
+from bftrainer.milp import Trainer, assign_nodes, objective_value, solve
 
 # BFTrainer Table 2 (ImageNet, thousands of samples/s on 1..64 Summit nodes)
 SCALES = (1, 2, 4, 8, 16, 32, 64)
@@ -136,7 +136,7 @@ def test_a_bound_time_limit_never_keeps_a_map_worse_than_one_in_hand() -> None:
 
 
 def test_improve_takes_the_largest_gain_within_the_pool() -> None:
-    from baselines.bftrainer_milp import improve
+    from bftrainer.milp import improve
 
     a = Trainer(0, 1, 8, curve(ALEXNET, 8))
     b = Trainer(1, 1, 8, curve(DENSENET, 8))

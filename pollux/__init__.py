@@ -11,6 +11,6 @@ Importing the package registers the policy; the agent and the traces (scipy, pan
 imported only when the policy decides.
 """
 
-from baselines.pollux.policy import PolluxPolicy
+from pollux.policy import PolluxPolicy
 
 __all__ = ["PolluxPolicy"]

@@ -1,4 +1,4 @@
-"""The afs and afs-het policies (baselines/afs.py) and Gavel's table between measured GPU counts
+"""The afs and afs-het policies (afs/policy.py) and Gavel's table between measured GPU counts
 (estimators/gang_sizes.py): churn events, shrinking a running job for a newcomer, curves."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from baselines.afs import CurveCache, charge_restart, fill_curve, job_curve, sample_counts
+from afs.policy import CurveCache, charge_restart, fill_curve, job_curve, sample_counts
 from estimators.gang_sizes import InterpolatedGangs, interpolate
 from estimators.throughput import GavelThroughputTable
 from hadar.api import simulate

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from baselines.pollux.agent import (
+from goodput import GoodputModel, GradParams, PerfParams, step_time, sync_time
+from pollux.agent import (
     AgentState,
     ProfilePoint,
     choose_batch,
@@ -17,7 +18,6 @@ from baselines.pollux.agent import (
     noise_from_replicas,
     observe,
 )
-from goodput import GoodputModel, GradParams, PerfParams, step_time, sync_time
 
 TRUE = PerfParams(0.05, 0.004, 0.3, 0.01, 0.05, 0.005, 1.5)
 GRAD = GradParams(sqr=1.0, var=4.0)

@@ -8,16 +8,16 @@ import itertools
 import numpy as np
 import pytest
 
-from baselines.pollux.fitness import (
+from pollux.fitness import (
     fair_share_gpus,
     fitness_from_utility,
     power_mean,
     realloc_factor,
     utility,
 )
-from baselines.pollux.problem import AllocationProblem, fitness, speedups, total_utility, violations
-from baselines.pollux.solver import _Packer, best_counts, solve
-from baselines.pollux.speedup import fair_goodput, speedup_row
+from pollux.problem import AllocationProblem, fitness, speedups, total_utility, violations
+from pollux.solver import _Packer, best_counts, solve
+from pollux.speedup import fair_goodput, speedup_row
 
 
 def _problem(local, spread=None, nodes=2, node_size=4, current=None, factor=None, p=-1.0):

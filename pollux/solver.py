@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from baselines.pollux.fitness import utility
-from baselines.pollux.problem import AllocationProblem, job_counts, nodes_used
+from pollux.fitness import utility
+from pollux.problem import AllocationProblem, job_counts, nodes_used
 
 _NEG = -np.inf
 

@@ -1,4 +1,4 @@
-"""AFS-L's shares (baselines/afs_share.py): the fast hand-out equals Algorithm 1 as written, the
+"""AFS-L's shares (afs/share.py): the fast hand-out equals Algorithm 1 as written, the
 stage-one and efficiency behaviour the paper describes, and the rule's intransitivity."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from baselines.afs_share import (
+from afs.share import (
     ShareJob,
     _state,
     afs_p_shares,

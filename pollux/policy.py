@@ -38,15 +38,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from baselines.pollux.fitness import DEFAULT_DELTA_S, DEFAULT_P, fair_share_gpus, realloc_factor
-from baselines.pollux.problem import AllocationProblem, speedups
-from baselines.pollux.solver import solve
-from baselines.pollux.speedup import BestGoodput, fair_goodput, speedup_row
 from hadar.core.jobs import JobStatus
 from hadar.policy import Assignment, Policy, PolicyInfo, RoundContext, RoundPlan, register_policy
+from pollux.fitness import DEFAULT_DELTA_S, DEFAULT_P, fair_share_gpus, realloc_factor
+from pollux.problem import AllocationProblem, speedups
+from pollux.solver import solve
+from pollux.speedup import BestGoodput, fair_goodput, speedup_row
 
 if TYPE_CHECKING:
-    from baselines.pollux.agent import AgentState
+    from pollux.agent import AgentState
 
 MAX_GPUS_PER_JOB = 64
 """The most GPUs one job may get (Pollux's simulator caps jobs at 64)."""
@@ -102,7 +102,7 @@ class PolluxPolicy(Policy):
         }
 
     def restore(self, state: Mapping[str, Any]) -> None:
-        from baselines.pollux.agent import AgentState
+        from pollux.agent import AgentState
 
         self._agents = {int(j): AgentState.from_json(a) for j, a in state.get("agents", {}).items()}
         self._restarts = {int(j): int(r) for j, r in state.get("restarts", {}).items()}
@@ -111,7 +111,7 @@ class PolluxPolicy(Policy):
 
     # -- one round ---------------------------------------------------------------------------
     def decide(self, ctx: RoundContext) -> RoundPlan:
-        from baselines.pollux import observe as obs
+        from pollux import observe as obs
 
         jobs = list(ctx.jobs)
         if not jobs:
@@ -148,7 +148,7 @@ class PolluxPolicy(Policy):
         return RoundPlan(tuple(out), info)
 
     def _agent(self, s: JobStatus) -> AgentState:
-        from baselines.pollux import observe as obs
+        from pollux import observe as obs
 
         agent = self._agents.get(s.job_id)
         if agent is None:
@@ -157,8 +157,8 @@ class PolluxPolicy(Policy):
         return agent
 
     def _observe(self, s: JobStatus, ctx: RoundContext) -> None:
-        from baselines.pollux import observe as obs
-        from baselines.pollux.agent import observe
+        from pollux import observe as obs
+        from pollux.agent import observe
 
         agent = self._agent(s)
         placement = ctx.current.get((s.job_id, 0))
@@ -169,8 +169,8 @@ class PolluxPolicy(Policy):
 
     def _observe_measured(self, s: JobStatus, ctx: RoundContext) -> None:
         """Every report of a round the agent has not seen yet (once each, also after a restart)."""
-        from baselines.pollux import observe as obs
-        from baselines.pollux.agent import observe
+        from pollux import observe as obs
+        from pollux.agent import observe
 
         agent = self._agent(s)
         last = self._seen.get(s.job_id, -1)
@@ -184,8 +184,8 @@ class PolluxPolicy(Policy):
             self._seen[s.job_id] = last
 
     def _problem(self, ctx: RoundContext, jobs: list[JobStatus]) -> tuple[AllocationProblem, int]:
-        from baselines.pollux import observe as obs
-        from baselines.pollux.agent import best_goodput, exploration_limit
+        from pollux import observe as obs
+        from pollux.agent import best_goodput, exploration_limit
 
         cluster = ctx.cluster
         cap = cluster.capacity
@@ -238,8 +238,8 @@ class PolluxPolicy(Policy):
     def _choose_batch(
         self, s: JobStatus, alloc: np.ndarray, count: int, ctx: RoundContext
     ) -> int | None:
-        from baselines.pollux import observe as obs
-        from baselines.pollux.agent import choose_batch
+        from pollux import observe as obs
+        from pollux.agent import choose_batch
 
         if s.job.batch_range is None:
             return None

@@ -6,7 +6,11 @@ from dataclasses import replace
 
 import pytest
 
-from baselines.malletrain_jpa import (
+from hadar.core.node_stream import NodeEvent, build_stream
+from hadar.simulator.malleable import ReplayConfig, replay
+from hadar.workloads.malleable import MalleableJob, table2_points, trainer_workload
+from hadar.workloads.node_streams import PRESETS, generate_stream
+from malletrain.jpa import (
     admit_batch,
     can_profile,
     extrapolated,
@@ -15,10 +19,6 @@ from baselines.malletrain_jpa import (
     profile_scales,
     profile_schedule,
 )
-from hadar.core.node_stream import NodeEvent, build_stream
-from hadar.simulator.malleable import ReplayConfig, replay
-from hadar.workloads.malleable import MalleableJob, table2_points, trainer_workload
-from hadar.workloads.node_streams import PRESETS, generate_stream
 
 
 def test_inverse_order_needs_one_scale_up() -> None:

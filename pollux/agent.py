@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 
-from baselines.pollux.speedup import BestGoodput
 from goodput import BatchChoice, GoodputModel, GradParams, PerfParams, fit_perf_params
 from goodput.scaling import (  # the agent's LR rule and noise estimators (pure maths)
     LrRule,
@@ -34,6 +33,7 @@ from goodput.scaling import (  # the agent's LR rule and noise estimators (pure 
     noise_from_differences,
     noise_from_replicas,
 )
+from pollux.speedup import BestGoodput
 
 __all__ = [
     "AgentState",

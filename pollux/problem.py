@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from baselines.pollux.fitness import DEFAULT_P, SPEEDUP_EPS, power_mean, utility
+from pollux.fitness import DEFAULT_P, SPEEDUP_EPS, power_mean, utility
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """MalleTrain's Job Profiling Advisor (Ma et al., ICPE 2024, §3.3) and FreeTrain's guess, as
-pure functions: what the MILP (``baselines/bftrainer_milp.py``) is told about a job's
+pure functions: what the MILP (``bftrainer/milp.py``) is told about a job's
 scalability under each system.
 
 * **JPA's measurement schedule** (Fig. 6, "inverse-order rescaling"): scaling up costs several
