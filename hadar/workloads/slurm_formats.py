@@ -24,9 +24,8 @@ from pathlib import Path
 
 from hadar.core.errors import InputError
 from hadar.core.node_stream import NodeStream
-from hadar.core.slurm_hostlist import expand_hostlist
 from hadar.core.validation import read_text
-from hadar.workloads.slurm_nodes import parse_slurm_log
+from hadar.workloads.slurm_nodes import expand_hostlist, parse_slurm_log
 
 SINFO_TIME = "%a %b %d %H:%M:%S %Y"
 _SINFO_STAMP = re.compile(r"^[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}$")
@@ -60,10 +59,7 @@ def _log(rows: list[tuple[str, str, str]]) -> str:
 
 
 def _hosts(text: str, source: str, line: int, field: str) -> list[str]:
-    try:
-        return expand_hostlist(text)
-    except ValueError as exc:
-        raise InputError(f"{source}: line {line}, field {field}: {exc}") from None
+    return expand_hostlist(text, f"{source}: line {line}, field {field}")
 
 
 def sinfo_rows(text: str, source: str) -> str:

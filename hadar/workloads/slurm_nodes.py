@@ -25,7 +25,6 @@ idle for one poll between two jobs.
 from __future__ import annotations
 
 import math
-import re
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -33,13 +32,11 @@ from hadar.core.csv_input import read_csv
 from hadar.core.errors import InputError, shorten
 from hadar.core.node_stream import NodeEvent, NodeStream, build_stream
 from hadar.core.safe_paths import SAFE_NAME_RULE, is_safe_name
+from hadar.core.slurm_hostlist import expand_hostlist as parse_hostlist
 from hadar.core.validation import MAX_SECONDS, read_text
 
 MAX_EPOCH_S = datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc).timestamp()
 """Largest epoch time a Slurm log can hold (the last second Python's dates represent)."""
-MAX_HOSTLIST_NODES = 100_000
-"""Most nodes one compressed host list may name (``n[0-999999999]`` is refused, not expanded)."""
-_RANGE_RE = re.compile(r"^(\d+)(?:-(\d+))?$")
 
 ALIASES = {
     "time": ("timestamp", "time", "timestart"),
@@ -141,74 +138,18 @@ def _timestamp(raw: str, source: str, line: int) -> float:
 
 
 def expand_hostlist(text: str, where: str) -> list[str]:
-    """The node names of a Slurm host list (``gpu[01-03,07],cpu1``; several bracket groups
-    multiply, ``r[1-2]n[1-2]``; zero padding is kept), each checked as a safe name;
-    :class:`InputError` starting with ``where`` for an empty, malformed or too long list."""
+    """The node names of a Slurm host list (``hadar.core.slurm_hostlist``), each checked as a
+    safe name, without repeats; :class:`InputError` starting with ``where`` for an empty,
+    malformed or too long list."""
     if not text:
         raise InputError(f"{where}: empty")
-    names: list[str] = []
-    for item in _split_top(text, where):
-        names += _expand_one(item, where, MAX_HOSTLIST_NODES - len(names))
+    try:
+        names = parse_hostlist(text)
+    except ValueError as exc:
+        raise InputError(f"{where}: {exc}") from None
     for name in names:
         if not is_safe_name(name):
             raise InputError(
                 f"{where}: node {shorten(name)!r} is not a safe name ({SAFE_NAME_RULE})"
             )
     return list(dict.fromkeys(names))
-
-
-def _split_top(text: str, where: str) -> list[str]:
-    """``text`` split at the commas outside brackets."""
-    items, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-        if depth not in (0, 1):
-            raise InputError(f"{where}: unbalanced brackets in host list {shorten(text)!r}")
-        if ch == "," and depth == 0:
-            items.append(text[start:i])
-            start = i + 1
-    if depth:
-        raise InputError(f"{where}: unbalanced brackets in host list {shorten(text)!r}")
-    items.append(text[start:])
-    if any(not item for item in items):
-        raise InputError(f"{where}: empty name in host list {shorten(text)!r}")
-    return items
-
-
-def _expand_one(item: str, where: str, room: int) -> list[str]:
-    """The names of one host-list item (``prefix[ranges]rest``), at most ``room`` of them."""
-    open_at = item.find("[")
-    if open_at < 0:
-        if "]" in item:
-            raise InputError(f"{where}: unbalanced brackets in host list {shorten(item)!r}")
-        return [item]
-    close_at = item.find("]", open_at)
-    prefix, body, rest = item[:open_at], item[open_at + 1 : close_at], item[close_at + 1 :]
-    numbers: list[str] = []
-    for part in body.split(","):
-        m = _RANGE_RE.match(part)
-        if m is None:
-            raise InputError(
-                f"{where}: {shorten(part)!r} in host list {shorten(item)!r} is no number or "
-                "range (as in gpu[01-03,07])"
-            )
-        lo, hi = int(m[1]), int(m[2] if m[2] is not None else m[1])
-        if hi < lo:
-            raise InputError(
-                f"{where}: range {part!r} in host list {shorten(item)!r} runs backwards"
-            )
-        if len(numbers) + hi - lo + 1 > room:
-            raise InputError(
-                f"{where}: host list {shorten(item)!r} names more than {MAX_HOSTLIST_NODES:,} nodes"
-            )
-        width = len(m[1])
-        numbers += [str(n).zfill(width) for n in range(lo, hi + 1)]
-    tails = _expand_one(rest, where, max(1, room // max(1, len(numbers)))) if rest else [""]
-    if len(numbers) * len(tails) > room:
-        raise InputError(
-            f"{where}: host list {shorten(item)!r} names more than {MAX_HOSTLIST_NODES:,} nodes"
-        )
-    return [f"{prefix}{n}{tail}" for n in numbers for tail in tails]

@@ -26,10 +26,11 @@ def test_expands(text: str, names: list[str]) -> None:
 @pytest.mark.parametrize(
     ("text", "why"),
     [
-        ("n[1-3", "'[' without ']'"),
-        ("n1-3]", "']' without '['"),
+        ("n[1-3", "unbalanced brackets"),
+        ("n1-3]", "unbalanced brackets"),
+        ("n[[1-3]]", "unbalanced brackets"),
         ("n[3-1]", "runs backwards"),
-        ("n[a-b]", "is not a number"),
+        ("n[a-b]", "is no number or range"),
         ("n1,,n2", "empty name"),
         (f"n[1-{MAX_HOSTS + 5}]", "more than"),
     ],

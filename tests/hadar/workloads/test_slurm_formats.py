@@ -73,7 +73,7 @@ def test_sacct_jobs_keep_their_nodes_busy_and_steps_do_not_count() -> None:
     [
         (
             SINFO.replace("n[1-2]", "n[1-2"),
-            r"s.log: line 17, field NODELIST: host list 'n\[1-2': '\[' without '\]'",
+            r"s.log: line 17, field NODELIST: unbalanced brackets in host list 'n\[1-2'",
         ),
         ("Sat Nov 28 11:05:05 2026\nNODES STATE\n", r"s.log: line 2: expected sinfo's header"),
         (
