@@ -41,32 +41,18 @@ from tracker.averaging import MODES
 from tracker.base import CLOSED, NO_LOCK
 from tracker.consolidation import Consolidation
 from tracker.errors import TrackerBusyError, TrackerConfigError
-from tracker.records import (
-    CheckpointRef,
-    JobRoundResult,
-    JobState,
-    Quarantine,
-    Report,
-    ReportItem,
-    Rollback,
-    RoundSummary,
-)
+from tracker.records import CheckpointRef as CheckpointRef  # the API's value objects
+from tracker.records import JobRoundResult as JobRoundResult
+from tracker.records import JobState as JobState
+from tracker.records import Quarantine as Quarantine
+from tracker.records import Report as Report
+from tracker.records import ReportItem as ReportItem
+from tracker.records import Rollback as Rollback
+from tracker.records import RoundSummary as RoundSummary
 from tracker.registration import Registration
 from tracker.reports import Reports
 from tracker.rollback import Rollbacks
 from tracker.store import SCHEMA_VERSION, Store
-
-__all__ = [
-    "CheckpointRef",
-    "JobRoundResult",
-    "JobState",
-    "JobTracker",
-    "Quarantine",
-    "Report",
-    "ReportItem",
-    "Rollback",
-    "RoundSummary",
-]
 
 DEFAULT_KEEP_CHECKPOINTS = 2
 

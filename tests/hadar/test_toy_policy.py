@@ -37,7 +37,7 @@ class OneTypeConfig:
 
 
 class OneTypePolicy(Policy):
-    """Smallest job first, only on GPUs of one type (a knob), first node with room."""
+    """One job per node, the smallest first, only on GPUs of one type (a knob)."""
 
     name = NAME
     info = PolicyInfo(title="Toy one type", colour="#654321")
@@ -48,23 +48,20 @@ class OneTypePolicy(Policy):
 
     def decide(self, ctx: RoundContext) -> RoundPlan:
         gpu = self.config.gpu_type
-        free = {n.name: n.gpus.get(gpu, 0) for n in ctx.cluster.nodes}
-        out = []
-        for s in sorted(ctx.jobs, key=lambda s: (s.job.num_gpus, s.job_id)):
-            node = next((n for n, c in free.items() if c >= s.job.num_gpus), None)
-            if node is not None:
-                free[node] -= s.job.num_gpus
-                out.append(Assignment(s.job_id, {node: {gpu: s.job.num_gpus}}))
-        return RoundPlan(tuple(out))
+        waiting = sorted(ctx.jobs, key=lambda s: (s.job.num_gpus, s.job_id))
+        plan = []
+        for node in (n for n in ctx.cluster.nodes if n.gpus.get(gpu, 0) > 0):
+            fits = next((s for s in waiting if s.job.num_gpus <= node.gpus[gpu]), None)
+            if fits is not None:  # one job per node: the smallest waiting one that fits
+                waiting.remove(fits)
+                plan.append(Assignment(fits.job_id, {node.name: {gpu: fits.job.num_gpus}}))
+        return RoundPlan(tuple(plan))
 
 
 @pytest.fixture
 def toy() -> Iterator[type[OneTypePolicy]]:
-    register_policy(OneTypePolicy)
-    try:
-        yield OneTypePolicy
-    finally:
-        unregister_policy(NAME)
+    yield register_policy(OneTypePolicy)
+    unregister_policy(NAME)  # teardown runs whether the test passed or not
 
 
 def test_registered_it_simulates_a_workload_by_name(toy: type[OneTypePolicy]) -> None:
@@ -72,8 +69,9 @@ def test_registered_it_simulates_a_workload_by_name(toy: type[OneTypePolicy]) ->
     assert sim.summary["policy"] == NAME
     assert sim.summary["completed"] == sim.summary["jobs"] == 24
     assert ((sim.jobs.step_sum - sim.jobs.target).abs() <= 1e-6 * sim.jobs.target).all()
-    # its decisions are what ran: one GPU type only, never more GPUs of a node than it has
+    # its decisions are what ran: one GPU type only, one job per node and round
     assert set(sim.placements.gpu_type) == {"k80"}
+    assert (sim.placements.groupby(["round", "node"]).job.nunique() == 1).all()
     again = simulate("sim-60gpu", WORKLOAD, NAME, seed=2)
     pd.testing.assert_frame_equal(sim.jobs, again.jobs)
 

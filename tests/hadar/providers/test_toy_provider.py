@@ -29,7 +29,7 @@ from hadar.providers import health
 from hadar.providers.base import CommandResult, NodeHealth, RemotePathError
 from hadar.providers.registry import ProviderKind, register_provider, unregister_provider
 from hadar.providers.transfer import FolderFiles
-from tests.e2e.runlib import tracker_progress, write_jobs
+from tests.e2e.runlib import train_one_tiny_job
 
 ROOT = Path(__file__).resolve().parents[3]
 NAME = "toyshell"
@@ -39,15 +39,8 @@ class ToyShellProvider(FolderFiles):
     """Every node is a folder ``<base_dir>/<run-id>/<node>`` on this machine; commands are child
     processes in their own session, killed whole on a timeout."""
 
-    def __init__(
-        self,
-        cluster: Cluster,
-        run_id: str,
-        *,
-        base_dir: str | None = None,
-        trust_new_hosts: bool | None = None,
-    ) -> None:
-        super().__init__(cluster, run_id)
+    def __init__(self, cluster: Cluster, run_id: str, base_dir: str | None = None, **_: object):
+        super().__init__(cluster, run_id)  # (``hadar run`` passes trust_new_hosts too)
         self.base_dir = Path(base_dir or Path.home() / ".toyshell").resolve()
         self._python = [sys.executable]
 
@@ -145,17 +138,8 @@ def test_nodes_check_reaches_its_nodes(
 
 
 @pytest.mark.slow
-def test_hadar_run_trains_on_its_nodes(
-    toyshell: ProviderKind, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    jobs = write_jobs(tmp_path / "jobs.yaml", {"LT": 20})
-    out = tmp_path / "run"
-    argv = ["run", "--cluster", str(_cluster_file(tmp_path)), "--workload", str(jobs)]
-    code = main([*argv, "--out", str(out), "--round", "3", "--no-live"])
-    assert code == 0, capsys.readouterr()
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["completed"] == summary["jobs"] == 1
-    assert tracker_progress(out) == {0: 20}
+def test_hadar_run_trains_on_its_nodes(toyshell: ProviderKind, tmp_path: Path) -> None:
+    out = train_one_tiny_job(_cluster_file(tmp_path), tmp_path)
     assert (out / "nodes").is_dir()  # its nodes' folders went under the run directory
 
 
