@@ -22,7 +22,7 @@ numbering, the node stream), :class:`~hadar.runtime.round_executor.RoundExecutor
 plan to commit point), :class:`~hadar.runtime.bookkeeping.RoundBook` (what the run keeps from
 committed rounds and the progress checks, a round's bookkeeping top-down in one module),
 :class:`~hadar.runtime.evaluator.Evaluator` and its checkpoint guard. The coordinator itself
-sets the run up, recovers it after a crash, handles signals and runs the progress checks.
+sets the run up, recovers it after a crash and handles signals.
 """
 
 from __future__ import annotations
