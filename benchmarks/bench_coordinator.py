@@ -38,6 +38,10 @@ from typing import Any
 import torch
 import yaml
 
+import tracker.consolidation
+import tracker.registration
+import tracker.reports
+import tracker.rollback
 import tracker.tracker as tracker_module
 from hadar.loop import Decision, RoundLoop
 from hadar.runtime.config import RunConfig, RuntimeKnobs
@@ -85,6 +89,9 @@ def write_inputs(root: Path, nodes: int, jobs: int) -> tuple[Path, Path, Path, s
     return root / "cluster.yaml", root / "jobs.yaml", ckpt, sha
 
 
+TRACKER_PARTS = (tracker.consolidation, tracker.registration, tracker.reports, tracker.rollback)
+
+
 class CheckpointClock:
     """Seconds spent in the Job Tracker's checkpoint file work (verify, load, average and
     save model checkpoints): it grows with the model, not with the rounds, and is reported
@@ -94,8 +101,10 @@ class CheckpointClock:
 
     @classmethod
     def install(cls) -> None:
-        for name in ("load_checkpoint", "save_atomic", "verify_file", "average_state_dicts"):
-            setattr(tracker_module, name, cls._timed(getattr(tracker_module, name)))
+        for part in TRACKER_PARTS:  # the tracker's parts that work on checkpoint files
+            for name in ("load_checkpoint", "save_atomic", "verify_file", "average_state_dicts"):
+                if hasattr(part, name):
+                    setattr(part, name, cls._timed(getattr(part, name)))
         # deleting checkpoints that left the retention window is file work too; deciding
         # which ones (``_retained``) is bookkeeping
         tracker_class = tracker_module.JobTracker

@@ -19,10 +19,10 @@ likely cause; a full, read-only or unwritable run or node directory stops it wit
 The coordinator is the round loop's executor (``hadar/loop.py``) made of parts with one job
 each: :class:`~hadar.runtime.node_manager.NodeManager` (which nodes are up, the provider, GPU
 numbering, the node stream), :class:`~hadar.runtime.round_executor.RoundExecutor` (one round from
-plan to commit point), :class:`~hadar.runtime.run_state.RunState` and
-:class:`~hadar.runtime.run_state.ProgressWatch` (the bookkeeping, booked as rounds commit),
+plan to commit point), :class:`~hadar.runtime.bookkeeping.RoundBook` (what the run keeps from
+committed rounds and the progress checks, a round's bookkeeping top-down in one module),
 :class:`~hadar.runtime.evaluator.Evaluator` and its checkpoint guard. The coordinator itself
-sets the run up, recovers it after a crash, handles signals and runs the progress checks.
+sets the run up, recovers it after a crash and handles signals.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from hadar.clusters import load_cluster
 from hadar.core.cluster import Cluster
 from hadar.core.defaults import REAL_RUN_FORK_PROGRESS
 from hadar.core.errors import InputError
-from hadar.core.jobs import Job, Placement, placement_gpus
+from hadar.core.jobs import Job
 from hadar.core.safe_paths import refuse_links, remove_tree
 from hadar.core.state_db import reading_state
 from hadar.loop import Decision, RoundLoop
@@ -49,12 +49,11 @@ from hadar.policy import Policy, RoundContext
 from hadar.policy_options import policy_with_options
 from hadar.providers.base import NodeProvider, check_provider_setup, make_provider
 from hadar.providers.registry import provider_kind
-from hadar.runtime import elastic
+from hadar.runtime.bookkeeping import RoundBook
 from hadar.runtime.config import RunConfig, RuntimeKnobs, check_run_jobs
 from hadar.runtime.evaluator import CheckpointGuard, Evaluator
 from hadar.runtime.faults import (
     RunStalledError,
-    likely_cause,
     node_resource_error,
     resource_error,
 )
@@ -71,7 +70,6 @@ from hadar.runtime.node_manager import (
 )
 from hadar.runtime.node_stream import LeaveWatcher
 from hadar.runtime.round_executor import RoundExecutor, RoundResult
-from hadar.runtime.run_state import ProgressWatch, RunState
 from hadar.runtime.slurm_stream import SlurmWatcher
 from hadar.runtime.state_file import EVENTS_FILE, open_run_state
 from hadar.scenario import load_table, throughput_for
@@ -156,15 +154,11 @@ class Coordinator:
             provider_options,
             provider_factory,
         )
-        self.failed: dict[int, str] = {}
-        """Jobs given up this session (no progress for ``stall_rounds`` rounds): job -> cause."""
-        self.withheld: dict[tuple[int, tuple[str, ...]], str] = {}
-        """(job, nodes) not dispatched again this session: its copy there failed the same way
-        ``stall_rounds`` rounds in a row -> why."""
-        self.state = RunState(self.by_id, cfg.started_at)
-        """Per-job service and last placements, loaded by :meth:`recover`, then kept up."""
-        self.watch = ProgressWatch(cfg.stall_rounds)
-        """This session's recent rounds, for the progress checks."""
+        self.book = RoundBook(
+            rundir, cfg, self.by_id, self.throughput, self.tracker, self.events, self._note
+        )
+        """A round's bookkeeping: what the run keeps from committed rounds, progress checks."""
+        self.state, self.failed = self.book.state, self.book.failed
         self.guard = CheckpointGuard(self.tracker, self.events, self._note)
         self.evaluator = Evaluator(
             rundir, cfg, self.jobs, self.tracker, self.events, self.nodes, self.guard
@@ -177,11 +171,9 @@ class Coordinator:
             self.journal,
             self.events,
             self.nodes,
-            self.state,
+            self.book,
             self.guard,
-            self._observe,
             self.throughput,
-            self.withheld,
         )
         self._up: Cluster | None = None
         """The nodes up for the round being played (found by :meth:`prepare`)."""
@@ -278,15 +270,7 @@ class Coordinator:
                 next_round = row.round
         # once per session, a batch of rows at a time: later rounds are booked as they close
         for row in self.journal.iter_rounds("closed"):
-            copies = copy_records(row, self.tracker)
-            for c in copies:
-                self._observe(c["job"], c["node"], c["steps"], c["train_s"], c["placement"])
-                if c.get("iterations"):
-                    self.throughput.observe_iterations(
-                        c["job"], elastic.IterationSample.from_json(c["iterations"])
-                    )
-            summary = self.tracker.round_summary(row.round)
-            self.state.commit(row, copies, [j for j, s in summary.jobs.items() if s.completed])
+            self.book.replay(row, copy_records(row, self.tracker))
         return next_round
 
     # -- the loop ---------------------------------------------------------------------------
@@ -439,8 +423,7 @@ class Coordinator:
         """Journal the plan and the policy state, dispatch, collect, let the tracker close the
         round (its commit point), journal the timings (the round executor), then book it."""
         result = self.rounds.play(decision)
-        self.state.commit(result.row, result.copies, result.completed)
-        self.watch.add(result.copies)
+        self.book.committed(result.row, result.copies, result.completed)
         return result
 
     def record(self, decision: Decision, outcome: RoundResult) -> None:
@@ -453,7 +436,7 @@ class Coordinator:
         err = node_resource_error(copies, self.provider.workdir, self.rundir)
         if err is not None:
             raise err
-        self._check_progress(r)
+        self.book.check_progress(r)
         self.evaluator.evaluate_pending(r, decision.ctx.cluster)
 
     def close(self) -> None:
@@ -481,67 +464,10 @@ class Coordinator:
             name = signal.Signals(signum).name
             self.view.note(f"{name}: stopping after this round (Ctrl-C again to abandon it)")
 
-    def _check_progress(self, r: int) -> None:
-        """Give up jobs without progress for ``stall_rounds`` rounds; stop a run without any."""
-        n = self.cfg.stall_rounds
-        stuck = self.watch.run_stalled()
-        if stuck is not None:
-            cause = likely_cause(stuck, self.cfg.round_s, self.cfg.warm_workers)
-            self.events.emit("stalled", round=r, rounds=n, cause=cause)
-            raise RunStalledError(
-                f"{self.rundir}: no job made progress in {n} rounds in a row; likely cause: "
-                f"{cause}. State saved; fix it and continue with: hadar run --resume {self.rundir}"
-            )
-        for job, copies in self.watch.stalled_jobs().items():
-            if job in self.failed or self.tracker.is_complete(job):
-                continue
-            cause = likely_cause(copies, self.cfg.round_s, self.cfg.warm_workers)
-            self.failed[job] = cause
-            self.events.emit(
-                "job-failed",
-                round=r,
-                job=job,
-                rounds=n,
-                cause=cause,
-                note="not dispatched again in this session; the other jobs go on",
-            )
-            if self.view is not None:
-                self.view.note(f"job {job} given up after {n} rounds without progress: {cause}")
-        for (job, nodes), copies in self.watch.repeated_failures().items():
-            if (job, nodes) in self.withheld or job in self.failed or self.tracker.is_complete(job):
-                continue
-            kind, cause = (
-                copies[-1].get("kind"),
-                likely_cause(copies, self.cfg.round_s, self.cfg.warm_workers),
-            )
-            self.withheld[(job, nodes)] = (
-                f"job {job} failed on {'+'.join(nodes)} ({kind}) {n} rounds in a row: {cause}"
-            )
-            self.events.emit(
-                "copy-withheld",
-                round=r,
-                job=job,
-                nodes=list(nodes),
-                rounds=n,
-                kind=kind,
-                cause=cause,
-                note="not dispatched on these nodes again in this session; the job goes on elsewhere",
-            )
-            if self.view is not None:
-                self.view.note(self.withheld[(job, nodes)] + "; not dispatched there again")
-
     def _drop_incoming(self, r: int, attempt: int) -> None:
         """Delete a finished round's fetched copy checkpoints (the tracker has consolidated them)."""
         with contextlib.suppress(OSError):  # best effort; a link planted there stops the run
             remove_tree(self.rundir / "incoming" / f"r{r:04d}-a{attempt}")
-
-    def _observe(
-        self, job_id: int, node: str, steps: int, train_s: float, placement: Placement
-    ) -> None:
-        """A measured rate, at the GPU count it ran on (an elastic job's varies)."""
-        if steps > 0 and train_s > 0 and job_id in self.by_id:
-            gpus = placement_gpus(placement)
-            self.throughput.observe(self.by_id[job_id], node, gpus, steps / train_s)
 
 
 def _job_spec(job: Job, workload: str) -> JobSpec:

@@ -6,8 +6,9 @@ the policy's state before anything is dispatched, runs every copy concurrently o
 (:meth:`RoundExecutor.run_copy`: the node manager's, or a benchmark's fake nodes), then, in ONE
 transaction of the run's state file (the round's commit point), reports each copy's work to the
 Job Tracker, lets the tracker close the round, journals the timings and writes the round's
-events. It keeps no state between rounds: what a
-round leaves for the next is booked by :class:`~hadar.runtime.run_state.RunState`.
+events. It keeps no state between rounds: what a round leaves for the next is booked by
+:class:`~hadar.runtime.bookkeeping.RoundBook` (:mod:`hadar.runtime.bookkeeping` lists a
+round's bookkeeping in the order it happens).
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from estimators.online import OnlineThroughput
-from hadar.core.jobs import Job, Placement
+from hadar.core.jobs import Job
 from hadar.loop import Decision
 from hadar.policy import Assignment
 from hadar.runtime import elastic
+from hadar.runtime.bookkeeping import RoundBook
 from hadar.runtime.config import RunConfig
 from hadar.runtime.dispatch import CopyOutcome, CopyTask
 from hadar.runtime.evaluator import CheckpointGuard
@@ -32,14 +34,9 @@ from hadar.runtime.faults import placement_nodes
 from hadar.runtime.gpu_binding import bind, binding_from_plan, devices_of
 from hadar.runtime.journal import EventLog, Journal, RoundRow
 from hadar.runtime.node_manager import NodeManager
-from hadar.runtime.run_state import RunState
 from tracker import ids
 from tracker.errors import ReportRejected
 from tracker.tracker import JobState, JobTracker
-
-Observe = Callable[[int, str, int, float, Placement], None]
-"""``(job, node, steps, train_s, placement)``: a measured rate, at the placement's GPU count, for
-the online throughput estimator."""
 
 
 @dataclass(frozen=True)
@@ -65,21 +62,19 @@ class RoundExecutor:
         journal: Journal,
         events: EventLog,
         nodes: NodeManager,
-        state: RunState,
+        book: RoundBook,
         guard: CheckpointGuard,
-        observe: Observe,
         throughput: OnlineThroughput,
-        withheld: dict[tuple[int, tuple[str, ...]], str],
     ) -> None:
         self.rundir, self.cfg, self.by_id = rundir, cfg, jobs
         self.tracker, self.journal, self.events = tracker, journal, events
         self.db = journal.db
         """The run's state file: a round's commit point is one transaction of it."""
-        self.nodes, self.state, self.guard, self.observe = nodes, state, guard, observe
+        self.nodes, self.book, self.guard = nodes, book, guard
+        self.state, self.withheld = book.state, book.withheld
+        """Last round's plan; (job, nodes) not dispatched (the progress checks fill it)."""
         self.throughput = throughput
         """Measured rates and elastic jobs' step/sync/gradient samples (read for round specs)."""
-        self.withheld = withheld
-        """(job, nodes) not dispatched (the coordinator's progress checks fill it)."""
         self.view: Any = None
         self.run_copy: Callable[[CopyTask, Path], CopyOutcome] = nodes.run_copy
         """Runs one copy and brings its checkpoint back (the seam for fake nodes)."""
@@ -221,12 +216,15 @@ class RoundExecutor:
             kind = "mismatched-checkpoint"
             o = replace(o, kind=kind, error=str(rejected))
         elif o.ok:
-            self.observe(
-                o.task.job.job_id, o.task.node, o.steps_done, o.train_seconds, o.task.placement
+            sample = self.book.measured(
+                r,
+                o.task.job.job_id,
+                o.task.node,
+                o.steps_done,
+                o.train_seconds,
+                o.task.placement,
+                o.measured,
             )
-            sample = elastic.sample_of(r, o.task.placement, o.steps_done, o.measured)
-            if sample is not None:
-                self.throughput.observe_iterations(o.task.job.job_id, sample)
             self.events.emit(
                 "result",
                 round=r,

@@ -278,3 +278,18 @@ def wait_until_dispatched(
         f"round {round_} to be dispatched",
         proc,
     )
+
+
+def train_one_tiny_job(cluster_file: Path, tmp_path: Path) -> Path:
+    """``hadar run`` of one tiny job (LT, 20 steps, 3 s rounds) on ``cluster_file``: it must
+    finish with every step counted by the tracker; returns the run directory."""
+    from hadar.cli import main
+
+    jobs = write_jobs(tmp_path / "jobs.yaml", {"LT": 20})
+    out = tmp_path / "run"
+    argv = ["run", "--cluster", str(cluster_file), "--workload", str(jobs)]
+    assert main([*argv, "--out", str(out), "--round", "3", "--no-live"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["completed"] == summary["jobs"] == 1
+    assert tracker_progress(out) == {0: 20}
+    return out

@@ -3,7 +3,8 @@ extra), each node reached over SSH.
 
 This module registers the provider and declares its node entries' keys and its ``aws:``
 section (light: no boto3); the
-provider and the instances' lifecycle are :mod:`hadar.providers.aws.provider`.
+provider (commands and files over SSH) is :mod:`hadar.providers.aws.provider`, the instances'
+lifecycle :mod:`hadar.providers.aws.lifecycle`.
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ KIND = register_provider(
         "hadar.providers.aws.provider:AwsProvider",
         AwsNode,
         AwsSettings,
-        lifecycle="hadar.providers.aws.provider:AwsCluster",
+        lifecycle="hadar.providers.aws.lifecycle:AwsCluster",
         rank=2,
     )
 )

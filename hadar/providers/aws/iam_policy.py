@@ -1,5 +1,5 @@
 """The IAM policy ``hadar cluster`` and the AWS provider need, generated from the EC2 calls
-``hadar/providers/aws/provider.py`` makes (read from its source: ``self.ec2.<operation>(...)``,
+the modules of ``hadar/providers/aws/`` make (read from their source: ``self.ec2.<operation>(...)``,
 ``self._call("<operation>", ...)``, paginators and waiters), so it cannot fall behind the code.
 
 ``python -m hadar.providers.aws.iam_policy`` prints it; ``--write`` updates
@@ -17,7 +17,10 @@ from typing import Any
 
 from hadar.providers.aws import CLUSTER_TAG
 
-SOURCE = Path(__file__).with_name("provider.py")
+SOURCES = tuple(
+    Path(__file__).with_name(f"{name}.py") for name in ("ec2", "ssh_side", "lifecycle", "provider")
+)
+"""The modules that call EC2."""
 DOC = Path(__file__).resolve().parents[3] / "docs" / "aws-iam-policy.json"
 
 WAITER_OPERATIONS = {
@@ -68,7 +71,8 @@ def policy(source: str | None = None, cluster: str | None = None) -> dict[str, A
     """The IAM policy document allowing exactly the EC2 actions the provider uses: terminating
     (or stopping) only instances tagged ``hadar-cluster`` (with ``cluster``: that cluster's
     only), tagging only at launch, the rest (describe, launch, console output) on any resource."""
-    ops = operations(SOURCE.read_text() if source is None else source)
+    texts = [p.read_text() for p in SOURCES] if source is None else [source]
+    ops = sorted({op for text in texts for op in operations(text)})
     changing = [op for op in ops if op in INSTANCE_CHANGING]
     launch = [op for op in ops if op in LAUNCH_ONLY]
     other = [op for op in ops if op not in INSTANCE_CHANGING and op not in LAUNCH_ONLY]

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -26,26 +25,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from hadar.core.cluster import Cluster, Node
-from hadar.core.integrity import sha256_file
 from hadar.core.safe_paths import PathEscapeError, confined, remove_tree
 from hadar.providers import health
 from hadar.providers.base import (
     PROBE_TIMEOUT_S,
     CommandResult,
     NodeHealth,
-    NodeProvider,
-    NodeTransferError,
-    confine,
     load_section,
 )
 from hadar.providers.local import LocalSettings
-from hadar.providers.transfer import receive_verified, require_sha256
+from hadar.providers.transfer import FolderFiles
 
 DEFAULT_BASE_DIR = "~/.hadar/local-nodes"
 PROBE_TTL_S = 30.0
-PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
-"""The directory holding the ``nodes`` package: added to PYTHONPATH so ``-m nodes.worker``
-works from a node's working directory even without an installed package."""
 
 
 def run_process(
@@ -99,19 +91,7 @@ def _killpg(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-def copy_verified(src: Path, dst: Path, node: str, expected: str | None = None) -> str:
-    """Copy ``src`` to ``dst`` atomically (temp file + rename), hashing both ends."""
-    want = sha256_file(src)
-    if expected is not None:
-        require_sha256(want, expected, f"node {node}: {src}", "expected")
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    receive_verified(
-        dst, lambda tmp: shutil.copyfile(src, tmp), want, f"node {node}: copy of {src}", "source"
-    )
-    return want
-
-
-class LocalProvider(NodeProvider):
+class LocalProvider(FolderFiles):
     """Nodes are worker processes on this machine, each with its own working directory."""
 
     def __init__(
@@ -144,55 +124,9 @@ class LocalProvider(NodeProvider):
             confined(self.base_dir, self.run_id, name, what=f"node {name}: working directory")
         )
 
-    def _workdir(self, node: Node | str) -> Path:
-        wd = Path(self.workdir(node))
-        wd.mkdir(parents=True, exist_ok=True)
-        return wd
-
-    def _file(self, node: Node, rel: str) -> Path:
-        """``rel`` inside the node's working directory, refused if it (or a symlink on the way)
-        leads outside it."""
-        return confined(
-            self._workdir(node), confine(node.name, rel), what=f"node {node.name}: file"
-        )
-
-    def python(self, node: Node | str) -> list[str]:
-        self.node(node)
-        return list(self._python)
-
     def rendezvous_address(self, node: Node | str) -> str:
         self.node(node)
         return self.settings.rendezvous_address
-
-    def _env(self, extra: Mapping[str, str] | None) -> dict[str, str]:
-        env = dict(os.environ)
-        paths = [PACKAGE_ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-        env.update(extra or {})
-        return env
-
-    def put(self, node: Node | str, local_path: str | Path, remote_rel_path: str) -> str:
-        n = self.node(node)
-        return copy_verified(Path(local_path), self._file(n, remote_rel_path), n.name)
-
-    def get(
-        self,
-        node: Node | str,
-        remote_rel_path: str,
-        local_path: str | Path,
-        expected_sha256: str | None = None,
-    ) -> str:
-        n = self.node(node)
-        src = self._file(n, remote_rel_path)
-        if not src.is_file():
-            raise NodeTransferError(
-                f"node {n.name}: no file {remote_rel_path} in {self.workdir(n)}"
-            )
-        return copy_verified(src, Path(local_path), n.name, expected_sha256)
-
-    def sha256(self, node: Node | str, remote_rel_path: str) -> str:
-        n = self.node(node)
-        return sha256_file(self._file(n, remote_rel_path))
 
     def run(
         self,

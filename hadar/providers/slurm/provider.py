@@ -34,7 +34,6 @@ from pathlib import Path
 
 from hadar.core.cluster import Cluster, Node
 from hadar.core.errors import InputError, UnreachableNodeError
-from hadar.core.integrity import sha256_file
 from hadar.core.io import write_text
 from hadar.core.safe_paths import confined
 from hadar.providers import health
@@ -42,14 +41,12 @@ from hadar.providers.base import (
     PROBE_TIMEOUT_S,
     CommandResult,
     NodeHealth,
-    NodeProvider,
-    NodeTransferError,
-    confine,
     load_section,
 )
-from hadar.providers.local.provider import PACKAGE_ROOT, copy_verified, run_process
+from hadar.providers.local.provider import run_process
 from hadar.providers.slurm import SlurmNode, SlurmSettings
 from hadar.providers.slurm.commands import GRANTED, Slurm, SlurmUnreachable, last_line
+from hadar.providers.transfer import FolderFiles
 from hadar.providers.transport import node_transport
 
 DEFAULT_BASE_DIR = "~/.hadar/slurm-nodes"
@@ -84,7 +81,7 @@ _REFUSALS = (
 )
 
 
-class SlurmProvider(NodeProvider):
+class SlurmProvider(FolderFiles):
     """Nodes are Slurm allocations; commands run in them as job steps."""
 
     def __init__(
@@ -272,54 +269,13 @@ class SlurmProvider(NodeProvider):
             confined(self.base_dir, self.run_id, name, what=f"node {name}: working directory")
         )
 
-    def _workdir(self, node: Node | str) -> Path:
-        wd = Path(self.workdir(node))
-        wd.mkdir(parents=True, exist_ok=True)
-        return wd
-
-    def _file(self, node: Node, rel: str) -> Path:
-        return confined(
-            self._workdir(node), confine(node.name, rel), what=f"node {node.name}: file"
-        )
-
-    def python(self, node: Node | str) -> list[str]:
-        self.node(node)
-        return list(self._python)
-
     def rendezvous_address(self, node: Node | str) -> str:
         if self.settings.rendezvous_address is not None:
             return self.settings.rendezvous_address
         return self.allocation(node).address
 
-    def put(self, node: Node | str, local_path: str | Path, remote_rel_path: str) -> str:
-        n = self.node(node)
-        return copy_verified(Path(local_path), self._file(n, remote_rel_path), n.name)
-
-    def get(
-        self,
-        node: Node | str,
-        remote_rel_path: str,
-        local_path: str | Path,
-        expected_sha256: str | None = None,
-    ) -> str:
-        n = self.node(node)
-        src = self._file(n, remote_rel_path)
-        if not src.is_file():
-            raise NodeTransferError(
-                f"node {n.name}: no file {remote_rel_path} in {self.workdir(n)}"
-            )
-        return copy_verified(src, Path(local_path), n.name, expected_sha256)
-
-    def sha256(self, node: Node | str, remote_rel_path: str) -> str:
-        n = self.node(node)
-        return sha256_file(self._file(n, remote_rel_path))
-
-    def _env(self, extra: Mapping[str, str] | None) -> dict[str, str]:
-        env = dict(self.slurm.env)
-        paths = [PACKAGE_ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-        env.update(extra or {})
-        return env
+    def base_env(self) -> Mapping[str, str]:
+        return self.slurm.env
 
     def step(self, node: Node, alloc: Allocation, env: Mapping[str, str] | None) -> list[str]:
         """The ``srun`` prefix of a command on ``node``: a worker given ``CUDA_VISIBLE_DEVICES``

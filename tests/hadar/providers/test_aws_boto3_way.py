@@ -19,7 +19,7 @@ import pytest
 import yaml
 from botocore.stub import Stubber
 
-import hadar.providers.aws.provider
+import hadar.providers.aws.ec2
 from hadar.clusters import load_cluster
 from hadar.providers.aws.provider import AwsCluster, AwsError, Instance
 from tests.fixtures.moto_server import REGION, MotoServer
@@ -54,7 +54,7 @@ def test_instances_are_listed_page_by_page(
 ) -> None:
     aws = AwsCluster(load_cluster(write_config(tmp_path / "paged.yaml", n=12)))
     aws.up(wait_ssh=False)
-    monkeypatch.setattr(hadar.providers.aws.provider, "PAGE_SIZE", 5)
+    monkeypatch.setattr(hadar.providers.aws.ec2, "PAGE_SIZE", 5)
     calls: list[dict] = []
     aws.ec2.meta.events.register(
         "provide-client-params.ec2.DescribeInstances", lambda params, **_: calls.append(params)

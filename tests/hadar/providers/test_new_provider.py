@@ -32,7 +32,7 @@ from hadar.providers.lifecycle import Log, NodeLifecycle
 from hadar.providers.local.provider import LocalProvider
 from hadar.providers.registry import ProviderKind, register_provider, unregister_provider
 from hadar.providers.transport import node_transport
-from tests.e2e.runlib import tracker_progress, write_jobs
+from tests.e2e.runlib import train_one_tiny_job
 
 ROOT = Path(__file__).resolve().parents[3]
 NAME = "testloop"
@@ -283,14 +283,5 @@ def test_nodes_check_reaches_its_nodes(
 
 
 @pytest.mark.slow
-def test_hadar_run_trains_on_its_nodes(
-    testloop: ProviderKind, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    jobs = write_jobs(tmp_path / "jobs.yaml", {"LT": 20})
-    out = tmp_path / "run"
-    argv = ["run", "--cluster", str(_cluster_file(tmp_path)), "--workload", str(jobs)]
-    code = main([*argv, "--out", str(out), "--round", "3", "--no-live"])
-    assert code == 0, capsys.readouterr()
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["completed"] == summary["jobs"] == 1
-    assert tracker_progress(out) == {0: 20}
+def test_hadar_run_trains_on_its_nodes(testloop: ProviderKind, tmp_path: Path) -> None:
+    train_one_tiny_job(_cluster_file(tmp_path), tmp_path)

@@ -1,0 +1,56 @@
+"""SSH host keys: fingerprints, ``known_hosts`` names and entries, and the policy that refuses
+an unknown key (or records it when new hosts are trusted)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import threading
+from pathlib import Path
+
+import paramiko
+
+_KNOWN_HOSTS_LOCK = threading.Lock()
+
+
+def fingerprint(key: paramiko.PKey) -> str:
+    """OpenSSH-style ``SHA256:...`` fingerprint of a public key."""
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+def known_hosts_name(host: str, port: int) -> str:
+    """The name a host is filed under in known_hosts (``[host]:port`` for non-22 ports)."""
+    return host if port == 22 else f"[{host}]:{port}"
+
+
+def record_host_key(path: Path, host_name: str, key: paramiko.PKey) -> None:
+    """Append a host key to a known_hosts file (process-wide lock; creates the file)."""
+    line = paramiko.hostkeys.HostKeyEntry([host_name], key).to_line()
+    if line is None:  # paramiko gives None only for an entry without a name or key
+        raise ValueError(f"{host_name}: cannot write its host key to {path}")
+    with _KNOWN_HOSTS_LOCK:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as f:
+            f.write(line)
+
+
+class UnknownHostKey(Exception):
+    def __init__(self, host_name: str, key: paramiko.PKey) -> None:
+        super().__init__(host_name)
+        self.key = key
+
+
+class HostKeyPolicy(paramiko.MissingHostKeyPolicy):
+    """Refuse unknown host keys, or (when trusting) record them in known_hosts."""
+
+    def __init__(self, known_hosts: Path, trust: bool) -> None:
+        self.known_hosts = known_hosts
+        self.trust = trust
+
+    def missing_host_key(
+        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
+    ) -> None:
+        if not self.trust:
+            raise UnknownHostKey(hostname, key)
+        record_host_key(self.known_hosts, hostname, key)
