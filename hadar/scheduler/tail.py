@@ -24,8 +24,8 @@ Displacing (:func:`may_displace`): a job on the tail path takes idle GPUs that m
 when none do, a one-GPU job takes the GPUs of a running job (preempting it), a gang does not. The
 percentile counts jobs: a one-GPU job displaces at most one job to keep one job under the bound, a
 gang of W up to W, each losing its place and paying a restart, for hours (the tail's jobs are the
-long ones). Measured on the load sweep over seeds 0-4 (``docs/results.md``, "Tail under
-continuous arrivals: sixth session"): with gangs displacing, the average JCT was lost to Gavel's in
+long ones). Measured on the load sweep over seeds 0-4 (``docs/history.md``, "Tail under
+continuous arrivals: sixth session, seeds 0-4"): with gangs displacing, the average JCT was lost to Gavel's in
 12 of 40 cells, by up to 13 %, and the window p99 in 18 (geometric mean of Hadar / Gavel 1.008);
 with gangs on idle GPUs only, the average in 4 cells, by at most 1.9 %, and the p99 in 16 (0.994);
 ``philly-480`` keeps every target. A gang still gets the TTD guard, the deferral bound and idle

@@ -15,9 +15,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
+# About 3 minutes on two idle cores (the physical grid, two comparisons, two reproductions): the
+# suite's 600 s is not enough on a loaded machine.
+@pytest.mark.timeout(900)
 def test_generated_doc_blocks_match_the_commands() -> None:
     res = run_group(  # its pool workers end with it on a timeout
-        [sys.executable, str(ROOT / "scripts" / "doc_tables.py"), "--check"], timeout=600
+        [sys.executable, str(ROOT / "scripts" / "doc_tables.py"), "--check"], timeout=880
     )
     assert res.returncode == 0, res.stdout + res.stderr
     assert res.stdout.strip() == "up to date"

@@ -1,8 +1,8 @@
-"""Issue 27, point 5: a regression test on data nobody tuned to. GPU types the measured table does
+"""A regression test on data nobody tuned to. GPU types the measured table does
 not cover (A100, T4, RTX 3090) in nodes of 4 and 8 GPUs, every figure the cold-start estimate
 (Eq. 10) anchored on Gavel's V100 measurements, and a heavy trace: ten jobs per GPU, all at t=0
 (a cut-down of ``cluster_configs/sim-64gpu-a100-t4-rtx.yaml`` with ``philly-960``; the full run
-is in docs/results.md, "Hadar vs Gavel: tail, load, names")."""
+is in docs/results.md, "Independent data: A100, T4 and RTX 3090, heavy trace")."""
 
 from __future__ import annotations
 
