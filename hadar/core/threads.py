@@ -5,9 +5,10 @@ threads spin for a while after every call, waiting for more work. A decision mak
 BLAS calls (Pollux's L-BFGS-B fits of Eq. 11, the LP and integer-program set-up, small
 reductions) that are never large enough to gain from a second thread, so the pool only burns
 CPU: measured on a loaded 2-core machine, one Pollux decision on ``pollux-6`` (64 GPUs) took
-0.7-1.9 CPU s with the pool and 0.03-0.08 s with one thread, the same decision; a cold Hadar
-round of 2,048 jobs 0.14 s and 0.10 s. Results do not change: OpenBLAS gives the same numbers
-on one thread for operations this small (the decision hashes are identical).
+0.5-1.9 CPU s with the pool and 0.03-0.08 s with one thread, the same decision (Hadar's rounds,
+whose BLAS calls are fewer, measured alike within the machine's noise). Decisions do not change:
+the decision hashes of Hadar, Pollux and AFS are identical (``benchmarks/decision_hash.py``,
+``benchmarks/decision_cpu.py``).
 
 :func:`one_blas_thread` limits every loaded BLAS to one thread for the duration of a block
 (``threadpoolctl``; a no-op where it is not installed) and restores the previous limits after.
