@@ -46,6 +46,7 @@ import numpy as np
 from afs.share import ShareJob, afs_p_shares, afs_shares
 from hadar.core.cluster import Cluster
 from hadar.core.jobs import JobStatus, Placement
+from hadar.core.threads import one_blas_thread
 from hadar.placement import best_fit_costs, fewest_nodes, node_rank, runnable_cells
 from hadar.policy import Assignment, Policy, PolicyInfo, RoundContext, RoundPlan, register_policy
 
@@ -199,6 +200,10 @@ class AfsPolicy(Policy):
         ]
 
     def decide(self, ctx: RoundContext) -> RoundPlan:
+        with one_blas_thread():  # its fits and searches make many tiny BLAS calls
+            return self._decide(ctx)
+
+    def _decide(self, ctx: RoundContext) -> RoundPlan:
         signature = self.signature(ctx)
         recomputed = signature != self._signature
         if recomputed:

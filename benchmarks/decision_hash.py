@@ -4,7 +4,8 @@
         [--write benchmarks/decision_hashes.json | --check benchmarks/decision_hashes.json]
 
 Scenarios: ``philly-480`` seeds 0-4 on ``sim-60gpu``, and the physical mixes ``M-1`` ...
-``M-12`` on ``aws-5node`` and ``lab-5node`` (seed 0). Each run is ``hadar.api.simulate`` with the
+``M-12`` on ``aws-5node`` and ``lab-5node`` (seed 0); for Pollux and AFS (policies of elastic
+jobs), ``pollux-6`` on ``pollux-64t4`` (seed 0) instead. Each run is ``hadar.api.simulate`` with the
 policy's defaults (what ``hadar simulate --policy NAME`` runs); every round's assignments (job,
 copy, placement, step budget, batch size, restart flag) go into one SHA-256 per scenario, the
 round index with them. ``--check`` prints the scenarios whose hash differs and exits 1 if any
@@ -29,6 +30,12 @@ MIXES = tuple(f"M-{i}" for i in range(1, 13))
 SCENARIOS: tuple[tuple[str, str, int], ...] = tuple(
     ("sim-60gpu", "philly-480", seed) for seed in range(5)
 ) + tuple((cluster, mix, 0) for cluster in ("aws-5node", "lab-5node") for mix in MIXES)
+ELASTIC_SCENARIOS: tuple[tuple[str, str, int], ...] = (("pollux-64t4", "pollux-6", 0),)
+SCENARIOS_OF: dict[str, tuple[tuple[str, str, int], ...]] = {
+    "pollux": ELASTIC_SCENARIOS,
+    "afs": ELASTIC_SCENARIOS,
+}
+"""Policies hashed on other scenarios than :data:`SCENARIOS`."""
 
 
 def plan_text(ctx: RoundContext, plan: RoundPlan) -> str:
@@ -77,7 +84,7 @@ def main() -> None:
     found: dict[str, str] = {}
     differ = []
     for policy in args.policy:
-        for cluster, workload, seed in SCENARIOS:
+        for cluster, workload, seed in SCENARIOS_OF.get(policy, SCENARIOS):
             key = f"{policy} {cluster} {workload} seed {seed}"
             c0 = time.process_time()
             found[key], rounds = scenario_hash(policy, cluster, workload, seed)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -188,17 +188,22 @@ class AppTrace:
     def min_local_bsz(self) -> int:
         return int(self.placements.local_bsz.min())
 
-    @property
+    @cached_property
     def max_local_bsz(self) -> int:
+        """The largest local batch per GPU (measured, within ``max_local_bsz_limit``); computed
+        once: every rate query of a decision asks for it (a pandas reduction each time was half
+        of an AFS decision)."""
         measured = int(self.placements.local_bsz.max())
         limit = self.max_local_bsz_limit
         return measured if limit is None else min(measured, limit)
 
-    @property
+    @cached_property
     def epoch_progress(self) -> np.ndarray:
-        """Progress (iterations at M0) at the end of each epoch: the smallest over the runs."""
+        """Progress (iterations at M0) at the end of each epoch: the smallest over the runs
+        (computed once, read-only)."""
         rows = min(len(r.progress) for r in self.runs)
         smallest: np.ndarray = np.min([r.progress[:rows] for r in self.runs], axis=0)
+        smallest.flags.writeable = False
         return smallest
 
     @property

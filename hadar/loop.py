@@ -29,6 +29,7 @@ from estimators.throughput import ThroughputModel
 from hadar.core.cluster import Cluster
 from hadar.core.errors import HadarError
 from hadar.core.jobs import Job
+from hadar.core.threads import one_blas_thread
 from hadar.policy import Policy, RoundContext, RoundPlan
 
 Outcome = TypeVar("Outcome")
@@ -93,7 +94,8 @@ class RoundLoop(Generic[Outcome]):
         self.executor.prepare(index)
         ctx = self.executor.context(index)
         t0 = time.perf_counter()
-        plan = self.policy.decide(policy_view(ctx))
+        with one_blas_thread():  # (hadar/core/threads.py)
+            plan = self.policy.decide(policy_view(ctx))
         decision = Decision(ctx, plan, time.perf_counter() - t0, self.policy.state())
         try:
             validate_plan(plan, ctx)
@@ -110,11 +112,12 @@ class RoundLoop(Generic[Outcome]):
         """Play rounds from ``first_index`` until the executor is finished (or ``max_rounds``
         rounds were played); returns the next round's index."""
         index = first_index
-        while not self.executor.finished() and (
-            max_rounds is None or index - first_index < max_rounds
-        ):
-            self.play_round(index)
-            index += 1
+        with one_blas_thread():  # the executor's own arrays are small too
+            while not self.executor.finished() and (
+                max_rounds is None or index - first_index < max_rounds
+            ):
+                self.play_round(index)
+                index += 1
         return index
 
 

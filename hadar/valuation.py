@@ -12,7 +12,7 @@ import numpy as np
 from hadar.core.cluster import Cluster
 from hadar.core.jobs import JobStatus
 from hadar.policy import RoundContext
-from primal_dual.dp import QueueEntry
+from primal_dual.dp import QueueEntry, one_round
 from primal_dual.find_alloc import PRUNE_ABOVE_NODES, JobRequest, static_node_groups
 from primal_dual.prices import PriceBounds, price_bounds
 from primal_dual.utility import Utility
@@ -74,8 +74,10 @@ def queue_entry(
     origin = ctx.now - job.arrival if utility.clock == "arrival" else 0.0
     weight, ideal, round_s = job.weight, v.ideal, ctx.round_s
 
+    value = utility.value
+
     def u(rate: float) -> float:
-        return utility.value(origin + penalty + remaining / rate, weight, ideal)
+        return value(origin + penalty + remaining / rate, weight, ideal)
 
     def u_kept(rate: float) -> float:
         # kept: no restart now, and one fewer later -- what a preemption would cost this job is
@@ -97,7 +99,7 @@ def queue_entry(
         request=v.request,
         class_key=(job.job_type, job.num_gpus) if class_key is None else class_key,
         utility=u,
-        hold_rounds=hold,
+        hold_rounds=hold if hold_cost else one_round,
         keep=keep,
         kept_utility=u_kept if keep is not None else None,
         move_min_rate=move_min_rate,

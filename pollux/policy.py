@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hadar.core.jobs import JobStatus
+from hadar.core.threads import one_blas_thread
 from hadar.policy import Assignment, Policy, PolicyInfo, RoundContext, RoundPlan, register_policy
 from pollux.fitness import DEFAULT_DELTA_S, DEFAULT_P, fair_share_gpus, realloc_factor
 from pollux.problem import AllocationProblem, speedups
@@ -111,6 +112,10 @@ class PolluxPolicy(Policy):
 
     # -- one round ---------------------------------------------------------------------------
     def decide(self, ctx: RoundContext) -> RoundPlan:
+        with one_blas_thread():  # its fits and searches make many tiny BLAS calls
+            return self._decide(ctx)
+
+    def _decide(self, ctx: RoundContext) -> RoundPlan:
         from pollux import observe as obs
 
         jobs = list(ctx.jobs)

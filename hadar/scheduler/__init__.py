@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from hadar.core.jobs import Placement
+from hadar.core.threads import one_blas_thread
 from hadar.policy import LineStyle, Policy, PolicyInfo, RoundContext, RoundPlan, register_policy
 from hadar.reference_rates import best_rate_per_type
 from hadar.scheduler import non_preemptive, preemptive
@@ -134,7 +135,7 @@ class HadarPolicy(Policy):
         self.finished = Finished.from_json(state["tail"]) if "tail" in state else Finished()
 
     def decide(self, ctx: RoundContext) -> RoundPlan:
-        with cyclic_gc_paused():
+        with cyclic_gc_paused(), one_blas_thread():
             return self._decide(ctx)
 
     def _decide(self, ctx: RoundContext) -> RoundPlan:

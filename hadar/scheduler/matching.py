@@ -77,7 +77,10 @@ class Group:
 def single_type(cand: Candidate, n_types: int) -> int | None:
     """The one GPU type a placement uses (of ``n_types``), or None when it spans several. Reads
     only the placement's cells: a large cluster's candidates build no dense matrix."""
-    types = {i % n_types for i in cand.cells[0]}
+    cells = cand.cells[0]
+    if len(cells) == 1:  # most placements are one cell (every single-GPU one)
+        return int(cells[0]) % n_types
+    types = {i % n_types for i in cells}
     return types.pop() if len(types) == 1 else None
 
 
@@ -167,10 +170,10 @@ def match_types(
         return 0
     target: dict[int, int] = {}
     for g, per_type in zip(groups, counts, strict=True):
-        members = list(g.members)  # the planned type first: those members keep their placements
+        members = iter(g.members)  # the planned type first: those members keep their placements
         for k in [g.planned, *(k for k in range(len(per_type)) if k != g.planned)]:
             for _ in range(int(per_type[k])):
-                target[members.pop(0)] = k
+                target[next(members)] = k
     movers = sorted(
         (j for j in movable if target[j] != types[j]),
         key=lambda j: (-vals[movable[j]].request.num_gpus, j),

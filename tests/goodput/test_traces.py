@@ -157,3 +157,19 @@ def test_a_bad_trace_table_is_one_line_naming_file_row_and_field(tmp_path, file,
         load_trace_dir(folder)
     text = str(err.value)
     assert "\n" not in text and str(path) in text and message in text
+
+
+def test_the_constants_every_rate_query_reads_are_computed_once_and_read_only():
+    trace = bundled_trace("cifar10")
+    progress = trace.epoch_progress
+    assert trace.epoch_progress is progress  # one array, not a new reduction per query
+    assert np.array_equal(
+        progress,
+        np.min([r.progress[: min(len(x.progress) for x in trace.runs)] for r in trace.runs], 0),
+    )
+    with pytest.raises(ValueError):
+        progress[0] = -1.0  # a caller cannot change every later query's epochs
+    assert trace.max_local_bsz == min(
+        int(trace.placements.local_bsz.max()),
+        trace.max_local_bsz_limit or int(trace.placements.local_bsz.max()),
+    )
