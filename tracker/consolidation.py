@@ -7,27 +7,11 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from tracker.averaging import (
-    average_optimizer_states,
-    average_state_dicts,
-)
-from tracker.checkpoints import (
-    load_checkpoint,
-    make_payload,
-    save_atomic,
-)
+from tracker.averaging import average_optimizer_states, average_state_dicts
+from tracker.checkpoints import load_checkpoint, make_payload, save_atomic
 from tracker.crashpoints import crash_point
-from tracker.errors import (
-    CheckpointError,
-    RoundError,
-)
-from tracker.records import (
-    JobRoundResult,
-    Quarantine,
-    Report,
-    RoundSummary,
-    as_int,
-)
+from tracker.errors import CheckpointError, RoundError
+from tracker.records import JobRoundResult, Quarantine, Report, RoundSummary, as_int
 from tracker.retention import Retention
 from tracker.summaries import Summaries
 

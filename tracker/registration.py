@@ -8,22 +8,11 @@ from pathlib import Path
 
 from hadar.core.integrity import SHA256_RE, sha256_file
 from tracker import ids
-from tracker.averaging import (
-    signature,
-)
-from tracker.checkpoints import (
-    copy_atomic,
-    load_checkpoint,
-)
+from tracker.averaging import signature
+from tracker.checkpoints import copy_atomic, load_checkpoint
 from tracker.crashpoints import crash_point
-from tracker.errors import (
-    ParameterMismatchError,
-    RegistrationError,
-)
-from tracker.records import (
-    JobState,
-    as_int,
-)
+from tracker.errors import ParameterMismatchError, RegistrationError
+from tracker.records import JobState, as_int
 from tracker.summaries import Summaries
 
 

@@ -12,13 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from hadar.core.integrity import SHA256_RE
-from tracker.averaging import (
-    signature,
-    signature_difference,
-)
-from tracker.checkpoints import (
-    load_checkpoint,
-)
+from tracker.averaging import signature, signature_difference
+from tracker.checkpoints import load_checkpoint
 from tracker.crashpoints import crash_point
 from tracker.errors import (
     CopyDiscardedError,
@@ -30,12 +25,7 @@ from tracker.errors import (
     StaleRoundError,
     UnknownCopyError,
 )
-from tracker.records import (
-    Report,
-    ReportItem,
-    as_id,
-    as_int,
-)
+from tracker.records import Report, ReportItem, as_id, as_int
 from tracker.summaries import Summaries
 
 

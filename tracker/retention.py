@@ -11,12 +11,8 @@ from pathlib import Path
 from hadar.core.io import fsync_dir
 from hadar.core.safe_paths import PathEscapeError, prune_files, rename_in
 from tracker.base import TrackerBase
-from tracker.checkpoints import (
-    TMP_PREFIX,
-)
-from tracker.records import (
-    Quarantine,
-)
+from tracker.checkpoints import TMP_PREFIX
+from tracker.records import Quarantine
 
 OWNED_NAME_RE = re.compile(r"^(initial|round-\d+)-[0-9a-f]{64}\.pt$")
 """Names of checkpoint files the tracker owns inside ``<checkpoint_dir>/job-<id>/``."""

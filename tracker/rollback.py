@@ -5,18 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from tracker.checkpoints import (
-    verify_file,
-)
+from tracker.checkpoints import verify_file
 from tracker.crashpoints import crash_point
-from tracker.errors import (
-    CheckpointError,
-    RoundError,
-)
-from tracker.records import (
-    CheckpointRef,
-    Rollback,
-)
+from tracker.errors import CheckpointError, RoundError
+from tracker.records import CheckpointRef, Rollback
 from tracker.retention import Retention
 from tracker.summaries import Summaries
 

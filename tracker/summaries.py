@@ -7,16 +7,8 @@ from collections.abc import Collection
 from pathlib import Path
 
 from tracker.base import TrackerBase
-from tracker.errors import (
-    RoundError,
-)
-from tracker.records import (
-    CheckpointRef,
-    JobRoundResult,
-    JobState,
-    Report,
-    RoundSummary,
-)
+from tracker.errors import RoundError
+from tracker.records import CheckpointRef, JobRoundResult, JobState, Report, RoundSummary
 
 
 class Summaries(TrackerBase):

@@ -77,7 +77,7 @@ class RoundBook:
         steps: int,
         train_s: float,
         placement: Placement,
-        measured: Any,
+        measured: Mapping[str, Any] | None,
     ) -> elastic.IterationSample | None:
         """Book a copy that trained: its rate and, for an elastic job, the sample of its
         iterations (returned, for the round's records)."""

@@ -19,9 +19,7 @@ from botocore.config import Config
 from hadar.core.cluster import Cluster
 from hadar.core.errors import HadarError, InputError
 from hadar.providers.aws import CLUSTER_TAG, NODE_TAG, AwsNode, AwsSettings
-from hadar.providers.base import (
-    load_section,
-)
+from hadar.providers.base import load_section
 from hadar.providers.lifecycle import NodeLifecycle
 from hadar.providers.transport import node_transport
 

@@ -42,12 +42,7 @@ from hadar.providers.aws import CLUSTER_TAG, NODE_TAG
 from hadar.providers.aws.ec2 import AwsError, Instance
 from hadar.providers.aws.lifecycle import AwsCluster
 from hadar.providers.aws.ssh_side import host_keys_from_console
-from hadar.providers.base import (
-    PROBE_TIMEOUT_S,
-    NodeHealth,
-    NodeProvider,
-    RunsThroughAnother,
-)
+from hadar.providers.base import PROBE_TIMEOUT_S, NodeHealth, NodeProvider, RunsThroughAnother
 from hadar.providers.ssh.provider import SshProvider
 from hadar.providers.ssh.route import key_file_problem
 from hadar.providers.transport import provider_schema

@@ -27,11 +27,7 @@ from hadar.core.cluster import Node
 from hadar.core.cluster_config import cluster_from_dict
 from hadar.core.errors import HadarError, UnreachableNodeError
 from hadar.core.io import open_append, write_text
-from hadar.providers.aws.ec2 import (
-    AwsError,
-    Ec2Cluster,
-    Instance,
-)
+from hadar.providers.aws.ec2 import AwsError, Ec2Cluster, Instance
 from hadar.providers.lifecycle import Machine
 from hadar.providers.ssh import DEFAULT_KNOWN_HOSTS
 from hadar.providers.ssh.provider import SshProvider, known_hosts_name

@@ -20,11 +20,7 @@ import paramiko
 from hadar.core.cluster import Node
 from hadar.core.errors import InputError, UnreachableNodeError
 from hadar.core.integrity import SHA256_RE, sha256_file
-from hadar.providers.base import (
-    CommandResult,
-    NodeTransferError,
-    confine,
-)
+from hadar.providers.base import CommandResult, NodeTransferError, confine
 from hadar.providers.ssh.connections import ConnectionLost, SshConnections
 from hadar.providers.ssh.env import ENV_NAME_RE, capture_command, captured_changes, env_prefix
 from hadar.providers.transfer import part_name, receive_verified, require_sha256

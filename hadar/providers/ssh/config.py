@@ -11,18 +11,9 @@ import paramiko
 
 from hadar.core.cluster import Cluster, Node
 from hadar.core.errors import InputError
-from hadar.providers.base import (
-    NodeProvider,
-    load_section,
-)
+from hadar.providers.base import NodeProvider, load_section
 from hadar.providers.ssh import SshNode, SshNodeSettings, SshSettings
-from hadar.providers.ssh.route import (
-    Endpoint,
-    RawProxyCommandConfig,
-    Route,
-    pick_route,
-    resolve,
-)
+from hadar.providers.ssh.route import Endpoint, RawProxyCommandConfig, Route, pick_route, resolve
 from hadar.providers.transport import node_transport
 
 

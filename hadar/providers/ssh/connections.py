@@ -19,14 +19,10 @@ import tenacity
 
 from hadar.core.cluster import Node
 from hadar.core.errors import HadarError, UnreachableNodeError
-from hadar.providers.base import (
-    NodeTransferError,
-)
+from hadar.providers.base import NodeTransferError
 from hadar.providers.ssh.config import SshConfig
 from hadar.providers.ssh.hostkeys import HostKeyPolicy, UnknownHostKey, fingerprint
-from hadar.providers.ssh.route import (
-    Endpoint,
-)
+from hadar.providers.ssh.route import Endpoint
 
 T = TypeVar("T")
 # Failures reach the caller as one-line errors; keep paramiko's transport-thread tracebacks off

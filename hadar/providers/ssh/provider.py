@@ -49,20 +49,13 @@ import time
 from hadar.core.cluster import Cluster, Node
 from hadar.core.errors import InputError, UnreachableNodeError
 from hadar.providers import health
-from hadar.providers.base import (
-    PROBE_TIMEOUT_S,
-    NodeHealth,
-    load_section,
-)
+from hadar.providers.base import PROBE_TIMEOUT_S, NodeHealth, load_section
 from hadar.providers.ssh import SshNode, SshSettings
 from hadar.providers.ssh.commands import NodeSetupError, SshCommands
 from hadar.providers.ssh.connections import Conn
 from hadar.providers.ssh.env import env_prefix
 from hadar.providers.ssh.hostkeys import fingerprint, known_hosts_name, record_host_key
-from hadar.providers.ssh.route import (
-    Endpoint,
-    key_file_problem,
-)
+from hadar.providers.ssh.route import Endpoint, key_file_problem
 from hadar.providers.transport import node_transport
 
 __all__ = ["NodeSetupError", "SshProvider", "fingerprint", "known_hosts_name", "record_host_key"]
