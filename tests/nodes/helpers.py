@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from tests.fixtures.processes import HANG_S
+
 REPO = Path(__file__).resolve().parents[2]
 
 LR = {"IC": 0.05, "LM": 20.0, "LT": 2e-3, "RS": 0.01, "MM": 3e-3}
@@ -234,6 +236,6 @@ def stop_warm_server(cwd: Path) -> None:
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_S,
     )
     assert done.returncode == 0, done.stderr

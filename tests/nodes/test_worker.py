@@ -14,6 +14,7 @@ import torch
 from nodes.checkpoint import load_checkpoint, save_checkpoint, sha256_file
 from nodes.models import build_model
 from nodes.worker import loss_ends, main
+from tests.fixtures.processes import HANG_S
 from tests.nodes.helpers import finish, run_worker, start_worker, write_spec
 
 RESULT_FIELDS = {
@@ -119,7 +120,7 @@ def test_sigterm_stops_at_a_step_boundary_and_still_reports(tmp_path: Path) -> N
     assert "training RS/tiny" in line, line
     time.sleep(1.0)
     proc.send_signal(signal.SIGTERM)
-    run = finish(proc, tmp_path / "s.json", timeout=60)
+    run = finish(proc, tmp_path / "s.json", timeout=HANG_S)
     assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
     res = run.result
     assert res["status"] == "ok" and res["stopped_by"] == "signal" and res["steps_done"] > 0
