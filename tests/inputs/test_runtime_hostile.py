@@ -33,7 +33,9 @@ JOB = {
 
 
 def hadar(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return hadar_cli(*args, cwd=cwd, env={"COLUMNS": "250"})
+    """``hadar ARGS`` in ``cwd`` on a terminal wide enough for a table row with a run directory
+    below ``cwd`` in it unwrapped, however long the temporary folder's path is."""
+    return hadar_cli(*args, cwd=cwd, env={"COLUMNS": str(1000 + len(str(cwd)))})
 
 
 def refused(res: subprocess.CompletedProcess[str]) -> str:

@@ -195,7 +195,7 @@ def start_worker(
     )
 
 
-def finish(proc: subprocess.Popen[str], result: Path | None, timeout: float = 120) -> WorkerRun:
+def finish(proc: subprocess.Popen[str], result: Path | None, timeout: float = HANG_S) -> WorkerRun:
     out, err = proc.communicate(timeout=timeout)
     res = json.loads(result.read_text()) if result is not None and result.exists() else None
     return WorkerRun(proc.returncode, out, err, res)
@@ -204,7 +204,7 @@ def finish(proc: subprocess.Popen[str], result: Path | None, timeout: float = 12
 def run_worker(
     *args: str | Path,
     result: Path | None = None,
-    timeout: float = 120,
+    timeout: float = HANG_S,
     env: dict[str, str] | None = None,
 ) -> WorkerRun:
     return finish(start_worker(*args, env=env), result, timeout)
