@@ -19,6 +19,7 @@ from tests.e2e.runlib import (
     wait_for,
     write_jobs,
 )
+from tests.fixtures.processes import HANG_S
 
 pytestmark = pytest.mark.slow
 
@@ -44,16 +45,12 @@ def _placements(out) -> set[tuple[int, str]]:
 
 
 def test_sigkill_and_resume_make_the_decisions_of_an_uninterrupted_run(tmp_path):
+    """The uninterrupted run and the one killed go side by side (their emulated workers mostly
+    wait on the rounds' wall clock)."""
     jobs = write_jobs(tmp_path / "jobs.yaml", STEPS)
     whole = tmp_path / "whole"
-    done = hadar("run", "--workload", str(jobs), "--out", str(whole), *ARGS)
-    assert done.returncode == 0, done.stdout + done.stderr
-    expected = _placements(whole)
-    assert {job for job, _ in expected} == {0, 1, 2} and len(
-        expected
-    ) == 3  # one node per job, always
-
     out = tmp_path / "killed"
+    uninterrupted = start("run", "--workload", str(jobs), "--out", str(whole), *ARGS)
     proc = start("run", "--workload", str(jobs), "--out", str(out), *ARGS)
     try:
         # kill mid-round, after job 0 finished and freed its node (the moment a lost state shows)
@@ -76,9 +73,16 @@ def test_sigkill_and_resume_make_the_decisions_of_an_uninterrupted_run(tmp_path)
         )
         kill(proc.pid)
         proc.wait(timeout=30)
+        output = uninterrupted.communicate(timeout=HANG_S)[0]
+        assert uninterrupted.returncode == 0, output
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        for p in (proc, uninterrupted):
+            if p.poll() is None:
+                p.kill()
+    expected = _placements(whole)
+    assert {job for job, _ in expected} == {0, 1, 2} and len(
+        expected
+    ) == 3  # one node per job, always
     resumed = hadar("run", "--resume", str(out), "--no-live")
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     ev = events(out)

@@ -27,7 +27,7 @@ TITLE = "\x1b]0;pwned\x07"
 
 
 def hadar(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return hadar_cli(*args, cwd=cwd, env={"HOME": str(cwd), "COLUMNS": "200"}, timeout=90)
+    return hadar_cli(*args, cwd=cwd, env={"HOME": str(cwd), "COLUMNS": "200"})
 
 
 def no_traceback(res: subprocess.CompletedProcess[str]) -> None:

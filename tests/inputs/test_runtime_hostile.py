@@ -32,8 +32,10 @@ JOB = {
 }
 
 
-def hadar(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return hadar_cli(*args, cwd=cwd, env={"COLUMNS": "250"}, timeout=timeout)
+def hadar(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``hadar ARGS`` in ``cwd`` on a terminal wide enough for a table row with a run directory
+    below ``cwd`` in it unwrapped, however long the temporary folder's path is."""
+    return hadar_cli(*args, cwd=cwd, env={"COLUMNS": str(1000 + len(str(cwd)))})
 
 
 def refused(res: subprocess.CompletedProcess[str]) -> str:
@@ -49,7 +51,7 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     jobs.write_text(yaml.safe_dump({"jobs": [JOB]}))
     res = hadar_cli(
         "run", "--cluster", LOCAL_3, "--workload", str(jobs), "--round", "5", "--no-live",
-        "--no-eval", "--out", "run", cwd=root, timeout=300,
+        "--no-eval", "--out", "run", cwd=root,
     )  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr
     return root / "run"
@@ -113,7 +115,7 @@ def test_stop_signals_only_a_hadar_run_of_the_directory(rundir: Path) -> None:
 def test_status_does_not_wait_on_a_fifo_in_the_run_directory(rundir: Path, name: str) -> None:
     (rundir / name).unlink(missing_ok=True)
     os.mkfifo(rundir / name)
-    res = hadar("status", str(rundir), cwd=rundir.parent, timeout=30)  # hung before
+    res = hadar("status", str(rundir), cwd=rundir.parent)  # hung before
     assert res.returncode == 0, res.stdout + res.stderr
     assert str(rundir) in res.stdout
 
@@ -164,7 +166,7 @@ def test_logs_does_not_print_a_file_a_link_leads_to(rundir: Path, tmp_path: Path
 
 def test_logs_refuses_a_fifo_instead_of_waiting(rundir: Path) -> None:
     os.mkfifo(rundir / "run.log")
-    line = refused(hadar("logs", str(rundir), cwd=rundir.parent, timeout=30))
+    line = refused(hadar("logs", str(rundir), cwd=rundir.parent))
     assert "run.log: not a regular file" in line
 
 
@@ -174,7 +176,7 @@ def test_detach_does_not_append_through_a_run_log_link(rundir: Path, tmp_path: P
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")
     (rundir / "run.log").symlink_to(victim)
-    res = hadar("run", "--resume", str(rundir), "--detach", cwd=rundir.parent, timeout=120)
+    res = hadar("run", "--resume", str(rundir), "--detach", cwd=rundir.parent)
     line = refused(res)
     assert line.startswith(f"hadar: error: {rundir}/run.log: a symbolic link in the run directory")
     assert victim.read_text() == "precious\n"
@@ -190,7 +192,7 @@ def test_report_does_not_lock_or_read_a_state_file_through_a_link(
     (rundir / "state.sqlite").rename(elsewhere / "state.sqlite")
     (rundir / "state.sqlite").symlink_to(elsewhere / "state.sqlite")
     before = (elsewhere / "state.sqlite").read_bytes()
-    line = refused(hadar("report", str(rundir), cwd=rundir.parent, timeout=120))
+    line = refused(hadar("report", str(rundir), cwd=rundir.parent))
     assert line.startswith(f"hadar: error: {rundir}/state.sqlite: a symbolic link in the run")
     assert sorted(p.name for p in elsewhere.iterdir()) == ["state.sqlite"]
     assert (elsewhere / "state.sqlite").read_bytes() == before
@@ -200,7 +202,7 @@ def test_report_refuses_a_state_file_that_lost_its_journal(rundir: Path) -> None
     """It reported zero rounds (and exit 0) where ``--resume`` refuses the file."""
     last = closed_rounds(rundir)[-1]  # one round or more, as fast as this machine trained
     edit_state(rundir, "DROP TABLE run_rounds")
-    line = refused(hadar("report", str(rundir), cwd=rundir.parent, timeout=120))
+    line = refused(hadar("report", str(rundir), cwd=rundir.parent))
     assert line == (
         f"hadar: error: {rundir}/state.sqlite: has no record of round {last}, which its tracker "
         "tables closed (the file was truncated or replaced)"
@@ -221,7 +223,7 @@ EDITS = {
 def test_report_names_a_state_file_whose_rows_were_edited(rundir: Path, edit: str) -> None:
     sql, reason = EDITS[edit]
     edit_state(rundir, sql)
-    line = refused(hadar("report", str(rundir), cwd=rundir.parent, timeout=120))
+    line = refused(hadar("report", str(rundir), cwd=rundir.parent))
     assert line.startswith(f"hadar: error: {rundir}/state.sqlite: damaged state file (")
     assert reason in line and line.endswith("restore it from a backup or start a new run")
 
@@ -230,7 +232,7 @@ def test_report_names_a_state_file_whose_rows_were_edited(rundir: Path, edit: st
 def test_resume_names_a_state_file_whose_rows_were_edited(rundir: Path, edit: str) -> None:
     sql, reason = EDITS[edit]
     edit_state(rundir, sql)
-    res = hadar("run", "--resume", str(rundir), "--no-live", cwd=rundir.parent, timeout=120)
+    res = hadar("run", "--resume", str(rundir), "--no-live", cwd=rundir.parent)
     line = refused(res)
     assert line.startswith(f"hadar: error: {rundir}/state.sqlite: damaged state file (")
     assert reason in line

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from tests.fixtures.processes import HANG_S
+
 REPO = Path(__file__).resolve().parents[2]
 
 LR = {"IC": 0.05, "LM": 20.0, "LT": 2e-3, "RS": 0.01, "MM": 3e-3}
@@ -193,7 +195,7 @@ def start_worker(
     )
 
 
-def finish(proc: subprocess.Popen[str], result: Path | None, timeout: float = 120) -> WorkerRun:
+def finish(proc: subprocess.Popen[str], result: Path | None, timeout: float = HANG_S) -> WorkerRun:
     out, err = proc.communicate(timeout=timeout)
     res = json.loads(result.read_text()) if result is not None and result.exists() else None
     return WorkerRun(proc.returncode, out, err, res)
@@ -202,7 +204,7 @@ def finish(proc: subprocess.Popen[str], result: Path | None, timeout: float = 12
 def run_worker(
     *args: str | Path,
     result: Path | None = None,
-    timeout: float = 120,
+    timeout: float = HANG_S,
     env: dict[str, str] | None = None,
 ) -> WorkerRun:
     return finish(start_worker(*args, env=env), result, timeout)
@@ -234,6 +236,6 @@ def stop_warm_server(cwd: Path) -> None:
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_S,
     )
     assert done.returncode == 0, done.stderr

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from nodes import warm
+from tests.fixtures.processes import HANG_S
 from tests.nodes.helpers import REPO, stop_warm_server
 
 
@@ -136,7 +137,7 @@ def test_a_warm_file_the_client_cannot_write_is_one_line_not_a_traceback(tmp_pat
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_S,
     )
     assert done.returncode == 1
     assert done.stderr.startswith("hadar-warm: cannot start the warm server in "), done.stderr

@@ -14,6 +14,7 @@ import torch
 from nodes.checkpoint import load_checkpoint, save_checkpoint, sha256_file
 from nodes.models import build_model
 from nodes.worker import loss_ends, main
+from tests.fixtures.processes import HANG_S
 from tests.nodes.helpers import finish, run_worker, start_worker, write_spec
 
 RESULT_FIELDS = {
@@ -119,7 +120,7 @@ def test_sigterm_stops_at_a_step_boundary_and_still_reports(tmp_path: Path) -> N
     assert "training RS/tiny" in line, line
     time.sleep(1.0)
     proc.send_signal(signal.SIGTERM)
-    run = finish(proc, tmp_path / "s.json", timeout=60)
+    run = finish(proc, tmp_path / "s.json")
     assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
     res = run.result
     assert res["status"] == "ok" and res["stopped_by"] == "signal" and res["steps_done"] > 0
@@ -163,8 +164,11 @@ def test_speed_factor_slows_the_measured_step_rate(tmp_path: Path) -> None:
     """F = 0.25 sleeps 3x each step's compute time: steps/s well under 0.7x of F = 1.
     Both time windows last seconds, so one stall of a process cannot decide the ratio."""
     write_spec(tmp_path / "spec.json", model="RS")
-    fast = start_worker(*common(tmp_path, "fast", 2000))
-    slow = start_worker(*common(tmp_path, "slow", 500), "--speed-factor", "0.25")
+    # a deadline no loaded machine reaches: both train every step
+    fast = start_worker(*common(tmp_path, "fast", 2000, deadline=HANG_S - 60))
+    slow = start_worker(
+        *common(tmp_path, "slow", 500, deadline=HANG_S - 60), "--speed-factor", "0.25"
+    )
     rf, rs = finish(fast, tmp_path / "fast.json"), finish(slow, tmp_path / "slow.json")
     assert rf.returncode == 0 and rs.returncode == 0, rf.stderr + rs.stderr
     assert rs.result["speed_factor"] == 0.25 and rs.result["steps_done"] == 500

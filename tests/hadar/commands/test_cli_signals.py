@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.processes import HANG_S
+
 LONG = ["simulate", "--workload", "philly-2000", "--no-progress", "--out", "out"]
 """A simulation that runs for many seconds."""
 
@@ -52,7 +54,7 @@ def test_a_command_ends_with_one_line_and_128_plus_the_signal(tmp_path: Path, si
     try:
         wait_until_running(proc)
         os.kill(proc.pid, sig)
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=HANG_S)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -68,7 +70,7 @@ def test_a_sighup_nohup_ignores_stays_ignored(tmp_path: Path) -> None:
         time.sleep(0.5)
         assert proc.poll() is None  # still running
         os.kill(proc.pid, signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=HANG_S)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -131,7 +131,6 @@ def test_decision_sizes_beyond_what_gavels_lp_solves_in_time_are_refused(tmp_pat
         *("compare", "--cluster", "c.yaml", "--workload", "jobs.csv", "--policies", "hadar"),
         *("--decision-sizes", "100000", "--out", "o"),
         cwd=tmp_path,
-        timeout=60,
     )
     assert res.returncode == 2
     assert "--decision-sizes: sizes must be whole numbers of jobs in [1, 16384]" in (

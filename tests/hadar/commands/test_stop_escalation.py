@@ -108,7 +108,7 @@ def test_stop_with_timeout_0_only_asks(tmp_path: Path) -> None:
         assert proc.stdout is not None
         proc.stdout.readline()
         (rundir / "detached.json").write_text(json.dumps({"pid": proc.pid}))
-        res = hadar_cli("stop", str(rundir), "--timeout", "0", cwd=tmp_path, timeout=60)
+        res = hadar_cli("stop", str(rundir), "--timeout", "0", cwd=tmp_path)
         assert res.returncode == 0, res.stdout + res.stderr
         assert "(SIGINT)" in res.stdout and "SIGTERM" not in res.stdout
         assert proc.poll() is None
