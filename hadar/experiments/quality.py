@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -196,6 +197,8 @@ class JobRow:
     samples: dict[str, dict[int, float]] = field(default_factory=dict)
     wall: dict[str, dict[int, float]] = field(default_factory=dict)
     forked_share: dict[int, float] = field(default_factory=dict)  # HadarE, per seed
+    worth: dict[int, float] = field(default_factory=dict)  # forked jobs, per seed
+    worth_capped: set[int] = field(default_factory=set)  # seeds where HadarE beat Hadar's final
 
     def interval(self, which: str, policy: str) -> Interval | None:
         return Interval.of(list(getattr(self, which).get(policy, {}).values()))
@@ -231,6 +234,8 @@ class QualityTable:
                     "lower_is_better": r.metric in LOWER_IS_BETTER,
                     "per_seed": {"equal_samples": r.samples, "equal_wall_time": r.wall},
                     "hadare_forked_share": r.forked_share,
+                    "hadare_steps_worth": r.worth,
+                    "hadare_steps_worth_capped_seeds": sorted(r.worth_capped),
                     **{
                         f"{which}_{p}": iv(r.interval(key, p))
                         for which, key in (
@@ -273,7 +278,36 @@ def build_table(runs: Iterable[RunRecord], scorer: Scorer = score_checkpoint) ->
                 row.wall.setdefault(policy, {})[seed] = _score_at(job, t, scorer)
                 if policy == POLICIES[1]:
                     row.forked_share[seed] = job.forked_steps / job.target_steps
+        for jid, job in sorted(both[POLICIES[1]].jobs.items()):
+            ref = both[POLICIES[0]].jobs.get(jid)
+            if job.forked_steps > 0 and job.final is not None and ref is not None:
+                row = rows[(mix, jid)]
+                worth = steps_worth(job.final, ref, scorer)
+                row.worth[seed] = min(worth, 1.0)
+                if worth > 1.0:
+                    row.worth_capped.add(seed)
     return QualityTable([rows[k] for k in sorted(rows)], ttd, wall)
+
+
+def steps_worth(value: float, ref: JobRecord, scorer: Scorer) -> float:
+    """What a model of held-out score ``value`` is worth in ``ref``'s steps, as a share of its
+    target: where ``ref``'s quality-against-steps curve (its checkpoints scored, linear between
+    them) first reaches ``value``; above 1 (``inf``) when ``ref``'s final model is worse."""
+    assert ref.metric is not None and ref.final is not None
+    sign = -1.0 if ref.metric in LOWER_IS_BETTER else 1.0
+    points = [
+        (float(s.steps), sign * scorer(ref.spec, s.checkpoint))
+        for s in ref.snapshots
+        if s.steps < ref.target_steps
+    ]
+    points.append((float(ref.target_steps), sign * ref.final))
+    goal = sign * value
+    if goal <= points[0][1]:
+        return points[0][0] / ref.target_steps
+    for (s0, g0), (s1, g1) in pairwise(points):
+        if g1 >= goal:
+            return (s0 + (s1 - s0) * (goal - g0) / (g1 - g0)) / ref.target_steps
+    return math.inf
 
 
 def _score_at(job: JobRecord, t: float, scorer: Scorer) -> float:
@@ -300,9 +334,9 @@ def render_markdown(tab: QualityTable) -> str:
         out.append("")
         out.append(
             "| job | model (metric) | HadarE steps forked | equal samples: Hadar | HadarE | "
-            "HadarE gain | equal wall time: Hadar | HadarE | HadarE gain |"
+            "HadarE gain | HadarE's steps worth | equal wall time: Hadar | HadarE | HadarE gain |"
         )
-        out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+        out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in (r for r in tab.rows if r.mix == mix):
             arrow = "↓" if r.metric in LOWER_IS_BETTER else "↑"
             share = Interval.of(list(r.forked_share.values()))
@@ -310,11 +344,19 @@ def render_markdown(tab: QualityTable) -> str:
                 f"| {r.job_id} | {r.model} ({r.metric} {arrow}) | "
                 f"{'-' if share is None else f'{share.mean:.0%}'} | "
                 f"{_iv(r.interval('samples', POLICIES[0]))} | {_iv(r.interval('samples', POLICIES[1]))} | "
-                f"{_iv(r.gain('samples'))} | {_iv(r.interval('wall', POLICIES[0]))} | "
+                f"{_iv(r.gain('samples'))} | {_worth(r)} | {_iv(r.interval('wall', POLICIES[0]))} | "
                 f"{_iv(r.interval('wall', POLICIES[1]))} | {_iv(r.gain('wall'))} |"
             )
         out.append("")
     return "\n".join(out)
+
+
+def _worth(r: JobRow) -> str:
+    iv = Interval.of(list(r.worth.values()))
+    if iv is None:
+        return "-"
+    capped = f" ({len(r.worth_capped)} at 1: better than Hadar's)" if r.worth_capped else ""
+    return iv.text(2) + capped
 
 
 def _iv(x: Interval | None, digits: int = 4) -> str:

@@ -56,11 +56,8 @@ def test_table_from_recorded_runs(runs_dir: Path) -> None:
         assert row.wall["hadare"][0] == row.samples["hadare"][0]
     # Hadar had finished no job by then: each was scored at its newest checkpoint of that time,
     # the checkpoints of round 1 (round 2 closed after HadarE's TTD)
-    assert [p.parent.name + "/" + p.name[:12] for p in scored if p is not None] == [
-        "job-0/round-000001",
-        "job-1/round-000001",
-        "job-2/round-000001",
-    ]
+    wall_scored = [p.parent.name + "/" + p.name[:12] for p in scored[:3] if p is not None]
+    assert wall_scored == ["job-0/round-000001", "job-1/round-000001", "job-2/round-000001"]
     for jid in (1, 2):  # the weather jobs had trained under half their steps: a worse MSE
         assert rows[jid].metric == "mse"
         assert rows[jid].wall["hadar"][0] > rows[jid].samples["hadar"][0]
@@ -72,10 +69,27 @@ def test_table_from_recorded_runs(runs_dir: Path) -> None:
     gain = rows[1].gain("samples")
     assert gain is not None and gain.n == 1
     assert gain.mean == pytest.approx(-(row_value(rows[1], "hadare") - row_value(rows[1], "hadar")))
+    # what HadarE's forked weather models are worth on Hadar's own curve: their held-out MSE
+    # lies between those of the two Hadar checkpoints around that many steps
+    for jid in (1, 2):
+        worth = rows[jid].worth[0]
+        assert 0.0 < worth < 1.0 and not rows[jid].worth_capped
+        run = next(r for r in runs if r.policy == "hadar").jobs[jid]
+        steps = worth * run.target_steps
+        below = [s for s in run.snapshots if s.steps <= steps][-1]
+        above = next(s for s in run.snapshots if s.steps > steps)
+        mse = rows[jid].samples["hadare"][0]
+        above_mse = run.final if above.steps == run.target_steps else score(run, above)
+        assert score(run, below) > mse >= above_mse
+    assert 0 not in rows[0].worth  # job 0 was never forked
     text = render_markdown(tab)
     assert "**M-3** (seeds 0)" in text
     assert "| 1 | MM (mse ↓) | 100% |" in text
     assert tab.as_dict()["jobs"][1]["equal_samples_gain"]["mean"] == pytest.approx(gain.mean)
+
+
+def score(job, snap) -> float:
+    return score_checkpoint(job.spec, snap.checkpoint)
 
 
 def row_value(row, policy: str) -> float:
