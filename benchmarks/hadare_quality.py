@@ -19,7 +19,9 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 POLICIES = ("hadare", "hadar")
@@ -68,10 +70,20 @@ def run_all(a: argparse.Namespace) -> int:
 
 
 def table(a: argparse.Namespace) -> int:
-    from hadar.experiments.quality import build_table, load_runs, render_markdown
+    from hadar.experiments.quality import build_table, load_runs, render_markdown, score_checkpoint
 
-    runs = load_runs(Path(a.runs))
-    tab = build_table(runs)
+    base = Path(a.runs)
+    cache_file = base / "scores.json"  # checkpoint -> held-out score, kept between calls
+    cache: dict[str, float] = json.loads(cache_file.read_text()) if cache_file.is_file() else {}
+
+    def scorer(spec: Mapping[str, Any], checkpoint: Path | None) -> float:
+        key = f"{checkpoint}" if checkpoint is not None else json.dumps(dict(spec), sort_keys=True)
+        if key not in cache:
+            cache[key] = score_checkpoint(spec, checkpoint)
+            cache_file.write_text(json.dumps(cache, indent=0) + "\n")
+        return cache[key]
+
+    tab = build_table(load_runs(base), scorer)
     print(render_markdown(tab))
     if a.json:
         Path(a.json).write_text(json.dumps(tab.as_dict(), indent=1) + "\n")
