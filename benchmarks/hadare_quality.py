@@ -83,7 +83,7 @@ def table(a: argparse.Namespace) -> int:
             cache_file.write_text(json.dumps(cache, indent=0) + "\n")
         return cache[key]
 
-    tab = build_table(load_runs(base), scorer)
+    tab = build_table(load_runs(base), scorer, worth=not a.no_worth)
     print(render_markdown(tab))
     if a.json:
         Path(a.json).write_text(json.dumps(tab.as_dict(), indent=1) + "\n")
@@ -105,6 +105,12 @@ def main() -> int:
     t = sub.add_parser("table", help="the quality table from the run directories")
     t.add_argument("runs")
     t.add_argument("--json", default=None, help="also write the table as JSON here")
+    t.add_argument(
+        "--no-worth",
+        action="store_true",
+        help="skip what HadarE's forked models are worth in Hadar's steps (scores every Hadar "
+        "checkpoint of a forked job)",
+    )
     t.set_defaults(func=table)
     a = ap.parse_args()
     rc: int = a.func(a)

@@ -252,10 +252,13 @@ class QualityTable:
         }
 
 
-def build_table(runs: Iterable[RunRecord], scorer: Scorer = score_checkpoint) -> QualityTable:
+def build_table(
+    runs: Iterable[RunRecord], scorer: Scorer = score_checkpoint, worth: bool = True
+) -> QualityTable:
     """Pair each (workload, seed)'s Hadar and HadarE runs and tabulate every job; a seed with
     only one of the two runs is left out. ``scorer`` scores the checkpoints equal wall time
-    needs (jobs unfinished at that moment)."""
+    needs (jobs unfinished at that moment) and, with ``worth``, every Hadar checkpoint of a job
+    HadarE forked (:func:`steps_worth`)."""
     pairs: dict[tuple[str, int], dict[str, RunRecord]] = {}
     for run in runs:
         if run.policy in POLICIES:
@@ -278,7 +281,7 @@ def build_table(runs: Iterable[RunRecord], scorer: Scorer = score_checkpoint) ->
                 row.wall.setdefault(policy, {})[seed] = _score_at(job, t, scorer)
                 if policy == POLICIES[1]:
                     row.forked_share[seed] = job.forked_steps / job.target_steps
-        for jid, job in sorted(both[POLICIES[1]].jobs.items()):
+        for jid, job in sorted(both[POLICIES[1]].jobs.items() if worth else ()):
             ref = both[POLICIES[0]].jobs.get(jid)
             if job.forked_steps > 0 and job.final is not None and ref is not None:
                 row = rows[(mix, jid)]
