@@ -285,9 +285,9 @@ def build_table(
             ref = both[POLICIES[0]].jobs.get(jid)
             if job.forked_steps > 0 and job.final is not None and ref is not None:
                 row = rows[(mix, jid)]
-                worth = steps_worth(job.final, ref, scorer)
-                row.worth[seed] = min(worth, 1.0)
-                if worth > 1.0:
+                share = steps_worth(job.final, ref, scorer)
+                row.worth[seed] = min(share, 1.0)
+                if share > 1.0:
                     row.worth_capped.add(seed)
     return QualityTable([rows[k] for k in sorted(rows)], ttd, wall)
 
