@@ -66,7 +66,7 @@ def load_workload(
     if MIX_RE.fullmatch(name):
         from hadar.workloads.mixes import mix_jobs
 
-        return mix_jobs(name.upper(), size=size)
+        return mix_jobs(name.upper(), size=size, seed=seed)
     p = Path(name)
     if p.suffix.lower() == ".trace":
         from hadar.workloads.gavel_trace import read_trace
