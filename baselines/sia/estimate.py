@@ -170,9 +170,25 @@ def simulated_point(
     return Point(len(per_node), gpus, local, step, sync), grad
 
 
+SYNC_FLOOR_S = 1e-8
+"""The synchronisation parameters of a type the job has only profiled on one GPU: none
+measured, so (almost) none assumed (the perfect-scaling prior)."""
+
+
 @lru_cache(maxsize=16384)
 def _fit(points: tuple[Point, ...]) -> PerfParams:
-    """Eq. 11 fitted to ``points`` (a pure function of them: cached)."""
+    """Eq. 11 fitted to ``points`` (a pure function of them: cached). One-GPU points only fix
+    the compute time, a line in the local batch fitted by least squares (no solver needed)."""
+    if all(p.gpus == 1 for p in points):
+        bsz = np.array([p.local_bsz for p in points], dtype=float)
+        step = np.array([p.step_time for p in points], dtype=float)
+        if np.unique(bsz).size > 1:
+            beta, alpha = np.polyfit(bsz, step, 1)
+        else:
+            alpha, beta = step.mean() / 2.0, step.mean() / 2.0 / bsz[0]
+        alpha, beta = max(float(alpha), SYNC_FLOOR_S), max(float(beta), SYNC_FLOOR_S)
+        floor = SYNC_FLOOR_S
+        return PerfParams(alpha, beta, floor, floor, floor, floor, 1.0)
     cols = [np.array(c, dtype=float) for c in zip(*(astuple(p) for p in points), strict=True)]
     nodes, gpus, bsz, step, sync = cols
     return fit_perf_params(nodes, gpus, bsz, step, np.maximum(step - sync, 1e-6)).params
