@@ -69,9 +69,10 @@ def measured_observation(
     return point, grad_of(sample, init_batch)
 
 
-def compute_scale(gpu_type: str) -> float:
-    """Compute time on ``gpu_type`` relative to the T4 the traces were measured on."""
-    return _compute_scale(gpu_type)[0]
+def compute_scale(gpu_type: str, application: str | None = None) -> float:
+    """Compute time on ``gpu_type`` relative to the T4 the traces were measured on (for
+    ``application``: Gavel's measured ratios where its table has the type)."""
+    return _compute_scale(gpu_type, application)[0]
 
 
 def new_agent(job: Job) -> AgentState:

@@ -27,7 +27,8 @@ linear in the GPU count for counts it was not measured at), at a fixed batch siz
 
 Mixed clusters (Pollux is homogeneous, §2.3): as Sia's evaluation ran it, each job runs on one
 GPU type, chosen by the solver by goodput per GPU (per type, the job's compute time is scaled by
-the type's speed relative to the T4 traces: ``hadar.workloads.gpu_scaling``, estimated).
+the type's speed relative to the T4 traces for the job's application:
+``hadar.workloads.gpu_scaling``, estimated).
 """
 
 from __future__ import annotations
@@ -211,7 +212,7 @@ class PolluxPolicy(Policy):
                     hi = min(hi, max(exploration_limit(agent), lo))
                 if obs.has_traces(s.job):
                     hi = min(hi, obs.max_useful_gpus(s.job))
-                    scales = [obs.compute_scale(t) for t in cluster.gpu_types]
+                    scales = [obs.compute_scale(t, s.job.job_type) for t in cluster.gpu_types]
                 else:  # measured where it runs: no T4 traces to scale from
                     scales = [1.0] * len(cluster.gpu_types)
                 fns.append([best_goodput(agent, c) for c in scales])
@@ -256,7 +257,7 @@ class PolluxPolicy(Policy):
             return s.job.batch_range[1]
         nodes = int(np.count_nonzero(alloc.sum(axis=1)))
         gtype = ctx.cluster.gpu_types[int(alloc.sum(axis=0).argmax())]
-        scale = 1.0 if measured else obs.compute_scale(gtype)
+        scale = 1.0 if measured else obs.compute_scale(gtype, s.job.job_type)
         local, accum = choose_batch(self._agent(s), nodes, count, scale)
         lo, hi = s.job.batch_range
         batch = int(min(max(count * local * (accum + 1), lo), hi))

@@ -12,8 +12,9 @@ same time as the varying one). The simulator asks :meth:`run_rate`, which uses t
 the job's current progress and the real placement.
 
 The traces were measured on T4s. On another GPU type the compute part of an iteration is scaled
-by the T4's speed relative to it (:mod:`hadar.workloads.gpu_scaling`), and the figures are
-reported as estimated.
+by the T4's speed relative to it for that application (:mod:`hadar.workloads.gpu_scaling`:
+Gavel's measured ratios where its table has the type), and the figures are reported as
+estimated.
 """
 
 from __future__ import annotations
@@ -73,6 +74,18 @@ def scaled(rate: TraceRate, sync_s: float, factor: float) -> TraceRate:
     )
 
 
+def iteration_on(
+    application: str, per_node: tuple[int, ...], gpu_type: str, local_bsz: float
+) -> tuple[float, float]:
+    """(step time, sync time) in seconds of one pass of ``application`` on ``per_node`` GPUs of
+    ``gpu_type`` per node at local batch ``local_bsz``: the trace's, its compute part scaled to
+    the type (what a job's workers would measure there)."""
+    trace = bundled_trace(application)
+    step, sync = trace.iteration_time(per_node, local_bsz)
+    factor = compute_scale(gpu_type, application)[0]
+    return (step - sync) * factor + sync, sync
+
+
 class PolluxThroughput(ThroughputModel):
     """Goodput of Pollux's applications from the traces; other jobs from ``fallback``."""
 
@@ -86,7 +99,7 @@ class PolluxThroughput(ThroughputModel):
         self, trace: AppTrace, per_node: tuple[int, ...], gpu_type: str, batch: int, progress: float
     ) -> tuple[TraceRate, bool]:
         rate = trace.rate(per_node, batch, progress)
-        factor, estimated = compute_scale(gpu_type)
+        factor, estimated = compute_scale(gpu_type, trace.name)
         if factor != 1.0:
             _, sync = trace.iteration_time(per_node, rate.local_bsz)
             rate = scaled(rate, sync, factor)
@@ -181,7 +194,7 @@ class PolluxThroughput(ThroughputModel):
             if not is_pollux_job(job):
                 continue
             for gtype in cluster.gpu_types:
-                if gtype != MEASURED_GPU and compute_scale(gtype)[1]:
+                if gtype != MEASURED_GPU and compute_scale(gtype, job.job_type)[1]:
                     for where in ("consolidated", "multi-node"):
                         out.add(EstimatedCell(job.job_type, gtype, job.num_gpus, where))
         return sorted(out)

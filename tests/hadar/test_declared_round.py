@@ -80,12 +80,12 @@ def test_compare_on_a_pollux_workload_runs_the_pollux_papers_comparison(tmp_path
     argv = ["compare", "--cluster", "pollux-64t4", "--workload", _two_ncf_jobs(tmp_path)]
     assert main([*argv, "--workers", "1", "--decision-sizes", "", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "round: 60 s, pollux's declared scheduling interval" in printed
+    assert "round: 60 s, pollux, sia's declared scheduling interval" in printed
     assert "one common round for every policy" in printed
     meta = json.loads((out / "compare.json").read_text())
     assert meta["round_s"] == 60.0
     rows = {r["policy"]: r for r in meta["policies"]}
-    assert list(rows) == ["hadar", "hadare", "gavel", "tiresias", "pollux"]
+    assert list(rows) == ["hadar", "hadare", "gavel", "tiresias", "sia", "pollux"]
     for r in rows.values():
         assert r["completed"] == 2
         assert r["gpu_hours"] > 0 and r["avg_gpus_per_job"] >= 1 and r["avg_batch_per_job"] > 0

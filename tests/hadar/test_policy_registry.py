@@ -90,7 +90,14 @@ def test_builtin_declarations_reproduce_the_old_lists():
     assert default_policies("compare") == ("hadar", "gavel", "tiresias", "yarn-cs")
     assert default_policies("load-sweep") == ("hadar", "hadare", "gavel", "tiresias", "yarn-cs")
     assert default_policies("decision-times") == ("hadar", "gavel")
-    assert default_policies("compare-elastic") == ("hadar", "hadare", "gavel", "tiresias", "pollux")
+    assert default_policies("compare-elastic") == (
+        "hadar",
+        "hadare",
+        "gavel",
+        "tiresias",
+        "sia",
+        "pollux",
+    )
     assert [n for n in POLICY_REGISTRY if policy_info(n).forking] == ["hadare"]
     assert [n for n in POLICY_REGISTRY if policy_info(n).gavel_native] == [
         "gavel",

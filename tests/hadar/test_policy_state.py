@@ -73,11 +73,13 @@ STATEFUL = (
     "afs-het",
     "afs-p",
     "pollux",
+    "sia",
     "malletrain",
     "hadare",
 )
 """Gavel's mechanism and the policies built on it keep their bookkeeping in their state; AFS
-keeps its shares between churn events; Pollux its agents and restarts; MalleTrain its profiles;
+keeps its shares between churn events; Pollux its agents and restarts; Sia its per-type
+estimates and restarts; MalleTrain its profiles;
 HadarE its replay of plain Hadar."""
 
 
