@@ -24,8 +24,10 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-POLICIES = ("hadar", "hadare")
-"""The two policies compared: the reference first."""
+from hadar.experiments.paper import TARGET_PAIR
+
+POLICIES = (TARGET_PAIR[1], TARGET_PAIR[0])
+"""The two policies compared (the paper's HadarE against Hadar): the reference first."""
 
 LOWER_IS_BETTER = frozenset({"perplexity", "mse", "rmse"})
 """Held-out metrics where a smaller value is better (``nodes.models``)."""
