@@ -22,7 +22,8 @@ as the simulator counts them, minimising the TTD, then the sum of the completion
 average JCT). Arrivals are not foreseen: the plan is made again every round. Once entered, the
 endgame lasts while no job arrives (jobs only leave and the bound only falls), so each round
 continues the plan of the last. When the search needs more than ``MAX_LEAVES`` round assignments
-(many jobs, many types) the guard's and the utility's placements stand.
+(many jobs, many types), more than ``MAX_ROUNDS`` rounds or more than ``MAX_JOBS`` jobs, the
+guard's and the utility's placements stand.
 """
 
 from __future__ import annotations
@@ -46,6 +47,19 @@ the endgame's first round with four or five jobs; a budget of 3,000 changes AWS 
 2,409 s), so some searches use most of it. The endgame costs the 24 mixes' simulations about
 2 s of CPU in all (3.6 s against 1.6 s without it). On ``philly-480`` (seeds 0-4) the endgame has
 at most four jobs and its searches at most four round assignments."""
+
+MAX_ROUNDS = int(4 * CONTENDED_HORIZON_ROUNDS)
+"""Rounds a schedule may take before the search gives up. The endgame is entered when the fluid
+bound is at most ``CONTENDED_HORIZON_ROUNDS`` rounds away; a schedule four times as long means the
+rates behind that bound were far off (a real run's measured rate can be a fraction of the
+estimate), and the premise, the last few rounds, does not hold. On the physical mixes the
+deepest search reached 6 rounds, on ``philly-480`` (seeds 0-4, Hadar and HadarE) 4."""
+
+MAX_JOBS = 32
+"""Jobs the search takes on. It recurses once per job per round, so ``MAX_ROUNDS`` rounds of
+``MAX_JOBS`` jobs stay near 550 frames, well inside Python's default recursion limit of 1,000
+(a real run's coordinator sits some 40 frames deep). The physical mixes enter the endgame with at
+most five jobs, ``philly-480`` with at most three."""
 
 _EPS = 1e-6  # seconds: completion times closer than this are equal
 
@@ -80,7 +94,10 @@ def plan_rounds(
     type k alone (0: it cannot run there); ``counts[k]``: type k's GPUs; ``current[j]``: the type
     it runs on now (-1: none), where it stays without restart; a job that has ``started`` pays
     ``penalty_s`` whenever it runs elsewhere. None when the search needs more than
-    ``max_leaves`` round assignments or no schedule finishes every job."""
+    ``max_leaves`` round assignments or ``MAX_ROUNDS`` rounds, when there are more than
+    ``MAX_JOBS`` jobs, or when no schedule finishes every job."""
+    if len(remaining) > MAX_JOBS:
+        return None
     n_types = len(counts)
     rate = [[float(x) for x in row] for row in np.asarray(rates, dtype=float)]
     best = _Best()
@@ -112,6 +129,8 @@ def plan_rounds(
             if better(f, s):
                 best.largest, best.total, best.first = f, s, first
             return
+        if t >= MAX_ROUNDS * round_s - _EPS:
+            raise _OutOfBudget
         bound = {j: t + soonest(j, rem, cur, began) for j, rem, cur, began in jobs}
         if not better(max(f, *bound.values()), s + sum(bound.values())):
             return

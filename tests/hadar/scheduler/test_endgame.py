@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from hadar.api import simulate
-from hadar.scheduler.endgame import plan_rounds
+from hadar.scheduler.endgame import MAX_JOBS, MAX_ROUNDS, plan_rounds
 
 # two GPU types, "fast" (type 0) twice as fast as "slow" (type 1) for both jobs; 10 s rounds,
 # 1 s restart
@@ -38,6 +38,25 @@ def test_a_job_stays_where_a_restart_would_finish_it_later():
 def test_the_search_gives_up_beyond_its_budget():
     args = (RATES, [1, 1], [1, 1], [30.0, 22.0], [-1, -1], [False, False], 10.0, 1.0)
     assert plan_rounds(*args, max_leaves=1) is None
+
+
+def test_a_schedule_far_longer_than_the_endgame_gives_up_instead_of_recursing_without_end():
+    # measured rates a thousandth of the estimate (a real run's 3 s rounds): 3,000 rounds to go,
+    # which once ran out of Python's stack inside a coordinator
+    slow = RATES / 1000.0
+    args = (slow, [1, 1], [1, 1], [30.0, 22.0], [-1, -1], [False, False], 10.0, 1.0)
+    assert plan_rounds(*args) is None
+    # the same jobs within MAX_ROUNDS rounds are still planned
+    within = plan_rounds(RATES / 8.0, *args[1:])
+    assert within is not None and within[1] <= MAX_ROUNDS * 10.0
+
+
+def test_more_jobs_than_the_search_takes_on_leave_the_guard_in_charge():
+    def plan(n: int):  # n one-GPU jobs of 5 steps on n GPUs of one type: one round
+        return plan_rounds(np.ones((n, 1)), [1] * n, [n], [5.0] * n, [-1] * n, [False] * n, 10, 1)
+
+    assert plan(MAX_JOBS + 1) is None
+    assert plan(MAX_JOBS) == ([0] * MAX_JOBS, 5.0, 5.0 * MAX_JOBS)
 
 
 @pytest.mark.parametrize("mix", ["M-2", "M-7"])
