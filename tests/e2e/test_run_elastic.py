@@ -1,6 +1,7 @@
 """Real runs of elastic jobs (``--workload elastic-N`` on ``local-elastic``: one local node
-emulating four GPUs, each GPU of a gang one worker process): between rounds a job's GPU count
-and batch size change by checkpoint-restart, and progress stays exact."""
+emulating four GPUs, each GPU of a gang one worker process; ``local-hetero-elastic``: two GPU
+types): between rounds a job's GPU count, batch size and GPU type change by checkpoint-restart,
+and progress stays exact."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from tests.faults.campaign import RunFigures, account
 pytestmark = pytest.mark.slow
 
 ELASTIC = str(REPO / "cluster_configs" / "local-elastic.yaml")
+HETERO_ELASTIC = str(REPO / "cluster_configs" / "local-hetero-elastic.yaml")
 
 
 def trained_rounds(out: Path) -> dict[int, list[dict[str, Any]]]:
@@ -253,3 +255,31 @@ def test_a_node_lost_under_a_gang_forces_a_rescale_and_progress_stays_exact(tmp_
     after = seen.index(next(s for s in seen if s[0] > lost[0]["round"]))
     assert spans[after] == 1 and max(spans[after + 1 :]) > 1  # shrunk onto a, grown again
     audit(out, {0: 100})
+
+
+def test_sia_moves_an_elastic_job_to_another_gpu_type_and_count_with_exact_progress(tmp_path):
+    # local-hetero-elastic: two emulated V100s (vbox) and one T4 at half their speed (tbox).
+    # Sia's first decision (from its bootstrapped estimates, before any measurement) gives the
+    # two short jobs a V100 each and the long job the T4; the short jobs need 60 steps at twice
+    # the long job's speed (speed_factor scales each step's compute, so the order holds on any
+    # machine), and once they are done Sia moves the long job onto both V100s: another GPU type
+    # and another GPU count, by checkpoint-restart, with no step lost or counted twice.
+    steps = [("MM", 120, 0.0, 16), ("MM", 60, 0.0, 16), ("MM", 60, 0.0, 16)]
+    jobs = write_elastic_jobs(tmp_path / "jobs.yaml", steps)
+    doc = yaml.safe_load(jobs.read_text())
+    for row in doc["jobs"]:
+        row["max_gpus"] = 2
+    jobs.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "run"
+    proc = run_to_end(
+        out, jobs, "--policy", "sia", "--round", "3", cluster=HETERO_ELASTIC, timeout=300
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    runs = trained_rounds(out)
+    assert [(e["node"], e["gpus"]) for e in runs[0][:1]] == [("tbox", 1)]
+    assert {(e["node"], e["gpus"]) for j in (1, 2) for e in runs[j]} == {("vbox", 1)}
+    moved = [e for e in runs[0] if e["round"] > max(e["round"] for j in (1, 2) for e in runs[j])]
+    assert moved and {(e["node"], e["gpus"]) for e in moved} == {("vbox", 2)}
+    for e in moved:  # a 2-GPU gang measures its synchronisation and each replica's gradient
+        assert 0 < e["sync_time"] < e["step_time"] and len(e["replica_sqnorms"]) == 2
+    audit(out, {0: 120, 1: 60, 2: 60})
