@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import statistics
 import sys
 import tempfile
 from importlib import resources
@@ -26,7 +25,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from decision_cpu import decision_times  # noqa: E402
+from decision_cpu import decision_times, print_times  # noqa: E402
 
 
 def write_inputs(folder: Path, jobs: int, nodes: int) -> tuple[Path, Path]:
@@ -69,13 +68,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cluster, workload = write_inputs(Path(tmp), args.jobs, args.nodes)
         times, digest = decision_times(args.policy, str(cluster), str(workload), 0, args.rounds)
-    rest = times[1:] or times
-    print(
-        f"{args.policy}: {args.jobs} jobs on {args.nodes * 4} T4s, {len(times)} decisions: first "
-        f"{times[0]:.2f} CPU s, then median {statistics.median(rest):.2f} max {max(rest):.2f}; "
-        f"decisions {digest[:16]}"
-    )
-    print("  " + " ".join(f"{t:.2f}" for t in times))
+    print_times(f"{args.policy}: {args.jobs} jobs on {args.nodes * 4} T4s", times, digest)
 
 
 if __name__ == "__main__":

@@ -67,11 +67,15 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=12)
     args = ap.parse_args()
     times, digest = decision_times(args.policy, args.cluster, args.workload, args.seed, args.rounds)
+    print_times(f"{args.policy} on {args.workload} / {args.cluster}", times, digest)
+
+
+def print_times(label: str, times: list[float], digest: str) -> None:
+    """The first decision's CPU seconds, the median and maximum of the others, then every one."""
     rest = times[1:] or times
     print(
-        f"{args.policy} on {args.workload} / {args.cluster}: {len(times)} decisions, first "
-        f"{times[0]:.3f} CPU s, then median {statistics.median(rest):.3f} max {max(rest):.3f}; "
-        f"decisions {digest[:16]}"
+        f"{label}: {len(times)} decisions, first {times[0]:.3f} CPU s, then median "
+        f"{statistics.median(rest):.3f} max {max(rest):.3f}; decisions {digest[:16]}"
     )
     print("  " + " ".join(f"{t:.3f}" for t in times))
 
