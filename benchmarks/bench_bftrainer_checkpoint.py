@@ -28,7 +28,9 @@ def main() -> None:
     ap.add_argument("--checkpoints", default="none,3600,1800,600,300")
     ap.add_argument("--workers", type=int, default=1)
     args = ap.parse_args()
-    print("| checkpoint | U mean | U range | work lost | rescale node-h/h | preempt node-h/h | wall s |")
+    print(
+        "| checkpoint | U mean | U range | work lost | rescale node-h/h | preempt node-h/h | wall s |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
     for text in args.checkpoints.split(","):
         interval = None if text == "none" else float(text)

@@ -6,9 +6,8 @@ round's ``current`` (hadar/simulator/engine.py), as these contexts do."""
 from __future__ import annotations
 
 from hadar.core.cluster import Cluster, Node
-from hadar.core.jobs import Job
+from hadar.core.jobs import Job, Placement
 from hadar.policy import Policy, make_policy
-from hadar.core.jobs import Placement
 from tests.hadar.helpers import context
 
 NODES = tuple(Node(f"n{i}", {"v100": 2}) for i in range(8))

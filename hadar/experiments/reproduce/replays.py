@@ -36,7 +36,9 @@ def run_replay(cell: ReplayCell) -> dict[str, Any]:
     names = [f"n{i:05d}" for i in range(cell.nodes)]
     stream = generate_stream(names, cell.hours, cell.seed, PRESETS[cell.preset])
     jobs = trainer_workload(cell.kind, TRAINERS)
-    result = replay(stream, names, jobs, ReplayConfig(system=cell.system, checkpoint_s=cell.checkpoint_s))
+    result = replay(
+        stream, names, jobs, ReplayConfig(system=cell.system, checkpoint_s=cell.checkpoint_s)
+    )
     return {
         "throughput": result.throughput,
         "completed": result.completed,
