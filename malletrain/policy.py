@@ -71,6 +71,9 @@ class MalleTrainPolicy(MilpPolicy):
         super().__init__(**options)
         self.measured: dict[int, dict[int, float]] = {}
         self.profile: dict[int, list[int]] = {}
+        self.placed: dict[int, list[str]] = {}
+        """The nodes each profiling Trainer was given last round: the simulator drops a
+        placement a node left from ``ctx.current``, and JPA goes on with the survivors."""
         self.admitted_ids: list[int] = []
 
     def state(self) -> dict[str, Any]:
@@ -79,11 +82,12 @@ class MalleTrainPolicy(MilpPolicy):
                 str(j): {str(n): r for n, r in m.items()} for j, m in self.measured.items()
             },
             "profile": {str(j): list(s) for j, s in self.profile.items()},
+            "placed": {str(j): list(n) for j, n in self.placed.items()},
             "admitted": list(self.admitted_ids),
         }
 
     def restore(self, state: Mapping[str, Any]) -> None:
-        unknown = sorted(set(state) - {"measured", "profile", "admitted"})
+        unknown = sorted(set(state) - {"measured", "profile", "placed", "admitted"})
         if unknown:
             raise ValueError(f"policy {self.name}: unknown state key(s) {unknown}")
         self.measured = {
@@ -91,6 +95,7 @@ class MalleTrainPolicy(MilpPolicy):
             for j, m in state.get("measured", {}).items()
         }
         self.profile = {int(j): [int(n) for n in s] for j, s in state.get("profile", {}).items()}
+        self.placed = {int(j): [str(n) for n in s] for j, s in state.get("placed", {}).items()}
         self.admitted_ids = [int(j) for j in state.get("admitted", [])]
 
     def admitted(self, ctx: RoundContext) -> list[JobStatus]:
@@ -118,30 +123,36 @@ class MalleTrainPolicy(MilpPolicy):
         self, ctx: RoundContext, pool: list[str], held: dict[int, list[str]]
     ) -> dict[int, list[str]]:
         per_node = min(node_type(ctx, n)[1] for n in pool)
+        up = set(pool)
         out: dict[int, list[str]] = {}
         # record what the last round measured, then go one scale down (inverse order)
         for job_id in sorted(self.profile):
             scales = self.profile[job_id]
             ran = ctx.current.get((job_id, 0))
+            given = self.placed.get(job_id, [])
             status = next((s for s in ctx.jobs if s.job_id == job_id), None)
             if status is None:
                 del self.profile[job_id]
                 continue
             shape = shape_of(status, per_node)
+            lost = False
             if ran is not None and shape is not None and len(ran) == scales[0]:
                 self.measured.setdefault(job_id, {})[scales[0]] = ctx.throughput.run_rate(
                     status.job, ran, ctx.cluster, status.done_steps
                 ).rate
                 scales.pop(0)
-            if not scales:
-                del self.profile[job_id]
+            elif ran is None and given:  # a node left under it: this scale's measurement is lost
+                scales.pop(0)
+                lost = True
+            if not scales and not lost:
+                del self.profile[job_id]  # every scale measured: the MILP takes it from here
                 continue
-            mine = sorted(n for n in held.get(job_id, []) if n in set(pool))
-            out[job_id] = mine[: scales[0]] if len(mine) >= scales[0] else []
-            if not out[job_id]:  # preempted below the next scale: profile again from the top
+            mine = sorted(n for n in (ran if ran is not None else given) if n in up)
+            if scales and len(mine) >= scales[0]:
+                out[job_id] = mine[: scales[0]]  # on at the next scale, keeping what it measured
+            else:  # preempted below the next scale: profile again from the top
                 del self.profile[job_id]
                 self.measured.pop(job_id, None)
-                del out[job_id]
         # start profiling admitted Trainers that have no measurements yet
         for status in self.admitted(ctx):
             job_id = status.job_id
@@ -172,4 +183,5 @@ class MalleTrainPolicy(MilpPolicy):
             scales = [s for s in profile_schedule(scales) if s <= len(free)]
             self.profile[job_id] = scales
             out[job_id] = free[: scales[0]]
+        self.placed = {j: list(nodes) for j, nodes in out.items()}
         return out

@@ -18,6 +18,12 @@ a start or scale-up pauses the Trainer ``r_up`` seconds on its new node count, a
 below the Trainer's minimum, stops it. ``lost_rescale`` and ``lost_preempt`` count those
 node-seconds. A Trainer keeps its progress across rescales (Elastic Horovod keeps the model in
 memory) and is never migrated (the MILP forbids it).
+
+A leave, as BFTrainer models it (§3, Fig. 3; its Trainers run Elastic Horovod, which rescales
+"without requiring a restart or resuming from checkpoints"), costs only that forced scale-down.
+``checkpoint_s`` is the other model, an option: a Trainer checkpoints every ``checkpoint_s``
+seconds of work, and a node leaving without warning loses the work since the last checkpoint
+(a planned rescale checkpoints first, so it loses nothing); ``lost_work`` counts those samples.
 """
 
 from __future__ import annotations
@@ -55,10 +61,15 @@ class ReplayConfig:
     time_limit: float = 5.0
     hours: float | None = None
     """Replay length; None = the stream's length."""
+    checkpoint_s: float | None = None
+    """Seconds of work between a Trainer's checkpoints; a leave then loses the work since the
+    last one. None: a leave loses no work (BFTrainer's model, state kept in memory)."""
 
     def __post_init__(self) -> None:
         if self.system not in SYSTEMS:
             raise ValueError(f"system must be one of {SYSTEMS}")
+        if self.checkpoint_s is not None and not self.checkpoint_s > 0:
+            raise ValueError("checkpoint_s must be positive (or None: no work lost on a leave)")
 
 
 @dataclass(frozen=True)
@@ -77,6 +88,9 @@ class ReplayResult:
     profiled: int = 0
     time_limited: int = 0
     """Decisions whose MILP hit its time limit (each kept the best map in hand)."""
+    lost_work: float = 0.0
+    """Samples lost to leaves since the Trainers' last checkpoints (``checkpoint_s``); not in
+    ``samples``."""
 
     @property
     def throughput(self) -> float:
@@ -94,9 +108,35 @@ class _Run:
     profile: list[int] = field(default_factory=list)
     """Scales JPA still has to measure (the current one first)."""
     step_end: float | None = None
+    since_s: float = 0.0
+    """Seconds of work since the last checkpoint (``checkpoint_s``)."""
+    since_samples: float = 0.0
+    """Samples processed in those seconds: what a leave loses."""
 
     def rate(self) -> float:
         return _interp(self.job.points, len(self.nodes))
+
+    def work(self, seconds: float, gained: float, checkpoint_s: float | None) -> None:
+        """Record ``seconds`` of work at a constant rate that processed ``gained`` samples."""
+        if checkpoint_s is None or seconds <= 0:
+            return
+        total = self.since_s + seconds
+        if total < checkpoint_s:
+            self.since_s, self.since_samples = total, self.since_samples + gained
+        else:  # checkpoints during this stretch: only the part after the last one is at risk
+            self.since_s = total % checkpoint_s
+            self.since_samples = gained * self.since_s / seconds
+
+    def checkpointed(self) -> None:
+        """A planned rescale (or a start) saves the state first: nothing is at risk."""
+        self.since_s = self.since_samples = 0.0
+
+    def roll_back(self) -> float:
+        """A node left without warning: back to the last checkpoint; the samples lost."""
+        lost = min(self.since_samples, self.done)
+        self.done -= lost
+        self.checkpointed()
+        return lost
 
 
 def _interp(points: Sequence[tuple[int, float]], n: float) -> float:
@@ -120,7 +160,7 @@ def replay(
     waiting: list[MalleableJob] = []
     runs: dict[int, _Run] = {}
     t = 0.0
-    samples = lost_rescale = lost_preempt = idle = solve_s = 0.0
+    samples = lost_rescale = lost_preempt = lost_work = idle = solve_s = 0.0
     completed = decisions = profiled = time_limited = 0
     while t < end:
         pool = list(stream.available(nodes, t))
@@ -129,6 +169,9 @@ def replay(
         for run in runs.values():
             gone = [n for n in run.nodes if n not in up]
             if gone:
+                lost = run.roll_back()
+                lost_work += lost
+                samples -= lost
                 run.nodes = [n for n in run.nodes if n in up]
                 if len(run.nodes) < run.job.n_min:
                     run.nodes = []
@@ -185,6 +228,8 @@ def replay(
                 elif 0 < len(new) < len(run.nodes):
                     run.paused_until = t + run.job.r_dw
                     lost_rescale += run.job.r_dw * len(new)
+                if len(new) != len(run.nodes):
+                    run.checkpointed()
                 run.nodes = new
         # the next event
         nxt = [end]
@@ -206,6 +251,7 @@ def replay(
             work = max(0.0, t_next - max(t, run.paused_until))
             gained = min(run.rate() * work, run.job.samples - run.done)
             run.done += gained
+            run.work(work, gained, cfg.checkpoint_s)
             samples += gained
             if run.done >= run.job.samples - 1e-6:
                 completed += 1
@@ -223,6 +269,7 @@ def replay(
         solve_s,
         profiled,
         time_limited,
+        lost_work,
     )
 
 
@@ -265,6 +312,7 @@ def _profile_steps(
             run.profile.pop(0)
             if run.profile:
                 run.nodes = run.nodes[: run.profile[0]]
+                run.checkpointed()
                 run.paused_until = t + run.job.r_dw
                 lost[0] += run.job.r_dw * len(run.nodes)
                 run.step_end = run.paused_until + measure_s
@@ -295,12 +343,14 @@ def _profile_steps(
             while len(free) < top and len(donor.nodes) > donor.job.n_min:
                 free.append(donor.nodes.pop())
             if len(donor.nodes) < before:
+                donor.checkpointed()
                 donor.paused_until = max(donor.paused_until, t) + donor.job.r_dw
                 lost[0] += donor.job.r_dw * len(donor.nodes)
         run.nodes = free[:top]
         held |= set(run.nodes)
         run.profile = [s for s in profile_schedule(scales) if s <= len(run.nodes)]
         run.nodes = run.nodes[: run.profile[0]]
+        run.checkpointed()
         run.paused_until = t + run.job.r_up
         lost[0] += run.job.r_up * len(run.nodes)
         run.step_end = run.paused_until + measure_s

@@ -23,6 +23,8 @@ class ReplayCell:
     hours: float
     seed: int
     preset: str = "summit"
+    checkpoint_s: float | None = None
+    """None: a leave loses no work (BFTrainer's model); else ``ReplayConfig.checkpoint_s``."""
 
 
 def run_replay(cell: ReplayCell) -> dict[str, Any]:
@@ -34,13 +36,19 @@ def run_replay(cell: ReplayCell) -> dict[str, Any]:
     names = [f"n{i:05d}" for i in range(cell.nodes)]
     stream = generate_stream(names, cell.hours, cell.seed, PRESETS[cell.preset])
     jobs = trainer_workload(cell.kind, TRAINERS)
-    result = replay(stream, names, jobs, ReplayConfig(system=cell.system))
+    result = replay(
+        stream, names, jobs, ReplayConfig(system=cell.system, checkpoint_s=cell.checkpoint_s)
+    )
     return {
         "throughput": result.throughput,
         "completed": result.completed,
         "utilisation": utilisation_efficiency(result, jobs),
         "mean_idle_nodes": result.idle_node_s / (result.hours * 3600),
         "rescale_node_h_per_h": result.lost_rescale_node_s / 3600 / result.hours,
+        "preempt_node_h_per_h": result.lost_preempt_node_s / 3600 / result.hours,
+        "lost_work_share": result.lost_work / (result.samples + result.lost_work)
+        if result.samples + result.lost_work > 0
+        else 0.0,
     }
 
 
