@@ -280,10 +280,16 @@ class SimulatorExecutor:
         if self.stall >= self.cfg.stall_rounds:
             active = [s.job_id for s in decision.ctx.jobs]
             waiting = ", ".join(str(i) for i in active[:5]) + (", ..." if len(active) > 5 else "")
+            why = (
+                "e.g. a gang larger than the GPUs of any one type, for a policy that runs a job on "
+                "one GPU type"
+            )
+            if stream is not None:
+                present, total = decision.ctx.cluster.total_gpus, self.cluster.total_gpus
+                why = f"the node stream ended with {present} of {total} GPUs present; {why}"
             raise SimulationLimitError(
                 f"policy {self.policy_name} cannot place job(s) {waiting} on cluster {self.cluster.name}: it "
-                f"scheduled nothing for {self.stall} rounds on an idle cluster (e.g. a gang larger than the GPUs "
-                f"of any one type, for a policy that runs a job on one GPU type)"
+                f"scheduled nothing for {self.stall} rounds on an idle cluster ({why})"
             )
         self.current = new_current
         self.now += record.duration

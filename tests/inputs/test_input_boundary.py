@@ -292,3 +292,21 @@ def test_a_policy_that_can_never_place_a_job_is_a_one_line_error(scene, capsys):
         "policy gavel cannot place job(s) 1 on cluster c",
     )
     assert main([*argv, "--policy", "hadar"]) == 0
+
+
+def test_a_gang_the_node_streams_last_pool_cannot_hold_is_one_line_naming_that_pool(scene, capsys):
+    """A 4-GPU gang arrives after one of the two 2-GPU nodes has left for good: no rigid policy
+    can place it, and the error says what the stream left (not only that the cluster is idle)."""
+    (scene / "c.yaml").write_text(
+        "name: c\nnodes:\n  - {name: a, gpus: {v100: 2}}\n  - {name: b, gpus: {v100: 2}}\n"
+    )
+    (scene / "jobs.csv").write_text(f"id,type,gpus,steps,arrival\n0,{R18},4,5000,3600\n")
+    (scene / "stream.csv").write_text("time,node,event\n0,a,join\n0,b,join\n600,b,leave\n")
+    argv = simulate_argv(scene, workload=str(scene / "jobs.csv"))
+    one_line_error(
+        capsys,
+        main([*argv, "--node-stream", str(scene / "stream.csv"), "--policy", "hadar"]),
+        "policy hadar cannot place job(s) 0 on cluster c",
+        "the node stream ended with 2 of 4 GPUs present",
+    )
+    assert main([*argv, "--policy", "hadar"]) == 0  # all four GPUs: it runs
