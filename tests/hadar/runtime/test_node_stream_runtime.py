@@ -13,6 +13,7 @@ import pytest
 
 from hadar.core.node_stream import NodeEvent, parse_node_stream
 from hadar.runtime.node_stream import LeaveWatcher, kill_processes_in, leaves_between, next_join
+from tests.fixtures.processes import HANG_S
 
 STREAM = "time,node,event\n0,a,join\n0,b,join\n5,a,leave\n5,b,leave\n9,a,join\n12,b,join\n"
 
@@ -67,8 +68,8 @@ def test_the_watcher_kills_a_node_when_it_leaves_and_remembers_it(tmp_path):
         assert not w.left_since("a", 0.0) and not called.wait(0.6)  # 0.1 s: before the leave
         assert proc.poll() is None
         now[0] = 0.5
-        assert called.wait(timeout=60)
-        assert proc.wait(timeout=60) == -9
+        assert called.wait(timeout=HANG_S)
+        assert proc.wait(timeout=HANG_S) == -9
         assert [(e.node, k) for e, k in seen] == [("a", [proc.pid])]
         assert w.left_since("a", 0.0) and not w.left_since("b", 0.0)
     finally:
