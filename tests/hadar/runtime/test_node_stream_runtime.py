@@ -19,7 +19,7 @@ STREAM = "time,node,event\n0,a,join\n0,b,join\n5,a,leave\n5,b,leave\n9,a,join\n1
 
 
 def _sleeper(cwd) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], cwd=cwd)
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"], cwd=cwd)
 
 
 def test_leaves_between_is_open_at_the_start_and_closed_at_the_end():
@@ -42,7 +42,7 @@ def test_kill_processes_in_kills_only_the_directory_s_processes(tmp_path):
     a, b = _sleeper(inside), _sleeper(outside)
     try:  # Popen returns once the child has changed directory and started the program
         assert kill_processes_in(tmp_path / "node") == [a.pid]
-        assert a.wait(timeout=5) == -9  # SIGKILL, not asked
+        assert a.wait(timeout=HANG_S) == -9  # SIGKILL, not asked
         assert b.poll() is None
     finally:
         b.kill()
