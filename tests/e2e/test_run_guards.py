@@ -379,7 +379,7 @@ def test_a_folder_swapped_for_a_link_between_rounds_is_refused_and_nothing_outsi
         wait_for(lambda: 0 in closed_rounds(out), 300, "round 0 closed", proc)
         wait_for(
             lambda: any((out / "checkpoints" / "job-0").glob("round-*.pt")),
-            60,
+            HANG_S,
             "a checkpoint",
             proc,
         )

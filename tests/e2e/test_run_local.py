@@ -190,11 +190,11 @@ def _v100_failures(out) -> list[dict]:
 
 
 def test_coordinator_killed_with_sigkill_resumes_with_exact_step_counts(tmp_path):
-    # 4 s rounds, the first of which starts the workers: no machine trains these jobs in it, so
-    # the run is still going when round 1 is dispatched (12 s rounds let a fast machine finish
-    # the jobs that a kill in round 1 was meant to interrupt)
-    targets = {0: 4000, 1: 1000, 2: 2400}
-    jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 4000, "LT": 1000, "MM#2": 2400})
+    # 4 s rounds, the first of which starts the workers: the jobs need several of them (LT's 500
+    # steps on the slowest node take ~5 here), so the run is still going when round 1 is
+    # dispatched (12 s rounds let a fast machine finish in round 0 what the kill was to interrupt)
+    targets = {0: 2000, 1: 500, 2: 1200}
+    jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 2000, "LT": 500, "MM#2": 1200})
     out = tmp_path / "run"
     proc = start_run(out, jobs, round_s="4")
     try:
