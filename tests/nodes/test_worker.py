@@ -17,7 +17,7 @@ from nodes.checkpoint import load_checkpoint, save_checkpoint, sha256_file
 from nodes.models import build_model
 from nodes.worker import loss_ends, main
 from tests.fixtures.processes import HANG_S
-from tests.nodes.helpers import finish, run_worker, start_worker, write_spec
+from tests.nodes.helpers import BUDGET_DEADLINE_S, finish, run_worker, start_worker, write_spec
 
 RESULT_FIELDS = {
     "status": str,
@@ -35,7 +35,9 @@ RESULT_FIELDS = {
 }
 
 
-def common(tmp: Path, name: str, steps: int, deadline: float = 120) -> list[str | Path]:
+def common(
+    tmp: Path, name: str, steps: int, deadline: float = BUDGET_DEADLINE_S
+) -> list[str | Path]:
     return [
         "--spec",
         tmp / "spec.json",
@@ -86,7 +88,7 @@ def test_a_round_honours_the_step_budget_then_the_next_resumes_until_the_deadlin
         "fp32",
     )
     assert res["sha256"] == sha256_file(tmp_path / "r0.pt")
-    assert 0 < res["train_seconds"] < res["wall_seconds"] < 120
+    assert 0 < res["train_seconds"] < res["wall_seconds"] < BUDGET_DEADLINE_S
     assert res["steps_per_second"] == pytest.approx(6 / res["train_seconds"])
     assert math.isfinite(res["final_loss"]) and res["metric"]["name"] == "accuracy"
     assert 0.0 <= res["metric"]["value"] <= 1.0
@@ -195,9 +197,9 @@ def test_speed_factor_slows_the_measured_step_rate(tmp_path: Path) -> None:
     Both time windows last seconds, so one stall of a process cannot decide the ratio."""
     write_spec(tmp_path / "spec.json", model="RS")
     # a deadline no loaded machine reaches: both train every step
-    fast = start_worker(*common(tmp_path, "fast", 2000, deadline=HANG_S - 60))
+    fast = start_worker(*common(tmp_path, "fast", 2000, deadline=BUDGET_DEADLINE_S))
     slow = start_worker(
-        *common(tmp_path, "slow", 500, deadline=HANG_S - 60), "--speed-factor", "0.25"
+        *common(tmp_path, "slow", 500, deadline=BUDGET_DEADLINE_S), "--speed-factor", "0.25"
     )
     rf, rs = finish(fast, tmp_path / "fast.json"), finish(slow, tmp_path / "slow.json")
     assert rf.returncode == 0 and rs.returncode == 0, rf.stderr + rs.stderr
