@@ -129,7 +129,7 @@ def test_a_round_honours_the_step_budget_then_the_next_resumes_until_the_deadlin
 
 def test_sigterm_stops_at_a_step_boundary_and_still_reports(tmp_path: Path) -> None:
     write_spec(tmp_path / "spec.json", model="RS")
-    proc = start_worker(*common(tmp_path, "s", 10**7, deadline=300))
+    proc = start_worker(*common(tmp_path, "s", 10**7))
     line = proc.stdout.readline()  # printed when the training loop starts
     assert "training RS/tiny" in line, line
     # half a second of CPU time since then (not of wall time, which a loaded machine may not
