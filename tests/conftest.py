@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,7 +27,13 @@ ROOT = Path(__file__).resolve().parents[1]
 def pytest_configure(config: pytest.Config) -> None:
     """Refuse to run from inside ``tests/``: the folders there mirror the packages
     (``tests/hadar``, ``tests/nodes``, ...), and a ``python -c``/``-m`` subprocess a test starts
-    puts its working directory first on its path, where they would stand in for the product."""
+    puts its working directory first on its path, where they would stand in for the product.
+
+    A suite started in the background by a non-interactive shell (``scripts/test &``) inherits
+    SIGINT ignored, and so would every run a test starts: a test's Ctrl-C would never reach it.
+    SIGINT is caught here instead, which the processes the tests start get as the default."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     cwd = Path.cwd().resolve()
     if ROOT / "tests" in (cwd, *cwd.parents):
         raise pytest.UsageError(f"run the tests from the repository root ({ROOT}), not from {cwd}")

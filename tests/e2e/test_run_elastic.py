@@ -27,6 +27,7 @@ from tests.e2e.runlib import (
     wait_for,
 )
 from tests.faults.campaign import RunFigures, account
+from tests.fixtures.processes import HANG_S
 
 pytestmark = pytest.mark.slow
 
@@ -173,7 +174,7 @@ def test_afs_shrinks_a_running_job_for_a_newcomer_across_a_coordinator_kill(tmp_
                 seen[-1][0] not in closed_rounds(out)
             )
 
-        wait_for(shrink_dispatched, 240, "job 0's shrink to be dispatched", proc, poll_s=0.05)
+        wait_for(shrink_dispatched, HANG_S, "job 0's shrink to be dispatched", proc, poll_s=0.05)
         kill(proc.pid)  # SIGKILL: the rescaled round's workers are running
         proc.wait(timeout=30)
     finally:

@@ -24,7 +24,7 @@ from tests.fixtures.fake_nvidia_smi import (
     write_broken_nvidia_smi,
     write_fake_nvidia_smi,
 )
-from tests.fixtures.processes import run_group
+from tests.fixtures.processes import HANG_S, run_group
 from tests.fixtures.sshd import SshdFarm, require_sshd
 
 pytestmark = pytest.mark.slow
@@ -144,6 +144,18 @@ def interrupt_after_dispatch(proc: subprocess.Popen, rundir: Path, round_: int) 
     return out
 
 
+def _completed_in(rundir: Path, job: int) -> int | None:
+    """The round whose close completed ``job`` (None: not yet)."""
+    return next(
+        (
+            e["round"]
+            for e in events(rundir)
+            if e["event"] == "aggregation" and e["job"] == job and e["completed"]
+        ),
+        None,
+    )
+
+
 def stop_warm_servers(rundir: Path) -> None:
     for sock in rundir.rglob(
         ".hadar-warm.sock"
@@ -172,40 +184,39 @@ def assert_pinned(
 def test_local_workers_and_gang_ranks_are_pinned_sticky_and_resumed(tmp_path: Path) -> None:
     path = path_with(write_fake_nvidia_smi(tmp_path / "bin", [V100_16GB] * 4))
     cluster = local_cluster(tmp_path / "box.yaml", {"v100": 4})
-    # job 0 finishes in round 0; jobs 1 (1 GPU) and 2 (a 2-GPU gang) keep running
+    # job 0 finishes in round 0 on a quiet machine (later where load slows its start-up: `done`
+    # is the round that completed it); jobs 1 (1 GPU) and 2 (a 2-GPU gang) keep running
     jobs = write_jobs(tmp_path / "jobs.yaml", [("RS", 1, 20), ("RS", 1, 10**6), ("RS", 2, 10**6)])
     out = tmp_path / "run"
     try:
         proc = start(*run_args(cluster, jobs, out, round_s=15), path=path)
-        interrupt_after_dispatch(proc, out, 1)
+        wait_for(lambda: _completed_in(out, 0) is not None, HANG_S, "job 0 to finish", proc)
+        done = _completed_in(out, 0)
+        interrupt_after_dispatch(proc, out, done + 1)
+        first_life = max(plans(out))  # done + 1, unless load kept this test from stopping it there
         proc = start("run", "--resume", str(out), "--no-live", path=path)
-        interrupt_after_dispatch(proc, out, 2)
+        interrupt_after_dispatch(proc, out, first_life + 1)
     finally:
         if proc.poll() is None:
             proc.kill()
         stop_warm_servers(out)
     plan = plans(out)
     gpus = {r: {j: row["gpus"] for j, row in rows.items()} for r, rows in plan.items()}
-    # round 0: the lowest free ids in job order; later rounds: jobs 1 and 2 keep theirs although
-    # job 0 left GPU 0 free (also in round 2, planned by the resumed coordinator)
-    assert gpus[0] == {
-        0: {"box": {"v100": [0]}},
-        1: {"box": {"v100": [1]}},
-        2: {"box": {"v100": [2, 3]}},
-    }
-    assert gpus[1] == gpus[2] == {1: {"box": {"v100": [1]}}, 2: {"box": {"v100": [2, 3]}}}
+    last = first_life + 1  # planned by the resumed coordinator
+    assert done < first_life and sorted(gpus) == list(range(last + 1))
+    # job 0's rounds: the lowest free ids in job order; later rounds: jobs 1 and 2 keep theirs
+    # although job 0 left GPU 0 free (also in the last round, planned by the resumed coordinator)
+    for r in range(done + 1):
+        assert gpus[r] == {
+            0: {"box": {"v100": [0]}},
+            1: {"box": {"v100": [1]}},
+            2: {"box": {"v100": [2, 3]}},
+        }, r
+    for r in range(done + 1, last + 1):
+        assert gpus[r] == {1: {"box": {"v100": [1]}}, 2: {"box": {"v100": [2, 3]}}}, r
     seen = results(out / "nodes")
-    assert {(r, j, k) for r, j, k in seen} == {
-        (0, 0, 0),
-        (0, 1, 0),
-        (0, 2, 0),
-        (0, 2, 1),
-        (1, 1, 0),
-        (1, 2, 0),
-        (1, 2, 1),
-        (2, 1, 0),
-        (2, 2, 0),
-        (2, 2, 1),
+    assert set(seen) == {(r, 0, 0) for r in range(done + 1)} | {
+        (r, j, k) for r in range(last + 1) for j, k in ((1, 0), (2, 0), (2, 1))
     }
     for (r, j, k), res in seen.items():
         assert res["status"] == "ok" and res["steps_done"] > 0, res

@@ -26,7 +26,7 @@ from tests.e2e.runlib import (
     wait_for,
     write_jobs,
 )
-from tests.fixtures.processes import run_group
+from tests.fixtures.processes import HANG_S, run_group
 
 SLOT = "5"
 pytestmark = pytest.mark.slow
@@ -102,7 +102,7 @@ def test_a_node_name_that_escapes_is_exit_2_before_anything_is_written(
     path.write_text(yaml.safe_dump(cluster))
     jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 20})
     out = tmp_path / "deep" / "er" / "run"
-    proc = run_to_end(out, jobs, "--round", SLOT, timeout=120, cluster=str(path))
+    proc = run_to_end(out, jobs, "--round", SLOT, timeout=HANG_S, cluster=str(path))
     assert refused(proc) == (
         f"hadar: error: {path}: nodes[1].name: {node!r} is not a safe name (use 1-63 "
         f"letters, digits, '.', '_' or '-', starting with a letter or digit)"
@@ -128,7 +128,7 @@ def test_a_spec_the_worker_would_reject_is_exit_2_before_any_round(
     data["jobs"][1]["spec"].update(change)
     jobs.write_text(yaml.safe_dump(data))
     out = tmp_path / "run"
-    proc = run_to_end(out, jobs, "--round", SLOT, timeout=120)
+    proc = run_to_end(out, jobs, "--round", SLOT, timeout=HANG_S)
     assert refused(proc).startswith(f"hadar: error: {jobs}: job 1: {expected}")
     assert not [e for e in events(out) if e["event"] == "dispatch"]
     assert not (out / "run.json").exists()
@@ -310,7 +310,7 @@ def test_a_run_directory_of_the_older_layout_is_exit_2_not_migrated(copied_run: 
         "report it: finish it with the version that started it, or start a new run with --out"
     )
     assert refused(resume(copied_run)) == line
-    assert refused(hadar("report", str(copied_run), timeout=120)) == line
+    assert refused(hadar("report", str(copied_run), timeout=HANG_S)) == line
     assert not (copied_run / "state.sqlite").exists()
     assert {n: (copied_run / n).read_bytes() for n in before} == before
 
@@ -379,7 +379,7 @@ def test_a_folder_swapped_for_a_link_between_rounds_is_refused_and_nothing_outsi
         wait_for(lambda: 0 in closed_rounds(out), 300, "round 0 closed", proc)
         wait_for(
             lambda: any((out / "checkpoints" / "job-0").glob("round-*.pt")),
-            60,
+            HANG_S,
             "a checkpoint",
             proc,
         )

@@ -12,10 +12,11 @@ import pytest
 from tests.e2e.runlib import (
     LOCAL_3,
     events,
-    hadar,
     kill,
     start,
     steps_added,
+    stop_cleanly,
+    tracker_progress,
     wait_for,
     write_jobs,
 )
@@ -23,8 +24,9 @@ from tests.fixtures.processes import HANG_S
 
 pytestmark = pytest.mark.slow
 
-STEPS = {"MM": 30, "LT": 150, "MM#2": 450}
-STEPS_BY_JOB = dict(enumerate(STEPS.values()))
+STEPS = {"MM": 30, "LT": 150, "MM#2": 1_000_000}
+"""Job 2 outlasts the test on any machine (450 steps let a fast machine finish every job before
+the kill), so each run is stopped (Ctrl-C) once jobs 0 and 1 are done and a later round ran."""
 ARGS = (
     "--cluster",
     LOCAL_3,
@@ -54,27 +56,21 @@ def test_sigkill_and_resume_make_the_decisions_of_an_uninterrupted_run(tmp_path)
     proc = start("run", "--workload", str(jobs), "--out", str(out), *ARGS)
     try:
         # kill mid-round, after job 0 finished and freed its node (the moment a lost state shows)
-        def job0_done_and_next_round_dispatched() -> bool:
-            ev = events(out)
-            done_at = [
-                e["round"]
-                for e in ev
-                if e["event"] == "aggregation" and e["job"] == 0 and e["completed"]
-            ]
-            return bool(done_at) and any(
-                e["event"] == "dispatch" and e["round"] > done_at[0] for e in ev
-            )
-
         wait_for(
-            job0_done_and_next_round_dispatched,
-            300,
+            lambda: _done_and_a_later_round_dispatched(out, {0}),
+            HANG_S,
             "job 0 to finish and a later round to start",
             proc,
         )
         kill(proc.pid)
-        proc.wait(timeout=30)
-        output = uninterrupted.communicate(timeout=HANG_S)[0]
-        assert uninterrupted.returncode == 0, output
+        proc.wait(timeout=HANG_S)
+        wait_for(
+            lambda: _done_and_a_later_round_dispatched(whole, {0, 1}),
+            HANG_S,
+            "jobs 0 and 1 of the uninterrupted run to finish",
+            uninterrupted,
+        )
+        stop_cleanly(uninterrupted)
     finally:
         for p in (proc, uninterrupted):
             if p.poll() is None:
@@ -83,8 +79,18 @@ def test_sigkill_and_resume_make_the_decisions_of_an_uninterrupted_run(tmp_path)
     assert {job for job, _ in expected} == {0, 1, 2} and len(
         expected
     ) == 3  # one node per job, always
-    resumed = hadar("run", "--resume", str(out), "--no-live")
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    resumed = start("run", "--resume", str(out), "--no-live")
+    try:
+        wait_for(
+            lambda: _done_and_a_later_round_dispatched(out, {0, 1}, after=_last_start(events(out))),
+            HANG_S,
+            "jobs 0 and 1 to finish and a round to start after the resume",
+            resumed,
+        )
+        stop_cleanly(resumed)
+    finally:
+        if resumed.poll() is None:
+            resumed.kill()
     ev = events(out)
     assert sum(1 for e in ev if e["event"] == "start") == 2
     first_after = min(
@@ -94,7 +100,24 @@ def test_sigkill_and_resume_make_the_decisions_of_an_uninterrupted_run(tmp_path)
         e["round"] >= first_after for e in ev if e["event"] == "aggregation"
     )  # rounds ran after resume
     assert _placements(out) == expected
-    assert steps_added(out) == STEPS_BY_JOB
+    added = steps_added(out)
+    assert (added[0], added[1]) == (STEPS["MM"], STEPS["LT"]) and 0 < added[2] < STEPS["MM#2"]
+    assert tracker_progress(out) == added
+
+
+def _done_and_a_later_round_dispatched(out, jobs: set[int], after: float = 0.0) -> bool:
+    """Whether ``jobs`` have finished and a round after the last of them was dispatched (and,
+    with ``after``, one dispatched after that time)."""
+    ev = events(out)
+    done_at = {
+        e["job"]: e["round"]
+        for e in ev
+        if e["event"] == "aggregation" and e["job"] in jobs and e["completed"]
+    }
+    return done_at.keys() == jobs and any(
+        e["event"] == "dispatch" and e["round"] > max(done_at.values()) and e["t"] > after
+        for e in ev
+    )
 
 
 def _last_start(ev: list[dict]) -> float:

@@ -16,6 +16,7 @@ import yaml
 
 from tests.e2e.runlib import events, hadar, run_argv, start, start_run, wait_for, write_jobs
 from tests.faults.campaign import RunFigures, account
+from tests.fixtures.processes import HANG_S
 from tests.fixtures.slurm import CLUSTER_FILE, LocalSlurm
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -42,7 +43,9 @@ def test_live_stream_yields_a_node_slurm_takes_back_within_one_round(
     slurm: LocalSlurm, tmp_path: Path
 ) -> None:
     round_s, hold_s = 15.0, 20
-    steps = {"MM": 3000}
+    # more steps than any machine trains before the test stops the run (a fast machine trained
+    # 4,800 MM steps in one round: 3,000 could end the run before the node was taken back)
+    steps = {"MM": 1_000_000}
     jobs = write_jobs(tmp_path / "jobs.yaml", steps)
     out = tmp_path / "run"
     proc = start_run(
@@ -73,8 +76,16 @@ def test_live_stream_yields_a_node_slurm_takes_back_within_one_round(
         "--wrap",
         f"sleep {hold_s}",
     )
-    output, _ = proc.communicate(timeout=600)
-    assert proc.returncode == 0, output
+    # the run goes on past the reclaiming job's hold, then SIGTERM stops it (state saved)
+    wait_for(
+        lambda: any(e["event"] == "dispatch" and e["t"] > submitted + hold_s for e in events(out)),
+        HANG_S,
+        "a round after the reclaiming job's hold",
+        proc,
+    )
+    proc.send_signal(signal.SIGTERM)
+    output, _ = proc.communicate(timeout=HANG_S)
+    assert proc.returncode == 128 + signal.SIGTERM, output
     ev = events(out)
     leaves = [e for e in ev if e["event"] == "node-leave"]
     assert [e["node"] for e in leaves] == ["n2"], leaves
@@ -90,7 +101,8 @@ def test_live_stream_yields_a_node_slurm_takes_back_within_one_round(
         and e["node"] == "n2"
         and leaves[0]["t"] < e["t"] < submitted + hold_s
     ]
-    _audit(out, steps)
+    figures = _audit(out, steps, finished=False)
+    assert 0 < figures.tracker_steps[0] < steps["MM"]
     assert _hadar_jobs(slurm) == []  # every allocation released at the end
 
 

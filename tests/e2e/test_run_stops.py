@@ -31,6 +31,7 @@ from tests.e2e.runlib import (
     write_jobs,
     write_unfinishable_job,
 )
+from tests.fixtures.processes import HANG_S
 from tracker.crashpoints import ENV_VAR
 
 pytestmark = pytest.mark.slow
@@ -57,7 +58,7 @@ def test_sigterm_and_sighup_finish_the_round_save_and_say_so(
         wait_until_dispatched(out, 0, proc)
         in_flight = max(e["round"] for e in events(out) if e["event"] == "dispatch")
         os.kill(proc.pid, sig)
-        rc = proc.wait(timeout=120)
+        rc = proc.wait(timeout=HANG_S)
         output = proc.stdout.read() if proc.stdout else ""
         assert rc == 128 + sig, output
         assert (
@@ -167,19 +168,19 @@ def test_a_second_process_on_a_live_run_is_exit_6_and_report_reads_it(tmp_path: 
     proc = start_run(out, jobs, round_s="4", policy="hadar")
     try:
         wait_until_dispatched(out, 0, proc)
-        wait_for(lambda: (out / "run.json").exists(), 60, "run.json", proc)
-        second = hadar("run", "--resume", str(out), "--no-live", timeout=120)
+        wait_for(lambda: (out / "run.json").exists(), HANG_S, "run.json", proc)
+        second = hadar("run", "--resume", str(out), "--no-live", timeout=HANG_S)
         assert second.returncode == 6, second.stdout + second.stderr
         (line,) = second.stderr.strip().splitlines()
         assert line.startswith(
             f"hadar: error: {(out / 'state.sqlite').resolve()}: the tracker database is open "
             "in another process"
         ), line
-        report = hadar("report", str(out), timeout=120)  # reads the live run, takes no lock
+        report = hadar("report", str(out), timeout=HANG_S)  # reads the live run, takes no lock
         assert report.returncode == 0, report.stdout + report.stderr
         assert (out / "summary.json").exists() and proc.poll() is None
         os.kill(proc.pid, signal.SIGINT)
-        assert proc.wait(timeout=120) == 130  # the run itself went on undisturbed
+        assert proc.wait(timeout=HANG_S) == 130  # the run itself went on undisturbed
     finally:
         if proc.poll() is None:
             kill(proc.pid)

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from tests.e2e.runlib import hadar, write_jobs
+from tests.fixtures.processes import HANG_S
 from tests.fixtures.sshd import SshdFarm, free_port, generate_ed25519
 
 pytestmark = [pytest.mark.slow, pytest.mark.ssh]
@@ -43,7 +44,7 @@ def attempt(cluster: dict, tmp_path: Path):
         "--no-eval",
         "--out",
         str(out),
-        timeout=120,
+        timeout=HANG_S,
     )
     err = proc.stderr.strip()
     assert "Traceback" not in err and len(err.splitlines()) == 1, proc.stdout + proc.stderr

@@ -28,6 +28,7 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -35,12 +36,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.runlib import events, run_pids, start, start_run, wait_for, write_jobs
+from tests.e2e.runlib import REPO, events, run_pids, start, start_run, wait_for, write_jobs
+from tests.fixtures.processes import HANG_S, run_group
 
 ROUND_S = 6.0
 """Round length of the campaign's runs: short, so a run has many rounds and kills land anywhere."""
 BASE_STEPS = {"MM": 1500, "LT": 400, "MM#2": 900}
-"""About 7 rounds of HadarE on local-3node at SLOT_S; scaled up with the number of kills."""
+"""About 7 rounds of HadarE on local-3node at SLOT_S where one worker trains MM at
+:data:`REFERENCE_RATE`; scaled up with the number of kills and the machine's rate."""
+REFERENCE_RATE = 170.0
+"""Steps per second of MM (tiny, batch 16) on one worker thread of the machine BASE_STEPS was
+sized on (:func:`measured_rate`)."""
 TRIGGERS = ("time", "time", "dispatch", "result", "aggregation")
 """What a kill waits for (drawn per kill): a random delay, or the n-th (1-3) event of a kind logged
 by this life of the coordinator (right after it planned, took a copy's report, or committed a round)."""
@@ -113,19 +119,47 @@ class CampaignFigures:
         }
 
 
-def scaled_steps(kills: int) -> dict[str, int]:
-    """The run's jobs, longer with more kills so that every kill lands before the run ends."""
-    scale = 1 + kills // 4
-    return {name: steps * scale for name, steps in BASE_STEPS.items()}
+def scaled_steps(kills: int, rate: float = REFERENCE_RATE) -> dict[str, int]:
+    """The run's jobs, longer with more kills and on a machine that trains faster than the one
+    :data:`BASE_STEPS` was sized on (``rate``: :func:`measured_rate`), so that every kill lands
+    before the run ends on any machine; a slower machine keeps them."""
+    scale = (1 + kills // 4) * max(1.0, rate / REFERENCE_RATE)
+    return {name: round(steps * scale) for name, steps in BASE_STEPS.items()}
+
+
+def measured_rate(workdir: Path, steps: int = 300) -> float:
+    """Steps per second one worker trains the campaign's MM job at on this machine now (its
+    training time alone: start-up excluded)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    spec = workdir / "rate-spec.json"
+    spec.write_text(
+        json.dumps(  # the spec tests.e2e.runlib.write_jobs gives an MM job
+            {"model": "MM", "size": "tiny", "data": "synthetic", "batch_size": 16, "lr": 0.001}
+        )
+    )
+    result = workdir / "rate-result.json"
+    done = run_group(
+        [
+            sys.executable, "-m", "nodes.worker", "--threads", "1", "--spec", str(spec),
+            "--steps", str(steps), "--deadline-s", str(HANG_S),
+            "--checkpoint-out", str(workdir / "rate.pt"), "--result", str(result),
+        ],
+        timeout=HANG_S,
+        cwd=REPO,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise AssertionError(f"measuring the training rate failed: {done.stderr[-2000:]}")
+    return float(json.loads(result.read_text())["steps_per_second"])
 
 
 def run_with_kills(
     workdir: Path, kills: int, rng: random.Random, timeout_s: float = 1800
 ) -> RunFigures:
     """One run: launch, ``kills`` times SIGKILL the coordinator and resume it, let the last life end."""
-    jobs = write_jobs(workdir / "jobs.yaml", scaled_steps(kills))
+    steps = scaled_steps(kills, measured_rate(workdir))
+    jobs = write_jobs(workdir / "jobs.yaml", steps)
     out = workdir / "run"
-    figures = RunFigures(targets=dict(enumerate(scaled_steps(kills).values())))
+    figures = RunFigures(targets=dict(enumerate(steps.values())))
     deadline = time.monotonic() + timeout_s
     try:
         for life in range(kills + 1):

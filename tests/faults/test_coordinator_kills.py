@@ -12,7 +12,13 @@ import os
 import pytest
 
 from tests.e2e.runlib import summary
-from tests.faults.campaign import reported_by_attempt, run_campaign
+from tests.faults.campaign import (
+    BASE_STEPS,
+    REFERENCE_RATE,
+    reported_by_attempt,
+    run_campaign,
+    scaled_steps,
+)
 
 KILLS = int(os.environ.get("HADAR_FAULT_KILLS", "3"))
 SEED = int(os.environ.get("HADAR_FAULT_SEED", "0"))
@@ -50,3 +56,12 @@ def test_reports_belong_to_the_latest_attempt_of_their_round():
         {"event": "result", "round": 0, "job": 1, "steps": 7},
     ]
     assert reported_by_attempt(log) == {(0, 0): {0: 40}, (0, 1): {0: 35, 1: 7}}
+
+
+def test_the_jobs_grow_with_the_kills_and_a_faster_machine_only():
+    """Every kill must land before the run ends: a machine that trains twice as fast as the one
+    the jobs were sized on gets jobs twice as long; a slower one keeps them."""
+    assert scaled_steps(3, REFERENCE_RATE / 2) == scaled_steps(3) == BASE_STEPS
+    assert scaled_steps(3, 2 * REFERENCE_RATE) == {n: 2 * s for n, s in BASE_STEPS.items()}
+    assert scaled_steps(4) == {n: 2 * s for n, s in BASE_STEPS.items()}
+    assert scaled_steps(4, 1.5 * REFERENCE_RATE) == {n: 3 * s for n, s in BASE_STEPS.items()}

@@ -98,7 +98,7 @@ def test_a_pid_file_naming_no_possible_run_is_not_running(rundir: Path, pid: str
 def test_stop_signals_only_a_hadar_run_of_the_directory(rundir: Path) -> None:
     """A live process whose command line names the run directory but is no ``hadar run``
     (here a stand-in; a ``hadar logs RUNDIR -f`` would do) is not signalled."""
-    code = "import sys, time; time.sleep(60)"
+    code = "import sys, time; time.sleep(3600)"  # outlives the command on any machine
     other = subprocess.Popen([sys.executable, "-c", code, str(rundir)])
     try:
         (rundir / "detached.json").write_text(json.dumps({"pid": other.pid}))

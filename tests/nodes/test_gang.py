@@ -13,7 +13,7 @@ import torch
 
 from nodes.checkpoint import load_checkpoint, sha256_file
 from nodes.models import build_model
-from tests.nodes.helpers import finish, start_worker, write_spec
+from tests.nodes.helpers import BUDGET_DEADLINE_S, finish, start_worker, write_spec
 
 
 def free_port() -> int:
@@ -38,7 +38,7 @@ def test_two_rank_gang_trains_with_ddp_and_ends_identical(tmp_path: Path) -> Non
             "--steps",
             str(STEPS),
             "--deadline-s",
-            "120",
+            f"{BUDGET_DEADLINE_S:g}",
             "--checkpoint-out",
             tmp_path / f"rank{r}.pt",
             "--result",

@@ -38,10 +38,12 @@ def serve_pids(directory: Path) -> list[int]:
     return out
 
 
-def client(directory: Path) -> subprocess.Popen[bytes]:
+def client(directory: Path, stand_in: Path | None = None) -> subprocess.Popen[bytes]:
     """A warm client (as the coordinator starts one each round); its request is not a valid
-    worker invocation, which does not matter here."""
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    worker invocation, which does not matter here. ``stand_in``: a folder put first on the
+    path of the client and of the server it starts (:func:`torch_that_imports_until_released`)."""
+    path = [*([str(stand_in)] if stand_in else []), str(REPO), os.environ.get("PYTHONPATH", "")]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
     return subprocess.Popen(
         [sys.executable, "-m", "nodes.warm", "run", "--", "--help"],
         cwd=directory,
@@ -52,6 +54,39 @@ def client(directory: Path) -> subprocess.Popen[bytes]:
     )
 
 
+def torch_that_imports_until_released(folder: Path) -> Path:
+    """A stand-in ``torch`` in ``folder`` whose import says it has begun (``folder/importing``)
+    and lasts until ``folder/hold`` is removed: a server importing it is still starting for
+    as long as the test needs, on a machine of any speed. Returns ``folder/hold``."""
+    (folder / "torch").mkdir(parents=True)
+    hold = folder / "hold"
+    hold.touch()
+    (folder / "torch" / "__init__.py").write_text(
+        "import pathlib, time\n"
+        f"here = pathlib.Path({str(folder)!r})\n"
+        "(here / 'importing').touch()\n"
+        "while (here / 'hold').exists():\n"
+        "    time.sleep(0.02)\n"
+        "raise ImportError('the stand-in torch was released')\n"
+    )
+    return hold
+
+
+def lock_holders(path: Path) -> set[int]:
+    """Processes holding a ``flock`` on ``path`` (``/proc/locks``)."""
+    if not path.exists():
+        return set()
+    inode = os.stat(path).st_ino
+    holders = set()
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if "->" in fields:  # a waiter, not a holder
+            continue
+        if len(fields) >= 6 and fields[1] == "FLOCK" and int(fields[5].split(":")[2]) == inode:
+            holders.add(int(fields[4]))
+    return holders
+
+
 def wait(predicate, timeout: float, what: str) -> None:
     end = time.monotonic() + timeout
     while not predicate():
@@ -60,25 +95,34 @@ def wait(predicate, timeout: float, what: str) -> None:
 
 
 def test_stop_ends_a_server_still_starting_and_no_second_one_starts(tmp_path: Path) -> None:
-    first = client(tmp_path)
+    node = tmp_path / "node"
+    node.mkdir()
+    stand_in = tmp_path / "stand-in"
+    hold = torch_that_imports_until_released(stand_in)
+    first = client(node, stand_in)
     try:
-        wait(lambda: serve_pids(tmp_path), 30, "the warm server to start")
-        (server,) = serve_pids(tmp_path)
+        wait(lambda: serve_pids(node), HANG_S, "the warm server to start")
+        (server,) = serve_pids(node)
         # its pid file names it from the start (its spawner wrote it before the server ran)
-        assert (tmp_path / ".hadar-warm.pid").read_text() == f"{server}\n"
+        assert (node / ".hadar-warm.pid").read_text() == f"{server}\n"
+        wait(lambda: (stand_in / "importing").exists(), HANG_S, "the server to import torch")
         os.kill(first.pid, signal.SIGKILL)  # the round's deadline killed the client
         first.wait()
-        second = client(tmp_path)  # the next round, while the first server still starts
-        time.sleep(1.0)
-        assert serve_pids(tmp_path) == [server]  # it waits for that server, starts no other
+        second = client(node, stand_in)  # the next round, while the first server still starts
+        lock = node / ".hadar-warm.lock"
+        wait(lambda: second.pid in lock_holders(lock), HANG_S, "the second client's spawn lock")
+        time.sleep(1.0)  # (a second server would start at once: the lock is taken to start one)
+        assert serve_pids(node) == [server]  # it waits for that server, starts no other
+        assert second.poll() is None and hold.exists()  # waiting; the server is still starting
         os.kill(second.pid, signal.SIGKILL)  # that round's deadline too
         second.wait()
-        stop_warm_server(tmp_path)  # the coordinator's shutdown
-        assert serve_pids(tmp_path) == []  # stop returns once the server is gone
-        time.sleep(0.5)  # (before the fix the server finished importing torch and served on)
-        assert serve_pids(tmp_path) == [] and not (tmp_path / ".hadar-warm.sock").exists()
+        stop_warm_server(node)  # the coordinator's shutdown
+        assert serve_pids(node) == []  # stop returns once the server is gone
+        hold.unlink()  # (before the fix the server finished importing torch and served on)
+        time.sleep(0.5)
+        assert serve_pids(node) == [] and not (node / ".hadar-warm.sock").exists()
     finally:
-        for pid in serve_pids(tmp_path):
+        for pid in serve_pids(node):
             os.kill(pid, signal.SIGKILL)
 
 
@@ -110,8 +154,8 @@ def test_stop_kills_a_server_ignoring_sigterm_and_removes_its_socket_and_pid_fil
         [sys.executable, "-c", STUBBORN_SERVER, "nodes.warm", "serve"], cwd=tmp_path
     )
     try:
-        wait(lambda: (tmp_path / ".hadar-warm.pid").exists(), 30, "the stub to start")
-        wait(lambda: (tmp_path / "worker.pid").exists(), 30, "its worker to start")
+        wait(lambda: (tmp_path / ".hadar-warm.pid").exists(), HANG_S, "the stub to start")
+        wait(lambda: (tmp_path / "worker.pid").exists(), HANG_S, "its worker to start")
         worker = int((tmp_path / "worker.pid").read_text())
         monkeypatch.setattr(warm, "STOP_GRACE_S", 0.5)
         warm.stop(tmp_path)
@@ -119,7 +163,7 @@ def test_stop_kills_a_server_ignoring_sigterm_and_removes_its_socket_and_pid_fil
         assert not (tmp_path / ".hadar-warm.sock").exists()
         assert not (tmp_path / ".hadar-warm.pid").exists()
         wait(
-            lambda: not warm._is_warm_server(worker), 10, "its worker to end"
+            lambda: not warm._is_warm_server(worker), HANG_S, "its worker to end"
         )  # the server could not end it
     finally:
         for pid in serve_pids(tmp_path):

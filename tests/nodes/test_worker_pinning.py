@@ -14,6 +14,7 @@ import torch
 
 from nodes.checkpoint import load_checkpoint
 from nodes.worker import main
+from tests.fixtures.processes import HANG_S
 from tests.nodes.helpers import (
     REPO,
     finish,
@@ -90,7 +91,7 @@ def test_a_warm_server_hands_each_request_its_clients_environment(tmp_path: Path
         assert len(servers[0]) == 1 and servers[1] == servers[0]
     finally:
         stop_warm_server(node)
-    end = time.monotonic() + 20
+    end = time.monotonic() + HANG_S
     while warm_servers(node) and time.monotonic() < end:
         time.sleep(0.1)
     assert not warm_servers(node)  # stopped: nothing left running
@@ -189,7 +190,7 @@ def test_the_worker_reads_no_placement_it_was_not_given(tmp_path: Path) -> None:
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_S,
     )
     assert out.returncode == 0, out.stderr
     res = json.loads((tmp_path / "bare.json").read_text())

@@ -35,7 +35,7 @@ def start(tmp_path: Path, ignore_hup: bool = False) -> subprocess.Popen[str]:
 
 def wait_until_running(proc: subprocess.Popen[str]) -> None:
     """Until the CLI has installed its SIGTERM handler (the process's caught-signal mask)."""
-    end = time.monotonic() + 60
+    end = time.monotonic() + HANG_S
     while time.monotonic() < end and proc.poll() is None:
         try:
             status = Path(f"/proc/{proc.pid}/status").read_text()
@@ -66,9 +66,9 @@ def test_a_sighup_nohup_ignores_stays_ignored(tmp_path: Path) -> None:
     proc = start(tmp_path, ignore_hup=True)
     try:
         wait_until_running(proc)
+        # both signals pending at once, however fast the machine: a SIGHUP not ignored would be
+        # handled first (Linux delivers and Python runs handlers lowest number first), exit 129
         os.kill(proc.pid, signal.SIGHUP)
-        time.sleep(0.5)
-        assert proc.poll() is None  # still running
         os.kill(proc.pid, signal.SIGTERM)
         _, err = proc.communicate(timeout=HANG_S)
     finally:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.cli import hadar_cli
-from tests.fixtures.processes import kill_group
+from tests.fixtures.processes import HANG_S, kill_group
 
 STAND_IN = """
 import signal, subprocess, sys, time
@@ -70,11 +70,12 @@ def test_stop_escalates_until_the_run_ends_and_says_which_signal_did_it(
         child = int(proc.stdout.readline())  # its handlers are set: the stand-in is ready
         (rundir / "detached.json").write_text(json.dumps({"pid": proc.pid}))
         # the signal the stand-in ignores is waited on for 1 s, the one that ends it for up to
-        # 60 s (a loaded machine takes its time to exit; the wait ends as soon as it has)
-        wait = {name: "60" if name == signal_name else "1" for name in ("SIGINT", "SIGTERM")}
+        # HANG_S (a loaded machine takes its time to exit; the wait ends as soon as it has)
+        ends = str(int(HANG_S))
+        wait = {name: ends if name == signal_name else "1" for name in ("SIGINT", "SIGTERM")}
         res = hadar_cli(
             "stop", str(rundir), "--timeout", wait["SIGINT"], "--grace", wait["SIGTERM"],
-            cwd=tmp_path, timeout=180,
+            cwd=tmp_path, timeout=2 * HANG_S,
         )  # fmt: skip
         assert res.returncode == 0, res.stdout + res.stderr
         lost = " (the round in progress is lost)" if signal_name == "SIGKILL" else ""

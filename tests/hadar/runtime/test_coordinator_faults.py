@@ -1,7 +1,7 @@
 """A copy that fails the same way round after round is not dispatched there again: a real
 coordinator runs HadarE on three real local nodes, one of which cannot receive files (its
 transfers fail, as a broken disk or mount would); after ``stall_rounds`` such rounds that
-(job, node) is withheld, the job finishes on the other nodes with its exact step count."""
+(job, node) is withheld and the job goes on on the other nodes, every step counted once."""
 
 from __future__ import annotations
 
@@ -14,12 +14,14 @@ import yaml
 
 from hadar.providers.base import NodeTransferError
 from hadar.runtime.config import RunConfig, RuntimeKnobs
-from hadar.runtime.coordinator import Coordinator
-from tests.e2e.runlib import write_jobs
+from hadar.runtime.coordinator import Coordinator, StopRequested
+from tests.e2e.runlib import tracker_progress, write_jobs
 
 pytestmark = pytest.mark.slow
 
-STEPS = 3000
+STEPS = 1_000_000
+"""More than any machine trains in the test (3,000 let a fast one finish before the broken node
+had failed ``stall_rounds`` times): the run is stopped once a round closed after the withholding."""
 BAD = "k80"
 
 
@@ -67,7 +69,25 @@ def test_a_copy_failing_the_same_way_is_withheld_and_the_job_finishes_elsewhere(
         return real_put(node, local_path, remote)
 
     monkeypatch.setattr(c.provider, "put", put)
-    c.run()  # stall_rounds=3: the first round's warm-up (0 steps) does not give the job up
+
+    class View:  # stops the run (as Ctrl-C does) once a round closed after the withholding
+        def note(self, *_):
+            pass
+
+        def start_round(self, *_):
+            pass
+
+        def copy_done(self, *_):
+            pass
+
+        def end_round(self, r, *_):
+            held = [e["round"] for e in c.events.read() if e["event"] == "copy-withheld"]
+            if held and r > held[0]:
+                c._stop.set()
+
+    c.view = View()
+    with pytest.raises(StopRequested):
+        c.run()  # stall_rounds=3: the first round's warm-up (0 steps) does not give the job up
     ev = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]
     on_bad = sorted({e["round"] for e in ev if e["event"] == "dispatch" and e["node"] == BAD})
     failures = [e for e in ev if e["event"] == "failure"]
@@ -78,8 +98,9 @@ def test_a_copy_failing_the_same_way_is_withheld_and_the_job_finishes_elsewhere(
     ]
     # dispatched there exactly stall_rounds times, never after the event
     assert len(on_bad) == 3 and max(on_bad) <= withheld[0]["round"]
-    # the job went on elsewhere and finished with exactly its steps; nothing was given up
-    assert sum(e["steps_added"] for e in ev if e["event"] == "aggregation") == STEPS
+    # the job went on elsewhere, every step counted once; nothing was given up
+    added = sum(e["steps_added"] for e in ev if e["event"] == "aggregation")
+    assert tracker_progress(tmp_path / "run") == {0: added} and 0 < added < STEPS
     assert not [e for e in ev if e["event"] in ("job-failed", "stalled")] and c.failed == {}
     assert max(e["round"] for e in ev if e["event"] == "dispatch") > withheld[0]["round"]
     # keep_node_dirs: the nodes' work directories stay with each copy's files, less the

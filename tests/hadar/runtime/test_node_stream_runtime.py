@@ -13,12 +13,13 @@ import pytest
 
 from hadar.core.node_stream import NodeEvent, parse_node_stream
 from hadar.runtime.node_stream import LeaveWatcher, kill_processes_in, leaves_between, next_join
+from tests.fixtures.processes import HANG_S
 
 STREAM = "time,node,event\n0,a,join\n0,b,join\n5,a,leave\n5,b,leave\n9,a,join\n12,b,join\n"
 
 
 def _sleeper(cwd) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], cwd=cwd)
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"], cwd=cwd)
 
 
 def test_leaves_between_is_open_at_the_start_and_closed_at_the_end():
@@ -41,7 +42,7 @@ def test_kill_processes_in_kills_only_the_directory_s_processes(tmp_path):
     a, b = _sleeper(inside), _sleeper(outside)
     try:  # Popen returns once the child has changed directory and started the program
         assert kill_processes_in(tmp_path / "node") == [a.pid]
-        assert a.wait(timeout=5) == -9  # SIGKILL, not asked
+        assert a.wait(timeout=HANG_S) == -9  # SIGKILL, not asked
         assert b.poll() is None
     finally:
         b.kill()
@@ -67,8 +68,8 @@ def test_the_watcher_kills_a_node_when_it_leaves_and_remembers_it(tmp_path):
         assert not w.left_since("a", 0.0) and not called.wait(0.6)  # 0.1 s: before the leave
         assert proc.poll() is None
         now[0] = 0.5
-        assert called.wait(timeout=60)
-        assert proc.wait(timeout=60) == -9
+        assert called.wait(timeout=HANG_S)
+        assert proc.wait(timeout=HANG_S) == -9
         assert [(e.node, k) for e, k in seen] == [("a", [proc.pid])]
         assert w.left_since("a", 0.0) and not w.left_since("b", 0.0)
     finally:
