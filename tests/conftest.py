@@ -30,10 +30,14 @@ def pytest_configure(config: pytest.Config) -> None:
     puts its working directory first on its path, where they would stand in for the product.
 
     A suite started in the background by a non-interactive shell (``scripts/test &``) inherits
-    SIGINT ignored, and so would every run a test starts: a test's Ctrl-C would never reach it.
-    SIGINT is caught here instead, which the processes the tests start get as the default."""
+    SIGINT ignored, and one started under ``nohup`` SIGHUP ignored, and so would every run a test
+    starts (``hadar run`` keeps an ignored stop signal ignored, as ``nohup`` users expect): a
+    test's Ctrl-C or SIGHUP would never reach it. Both get their defaults back here, which the
+    processes the tests start inherit; the tests of the ignored case ignore the signal themselves."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
     cwd = Path.cwd().resolve()
     if ROOT / "tests" in (cwd, *cwd.parents):
         raise pytest.UsageError(f"run the tests from the repository root ({ROOT}), not from {cwd}")
