@@ -16,6 +16,7 @@ from hadar.providers.base import NodeTransferError
 from hadar.runtime.config import RunConfig, RuntimeKnobs
 from hadar.runtime.coordinator import Coordinator, StopRequested
 from tests.e2e.runlib import tracker_progress, write_jobs
+from tests.hadar.runtime.stopping_view import StopAfterRound
 
 pytestmark = pytest.mark.slow
 
@@ -70,22 +71,11 @@ def test_a_copy_failing_the_same_way_is_withheld_and_the_job_finishes_elsewhere(
 
     monkeypatch.setattr(c.provider, "put", put)
 
-    class View:  # stops the run (as Ctrl-C does) once a round closed after the withholding
-        def note(self, *_):
-            pass
+    def withheld_before(r: int) -> bool:  # a round closed after the withholding
+        held = [e["round"] for e in c.events.read() if e["event"] == "copy-withheld"]
+        return bool(held) and r > held[0]
 
-        def start_round(self, *_):
-            pass
-
-        def copy_done(self, *_):
-            pass
-
-        def end_round(self, r, *_):
-            held = [e["round"] for e in c.events.read() if e["event"] == "copy-withheld"]
-            if held and r > held[0]:
-                c._stop.set()
-
-    c.view = View()
+    c.view = StopAfterRound(c, withheld_before)
     with pytest.raises(StopRequested):
         c.run()  # stall_rounds=3: the first round's warm-up (0 steps) does not give the job up
     ev = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()]

@@ -20,6 +20,7 @@ from hadar.runtime.coordinator import Coordinator, StopRequested
 from hadar.runtime.journal import Journal
 from hadar.runtime.outputs import collect, write_report
 from tests.e2e.runlib import LOCAL_3
+from tests.hadar.runtime.stopping_view import StopAfterRound
 
 pytestmark = pytest.mark.slow
 
@@ -166,21 +167,7 @@ def test_the_policy_state_is_journalled_each_round_and_restored_on_resume(tmp_pa
     c = _coordinator(tmp_path, [0.0, 0.0, 0.0, 0.0], steps=400)
     stop_after = 2
 
-    class View:  # stops the run (as Ctrl-C does) after a few rounds
-        def note(self, *_):
-            pass
-
-        def start_round(self, *_):
-            pass
-
-        def copy_done(self, *_):
-            pass
-
-        def end_round(self, r, *_):
-            if r + 1 >= stop_after:
-                c._stop.set()
-
-    c.view = View()
+    c.view = StopAfterRound(c, lambda r: r + 1 >= stop_after)  # as Ctrl-C does
     with pytest.raises(StopRequested):
         c.run()
     rows = [r for r in Journal(tmp_path / "run" / "state.sqlite").rounds() if r.status == "closed"]
