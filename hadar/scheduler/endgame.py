@@ -215,8 +215,8 @@ def endgame(
     when the search gives up, or when some job can run nowhere or must wait this round."""
     if not critical or max(d for _, d in critical) > CONTENDED_HORIZON_ROUNDS * ctx.round_s:
         return None
-    if sum(v.request.num_gpus for v in vals) > ctx.cluster.total_gpus:
-        return None
+    if len(vals) > MAX_JOBS or sum(v.request.num_gpus for v in vals) > ctx.cluster.total_gpus:
+        return None  # (more jobs than the search takes on: no rates to gather)
     cap = ctx.cluster.capacity
     rows, current, started = [], [], []
     per_class: dict[int, np.ndarray] = {}  # jobs of one class share their request object
