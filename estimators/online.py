@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -180,6 +180,9 @@ class OnlineThroughput(ThroughputModel):
             return sorted((jt, w, n, None if g == _ANY_GPU else g) for jt, w, n, g in self._entries)
 
     # -- ThroughputModel ---------------------------------------------------------------------
+    def rate_class(self, job: Job) -> Hashable:
+        return self.prior.rate_class(job)
+
     def cell_rates(self, job: Job, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
         return self._rates(job, cluster, *self.prior.cell_rates(job, cluster))
 

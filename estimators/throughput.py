@@ -13,7 +13,7 @@ import ast
 import json
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -88,6 +88,11 @@ class ThroughputModel(ABC):
     def describe(self, job: Job, cluster: Cluster) -> str:
         """Where the figures for ``job`` come from (for reports)."""
         return type(self).__name__
+
+    def rate_class(self, job: Job) -> Hashable:
+        """A key equal for jobs whose :meth:`cell_rates` are equal (policies share one request
+        per class). This default: the job type and gang size."""
+        return (job.job_type, job.num_gpus)
 
     def rate(self, job: Job, placement: Placement, cluster: Cluster) -> float:
         """Bottleneck steps/s of ``job`` on ``placement`` (0 when it cannot run there)."""

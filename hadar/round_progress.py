@@ -113,7 +113,7 @@ class JobRound:
 
 def job_restart_s(job: Job, restart_penalty_s: float) -> float:
     """The checkpoint-restart penalty ``job`` pays (its own ``restart_s`` where it has one)."""
-    return restart_penalty_s if job.restart_s is None else job.restart_s
+    return job.restart_cost_s(restart_penalty_s)
 
 
 def play_job_round(

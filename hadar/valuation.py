@@ -4,7 +4,7 @@ price bounds (Eq. 6-7) over the jobs known now. Pure functions of the round cont
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -33,11 +33,11 @@ class JobValuation:
 def value_jobs(ctx: RoundContext, statuses: Sequence[JobStatus]) -> list[JobValuation]:
     """Rates and ideal durations of ``statuses`` on ``ctx.cluster``."""
     out = []
-    requests: dict[tuple[str, int], tuple[JobRequest, np.ndarray]] = {}
+    requests: dict[Hashable, tuple[JobRequest, np.ndarray]] = {}
     cap = ctx.cluster.capacity
     big = cap.shape[0] > PRUNE_ABOVE_NODES
     for st in statuses:
-        cls = (st.job.job_type, st.job.num_gpus)
+        cls = ctx.throughput.rate_class(st.job)
         hit = requests.get(cls)
         if hit is None:
             cons, unc = ctx.throughput.cell_rates(st.job, ctx.cluster)
@@ -70,7 +70,8 @@ def queue_entry(
     ``move_min_gain_s`` sooner, restart included."""
     job = v.status.job
     remaining = v.status.remaining_steps
-    penalty = ctx.restart_penalty_s if v.status.done_steps > 0 else 0.0
+    restart_s = job.restart_cost_s(ctx.restart_penalty_s)
+    penalty = restart_s if v.status.done_steps > 0 else 0.0
     origin = ctx.now - job.arrival if utility.clock == "arrival" else 0.0
     weight, ideal, round_s = job.weight, v.ideal, ctx.round_s
 
@@ -83,7 +84,7 @@ def queue_entry(
         # kept: no restart now, and one fewer later -- what a preemption would cost this job is
         # charged to the preemption (U(T) - U(T + penalty)), so one is only worth its restart
         t = origin + remaining / rate
-        restart = ctx.restart_penalty_s if v.status.done_steps > 0 else 0.0
+        restart = restart_s if v.status.done_steps > 0 else 0.0
         return 2 * utility.value(t, weight, ideal) - utility.value(t + restart, weight, ideal)
 
     def hold(rate: float) -> float:
@@ -97,7 +98,7 @@ def queue_entry(
     return QueueEntry(
         key=job.job_id if key is None else key,
         request=v.request,
-        class_key=(job.job_type, job.num_gpus) if class_key is None else class_key,
+        class_key=ctx.throughput.rate_class(job) if class_key is None else class_key,
         utility=u,
         hold_rounds=hold if hold_cost else one_round,
         keep=keep,

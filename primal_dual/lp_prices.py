@@ -69,22 +69,61 @@ def type_prices(values: np.ndarray, gang: np.ndarray, capacity: np.ndarray) -> n
         rows, counts = np.unique(np.column_stack([values, w]), axis=0, return_counts=True)
         values, w, n, copies = rows[:, :m], rows[:, m], len(rows), counts.astype(float)
         jj, kk = np.nonzero(values > 0)
+    return _dual_prices(jj, kk, values[jj, kk], w[jj], copies, capacity, n > INTERIOR_POINT_ABOVE_JOBS)
+
+
+def configuration_prices(
+    job: np.ndarray, gpu_type: np.ndarray, width: np.ndarray, value: np.ndarray, capacity: np.ndarray
+) -> np.ndarray:
+    """Optimal dual prices per GPU type of the round's LP over *configurations*: column ``c`` runs
+    job ``job[c]`` on ``width[c]`` GPUs of type ``gpu_type[c]`` for utility ``value[c]``; each
+    job takes at most one configuration (the LP above with a job's gang free to vary, as an
+    elastic job's is). A job's best configuration at these prices maximises ``value - width x
+    price``. Columns are taken in the given order; jobs are numbered 0..n-1."""
+    job = np.asarray(job, dtype=np.int64)
+    keep = np.asarray(value, dtype=float) > 0
+    capacity = np.asarray(capacity, dtype=float)
+    m = len(capacity)
+    if not keep.any() or m == 0:
+        return np.zeros(m)
+    jj, kk = job[keep], np.asarray(gpu_type, dtype=np.int64)[keep]
+    w = np.asarray(width, dtype=float)[keep]
+    demand = np.bincount(kk, weights=w, minlength=m)
+    if bool((demand < capacity).all()):
+        return np.zeros(m)
+    n = int(job.max()) + 1
+    return _dual_prices(
+        jj, kk, np.asarray(value, dtype=float)[keep], w, np.ones(n), capacity, False
+    )
+
+
+def _dual_prices(
+    jj: np.ndarray,
+    kk: np.ndarray,
+    col_value: np.ndarray,
+    col_width: np.ndarray,
+    copies: np.ndarray,
+    capacity: np.ndarray,
+    interior_point: bool,
+) -> np.ndarray:
+    """HiGHS on ``max sum value x`` s.t. per job row ``sum x <= copies``, per type row ``sum width
+    x <= capacity``: the type rows' duals, clipped at 0 (zeros if the LP is not solved)."""
     # imported here, on the first LP: importing a policy (the CLI's parsers list them) stays light
     import highspy
     from highspy._core import _Highs
 
-    nv = jj.size
+    n, m, nv = len(copies), len(capacity), jj.size
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = nv, n + m
-    lp.col_cost_ = -values[jj, kk]  # HiGHS minimises
+    lp.col_cost_ = -col_value  # HiGHS minimises
     lp.col_lower_, lp.col_upper_ = np.zeros(nv), np.full(nv, highspy.kHighsInf)
     lp.row_lower_ = np.full(n + m, -highspy.kHighsInf)
     lp.row_upper_ = np.concatenate([copies, capacity])
-    # column jk has two entries: 1 in job j's row, W_j in type k's row
+    # column c has two entries: 1 in its job's row, its width in its type's row
     index = np.empty(2 * nv, dtype=np.int32)
     index[0::2], index[1::2] = jj, n + kk
     value = np.empty(2 * nv)
-    value[0::2], value[1::2] = 1.0, w[jj]
+    value[0::2], value[1::2] = 1.0, col_width
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
     lp.a_matrix_.start_ = np.arange(0, 2 * nv + 1, 2, dtype=np.int32)
     lp.a_matrix_.index_, lp.a_matrix_.value_ = index, value
@@ -92,7 +131,7 @@ def type_prices(values: np.ndarray, gang: np.ndarray, capacity: np.ndarray) -> n
     # which costs a third of a small solve and prints a banner once per process
     solver = _Highs()
     solver.setOptionValue("output_flag", False)
-    solver.setOptionValue("solver", "ipm" if n > INTERIOR_POINT_ABOVE_JOBS else "choose")
+    solver.setOptionValue("solver", "ipm" if interior_point else "choose")
     solver.setOptionValue("simplex_strategy", 1)  # dual simplex, as scipy's linprog asks
     solver.passModel(lp)
     solver.run()

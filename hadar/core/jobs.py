@@ -66,6 +66,11 @@ class Job:
         hi = self.num_gpus if self.max_gpus is None else self.max_gpus
         return lo, hi
 
+    def restart_cost_s(self, default_s: float) -> float:
+        """Seconds a checkpoint-restart costs this job: its own ``restart_s``, else the run's
+        ``default_s`` (``--restart-penalty``)."""
+        return default_s if self.restart_s is None else self.restart_s
+
     @property
     def is_elastic(self) -> bool:
         """Whether a policy may change the job's GPU count or batch size."""

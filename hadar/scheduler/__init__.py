@@ -40,6 +40,7 @@ from hadar.reference_rates import best_rate_per_type
 from hadar.scheduler import non_preemptive, preemptive
 from hadar.scheduler.config import DEFAULT_MAX_RHO, TTD_BOUNDS, TTD_SLACK_ROUNDS, HadarConfig
 from hadar.scheduler.contention import Contention
+from hadar.scheduler.elastic import elastic_round
 from hadar.scheduler.preemptive import deadline_candidate, deferred_rho, overdue_jobs
 from hadar.scheduler.steps import (
     admit,
@@ -141,6 +142,13 @@ class HadarPolicy(Policy):
     def _decide(self, ctx: RoundContext) -> RoundPlan:
         if hasattr(self.utility, "round_s") and self.utility.round_s != ctx.round_s:
             self.utility = replace(self.utility, round_s=ctx.round_s)  # type: ignore[type-var]
+        if not self.config.adapt_elastic:
+            return self._decide_rigid(ctx)
+        view = elastic_round(ctx, self.utility, self.config.upgrade_min_gain_s)
+        return view.finish(self._decide_rigid(view.ctx), ctx)
+
+    def _decide_rigid(self, ctx: RoundContext) -> RoundPlan:
+        """The round with every job a rigid gang of its own size."""
         if self.config.replan == "preempt":
             return self._decide_preemptive(ctx)
         return non_preemptive.decide(self, ctx)
@@ -317,7 +325,7 @@ def upgrade_running(
             continue
         best = max(cands, key=lambda c: (c.rate, -c.nodes))
         rem = v.status.remaining_steps
-        gain = rem / old_rate - (rem / best.rate + ctx.restart_penalty_s)
+        gain = rem / old_rate - (rem / best.rate + v.status.job.restart_cost_s(ctx.restart_penalty_s))
         if gain > min_gain_s and not np.array_equal(best.alloc, own):
             out[job_id] = ctx.cluster.placement_from_matrix(best.alloc)
             free += own - best.alloc

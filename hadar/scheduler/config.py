@@ -88,6 +88,10 @@ class HadarConfig:
     leaves idle, which the search does not model."""
     single_node: bool = False
     """Place every job on one node when its gang fits on some node (HadarE's per-node copies)."""
+    adapt_elastic: bool = True
+    """Elastic jobs with a goodput model (Pollux's applications): each round, choose each one's
+    GPU type, GPU count and batch by the round's configuration LP and plan it as a gang of that
+    size (``hadar/scheduler/elastic.py``). False: every job is a rigid gang of its own size."""
 
     @classmethod
     def legacy(cls) -> HadarConfig:
@@ -101,6 +105,7 @@ class HadarConfig:
             ttd_guard=False,
             tail_percentile=None,
             type_matching=False,
+            adapt_elastic=False,
         )
 
     @classmethod

@@ -85,7 +85,7 @@ def plan_rounds(
     current: Sequence[int],
     started: Sequence[bool],
     round_s: float,
-    penalty_s: float,
+    penalty_s: float | Sequence[float],
     max_leaves: int = MAX_LEAVES,
 ) -> tuple[list[int], float, float] | None:
     """The GPU type of each job this round in the round-by-round schedule that minimises the
@@ -93,7 +93,7 @@ def plan_rounds(
     now; -1 for a job no type has room for this round (it waits). ``rates[j, k]``: job j's rate on
     type k alone (0: it cannot run there); ``counts[k]``: type k's GPUs; ``current[j]``: the type
     it runs on now (-1: none), where it stays without restart; a job that has ``started`` pays
-    ``penalty_s`` whenever it runs elsewhere. None when the search needs more than
+    ``penalty_s`` (one for all jobs, or one per job) whenever it runs elsewhere. None when the search needs more than
     ``max_leaves`` round assignments or ``MAX_ROUNDS`` rounds, when there are more than
     ``MAX_JOBS`` jobs, or when no schedule finishes every job."""
     if len(remaining) > MAX_JOBS:
@@ -103,13 +103,19 @@ def plan_rounds(
     best = _Best()
     leaves = 0
 
-    def restart(k: int, cur: int, began: bool) -> float:
-        return penalty_s if began and k != cur else 0.0
+    penalty = (
+        [float(penalty_s)] * len(remaining)
+        if isinstance(penalty_s, (int, float))
+        else [float(p) for p in penalty_s]
+    )
+
+    def restart(j: int, k: int, cur: int, began: bool) -> float:
+        return penalty[j] if began and k != cur else 0.0
 
     def soonest(j: int, rem: float, cur: int, began: bool) -> float:
         """Seconds job j needs at least: alone, on its best type."""
         return min(
-            (restart(k, cur, began) + rem / rate[j][k] for k in range(n_types) if rate[j][k] > 0),
+            (restart(j, k, cur, began) + rem / rate[j][k] for k in range(n_types) if rate[j][k] > 0),
             default=math.inf,
         )
 
@@ -153,7 +159,7 @@ def plan_rounds(
                     if k < 0:
                         left.append((j, rem, -1, began))
                         continue
-                    pen = restart(k, cur, began)
+                    pen = restart(j, k, cur, began)
                     tau = pen + rem / rate[j][k]
                     if tau <= round_s:
                         f2, s2 = max(f2, t + tau), s2 + t + tau
@@ -164,7 +170,7 @@ def plan_rounds(
                 return
             j, rem, cur, began = order[pos]
             options = sorted(
-                (restart(k, cur, began) + rem / rate[j][k], k)
+                (restart(j, k, cur, began) + rem / rate[j][k], k)
                 for k in range(n_types)
                 if rate[j][k] > 0 and free[k] >= gangs[j]
             )
@@ -177,7 +183,7 @@ def plan_rounds(
                 if tau <= round_s:
                     finish = t + tau
                 else:
-                    rest = rem - rate[j][k] * max(0.0, round_s - restart(k, cur, began))
+                    rest = rem - rate[j][k] * max(0.0, round_s - restart(j, k, cur, began))
                     finish = t + round_s + soonest(j, rest, k, True)
                 if not better(max(f_part, finish), s_part + finish - bound[j]):
                     continue
@@ -246,7 +252,7 @@ def endgame(
         current,
         started,
         ctx.round_s,
-        ctx.restart_penalty_s,
+        [v.status.job.restart_cost_s(ctx.restart_penalty_s) for v in vals],
         max_leaves,
     )
     if plan is None or min(plan[0]) < 0:

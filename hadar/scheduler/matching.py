@@ -239,7 +239,7 @@ def on_type(
     if not cands:
         return None
     rem = v.status.remaining_steps
-    penalty = ctx.restart_penalty_s if v.status.done_steps > 0 else 0.0
+    penalty = v.status.job.restart_cost_s(ctx.restart_penalty_s) if v.status.done_steps > 0 else 0.0
     return min(cands, key=lambda c: (rem / c.rate + (0.0 if c.kept else penalty), c.nodes))
 
 
@@ -308,7 +308,7 @@ def job_groups(
             rem,
             rem / best if 0 < best < math.inf else 0.0,
             ctx.round_s,
-            ctx.restart_penalty_s,
+            v.status.job.restart_cost_s(ctx.restart_penalty_s),
         )
         late = stay > deadlines[j] + 1e-6 if j in deadlines else cost > bounds.get(j, math.inf)
         late[plan[j]] = False

@@ -180,7 +180,7 @@ def candidate_by_deadline(
     if not cands:
         return None
     rem = v.status.remaining_steps
-    penalty = ctx.restart_penalty_s if v.status.done_steps > 0 else 0.0
+    penalty = v.status.job.restart_cost_s(ctx.restart_penalty_s) if v.status.done_steps > 0 else 0.0
 
     def finish(c: Candidate) -> float:
         return rem / c.rate + (0.0 if c.kept else penalty)

@@ -17,7 +17,7 @@ Utilisation in Gavel's sense (mean over GPUs of busy time / elapsed time) is the
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -71,6 +71,9 @@ class ConsolidatedThroughput(ThroughputModel):
 
     def __init__(self, base: ThroughputModel) -> None:
         self.base = base
+
+    def rate_class(self, job: Job) -> Hashable:
+        return self.base.rate_class(job)
 
     def cell_rates(self, job: Job, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
         cons, _ = self.base.cell_rates(job, cluster)

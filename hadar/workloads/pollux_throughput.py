@@ -20,7 +20,7 @@ estimated.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 
 import numpy as np
 
@@ -161,6 +161,13 @@ class PolluxThroughput(ThroughputModel):
             ]
         )
         return float(bounds[-1] / np.sum(lengths / np.maximum(effs, 1e-9)))
+
+    def rate_class(self, job: Job) -> Hashable:
+        """The fallback's class, or (application, gang, total batch): a Pollux job's rates
+        depend on its batch."""
+        if not is_pollux_job(job):
+            return self.fallback.rate_class(job)
+        return (job.job_type, job.num_gpus, job_batch_size(job, bundled_trace(job.job_type)))
 
     def cell_rates(self, job: Job, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
         if not is_pollux_job(job):

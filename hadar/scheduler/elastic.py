@@ -1,0 +1,370 @@
+"""Elastic jobs in Hadar's round: each job whose GPU count and batch may vary is given, for the
+round, the configuration (GPU type, GPU count, total batch) that the round's configuration LP
+prices best, and the round then plans it as a rigid gang of that size (docs/elastic.md).
+
+A job adapts when its throughput model knows its statistical efficiency (a goodput model, e.g.
+Pollux's applications): its rate on a configuration is its goodput there at the batch that
+maximises it. Other jobs, elastic or not, keep their own gang and batch.
+
+The LP is the round's allocation LP (:mod:`primal_dual.lp_prices`) with one column per job and
+configuration: ``max sum v x`` with each job on at most one configuration and each type's GPUs
+shared. ``v`` is the job's utility at the configuration's rate, exactly as the DP values it (a
+job that has made progress pays the restart penalty on any configuration but its running one).
+Its dual prices are the round's per-type GPU prices; each adapting job takes the configuration
+of the largest payoff ``v - width x price`` (its running configuration on ties), which is the one
+the LP's optimum gives it whenever the LP gives it one configuration whole. Rigid jobs bid with
+their own gang, so a GPU type the rigid queue needs is priced for the elastic jobs too.
+
+After the round is planned, each placed adapting job runs at the total batch of the largest
+goodput on the GPUs it got, at its progress now (Pollux's batch choice for a given allocation).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+
+import numpy as np
+
+from estimators.iterations import IterationSample
+from estimators.throughput import RunRate, ThroughputModel
+from hadar.core.cluster import Cluster
+from hadar.core.jobs import Job, JobStatus, Placement
+from hadar.policy import Assignment, RoundContext, RoundPlan
+from hadar.reference_rates import best_rate_per_type
+from primal_dual.lp_prices import configuration_prices
+from primal_dual.utility import Utility
+
+MAX_BATCH_CHOICES = 8
+"""Total batches tried per GPU count: a geometric grid over the job's batch range."""
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """One way to run an adapting job this round: ``width`` GPUs of type ``gpu_type`` (an index
+    into the cluster's types) at total batch ``batch``, progressing at ``rate``."""
+
+    gpu_type: int
+    width: int
+    batch: int | None
+    rate: float
+
+
+@dataclass(frozen=True)
+class ElasticRound:
+    """The round as the rigid planner sees it, and each adapting job's chosen configuration."""
+
+    ctx: RoundContext
+    chosen: MappingProxyType[int, Configuration]
+
+    def finish(self, plan: RoundPlan, original: RoundContext) -> RoundPlan:
+        """``plan`` with each placed adapting job's batch set for the GPUs it got."""
+        if not self.chosen:
+            return plan
+        by_id = {s.job_id: s for s in original.jobs}
+        out = []
+        for a in plan.assignments:
+            status = by_id.get(a.job_id)
+            if status is not None and a.job_id in self.chosen:
+                batch = best_batch(status, a.placement, original.cluster, original.throughput)
+                a = replace(a, batch_size=batch)
+            out.append(a)
+        info = dict(plan.info, elastic_jobs=len(self.chosen))
+        return RoundPlan(tuple(out), info)
+
+
+def adapts(job: Job, throughput: ThroughputModel) -> bool:
+    """Whether Hadar chooses the job's GPU count and batch each round: it is elastic and its
+    throughput model knows its statistical efficiency."""
+    if not job.is_elastic:
+        return False
+    return throughput.efficiency(job, own_batch(job) or 1) is not None
+
+
+def own_batch(job: Job) -> int | None:
+    """The job's own total batch (the one a rigid policy runs it at), if it declares one."""
+    batch = job.spec.get("batch_size")
+    if batch is not None:
+        return int(batch)
+    return None if job.batch_range is None else job.batch_range[0]
+
+
+def batch_choices(job: Job) -> list[int | None]:
+    """Total batches to try: a geometric grid over the job's batch range and its own batch."""
+    if job.batch_range is None:
+        return [own_batch(job)]
+    lo, hi = job.batch_range
+    grid = {lo, hi}
+    if hi > lo:
+        ratio = (hi / lo) ** (1.0 / (MAX_BATCH_CHOICES - 1))
+        grid |= {int(round(lo * ratio**i)) for i in range(1, MAX_BATCH_CHOICES - 1)}
+    own = own_batch(job)
+    if own is not None and lo <= own <= hi:
+        grid.add(own)
+    return sorted(grid)
+
+
+def widths(job: Job, cluster: Cluster) -> list[int]:
+    """GPU counts to try: powers of two within the job's range, its fewest and its own count, up
+    to the most GPUs one type has."""
+    lo, hi = job.gpu_range
+    most = int(cluster.capacity.sum(axis=0).max(initial=0))
+    hi = min(hi, most)
+    out = {w for w in (lo, job.num_gpus) if w <= hi}
+    w = 1
+    while w <= hi:
+        if w >= lo:
+            out.add(w)
+        w *= 2
+    return sorted(out)
+
+
+def configured(job: Job, width: int, batch: int | None) -> Job:
+    """``job`` as a rigid gang of ``width`` GPUs at total batch ``batch``."""
+    spec = dict(job.spec)
+    if batch is not None:
+        spec["batch_size"] = batch
+    return replace(job, num_gpus=width, spec=MappingProxyType(spec))
+
+
+def configurations(
+    job: Job, cluster: Cluster, throughput: ThroughputModel
+) -> list[Configuration]:
+    """Every (type, width) the job can run on, each at its best batch (rate > 0 only)."""
+    cap = cluster.capacity
+    best: dict[tuple[int, int], Configuration] = {}
+    for w in widths(job, cluster):
+        for b in batch_choices(job):
+            cons, unc = throughput.cell_rates(configured(job, w, b), cluster)
+            rates = best_rate_per_type(cons, unc, cap, w)
+            for k in np.flatnonzero(rates > 0):
+                rate = float(rates[k])
+                old = best.get((int(k), w))
+                if old is None or rate > old.rate:
+                    best[(int(k), w)] = Configuration(int(k), w, b, rate)
+    return [best[key] for key in sorted(best)]
+
+
+def running_configuration(
+    placement: Placement | None, cluster: Cluster
+) -> tuple[int, int] | None:
+    """(type index, GPU count) of a placement on one GPU type; None otherwise."""
+    if not placement:
+        return None
+    types = {t for per in placement.values() for t, c in per.items() if c > 0}
+    if len(types) != 1:
+        return None
+    k = cluster.type_index.get(next(iter(types)))
+    if k is None:
+        return None
+    return k, sum(sum(per.values()) for per in placement.values())
+
+
+def job_utility(
+    status: JobStatus, ctx: RoundContext, utility: Utility, ideal: float
+) -> tuple[Callable[[float], float], Callable[[float], float]]:
+    """The job's utility of a rate on a new placement and on its running one, as the DP values
+    them (:func:`hadar.valuation.queue_entry`)."""
+    job = status.job
+    remaining = status.remaining_steps
+    restart = job.restart_cost_s(ctx.restart_penalty_s) if status.done_steps > 0 else 0.0
+    origin = ctx.now - job.arrival if utility.clock == "arrival" else 0.0
+
+    def moved(rate: float) -> float:
+        return utility.value(origin + restart + remaining / rate, job.weight, ideal)
+
+    def kept(rate: float) -> float:
+        t = origin + remaining / rate
+        return 2 * utility.value(t, job.weight, ideal) - utility.value(t + restart, job.weight, ideal)
+
+    return moved, kept
+
+
+def elastic_round(ctx: RoundContext, utility: Utility, min_gain_s: float) -> ElasticRound:
+    """Each adapting job's configuration for the round and the round's rigid view (the input
+    unchanged when no job adapts). A running job changes configuration only as the DP moves a
+    kept job (:func:`_worth_moving`)."""
+    cluster = ctx.cluster
+    adapting = [s for s in ctx.jobs if adapts(s.job, ctx.throughput)]
+    if not adapting or cluster.capacity.size == 0:
+        return ElasticRound(ctx, MappingProxyType({}))
+    cap = cluster.capacity
+    cols_job: list[int] = []
+    cols_type: list[int] = []
+    cols_width: list[int] = []
+    cols_value: list[float] = []
+    options: dict[int, list[tuple[Configuration, float]]] = {}
+    known: dict[tuple[object, ...], list[Configuration]] = {}
+    for j, s in enumerate(ctx.jobs):
+        job = s.job
+        running = running_configuration(ctx.current.get((s.job_id, 0)), cluster)
+        if adapts(job, ctx.throughput):
+            key = (job.job_type, job.gpu_range, job.batch_range, own_batch(job))
+            configs = known.get(key)
+            if configs is None:
+                configs = known[key] = configurations(job, cluster, ctx.throughput)
+        else:
+            cons, unc = ctx.throughput.cell_rates(job, cluster)
+            rates = best_rate_per_type(cons, unc, cap, job.num_gpus)
+            configs = [
+                Configuration(int(k), job.num_gpus, None, float(rates[k]))
+                for k in np.flatnonzero(rates > 0)
+            ]
+        best_rate = max((c.rate for c in configs), default=0.0)
+        ideal = job.total_steps / best_rate if best_rate > 0 else math.inf
+        moved, kept = job_utility(s, ctx, utility, ideal)
+        valued = []
+        for c in configs:
+            value = kept(c.rate) if running == (c.gpu_type, c.width) else moved(c.rate)
+            valued.append((c, value))
+            cols_job.append(j)
+            cols_type.append(c.gpu_type)
+            cols_width.append(c.width)
+            cols_value.append(value)
+        if adapts(job, ctx.throughput):
+            options[s.job_id] = valued
+    prices = configuration_prices(
+        np.array(cols_job), np.array(cols_type), np.array(cols_width), np.array(cols_value),
+        cap.sum(axis=0),
+    )
+    chosen: dict[int, Configuration] = {}
+    for s in adapting:
+        valued = options[s.job_id]
+        if not valued:
+            continue
+        running = running_configuration(ctx.current.get((s.job_id, 0)), cluster)
+
+        def payoff(cv: tuple[Configuration, float]) -> float:
+            return cv[1] - cv[0].width * float(prices[cv[0].gpu_type])
+
+        best = max(valued, key=lambda cv: (payoff(cv), -cv[0].width))
+        kept = next((cv for cv in valued if (cv[0].gpu_type, cv[0].width) == running), None)
+        if kept is not None and not _worth_moving(s, kept, best, payoff, ctx, min_gain_s):
+            best = kept
+        chosen[s.job_id] = best[0]
+    return ElasticRound(_rigid_view(ctx, chosen), MappingProxyType(chosen))
+
+
+def _worth_moving(
+    status: JobStatus,
+    kept: tuple[Configuration, float],
+    best: tuple[Configuration, float],
+    payoff: Callable[[tuple[Configuration, float]], float],
+    ctx: RoundContext,
+    min_gain_s: float,
+) -> bool:
+    """Whether a running job leaves its configuration for ``best``: when ``best`` pays more and
+    finishes it ``min_gain_s`` sooner, restart included (the DP's rule for moving a kept job), or
+    when the prices leave its running one no payoff and ``best`` is narrower (it gives back GPUs
+    that are worth more to others)."""
+    if best is kept or payoff(best) <= payoff(kept):
+        return False
+    restart = status.job.restart_cost_s(ctx.restart_penalty_s) if status.done_steps > 0 else 0.0
+    remaining = status.remaining_steps
+    if remaining / best[0].rate + restart <= remaining / kept[0].rate - min_gain_s:
+        return True
+    return payoff(kept) < 0 and best[0].width < kept[0].width
+
+
+def _rigid_view(ctx: RoundContext, chosen: dict[int, Configuration]) -> RoundContext:
+    """``ctx`` with each adapting job a rigid gang of its chosen width and batch that runs on its
+    chosen GPU type only; a running placement of another configuration is left out (the job
+    moves, and pays its restart)."""
+    jobs: list[JobStatus] = []
+    for s in ctx.jobs:
+        c = chosen.get(s.job_id)
+        jobs.append(s if c is None else replace(s, job=configured(s.job, c.width, c.batch)))
+    current = {
+        key: p
+        for key, p in ctx.current.items()
+        if key[0] not in chosen
+        or running_configuration(p, ctx.cluster)
+        == (chosen[key[0]].gpu_type, chosen[key[0]].width)
+    }
+    pinned = {j: c.gpu_type for j, c in chosen.items()}
+    return replace(
+        ctx, jobs=tuple(jobs), current=current, throughput=PinnedTypes(ctx.throughput, pinned)
+    )
+
+
+class PinnedTypes(ThroughputModel):
+    """``inner`` with each pinned job able to run on its one GPU type only (rate 0 elsewhere)."""
+
+    def __init__(self, inner: ThroughputModel, pinned: dict[int, int]) -> None:
+        self.inner = inner
+        self.pinned = pinned
+
+    def rate_class(self, job: Job) -> Hashable:
+        return (self.inner.rate_class(job), self.pinned.get(job.job_id))
+
+    def _mask(self, job: Job, rates: np.ndarray) -> np.ndarray:
+        k = self.pinned.get(job.job_id)
+        if k is None:
+            return rates
+        out = np.zeros_like(rates)
+        out[:, k] = rates[:, k]
+        return out
+
+    def cell_rates(self, job: Job, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
+        cons, unc = self.inner.cell_rates(job, cluster)
+        return self._mask(job, cons), self._mask(job, unc)
+
+    def multi_node_rates(self, job: Job, cluster: Cluster, bandwidth_gbps: float) -> np.ndarray:
+        return self._mask(job, self.inner.multi_node_rates(job, cluster, bandwidth_gbps))
+
+    def _off_type(self, job: Job, placement: Placement, cluster: Cluster) -> bool:
+        k = self.pinned.get(job.job_id)
+        if k is None:
+            return False
+        used = {t for per in placement.values() for t, c in per.items() if c > 0}
+        return used != {cluster.gpu_types[k]}
+
+    def rate(self, job: Job, placement: Placement, cluster: Cluster) -> float:
+        return 0.0 if self._off_type(job, placement, cluster) else self.inner.rate(job, placement, cluster)
+
+    def run_rate(
+        self,
+        job: Job,
+        placement: Placement,
+        cluster: Cluster,
+        done: float = 0.0,
+        batch_size: int | None = None,
+    ) -> RunRate:
+        if self._off_type(job, placement, cluster):
+            return RunRate(0.0)
+        return self.inner.run_rate(job, placement, cluster, done, batch_size)
+
+    def efficiency(self, job: Job, batch_size: int, done: float = 0.0) -> float | None:
+        return self.inner.efficiency(job, batch_size, done)
+
+    def describe(self, job: Job, cluster: Cluster) -> str:
+        return self.inner.describe(job, cluster)
+
+    def iterations(self, job: Job) -> tuple[IterationSample, ...]:
+        return self.inner.iterations(job)
+
+
+def best_batch(
+    status: JobStatus, placement: Placement, cluster: Cluster, throughput: ThroughputModel
+) -> int | None:
+    """The total batch of the largest goodput on ``placement`` at the job's progress now."""
+    job = status.job
+    choices = batch_choices(job)
+    if len(choices) == 1:
+        return choices[0]
+    done = status.done_steps
+    rates = [throughput.run_rate(job, placement, cluster, done, b).rate for b in choices]
+    return choices[int(np.argmax(rates))]
+
+
+__all__: Sequence[str] = (
+    "Configuration",
+    "ElasticRound",
+    "adapts",
+    "best_batch",
+    "configurations",
+    "elastic_round",
+    "PinnedTypes",
+)

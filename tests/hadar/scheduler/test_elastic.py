@@ -1,0 +1,183 @@
+"""Hadar's elastic jobs: the configuration LP's prices, each job's configuration, the rigid view
+the round plans over, and the batch set for the GPUs a job gets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.optimize import linprog
+
+from hadar.core.cluster import Cluster, Node
+from hadar.core.jobs import JobStatus
+from hadar.policy import RoundContext
+from hadar.scheduler import HadarConfig, HadarPolicy
+from hadar.scheduler.elastic import (
+    adapts,
+    batch_choices,
+    configurations,
+    elastic_round,
+    widths,
+)
+from hadar.workloads.pollux import jobs_from_pollux_csv
+from hadar.workloads.pollux_throughput import PolluxThroughput
+from primal_dual.lp_prices import configuration_prices, type_prices
+from primal_dual.utility import make_utility
+from hadar.core.jobs import Job
+from hadar.reference_rates import best_rate_per_type
+from hadar.scheduler.elastic import configured
+from tests.hadar.helpers import TABLE
+
+MIXED = Cluster(
+    "mixed",
+    (
+        Node("a", {"t4": 4}),
+        Node("b", {"t4": 4}),
+        Node("c", {"v100": 8}),
+        Node("d", {"k80": 8}),
+    ),
+)
+HEADER = "name,time,application,num_replicas,batch_size\n"
+UTILITY = make_utility("inverse-remaining")
+
+
+def _ctx(csv: str, cluster: Cluster = MIXED, current=None, done: float = 0.0) -> RoundContext:
+    jobs = jobs_from_pollux_csv(HEADER + csv, source="t")
+    statuses = [JobStatus(j, j.total_steps - done) for j in jobs]
+    return RoundContext(
+        0.0, 0, 60.0, cluster, statuses, current or {}, PolluxThroughput(TABLE), 30.0
+    )
+
+
+def _gavel_job() -> Job:
+    return Job(job_id=0, job_type="ResNet-18 (batch size 32)", num_gpus=2, total_steps=1000.0, arrival=0.0)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_configuration_prices_equal_the_type_prices_when_every_job_has_one_gang(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    jobs, types = 12, 3
+    values = rng.uniform(0.5, 5.0, (jobs, types))
+    values[rng.uniform(size=values.shape) < 0.3] = 0.0
+    gang = rng.integers(1, 5, jobs)
+    capacity = np.array([6.0, 5.0, 4.0])
+    jj, kk = np.nonzero(values > 0)
+    got = configuration_prices(jj, kk, gang[jj], values[jj, kk], capacity)
+    assert np.allclose(got, type_prices(values, gang, capacity))
+
+
+def test_a_configuration_lp_prices_a_type_only_when_its_gpus_run_out() -> None:
+    # one job, widths 1 and 2 on one type of 4 GPUs: nothing is contended, so no price
+    job, gpu_type = np.array([0, 0]), np.array([0, 0])
+    widths_ = np.array([1, 2])
+    got = configuration_prices(job, gpu_type, widths_, np.array([1.0, 3.0]), np.array([4.0]))
+    assert got.tolist() == [0.0]
+    # two jobs of widths 1 and 4 want 8 GPUs of 4: the type has a price, and the dual objective
+    # at it (each job's best payoff, value - width x price, plus the GPUs' worth) is the LP's
+    # optimum (strong duality; the optimum by scipy's linprog)
+    job = np.array([0, 0, 1, 1])
+    width = np.array([1, 4, 1, 4])
+    value = np.array([1.0, 3.0, 1.0, 3.0])
+    (price,) = configuration_prices(job, np.zeros(4, int), width, value, np.array([4.0]))
+    assert price > 0
+    rows = np.array([[1, 1, 0, 0], [0, 0, 1, 1], width])
+    best = linprog(-value, A_ub=rows, b_ub=[1, 1, 4], bounds=(0, None), method="highs")
+    payoffs = np.maximum(value - width * price, 0.0)
+    dual = payoffs.reshape(2, 2).max(axis=1).sum() + 4 * price
+    assert dual == pytest.approx(-best.fun, rel=1e-9)
+
+
+def test_only_jobs_with_a_goodput_model_adapt() -> None:
+    ctx = _ctx("j,0,cifar10,4,512\n")
+    (status,) = ctx.jobs
+    assert adapts(status.job, ctx.throughput)
+    rigid = _gavel_job()
+    assert not adapts(rigid, ctx.throughput)
+
+
+def test_widths_and_batches_cover_the_job_s_ranges() -> None:
+    ctx = _ctx("j,0,cifar10,4,512\n")
+    job = ctx.jobs[0].job
+    lo, hi = job.gpu_range
+    ws = widths(job, MIXED)
+    assert ws[0] == lo and 4 in ws and max(ws) <= min(hi, 8)  # 8: the most GPUs of one type
+    assert all(w & (w - 1) == 0 or w in (lo, job.num_gpus) for w in ws)
+    assert job.batch_range is not None
+    bs = batch_choices(job)
+    assert bs[0] == job.batch_range[0] and bs[-1] == job.batch_range[1] and 512 in bs
+
+
+def test_each_configuration_takes_the_batch_of_the_largest_rate() -> None:
+    ctx = _ctx("j,0,cifar10,4,512\n")
+    job = ctx.jobs[0].job
+    configs = configurations(job, MIXED, ctx.throughput)
+    assert {c.gpu_type for c in configs} == {0, 1, 2}
+    for c in configs:
+        for b in batch_choices(job):
+            cons, unc = ctx.throughput.cell_rates(configured(job, c.width, b), MIXED)
+            assert best_rate_per_type(cons, unc, MIXED.capacity, c.width)[c.gpu_type] <= c.rate + 1e-9
+
+
+def test_a_lone_job_takes_its_fastest_configuration() -> None:
+    ctx = _ctx("j,0,cifar10,1,128\n")
+    view = elastic_round(ctx, UTILITY, 360.0)
+    chosen = view.chosen[0]
+    fastest = max(configurations(ctx.jobs[0].job, MIXED, ctx.throughput), key=lambda c: c.rate)
+    assert chosen.rate == pytest.approx(fastest.rate)
+    (viewed,) = view.ctx.jobs
+    assert viewed.job.num_gpus == chosen.width
+    assert viewed.job.spec["batch_size"] == chosen.batch
+
+
+def test_a_round_with_no_adapting_job_is_left_as_it_is() -> None:
+    job = _gavel_job()
+    ctx = RoundContext(0.0, 0, 360.0, MIXED, (JobStatus(job, 1000.0),), {}, TABLE)
+    view = elastic_round(ctx, UTILITY, 360.0)
+    assert view.ctx is ctx and not view.chosen
+
+
+def test_contention_shrinks_the_jobs() -> None:
+    alone = elastic_round(_ctx("j,0,cifar10,1,128\n"), UTILITY, 360.0).chosen[0].width
+    crowd = "".join(f"j{i},0,cifar10,1,128\n" for i in range(12))
+    widths_crowded = [c.width for c in elastic_round(_ctx(crowd), UTILITY, 360.0).chosen.values()]
+    assert max(widths_crowded) <= alone
+    assert sum(widths_crowded) < 12 * alone
+
+
+def test_a_running_job_keeps_its_configuration_unless_moving_gains_enough() -> None:
+    ctx = _ctx("j,0,cifar10,1,128\n", done=1.0)
+    free_choice = elastic_round(ctx, UTILITY, 0.0).chosen[0]
+    running = {(0, 0): {"a": {"t4": 1}}}
+    kept = elastic_round(_ctx("j,0,cifar10,1,128\n", current=running, done=1.0), UTILITY, 1e9)
+    t4 = MIXED.type_index["t4"]
+    assert (kept.chosen[0].gpu_type, kept.chosen[0].width) == (t4, 1)
+    moved = elastic_round(_ctx("j,0,cifar10,1,128\n", current=running, done=1.0), UTILITY, 0.0)
+    assert (moved.chosen[0].gpu_type, moved.chosen[0].width) == (
+        free_choice.gpu_type,
+        free_choice.width,
+    )
+    # the running placement is kept in the view only while the width is unchanged
+    assert (0, 0) in kept.ctx.current
+    if moved.chosen[0].width != 1:
+        assert (0, 0) not in moved.ctx.current
+
+
+def test_hadar_sets_each_elastic_job_s_batch_and_keeps_counts_in_range() -> None:
+    csv = "".join(f"j{i},0,{app},2,{b}\n" for i, (app, b) in enumerate(
+        [("cifar10", 256), ("imagenet", 400), ("bert", 12), ("yolov3", 16), ("deepspeech2", 20)]
+    ))
+    ctx = _ctx(csv)
+    plan = HadarPolicy().decide(ctx)
+    assert plan.assignments and plan.info["elastic_jobs"] == 5
+    by_id = {s.job_id: s.job for s in ctx.jobs}
+    used = np.zeros(len(MIXED.gpu_types))
+    for a in plan.assignments:
+        job = by_id[a.job_id]
+        lo, hi = job.gpu_range
+        assert lo <= a.num_gpus <= hi
+        assert job.batch_range is not None and a.batch_size is not None
+        assert job.batch_range[0] <= a.batch_size <= job.batch_range[1]
+        used += MIXED.placement_matrix(a.placement).sum(axis=0)
+    assert np.all(used <= MIXED.capacity.sum(axis=0))
+    rigid = HadarPolicy(HadarConfig(adapt_elastic=False)).decide(ctx)
+    assert all(a.batch_size is None for a in rigid.assignments)
+    assert all(a.num_gpus == by_id[a.job_id].num_gpus for a in rigid.assignments)
