@@ -52,6 +52,7 @@ from hadar.policy import (
 )
 from hadar.round_progress import JobRound, job_restart_s, play_job_round
 from hadar.scheduler import HadarConfig, HadarPolicy
+from hadar.scheduler.elastic import adapts
 from hadar.valuation import JobValuation, value_jobs
 from hadare.shadow import HadarReplay, ReplayRound
 from hadare.step_split import CopySlot, finishing_subset, split_steps
@@ -92,6 +93,8 @@ class HadarEPolicy(Policy):
 
     def __init__(self, config: HadarEConfig | None = None, **knobs: Any) -> None:
         self.config = config or HadarEConfig(**knobs)
+        self._batches: dict[int, int | None] = {}
+        """The total batch of each job in the plan being forked onto (this decision's scratch)."""
         self.replay = HadarReplay(self.config.hadar)
         self._own = HadarPolicy(replace(self.config.hadar, single_node=True, endgame=False))
 
@@ -136,7 +139,9 @@ class HadarEPolicy(Policy):
         by_id: Mapping[int, JobValuation],
         check: _Check,
     ) -> tuple[dict[int, dict[str, Placement]], int]:
-        """``plan``'s placements of HadarE's jobs, plus the copies forked onto what it leaves idle."""
+        """``plan``'s placements of HadarE's jobs, plus the copies forked onto what it leaves idle.
+        Each job runs at the batch ``plan`` gives it (an elastic job's, chosen by Hadar)."""
+        self._batches = {a.job_id: a.batch_size for a in plan.assignments if a.copy == 0}
         cluster = ctx.cluster
         n_copies = self.config.copies or len(cluster.nodes)
         copies: dict[int, dict[str, Placement]] = {}
@@ -147,14 +152,22 @@ class HadarEPolicy(Policy):
                 free -= cluster.placement_matrix(a.placement)
         forked = 0
         finishing: set[int] = set()
+        # a job whose width and batch Hadar adapts grows synchronously, at the batch that is
+        # best for its GPUs; copies averaged once a round can only do worse (docs/elastic.md)
+        forkable = {
+            j: v
+            for j, v in by_id.items()
+            if not (self.config.hadar.adapt_elastic and adapts(v.status.job, ctx.throughput))
+        }
         for _ in range(4):
-            others = {j: v for j, v in by_id.items() if j not in finishing}
+            others = {j: v for j, v in forkable.items() if j not in finishing}
             forked += _fork(copies, others, free, ctx, n_copies, check)
             if not _trim(copies, by_id, free, ctx, self._seconds(ctx, copies), finishing, check):
                 break
         # nodes nobody else can use speed up the jobs finishing this round
         forked += _fork(
-            copies, {j: by_id[j] for j in finishing}, free, ctx, n_copies, check, played=True
+            copies, {j: forkable[j] for j in finishing if j in forkable}, free, ctx, n_copies, check,
+            played=True,
         )
         return copies, forked
 
@@ -205,6 +218,7 @@ class HadarEPolicy(Policy):
                 copy=copy,
                 step_budget=budgets[slot.node],
                 overhead_s=overhead,
+                batch_size=self._batches.get(job_id),
                 restart=False,
             )
             for copy, placement, overhead, slot in slots

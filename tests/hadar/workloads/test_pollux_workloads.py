@@ -136,8 +136,16 @@ def test_every_policy_finishes_a_pollux_workload(policy):
 def test_forked_copies_progress_at_most_as_one_job_at_their_combined_batch(tmp_path):
     path = tmp_path / "one.csv"
     path.write_text(f"{HEADER}\nc,0,cifar10,1,128\n")
+    # the job as a rigid gang at its own batch: HadarE forks it (an adapted one grows instead)
     runs = {
-        mode: api.simulate("pollux-64t4", str(path), "hadare", round_s=60.0, fork_progress=mode)
+        mode: api.simulate(
+            "pollux-64t4",
+            str(path),
+            "hadare",
+            round_s=60.0,
+            fork_progress=mode,
+            policy_options={"adapt_elastic": "false"},
+        )
         for mode in ("steps", "goodput")
     }
     steps, good = runs["steps"], runs["goodput"]
@@ -177,3 +185,20 @@ def test_gavel_jobs_borrow_the_noise_scale_of_the_same_model_or_none():
     assert fork_factors(Job(1, "A3C", 1, 1000.0), [None, None], 0.0, table) is None
     sim = api.simulate("sim-60gpu", "philly-8", "hadare", fork_progress="goodput")
     assert (sim.jobs.step_sum >= sim.jobs.target - 1e-6).all()
+
+
+def test_hadare_grows_an_adapted_job_as_hadar_does_instead_of_forking_it(tmp_path):
+    path = tmp_path / "one.csv"
+    path.write_text(f"{HEADER}\nc,0,cifar10,1,128\n")
+    runs = {p: api.simulate("pollux-64t4", str(path), p, round_s=60.0) for p in ("hadar", "hadare")}
+    hadar, hadare = runs["hadar"], runs["hadare"]
+    # one synchronous gang each round, never two copies
+    assert hadare.placements.groupby("round")["copy"].nunique().max() == 1
+    assert hadar.placements.gpus.max() > 1  # Hadar widened the one-GPU job
+    assert set(hadare.placements.batch_size) == set(hadar.placements.batch_size) != {128}
+    assert hadare.jobs.jct[0] == pytest.approx(hadar.jobs.jct[0])
+    # the rigid gang at its own batch is slower
+    rigid = api.simulate(
+        "pollux-64t4", str(path), "hadar", round_s=60.0, policy_options={"adapt_elastic": "false"}
+    )
+    assert rigid.jobs.jct[0] > 1.5 * hadar.jobs.jct[0]
