@@ -59,7 +59,9 @@ def time_to_reach(runs: Sequence[Run], target: float, horizon: float) -> float |
             # where rate x time falls a rounding error short of the cap)
             slope = sum(r.rate for r in runs if r.start <= lo < r.stop_time())
             if slope <= 0:
-                return hi
+                # nothing runs between lo and hi: what was missing at lo is such a rounding error,
+                # and the target was reached when the last run stopped, at lo
+                return lo
             return min(hi, lo + (target - done_lo) / slope)
         prev = t
     return horizon

@@ -166,7 +166,12 @@ class HadarEPolicy(Policy):
                 break
         # nodes nobody else can use speed up the jobs finishing this round
         forked += _fork(
-            copies, {j: forkable[j] for j in finishing if j in forkable}, free, ctx, n_copies, check,
+            copies,
+            {j: forkable[j] for j in finishing if j in forkable},
+            free,
+            ctx,
+            n_copies,
+            check,
             played=True,
         )
         return copies, forked

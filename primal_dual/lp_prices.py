@@ -69,32 +69,50 @@ def type_prices(values: np.ndarray, gang: np.ndarray, capacity: np.ndarray) -> n
         rows, counts = np.unique(np.column_stack([values, w]), axis=0, return_counts=True)
         values, w, n, copies = rows[:, :m], rows[:, m], len(rows), counts.astype(float)
         jj, kk = np.nonzero(values > 0)
-    return _dual_prices(jj, kk, values[jj, kk], w[jj], copies, capacity, n > INTERIOR_POINT_ABOVE_JOBS)
+    prices, _ = _dual_prices(
+        jj, kk, values[jj, kk], w[jj], copies, capacity, n > INTERIOR_POINT_ABOVE_JOBS
+    )
+    return prices
 
 
-def configuration_prices(
-    job: np.ndarray, gpu_type: np.ndarray, width: np.ndarray, value: np.ndarray, capacity: np.ndarray
-) -> np.ndarray:
-    """Optimal dual prices per GPU type of the round's LP over *configurations*: column ``c`` runs
-    job ``job[c]`` on ``width[c]`` GPUs of type ``gpu_type[c]`` for utility ``value[c]``; each
-    job takes at most one configuration (the LP above with a job's gang free to vary, as an
-    elastic job's is). A job's best configuration at these prices maximises ``value - width x
-    price``. Columns are taken in the given order; jobs are numbered 0..n-1."""
+def configuration_lp(
+    job: np.ndarray,
+    gpu_type: np.ndarray,
+    width: np.ndarray,
+    value: np.ndarray,
+    capacity: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The round's LP over *configurations*: column ``c`` runs job ``job[c]`` on ``width[c]``
+    GPUs of type ``gpu_type[c]`` for utility ``value[c]``; each job takes at most one
+    configuration in all (the LP above with a job's gang free to vary, as an elastic job's is).
+    Returns the optimal dual prices per type and the optimal share ``x[c]`` of each column; in a
+    basic optimum at most one job per type is split between configurations. A job's best
+    configuration at the prices maximises ``value - width x price``. Jobs are numbered 0..n-1."""
     job = np.asarray(job, dtype=np.int64)
-    keep = np.asarray(value, dtype=float) > 0
+    value = np.asarray(value, dtype=float)
+    keep = value > 0
     capacity = np.asarray(capacity, dtype=float)
     m = len(capacity)
+    shares = np.zeros(len(value))
     if not keep.any() or m == 0:
-        return np.zeros(m)
+        return np.zeros(m), shares
     jj, kk = job[keep], np.asarray(gpu_type, dtype=np.int64)[keep]
     w = np.asarray(width, dtype=float)[keep]
+    n = int(job.max()) + 1
     demand = np.bincount(kk, weights=w, minlength=m)
     if bool((demand < capacity).all()):
-        return np.zeros(m)
-    n = int(job.max()) + 1
-    return _dual_prices(
-        jj, kk, np.asarray(value, dtype=float)[keep], w, np.ones(n), capacity, False
-    )
+        # nothing contended: every job takes its most valuable configuration, at price 0
+        cols = np.flatnonzero(keep)
+        best: dict[int, int] = {}
+        for c in cols:
+            j = int(job[c])
+            if j not in best or value[c] > value[best[j]]:
+                best[j] = int(c)
+        shares[list(best.values())] = 1.0
+        return np.zeros(m), shares
+    prices, x = _dual_prices(jj, kk, value[keep], w, np.ones(n), capacity, False)
+    shares[keep] = x
+    return prices, shares
 
 
 def _dual_prices(
@@ -105,9 +123,9 @@ def _dual_prices(
     copies: np.ndarray,
     capacity: np.ndarray,
     interior_point: bool,
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray]:
     """HiGHS on ``max sum value x`` s.t. per job row ``sum x <= copies``, per type row ``sum width
-    x <= capacity``: the type rows' duals, clipped at 0 (zeros if the LP is not solved)."""
+    x <= capacity``: the type rows' duals, clipped at 0, and ``x`` (zeros if not solved)."""
     # imported here, on the first LP: importing a policy (the CLI's parsers list them) stays light
     import highspy
     from highspy._core import _Highs
@@ -136,7 +154,8 @@ def _dual_prices(
     solver.passModel(lp)
     solver.run()
     if solver.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-        return np.zeros(m)
-    duals = -np.asarray(solver.getSolution().row_dual, dtype=float)[n:]
+        return np.zeros(m), np.zeros(nv)
+    solution = solver.getSolution()
+    duals = -np.asarray(solution.row_dual, dtype=float)[n:]
     prices: np.ndarray = np.maximum(duals, 0.0)
-    return prices
+    return prices, np.asarray(solution.col_value, dtype=float)

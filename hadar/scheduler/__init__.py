@@ -325,7 +325,9 @@ def upgrade_running(
             continue
         best = max(cands, key=lambda c: (c.rate, -c.nodes))
         rem = v.status.remaining_steps
-        gain = rem / old_rate - (rem / best.rate + v.status.job.restart_cost_s(ctx.restart_penalty_s))
+        gain = rem / old_rate - (
+            rem / best.rate + v.status.job.restart_cost_s(ctx.restart_penalty_s)
+        )
         if gain > min_gain_s and not np.array_equal(best.alloc, own):
             out[job_id] = ctx.cluster.placement_from_matrix(best.alloc)
             free += own - best.alloc

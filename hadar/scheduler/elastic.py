@@ -10,9 +10,11 @@ The LP is the round's allocation LP (:mod:`primal_dual.lp_prices`) with one colu
 configuration: ``max sum v x`` with each job on at most one configuration and each type's GPUs
 shared. ``v`` is the job's utility at the configuration's rate, exactly as the DP values it (a
 job that has made progress pays the restart penalty on any configuration but its running one).
-Its dual prices are the round's per-type GPU prices; each adapting job takes the configuration
-of the largest payoff ``v - width x price`` (its running configuration on ties), which is the one
-the LP's optimum gives it whenever the LP gives it one configuration whole. Rigid jobs bid with
+Each adapting job takes the configuration the LP's optimum gives it (in a basic optimum all
+but at most one job per GPU type get one configuration whole; a split job takes its larger
+share), which is one of largest payoff ``v - width x price`` at the LP's dual prices; a job the
+LP leaves out takes its best payoff and waits unless the round finds room. A running job keeps
+its configuration unless the move is worth it (:func:`_worth_moving`). Rigid jobs bid with
 their own gang, so a GPU type the rigid queue needs is priced for the elastic jobs too.
 
 After the round is planned, each placed adapting job runs at the total batch of the largest
@@ -32,9 +34,9 @@ from estimators.iterations import IterationSample
 from estimators.throughput import RunRate, ThroughputModel
 from hadar.core.cluster import Cluster
 from hadar.core.jobs import Job, JobStatus, Placement
-from hadar.policy import Assignment, RoundContext, RoundPlan
+from hadar.policy import RoundContext, RoundPlan
 from hadar.reference_rates import best_rate_per_type
-from primal_dual.lp_prices import configuration_prices
+from primal_dual.lp_prices import configuration_lp
 from primal_dual.utility import Utility
 
 MAX_BATCH_CHOICES = 8
@@ -50,6 +52,10 @@ class Configuration:
     width: int
     batch: int | None
     rate: float
+
+
+Valued = tuple[Configuration, float, int]
+"""A configuration, its utility to the job this round, and its column in the LP."""
 
 
 @dataclass(frozen=True)
@@ -96,14 +102,15 @@ def batch_choices(job: Job) -> list[int | None]:
     if job.batch_range is None:
         return [own_batch(job)]
     lo, hi = job.batch_range
-    grid = {lo, hi}
+    grid: set[int] = {lo, hi}
     if hi > lo:
         ratio = (hi / lo) ** (1.0 / (MAX_BATCH_CHOICES - 1))
         grid |= {int(round(lo * ratio**i)) for i in range(1, MAX_BATCH_CHOICES - 1)}
     own = own_batch(job)
     if own is not None and lo <= own <= hi:
         grid.add(own)
-    return sorted(grid)
+    out: list[int | None] = [*sorted(grid)]
+    return out
 
 
 def widths(job: Job, cluster: Cluster) -> list[int]:
@@ -129,9 +136,7 @@ def configured(job: Job, width: int, batch: int | None) -> Job:
     return replace(job, num_gpus=width, spec=MappingProxyType(spec))
 
 
-def configurations(
-    job: Job, cluster: Cluster, throughput: ThroughputModel
-) -> list[Configuration]:
+def configurations(job: Job, cluster: Cluster, throughput: ThroughputModel) -> list[Configuration]:
     """Every (type, width) the job can run on, each at its best batch (rate > 0 only)."""
     cap = cluster.capacity
     best: dict[tuple[int, int], Configuration] = {}
@@ -147,9 +152,7 @@ def configurations(
     return [best[key] for key in sorted(best)]
 
 
-def running_configuration(
-    placement: Placement | None, cluster: Cluster
-) -> tuple[int, int] | None:
+def running_configuration(placement: Placement | None, cluster: Cluster) -> tuple[int, int] | None:
     """(type index, GPU count) of a placement on one GPU type; None otherwise."""
     if not placement:
         return None
@@ -177,7 +180,9 @@ def job_utility(
 
     def kept(rate: float) -> float:
         t = origin + remaining / rate
-        return 2 * utility.value(t, job.weight, ideal) - utility.value(t + restart, job.weight, ideal)
+        return 2 * utility.value(t, job.weight, ideal) - utility.value(
+            t + restart, job.weight, ideal
+        )
 
     return moved, kept
 
@@ -195,7 +200,7 @@ def elastic_round(ctx: RoundContext, utility: Utility, min_gain_s: float) -> Ela
     cols_type: list[int] = []
     cols_width: list[int] = []
     cols_value: list[float] = []
-    options: dict[int, list[tuple[Configuration, float]]] = {}
+    options: dict[int, list[Valued]] = {}
     known: dict[tuple[object, ...], list[Configuration]] = {}
     for j, s in enumerate(ctx.jobs):
         job = s.job
@@ -218,15 +223,18 @@ def elastic_round(ctx: RoundContext, utility: Utility, min_gain_s: float) -> Ela
         valued = []
         for c in configs:
             value = kept(c.rate) if running == (c.gpu_type, c.width) else moved(c.rate)
-            valued.append((c, value))
+            valued.append((c, value, len(cols_value)))
             cols_job.append(j)
             cols_type.append(c.gpu_type)
             cols_width.append(c.width)
             cols_value.append(value)
         if adapts(job, ctx.throughput):
             options[s.job_id] = valued
-    prices = configuration_prices(
-        np.array(cols_job), np.array(cols_type), np.array(cols_width), np.array(cols_value),
+    prices, shares = configuration_lp(
+        np.array(cols_job),
+        np.array(cols_type),
+        np.array(cols_width),
+        np.array(cols_value),
         cap.sum(axis=0),
     )
     chosen: dict[int, Configuration] = {}
@@ -236,22 +244,24 @@ def elastic_round(ctx: RoundContext, utility: Utility, min_gain_s: float) -> Ela
             continue
         running = running_configuration(ctx.current.get((s.job_id, 0)), cluster)
 
-        def payoff(cv: tuple[Configuration, float]) -> float:
+        def payoff(cv: Valued) -> float:
             return cv[1] - cv[0].width * float(prices[cv[0].gpu_type])
 
-        best = max(valued, key=lambda cv: (payoff(cv), -cv[0].width))
-        kept = next((cv for cv in valued if (cv[0].gpu_type, cv[0].width) == running), None)
-        if kept is not None and not _worth_moving(s, kept, best, payoff, ctx, min_gain_s):
-            best = kept
+        # the LP's own configuration for the job (its largest share; one of its best payoffs),
+        # else, for a job the LP leaves out, its best payoff
+        best = max(valued, key=lambda cv: (shares[cv[2]], payoff(cv), -cv[0].width))
+        stay = next((cv for cv in valued if (cv[0].gpu_type, cv[0].width) == running), None)
+        if stay is not None and not _worth_moving(s, stay, best, payoff, ctx, min_gain_s):
+            best = stay
         chosen[s.job_id] = best[0]
     return ElasticRound(_rigid_view(ctx, chosen), MappingProxyType(chosen))
 
 
 def _worth_moving(
     status: JobStatus,
-    kept: tuple[Configuration, float],
-    best: tuple[Configuration, float],
-    payoff: Callable[[tuple[Configuration, float]], float],
+    kept: Valued,
+    best: Valued,
+    payoff: Callable[[Valued], float],
     ctx: RoundContext,
     min_gain_s: float,
 ) -> bool:
@@ -280,8 +290,7 @@ def _rigid_view(ctx: RoundContext, chosen: dict[int, Configuration]) -> RoundCon
         key: p
         for key, p in ctx.current.items()
         if key[0] not in chosen
-        or running_configuration(p, ctx.cluster)
-        == (chosen[key[0]].gpu_type, chosen[key[0]].width)
+        or running_configuration(p, ctx.cluster) == (chosen[key[0]].gpu_type, chosen[key[0]].width)
     }
     pinned = {j: c.gpu_type for j, c in chosen.items()}
     return replace(
@@ -322,7 +331,11 @@ class PinnedTypes(ThroughputModel):
         return used != {cluster.gpu_types[k]}
 
     def rate(self, job: Job, placement: Placement, cluster: Cluster) -> float:
-        return 0.0 if self._off_type(job, placement, cluster) else self.inner.rate(job, placement, cluster)
+        return (
+            0.0
+            if self._off_type(job, placement, cluster)
+            else self.inner.rate(job, placement, cluster)
+        )
 
     def run_rate(
         self,

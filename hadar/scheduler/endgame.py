@@ -115,7 +115,11 @@ def plan_rounds(
     def soonest(j: int, rem: float, cur: int, began: bool) -> float:
         """Seconds job j needs at least: alone, on its best type."""
         return min(
-            (restart(j, k, cur, began) + rem / rate[j][k] for k in range(n_types) if rate[j][k] > 0),
+            (
+                restart(j, k, cur, began) + rem / rate[j][k]
+                for k in range(n_types)
+                if rate[j][k] > 0
+            ),
             default=math.inf,
         )
 

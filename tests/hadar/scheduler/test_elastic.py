@@ -8,23 +8,22 @@ import pytest
 from scipy.optimize import linprog
 
 from hadar.core.cluster import Cluster, Node
-from hadar.core.jobs import JobStatus
+from hadar.core.jobs import Job, JobStatus
 from hadar.policy import RoundContext
+from hadar.reference_rates import best_rate_per_type
 from hadar.scheduler import HadarConfig, HadarPolicy
 from hadar.scheduler.elastic import (
     adapts,
     batch_choices,
     configurations,
+    configured,
     elastic_round,
     widths,
 )
 from hadar.workloads.pollux import jobs_from_pollux_csv
 from hadar.workloads.pollux_throughput import PolluxThroughput
-from primal_dual.lp_prices import configuration_prices, type_prices
+from primal_dual.lp_prices import configuration_lp, type_prices
 from primal_dual.utility import make_utility
-from hadar.core.jobs import Job
-from hadar.reference_rates import best_rate_per_type
-from hadar.scheduler.elastic import configured
 from tests.hadar.helpers import TABLE
 
 MIXED = Cluster(
@@ -49,7 +48,9 @@ def _ctx(csv: str, cluster: Cluster = MIXED, current=None, done: float = 0.0) ->
 
 
 def _gavel_job() -> Job:
-    return Job(job_id=0, job_type="ResNet-18 (batch size 32)", num_gpus=2, total_steps=1000.0, arrival=0.0)
+    return Job(
+        job_id=0, job_type="ResNet-18 (batch size 32)", num_gpus=2, total_steps=1000.0, arrival=0.0
+    )
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -61,7 +62,7 @@ def test_configuration_prices_equal_the_type_prices_when_every_job_has_one_gang(
     gang = rng.integers(1, 5, jobs)
     capacity = np.array([6.0, 5.0, 4.0])
     jj, kk = np.nonzero(values > 0)
-    got = configuration_prices(jj, kk, gang[jj], values[jj, kk], capacity)
+    got, _ = configuration_lp(jj, kk, gang[jj], values[jj, kk], capacity)
     assert np.allclose(got, type_prices(values, gang, capacity))
 
 
@@ -69,21 +70,23 @@ def test_a_configuration_lp_prices_a_type_only_when_its_gpus_run_out() -> None:
     # one job, widths 1 and 2 on one type of 4 GPUs: nothing is contended, so no price
     job, gpu_type = np.array([0, 0]), np.array([0, 0])
     widths_ = np.array([1, 2])
-    got = configuration_prices(job, gpu_type, widths_, np.array([1.0, 3.0]), np.array([4.0]))
-    assert got.tolist() == [0.0]
+    got, shares = configuration_lp(job, gpu_type, widths_, np.array([1.0, 3.0]), np.array([4.0]))
+    assert got.tolist() == [0.0] and shares.tolist() == [0.0, 1.0]
     # two jobs of widths 1 and 4 want 8 GPUs of 4: the type has a price, and the dual objective
     # at it (each job's best payoff, value - width x price, plus the GPUs' worth) is the LP's
     # optimum (strong duality; the optimum by scipy's linprog)
     job = np.array([0, 0, 1, 1])
     width = np.array([1, 4, 1, 4])
     value = np.array([1.0, 3.0, 1.0, 3.0])
-    (price,) = configuration_prices(job, np.zeros(4, int), width, value, np.array([4.0]))
+    (price,), shares = configuration_lp(job, np.zeros(4, int), width, value, np.array([4.0]))
     assert price > 0
     rows = np.array([[1, 1, 0, 0], [0, 0, 1, 1], width])
     best = linprog(-value, A_ub=rows, b_ub=[1, 1, 4], bounds=(0, None), method="highs")
     payoffs = np.maximum(value - width * price, 0.0)
     dual = payoffs.reshape(2, 2).max(axis=1).sum() + 4 * price
     assert dual == pytest.approx(-best.fun, rel=1e-9)
+    assert shares @ value == pytest.approx(-best.fun, rel=1e-9)  # the primal optimum too
+    assert shares.reshape(2, 2).sum(axis=1).max() <= 1 + 1e-9 and shares @ width <= 4 + 1e-9
 
 
 def test_only_jobs_with_a_goodput_model_adapt() -> None:
@@ -114,7 +117,9 @@ def test_each_configuration_takes_the_batch_of_the_largest_rate() -> None:
     for c in configs:
         for b in batch_choices(job):
             cons, unc = ctx.throughput.cell_rates(configured(job, c.width, b), MIXED)
-            assert best_rate_per_type(cons, unc, MIXED.capacity, c.width)[c.gpu_type] <= c.rate + 1e-9
+            assert (
+                best_rate_per_type(cons, unc, MIXED.capacity, c.width)[c.gpu_type] <= c.rate + 1e-9
+            )
 
 
 def test_a_lone_job_takes_its_fastest_configuration() -> None:
@@ -162,9 +167,12 @@ def test_a_running_job_keeps_its_configuration_unless_moving_gains_enough() -> N
 
 
 def test_hadar_sets_each_elastic_job_s_batch_and_keeps_counts_in_range() -> None:
-    csv = "".join(f"j{i},0,{app},2,{b}\n" for i, (app, b) in enumerate(
-        [("cifar10", 256), ("imagenet", 400), ("bert", 12), ("yolov3", 16), ("deepspeech2", 20)]
-    ))
+    csv = "".join(
+        f"j{i},0,{app},2,{b}\n"
+        for i, (app, b) in enumerate(
+            [("cifar10", 256), ("imagenet", 400), ("bert", 12), ("yolov3", 16), ("deepspeech2", 20)]
+        )
+    )
     ctx = _ctx(csv)
     plan = HadarPolicy().decide(ctx)
     assert plan.assignments and plan.info["elastic_jobs"] == 5

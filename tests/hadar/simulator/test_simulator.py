@@ -156,3 +156,15 @@ def test_time_to_reach_ignores_runs_whose_cap_ended_at_the_breakpoint():
     t = time_to_reach(runs, target, 360.0)
     assert t is not None and steps_by(runs, t) >= target - 1e-6
     assert t == pytest.approx(late.stop_time())
+
+
+def test_a_run_finishes_when_its_cap_is_reached_even_where_rate_x_time_rounds_short() -> None:
+    from hadar.round_progress import Run, time_to_reach
+
+    # 49,708,544 samples at 2.717e6/s: rate x (cap / rate) is 7e-9 short of the cap in floats
+    run = Run(0.0, 2717191.740159044, 49708544.0)
+    assert run.rate * (run.cap / run.rate) < run.cap
+    finish = time_to_reach([run], run.cap, 60.0)
+    assert finish == pytest.approx(run.cap / run.rate)  # not the round's end
+    late = Run(5.0, 2717191.740159044, 49708544.0)  # after a restart
+    assert time_to_reach([late], late.cap, 60.0) == pytest.approx(5.0 + late.cap / late.rate)
