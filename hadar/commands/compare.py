@@ -14,7 +14,7 @@ as needed, all arrived) -- the hardest round, where Gavel solves its LP and Hada
 
 A policy whose simulation stops (:class:`~hadar.simulator.engine.SimulationLimitError`: it
 cannot place a job, a node stream ends with too few GPUs, the horizon) is reported as failed, with
-the reason, beside the others' complete rows; the command then exits 6
+the reason, beside the others' complete rows; the command then exits 7
 (:data:`~hadar.core.errors.PARTIAL_RESULT_EXIT_CODE`). Its run up to the stop is kept in
 ``DIR/<policy>/`` (``summary.json`` says ``"failed"``), but no metric of it enters the tables: its
 JCTs would be those of the jobs it could finish, its TTD and GRU would count the stall. Bad input
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -325,16 +326,16 @@ def run(args: argparse.Namespace) -> int:
             scenario_text(args.workload, cluster.name, args.seed),
         )
     print_table(console, rows, reference, mode, cluster.name, args.workload)
-    for line in failure_lines(failed):
+    for line in failure_lines(rows):
         console.print(line, style="red", markup=False, highlight=False, soft_wrap=True)
     console.print(
         f"wrote {', '.join(str(f.relative_to(out)) for f in files)} and {', '.join(policies)}/ in {out}/"
     )
     if failed:
-        console.print(
-            f"{len(failed)} of {len(policies)} policies failed: exit {PARTIAL_RESULT_EXIT_CODE}",
-            style="red",
-            highlight=False,
+        print(
+            f"hadar: error: {len(failed)} of {len(policies)} policies failed ({', '.join(failed)}; "
+            "the reasons are under the table and in compare.json); the others are reported",
+            file=sys.stderr,
         )
         return PARTIAL_RESULT_EXIT_CODE
     return 0
@@ -358,9 +359,16 @@ def table_rows(summaries: Sequence[dict[str, Any]], reference: str) -> list[dict
     ]
 
 
-def failure_lines(failed: Mapping[str, str]) -> list[str]:
-    """One line per failed policy: its name and the error that stopped its simulation."""
-    return [f"{policy} failed: {reason}" for policy, reason in failed.items()]
+def failure_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One line per failed policy: its name, when its simulation stopped (simulated time; a
+    stall is found ``stall_rounds`` idle rounds after it began) and the error that stopped it."""
+    lines = []
+    for r in rows:
+        if FAILED in r:
+            at = r.get("stopped_at_s")
+            when = "" if at is None else f" (simulation stopped at {at / 3600:,.1f} h)"
+            lines.append(f"{r['policy']} failed{when}: {r[FAILED]}")
+    return lines
 
 
 def parse_policies(text: str) -> list[str]:
@@ -690,14 +698,15 @@ def _cells(
 
 
 def _heading(r: Mapping[str, Any]) -> str:
-    """A policy's name, with how many jobs finished when not all did, and FAILED (by when it
-    stopped) when its simulation stopped: its metrics are then left out."""
-    done = "" if r.get("completed") == r.get("jobs") else f"{r.get('completed', '?')}/{r.get('jobs', '?')} done"
-    if FAILED in r:
-        at = r.get("stopped_at_s")
-        when = "" if at is None else f" at {at / 3600:,.1f} h"
-        return f"{r['policy']} (FAILED{when}{'; ' + done if done else ''})"
-    return f"{r['policy']}" + (f" ({done})" if done else "")
+    """A policy's name, with how many jobs finished when not all did, and FAILED when its
+    simulation stopped (its metrics are then left out; the reason is under the table)."""
+    done = (
+        ""
+        if r.get("completed") == r.get("jobs")
+        else f"{r.get('completed', '?')}/{r.get('jobs', '?')} done"
+    )
+    said = [w for w in ("FAILED" if FAILED in r else "", done) if w]
+    return r["policy"] + (f" ({'; '.join(said)})" if said else "")
 
 
 def markdown_tables(rows: Sequence[dict[str, Any]], reference: str, mode: str) -> str:
@@ -711,8 +720,7 @@ def markdown_tables(rows: Sequence[dict[str, Any]], reference: str, mode: str) -
         out.append("|---" * len(names) + "|")
         out += ["| " + " | ".join(_cells(r, metrics, more)) + " |" for r in rows]
         out.append("")
-    failed = {r["policy"]: str(r[FAILED]) for r in rows if FAILED in r}
-    out += [f"{line}\n" for line in failure_lines(failed)]
+    out += [f"{line}\n" for line in failure_lines(rows)]
     return f"Ratios (x) are policy / {reference}.\n\n" + "\n".join(out)
 
 

@@ -42,7 +42,7 @@ class MissingExtraError(InputError):
     'hadar-scheduler[EXTRA]'``). Exit 2: the request cannot be served by this installation."""
 
 
-PARTIAL_RESULT_EXIT_CODE = 6
+PARTIAL_RESULT_EXIT_CODE = 7
 """What a command that reports several independent results returns when some of them failed
 with a one-line error and the others are reported (``hadar compare``: a policy whose simulation
-stopped)."""
+stopped). 4 and 5 are a real run's (stalled, resources), 6 the Job Tracker's (database busy)."""
