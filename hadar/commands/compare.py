@@ -664,7 +664,8 @@ def _metric_table(
         table.add_row(name, *cells)
     if extra:
         table.add_row(
-            extra[0], *("-" if r.get(extra[1]) is None else f"{100 * r[extra[1]]:.1f}%" for r in rows)
+            extra[0],
+            *("-" if r.get(extra[1]) is None else f"{100 * r[extra[1]]:.1f}%" for r in rows),
         )
     console.print(table)
 
@@ -706,7 +707,7 @@ def _heading(r: Mapping[str, Any]) -> str:
         else f"{r.get('completed', '?')}/{r.get('jobs', '?')} done"
     )
     said = [w for w in ("FAILED" if FAILED in r else "", done) if w]
-    return r["policy"] + (f" ({'; '.join(said)})" if said else "")
+    return str(r["policy"]) + (f" ({'; '.join(said)})" if said else "")
 
 
 def markdown_tables(rows: Sequence[dict[str, Any]], reference: str, mode: str) -> str:

@@ -114,7 +114,9 @@ def test_all_policies_completing_exits_0(scene):
         (PolicyError("policy gavel planned job 7, which is not queued"), None),
     ],
 )
-def test_a_bug_in_a_policy_is_not_reported_as_a_failed_policy(scene, monkeypatch, capsys, bug, surfaces):
+def test_a_bug_in_a_policy_is_not_reported_as_a_failed_policy(
+    scene, monkeypatch, capsys, bug, surfaces
+):
     """A traceback (any exception) propagates; a :class:`PolicyError` (an impossible plan: a
     bug in the policy) ends the command with its own error, exit 1, not exit 6."""
 

@@ -118,7 +118,10 @@ def test_a_stopped_simulation_carries_its_run_up_to_the_stop() -> None:
     gang the last pool cannot hold has not, and the stop time is that of the last idle round."""
     from hadar.simulator.engine import SimulationLimitError
 
-    jobs = [Job(0, "ResNet-18 (batch size 64)", 1, 500), Job(1, "ResNet-18 (batch size 64)", 4, 500)]
+    jobs = [
+        Job(0, "ResNet-18 (batch size 64)", 1, 500),
+        Job(1, "ResNet-18 (batch size 64)", 4, 500),
+    ]
     never = build_stream([NodeEvent(0, "n0", "join")], end=60)
     with pytest.raises(SimulationLimitError, match="cannot place job.s. 1") as err:
         simulate(
