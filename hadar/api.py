@@ -149,8 +149,14 @@ def simulate(
         )
         config = replace(config, node_stream=stream)
     result = run_simulator(c, jobs, chosen, throughput, config)
+    return simulation_of(result, policy if isinstance(policy, str) else None)
+
+
+def simulation_of(result: SimulationResult, policy: str | None = None) -> Simulation:
+    """``result`` as a :class:`Simulation` (summary and tables), named ``policy`` if given; also
+    the run up to a stop (``SimulationLimitError.partial``)."""
     summary = summarize(result)
-    if isinstance(policy, str):
+    if policy is not None:
         summary["policy"] = policy
     frames = result_frames(result)
     return Simulation(summary, frames["jobs"], frames["rounds"], frames["placements"], result)

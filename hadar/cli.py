@@ -141,8 +141,9 @@ def _flags(parser: argparse.ArgumentParser) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; returns its exit code (0 ok, 2 bad input, 3 unreachable node, 128 + the
-    signal after SIGINT, SIGTERM or SIGHUP)."""
+    """Run one command; returns its exit code (0 ok, 2 bad input, 3 unreachable node, 4 and 5 a
+    real run stalled or out of resources, 6 Job Tracker busy, 7 ``compare`` with failed policies,
+    128 + the signal after SIGINT, SIGTERM or SIGHUP)."""
     argv = sys.argv[1:] if argv is None else argv
     args = argparse.Namespace(debug=False)
     try:  # the handlers are installed inside: a signal right after is handled below, too

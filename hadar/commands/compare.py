@@ -11,12 +11,21 @@ occupancy of one policy.
 Fig. 5 is measured, after the simulations, in this process: for each queue length N, one decision
 of a fresh policy instance on the empty cluster with N queued jobs (the workload's jobs repeated
 as needed, all arrived) -- the hardest round, where Gavel solves its LP and Hadar runs its DP.
+
+A policy whose simulation stops (:class:`~hadar.simulator.engine.SimulationLimitError`: it
+cannot place a job, a node stream ends with too few GPUs, the horizon) is reported as failed, with
+the reason, beside the others' complete rows; the command then exits 7
+(:data:`~hadar.core.errors.PARTIAL_RESULT_EXIT_CODE`). Its run up to the stop is kept in
+``DIR/<policy>/`` (``summary.json`` says ``"failed"``), but no metric of it enters the tables: its
+JCTs would be those of the jobs it could finish, its TTD and GRU would count the stall. Bad input
+and bugs (any other exception) still end the command.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -47,7 +56,7 @@ from hadar.commands.options import (
 )
 from hadar.core.cluster import Cluster
 from hadar.core.defaults import SIMULATED
-from hadar.core.errors import InputError, shorten
+from hadar.core.errors import PARTIAL_RESULT_EXIT_CODE, InputError, shorten
 from hadar.core.extras import plots_missing_note
 from hadar.core.io import write_csv, write_json, write_text
 from hadar.core.jobs import Job, JobStatus
@@ -137,7 +146,10 @@ def register(sub: Subparsers) -> None:
         help="compare policies on one cluster and workload (table, CSV/JSON, paper figures)",
         description="Simulate several policies on the same cluster and workload (in parallel processes), print "
         "one table with ratios to Hadar, write compare.csv/compare.json/compare.md (Markdown), each policy's run files in "
-        "DIR/<policy>/ and the paper's figures as PNG.",
+        "DIR/<policy>/ and the paper's figures as PNG. A policy whose simulation stops with an error (it "
+        "cannot place a job, the node stream ends with too few GPUs, the horizon) is marked failed with "
+        f"its reason and the others are reported: exit {PARTIAL_RESULT_EXIT_CODE}; its run up to the "
+        "stop stays in DIR/<policy>/, outside the tables.",
     )
     add_scenario_args(p)
     p.add_argument(
@@ -262,12 +274,14 @@ def run(args: argparse.Namespace) -> int:
         specs,
         workers,
         args.ray_address,
-        on_done=lambda s, dt: console.print(f"  {s['policy']:>15} done ({dt:.1f} s)"),
+        on_done=lambda s, dt: console.print(
+            f"  {s['policy']:>15} {'FAILED' if FAILED in s else 'done'} ({dt:.1f} s)"
+        ),
     )
-    from hadar.simulator.metrics import comparison_rows  # the simulator: not for the parser
-
-    reference = preferred_reference(policies)
-    rows = comparison_rows(summaries, reference, [key for key, _, _ in METRICS + FAIRNESS_METRICS])
+    ok = [s for s in summaries if FAILED not in s]
+    failed = {s["policy"]: str(s[FAILED]) for s in summaries if FAILED in s}
+    reference = preferred_reference([s["policy"] for s in ok] or policies)
+    rows = table_rows(summaries, reference)
     decisions = (
         measure_decision_times(
             cluster,
@@ -293,28 +307,68 @@ def run(args: argparse.Namespace) -> int:
         "round_s": args.round_s,
         "notes": [n for n in (set_up, round_note, adapting) if n],
         "estimated_cells": [asdict(c) for c in throughput.estimated_cells(jobs, cluster)],
+        "failed": failed,
         "wall_seconds": round(time.perf_counter() - t0, 3),
     }
     files = write_outputs(out, rows, decisions, meta)
     no_plots = plots_missing_note("figures")
     if no_plots:
         console.print(no_plots, style="yellow", markup=False, highlight=False, soft_wrap=True)
-    else:
+    elif ok:
         from hadar.plots.simulation import scenario_text
 
         files += draw_figures(
             out,
             cluster,
-            summaries,
+            ok,
             decisions,
-            occupancy,
+            occupancy if occupancy not in failed else ok[0]["policy"],
             scenario_text(args.workload, cluster.name, args.seed),
         )
     print_table(console, rows, reference, mode, cluster.name, args.workload)
+    for line in failure_lines(rows):
+        console.print(line, style="red", markup=False, highlight=False, soft_wrap=True)
     console.print(
         f"wrote {', '.join(str(f.relative_to(out)) for f in files)} and {', '.join(policies)}/ in {out}/"
     )
+    if failed:
+        print(
+            f"hadar: error: {len(failed)} of {len(policies)} policies failed ({', '.join(failed)}; "
+            "the reasons are under the table and in compare.json); the others are reported",
+            file=sys.stderr,
+        )
+        return PARTIAL_RESULT_EXIT_CODE
     return 0
+
+
+FAILED = "failed"
+"""The summary key of a policy whose simulation stopped: its one-line reason."""
+
+
+def table_rows(summaries: Sequence[dict[str, Any]], reference: str) -> list[dict[str, Any]]:
+    """The rows of the tables and compare.csv, in ``summaries`` order: each completed policy's
+    summary with its ratios to ``reference``; a failed one's name, status and reason alone."""
+    from hadar.simulator.metrics import comparison_rows  # the simulator: not for the parser
+
+    ok = [s for s in summaries if FAILED not in s]
+    keys = [key for key, _, _ in METRICS + FAIRNESS_METRICS]
+    done = {r["policy"]: r for r in (comparison_rows(ok, reference, keys) if ok else [])}
+    return [
+        {**done[s["policy"]], "status": "ok"} if FAILED not in s else {**s, "status": FAILED}
+        for s in summaries
+    ]
+
+
+def failure_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One line per failed policy: its name, when its simulation stopped (simulated time; a
+    stall is found ``stall_rounds`` idle rounds after it began) and the error that stopped it."""
+    lines = []
+    for r in rows:
+        if FAILED in r:
+            at = r.get("stopped_at_s")
+            when = "" if at is None else f" (simulation stopped at {at / 3600:,.1f} h)"
+            lines.append(f"{r['policy']} failed{when}: {r[FAILED]}")
+    return lines
 
 
 def parse_policies(text: str) -> list[str]:
@@ -373,15 +427,34 @@ took 35 s at 16,384 jobs and 230 s at 32,768 on two cores (Hadar: 0.27 s and 0.5
 
 # -- running ---------------------------------------------------------------------------------
 def run_policy(spec: RunSpec) -> dict[str, Any]:
-    """Simulate one policy, write its run files into ``spec.out``; return its summary."""
+    """Simulate one policy, write its run files into ``spec.out``; return its summary, or, when
+    the simulation stops (:class:`SimulationLimitError`: it cannot place a job, the horizon),
+    ``{policy, jobs, completed, failed, stopped_at_s}`` with the run up to the stop in
+    ``spec.out`` (its summary.json marked ``failed`` and ``partial``). Bad input and bugs (a
+    :class:`PolicyError`, any other exception) propagate."""
     from hadar import api
+    from hadar.simulator.engine import SimulationLimitError
 
-    sim = api.simulate(
-        policy=spec.policy,
-        policy_options=spec.options,
-        gavel_compatible=spec.gavel_compatible,
-        **spec.scenario,
-    )
+    try:
+        sim = api.simulate(
+            policy=spec.policy,
+            policy_options=spec.options,
+            gavel_compatible=spec.gavel_compatible,
+            **spec.scenario,
+        )
+    except SimulationLimitError as exc:
+        failure = {FAILED: str(exc), "stopped_at_s": exc.stopped_at_s}
+        if exc.partial is None:
+            return {"policy": spec.policy, **failure}
+        run = api.simulation_of(exc.partial, spec.policy)
+        run.summary.update(failure, partial=True)
+        run.save(spec.out)
+        return {
+            "policy": spec.policy,
+            "jobs": run.summary["jobs"],
+            "completed": run.summary["completed"],
+            **failure,
+        }
     sim.save(spec.out)
     return sim.summary
 
@@ -461,10 +534,10 @@ def write_outputs(
     meta: dict[str, Any],
 ) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
-    keys = ["policy", "jobs", "completed", "rounds"]
+    keys = ["policy", "status", "jobs", "completed", "rounds"]
     for key, _, _ in METRICS + FAIRNESS_METRICS:
         keys += [key, f"{key}_ratio"]
-    keys += ["gpu_util_gavel", "median_decision_s"]
+    keys += ["gpu_util_gavel", "median_decision_s", FAILED, "stopped_at_s"]
     csv_path = write_csv(out / "compare.csv", rows, keys)
     json_path = write_json(
         out / "compare.json",
@@ -574,8 +647,7 @@ def _metric_table(
     table = Table(title=title)
     table.add_column("metric")
     for r in rows:
-        done = "" if r["completed"] == r["jobs"] else f" ({r['completed']}/{r['jobs']} done)"
-        table.add_column(f"{r['policy']}{done}", justify="right", overflow="fold")
+        table.add_column(_heading(r), justify="right", overflow="fold")
     for key, name, fmt in measured(metrics, rows):
         cells = []
         for r in rows:
@@ -591,7 +663,10 @@ def _metric_table(
             cells.append(shown)
         table.add_row(name, *cells)
     if extra:
-        table.add_row(extra[0], *(f"{100 * r[extra[1]]:.1f}%" for r in rows))
+        table.add_row(
+            extra[0],
+            *("-" if r.get(extra[1]) is None else f"{100 * r[extra[1]]:.1f}%" for r in rows),
+        )
     console.print(table)
 
 
@@ -610,10 +685,7 @@ def _cells(
 ) -> list[str]:
     """One policy's row: its name (and how many jobs finished, if not all), each metric with its
     ratio to the reference."""
-    cells = [
-        f"{r['policy']}"
-        + ("" if r["completed"] == r["jobs"] else f" ({r['completed']}/{r['jobs']} done)")
-    ]
+    cells = [_heading(r)]
     for key, _, fmt in metrics:
         v, ratio = r.get(key), r.get(f"{key}_ratio")
         cells.append(
@@ -622,8 +694,20 @@ def _cells(
             else fmt(v) + ("" if ratio is None or not math.isfinite(ratio) else f" ({ratio:.2f}x)")
         )
     if extra:
-        cells.append(f"{100 * r[extra[1]]:.1f}%")
+        cells.append("-" if r.get(extra[1]) is None else f"{100 * r[extra[1]]:.1f}%")
     return cells
+
+
+def _heading(r: Mapping[str, Any]) -> str:
+    """A policy's name, with how many jobs finished when not all did, and FAILED when its
+    simulation stopped (its metrics are then left out; the reason is under the table)."""
+    done = (
+        ""
+        if r.get("completed") == r.get("jobs")
+        else f"{r.get('completed', '?')}/{r.get('jobs', '?')} done"
+    )
+    said = [w for w in ("FAILED" if FAILED in r else "", done) if w]
+    return str(r["policy"]) + (f" ({'; '.join(said)})" if said else "")
 
 
 def markdown_tables(rows: Sequence[dict[str, Any]], reference: str, mode: str) -> str:
@@ -637,6 +721,7 @@ def markdown_tables(rows: Sequence[dict[str, Any]], reference: str, mode: str) -
         out.append("|---" * len(names) + "|")
         out += ["| " + " | ".join(_cells(r, metrics, more)) + " |" for r in rows]
         out.append("")
+    out += [f"{line}\n" for line in failure_lines(rows)]
     return f"Ratios (x) are policy / {reference}.\n\n" + "\n".join(out)
 
 

@@ -40,3 +40,9 @@ def shorten(value: str, limit: int = SHOWN_CHARS) -> str:
 class MissingExtraError(InputError):
     """A command needs an optional dependency that is not installed (``pip install
     'hadar-scheduler[EXTRA]'``). Exit 2: the request cannot be served by this installation."""
+
+
+PARTIAL_RESULT_EXIT_CODE = 7
+"""What a command that reports several independent results returns when some of them failed
+with a one-line error and the others are reported (``hadar compare``: a policy whose simulation
+stopped). 4 and 5 are a real run's (stalled, resources), 6 the Job Tracker's (database busy)."""

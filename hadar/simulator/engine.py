@@ -61,7 +61,12 @@ __all__ = [
 
 class SimulationLimitError(InputError):
     """The workload did not finish within the simulation's horizon or round limit, or the
-    policy cannot place it on the cluster."""
+    policy cannot place it on the cluster. ``partial`` (set by :func:`simulate`) is the run up
+    to the stop: the jobs finished by then, the rounds played (a stall's idle rounds included)."""
+
+    partial: SimulationResult | None = None
+    stopped_at_s: float | None = None
+    """Simulated time of the stop."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +133,9 @@ def simulate(
     executor.progress = progress
     try:
         RoundLoop(policy, executor).run()
+    except SimulationLimitError as exc:
+        exc.partial, exc.stopped_at_s = executor.result(), executor.now
+        raise
     finally:
         if progress:
             progress.close()

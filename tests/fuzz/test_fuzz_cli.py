@@ -1,6 +1,7 @@
 """Fuzz the CLI's input boundary: generated files and argument vectors, valid and broken, run
-through ``hadar.cli.main`` in this process. Whatever the input: exit code 0, 2 or 3; on 2/3 one
-stderr line and no traceback; no hang (see cli_case.py). Profiles: conftest.py."""
+through ``hadar.cli.main`` in this process. Whatever the input: exit code 0, 2 or 3 (compare
+also 7, some policies failed); on non-zero one stderr line and no traceback; no hang (see
+cli_case.py). Profiles: conftest.py."""
 
 from __future__ import annotations
 

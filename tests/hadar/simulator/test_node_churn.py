@@ -111,3 +111,28 @@ def test_waiting_for_the_pool_to_grow_is_not_a_stall() -> None:
             TABLE,
             SimConfig(round_s=10, stall_rounds=5, node_stream=never),
         )
+
+
+def test_a_stopped_simulation_carries_its_run_up_to_the_stop() -> None:
+    """The 'cannot place' error holds the run until the stop: the job that fit has finished, the
+    gang the last pool cannot hold has not, and the stop time is that of the last idle round."""
+    from hadar.simulator.engine import SimulationLimitError
+
+    jobs = [
+        Job(0, "ResNet-18 (batch size 64)", 1, 500),
+        Job(1, "ResNet-18 (batch size 64)", 4, 500),
+    ]
+    never = build_stream([NodeEvent(0, "n0", "join")], end=60)
+    with pytest.raises(SimulationLimitError, match="cannot place job.s. 1") as err:
+        simulate(
+            CLUSTER,
+            jobs,
+            make_policy("hadar"),
+            TABLE,
+            SimConfig(round_s=10, stall_rounds=5, node_stream=never),
+        )
+    partial, at = err.value.partial, err.value.stopped_at_s
+    assert partial is not None and at is not None
+    assert [j.finish is not None for j in partial.jobs] == [True, False]
+    assert partial.jobs[0].finish is not None and partial.jobs[0].finish <= at
+    assert len(partial.rounds) >= 5 and partial.rounds[-1].time == at
