@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -18,6 +19,7 @@ from hadar.cli import main
 from hadar.experiments.load_sweep import poisson_arrivals, window_stats
 from hadar.simulator.records import JobRecord
 from hadar.workloads.philly import PhillyOptions, generate
+from tests.fixtures.processes import HANG_S
 
 ARGS = [
     "experiment",
@@ -91,27 +93,31 @@ def test_a_local_ray_cluster_gives_identical_numbers(serial, tmp_path):
     ray_cli = shutil.which("ray", path=str(Path(sys.executable).parent))
     assert ray_cli, "the ray extra installs the ray command next to python"
     port = _free_port()
-    start = subprocess.run(
-        [
-            ray_cli,
-            "start",
-            "--head",
-            f"--port={port}",
-            "--num-cpus=2",
-            "--include-dashboard=false",
-            "--disable-usage-stats",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert start.returncode == 0, start.stdout + start.stderr
+    # Ray's session folder (its Unix sockets) in a short private folder: under TMPDIR, Ray's
+    # default, a long TMPDIR puts the socket paths past the 107 bytes a Unix socket's path holds
+    ray_tmp = tempfile.mkdtemp(prefix="hadar-ray-", dir="/tmp")
     try:
-        assert (
-            main([*ARGS, "--ray-address", f"127.0.0.1:{port}", "--out", str(tmp_path / "ray")]) == 0
+        start = subprocess.run(
+            [
+                ray_cli,
+                "start",
+                "--head",
+                f"--port={port}",
+                "--num-cpus=2",
+                "--include-dashboard=false",
+                "--disable-usage-stats",
+                f"--temp-dir={ray_tmp}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=HANG_S,
         )
+        assert start.returncode == 0, start.stdout + start.stderr
+        out = tmp_path / "ray"
+        assert main([*ARGS, "--ray-address", f"127.0.0.1:{port}", "--out", str(out)]) == 0
     finally:
-        subprocess.run([ray_cli, "stop", "--force"], capture_output=True, timeout=120)
+        subprocess.run([ray_cli, "stop", "--force"], capture_output=True, timeout=HANG_S)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
     pd.testing.assert_frame_equal(_rows(serial), _rows(tmp_path / "ray"))
 
 
