@@ -37,6 +37,16 @@ def shorten(value: str, limit: int = SHOWN_CHARS) -> str:
     return value if len(value) <= limit else value[:limit] + "..."
 
 
+def shorten_middle(value: str, limit: int) -> str:
+    """``value`` cut to ``limit`` characters when longer: its start and its end with ``...``
+    between, so an error that ends in what it is about (a long path's last folder and file
+    name, the file that does not exist) keeps that end."""
+    if len(value) <= limit:
+        return value
+    head = (limit - 3) // 2
+    return value[:head] + "..." + value[len(value) - (limit - 3 - head) :]
+
+
 class MissingExtraError(InputError):
     """A command needs an optional dependency that is not installed (``pip install
     'hadar-scheduler[EXTRA]'``). Exit 2: the request cannot be served by this installation."""

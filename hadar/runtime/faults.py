@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hadar.core.errors import HadarError
+from hadar.core.errors import HadarError, shorten_middle
 
 Copy = Mapping[str, Any]
 """A copy's record in a closed round's timings: job, node, kind, steps, error, ..."""
@@ -157,7 +157,7 @@ def likely_cause(copies: Sequence[Copy], round_s: float, warm: bool) -> str:
     """The most likely reason these copies made no progress, in words, for the stop line."""
     kinds = {c.get("kind") for c in copies}
     errors = [str(c["error"]) for c in copies if c.get("error")]
-    last = f" (last error: {errors[-1][:200]})" if errors else ""
+    last = f" (last error: {shorten_middle(errors[-1], 200)})" if errors else ""
     if kinds & {"corrupt-checkpoint", "mismatched-checkpoint"} or any(
         "checkpoint" in e.lower() for e in errors
     ):

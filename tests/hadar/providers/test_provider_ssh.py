@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -23,6 +24,7 @@ from hadar.providers.base import (
     make_provider,
 )
 from hadar.providers.ssh.provider import SshProvider
+from tests.fixtures.processes import HANG_S
 from tests.fixtures.sshd import SshdFarm, free_port, generate_ed25519
 
 pytestmark = pytest.mark.ssh
@@ -310,17 +312,19 @@ def test_ssh_config_supplies_host_port_user_and_key(sshd_farm: SshdFarm, tmp_pat
         assert p.rendezvous_address("n1") == "127.0.0.1"
 
 
-def test_agent_keys_are_used(
-    sshd_farm: SshdFarm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_agent_keys_are_used(sshd_farm: SshdFarm, monkeypatch: pytest.MonkeyPatch) -> None:
     if not (shutil.which("ssh-agent") and shutil.which("ssh-add")):
         pytest.skip("ssh-agent/ssh-add not installed")
-    sock = tmp_path / "agent.sock"
+    # the agent's socket in a short private folder of its own: under tmp_path (a long TMPDIR) its
+    # path could pass the 107 bytes a Unix socket's path holds
+    private = Path(tempfile.mkdtemp(prefix="hadar-agent-", dir="/tmp"))
+    sock = private / "agent.sock"
     agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 10
-        while not sock.exists() and time.monotonic() < deadline:
+        deadline = time.monotonic() + HANG_S
+        while not sock.exists() and agent.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
+        assert sock.exists(), f"ssh-agent exited {agent.poll()} without making {sock}"
         env = {**os.environ, "SSH_AUTH_SOCK": str(sock)}
         subprocess.run(
             ["ssh-add", str(sshd_farm.client_key)], env=env, check=True, capture_output=True
@@ -335,7 +339,8 @@ def test_agent_keys_are_used(
             SshProvider(cluster_from_dict(data_no_agent), "r").run("ssh-v100", ["true"], 30)
     finally:
         agent.send_signal(signal.SIGTERM)
-        agent.wait(10)
+        agent.wait(HANG_S)
+        shutil.rmtree(private, ignore_errors=True)
 
 
 def test_health_check_over_ssh(ssh: SshProvider) -> None:

@@ -130,6 +130,21 @@ def test_likely_cause_names_the_reason(copies, expected):
     assert likely_cause(copies, 1.0, warm=False).startswith(expected)
 
 
+def test_a_long_last_error_keeps_its_start_and_its_end():
+    # a worker's error naming a long path: the file it is about is at the end
+    path = "/" + "/".join(["deeper-temporary-folder"] * 12) + "/no-such-dataset"
+    error = f"node v100: worker exited 2: hadar-worker: error: data: path does not exist: {path}"
+    cause = likely_cause([fail(1, "a", "worker-error", error)], 1.0, warm=True)
+    last = cause.partition(" (last error: ")[2].removesuffix(")")
+    assert len(error) > 200 and len(last) == 200, last
+    assert last.startswith("node v100: worker exited 2: hadar-worker: error: data: path does")
+    assert last.endswith("/deeper-temporary-folder/no-such-dataset") and "..." in last
+    short = "node v100: worker exited 2: unknown model 'ZZ'"
+    assert likely_cause([fail(1, "a", "worker-error", short)], 1.0, True).endswith(
+        f"(last error: {short})"
+    )
+
+
 def test_the_cold_worker_hint_is_given_only_with_cold_workers():
     copies = [copy(0, "a", steps=0)]
     assert "--cold-workers" in likely_cause(copies, 1.0, warm=False)
