@@ -114,18 +114,21 @@ def batch_choices(job: Job) -> list[int | None]:
 
 
 def widths(job: Job, cluster: Cluster) -> list[int]:
-    """GPU counts to try: powers of two within the job's range, its fewest and its own count, up
-    to the most GPUs one type has."""
+    """GPU counts to try: powers of two within the job's range, whole nodes of each GPU type
+    (as Sia's configurations), its fewest and its own count, up to the most GPUs one type has."""
     lo, hi = job.gpu_range
-    most = int(cluster.capacity.sum(axis=0).max(initial=0))
-    hi = min(hi, most)
+    per_type = cluster.capacity.sum(axis=0)
+    hi = min(hi, int(per_type.max(initial=0)))
     out = {w for w in (lo, job.num_gpus) if w <= hi}
     w = 1
     while w <= hi:
-        if w >= lo:
-            out.add(w)
+        out.add(w)
         w *= 2
-    return sorted(out)
+    for k in range(cluster.capacity.shape[1]):
+        node = int(cluster.capacity[:, k].max(initial=0))
+        if node > 0:
+            out |= set(range(node, min(hi, int(per_type[k])) + 1, node))
+    return sorted(w for w in out if lo <= w <= hi)
 
 
 def configured(job: Job, width: int, batch: int | None) -> Job:

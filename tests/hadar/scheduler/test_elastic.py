@@ -102,8 +102,10 @@ def test_widths_and_batches_cover_the_job_s_ranges() -> None:
     job = ctx.jobs[0].job
     lo, hi = job.gpu_range
     ws = widths(job, MIXED)
-    assert ws[0] == lo and 4 in ws and max(ws) <= min(hi, 8)  # 8: the most GPUs of one type
-    assert all(w & (w - 1) == 0 or w in (lo, job.num_gpus) for w in ws)
+    # 1, 2, 4, 8 (powers of two, whole 4-GPU and 8-GPU nodes) up to 8, the most of one type
+    assert ws == [w for w in (1, 2, 4, 8) if lo <= w <= hi]
+    bigger = Cluster("t4x3", tuple(Node(f"n{i}", {"t4": 4}) for i in range(3)))
+    assert widths(job, bigger) == [w for w in (1, 2, 4, 8, 12) if lo <= w <= hi]  # 12: 3 nodes
     assert job.batch_range is not None
     bs = batch_choices(job)
     assert bs[0] == job.batch_range[0] and bs[-1] == job.batch_range[1] and 512 in bs
