@@ -10,23 +10,13 @@ import pytest
 
 from baselines.sia import estimate as sg
 from baselines.sia.ilp import Configuration, configurations, objective, solve
-from hadar.core.cluster import Cluster, Node
+from hadar.core.cluster import Cluster
 from hadar.core.jobs import JobStatus
 from hadar.policy import RoundContext, make_policy
 from hadar.workloads.gpu_scaling import compute_scale
 from hadar.workloads.pollux import jobs_from_pollux_csv
 from hadar.workloads.pollux_throughput import PolluxThroughput
-from tests.hadar.helpers import TABLE
-
-MIXED = Cluster(
-    "mixed",
-    (
-        Node("a", {"t4": 4}),
-        Node("b", {"t4": 4}),
-        Node("c", {"v100": 8}),
-        Node("d", {"k80": 8}),
-    ),
-)
+from tests.hadar.helpers import MIXED, TABLE
 
 
 def _ctx(csv: str, cluster: Cluster = MIXED, now: float = 0.0, current=None) -> RoundContext:

@@ -29,6 +29,18 @@ def context(
     )
 
 
+MIXED = Cluster(
+    "mixed",
+    (
+        Node("a", {"t4": 4}),
+        Node("b", {"t4": 4}),
+        Node("c", {"v100": 8}),
+        Node("d", {"k80": 8}),
+    ),
+)
+"""Three GPU types, nodes of 4 and 8: the shape of Sia's clusters, small."""
+
+
 def small_cluster() -> Cluster:
     return Cluster("small", (Node("v", {"v100": 2}), Node("p", {"p100": 2}), Node("k", {"k80": 4})))
 

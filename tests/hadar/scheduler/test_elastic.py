@@ -24,17 +24,8 @@ from hadar.workloads.pollux import jobs_from_pollux_csv
 from hadar.workloads.pollux_throughput import PolluxThroughput
 from primal_dual.lp_prices import configuration_lp, type_prices
 from primal_dual.utility import make_utility
-from tests.hadar.helpers import TABLE
+from tests.hadar.helpers import MIXED, TABLE
 
-MIXED = Cluster(
-    "mixed",
-    (
-        Node("a", {"t4": 4}),
-        Node("b", {"t4": 4}),
-        Node("c", {"v100": 8}),
-        Node("d", {"k80": 8}),
-    ),
-)
 HEADER = "name,time,application,num_replicas,batch_size\n"
 UTILITY = make_utility("inverse-remaining")
 
