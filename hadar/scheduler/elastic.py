@@ -200,6 +200,7 @@ def elastic_round(ctx: RoundContext, utility: Utility, min_gain_s: float) -> Ela
         return ElasticRound(ctx, MappingProxyType({}))
     cap = cluster.capacity
     cols_job: list[int] = []
+    cols_job_ids: list[int] = []
     cols_type: list[int] = []
     cols_width: list[int] = []
     cols_value: list[float] = []
@@ -227,37 +228,73 @@ def elastic_round(ctx: RoundContext, utility: Utility, min_gain_s: float) -> Ela
         for c in configs:
             value = kept(c.rate) if running == (c.gpu_type, c.width) else moved(c.rate)
             valued.append((c, value, len(cols_value)))
+            cols_job_ids.append(s.job_id)
             cols_job.append(j)
             cols_type.append(c.gpu_type)
             cols_width.append(c.width)
             cols_value.append(value)
         if adapts(job, ctx.throughput):
             options[s.job_id] = valued
-    prices, shares = configuration_lp(
+    columns = (
         np.array(cols_job),
         np.array(cols_type),
-        np.array(cols_width),
+        np.array(cols_width, dtype=float),
         np.array(cols_value),
-        cap.sum(axis=0),
     )
+    prices, shares = configuration_lp(*columns, cap.sum(axis=0))
     chosen: dict[int, Configuration] = {}
+    rank: dict[int, tuple[float, ...]] = {}
+
+    def payoff(cv: Valued) -> float:
+        return cv[1] - cv[0].width * float(prices[cv[0].gpu_type])
+
     for s in adapting:
         valued = options[s.job_id]
         if not valued:
             continue
         running = running_configuration(ctx.current.get((s.job_id, 0)), cluster)
-
-        def payoff(cv: Valued) -> float:
-            return cv[1] - cv[0].width * float(prices[cv[0].gpu_type])
-
         # the LP's own configuration for the job (its largest share; one of its best payoffs),
         # else, for a job the LP leaves out, its best payoff
         best = max(valued, key=lambda cv: (shares[cv[2]], payoff(cv), -cv[0].width))
         stay = next((cv for cv in valued if (cv[0].gpu_type, cv[0].width) == running), None)
-        if stay is not None and not _worth_moving(s, stay, best, payoff, ctx, min_gain_s):
+        stays = stay is not None and not _worth_moving(s, stay, best, payoff, ctx, min_gain_s)
+        if stays and stay is not None:
             best = stay
         chosen[s.job_id] = best[0]
+        # jobs staying where they run first (their GPUs are theirs), then by the LP's share
+        rank[s.job_id] = (0.0 if stays else 1.0, -float(shares[best[2]]), -payoff(best))
+    # the GPUs the LP gives the jobs that do not adapt are theirs
+    rigid = np.array([j not in options for j in cols_job_ids], dtype=bool)
+    left = cap.sum(axis=0).astype(float) - np.bincount(
+        columns[1][rigid], weights=(shares * columns[2])[rigid], minlength=cap.shape[1]
+    )
+    order = sorted(chosen, key=lambda j: (*rank[j], j))
+    _fit(chosen, order, options, payoff, left)
     return ElasticRound(_rigid_view(ctx, chosen), MappingProxyType(chosen))
+
+
+def _fit(
+    chosen: dict[int, Configuration],
+    order: list[int],
+    options: dict[int, list[Valued]],
+    payoff: Callable[[Valued], float],
+    left: np.ndarray,
+) -> None:
+    """Make the chosen configurations fit the GPUs of each type together, in ``order``: a job
+    whose configuration no longer fits takes the most valuable of the narrower ones that do (none:
+    it keeps it and waits). The LP's shares may split a job between configurations, and the hysteresis
+    keeps running jobs where the LP would have moved them; without this a gang could be sized
+    for GPUs that another job keeps, and wait while they idle. Mutates ``chosen`` and ``left``."""
+    for j in order:
+        c = chosen[j]
+        if c.width > left[c.gpu_type] + 1e-9:
+            fitting = [
+                cv for cv in options[j] if cv[0].width <= min(c.width, left[cv[0].gpu_type] + 1e-9)
+            ]
+            if not fitting:
+                continue
+            c = chosen[j] = max(fitting, key=lambda cv: (cv[1], payoff(cv), -cv[0].width))[0]
+        left[c.gpu_type] -= c.width
 
 
 def _worth_moving(

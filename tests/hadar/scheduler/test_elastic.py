@@ -3,6 +3,8 @@ the round plans over, and the batch set for the GPUs a job gets."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from scipy.optimize import linprog
@@ -182,3 +184,21 @@ def test_hadar_sets_each_elastic_job_s_batch_and_keeps_counts_in_range() -> None
     rigid = HadarPolicy(HadarConfig(adapt_elastic=False)).decide(ctx)
     assert all(a.batch_size is None for a in rigid.assignments)
     assert all(a.num_gpus == by_id[a.job_id].num_gpus for a in rigid.assignments)
+
+
+def test_the_chosen_configurations_fit_the_gpus_together() -> None:
+    # a YOLOv3 job kept on one GPU (no move gains enough) and a CIFAR-10 newcomer the LP would
+    # give every GPU: the newcomer is sized for the GPUs left, so neither waits while GPUs idle
+    t4 = Cluster("t4x4", tuple(Node(f"n{i}", {"t4": 4}) for i in range(4)))
+    jobs = jobs_from_pollux_csv(HEADER + "a,0,yolov3,1,8\nb,0,cifar10,1,128\n", source="t")
+    statuses = [
+        JobStatus(jobs[0], jobs[0].total_steps * 0.5),
+        JobStatus(jobs[1], jobs[1].total_steps),
+    ]
+    running = {(0, 0): {"n0": {"t4": 1}}}
+    ctx = RoundContext(0.0, 0, 60.0, t4, statuses, running, PolluxThroughput(TABLE), 30.0)
+    view = elastic_round(ctx, UTILITY, 1e9)
+    assert view.chosen[0].width == 1  # kept: no move finishes it 1e9 s sooner
+    assert view.chosen[1].width == 12  # the widest of its widths within the 15 GPUs left
+    alone = elastic_round(replace(ctx, jobs=statuses[1:], current={}), UTILITY, 1e9)
+    assert alone.chosen[1].width == 16  # what it takes alone
