@@ -199,6 +199,10 @@ def elastic_round(ctx: RoundContext, utility: Utility, min_gain_s: float) -> Ela
     if not adapting or cluster.capacity.size == 0:
         return ElasticRound(ctx, MappingProxyType({}))
     cap = cluster.capacity
+    adapting_ids = {s.job_id for s in adapting}
+    running: dict[int, tuple[int, int] | None] = {
+        s.job_id: running_configuration(ctx.current.get((s.job_id, 0)), cluster) for s in ctx.jobs
+    }
     cols_job: list[int] = []
     cols_job_ids: list[int] = []
     cols_type: list[int] = []
@@ -208,8 +212,7 @@ def elastic_round(ctx: RoundContext, utility: Utility, min_gain_s: float) -> Ela
     known: dict[tuple[object, ...], list[Configuration]] = {}
     for j, s in enumerate(ctx.jobs):
         job = s.job
-        running = running_configuration(ctx.current.get((s.job_id, 0)), cluster)
-        if adapts(job, ctx.throughput):
+        if s.job_id in adapting_ids:
             key = (job.job_type, job.gpu_range, job.batch_range, own_batch(job))
             configs = known.get(key)
             if configs is None:
@@ -226,14 +229,14 @@ def elastic_round(ctx: RoundContext, utility: Utility, min_gain_s: float) -> Ela
         moved, kept = job_utility(s, ctx, utility, ideal)
         valued = []
         for c in configs:
-            value = kept(c.rate) if running == (c.gpu_type, c.width) else moved(c.rate)
+            value = kept(c.rate) if running[s.job_id] == (c.gpu_type, c.width) else moved(c.rate)
             valued.append((c, value, len(cols_value)))
             cols_job_ids.append(s.job_id)
             cols_job.append(j)
             cols_type.append(c.gpu_type)
             cols_width.append(c.width)
             cols_value.append(value)
-        if adapts(job, ctx.throughput):
+        if s.job_id in adapting_ids:
             options[s.job_id] = valued
     columns = (
         np.array(cols_job),
@@ -252,11 +255,11 @@ def elastic_round(ctx: RoundContext, utility: Utility, min_gain_s: float) -> Ela
         valued = options[s.job_id]
         if not valued:
             continue
-        running = running_configuration(ctx.current.get((s.job_id, 0)), cluster)
         # the LP's own configuration for the job (its largest share; one of its best payoffs),
         # else, for a job the LP leaves out, its best payoff
         best = max(valued, key=lambda cv: (shares[cv[2]], payoff(cv), -cv[0].width))
-        stay = next((cv for cv in valued if (cv[0].gpu_type, cv[0].width) == running), None)
+        here = running[s.job_id]
+        stay = next((cv for cv in valued if (cv[0].gpu_type, cv[0].width) == here), None)
         stays = stay is not None and not _worth_moving(s, stay, best, payoff, ctx, min_gain_s)
         if stays and stay is not None:
             best = stay
@@ -281,10 +284,11 @@ def _fit(
     left: np.ndarray,
 ) -> None:
     """Make the chosen configurations fit the GPUs of each type together, in ``order``: a job
-    whose configuration no longer fits takes the most valuable of the narrower ones that do (none:
-    it keeps it and waits). The LP's shares may split a job between configurations, and the hysteresis
-    keeps running jobs where the LP would have moved them; without this a gang could be sized
-    for GPUs that another job keeps, and wait while they idle. Mutates ``chosen`` and ``left``."""
+    whose configuration no longer fits takes the most valuable of the narrower ones that do
+    (none: it keeps it and waits). The LP's shares may split a job between configurations, and
+    the hysteresis keeps running jobs where the LP would have moved them; without this a gang
+    could be sized for GPUs that another job keeps, and wait while they idle. Mutates ``chosen``
+    and ``left``."""
     for j in order:
         c = chosen[j]
         if c.width > left[c.gpu_type] + 1e-9:
