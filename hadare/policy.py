@@ -1,5 +1,6 @@
 """The HadarE policy: plain Hadar's whole round decision, then forked copies on every GPU that
-decision leaves idle, with the remaining steps split by throughput; never behind plain Hadar.
+decision leaves idle, with the remaining steps split by throughput; never behind plain Hadar
+(each job, or with the look-ahead the TTD and average JCT).
 
 Each round (all copies restart from the job's consolidated parameters, so nothing is pinned):
 
@@ -21,7 +22,17 @@ Each round (all copies restart from the job's consolidated parameters, so nothin
 along as in plain Hadar's replay at every moment of the round, and a job whose copies differ
 from the replay's placement ends the round ahead by at least what the next round's
 consolidation or restart can cost it. A job that fails keeps only its primary copy. In the
-simulator with fixed-length rounds, every job then finishes no later than under plain Hadar.
+simulator with fixed-length rounds, every job then finishes no later than under plain Hadar
+(without the look-ahead).
+
+**Look-ahead.** In a round with at most ``lookahead_jobs`` jobs, the plans the never-behind
+rule refused (the same base decisions, forked without it) are played to the end of the run:
+this round, then HadarE without look-ahead (a rollout, no new arrivals). One is taken if its
+rollout finishes the jobs sooner than the never-behind plan's (last finish, then the sum of
+finishes) and no later than plain Hadar's own run on either; plain Hadar from where it leaves
+the jobs then *guides* the never-behind rule. The never-behind plan's rollout is exact in the
+simulator, so the projected last finish and sum only go down round to round: TTD and average
+JCT stay at most Hadar's, though a job may finish later.
 
 Copy ``i`` of a job always runs on node ``i - 1`` of the cluster file (stable copy ids for the
 Job Tracker: ``job_id * max_job_count + i``; a multi-node copy takes its first node's id). A copy
@@ -54,7 +65,7 @@ from hadar.round_progress import JobRound, job_restart_s, play_job_round
 from hadar.scheduler import HadarConfig, HadarPolicy
 from hadar.scheduler.elastic import adapts
 from hadar.valuation import JobValuation, value_jobs
-from hadare.shadow import HadarReplay, ReplayRound
+from hadare.shadow import HadarReplay, Projection, ReplayRound
 from hadare.step_split import CopySlot, finishing_subset, split_steps
 from tracker.ids import DEFAULT_MAX_JOB_COUNT
 
@@ -67,6 +78,11 @@ class HadarEConfig:
     """Knob: seconds of each round every copy of a forked job spends on averaging (see
     :class:`hadar.core.defaults.DriverDefaults`); ``hadar run`` passes its own figure."""
     max_job_count: int = DEFAULT_MAX_JOB_COUNT
+    lookahead_jobs: int = 16
+    """Look ahead (module docstring) in rounds with at most this many jobs; 0 = never."""
+    lookahead_rounds: int = 20
+    """A look-ahead that does not see plain Hadar finish every job within this many rounds
+    keeps the round's never-behind plan."""
     hadar: HadarConfig = HadarConfig()
     """The plain Hadar whose decision HadarE forks onto (``--policy-opt hadare:KNOB=...``)."""
 
@@ -96,41 +112,156 @@ class HadarEPolicy(Policy):
         self._batches: dict[int, int | None] = {}
         """The total batch of each job in the plan being forked onto (this decision's scratch)."""
         self.replay = HadarReplay(self.config.hadar)
+        """Plain Hadar's own run: what HadarE must never trail."""
+        self.guide: HadarReplay | None = None
+        """Once a look-ahead chose a plan: plain Hadar from where that plan left HadarE's jobs,
+        which the never-behind rule then follows instead of ``replay``."""
+        self.finished: dict[int, float] = {}
+        """When each job HadarE finished did, as its last round played (seconds)."""
         self._own = HadarPolicy(replace(self.config.hadar, single_node=True, endgame=False))
 
     def state(self) -> dict[str, Any]:
-        """Plain Hadar's replay (its jobs, placements and policy state); empty before the first
-        round."""
-        return {"replay": self.replay.state()} if self.replay.jobs else {}
+        """Plain Hadar's replay (its jobs, placements and policy state), the guide a look-ahead
+        chose, the finished jobs' finishes and the state of the Hadar deciding over HadarE's
+        own jobs; empty before the first round."""
+        if not self.replay.jobs:
+            return {}
+        out: dict[str, Any] = {"replay": self.replay.state(), "own": self._own.state()}
+        if self.guide is not None:
+            out["guide"] = self.guide.state()
+        if self.finished:
+            out["finished"] = [[j, t] for j, t in sorted(self.finished.items())]
+        return out
 
     def restore(self, state: Mapping[str, Any]) -> None:
-        if set(state) - {"replay"}:
+        keys = {"replay", "own", "guide", "finished"}
+        if set(state) - keys:
             raise ValueError(
-                f"policy {self.name} keeps no state other than 'replay', got {sorted(state)}"
+                f"policy {self.name} keeps no state other than {', '.join(sorted(keys))}, "
+                f"got {sorted(state)}"
             )
         self.replay = HadarReplay(self.config.hadar)
         if "replay" in state:
             self.replay.restore(state["replay"])
+        self.guide = None
+        if "guide" in state:
+            self.guide = HadarReplay(self.config.hadar)
+            self.guide.restore(state["guide"])
+        self.finished = {int(j): float(t) for j, t in state.get("finished", [])}
+        self._own = HadarPolicy(replace(self.config.hadar, single_node=True, endgame=False))
+        if "own" in state:
+            self._own.restore(state["own"])
 
     def decide(self, ctx: RoundContext) -> RoundPlan:
-        replay = self.replay.step(ctx)
+        hadar = self.replay.step(ctx, followed=self.guide is None)
+        replay = hadar if self.guide is None else self.guide.step(ctx)
         by_id = {v.status.job_id: v for v in value_jobs(ctx, ctx.jobs)}
         check = _Check(ctx, replay, by_id, self)
-        own = self._own.decide(replace(ctx, current=_primary_copies(ctx)))
-        copies, forked = self._fork_onto(own, ctx, by_id, check)
+        primary = {(j, 0): p for j, p in _primary_copies(ctx).items()}
+        own = self._own.decide(replace(ctx, current=primary))
+        plans = {"own": own, "replay": replay.plan}
         base = "own"
+        copies, forked = self._fork_onto(own, ctx, by_id, check)
         if not all(check.keeps_up(j, c) for j, c in copies.items()) or any(
             j not in copies and not check.keeps_up(j, {}) for j in by_id
         ):
-            copies, forked = self._fork_onto(replay.plan, ctx, by_id, check)
             base = "replay"
+            copies, forked = self._fork_onto(replay.plan, ctx, by_id, check)
+        ahead = self._look_ahead(ctx, by_id, replay, plans, _Candidate(base, copies, forked))
+        if ahead is not None:
+            copies, forked = ahead.copies, ahead.forked
+        self._batches = _batches(plans[base if ahead is None else ahead.base])
         assignments = [
             a
             for job_id in sorted(copies)
             for a in self.job_assignments(job_id, copies[job_id], ctx)
         ]
-        info = dict(replay.plan.info, forked_copies=forked, copies=len(assignments), base=base)
+        for job_id, per_node in copies.items():
+            outcome = check.play(job_id, per_node)
+            if outcome is not None and outcome.finish_at is not None:
+                self.finished[job_id] = ctx.now + outcome.finish_at
+        info = dict(
+            hadar.plan.info,
+            forked_copies=forked,
+            copies=len(assignments),
+            base=base if ahead is None else f"{ahead.base}+ahead",
+        )
         return RoundPlan(tuple(assignments), info)
+
+    def _look_ahead(
+        self,
+        ctx: RoundContext,
+        by_id: Mapping[int, JobValuation],
+        replay: ReplayRound,
+        plans: Mapping[str, RoundPlan],
+        kept: _Candidate,
+    ) -> _Candidate | None:
+        """The candidate plan after which HadarE without look-ahead finishes its jobs soonest
+        (last finish, then the sum of finishes), if sooner than after ``kept`` and never later
+        than plain Hadar, on either; it then guides the never-behind rule (module docstring,
+        "Look-ahead"). None: keep ``kept`` and the guide."""
+        cfg = self.config
+        if not by_id or len(by_id) > cfg.lookahead_jobs:
+            return None
+        ids = sorted(by_id)
+        hadar = self.replay.projected(ctx, sorted(self.replay.jobs), cfg.lookahead_rounds)
+        if hadar is None:
+            return None
+        done = [t for j, t in self.finished.items() if j not in by_id]
+        guide = self.replay if self.guide is None else self.guide
+        loose = _Check(ctx, replay, by_id, self, never_behind=False)
+
+        def roll(cand: _Candidate) -> tuple[Projection, HadarReplay] | None:
+            """Where ``cand``, then HadarE without look-ahead, leads the jobs; the twin."""
+            self._batches = _batches(plans[cand.base])
+            played = {
+                j: outcome
+                for j, c in cand.copies.items()
+                if (outcome := loose.play(j, c)) is not None
+            }
+            runs = {
+                (j, ctx.cluster.node_index[node] + 1): p
+                for j, c in cand.copies.items()
+                for node, p in c.items()
+            }
+            twin = guide.rebased(ctx, played, _primary_copies(replace(ctx, current=runs)))
+            probe = HadarEPolicy(replace(cfg, lookahead_jobs=0))
+            probe.restore(
+                {"replay": (guide if cand is kept else twin).state(), **self._own_state()}
+            )
+            rolled = twin.driven_by(probe, runs).projected(ctx, ids, cfg.lookahead_rounds)
+            return None if rolled is None else (rolled.with_finished(done), twin)
+
+        first = roll(kept)
+        if first is None:
+            return None
+        target = first[0]
+        candidates: list[_Candidate] = []
+        for name, plan in plans.items():
+            copies, forked = self._fork_onto(plan, ctx, by_id, loose)
+            candidates.append(_Candidate(name, copies, forked, ahead=True))
+        candidates += _swaps(kept, target.last_job, by_id, ctx)
+        best: tuple[Projection, _Candidate, HadarReplay] | None = None
+        tried: list[dict[int, dict[str, Placement]]] = [kept.copies]
+        for cand in candidates:
+            if cand.copies in tried:
+                continue
+            tried.append(cand.copies)
+            rolled = roll(cand)
+            if rolled is None:
+                continue
+            seen, twin = rolled
+            if not seen.sooner_than(target) or not seen.no_later_than(hadar):
+                continue
+            if best is None or seen.sooner_than(best[0]):
+                best = (seen, cand, twin)
+        if best is None:
+            return None
+        self.guide = best[2]
+        return best[1]
+
+    def _own_state(self) -> dict[str, Any]:
+        return {"own": self._own.state()}
 
     def _fork_onto(
         self,
@@ -141,7 +272,7 @@ class HadarEPolicy(Policy):
     ) -> tuple[dict[int, dict[str, Placement]], int]:
         """``plan``'s placements of HadarE's jobs, plus the copies forked onto what it leaves idle.
         Each job runs at the batch ``plan`` gives it (an elastic job's, chosen by Hadar)."""
-        self._batches = {a.job_id: a.batch_size for a in plan.assignments if a.copy == 0}
+        self._batches = _batches(plan)
         cluster = ctx.cluster
         n_copies = self.config.copies or len(cluster.nodes)
         copies: dict[int, dict[str, Placement]] = {}
@@ -230,6 +361,52 @@ class HadarEPolicy(Policy):
         ]
 
 
+@dataclass(frozen=True)
+class _Candidate:
+    """A round's plan for HadarE's jobs: the base decision it forks onto (``own`` or
+    ``replay``), each job's copies ``{first node: placement}``, how many were forked, and
+    whether the look-ahead built it."""
+
+    base: str
+    copies: dict[int, dict[str, Placement]]
+    forked: int
+    ahead: bool = False
+
+
+def _swaps(
+    kept: _Candidate, last: int | None, vals: Mapping[int, JobValuation], ctx: RoundContext
+) -> list[_Candidate]:
+    """``kept`` with the job that finishes last (``last``) given the placement of another
+    unforked job of its width where it runs faster than on its own (one candidate per such
+    job; the two swap, or the other waits if ``last`` was not running)."""
+    if last is None or last not in vals:
+        return []
+    job = vals[last].status.job
+    mine = kept.copies.get(last, {})
+    if len(mine) > 1:
+        return []
+    own_rate = sum(ctx.throughput.rate(job, p, ctx.cluster) for p in mine.values())
+    out = []
+    for other, theirs in sorted(kept.copies.items()):
+        if other == last or len(theirs) != 1:
+            continue
+        node, placement = next(iter(theirs.items()))
+        width = sum(c for per in placement.values() for c in per.values())
+        if width != job.num_gpus or ctx.throughput.rate(job, placement, ctx.cluster) <= own_rate:
+            continue
+        copies = {j: dict(c) for j, c in kept.copies.items() if j != other}
+        copies[last] = {node: placement}
+        if mine:
+            copies[other] = dict(mine)
+        out.append(_Candidate(kept.base, copies, kept.forked, ahead=True))
+    return out
+
+
+def _batches(plan: RoundPlan) -> dict[int, int | None]:
+    """The total batch ``plan`` gives each job (its first copy's)."""
+    return {a.job_id: a.batch_size for a in plan.assignments if a.copy == 0}
+
+
 def _first_node(placement: Placement, cluster: Cluster) -> str:
     """The placement's node that comes first in the cluster (its copy's id), never by name."""
     return min(placement, key=cluster.node_index.__getitem__)
@@ -247,7 +424,9 @@ class _Check:
         replay: ReplayRound,
         vals: Mapping[int, JobValuation],
         policy: HadarEPolicy,
+        never_behind: bool = True,
     ) -> None:
+        self.never_behind = never_behind
         self.ctx = ctx
         self.replay = replay
         self.vals = vals
@@ -276,6 +455,8 @@ class _Check:
         otherwise it ends the round at least as far along as the replay's, ahead by the margin
         a diverged job needs (unless it finishes). Then keeping only the replay's placement next
         round is always possible and keeps the same guarantee (module docstring)."""
+        if not self.never_behind:
+            return True
         ctx = self.ctx
         st = ctx.status(job_id)
         job = st.job
@@ -546,8 +727,8 @@ def _trim(
     return freed
 
 
-def _primary_copies(ctx: RoundContext) -> dict[tuple[int, int], Placement]:
-    """Each job's fastest copy of last round, as Hadar's running placement (copy 0): the job
+def _primary_copies(ctx: RoundContext) -> dict[int, Placement]:
+    """Each job's fastest copy of last round, as Hadar's running placement: the job
     keeps that node, as Hadar keeps running jobs; its other copies are re-planned."""
     best: dict[int, tuple[float, Placement]] = {}
     up = set(ctx.cluster.node_names)
@@ -561,4 +742,4 @@ def _primary_copies(ctx: RoundContext) -> dict[tuple[int, int], Placement]:
         rate = ctx.throughput.rate(job, placement, ctx.cluster)
         if job_id not in best or rate > best[job_id][0]:
             best[job_id] = (rate, placement)
-    return {(j, 0): p for j, (_, p) in best.items()}
+    return {j: p for j, (_, p) in best.items()}

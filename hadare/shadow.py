@@ -19,13 +19,13 @@ while Hadar is busy).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from hadar.core.job_service import JobService
 from hadar.core.jobs import Job, JobStatus, Placement
-from hadar.policy import Assignment, RoundContext, RoundPlan
+from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
 from hadar.round_progress import JobRound, book_job_round, play_job_round
 from hadar.scheduler import HadarConfig, HadarPolicy
 
@@ -68,17 +68,69 @@ class ReplayRound:
         return None
 
 
+@dataclass(frozen=True)
+class Projection:
+    """Where a replay of plain Hadar leads a set of jobs: their last finish and the sum of their
+    finishes (seconds from the run's start; the sum orders average JCTs over the same jobs)."""
+
+    last_finish: float
+    finish_sum: float
+    last_job: int | None = None
+    """The job that finishes last (the lowest id on ties)."""
+
+    def with_finished(self, finishes: Iterable[float]) -> Projection:
+        """This projection with jobs that finished already (at ``finishes``, before any job
+        projected) added."""
+        done = list(finishes)
+        last = max([self.last_finish, *done])
+        return Projection(last, self.finish_sum + sum(done), self.last_job)
+
+    def sooner_than(self, other: Projection) -> bool:
+        """An earlier last finish, or the same and a smaller sum (beyond rounding)."""
+        tol_last = 1e-9 * max(1.0, other.last_finish)
+        if self.last_finish < other.last_finish - tol_last:
+            return True
+        return (
+            self.last_finish <= other.last_finish + tol_last
+            and self.finish_sum < other.finish_sum - 1e-9 * max(1.0, other.finish_sum)
+        )
+
+    def no_later_than(self, other: Projection) -> bool:
+        """Neither a later last finish nor a larger sum than ``other`` (beyond rounding)."""
+        return self.last_finish <= other.last_finish + 1e-9 * max(
+            1.0, other.last_finish
+        ) and self.finish_sum <= other.finish_sum + 1e-9 * max(1.0, other.finish_sum)
+
+    def improves_on(self, other: Projection) -> bool:
+        """Neither later nor larger than ``other``, and one of them smaller (beyond rounding)."""
+        tol_last = 1e-9 * max(1.0, other.last_finish)
+        tol_sum = 1e-9 * max(1.0, other.finish_sum)
+        not_worse = (
+            self.last_finish <= other.last_finish + tol_last
+            and self.finish_sum <= other.finish_sum + tol_sum
+        )
+        better = (
+            self.last_finish < other.last_finish - tol_last
+            or self.finish_sum < other.finish_sum - tol_sum
+        )
+        return not_worse and better
+
+
 class HadarReplay:
     """Plain Hadar (``config``) run on its own state, one round per HadarE round."""
 
     def __init__(self, config: HadarConfig) -> None:
-        self.hadar = HadarPolicy(config)
+        self.config = config
+        self.hadar: Policy = HadarPolicy(config)
+        """The policy replayed: plain Hadar, or in a look-ahead's rollout HadarE itself."""
         self.jobs: dict[int, ReplayedJob] = {}
         self.current: dict[tuple[int, int], Placement] = {}
         self.now: float | None = None
 
-    def step(self, ctx: RoundContext) -> ReplayRound:
-        """Plain Hadar's round at ``ctx.now`` (catching up first if HadarE's clock ran ahead)."""
+    def step(self, ctx: RoundContext, followed: bool = True) -> ReplayRound:
+        """Plain Hadar's round at ``ctx.now`` (catching up first if HadarE's clock ran ahead).
+        A ``followed`` replay (the one the never-behind rule follows) is never ahead of HadarE's
+        jobs; one kept only as a bound runs free."""
         for st in ctx.jobs:
             if st.job_id not in self.jobs:
                 self.jobs[st.job_id] = ReplayedJob(
@@ -91,7 +143,7 @@ class HadarReplay:
                         first_start=st.first_start,
                     ),
                 )
-        for st in ctx.jobs:
+        for st in ctx.jobs if followed else ():
             # never ahead of what HadarE measured: in the simulator HadarE is never behind (no
             # effect); in real runs the replay's progress comes from throughput estimates, which
             # a loaded machine can undershoot, and would make every fork look like falling behind
@@ -109,6 +161,77 @@ class HadarReplay:
             # the replay's round starts with HadarE's
             self.now = ctx.now
         return self._play(ctx, self.now)
+
+    def clone(self) -> HadarReplay:
+        """An independent copy (its inner policy's state included)."""
+        twin = HadarReplay(self.config)
+        twin.hadar = copy_policy(self.hadar)
+        twin.jobs = {
+            j: ReplayedJob(r.job, r.remaining, _copy_service(r.service))
+            for j, r in self.jobs.items()
+        }
+        twin.current = dict(self.current)
+        twin.now = self.now
+        return twin
+
+    def driven_by(
+        self, policy: Policy, current: Mapping[tuple[int, int], Placement]
+    ) -> HadarReplay:
+        """A copy of this replay's jobs and clock, decided from now on by ``policy`` (a
+        look-ahead's rollout of HadarE) with ``current`` its runs' placements."""
+        twin = self.clone()
+        twin.hadar = policy
+        twin.current = {k: p for k, p in current.items() if twin.jobs[k[0]].remaining > 0}
+        return twin
+
+    def rebased(
+        self,
+        ctx: RoundContext,
+        played: Mapping[int, JobRound],
+        primary: Mapping[int, Placement],
+    ) -> HadarReplay:
+        """Plain Hadar from where HadarE's jobs (``ctx.jobs``) stand once this round has played
+        as ``played``: each job's progress and service booked, ``primary`` (each job's fastest
+        copy) its running placements, the inner Hadar's state this replay's."""
+        twin = HadarReplay(self.config)
+        twin.hadar = copy_policy(self.hadar)
+        for st in ctx.jobs:
+            service = JobService(
+                attained=st.attained_service,
+                time_on_type=dict(st.time_on_type),
+                rounds=st.rounds_scheduled,
+                first_start=st.first_start,
+            )
+            outcome = played.get(st.job_id)
+            remaining = (
+                st.remaining_steps if outcome is None else book_job_round(service, outcome, ctx.now)
+            )
+            twin.jobs[st.job_id] = ReplayedJob(st.job, remaining, service)
+        twin.current = {
+            (job_id, 0): p for job_id, p in primary.items() if twin.jobs[job_id].remaining > 0
+        }
+        twin.now = ctx.now + ctx.round_s
+        return twin
+
+    def projected(
+        self, ctx: RoundContext, job_ids: Iterable[int], max_rounds: int
+    ) -> Projection | None:
+        """When the replayed policy, continuing from here with no new arrivals, finishes
+        ``job_ids`` (None: not within ``max_rounds`` rounds). Leaves this replay as it is."""
+        twin = self.clone()
+        for _ in range(max_rounds):
+            if not twin._active():
+                break
+            assert twin.now is not None
+            twin._play(ctx, twin.now)
+        if twin._active():
+            return None
+        finishes = {j: twin.jobs[j].service.finish for j in job_ids}
+        done = {j: float(f) for j, f in finishes.items() if f is not None}
+        if len(done) < len(finishes):
+            return None
+        last = min(done, key=lambda j: (-done[j], j)) if done else None
+        return Projection(max(done.values(), default=0.0), sum(done.values()), last)
 
     def _active(self) -> list[ReplayedJob]:
         return [r for r in self.jobs.values() if r.remaining > 0]
@@ -164,6 +287,19 @@ class HadarReplay:
         }
 
 
+def copy_policy(policy: Policy) -> Policy:
+    """A policy of the same class and configuration in the same state (a policy class takes
+    its configuration as its first argument)."""
+    make: Any = type(policy)
+    twin: Policy = make(getattr(policy, "config", None))
+    twin.restore(policy.state())
+    return twin
+
+
+def _copy_service(service: JobService) -> JobService:
+    return replace(service, time_on_type=dict(service.time_on_type))
+
+
 def _play_plan(
     plan: RoundPlan, ctx: RoundContext, jobs: Mapping[int, ReplayedJob]
 ) -> dict[int, JobRound]:
@@ -180,7 +316,7 @@ def _play_plan(
             ctx.cluster,
             ctx.round_s,
             ctx.restart_penalty_s,
-            "goodput",  # Hadar never forks: one run per job, the accounting does not matter
+            ctx.fork_progress,  # Hadar never forks: its one run per job is the same under either
         )
         for job_id, assigns in by_job.items()
     }
