@@ -78,6 +78,8 @@ def _calibration(measured: Mapping[tuple[int, int], float], prior_cons: np.ndarr
 class OnlineThroughput(ThroughputModel):
     """A prior model refined by measurements; thread-safe, persistable to a plain dict."""
 
+    learns = True
+
     def __init__(self, prior: ThroughputModel, alpha: float = DEFAULT_ALPHA) -> None:
         if not (isinstance(alpha, (int, float)) and 0.0 < alpha <= 1.0):
             raise InputError(f"alpha: must be in (0, 1] (got {alpha!r})")

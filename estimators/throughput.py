@@ -77,6 +77,10 @@ class RunRate:
 class ThroughputModel(ABC):
     """Steps per second of a job on a placement."""
 
+    learns: bool = False
+    """Whether the model's rates change as a run goes (measurements refine them); a model that
+    does not learn answers the same question the same way for the whole run."""
+
     @abstractmethod
     def cell_rates(self, job: Job, cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
         """Rates ``(consolidated, unconsolidated)``, each a ``[node, gpu type]`` float array.

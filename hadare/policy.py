@@ -83,6 +83,9 @@ class HadarEConfig:
     lookahead_rounds: int = 20
     """A look-ahead that does not see plain Hadar finish every job within this many rounds
     keeps the round's never-behind plan."""
+    lookahead_budget: int = 60
+    """Rounds of HadarE all of a round's rollouts may play together (the never-behind plan's
+    first, then the candidates in order until it is spent)."""
     hadar: HadarConfig = HadarConfig()
     """The plain Hadar whose decision HadarE forks onto (``--policy-opt hadare:KNOB=...``)."""
 
@@ -210,6 +213,7 @@ class HadarEPolicy(Policy):
         done = [t for j, t in self.finished.items() if j not in by_id]
         guide = self.replay if self.guide is None else self.guide
         loose = _Check(ctx, replay, by_id, self, never_behind=False)
+        budget = [cfg.lookahead_budget]
 
         def roll(cand: _Candidate) -> tuple[Projection, HadarReplay] | None:
             """Where ``cand``, then HadarE without look-ahead, leads the jobs; the twin."""
@@ -229,7 +233,10 @@ class HadarEPolicy(Policy):
             probe.restore(
                 {"replay": (guide if cand is kept else twin).state(), **self._own_state()}
             )
-            rolled = twin.driven_by(probe, runs).projected(ctx, ids, cfg.lookahead_rounds)
+            probe.replay.decisions = guide.decisions
+            cap = min(cfg.lookahead_rounds, budget[0])
+            rolled = twin.driven_by(probe, runs).projected(ctx, ids, cap)
+            budget[0] -= cap if rolled is None else rolled.rounds
             return None if rolled is None else (rolled.with_finished(done), twin)
 
         first = roll(kept)
@@ -244,7 +251,7 @@ class HadarEPolicy(Policy):
         best: tuple[Projection, _Candidate, HadarReplay] | None = None
         tried: list[dict[int, dict[str, Placement]]] = [kept.copies]
         for cand in candidates:
-            if cand.copies in tried:
+            if cand.copies in tried or budget[0] <= 0:
                 continue
             tried.append(cand.copies)
             rolled = roll(cand)

@@ -19,6 +19,7 @@ while Hadar is busy).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
@@ -77,13 +78,15 @@ class Projection:
     finish_sum: float
     last_job: int | None = None
     """The job that finishes last (the lowest id on ties)."""
+    rounds: int = 0
+    """Rounds played to see it."""
 
     def with_finished(self, finishes: Iterable[float]) -> Projection:
         """This projection with jobs that finished already (at ``finishes``, before any job
         projected) added."""
         done = list(finishes)
         last = max([self.last_finish, *done])
-        return Projection(last, self.finish_sum + sum(done), self.last_job)
+        return Projection(last, self.finish_sum + sum(done), self.last_job, self.rounds)
 
     def sooner_than(self, other: Projection) -> bool:
         """An earlier last finish, or the same and a smaller sum (beyond rounding)."""
@@ -126,6 +129,9 @@ class HadarReplay:
         self.jobs: dict[int, ReplayedJob] = {}
         self.current: dict[tuple[int, int], Placement] = {}
         self.now: float | None = None
+        self.decisions = DecisionCache()
+        """Plain Hadar's decisions by the state it decided in, shared with this replay's copies
+        and look-ahead rollouts (which replay the same rounds again)."""
 
     def step(self, ctx: RoundContext, followed: bool = True) -> ReplayRound:
         """Plain Hadar's round at ``ctx.now`` (catching up first if HadarE's clock ran ahead).
@@ -165,6 +171,7 @@ class HadarReplay:
     def clone(self) -> HadarReplay:
         """An independent copy (its inner policy's state included)."""
         twin = HadarReplay(self.config)
+        twin.decisions = self.decisions
         twin.hadar = copy_policy(self.hadar)
         twin.jobs = {
             j: ReplayedJob(r.job, r.remaining, _copy_service(r.service))
@@ -194,6 +201,7 @@ class HadarReplay:
         as ``played``: each job's progress and service booked, ``primary`` (each job's fastest
         copy) its running placements, the inner Hadar's state this replay's."""
         twin = HadarReplay(self.config)
+        twin.decisions = self.decisions
         twin.hadar = copy_policy(self.hadar)
         for st in ctx.jobs:
             service = JobService(
@@ -219,11 +227,11 @@ class HadarReplay:
         """When the replayed policy, continuing from here with no new arrivals, finishes
         ``job_ids`` (None: not within ``max_rounds`` rounds). Leaves this replay as it is."""
         twin = self.clone()
-        for _ in range(max_rounds):
-            if not twin._active():
-                break
+        rounds = 0
+        while twin._active() and rounds < max_rounds:
             assert twin.now is not None
             twin._play(ctx, twin.now)
+            rounds += 1
         if twin._active():
             return None
         finishes = {j: twin.jobs[j].service.finish for j in job_ids}
@@ -231,7 +239,7 @@ class HadarReplay:
         if len(done) < len(finishes):
             return None
         last = min(done, key=lambda j: (-done[j], j)) if done else None
-        return Projection(max(done.values(), default=0.0), sum(done.values()), last)
+        return Projection(max(done.values(), default=0.0), sum(done.values()), last, rounds)
 
     def _active(self) -> list[ReplayedJob]:
         return [r for r in self.jobs.values() if r.remaining > 0]
@@ -241,7 +249,7 @@ class HadarReplay:
         up = set(ctx.cluster.node_names)
         current = {k: p for k, p in self.current.items() if all(n in up for n in p)}
         view = replace(ctx, now=now, jobs=tuple(r.status() for r in active), current=current)
-        plan = self.hadar.decide(view) if active else RoundPlan()
+        plan = self.decisions.decide(self.hadar, view) if active else RoundPlan()
         before = {r.job.job_id: r.job.total_steps - r.remaining for r in self.jobs.values()}
         played = _play_plan(plan, view, self.jobs)
         for job_id, outcome in played.items():
@@ -285,6 +293,64 @@ class HadarReplay:
             (int(job_id), int(copy)): {n: dict(per) for n, per in p.items()}
             for job_id, copy, p in state.get("current", [])
         }
+
+
+class DecisionCache:
+    """Plain Hadar's round plans keyed by everything its decision depends on (the clock, the
+    jobs' progress and service, last round's placements, the nodes, its own state), with the
+    state it left; only while the throughput model does not learn (a simulation), for the same
+    model throughout. Other policies always decide afresh."""
+
+    LIMIT = 4096
+    """Entries kept; the oldest go first."""
+
+    def __init__(self) -> None:
+        self._model: object | None = None
+        self._plans: dict[str, tuple[RoundPlan, str]] = {}
+
+    def decide(self, policy: Policy, view: RoundContext) -> RoundPlan:
+        if not isinstance(policy, HadarPolicy) or view.throughput.learns:
+            return policy.decide(view)
+        if self._model is not view.throughput:
+            self._model, self._plans = view.throughput, {}
+        key = _decision_key(policy, view)
+        hit = self._plans.get(key)
+        if hit is not None:
+            policy.restore(json.loads(hit[1]))
+            return hit[0]
+        plan = policy.decide(view)
+        if len(self._plans) >= self.LIMIT:
+            del self._plans[next(iter(self._plans))]
+        self._plans[key] = (plan, json.dumps(policy.state()))
+        return plan
+
+
+def _decision_key(policy: Policy, view: RoundContext) -> str:
+    return json.dumps(
+        [
+            view.now,
+            view.round_s,
+            view.restart_penalty_s,
+            [[n.name, sorted(n.gpus.items())] for n in view.cluster.nodes],
+            [
+                [
+                    st.job_id,
+                    st.remaining_steps,
+                    st.attained_service,
+                    sorted(st.time_on_type.items()),
+                    st.rounds_scheduled,
+                    st.first_start,
+                ]
+                for st in view.jobs
+            ],
+            sorted(
+                [k[0], k[1], sorted((n, sorted(per.items())) for n, per in p.items())]
+                for k, p in view.current.items()
+            ),
+            policy.state(),
+        ],
+        sort_keys=True,
+    )
 
 
 def copy_policy(policy: Policy) -> Policy:
