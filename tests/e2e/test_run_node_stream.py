@@ -53,13 +53,24 @@ def test_a_node_that_leaves_is_killed_gets_no_work_while_down_and_rejoins(tmp_pa
     )
     try:
 
-        def t4_worked_after_rejoining() -> bool:
-            rounds = {
-                e["round"] for e in events(out) if e["event"] == "result" and e["node"] == "t4"
-            }
-            return bool(rounds) and any(r in rounds for r in _rounds_after(out, REJOIN_S))
+        def t4_worked_after_rejoining_and_both_jobs_trained() -> bool:
+            # (a loaded machine's first rounds may train nothing while the warm servers start,
+            # and t4's first result after rejoining may be one of its restarted server's)
+            ev = events(out)
+            rounds = {e["round"] for e in ev if e["event"] == "result" and e["node"] == "t4"}
+            trained = {e["job"] for e in ev if e["event"] == "aggregation" and e["steps_added"]}
+            return (
+                bool(rounds)
+                and any(r in rounds for r in _rounds_after(out, REJOIN_S))
+                and trained == {0, 1}
+            )
 
-        wait_for(t4_worked_after_rejoining, HANG_S, "a result of t4 after it rejoined", proc)
+        wait_for(
+            t4_worked_after_rejoining_and_both_jobs_trained,
+            HANG_S,
+            "a result of t4 after it rejoined and a trained round of each job",
+            proc,
+        )
         stop_cleanly(proc)
     finally:
         if proc.poll() is None:
