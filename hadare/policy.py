@@ -80,10 +80,10 @@ class HadarEConfig:
     max_job_count: int = DEFAULT_MAX_JOB_COUNT
     lookahead_jobs: int = 16
     """Look ahead (module docstring) in rounds with at most this many jobs; 0 = never."""
-    lookahead_rounds: int = 20
+    lookahead_rounds: int = 12
     """A look-ahead that does not see plain Hadar finish every job within this many rounds
     keeps the round's never-behind plan."""
-    lookahead_budget: int = 60
+    lookahead_budget: int = 30
     """Rounds of HadarE all of a round's rollouts may play together (the never-behind plan's
     first, then the candidates in order until it is spent)."""
     hadar: HadarConfig = HadarConfig()
