@@ -32,19 +32,20 @@ from tests.e2e.runlib import (
     write_jobs,
     write_unfinishable_job,
 )
-from tests.fixtures.processes import HANG_S
 from tracker.crashpoints import ENV_VAR
 
 pytestmark = pytest.mark.slow
 
+TARGETS = {0: 2400, 1: 200, 2: 1600}
+"""Jobs of runs that are resumed to the end (a full 6 s round trains ~1,000 MM steps here)."""
 ENDLESS = {0: 1_000_000, 1: 200, 2: 1_000_000}
 """J0 and J2 outlast any test on any machine, so a job with two checkpoints and work left always
 exists; such runs are stopped, not finished."""
 
 
-def _jobs(tmp_path: Path) -> Path:
+def _jobs(tmp_path: Path, targets: dict[int, int] = TARGETS) -> Path:
     return write_jobs(
-        tmp_path / "jobs.yaml", {"MM": ENDLESS[0], "LT": ENDLESS[1], "MM#2": ENDLESS[2]}
+        tmp_path / "jobs.yaml", {"MM": targets[0], "LT": targets[1], "MM#2": targets[2]}
     )
 
 
@@ -98,7 +99,7 @@ def _kill_after_two_written_rounds(out: Path, jobs: Path, round_s: str = "6") ->
 @pytest.mark.parametrize("damage", ["flip", "truncate"])
 def test_checkpoint_damaged_while_down_is_quarantined_and_rolled_back(tmp_path, damage):
     out = tmp_path / "run"
-    job = _kill_after_two_written_rounds(out, _jobs(tmp_path))
+    job = _kill_after_two_written_rounds(out, _jobs(tmp_path, ENDLESS))
     rel, steps_before, _ = _latest(out)[job]
     ckpt = out / "checkpoints" / rel
     data = bytearray(ckpt.read_bytes())
@@ -304,29 +305,10 @@ def test_full_or_read_only_run_directory_stops_with_one_line_and_resumes(tmp_pat
             filler.unlink()
         else:
             subprocess.run(["umount", str(out)], check=True)
-        # the resumed run trains again (a round of its own closes with steps added) and is
-        # stopped: no step was lost or counted twice across the failed write
-        resumed = start("run", "--resume", str(out), "--no-live")
-        try:
-            wait_for(lambda: _trained_after_the_last_start(out), HANG_S, "a resumed round", resumed)
-            stop_cleanly(resumed)
-        finally:
-            if resumed.poll() is None:
-                resumed.kill()
-        assert tracker_progress(out) == steps_added(out)
-        assert [e["event"] for e in events(out)].count("start") == 2
+        resumed = hadar("run", "--resume", str(out), "--no-live", timeout=600)
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        assert tracker_progress(out) == TARGETS
+        assert steps_added(out) == TARGETS
     finally:
         for mounted in [mnt] if fault == "full" else [tmp_path / "read-only-stage", out]:
             subprocess.run(["umount", "-R", "-l", str(mounted)], capture_output=True)
-
-
-def _trained_after_the_last_start(out: Path) -> bool:
-    """Whether a round the run dispatched since its last start (its resume) closed with steps
-    added."""
-    ev = events(out)
-    last = max(i for i, e in enumerate(ev) if e["event"] == "start")
-    dispatched = {e["round"] for e in ev[last:] if e["event"] == "dispatch"}
-    return any(
-        e["event"] == "aggregation" and e["round"] in dispatched and e["steps_added"] > 0
-        for e in ev[last:]
-    )
