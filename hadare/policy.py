@@ -179,7 +179,8 @@ class HadarEPolicy(Policy):
             for job_id in sorted(copies)
             for a in self.job_assignments(job_id, copies[job_id], ctx)
         ]
-        for job_id, per_node in copies.items():
+        for job_id, per_node in copies.items() if self.config.lookahead_jobs else ():
+            # the look-ahead's bound counts the jobs HadarE finished at their finish
             outcome = check.play(job_id, per_node)
             if outcome is not None and outcome.finish_at is not None:
                 self.finished[job_id] = ctx.now + outcome.finish_at
@@ -231,7 +232,7 @@ class HadarEPolicy(Policy):
             twin = guide.rebased(ctx, played, _primary_copies(replace(ctx, current=runs)))
             probe = HadarEPolicy(replace(cfg, lookahead_jobs=0))
             probe.restore(
-                {"replay": (guide if cand is kept else twin).state(), **self._own_state()}
+                {"replay": (guide if cand is kept else twin).state(), "own": self._own.state()}
             )
             probe.replay.decisions = guide.decisions
             cap = min(cfg.lookahead_rounds, budget[0])
@@ -246,7 +247,7 @@ class HadarEPolicy(Policy):
         candidates: list[_Candidate] = []
         for name, plan in plans.items():
             copies, forked = self._fork_onto(plan, ctx, by_id, loose)
-            candidates.append(_Candidate(name, copies, forked, ahead=True))
+            candidates.append(_Candidate(name, copies, forked))
         candidates += _swaps(kept, target.last_job, by_id, ctx)
         best: tuple[Projection, _Candidate, HadarReplay] | None = None
         tried: list[dict[int, dict[str, Placement]]] = [kept.copies]
@@ -266,9 +267,6 @@ class HadarEPolicy(Policy):
             return None
         self.guide = best[2]
         return best[1]
-
-    def _own_state(self) -> dict[str, Any]:
-        return {"own": self._own.state()}
 
     def _fork_onto(
         self,
@@ -371,13 +369,11 @@ class HadarEPolicy(Policy):
 @dataclass(frozen=True)
 class _Candidate:
     """A round's plan for HadarE's jobs: the base decision it forks onto (``own`` or
-    ``replay``), each job's copies ``{first node: placement}``, how many were forked, and
-    whether the look-ahead built it."""
+    ``replay``), each job's copies ``{first node: placement}`` and how many were forked."""
 
     base: str
     copies: dict[int, dict[str, Placement]]
     forked: int
-    ahead: bool = False
 
 
 def _swaps(
@@ -405,7 +401,7 @@ def _swaps(
         copies[last] = {node: placement}
         if mine:
             copies[other] = dict(mine)
-        out.append(_Candidate(kept.base, copies, kept.forked, ahead=True))
+        out.append(_Candidate(kept.base, copies, kept.forked))
     return out
 
 

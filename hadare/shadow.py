@@ -71,8 +71,8 @@ class ReplayRound:
 
 @dataclass(frozen=True)
 class Projection:
-    """Where a replay of plain Hadar leads a set of jobs: their last finish and the sum of their
-    finishes (seconds from the run's start; the sum orders average JCTs over the same jobs)."""
+    """Where a replay (of plain Hadar, or in a rollout of HadarE) leads a set of jobs: their last
+    finish and the sum of their finishes (seconds from the run's start; the sum orders average JCTs over the same jobs)."""
 
     last_finish: float
     finish_sum: float
@@ -103,20 +103,6 @@ class Projection:
         return self.last_finish <= other.last_finish + 1e-9 * max(
             1.0, other.last_finish
         ) and self.finish_sum <= other.finish_sum + 1e-9 * max(1.0, other.finish_sum)
-
-    def improves_on(self, other: Projection) -> bool:
-        """Neither later nor larger than ``other``, and one of them smaller (beyond rounding)."""
-        tol_last = 1e-9 * max(1.0, other.last_finish)
-        tol_sum = 1e-9 * max(1.0, other.finish_sum)
-        not_worse = (
-            self.last_finish <= other.last_finish + tol_last
-            and self.finish_sum <= other.finish_sum + tol_sum
-        )
-        better = (
-            self.last_finish < other.last_finish - tol_last
-            or self.finish_sum < other.finish_sum - tol_sum
-        )
-        return not_worse and better
 
 
 class HadarReplay:
