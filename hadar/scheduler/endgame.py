@@ -28,6 +28,7 @@ guard's and the utility's placements stand.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -60,6 +61,9 @@ MAX_JOBS = 32
 ``MAX_JOBS`` jobs stay near 550 frames, well inside Python's default recursion limit of 1,000
 (a real run's coordinator sits some 40 frames deep). The physical mixes enter the endgame with at
 most five jobs, ``philly-480`` with at most three."""
+
+PLAN_CACHE_SIZE = 1024
+"""Searches remembered (their arguments and plans, a few hundred bytes each)."""
 
 _EPS = 1e-6  # seconds: completion times closer than this are equal
 
@@ -98,30 +102,68 @@ def plan_rounds(
     ``MAX_JOBS`` jobs, or when no schedule finishes every job."""
     if len(remaining) > MAX_JOBS:
         return None
+    penalty = (
+        (float(penalty_s),) * len(remaining)
+        if isinstance(penalty_s, (int, float))
+        else tuple(float(p) for p in penalty_s)
+    )
+    plan = _plan_rounds(
+        tuple(tuple(float(x) for x in row) for row in np.asarray(rates, dtype=float)),
+        tuple(int(g) for g in gangs),
+        tuple(int(c) for c in counts),
+        tuple(float(r) for r in remaining),
+        tuple(int(c) for c in current),
+        tuple(bool(b) for b in started),
+        float(round_s),
+        penalty,
+        int(max_leaves),
+    )
+    return None if plan is None else (list(plan[0]), plan[1], plan[2])
+
+
+@functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
+def _plan_rounds(
+    rate: tuple[tuple[float, ...], ...],
+    gangs: tuple[int, ...],
+    counts: tuple[int, ...],
+    remaining: tuple[float, ...],
+    current: tuple[int, ...],
+    started: tuple[bool, ...],
+    round_s: float,
+    penalty: tuple[float, ...],
+    max_leaves: int,
+) -> tuple[tuple[int, ...], float, float] | None:
+    """:func:`plan_rounds` on hashable arguments, remembered: HadarE's rollouts and a
+    resumed run ask the same search again (the result depends on the arguments alone)."""
     n_types = len(counts)
-    rate = [[float(x) for x in row] for row in np.asarray(rates, dtype=float)]
     best = _Best()
     leaves = 0
-
-    penalty = (
-        [float(penalty_s)] * len(remaining)
-        if isinstance(penalty_s, (int, float))
-        else [float(p) for p in penalty_s]
-    )
 
     def restart(j: int, k: int, cur: int, began: bool) -> float:
         return penalty[j] if began and k != cur else 0.0
 
+    # per job, its fastest rate on any type and on any type but each one (0.0: none); division
+    # and addition are monotone, so the soonest finish comes from these without a scan of types
+    fastest = [max((r for r in row if r > 0), default=0.0) for row in rate]
+    fastest_but = [
+        [
+            max((r for k2, r in enumerate(row) if r > 0 and k2 != k), default=0.0)
+            for k in range(n_types)
+        ]
+        for row in rate
+    ]
+
     def soonest(j: int, rem: float, cur: int, began: bool) -> float:
-        """Seconds job j needs at least: alone, on its best type."""
-        return min(
-            (
-                restart(j, k, cur, began) + rem / rate[j][k]
-                for k in range(n_types)
-                if rate[j][k] > 0
-            ),
-            default=math.inf,
-        )
+        """Seconds job j needs at least: alone, on its best type (where it runs now without
+        restart, elsewhere with one if it has ``began``)."""
+        if not began:
+            return rem / fastest[j] if fastest[j] > 0 else math.inf
+        if cur < 0:
+            return penalty[j] + rem / fastest[j] if fastest[j] > 0 else math.inf
+        other = fastest_but[j][cur]
+        away = penalty[j] + rem / other if other > 0 else math.inf
+        here = rate[j][cur]
+        return min(rem / here, away) if here > 0 else away
 
     def better(f: float, s: float) -> bool:
         return f < best.largest - _EPS or (f <= best.largest + _EPS and s < best.total - _EPS)
@@ -208,7 +250,7 @@ def plan_rounds(
         return None
     if best.first is None:
         return None
-    return [best.first[j] for j in range(len(jobs))], best.largest, best.total
+    return tuple(best.first[j] for j in range(len(jobs))), best.largest, best.total
 
 
 def endgame(

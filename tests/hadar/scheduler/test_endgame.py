@@ -65,3 +65,15 @@ def test_hadar_finishes_lab_m2_and_m7_no_later_than_gavel(mix):
     hadar = simulate("lab-5node", mix, "hadar", round_s=360).summary["ttd_s"]
     gavel = simulate("lab-5node", mix, "gavel", round_s=360).summary["ttd_s"]
     assert hadar <= gavel + 1e-6
+
+
+def test_a_remembered_plan_is_the_same_and_a_caller_cannot_change_it():
+    args = (RATES, [1, 1], [1, 1], [30.0, 22.0], [-1, -1], [False, False], 10.0, 1.0)
+    first = plan_rounds(*args)
+    assert first is not None
+    first[0][0] = 99  # the caller's list, not the remembered one
+    assert plan_rounds(*args) == ([1, 0], first[1], first[2])
+    # one GPU type fewer for job 1 is another search: the first plan is not reused
+    other = plan_rounds(np.array([[2.0, 1.0], [0.0, 1.0]]), *args[1:])
+    assert other is not None and other[0][1] == 1
+
