@@ -76,4 +76,3 @@ def test_a_remembered_plan_is_the_same_and_a_caller_cannot_change_it():
     # one GPU type fewer for job 1 is another search: the first plan is not reused
     other = plan_rounds(np.array([[2.0, 1.0], [0.0, 1.0]]), *args[1:])
     assert other is not None and other[0][1] == 1
-
