@@ -101,7 +101,7 @@ def _kill_after_two_written_rounds(out: Path, jobs: Path, round_s: str = "6") ->
 
 
 @pytest.fixture(scope="module")
-def killed_run(tmp_path_factory) -> tuple[Path, int]:
+def killed_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
     """One run SIGKILLed with a job of two checkpoints (see :func:`_kill_after_two_written_rounds`),
     shared by the damage variants, each of which resumes a copy of it; returns (run, job). What
     the kill left working in the run's node folders is ended first, so that no copy shares a live
@@ -122,9 +122,7 @@ def _sockets(folder: str, names: list[str]) -> list[str]:
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate"])
-def test_checkpoint_damaged_while_down_is_quarantined_and_rolled_back(
-    tmp_path, killed_run, damage
-):
+def test_checkpoint_damaged_while_down_is_quarantined_and_rolled_back(tmp_path, killed_run, damage):
     out = tmp_path / "run"
     shutil.copytree(killed_run[0], out, symlinks=True, ignore=_sockets)
     job = killed_run[1]
