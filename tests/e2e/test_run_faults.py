@@ -21,6 +21,7 @@ from tests.e2e.runlib import (
     events,
     hadar,
     kill,
+    run_pids,
     run_to_end,
     start,
     start_run,
@@ -32,12 +33,15 @@ from tests.e2e.runlib import (
     write_jobs,
     write_unfinishable_job,
 )
+from tests.fixtures.processes import HANG_S
 from tracker.crashpoints import ENV_VAR
 
 pytestmark = pytest.mark.slow
 
-TARGETS = {0: 2400, 1: 200, 2: 1600}
-"""Jobs of runs that are resumed to the end (a full 6 s round trains ~1,000 MM steps here)."""
+TARGETS = {0: 1600, 1: 100, 2: 600}
+"""Jobs of runs that are resumed to the end: J0 outlasts round 0 (a full 6 s round trains ~1,000
+MM steps here, round 0 less: it starts the workers), so round 1 is dispatched; the resumed run
+trains J0 on the V100 in ~3 rounds."""
 ENDLESS = {0: 1_000_000, 1: 200, 2: 1_000_000}
 """J0 and J2 outlast any test on any machine, so a job with two checkpoints and work left always
 exists; such runs are stopped, not finished."""
@@ -96,10 +100,32 @@ def _kill_after_two_written_rounds(out: Path, jobs: Path, round_s: str = "6") ->
     )
 
 
+@pytest.fixture(scope="module")
+def killed_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    """One run SIGKILLed with a job of two checkpoints (see :func:`_kill_after_two_written_rounds`),
+    shared by the damage variants, each of which resumes a copy of it; returns (run, job). What
+    the kill left working in the run's node folders is ended first, so that no copy shares a live
+    worker with another."""
+    base = tmp_path_factory.mktemp("killed")
+    out = base / "run"
+    job = _kill_after_two_written_rounds(out, _jobs(base, ENDLESS), round_s="4")
+    for pid in run_pids(out):
+        with contextlib.suppress(ProcessLookupError):
+            kill(pid)
+    wait_for(lambda: not run_pids(out), HANG_S, "the killed run's workers to end")
+    return out, job
+
+
+def _sockets(folder: str, names: list[str]) -> list[str]:
+    """The Unix sockets among ``names`` (the ended warm servers' ones: no copy can be made)."""
+    return [n for n in names if (Path(folder) / n).is_socket()]
+
+
 @pytest.mark.parametrize("damage", ["flip", "truncate"])
-def test_checkpoint_damaged_while_down_is_quarantined_and_rolled_back(tmp_path, damage):
+def test_checkpoint_damaged_while_down_is_quarantined_and_rolled_back(tmp_path, killed_run, damage):
     out = tmp_path / "run"
-    job = _kill_after_two_written_rounds(out, _jobs(tmp_path, ENDLESS))
+    shutil.copytree(killed_run[0], out, symlinks=True, ignore=_sockets)
+    job = killed_run[1]
     rel, steps_before, _ = _latest(out)[job]
     ckpt = out / "checkpoints" / rel
     data = bytearray(ckpt.read_bytes())

@@ -86,9 +86,9 @@ def test_hadare_utilises_the_cluster_more_than_hadar(tmp_path):
     # A second copy pays only if its rate exceeds overhead / (slot - overhead) of the first's
     # (hadare/policy.py `_worth_forking`). With the default 2 s overhead and a 10 s slot that is
     # 25 %, and the emulated T4 measures 23-37 % of the V100 on this machine, depending on load
-    # (below 25 % HadarE rightly keeps the job on one node, as CI once saw). 0.1 s puts the bar
-    # at 1 %, far below the K80's ~12 % (which a loaded machine measures lower: a starved copy
-    # trains fewer steps), so every node pays on any machine. The two runs go side by side
+    # (below 25 % HadarE rightly keeps the job on one node, as CI once saw). 0.1 s in the 6 s slot
+    # here puts the bar at 2 %, far below the K80's ~12 % (which a loaded machine measures lower: a
+    # starved copy trains fewer steps), so every node pays on any machine. The two runs go side by side
     # (their emulated workers mostly wait: both together use about a tenth of a core).
     jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 1_000_000, "LT": 20, "MM#2": 20})
     cru = {}
@@ -97,7 +97,7 @@ def test_hadare_utilises_the_cluster_more_than_hadar(tmp_path):
         policy: start_run(
             tmp_path / policy,
             jobs,
-            round_s="10",
+            round_s="6",
             policy=policy,
             extra=("--aggregation-overhead", "0.1"),
         )
@@ -153,7 +153,7 @@ def test_a_worker_killed_mid_round_loses_only_that_copys_round(tmp_path):
     # long) may end by itself first, and then the next round's copy is killed.
     jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 1_000_000, "LT": 600, "MM#2": 1500})
     out = tmp_path / "run"
-    proc = start_run(out, jobs)
+    proc = start_run(out, jobs, round_s="6")
     try:
         wait_until_dispatched(out, 1, proc)
         for _ in range(5):
@@ -190,11 +190,12 @@ def _v100_failures(out) -> list[dict]:
 
 
 def test_coordinator_killed_with_sigkill_resumes_with_exact_step_counts(tmp_path):
-    # 4 s rounds, the first of which starts the workers: the jobs need several of them (LT's 500
-    # steps on the slowest node take ~5 here), so the run is still going when round 1 is
-    # dispatched (12 s rounds let a fast machine finish in round 0 what the kill was to interrupt)
-    targets = {0: 2000, 1: 500, 2: 1200}
-    jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 2000, "LT": 500, "MM#2": 1200})
+    # 4 s rounds, the first of which starts the workers: job 0's 2,000 steps outlast it on any
+    # machine (here round 0 trains none; a V100 round trains ~400), so the run is still going when
+    # round 1 is dispatched (12 s rounds let a fast machine finish in round 0 what the kill was to
+    # interrupt). Jobs 1 and 2 are short: once they are done HadarE forks job 0 onto every node.
+    targets = {0: 2000, 1: 150, 2: 400}
+    jobs = write_jobs(tmp_path / "jobs.yaml", {"MM": 2000, "LT": 150, "MM#2": 400})
     out = tmp_path / "run"
     proc = start_run(out, jobs, round_s="4")
     try:
