@@ -13,7 +13,7 @@ are fine.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -364,3 +364,20 @@ def round_for(
 def make_policy(name: str, **options: Any) -> Policy:
     """Instantiate a registered policy by name; unknown names are an InputError."""
     return policy_class(name)(**options)
+
+
+_PER_RUN_MEMOS: list[Callable[[], None]] = []
+
+
+def remember_per_run(forget: Callable[[], None]) -> None:
+    """Register ``forget``, which empties a memo a policy keeps across its decisions (results of
+    pure computations by their arguments). Every memo is emptied when a simulation starts
+    (:func:`forget_memos`), so what one run measures, such as its decision times, never depends on
+    what ran before it in the same process."""
+    _PER_RUN_MEMOS.append(forget)
+
+
+def forget_memos() -> None:
+    """Empty every memo registered with :func:`remember_per_run`."""
+    for forget in _PER_RUN_MEMOS:
+        forget()

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hadar.policy import RoundContext
+from hadar.policy import RoundContext, remember_per_run
 from hadar.reference_rates import best_rate_per_type
 from hadar.scheduler.ttd import CONTENDED_HORIZON_ROUNDS
 from hadar.valuation import JobValuation
@@ -133,8 +133,8 @@ def _plan_rounds(
     penalty: tuple[float, ...],
     max_leaves: int,
 ) -> tuple[tuple[int, ...], float, float] | None:
-    """:func:`plan_rounds` on hashable arguments, remembered: HadarE's rollouts and a
-    resumed run ask the same search again (the result depends on the arguments alone)."""
+    """:func:`plan_rounds` on hashable arguments, remembered within a run (HadarE's rollouts ask
+    the same searches again; the result depends on the arguments alone)."""
     n_types = len(counts)
     best = _Best()
     leaves = 0
@@ -251,6 +251,9 @@ def _plan_rounds(
     if best.first is None:
         return None
     return tuple(best.first[j] for j in range(len(jobs))), best.largest, best.total
+
+
+remember_per_run(_plan_rounds.cache_clear)
 
 
 def endgame(

@@ -42,7 +42,7 @@ from hadar.core.job_service import JobService
 from hadar.core.jobs import Job, JobStatus, Placement
 from hadar.core.node_stream import NodeStream
 from hadar.loop import Decision, PolicyError, RoundLoop, validate_plan
-from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
+from hadar.policy import Assignment, Policy, RoundContext, RoundPlan, forget_memos
 from hadar.reference_rates import best_achievable_rate, equal_share_rate
 from hadar.round_progress import book_job_round, play_job_round
 from hadar.simulator.records import JobRecord, PlacementRecord, RoundRecord, SimulationResult
@@ -128,6 +128,7 @@ def simulate(
 ) -> SimulationResult:
     """Run ``jobs`` on ``cluster`` under ``policy`` until every job has finished."""
     cfg = config or SimConfig()
+    forget_memos()  # this run's decision times owe nothing to an earlier run in this process
     executor = SimulatorExecutor(cluster, jobs, policy.name, throughput, cfg)
     progress = _Progress(len(jobs)) if cfg.progress else None
     executor.progress = progress

@@ -76,3 +76,13 @@ def test_a_remembered_plan_is_the_same_and_a_caller_cannot_change_it():
     # one GPU type fewer for job 1 is another search: the first plan is not reused
     other = plan_rounds(np.array([[2.0, 1.0], [0.0, 1.0]]), *args[1:])
     assert other is not None and other[0][1] == 1
+
+
+def test_a_simulation_starts_with_no_search_remembered_from_an_earlier_one():
+    # what one simulation measures (its decision times) owes nothing to an earlier one
+    from hadar.scheduler.endgame import _plan_rounds
+
+    simulate("lab-5node", "M-5", "hadar", round_s=180.0)
+    assert _plan_rounds.cache_info().currsize > 0  # Hadar's endgame searched and remembered
+    simulate("lab-5node", "M-1", "gavel")  # Gavel has no endgame: nothing is searched
+    assert _plan_rounds.cache_info().currsize == 0
