@@ -24,7 +24,7 @@ from functools import lru_cache
 
 from estimators.pmi import PmiParams
 from estimators.throughput import GavelThroughputTable
-from hadar.core.gpu_catalogue import canonical_gpu, catalogue
+from hadar.core.gpu_catalogue import GpuSpec, canonical_gpu, catalogue
 from hadar.core.job_profile import parse_job_type
 from hadar.workloads.fork_efficiency import FAMILY_APPLICATION
 
@@ -42,7 +42,17 @@ APPLICATION_FAMILY: dict[str, str] = {
 
 
 def _pmi(gpu_type: str) -> float:
-    return PmiParams().pmi(catalogue()[gpu_type])
+    return _pmi_of(catalogue()[gpu_type])
+
+
+@lru_cache(maxsize=256)
+def _pmi_of(spec: GpuSpec) -> float:
+    """The PMI of a GPU at Eq. 10's default constants (a pure function of its figures: asked for
+    every rate of every configuration, it was a tenth of a simulation's CPU when recomputed)."""
+    return _DEFAULT_PMI.pmi(spec)
+
+
+_DEFAULT_PMI = PmiParams()
 
 
 @lru_cache(maxsize=64)
