@@ -14,6 +14,13 @@ arrival times, so no schedule of the simulator can beat them:
 * ``fastest_job_s``: ``max_j steps[j] / max_g rates[j,g]``, the longest job on its fastest GPU;
   implied by (so never above) ``nofork_s``, reported because it is easy to check by hand.
 
+* :func:`discounted_fork_s`: the fork bound when ``k`` copies of job ``j`` running at once each
+  progress at most ``factors[j, k]`` (<= 1) times their rate, as under the simulator's ``goodput``
+  accounting of forks. Each job's time is split by how many copies it runs at once: ``y[j, k]``
+  seconds with ``k`` copies, ``x[j, g, k]`` of them on GPU ``g``, with ``sum_g x[j, g, k] <= k
+  y[j, k]``, ``x[j, g, k] <= y[j, k]`` and ``sum_k y[j, k] <= T``. With every factor 1 it is
+  ``fork_s``; with every factor for ``k >= 2`` zero, ``nofork_s``.
+
 ``sum_j steps[j] / sum_g rates[j,g]`` (every job on the whole cluster, one after another) is *not*
 a lower bound once the rates are not proportional across GPUs: it is a feasible fork schedule,
 hence >= ``fork_s``, with equality when they are.
@@ -122,6 +129,73 @@ def _lp(rates: np.ndarray, steps: np.ndarray, fork: bool) -> float:
         A_ub=np.vstack(a_rows),
         b_ub=np.array(b),
         bounds=[*var_bounds, (0.0, None)],
+        method="highs",
+    )
+    if res.status != 0:
+        raise ValueError(f"TTD bound LP failed: {res.message}")
+    return float(res.fun)
+
+
+def discounted_fork_s(rates: np.ndarray, steps: Sequence[float], factors: np.ndarray) -> float:
+    """The fork bound with ``factors[j, k - 1]`` (<= 1) on the rate of each of ``k`` copies of job
+    ``j`` running at once (module docstring); ``factors`` has one column per copy count, 1 to
+    the number of GPUs."""
+    from scipy.optimize import linprog  # here: the CLI imports this module for every command
+    from scipy.sparse import coo_matrix
+
+    jobs, gpus = rates.shape
+    copies = factors.shape[1]
+    if factors.shape[0] != jobs or copies < 1:
+        raise ValueError("factors: one row per job and at least one copy count")
+    nx = jobs * gpus * copies  # x[j, g, k] at (j * gpus + g) * copies + k
+    ny = jobs * copies  # y[j, k] at nx + j * copies + k
+    t = nx + ny
+    jj, gg, kk = (
+        a.ravel()
+        for a in np.meshgrid(np.arange(jobs), np.arange(gpus), np.arange(copies), indexing="ij")
+    )
+    xi = np.arange(nx)
+    yi = nx + jj * copies + kk
+    rows: list[np.ndarray] = []
+    cols: list[np.ndarray] = []
+    vals: list[np.ndarray] = []
+    b: list[np.ndarray] = []
+    start = 0
+
+    def add(r: np.ndarray, c: np.ndarray, v: np.ndarray, n: int, rhs: np.ndarray) -> None:
+        nonlocal start
+        rows.append(start + r)
+        cols.append(c)
+        vals.append(v)
+        b.append(rhs)
+        start += n
+
+    # progress: sum_{g,k} f[j,k] r[j,g] x[j,g,k] >= steps[j]
+    add(jj, xi, -factors[jj, kk] * rates[jj, gg], jobs, -np.asarray(steps, dtype=float))
+    # each GPU: sum_{j,k} x[j,g,k] <= T
+    add(gg, xi, np.ones(nx), 0, np.zeros(0))
+    add(np.arange(gpus), np.full(gpus, t), -np.ones(gpus), gpus, np.zeros(gpus))
+    # k copies at once: sum_g x[j,g,k] <= k y[j,k]
+    pair = jj * copies + kk
+    add(pair, xi, np.ones(nx), 0, np.zeros(0))
+    add(np.arange(ny), nx + np.arange(ny), -(np.arange(ny) % copies + 1.0), ny, np.zeros(ny))
+    # one GPU at most for the whole of y[j,k]: x[j,g,k] <= y[j,k]
+    add(np.arange(nx), xi, np.ones(nx), 0, np.zeros(0))
+    add(np.arange(nx), yi, -np.ones(nx), nx, np.zeros(nx))
+    # each job's time: sum_k y[j,k] <= T
+    add(np.arange(ny) // copies, nx + np.arange(ny), np.ones(ny), 0, np.zeros(0))
+    add(np.arange(jobs), np.full(jobs, t), -np.ones(jobs), jobs, np.zeros(jobs))
+    a = coo_matrix(
+        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(start, t + 1)
+    ).tocsr()
+    cost = np.zeros(t + 1)
+    cost[t] = 1.0
+    x_bounds = [(0.0, 0.0 if rates[j, g] <= 0 else None) for j, g in zip(jj, gg, strict=True)]
+    res = linprog(
+        cost,
+        A_ub=a,
+        b_ub=np.concatenate(b),
+        bounds=[*x_bounds, *([(0.0, None)] * (ny + 1))],
         method="highs",
     )
     if res.status != 0:

@@ -63,3 +63,20 @@ def fork_factors(
     if phi == float("inf"):
         return [1.0] * len(per_copy)
     return [min(1.0, (phi + b) / (phi + combined)) for b in per_copy]
+
+
+def largest_fork_factors(
+    job: Job, copies: int, throughput: ThroughputModel, grid: int = 64
+) -> list[float]:
+    """Per copy count ``k`` = 1 .. ``copies``, the largest factor :func:`fork_factors` puts on
+    each of ``k`` copies at the job's own batch, over its training (``grid`` + 1 evenly spaced
+    points of its progress); 1 where the job has no efficiency data. An upper bound a lower
+    bound on forked schedules may use (``hadar.experiments.bounds.discounted_fork_s``)."""
+    out = [1.0]
+    for k in range(2, copies + 1):
+        best = 0.0
+        for i in range(grid + 1):
+            factors = fork_factors(job, [None] * k, job.total_steps * i / grid, throughput)
+            best = max(best, 1.0 if factors is None else factors[0])
+        out.append(best)
+    return out[:copies]

@@ -7,11 +7,18 @@ import pytest
 
 from hadar.core.cluster import Cluster, Node
 from hadar.core.jobs import Job
-from hadar.experiments.bounds import NO_BOUNDS, mix_bounds, rate_matrix, ttd_bounds
+from hadar.experiments.bounds import (
+    NO_BOUNDS,
+    discounted_fork_s,
+    mix_bounds,
+    rate_matrix,
+    ttd_bounds,
+)
 from hadar.policy import make_policy
 from hadar.scenario import load_table, throughput_for
 from hadar.simulator import SimConfig, simulate
 from hadar.simulator.metrics import summarize
+from hadar.workloads.fork_efficiency import largest_fork_factors
 from hadar.workloads.mixes import mix_jobs
 
 
@@ -57,6 +64,31 @@ def test_gpu_a_job_cannot_use_is_left_out():
         ttd_bounds(np.array([[0.0, 0.0]]), [1.0])
 
 
+def test_discounted_fork_bound_spans_the_fork_and_no_fork_bounds():
+    # factors 1: copies are worth their steps (the fork bound); zero beyond one copy: a job runs
+    # one copy at a time (the no-fork bound); in between, in between
+    rng = np.random.default_rng(7)
+    for _ in range(10):
+        rates = rng.uniform(0.2, 3.0, size=(4, 3))
+        steps = rng.uniform(50.0, 500.0, size=4)
+        b = ttd_bounds(rates, steps)
+        full = discounted_fork_s(rates, steps, np.ones((4, 3)))
+        alone = discounted_fork_s(rates, steps, np.array([[1.0, 0.0, 0.0]] * 4))
+        half = discounted_fork_s(rates, steps, np.array([[1.0, 0.5, 0.5]] * 4))
+        assert full == pytest.approx(b.fork_s, rel=1e-6)
+        assert alone == pytest.approx(b.nofork_s, rel=1e-6)
+        assert b.fork_s - 1e-6 <= half <= b.nofork_s + 1e-6
+
+
+def test_discounted_fork_bound_of_one_job_by_hand():
+    # one job, two unit GPUs, 4 steps; two copies each count 0.75: 1.5 steps/s, 8/3 s
+    assert discounted_fork_s(np.ones((1, 2)), [4.0], np.array([[1.0, 0.75]])) == pytest.approx(
+        8 / 3
+    )
+    # copies worth under half: one copy alone is faster (4 s)
+    assert discounted_fork_s(np.ones((1, 2)), [4.0], np.array([[1.0, 0.4]])) == pytest.approx(4.0)
+
+
 def test_orderings_hold_on_random_instances():
     rng = np.random.default_rng(7)
     for _ in range(20):
@@ -87,6 +119,11 @@ def test_no_policy_beats_its_bound_in_the_simulator(cluster_name, mix):
     cluster, jobs = load_cluster(cluster_name), mix_jobs(mix)
     throughput = throughput_for(jobs, cluster, load_table(None))
     b = mix_bounds(jobs, cluster, throughput)
-    for policy, bound in (("gavel", b.nofork_s), ("hadar", b.nofork_s), ("hadare", b.fork_s)):
+    rates = rate_matrix(jobs, cluster, throughput)
+    assert rates is not None
+    factors = np.array([largest_fork_factors(j, rates.shape[1], throughput) for j in jobs])
+    goodput = discounted_fork_s(rates, [j.total_steps for j in jobs], factors)
+    assert goodput >= b.fork_s - 1e-6
+    for policy, bound in (("gavel", b.nofork_s), ("hadar", b.nofork_s), ("hadare", goodput)):
         result = simulate(cluster, jobs, make_policy(policy), throughput, SimConfig(round_s=90.0))
         assert summarize(result)["ttd_s"] >= bound - 1e-6, policy
