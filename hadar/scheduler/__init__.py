@@ -40,7 +40,7 @@ from hadar.reference_rates import best_rate_per_type
 from hadar.scheduler import non_preemptive, preemptive
 from hadar.scheduler.config import DEFAULT_MAX_RHO, TTD_BOUNDS, TTD_SLACK_ROUNDS, HadarConfig
 from hadar.scheduler.contention import Contention
-from hadar.scheduler.elastic import elastic_round
+from hadar.scheduler.elastic import ConfigurationMemo, elastic_round
 from hadar.scheduler.preemptive import deadline_candidate, deferred_rho, overdue_jobs
 from hadar.scheduler.steps import (
     admit,
@@ -113,6 +113,7 @@ class HadarPolicy(Policy):
         self.utility = make_utility(self.config.utility, **params)
         self.contention = Contention()
         self.finished = Finished()
+        self.configurations = ConfigurationMemo()
 
     def state(self) -> dict[str, Any]:
         """The contention bookkeeping of the finish-time fairness bound and the finished jobs'
@@ -144,7 +145,7 @@ class HadarPolicy(Policy):
             self.utility = replace(self.utility, round_s=ctx.round_s)  # type: ignore[type-var]
         if not self.config.adapt_elastic:
             return self._decide_rigid(ctx)
-        view = elastic_round(ctx, self.utility, self.config.upgrade_min_gain_s)
+        view = elastic_round(ctx, self.utility, self.config.upgrade_min_gain_s, self.configurations)
         return view.finish(self._decide_rigid(view.ctx), ctx)
 
     def _decide_rigid(self, ctx: RoundContext) -> RoundPlan:

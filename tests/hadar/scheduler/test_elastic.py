@@ -15,8 +15,10 @@ from hadar.policy import RoundContext
 from hadar.reference_rates import best_rate_per_type
 from hadar.scheduler import HadarConfig, HadarPolicy
 from hadar.scheduler.elastic import (
+    ConfigurationMemo,
     adapts,
     batch_choices,
+    configuration_key,
     configurations,
     configured,
     elastic_round,
@@ -126,6 +128,37 @@ def test_a_lone_job_takes_its_fastest_configuration() -> None:
     (viewed,) = view.ctx.jobs
     assert viewed.job.num_gpus == chosen.width
     assert viewed.job.spec["batch_size"] == chosen.batch
+
+
+def test_the_memo_keeps_each_job_s_own_configurations_across_rounds() -> None:
+    # two jobs of one application that differ only in their own GPU count: each has its own
+    # count among its widths, so each keeps its own configurations (shared, one of them lost
+    # its count and the choice depended on which came first)
+    ctx = _ctx("a,0,cifar10,3,512\nb,0,cifar10,5,512\n")
+    memo = ConfigurationMemo()
+    first = elastic_round(ctx, UTILITY, 360.0, memo)
+    known = memo.for_round(ctx)
+    for status in ctx.jobs:
+        own = configurations(status.job, MIXED, ctx.throughput)
+        assert known[configuration_key(status.job)] == own
+        assert status.job.num_gpus in {c.width for c in own}
+    # the next round reads them from the memo and decides as a round without one
+    later = replace(ctx, now=60.0, round_index=1)
+    assert (
+        elastic_round(later, UTILITY, 360.0, memo).chosen
+        == elastic_round(later, UTILITY, 360.0).chosen
+    )
+    assert first.chosen == elastic_round(ctx, UTILITY, 360.0).chosen
+    # another cluster, or a model that learns, starts afresh
+    smaller = Cluster("t4", (Node("a", {"t4": 4}),))
+    assert memo.for_round(replace(ctx, cluster=smaller)) == {}
+
+    class Learning(PolluxThroughput):
+        learns = True
+
+    learning = replace(ctx, throughput=Learning(TABLE))
+    assert memo.for_round(learning) == {}
+    assert memo.for_round(learning) is not memo.for_round(learning)
 
 
 def test_a_round_with_no_adapting_job_is_left_as_it_is() -> None:
