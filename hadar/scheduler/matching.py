@@ -32,7 +32,7 @@ type costs a millionth of a round.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -147,11 +147,13 @@ def match_types(
     deadlines: Mapping[int, float] | None = None,
     bounds: Mapping[int, float] | None = None,
     report: dict[str, object] | None = None,
+    best: Sequence[float] | None = None,
 ) -> int:
     """Re-assign the GPU types of the jobs ``chosen`` (job id -> index into ``vals`` and
     ``entries``) among the GPUs they hold in ``placed`` and the ``free`` ones (module
     docstring). Mutates ``placed`` and ``free``; returns how many jobs changed type. When the
-    solver hits its time limit, ``report["time_limit_hit"]`` is set."""
+    solver hits its time limit, ``report["time_limit_hit"]`` is set. ``best``: the jobs'
+    :func:`~hadar.scheduler.ttd.remaining_times` (indexed as ``vals``), when the caller has them."""
     n_types = free.shape[1]
     types = {j: single_type(placed[j], n_types) for j in chosen}
     movable = {
@@ -161,7 +163,7 @@ def match_types(
     }
     if len(movable) < 2:
         return 0
-    groups = job_groups(movable, placed, vals, ctx, deadlines or {}, bounds or {})
+    groups = job_groups(movable, placed, vals, ctx, deadlines or {}, bounds or {}, best)
     pool = free.sum(axis=0) + gpus_per_type((placed[j] for j in movable), n_types)
     counts, timed_out = assign_types(groups, pool)
     if timed_out and report is not None:
@@ -250,6 +252,7 @@ def job_groups(
     ctx: RoundContext,
     deadlines: Mapping[int, float],
     bounds: Mapping[int, float] | None = None,
+    best_s: Sequence[float] | Mapping[int, float] | None = None,
 ) -> list[Group]:
     """The movable jobs (job id -> index into ``vals``) as :class:`Group`\\ s: one class, planned
     type, rate and restart status. The members of a group that cannot finish within the round
@@ -259,10 +262,13 @@ def job_groups(
     now: an overdue job's) may go only to the types that finish it by then if it stays there; a
     job with a bound (its finish-time fairness bound) only to those whose projected completion
     keeps it (the planned type always stays allowed); a job either of them binds is a group of
-    its own."""
+    its own. ``best_s``: the jobs' :func:`~hadar.scheduler.ttd.remaining_times` (indexed as
+    ``vals``), when the caller has them."""
     bounds = bounds or {}
     cap = ctx.cluster.capacity
-    best_s: dict[int, float] = {}
+    if best_s is None:
+        rates: dict[int, float] = {}
+        best_s = {i: best_remaining_s(vals[i], ctx, rates) for i in movable.values()}
     type_rates: dict[int, np.ndarray] = {}
     keyed: dict[object, list[int]] = {}
     plan: dict[int, int] = {}
@@ -272,7 +278,7 @@ def job_groups(
         planned = single_type(cand, cap.shape[1])
         assert planned is not None  # movable jobs are planned on one type
         plan[j] = planned
-        best = best_remaining_s(v, ctx, best_s)
+        best = best_s[movable[j]]
         # any projected completion is at most a round + the best remaining time
         bound_binds = bounds.get(j, math.inf) < ctx.round_s * (1 + TIE_BREAK_ROUNDS) + best
         job = v.status.job  # its class (the request object is shared by class only as a speed-up)
@@ -298,7 +304,7 @@ def job_groups(
             type_rates[id(r)] = best_rate_per_type(r.rates_cons, r.rates_unc, cap, r.num_gpus)
         started = v.status.done_steps > 0
         rem = v.status.remaining_steps
-        best = best_remaining_s(v, ctx, best_s)
+        best = best_s[movable[j]]
         cost, stay = projected_completion(
             type_rates[id(r)],
             plan[j],
