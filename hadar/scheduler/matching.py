@@ -147,12 +147,12 @@ def match_types(
     deadlines: Mapping[int, float] | None = None,
     bounds: Mapping[int, float] | None = None,
     report: dict[str, object] | None = None,
-    best: Sequence[float] | None = None,
+    best_s: Sequence[float] | None = None,
 ) -> int:
     """Re-assign the GPU types of the jobs ``chosen`` (job id -> index into ``vals`` and
     ``entries``) among the GPUs they hold in ``placed`` and the ``free`` ones (module
     docstring). Mutates ``placed`` and ``free``; returns how many jobs changed type. When the
-    solver hits its time limit, ``report["time_limit_hit"]`` is set. ``best``: the jobs'
+    solver hits its time limit, ``report["time_limit_hit"]`` is set. ``best_s``: the jobs'
     :func:`~hadar.scheduler.ttd.remaining_times` (indexed as ``vals``), when the caller has them."""
     n_types = free.shape[1]
     types = {j: single_type(placed[j], n_types) for j in chosen}
@@ -163,7 +163,7 @@ def match_types(
     }
     if len(movable) < 2:
         return 0
-    groups = job_groups(movable, placed, vals, ctx, deadlines or {}, bounds or {}, best)
+    groups = job_groups(movable, placed, vals, ctx, deadlines or {}, bounds or {}, best_s)
     pool = free.sum(axis=0) + gpus_per_type((placed[j] for j in movable), n_types)
     counts, timed_out = assign_types(groups, pool)
     if timed_out and report is not None:

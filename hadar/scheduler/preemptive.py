@@ -99,8 +99,8 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
             take(i, cand)
 
     slack_s = (cfg.critical_slack_rounds + CRITICAL_TOLERANCE_ROUNDS) * ctx.round_s
-    best = remaining_times(vals, ctx)  # what the guards, the bounds and the matching all read
-    crit = critical_jobs(vals, ctx, slack_s, cfg.ttd_bound, best) if cfg.ttd_guard else []
+    best_s = remaining_times(vals, ctx)  # what the guards, the bounds and the matching all read
+    crit = critical_jobs(vals, ctx, slack_s, cfg.ttd_bound, best_s) if cfg.ttd_guard else []
     # the TTD guard first: these jobs set the TTD (hadar/scheduler/ttd.py); in the endgame every
     # job, on the GPU type of the best round-by-round schedule (hadar/scheduler/endgame.py)
     types = endgame(vals, ctx, held, crit) if cfg.endgame else None
@@ -122,7 +122,7 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
     if cfg.tail_percentile is not None:  # then the tail guard (hadar/scheduler/tail.py)
         policy.finished.observe(ctx.now, ctx.jobs)
         for i, deadline in tail_jobs(
-            vals, ctx, cfg.tail_percentile, policy.finished.jcts, best
+            vals, ctx, cfg.tail_percentile, policy.finished.jcts, best_s
         ):
             if entries[i].key not in placed:
                 guard(i, deadline, displace=may_displace(entries[i].request.num_gpus))
@@ -132,8 +132,8 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
         policy.contention.observe(ctx.now, [s.job_id for s in ctx.jobs])
     guarded = set(placed)  # the guards' jobs: at their bound, only the soonest finish will do
     deadlines: dict[int, float] = {}  # overdue jobs: any type that meets the deadline will do
-    rho = deferred_rho(vals, ctx, policy.contention, best) if cfg.max_rho is not None else None
-    overdue = overdue_jobs(vals, ctx, cfg.max_wait_s, cfg.max_rho, policy.contention, rho, best)
+    rho = deferred_rho(vals, ctx, policy.contention, best_s) if cfg.max_rho is not None else None
+    overdue = overdue_jobs(vals, ctx, cfg.max_wait_s, cfg.max_rho, policy.contention, rho, best_s)
     for i, deadline in overdue:
         if entries[i].key not in placed:
             cand = deadline_candidate(entries[i], vals[i], free, cache, deadline, ctx)
@@ -180,7 +180,7 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
                 for j, i in chosen.items()
             }
         info["type_matched"] = match_types(
-            chosen, placed, vals, entries, free, ctx, cache, deadlines, bounds, info, best
+            chosen, placed, vals, entries, free, ctx, cache, deadlines, bounds, info, best_s
         )
     # (in the endgame the plan already weighed every move: an upgrade would only undo it)
     kept_jobs = {k: running[k] for k, c in placed.items() if c.kept and types is None}
