@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hadar.policy import Assignment, RoundContext, RoundPlan
-from hadar.reference_rates import equal_share_rate, fair_share_jct
+from hadar.reference_rates import equal_share_rate
 from hadar.running import split_running
 from hadar.scheduler.contention import Contention
 from hadar.scheduler.endgame import endgame
@@ -265,22 +265,51 @@ def deferred_rho(
     scheduler can avoid (jobs arrive between rounds): without it every job shorter than a round
     would count as overdue on arrival and outrank all others. ``best``: the jobs'
     :func:`~hadar.scheduler.ttd.remaining_times`, when the caller has them."""
+    if not vals:
+        return []
     cap, gpus, n = ctx.cluster.capacity, ctx.cluster.total_gpus, len(ctx.jobs)
     best = remaining_times(vals, ctx) if best is None else best
     equal: dict[int, float] = {}  # per request object (jobs of a class share it)
-    out = []
-    now, round_s = ctx.now, ctx.round_s
-    for v, remaining_s in zip(vals, best, strict=True):
-        key = id(v.request)
-        rate = equal.get(key)
+    rates = []
+    for v in vals:
+        rate = equal.get(id(v.request))
         if rate is None:
-            rate = equal[key] = equal_share_rate(v.request.rates_cons, cap)
-        job = v.status.job
-        shared = n if contention is None else contention.average(job.job_id)
-        fair = fair_share_jct(job.total_steps, rate, job.num_gpus, gpus, shared)
-        fair += round_s
-        finish = now + round_s - job.arrival + remaining_s
-        out.append((finish / fair, fair) if math.isfinite(fair) else (0.0, fair))
+            rate = equal[id(v.request)] = equal_share_rate(v.request.rates_cons, cap)
+        rates.append(rate)
+    jobs = [v.status.job for v in vals]
+    shared = [n] * len(jobs) if contention is None else [contention.average(j.job_id) for j in jobs]
+    fair = fair_share_jcts(
+        np.array([j.total_steps for j in jobs], dtype=float),
+        np.array(rates, dtype=float),
+        np.array([j.num_gpus for j in jobs], dtype=float),
+        gpus,
+        np.array(shared, dtype=float),
+    )
+    fair += ctx.round_s
+    finish = (ctx.now + ctx.round_s) - np.array([j.arrival for j in jobs], dtype=float)
+    finish += np.array(best, dtype=float)
+    finite = np.isfinite(fair)
+    with np.errstate(invalid="ignore"):
+        rho = np.where(finite, finish / np.where(finite, fair, 1.0), 0.0)
+    return list(zip(rho.tolist(), fair.tolist(), strict=True))
+
+
+def fair_share_jcts(
+    total_steps: np.ndarray,
+    equal_rate: np.ndarray,
+    num_gpus: np.ndarray,
+    total_gpus: int,
+    contention: np.ndarray,
+) -> np.ndarray:
+    """:func:`~hadar.reference_rates.fair_share_jct` of many jobs at once (one value per job in
+    each array): the same operations element by element, so the same floats."""
+    if total_gpus <= 0:
+        return np.full(len(total_steps), math.inf)
+    runs = equal_rate > 0
+    share = np.minimum(1.0, total_gpus / (np.maximum(1.0, contention) * num_gpus))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        jct = total_steps / (equal_rate * share)
+    out: np.ndarray = np.where(runs, jct, math.inf)
     return out
 
 
