@@ -121,9 +121,7 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
                 guard(i, critical[i])
     if cfg.tail_percentile is not None:  # then the tail guard (hadar/scheduler/tail.py)
         policy.finished.observe(ctx.now, ctx.jobs)
-        for i, deadline in tail_jobs(
-            vals, ctx, cfg.tail_percentile, policy.finished.jcts, best_s
-        ):
+        for i, deadline in tail_jobs(vals, ctx, cfg.tail_percentile, policy.finished.jcts, best_s):
             if entries[i].key not in placed:
                 guard(i, deadline, displace=may_displace(entries[i].request.num_gpus))
     # then the deferral bounds: the best-payoff placement (round prices) that meets the job's

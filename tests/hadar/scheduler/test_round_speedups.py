@@ -266,7 +266,9 @@ def test_projected_completions_at_once_equal_one_by_one(seed):
         assert stay[i].tolist() == want[1].tolist()
 
 
-@pytest.mark.parametrize("name", ["inverse-remaining", "inverse-jct", "inverse-slowdown", "sigmoid"])
+@pytest.mark.parametrize(
+    "name", ["inverse-remaining", "inverse-jct", "inverse-slowdown", "sigmoid"]
+)
 def test_rate_utility_equals_the_utility_of_the_completion_time(name):
     from primal_dual.utility import make_utility, rate_utility
 
