@@ -69,6 +69,33 @@ class Candidate:
             flat[i] -= n
 
 
+class SparseCandidate(Candidate):
+    """A :class:`Candidate` built from its cells (flat ``[node, type]`` indices, ascending, and
+    their GPU counts), whose dense read-only ``alloc`` is built on first use: the DP and a greedy
+    pass on a large cluster read only the cells of the many candidates they build."""
+
+    alloc = cached_property(lambda self: self._dense())
+
+    def __init__(
+        self,
+        shape: tuple[int, int],
+        cells: tuple[list[int], list[int]],
+        rate: float,
+        unit_cost: float,
+        nodes: int,
+    ) -> None:
+        for name, value in (("rate", rate), ("unit_cost", unit_cost), ("nodes", nodes)):
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "kept", False)
+        self.__dict__.update(gpus=sum(cells[1]), cells=cells, _shape=shape)
+
+    def _dense(self) -> np.ndarray:
+        alloc = np.zeros(self.__dict__["_shape"], dtype=np.int64)
+        alloc.flat[self.cells[0]] = self.cells[1]
+        alloc.flags.writeable = False
+        return alloc
+
+
 def _take(
     order_cells: np.ndarray, counts: np.ndarray, need: int, shape: tuple[int, int]
 ) -> np.ndarray:
@@ -197,11 +224,16 @@ def candidate_allocations(req: JobRequest, free: np.ndarray, price: np.ndarray) 
         keep = relevant_nodes(req, free, price)
         if keep.size < free.shape[0]:
             sub = JobRequest(req.num_gpus, req.rates_cons[keep], req.rates_unc[keep])
-            out = []
+            n_types = free.shape[1]
+            rows = keep.tolist()
+            out: list[Candidate] = []
             for c in _dispatch(sub, free[keep], price[keep]):
-                alloc = np.zeros_like(free)
-                alloc[keep] = c.alloc
-                out.append(Candidate(alloc, c.rate, c.unit_cost, c.nodes))
+                # the placement on the whole cluster by its cells (``keep`` ascends, so do they):
+                # a dense copy per candidate would hold a whole cluster's matrix each
+                sub_cells, counts = c.cells
+                cells = [rows[i // n_types] * n_types + i % n_types for i in sub_cells]
+                shape = (free.shape[0], n_types)
+                out.append(SparseCandidate(shape, (cells, counts), c.rate, c.unit_cost, c.nodes))
             return out
     return _dispatch(req, free, price)
 

@@ -11,7 +11,6 @@ in ``tests/primal_dual/test_static_alloc.py``), including the float summation or
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cached_property
 from operator import itemgetter
 
 import numpy as np
@@ -21,35 +20,9 @@ from primal_dual.find_alloc import (
     SMALL_CELLS,
     Candidate,
     JobRequest,
+    SparseCandidate,
     _candidates_small,
 )
-
-
-class SparseCandidate(Candidate):
-    """A :class:`Candidate` built from its cells (flat ``[node, type]`` indices, ascending, and
-    their GPU counts), whose dense read-only ``alloc`` is built on first use: the DP and a greedy
-    pass on a large cluster read only the cells of the many candidates they build."""
-
-    alloc = cached_property(lambda self: self._dense())
-
-    def __init__(
-        self,
-        shape: tuple[int, int],
-        cells: tuple[list[int], list[int]],
-        rate: float,
-        unit_cost: float,
-        nodes: int,
-    ) -> None:
-        for name, value in (("rate", rate), ("unit_cost", unit_cost), ("nodes", nodes)):
-            object.__setattr__(self, name, value)
-        object.__setattr__(self, "kept", False)
-        self.__dict__.update(gpus=sum(cells[1]), cells=cells, _shape=shape)
-
-    def _dense(self) -> np.ndarray:
-        alloc = np.zeros(self.__dict__["_shape"], dtype=np.int64)
-        alloc.flat[self.cells[0]] = self.cells[1]
-        alloc.flags.writeable = False
-        return alloc
 
 
 class OneGpuCandidate(SparseCandidate):

@@ -145,8 +145,8 @@ def backfill(
         c = best(entries[i])
         if c is not None:
             commit(entries[i], c)
-            free[...] = free - c.alloc
+            c.take_from(free)
             total -= c.gpus
-            key = free.tobytes()
+            key = zero.fresh_key()  # a new state (its bytes would be a large cluster's copy)
             done += 1
     return done
