@@ -127,7 +127,7 @@ def backfill(
     Mutates ``free``; returns how many were placed."""
     zero = CandidateCache(ctx.cluster.capacity, None)
     total = int(free.sum())
-    key = free.tobytes()
+    key: StateKey = free.tobytes()
 
     def best(e: QueueEntry) -> Candidate | None:
         if total < e.request.num_gpus:
