@@ -15,7 +15,7 @@ from hadar.policy import RoundContext
 from primal_dual.dp import QueueEntry, one_round
 from primal_dual.find_alloc import PRUNE_ABOVE_NODES, JobRequest, static_node_groups
 from primal_dual.prices import PriceBounds, price_bounds
-from primal_dual.utility import Utility
+from primal_dual.utility import Utility, rate_utility
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,8 @@ class JobValuation:
 def value_jobs(ctx: RoundContext, statuses: Sequence[JobStatus]) -> list[JobValuation]:
     """Rates and ideal durations of ``statuses`` on ``ctx.cluster``."""
     out = []
-    requests: dict[Hashable, tuple[JobRequest, np.ndarray]] = {}
+    # per class: its request, best consolidated rate per type, and the fastest of those
+    requests: dict[Hashable, tuple[JobRequest, np.ndarray, float]] = {}
     cap = ctx.cluster.capacity
     big = cap.shape[0] > PRUNE_ABOVE_NODES
     for st in statuses:
@@ -43,10 +44,9 @@ def value_jobs(ctx: RoundContext, statuses: Sequence[JobStatus]) -> list[JobValu
             cons, unc = ctx.throughput.cell_rates(st.job, ctx.cluster)
             groups = static_node_groups(cap, cons, unc) if big else None
             type_rates = np.where(cap > 0, cons, 0.0).max(axis=0) if cap.size else np.zeros(0)
-            hit = (JobRequest(st.job.num_gpus, cons, unc, groups), type_rates)
-            requests[cls] = hit
-        request, type_rates = hit
-        best = float(type_rates.max(initial=0.0))
+            request = JobRequest(st.job.num_gpus, cons, unc, groups)
+            hit = requests[cls] = (request, type_rates, float(type_rates.max(initial=0.0)))
+        request, type_rates, best = hit
         ideal = st.job.total_steps / best if best > 0 else math.inf
         out.append(JobValuation(st, request, type_rates, ideal))
     return out
@@ -75,10 +75,7 @@ def queue_entry(
     origin = ctx.now - job.arrival if utility.clock == "arrival" else 0.0
     weight, ideal, round_s = job.weight, v.ideal, ctx.round_s
 
-    value = utility.value
-
-    def u(rate: float) -> float:
-        return value(origin + penalty + remaining / rate, weight, ideal)
+    u = rate_utility(utility, origin + penalty, remaining, weight, ideal)
 
     def u_kept(rate: float) -> float:
         # kept: no restart now, and one fewer later -- what a preemption would cost this job is

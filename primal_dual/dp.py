@@ -176,7 +176,7 @@ class CandidateCache:
         resume their scans of the cells (:meth:`StaticPriceAllocator.single_gpu_descending`)."""
         if self.takes_flat(free) and (entry.keep is None or entry.keep.shape == free.shape):
             return self.candidates_flat(entry, *self._as_flat(free, key))
-        state = free.tobytes() if key is None else key
+        state = key  # ``free.tobytes()`` (costly on a large cluster) only where a memo needs it
         hit = None
         if (
             lineage is not None
@@ -186,8 +186,10 @@ class CandidateCache:
         ):
             hit = self._allocator(entry).single_gpu_descending(free, lineage)
         if hit is None:
+            state = free.tobytes() if state is None else state
             hit = self._memo_candidates(entry, free, state)
         if entry.keep is not None:
+            state = free.tobytes() if state is None else state
             kept = self._kept_candidate(entry, free, state)
             if kept is not None:
                 return [kept, *(c for c in hit if c.rate >= entry.move_min_rate)]

@@ -69,6 +69,33 @@ class Candidate:
             flat[i] -= n
 
 
+class SparseCandidate(Candidate):
+    """A :class:`Candidate` built from its cells (flat ``[node, type]`` indices, ascending, and
+    their GPU counts), whose dense read-only ``alloc`` is built on first use: the DP and a greedy
+    pass on a large cluster read only the cells of the many candidates they build."""
+
+    alloc = cached_property(lambda self: self._dense())
+
+    def __init__(
+        self,
+        shape: tuple[int, int],
+        cells: tuple[list[int], list[int]],
+        rate: float,
+        unit_cost: float,
+        nodes: int,
+    ) -> None:
+        for name, value in (("rate", rate), ("unit_cost", unit_cost), ("nodes", nodes)):
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "kept", False)
+        self.__dict__.update(gpus=sum(cells[1]), cells=cells, _shape=shape)
+
+    def _dense(self) -> np.ndarray:
+        alloc = np.zeros(self.__dict__["_shape"], dtype=np.int64)
+        alloc.flat[self.cells[0]] = self.cells[1]
+        alloc.flags.writeable = False
+        return alloc
+
+
 def _take(
     order_cells: np.ndarray, counts: np.ndarray, need: int, shape: tuple[int, int]
 ) -> np.ndarray:
@@ -197,11 +224,16 @@ def candidate_allocations(req: JobRequest, free: np.ndarray, price: np.ndarray) 
         keep = relevant_nodes(req, free, price)
         if keep.size < free.shape[0]:
             sub = JobRequest(req.num_gpus, req.rates_cons[keep], req.rates_unc[keep])
-            out = []
+            n_types = free.shape[1]
+            rows = keep.tolist()
+            out: list[Candidate] = []
             for c in _dispatch(sub, free[keep], price[keep]):
-                alloc = np.zeros_like(free)
-                alloc[keep] = c.alloc
-                out.append(Candidate(alloc, c.rate, c.unit_cost, c.nodes))
+                # the placement on the whole cluster by its cells (``keep`` ascends, so do they):
+                # a dense copy per candidate would hold a whole cluster's matrix each
+                sub_cells, counts = c.cells
+                cells = [rows[i // n_types] * n_types + i % n_types for i in sub_cells]
+                shape = (free.shape[0], n_types)
+                out.append(SparseCandidate(shape, (cells, counts), c.rate, c.unit_cost, c.nodes))
             return out
     return _dispatch(req, free, price)
 
@@ -218,7 +250,11 @@ def relevant_nodes(req: JobRequest, free: np.ndarray, price: np.ndarray) -> np.n
     """Indices (ascending) of the nodes any candidate can use: nodes identical in free GPUs,
     prices and rates are interchangeable and every construction breaks ties by position, so
     only the first W nodes of each identical group matter. Exact, not a heuristic."""
-    if req.node_groups is not None and free.max(initial=0) < 64 and free.shape[1] <= 9:
+    small = None if req.node_groups is None else _small_group_keys(req.node_groups, free)
+    if small is not None:
+        order = np.argsort(small, kind="stable")  # a radix sort: 16-bit keys
+        g_sorted = small[order]
+    elif req.node_groups is not None and free.max(initial=0) < 64 and free.shape[1] <= 9:
         # Prices follow from (capacity, free), capacity and rates from the static group: one
         # integer key per node, and a stable sort keeps each group's nodes in position order.
         packed = (free.astype(np.int64) * (64 ** np.arange(free.shape[1]))).sum(axis=1)
@@ -234,6 +270,26 @@ def relevant_nodes(req: JobRequest, free: np.ndarray, price: np.ndarray) -> np.n
         order = np.argsort(group, kind="stable")
         g_sorted = group[order]
     return np.sort(order[rank_in_runs(g_sorted) < req.num_gpus])
+
+
+def _small_group_keys(node_groups: np.ndarray, free: np.ndarray) -> np.ndarray | None:
+    """One 16-bit key per node, equal exactly for nodes of one static group with equal free
+    GPUs (the grouping :func:`relevant_nodes` needs: which nodes are interchangeable, not in what
+    order the groups come), or None when the mixed-radix key ``group, free GPUs per type`` (base:
+    the most free GPUs of a cell + 1) does not fit in 16 bits or a cell is negative. NumPy sorts
+    16-bit keys stably by radix sort, several times faster than 64-bit ones."""
+    if free.size == 0 or free.shape[1] > 9:
+        return None
+    lo, hi = int(free.min()), int(free.max())
+    base = hi + 1
+    n_groups = int(node_groups.max(initial=0)) + 1
+    if lo < 0 or n_groups * base ** free.shape[1] > 2**16:
+        return None
+    digits = free.astype(np.int64) @ (base ** np.arange(free.shape[1], dtype=np.int64))
+    key: np.ndarray = (node_groups.astype(np.int64) * base ** free.shape[1] + digits).astype(
+        np.uint16
+    )
+    return key
 
 
 def rank_in_runs(sorted_keys: np.ndarray) -> np.ndarray:

@@ -11,7 +11,6 @@ in ``tests/primal_dual/test_static_alloc.py``), including the float summation or
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cached_property
 from operator import itemgetter
 
 import numpy as np
@@ -21,35 +20,9 @@ from primal_dual.find_alloc import (
     SMALL_CELLS,
     Candidate,
     JobRequest,
+    SparseCandidate,
     _candidates_small,
 )
-
-
-class SparseCandidate(Candidate):
-    """A :class:`Candidate` built from its cells (flat ``[node, type]`` indices, ascending, and
-    their GPU counts), whose dense read-only ``alloc`` is built on first use: the DP and a greedy
-    pass on a large cluster read only the cells of the many candidates they build."""
-
-    alloc = cached_property(lambda self: self._dense())
-
-    def __init__(
-        self,
-        shape: tuple[int, int],
-        cells: tuple[list[int], list[int]],
-        rate: float,
-        unit_cost: float,
-        nodes: int,
-    ) -> None:
-        for name, value in (("rate", rate), ("unit_cost", unit_cost), ("nodes", nodes)):
-            object.__setattr__(self, name, value)
-        object.__setattr__(self, "kept", False)
-        self.__dict__.update(gpus=sum(cells[1]), cells=cells, _shape=shape)
-
-    def _dense(self) -> np.ndarray:
-        alloc = np.zeros(self.__dict__["_shape"], dtype=np.int64)
-        alloc.flat[self.cells[0]] = self.cells[1]
-        alloc.flags.writeable = False
-        return alloc
 
 
 class OneGpuCandidate(SparseCandidate):
@@ -77,6 +50,8 @@ class StaticPriceAllocator:
         self._ranked_rates = flat_rc[ranked]
         self._no_capacity_cells = np.flatnonzero(runnable & (capacity.ravel() <= 0))
         self._cursors: dict[object, list[int]] = {}  # lineage -> per rate level, a scan position
+        self._last_found: dict[object, list[Candidate]] = {}
+        """Per lineage, the candidates of its last call (they change only when a cursor moves)."""
         self._levels: list[tuple[float, list[int], list[int]]] | None = None
         if n_nodes * n_types > SMALL_CELLS or n_nodes > PRUNE_ABOVE_NODES:
             return  # large clusters: only single-GPU requests, vectorised (single_gpu_array)
@@ -187,20 +162,28 @@ class StaticPriceAllocator:
             if flat[self._no_capacity_cells].any():
                 return None
             cursor = self._cursors[lineage] = [0] * len(self._rate_levels())
-        firsts = []  # (rank, rate, cell) of each rate level's first live cell
-        for lv, (rate, positions, cells) in enumerate(self._rate_levels()):
+        moved = False
+        for lv, (_, _, cells) in enumerate(self._rate_levels()):
             at, end = cursor[lv], len(cells)
             while at < end and flat[cells[at]] <= 0:
                 at += 1
+                moved = True
             cursor[lv] = at
-            if at < end:
+        last = self._last_found.get(lineage)
+        if last is not None and not moved:  # the same first live cells: the same candidates
+            return last
+        firsts = []  # (rank, rate, cell) of each rate level's first live cell
+        for (rate, positions, cells), at in zip(self._rate_levels(), cursor, strict=True):
+            if at < len(cells):
                 firsts.append((positions[at], rate, cells[at]))
         records, top = [], 0.0  # a level's first live cell is a record if faster than all before
         for _, rate, cell in sorted(firsts):
             if rate > top:
                 records.append((cell, rate))
                 top = rate
-        return [self._on_cell(cell, rate) for cell, rate in reversed(records)]
+        found = [self._on_cell(cell, rate) for cell, rate in reversed(records)]
+        self._last_found[lineage] = found
+        return found
 
     def _rate_levels(self) -> list[tuple[float, list[int], list[int]]]:
         """Per distinct rate, in order of first appearance: its cells' ranks and flat indices."""

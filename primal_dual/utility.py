@@ -118,6 +118,28 @@ class RoundProgressUtility:
         return weight * self.round_s / max(tau, self.round_s, 1e-9)
 
 
+def rate_utility(
+    utility: Utility, start: float, remaining: float, weight: float, ideal: float
+) -> Callable[[float], float]:
+    """``rate -> utility.value(start + remaining / rate, weight, ideal)``: a job's utility as a
+    function of its allocation's rate. For the inverse forms the value is computed inline, the
+    same floating-point operations in the same order (so the same floats), without the method
+    call: the DP and FIND_ALLOC evaluate it for every candidate."""
+    if type(utility) in (InverseJctUtility, InverseRemainingUtility):
+        scaled: float = weight * utility.scale  # type: ignore[attr-defined]
+
+        def inverse(rate: float) -> float:
+            return scaled / max(start + remaining / rate, 1e-9)
+
+        return inverse
+    value = utility.value
+
+    def u(rate: float) -> float:
+        return value(start + remaining / rate, weight, ideal)
+
+    return u
+
+
 def _soft_floor(floor: float, tau: float, ideal: float) -> float:
     """``floor x min(1, ideal / tau)``: tiny, but still decreasing in tau."""
     return floor * min(1.0, ideal / max(tau, 1e-9))

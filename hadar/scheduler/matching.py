@@ -32,7 +32,7 @@ type costs a millionth of a round.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,7 +42,7 @@ from hadar.reference_rates import best_rate_per_type
 from hadar.scheduler.steps import fits
 from hadar.scheduler.ttd import best_remaining_s
 from hadar.valuation import JobValuation
-from primal_dual.dp import CandidateCache, QueueEntry
+from primal_dual.dp import CandidateCache, QueueEntry, StateKey
 from primal_dual.find_alloc import Candidate
 from primal_dual.mip import solve_mip
 
@@ -118,21 +118,51 @@ def projected_completion(
     that type (``type_rates``: its fastest rate there; on the ``planned`` type the planned
     placement's rate and restart) and then on its fastest placement (``best_rate``), and the
     seconds it would take if it stayed on that type; inf where it cannot run."""
-    rates = type_rates.astype(float).copy()
-    rates[planned] = planned_rate
-    restart = np.full(len(rates), restart_s if started else 0.0)
-    restart[planned] = restart_s if planned_restart else 0.0
-    cost = np.full(len(rates), math.inf)
-    stay = np.full(len(rates), math.inf)
+    cost, stay = projected_completions(
+        np.asarray(type_rates, dtype=float)[None, :],
+        np.array([planned]),
+        np.array([planned_rate], dtype=float),
+        np.array([planned_restart]),
+        np.array([started]),
+        np.array([remaining], dtype=float),
+        np.array([best_rate], dtype=float),
+        round_s,
+        np.array([restart_s], dtype=float),
+    )
+    return cost[0], stay[0]
+
+
+def projected_completions(
+    type_rates: np.ndarray,
+    planned: np.ndarray,
+    planned_rate: np.ndarray,
+    planned_restart: np.ndarray,
+    started: np.ndarray,
+    remaining: np.ndarray,
+    best_rate: np.ndarray,
+    round_s: float,
+    restart_s: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`projected_completion` of many jobs at once: ``type_rates[job, type]``, the other
+    arguments one value per job (``round_s`` shared). The same operations element by element,
+    so the same floats; returns ``(cost, stay)``, each ``[job, type]``."""
+    n = type_rates.shape[0]
+    rows = np.arange(n)
+    rates = type_rates.astype(float)  # a copy
+    rates[rows, planned] = planned_rate
+    restart = np.repeat(np.where(started, restart_s, 0.0)[:, None], rates.shape[1], axis=1)
+    restart[rows, planned] = np.where(planned_restart, restart_s, 0.0)
     ok = rates > 0
-    if best_rate <= 0 or not ok.any():
-        return cost, stay
-    stay[ok] = restart[ok] + remaining / rates[ok]
-    progress = rates[ok] * np.maximum(0.0, round_s - restart[ok])
-    later = round_s + np.maximum(0.0, remaining - progress) / best_rate
-    cost[ok] = np.where(stay[ok] <= round_s, stay[ok], later)
+    # a job with no positive best rate, or no type it can run on, costs inf everywhere
+    ok &= ((best_rate > 0) & ok.any(axis=1))[:, None]
+    rem = remaining[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        stay = np.where(ok, restart + rem / rates, math.inf)
+        progress = rates * np.maximum(0.0, round_s - restart)
+        later = round_s + np.maximum(0.0, rem - progress) / best_rate[:, None]
+    cost = np.where(ok, np.where(stay <= round_s, stay, later), math.inf)
     cost += TIE_BREAK_ROUNDS * round_s
-    cost[planned] -= TIE_BREAK_ROUNDS * round_s
+    cost[rows, planned] -= TIE_BREAK_ROUNDS * round_s
     return cost, stay
 
 
@@ -147,11 +177,13 @@ def match_types(
     deadlines: Mapping[int, float] | None = None,
     bounds: Mapping[int, float] | None = None,
     report: dict[str, object] | None = None,
+    best_s: Sequence[float] | None = None,
 ) -> int:
     """Re-assign the GPU types of the jobs ``chosen`` (job id -> index into ``vals`` and
     ``entries``) among the GPUs they hold in ``placed`` and the ``free`` ones (module
     docstring). Mutates ``placed`` and ``free``; returns how many jobs changed type. When the
-    solver hits its time limit, ``report["time_limit_hit"]`` is set."""
+    solver hits its time limit, ``report["time_limit_hit"]`` is set. ``best_s``: the jobs'
+    :func:`~hadar.scheduler.ttd.remaining_times` (indexed as ``vals``), when the caller has them."""
     n_types = free.shape[1]
     types = {j: single_type(placed[j], n_types) for j in chosen}
     movable = {
@@ -161,7 +193,7 @@ def match_types(
     }
     if len(movable) < 2:
         return 0
-    groups = job_groups(movable, placed, vals, ctx, deadlines or {}, bounds or {})
+    groups = job_groups(movable, placed, vals, ctx, deadlines or {}, bounds or {}, best_s)
     pool = free.sum(axis=0) + gpus_per_type((placed[j] for j in movable), n_types)
     counts, timed_out = assign_types(groups, pool)
     if timed_out and report is not None:
@@ -184,13 +216,16 @@ def match_types(
     for k in sorted({target[j] for j in movers}):  # each type's movers, largest gang first
         only = one_type(free, k)
         lineage = object()  # ``only`` only loses GPUs from here on
+        key = cache.fresh_key()  # ``only``'s memo key, new whenever it changes
         for j in movers:
             if target[j] == k:
-                typed = on_type(entries[movable[j]], vals[movable[j]], only, cache, ctx, lineage)
+                i = movable[j]
+                typed = on_type(entries[i], vals[i], only, cache, ctx, lineage, key)
                 if typed is not None:
                     placed[j] = typed
                     typed.take_from(only)
                     typed.take_from(free)
+                    key = cache.fresh_key()
     # a type that could not hold a gang (its nodes fragmented): the planned placement, or the best
     for j in movers:
         if j not in placed:
@@ -231,11 +266,12 @@ def on_type(
     cache: CandidateCache,
     ctx: RoundContext,
     lineage: object | None = None,
+    key: StateKey | None = None,
 ) -> Candidate | None:
     """The candidate of ``entry`` on ``free`` (GPUs of one type) that finishes it soonest, restart
     included (its running placement, if there, needs none; ties: fewer nodes, then position).
-    ``lineage``: as :meth:`CandidateCache.candidates`."""
-    cands = cache.candidates(entry, free, None, lineage)
+    ``lineage`` and ``key`` (``free``'s memo key): as :meth:`CandidateCache.candidates`."""
+    cands = cache.candidates(entry, free, key, lineage)
     if not cands:
         return None
     rem = v.status.remaining_steps
@@ -250,6 +286,7 @@ def job_groups(
     ctx: RoundContext,
     deadlines: Mapping[int, float],
     bounds: Mapping[int, float] | None = None,
+    best_s: Sequence[float] | Mapping[int, float] | None = None,
 ) -> list[Group]:
     """The movable jobs (job id -> index into ``vals``) as :class:`Group`\\ s: one class, planned
     type, rate and restart status. The members of a group that cannot finish within the round
@@ -259,10 +296,13 @@ def job_groups(
     now: an overdue job's) may go only to the types that finish it by then if it stays there; a
     job with a bound (its finish-time fairness bound) only to those whose projected completion
     keeps it (the planned type always stays allowed); a job either of them binds is a group of
-    its own."""
+    its own. ``best_s``: the jobs' :func:`~hadar.scheduler.ttd.remaining_times` (indexed as
+    ``vals``), when the caller has them."""
     bounds = bounds or {}
     cap = ctx.cluster.capacity
-    best_s: dict[int, float] = {}
+    if best_s is None:
+        rates: dict[int, float] = {}
+        best_s = {i: best_remaining_s(vals[i], ctx, rates) for i in movable.values()}
     type_rates: dict[int, np.ndarray] = {}
     keyed: dict[object, list[int]] = {}
     plan: dict[int, int] = {}
@@ -272,7 +312,7 @@ def job_groups(
         planned = single_type(cand, cap.shape[1])
         assert planned is not None  # movable jobs are planned on one type
         plan[j] = planned
-        best = best_remaining_s(v, ctx, best_s)
+        best = best_s[movable[j]]
         # any projected completion is at most a round + the best remaining time
         bound_binds = bounds.get(j, math.inf) < ctx.round_s * (1 + TIE_BREAK_ROUNDS) + best
         job = v.status.job  # its class (the request object is shared by class only as a speed-up)
@@ -289,31 +329,43 @@ def job_groups(
         elif best <= ctx.round_s:
             key = (key, math.floor(best / (FINISHING_GRAIN_ROUNDS * ctx.round_s)))
         keyed.setdefault(key, []).append(j)
-    groups = []
-    for members in keyed.values():
-        j = members[0]
-        v, cand = vals[movable[j]], placed[j]
+    firsts = [(members[0], vals[movable[members[0]]]) for members in keyed.values()]
+    for _, v in firsts:
         r = v.request
         if id(r) not in type_rates:
             type_rates[id(r)] = best_rate_per_type(r.rates_cons, r.rates_unc, cap, r.num_gpus)
-        started = v.status.done_steps > 0
-        rem = v.status.remaining_steps
-        best = best_remaining_s(v, ctx, best_s)
-        cost, stay = projected_completion(
-            type_rates[id(r)],
-            plan[j],
-            cand.rate,
-            started and not cand.kept,
-            started,
-            rem,
-            rem / best if 0 < best < math.inf else 0.0,
-            ctx.round_s,
-            v.status.job.restart_cost_s(ctx.restart_penalty_s),
-        )
-        late = stay > deadlines[j] + 1e-6 if j in deadlines else cost > bounds.get(j, math.inf)
-        late[plan[j]] = False
-        cost[late] = math.inf
-        groups.append(Group(tuple(members), r.num_gpus, plan[j], cost))
+    n_types = cap.shape[1]
+    n = len(firsts)
+    rem = np.array([v.status.remaining_steps for _, v in firsts], dtype=float)
+    best_time = np.array([best_s[movable[j]] for j, _ in firsts], dtype=float)
+    started = np.array([v.status.done_steps > 0 for _, v in firsts], dtype=bool)
+    kept = np.array([placed[j].kept for j, _ in firsts], dtype=bool)
+    planned_type = np.array([plan[j] for j, _ in firsts], dtype=np.int64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        best_rate = np.where((best_time > 0) & (best_time < math.inf), rem / best_time, 0.0)
+    cost, stay = projected_completions(
+        np.array([type_rates[id(v.request)] for _, v in firsts], dtype=float).reshape(n, n_types),
+        planned_type,
+        np.array([placed[j].rate for j, _ in firsts], dtype=float),
+        started & ~kept,
+        started,
+        rem,
+        best_rate,
+        ctx.round_s,
+        np.array([v.status.job.restart_cost_s(ctx.restart_penalty_s) for _, v in firsts]),
+    )
+    # a deadline (overdue job): the types that finish it by then if it stays; a bound: the types
+    # whose projected completion keeps it; the planned type always stays allowed
+    has_deadline = np.array([j in deadlines for j, _ in firsts], dtype=bool)
+    deadline = np.array([deadlines.get(j, math.inf) + 1e-6 for j, _ in firsts], dtype=float)
+    bound = np.array([bounds.get(j, math.inf) for j, _ in firsts], dtype=float)
+    late = np.where(has_deadline[:, None], stay > deadline[:, None], cost > bound[:, None])
+    late[np.arange(n), planned_type] = False
+    cost[late] = math.inf
+    groups = [
+        Group(tuple(members), v.request.num_gpus, plan[j], cost[g])
+        for g, (members, (j, v)) in enumerate(zip(keyed.values(), firsts, strict=True))
+    ]
     return groups
 
 

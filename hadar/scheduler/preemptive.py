@@ -5,13 +5,14 @@ re-planned each round, with the TTD guard and the deferral bounds (finish-time f
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from hadar.policy import Assignment, RoundContext, RoundPlan
-from hadar.reference_rates import equal_share_rate, fair_share_jct
+from hadar.reference_rates import equal_share_rate
 from hadar.running import split_running
 from hadar.scheduler.contention import Contention
 from hadar.scheduler.endgame import endgame
@@ -30,6 +31,7 @@ from hadar.scheduler.ttd import (
     candidate_by_deadline,
     critical_jobs,
     guard_candidate,
+    remaining_times,
 )
 from hadar.valuation import JobValuation
 from primal_dual.dp import CandidateCache, QueueEntry
@@ -97,7 +99,8 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
             take(i, cand)
 
     slack_s = (cfg.critical_slack_rounds + CRITICAL_TOLERANCE_ROUNDS) * ctx.round_s
-    crit = critical_jobs(vals, ctx, slack_s, cfg.ttd_bound) if cfg.ttd_guard else []
+    best_s = remaining_times(vals, ctx)  # what the guards, the bounds and the matching all read
+    crit = critical_jobs(vals, ctx, slack_s, cfg.ttd_bound, best_s) if cfg.ttd_guard else []
     # the TTD guard first: these jobs set the TTD (hadar/scheduler/ttd.py); in the endgame every
     # job, on the GPU type of the best round-by-round schedule (hadar/scheduler/endgame.py)
     types = endgame(vals, ctx, held, crit) if cfg.endgame else None
@@ -118,7 +121,7 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
                 guard(i, critical[i])
     if cfg.tail_percentile is not None:  # then the tail guard (hadar/scheduler/tail.py)
         policy.finished.observe(ctx.now, ctx.jobs)
-        for i, deadline in tail_jobs(vals, ctx, cfg.tail_percentile, policy.finished.jcts):
+        for i, deadline in tail_jobs(vals, ctx, cfg.tail_percentile, policy.finished.jcts, best_s):
             if entries[i].key not in placed:
                 guard(i, deadline, displace=may_displace(entries[i].request.num_gpus))
     # then the deferral bounds: the best-payoff placement (round prices) that meets the job's
@@ -127,8 +130,9 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
         policy.contention.observe(ctx.now, [s.job_id for s in ctx.jobs])
     guarded = set(placed)  # the guards' jobs: at their bound, only the soonest finish will do
     deadlines: dict[int, float] = {}  # overdue jobs: any type that meets the deadline will do
-    rho = deferred_rho(vals, ctx, policy.contention) if cfg.max_rho is not None else None
-    for i, deadline in overdue_jobs(vals, ctx, cfg.max_wait_s, cfg.max_rho, policy.contention, rho):
+    rho = deferred_rho(vals, ctx, policy.contention, best_s) if cfg.max_rho is not None else None
+    overdue = overdue_jobs(vals, ctx, cfg.max_wait_s, cfg.max_rho, policy.contention, rho, best_s)
+    for i, deadline in overdue:
         if entries[i].key not in placed:
             cand = deadline_candidate(entries[i], vals[i], free, cache, deadline, ctx)
             if cand is not None:
@@ -174,7 +178,7 @@ def decide(policy: HadarPolicy, ctx: RoundContext) -> RoundPlan:
                 for j, i in chosen.items()
             }
         info["type_matched"] = match_types(
-            chosen, placed, vals, entries, free, ctx, cache, deadlines, bounds, info
+            chosen, placed, vals, entries, free, ctx, cache, deadlines, bounds, info, best_s
         )
     # (in the endgame the plan already weighed every move: an upgrade would only undo it)
     kept_jobs = {k: running[k] for k, c in placed.items() if c.kept and types is None}
@@ -208,15 +212,17 @@ def overdue_jobs(
     max_rho: float | None = None,
     contention: Contention | None = None,
     rho: list[tuple[float, float]] | None = None,
+    best: Sequence[float] | None = None,
 ) -> list[tuple[int, float]]:
     """The jobs a deferral bound protects this round, each with the seconds from now by which it
     should finish: those whose finish-time fairness would exceed ``max_rho`` if they waited
     another round (:func:`deferred_rho`; deadline: finishing at ``max_rho``), least laxity first,
     then those not started that would exceed ``max_wait_s`` of waiting by the end of this round
-    (longest-waiting first; deadline 0: the fastest placement)."""
+    (longest-waiting first; deadline 0: the fastest placement). ``best``: the jobs'
+    :func:`~hadar.scheduler.ttd.remaining_times`, when the caller has them."""
     out: list[tuple[int, float]] = []
     if max_rho is not None:
-        rho = deferred_rho(vals, ctx, contention) if rho is None else rho
+        rho = deferred_rho(vals, ctx, contention, best) if rho is None else rho
         deadline = {
             i: max_rho * fair - (ctx.now - vals[i].status.job.arrival)
             for i, (r, fair) in enumerate(rho)
@@ -225,8 +231,11 @@ def overdue_jobs(
         # least laxity first (deadline - best remaining time): the classical order for deadlines
         # (ordering by rho would let any job shorter than a round, whose rho a one-round wait
         # inflates, outrank a long job that has no slack left)
-        rates: dict[int, float] = {}
-        laxity = {i: d - best_remaining_s(vals[i], ctx, rates) for i, d in deadline.items()}
+        if best is None:
+            rates: dict[int, float] = {}
+            laxity = {i: d - best_remaining_s(vals[i], ctx, rates) for i, d in deadline.items()}
+        else:
+            laxity = {i: d - best[i] for i, d in deadline.items()}
         out = [(i, deadline[i]) for i in sorted(deadline, key=lambda i: (laxity[i], i))]
     if max_wait_s is not None:
         waited = {
@@ -241,7 +250,10 @@ def overdue_jobs(
 
 
 def deferred_rho(
-    vals: list[JobValuation], ctx: RoundContext, contention: Contention | None = None
+    vals: list[JobValuation],
+    ctx: RoundContext,
+    contention: Contention | None = None,
+    best: Sequence[float] | None = None,
 ) -> list[tuple[float, float]]:
     """Per job, its finish-time fairness if it got no GPUs this round and then ran on its fastest
     placement, ``(now + round - arrival + best remaining time) / (fair-share JCT + round)``, and
@@ -249,21 +261,53 @@ def deferred_rho(
     present averaged over the job's life so far (``contention``; the jobs present now without
     it), as the metric averages it over the whole life. *Decision*: the reference JCT includes one round, the wait no round-based
     scheduler can avoid (jobs arrive between rounds): without it every job shorter than a round
-    would count as overdue on arrival and outrank all others."""
+    would count as overdue on arrival and outrank all others. ``best``: the jobs'
+    :func:`~hadar.scheduler.ttd.remaining_times`, when the caller has them."""
+    if not vals:
+        return []
     cap, gpus, n = ctx.cluster.capacity, ctx.cluster.total_gpus, len(ctx.jobs)
-    rates: dict[int, float] = {}  # best rates per request object (jobs of a class share it)
-    equal: dict[int, float] = {}
-    out = []
+    best = remaining_times(vals, ctx) if best is None else best
+    equal: dict[int, float] = {}  # per request object (jobs of a class share it)
+    rates = []
     for v in vals:
-        key = id(v.request)
-        if key not in equal:
-            equal[key] = equal_share_rate(v.request.rates_cons, cap)
-        job = v.status.job
-        shared = n if contention is None else contention.average(job.job_id)
-        fair = fair_share_jct(job.total_steps, equal[key], job.num_gpus, gpus, shared)
-        fair += ctx.round_s
-        finish = ctx.now + ctx.round_s - job.arrival + best_remaining_s(v, ctx, rates)
-        out.append((finish / fair, fair) if math.isfinite(fair) else (0.0, fair))
+        rate = equal.get(id(v.request))
+        if rate is None:
+            rate = equal[id(v.request)] = equal_share_rate(v.request.rates_cons, cap)
+        rates.append(rate)
+    jobs = [v.status.job for v in vals]
+    shared = [n] * len(jobs) if contention is None else [contention.average(j.job_id) for j in jobs]
+    fair = fair_share_jcts(
+        np.array([j.total_steps for j in jobs], dtype=float),
+        np.array(rates, dtype=float),
+        np.array([j.num_gpus for j in jobs], dtype=float),
+        gpus,
+        np.array(shared, dtype=float),
+    )
+    fair += ctx.round_s
+    finish = (ctx.now + ctx.round_s) - np.array([j.arrival for j in jobs], dtype=float)
+    finish += np.array(best, dtype=float)
+    finite = np.isfinite(fair)
+    with np.errstate(invalid="ignore"):
+        rho = np.where(finite, finish / np.where(finite, fair, 1.0), 0.0)
+    return list(zip(rho.tolist(), fair.tolist(), strict=True))
+
+
+def fair_share_jcts(
+    total_steps: np.ndarray,
+    equal_rate: np.ndarray,
+    num_gpus: np.ndarray,
+    total_gpus: int,
+    contention: np.ndarray,
+) -> np.ndarray:
+    """:func:`~hadar.reference_rates.fair_share_jct` of many jobs at once (one value per job in
+    each array): the same operations element by element, so the same floats."""
+    if total_gpus <= 0:
+        return np.full(len(total_steps), math.inf)
+    runs = equal_rate > 0
+    share = np.minimum(1.0, total_gpus / (np.maximum(1.0, contention) * num_gpus))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        jct = total_steps / (equal_rate * share)
+    out: np.ndarray = np.where(runs, jct, math.inf)
     return out
 
 

@@ -127,7 +127,7 @@ def backfill(
     Mutates ``free``; returns how many were placed."""
     zero = CandidateCache(ctx.cluster.capacity, None)
     total = int(free.sum())
-    key = free.tobytes()
+    key: StateKey = free.tobytes()
 
     def best(e: QueueEntry) -> Candidate | None:
         if total < e.request.num_gpus:
@@ -145,8 +145,8 @@ def backfill(
         c = best(entries[i])
         if c is not None:
             commit(entries[i], c)
-            free[...] = free - c.alloc
+            c.take_from(free)
             total -= c.gpus
-            key = free.tobytes()
+            key = zero.fresh_key()  # a new state (its bytes would be a large cluster's copy)
             done += 1
     return done

@@ -41,7 +41,7 @@ from typing import Any
 
 from hadar.core.jobs import JobStatus
 from hadar.policy import RoundContext
-from hadar.scheduler.ttd import CRITICAL_TOLERANCE_ROUNDS, best_remaining_s
+from hadar.scheduler.ttd import CRITICAL_TOLERANCE_ROUNDS, remaining_times
 from hadar.valuation import JobValuation
 
 
@@ -89,13 +89,17 @@ def may_displace(num_gpus: int) -> bool:
 
 
 def tail_jobs(
-    vals: list[JobValuation], ctx: RoundContext, percentile: float, finished: Sequence[float]
+    vals: list[JobValuation],
+    ctx: RoundContext,
+    percentile: float,
+    finished: Sequence[float],
+    best: Sequence[float] | None = None,
 ) -> list[tuple[int, float]]:
     """The jobs on the path of the ``percentile`` JCT bound (module docstring), longest predicted
     JCT first (ties: position), each with its deadline in seconds from now; ``finished`` are the
-    JCTs of the jobs that left."""
-    rates: dict[int, float] = {}
-    best = [best_remaining_s(v, ctx, rates) for v in vals]
+    JCTs of the jobs that left; ``best``: the jobs' :func:`~hadar.scheduler.ttd.remaining_times`,
+    when the caller has them."""
+    best = remaining_times(vals, ctx) if best is None else best
     elapsed = [ctx.now - v.status.job.arrival for v in vals]
     pred = [e + b for e, b in zip(elapsed, best, strict=True)]
     values = sorted([*finished, *(p for p in pred if math.isfinite(p))], reverse=True)

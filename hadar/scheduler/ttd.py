@@ -20,6 +20,7 @@ or while it is further away, only the longest-path jobs are protected and the ut
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -47,17 +48,21 @@ rounds lost lab M-5 (0.99x Gavel's TTD); 4 and 6 gave the same mixes."""
 
 
 def critical_jobs(
-    vals: list[JobValuation], ctx: RoundContext, slack_s: float, bound: str = "longest"
+    vals: list[JobValuation],
+    ctx: RoundContext,
+    slack_s: float,
+    bound: str = "longest",
+    best: Sequence[float] | None = None,
 ) -> list[tuple[int, float]]:
     """Jobs on the critical path of the remaining TTD, longest first, with their deadline
     (seconds from now): those whose best remaining time is within ``slack_s`` of the bound L (see
     the module docstring), or with ``bound = makespan-lp``, once every job's gang fits in the
-    cluster at once, every job when all of them set the fluid makespan (:func:`contended_critical`)."""
+    cluster at once, every job when all of them set the fluid makespan (:func:`contended_critical`).
+    ``best``: the jobs' :func:`remaining_times`, when the caller has them."""
     if not vals:
         return []
     gpus = max(1, ctx.cluster.total_gpus)
-    rates: dict[int, float] = {}  # per request object: jobs of one class share theirs
-    best = [best_remaining_s(v, ctx, rates) for v in vals]
+    best = remaining_times(vals, ctx) if best is None else best
     work = sum(
         v.status.job.num_gpus * t for v, t in zip(vals, best, strict=True) if math.isfinite(t)
     )
@@ -74,7 +79,7 @@ def critical_jobs(
 def contended_critical(
     vals: list[JobValuation],
     ctx: RoundContext,
-    best: list[float],
+    best: Sequence[float],
     limit: float,
     slack_s: float,
     longest: list[tuple[int, float]],
@@ -125,6 +130,13 @@ def prefix_makespan(
     makespan LP; infinite when some job can run nowhere."""
     level = min_makespan(rates, gangs, counts, remaining).level
     return 1.0 / level if level > 0 else math.inf
+
+
+def remaining_times(vals: Sequence[JobValuation], ctx: RoundContext) -> list[float]:
+    """:func:`best_remaining_s` of every job, each request object's best rate computed once: the
+    figure the guards, the deferral bounds and the type matching of one round all read."""
+    rates: dict[int, float] = {}
+    return [best_remaining_s(v, ctx, rates) for v in vals]
 
 
 def best_remaining_s(

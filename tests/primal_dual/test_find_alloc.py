@@ -117,6 +117,45 @@ def test_pruning_equals_the_full_search_on_random_large_clusters(nodes, types, w
     assert [c.unit_cost for c in pruned] == pytest.approx([c.unit_cost for c in full], rel=1e-12)
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(65, 400),
+    st.integers(1, 4),
+    st.integers(1, 12),
+    st.integers(1, 40),
+    st.sampled_from([1, 2, 4, 8]),
+    st.integers(0, 2**31 - 1),
+)
+def test_sixteen_bit_node_keys_select_the_same_nodes(nodes, types, most, groups, w, seed):
+    """relevant_nodes with 16-bit keys (where group and free GPUs fit) keeps exactly the nodes the
+    64-bit keys keep: the first W of each group of interchangeable nodes."""
+    from primal_dual import find_alloc
+
+    rng = np.random.default_rng(seed)
+    free = rng.integers(0, most + 1, (nodes, types))
+    node_groups = rng.integers(0, groups, nodes)
+    req = JobRequest(w, np.ones((nodes, types)), np.ones((nodes, types)), node_groups)
+    small = find_alloc._small_group_keys(node_groups, free)
+    packed = (free * (64 ** np.arange(types))).sum(axis=1)
+    wide = node_groups * 64**types + packed
+    if small is not None:  # the same partition of the nodes
+        pairs = set(zip(small.tolist(), wide.tolist(), strict=True))
+        assert len(pairs) == len(set(small.tolist())) == len(set(wide.tolist()))
+    order = np.argsort(wide, kind="stable")
+    expected = np.sort(order[find_alloc.rank_in_runs(wide[order]) < w])
+    got = find_alloc.relevant_nodes(req, free, np.ones((nodes, types)))
+    assert got.tolist() == expected.tolist()
+
+
+def test_sixteen_bit_node_keys_decline_what_does_not_fit():
+    from primal_dual import find_alloc
+
+    assert find_alloc._small_group_keys(np.zeros(3, dtype=int), -np.ones((3, 2), dtype=int)) is None
+    big = np.full((3, 3), 63)  # 64 ** 3 > 2 ** 16
+    assert find_alloc._small_group_keys(np.zeros(3, dtype=int), big) is None
+    assert find_alloc._small_group_keys(np.zeros(3, dtype=int), big[:, :2]) is not None
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     st.integers(1, 7),

@@ -181,3 +181,99 @@ def test_upgrades_skipped_at_the_fastest_rate_plan_the_same(seed, monkeypatch):
         assert got.assignments == want.assignments
         assert got.info == want.info
     assert any(skipped), "some running job is at its fastest rate: the skip is exercised"
+
+
+def _deferred_rho_one_by_one(vals, ctx, contention):
+    """The deferral bound's figures job by job, as first written (the reference)."""
+    from hadar.reference_rates import equal_share_rate, fair_share_jct
+
+    out = []
+    for v in vals:
+        job = v.status.job
+        shared = len(ctx.jobs) if contention is None else contention.average(job.job_id)
+        equal = equal_share_rate(v.request.rates_cons, ctx.cluster.capacity)
+        fair = fair_share_jct(job.total_steps, equal, job.num_gpus, ctx.cluster.total_gpus, shared)
+        fair += ctx.round_s
+        finish = ctx.now + ctx.round_s - job.arrival + scheduler.best_remaining_s(v, ctx)
+        out.append((finish / fair, fair) if np.isfinite(fair) else (0.0, fair))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_deferred_rho_at_once_equals_job_by_job(seed):
+    from hadar.scheduler.contention import Contention
+    from hadar.scheduler.ttd import remaining_times
+
+    ctx = random_round(seed)
+    vals = value_jobs(ctx, ctx.jobs)
+    contention = Contention()
+    ids = [s.job_id for s in ctx.jobs]
+    contention.observe(ctx.now - 720.0, ids[: len(ids) // 2])
+    contention.observe(ctx.now, ids)
+    for c in (None, contention):
+        want = _deferred_rho_one_by_one(vals, ctx, c)
+        assert scheduler.deferred_rho(vals, ctx, c) == want  # bit for bit
+        assert scheduler.deferred_rho(vals, ctx, c, remaining_times(vals, ctx)) == want
+
+
+def _projected_completion_scalar(type_rates, planned, rate, restarted, started, rem, best, rnd, rs):
+    """The type matching's projected completion for one job, as first written (the reference)."""
+    import math
+
+    from hadar.scheduler.matching import TIE_BREAK_ROUNDS
+
+    rates = type_rates.astype(float).copy()
+    rates[planned] = rate
+    restart = np.full(len(rates), rs if started else 0.0)
+    restart[planned] = rs if restarted else 0.0
+    cost = np.full(len(rates), math.inf)
+    stay = np.full(len(rates), math.inf)
+    ok = rates > 0
+    if best <= 0 or not ok.any():
+        return cost, stay
+    stay[ok] = restart[ok] + rem / rates[ok]
+    progress = rates[ok] * np.maximum(0.0, rnd - restart[ok])
+    later = rnd + np.maximum(0.0, rem - progress) / best
+    cost[ok] = np.where(stay[ok] <= rnd, stay[ok], later)
+    cost += TIE_BREAK_ROUNDS * rnd
+    cost[planned] -= TIE_BREAK_ROUNDS * rnd
+    return cost, stay
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_projected_completions_at_once_equal_one_by_one(seed):
+    from hadar.scheduler.matching import projected_completions
+
+    rng = np.random.default_rng(seed)
+    n, types = 200, 3
+    rates = np.where(rng.random((n, types)) < 0.2, 0.0, rng.uniform(0.1, 5.0, (n, types)))
+    rates[rng.random(n) < 0.05] = 0.0  # jobs that can run nowhere
+    planned = rng.integers(0, types, n)
+    planned_rate = rng.uniform(0.1, 5.0, n)
+    restarted, started = rng.random(n) < 0.5, rng.random(n) < 0.5
+    rem = rng.uniform(10.0, 5000.0, n)
+    best = np.where(rng.random(n) < 0.05, 0.0, rng.uniform(0.1, 5.0, n))
+    restart_s = rng.uniform(0.0, 600.0, n)  # some restarts longer than the round
+    cost, stay = projected_completions(
+        rates, planned, planned_rate, restarted, started, rem, best, 360.0, restart_s
+    )
+    for i in range(n):
+        want = _projected_completion_scalar(
+            rates[i], planned[i], planned_rate[i], restarted[i], started[i], rem[i], best[i],
+            360.0, restart_s[i],
+        )  # fmt: skip
+        assert cost[i].tolist() == want[0].tolist()
+        assert stay[i].tolist() == want[1].tolist()
+
+
+@pytest.mark.parametrize(
+    "name", ["inverse-remaining", "inverse-jct", "inverse-slowdown", "sigmoid"]
+)
+def test_rate_utility_equals_the_utility_of_the_completion_time(name):
+    from primal_dual.utility import make_utility, rate_utility
+
+    utility = make_utility(name)
+    rng = np.random.default_rng(0)
+    for start, rem, weight, ideal, rate in rng.uniform(0.0, 5000.0, (500, 5)):
+        u = rate_utility(utility, start, rem, weight, ideal)
+        assert u(rate + 1e-3) == utility.value(start + rem / (rate + 1e-3), weight, ideal)
