@@ -13,7 +13,8 @@ in a doc; this script runs the command behind every NAME once and rewrites the b
 
 ``tests/docs/test_doc_tables.py`` runs ``--check --only NAME`` for each generator (slow tests,
 one per generator so that they run side by side: the physical grid, two philly-480 comparisons
-and the two reproductions on the physical mixes take about 3 minutes on two cores in all).
+and the two reproductions on the physical mixes take some 4 CPU minutes in all, the physical grid
+about 170 CPU s of it).
 """
 
 from __future__ import annotations

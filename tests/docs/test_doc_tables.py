@@ -29,8 +29,8 @@ GENERATORS = tuple(_doc_tables().GENERATORS)
 
 
 @pytest.mark.slow
-# The physical grid takes about 2 minutes on two idle cores: the suite's 600 s is not enough on
-# a loaded machine.
+# The physical grid takes about 170 CPU s in two processes (490 s with scripts/test-robust's two
+# busy processes on a loaded machine): the suite's 600 s is not enough there.
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("generator", GENERATORS)
 def test_generated_doc_blocks_match_the_commands(generator: str) -> None:
