@@ -31,7 +31,6 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -70,15 +69,6 @@ _EPS = 1e-6  # seconds: completion times closer than this are equal
 
 class _OutOfBudget(Exception):
     """The search evaluated more than its ``max_leaves`` round assignments."""
-
-
-@dataclass
-class _Best:
-    """The best schedule found so far: its largest and summed completion, its first round."""
-
-    largest: float = math.inf
-    total: float = math.inf
-    first: dict[int, int] | None = None
 
 
 def plan_rounds(
@@ -134,13 +124,18 @@ def _plan_rounds(
     max_leaves: int,
 ) -> tuple[tuple[int, ...], float, float] | None:
     """:func:`plan_rounds` on hashable arguments, remembered within a run (HadarE's rollouts ask
-    the same searches again; the result depends on the arguments alone)."""
-    n_types = len(counts)
-    best = _Best()
-    leaves = 0
+    the same searches again; the result depends on the arguments alone).
 
-    def restart(j: int, k: int, cur: int, began: bool) -> float:
-        return penalty[j] if began and k != cur else 0.0
+    The search runs hundreds of thousands of times per simulation, so its helpers are written
+    out where they are used (a job's soonest finish, a restart, "better than the best so far"):
+    the same arithmetic in the same order as the helpers', so the same plans."""
+    n_types = len(counts)
+    inf = math.inf
+    best_largest = inf  # the best schedule found so far: its largest and summed completion,
+    best_total = inf  # and its first round
+    best_first: dict[int, int] | None = None
+    leaves = 0
+    horizon = MAX_ROUNDS * round_s - _EPS
 
     # per job, its fastest rate on any type and on any type but each one (0.0: none); division
     # and addition are monotone, so the soonest finish comes from these without a scan of types
@@ -152,21 +147,22 @@ def _plan_rounds(
         ]
         for row in rate
     ]
+    usable = [[k for k in range(n_types) if row[k] > 0] for row in rate]  # per job, in type order
 
     def soonest(j: int, rem: float, cur: int, began: bool) -> float:
         """Seconds job j needs at least: alone, on its best type (where it runs now without
         restart, elsewhere with one if it has ``began``)."""
         if not began:
-            return rem / fastest[j] if fastest[j] > 0 else math.inf
+            return rem / fastest[j] if fastest[j] > 0 else inf
         if cur < 0:
-            return penalty[j] + rem / fastest[j] if fastest[j] > 0 else math.inf
+            return penalty[j] + rem / fastest[j] if fastest[j] > 0 else inf
         other = fastest_but[j][cur]
-        away = penalty[j] + rem / other if other > 0 else math.inf
+        away = penalty[j] + rem / other if other > 0 else inf
         here = rate[j][cur]
-        return min(rem / here, away) if here > 0 else away
-
-    def better(f: float, s: float) -> bool:
-        return f < best.largest - _EPS or (f <= best.largest + _EPS and s < best.total - _EPS)
+        if here > 0:
+            near = rem / here
+            return away if away < near else near  # min(near, away)
+        return away
 
     def search(
         t: float,
@@ -177,68 +173,96 @@ def _plan_rounds(
     ) -> None:
         """Rounds from ``t`` on for the unfinished ``jobs`` (index, remaining steps, current
         type, started); ``f``, ``s``: the largest and summed completion of the finished ones."""
+        nonlocal best_largest, best_total, best_first
         if not jobs:
-            if better(f, s):
-                best.largest, best.total, best.first = f, s, first
+            if f < best_largest - _EPS or (f <= best_largest + _EPS and s < best_total - _EPS):
+                best_largest, best_total, best_first = f, s, first
             return
-        if t >= MAX_ROUNDS * round_s - _EPS:
+        if t >= horizon:
             raise _OutOfBudget
-        bound = {j: t + soonest(j, rem, cur, began) for j, rem, cur, began in jobs}
-        if not better(max(f, *bound.values()), s + sum(bound.values())):
+        # each job's soonest finish, in the order of ``jobs``; the largest and the sum
+        keyed = []
+        bounds = []
+        f0 = f
+        for j, rem, cur, began in jobs:
+            b = t + soonest(j, rem, cur, began)
+            keyed.append((-b, j, rem, cur, began, b))
+            bounds.append(b)
+            if b > f0:  # max(f, *bounds)
+                f0 = b
+        s0 = s + sum(bounds)
+        if not (f0 < best_largest - _EPS or (f0 <= best_largest + _EPS and s0 < best_total - _EPS)):
             return
-        order = sorted(jobs, key=lambda it: (-bound[it[0]], it[0]))
-        free = [int(c) for c in counts]
+        keyed.sort()  # longest bound first, then by index (indices are unique)
+        order = [(j, rem, cur, began, b) for _, j, rem, cur, began, b in keyed]
+        n = len(order)
+        free = list(counts)
         chosen: dict[int, int] = {}
+        t_next = t + round_s
 
         def assign(pos: int, f_part: float, s_part: float) -> None:
             """Assign ``order[pos:]`` a type; ``f_part``, ``s_part``: lower bounds on the
             largest and summed completion given the types ``order[:pos]`` have."""
             nonlocal leaves
-            if pos == len(order):
+            if pos == n:
                 leaves += 1
                 if leaves > max_leaves:
                     raise _OutOfBudget
                 left: list[tuple[int, float, int, bool]] = []
                 f2, s2 = f, s
-                for j, rem, cur, began in order:
+                for j, rem, cur, began, _ in order:
                     k = chosen[j]
                     if k < 0:
                         left.append((j, rem, -1, began))
                         continue
-                    pen = restart(j, k, cur, began)
-                    tau = pen + rem / rate[j][k]
+                    pen = penalty[j] if began and k != cur else 0.0
+                    r = rate[j][k]
+                    tau = pen + rem / r
                     if tau <= round_s:
-                        f2, s2 = max(f2, t + tau), s2 + t + tau
+                        end = t + tau
+                        if end > f2:
+                            f2 = end
+                        s2 = s2 + t + tau
                     else:
-                        done = rate[j][k] * max(0.0, round_s - pen)
+                        run = round_s - pen
+                        done = r * (run if run > 0.0 else 0.0)
                         left.append((j, rem - done, k, began or done > 0))
-                search(t + round_s, left, f2, s2, dict(chosen) if first is None else first)
+                search(t_next, left, f2, s2, dict(chosen) if first is None else first)
                 return
-            j, rem, cur, began = order[pos]
+            j, rem, cur, began, bound = order[pos]
+            need = gangs[j]
+            row = rate[j]
+            pen_j = penalty[j] if began else 0.0
             options = sorted(
-                (restart(j, k, cur, began) + rem / rate[j][k], k)
-                for k in range(n_types)
-                if rate[j][k] > 0 and free[k] >= gangs[j]
+                ((pen_j if k != cur else 0.0) + rem / row[k], k)
+                for k in usable[j]
+                if free[k] >= need
             )
             if not options:  # no type has room for its gang: it waits
                 chosen[j] = -1
-                finish = t + round_s + soonest(j, rem, -1, began)
-                assign(pos + 1, max(f_part, finish), s_part + finish - bound[j])
+                finish = t_next + soonest(j, rem, -1, began)
+                assign(pos + 1, finish if finish > f_part else f_part, s_part + finish - bound)
                 return
             for tau, k in options:
                 if tau <= round_s:
                     finish = t + tau
                 else:
-                    rest = rem - rate[j][k] * max(0.0, round_s - restart(j, k, cur, began))
-                    finish = t + round_s + soonest(j, rest, k, True)
-                if not better(max(f_part, finish), s_part + finish - bound[j]):
+                    run = round_s - (pen_j if k != cur else 0.0)
+                    rest = rem - row[k] * (run if run > 0.0 else 0.0)
+                    finish = t_next + soonest(j, rest, k, True)
+                f3 = finish if finish > f_part else f_part
+                s3 = s_part + finish - bound
+                if not (
+                    f3 < best_largest - _EPS
+                    or (f3 <= best_largest + _EPS and s3 < best_total - _EPS)
+                ):
                     continue
-                free[k] -= gangs[j]
+                free[k] -= need
                 chosen[j] = k
-                assign(pos + 1, max(f_part, finish), s_part + finish - bound[j])
-                free[k] += gangs[j]
+                assign(pos + 1, f3, s3)
+                free[k] += need
 
-        assign(0, max(f, *bound.values()), s + sum(bound.values()))
+        assign(0, f0, s0)
 
     jobs = [
         (j, float(r), int(c), bool(b))
@@ -248,9 +272,9 @@ def _plan_rounds(
         search(0.0, jobs, 0.0, 0.0, None)
     except _OutOfBudget:
         return None
-    if best.first is None:
+    if best_first is None:
         return None
-    return tuple(best.first[j] for j in range(len(jobs))), best.largest, best.total
+    return tuple(best_first[j] for j in range(len(jobs))), best_largest, best_total
 
 
 remember_per_run(_plan_rounds.cache_clear)
