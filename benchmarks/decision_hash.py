@@ -5,7 +5,8 @@
 
 Scenarios: ``philly-480`` seeds 0-4 on ``sim-60gpu``, and the physical mixes ``M-1`` ...
 ``M-12`` on ``aws-5node`` and ``lab-5node`` (seed 0); for Pollux and AFS (policies of elastic
-jobs), ``pollux-6`` on ``pollux-64t4`` (seed 0) instead. Each run is ``hadar.api.simulate`` with the
+jobs), ``pollux-6`` on ``pollux-64t4`` (seed 0) instead; for Hadar and HadarE also ``pollux-1``
+on ``pollux-hetero-64`` (their elastic jobs). Each run is ``hadar.api.simulate`` with the
 policy's defaults (what ``hadar simulate --policy NAME`` runs); every round's assignments (job,
 copy, placement, step budget, batch size, restart flag) go into one SHA-256 per scenario, the
 round index with them. ``--check`` prints the scenarios whose hash differs and exits 1 if any
@@ -31,9 +32,14 @@ SCENARIOS: tuple[tuple[str, str, int], ...] = tuple(
     ("sim-60gpu", "philly-480", seed) for seed in range(5)
 ) + tuple((cluster, mix, 0) for cluster in ("aws-5node", "lab-5node") for mix in MIXES)
 ELASTIC_SCENARIOS: tuple[tuple[str, str, int], ...] = (("pollux-64t4", "pollux-6", 0),)
+HETEROGENEOUS_ELASTIC: tuple[tuple[str, str, int], ...] = (("pollux-hetero-64", "pollux-1", 0),)
+"""Hadar and HadarE choose elastic jobs' GPU types, counts and batches (``adapt_elastic``): one
+Pollux workload on the mixed cluster covers that path too."""
 SCENARIOS_OF: dict[str, tuple[tuple[str, str, int], ...]] = {
     "pollux": ELASTIC_SCENARIOS,
     "afs": ELASTIC_SCENARIOS,
+    "hadar": SCENARIOS + HETEROGENEOUS_ELASTIC,
+    "hadare": SCENARIOS + HETEROGENEOUS_ELASTIC,
 }
 """Policies hashed on other scenarios than :data:`SCENARIOS`."""
 
