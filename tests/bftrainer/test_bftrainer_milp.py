@@ -105,14 +105,24 @@ def test_min_nodes_or_waiting() -> None:
     assert r.counts == {0: 0, 1: 3}  # a cannot run on fewer than 4: it waits
 
 
-def test_time_limit_reports_status_and_gap() -> None:
+@pytest.mark.parametrize("time_limit", [0.05, 0.1, 0.15])
+def test_time_limit_reports_status_and_gap(time_limit: float) -> None:
+    # (which status a limit ends in depends on this machine's speed; each is checked)
     trainers, pool, current = instance(60, 12, 1)
-    r = solve(trainers, pool, 120.0, formulation="nodes", current_nodes=current, time_limit=0.05)
+    r = solve(
+        trainers, pool, 120.0, formulation="nodes", current_nodes=current, time_limit=time_limit
+    )
     assert r.status in ("time-limit", "kept-current", "optimal")
     if r.status == "kept-current":
         assert r.counts == {t.key: t.current for t in trainers}
     assert r.objective >= objective_value(trainers, {t.key: t.current for t in trainers}, 120.0)
-    assert 0.0 <= r.gap <= 1.0 or r.status == "kept-current"
+    # HiGHS's gap is relative to its incumbent, so a weak one (what 0.05 s finds on a loaded
+    # machine) has a gap above 1: what the gap must be is a valid bound on the optimum
+    assert r.gap >= 0.0
+    if r.status != "kept-current":
+        optimum = solve(trainers, pool, 120.0, formulation="nodes", current_nodes=current)
+        assert optimum.status == "optimal"
+        assert optimum.objective <= r.objective * (1.0 + r.gap) * (1.0 + 1e-6)
 
 
 def test_a_bound_time_limit_never_keeps_a_map_worse_than_one_in_hand() -> None:
