@@ -65,6 +65,7 @@ from hadar.round_progress import JobRound, job_restart_s, play_job_round
 from hadar.scheduler import HadarConfig, HadarPolicy
 from hadar.scheduler.elastic import adapts
 from hadar.valuation import JobValuation, value_jobs
+from hadare.fork_lp import ForkDemand, fork_preferences
 from hadare.shadow import HadarReplay, Projection, ReplayRound
 from hadare.step_split import CopySlot, finishing_subset, split_steps
 from tracker.ids import DEFAULT_MAX_JOB_COUNT
@@ -245,9 +246,10 @@ class HadarEPolicy(Policy):
             return None
         target = first[0]
         candidates: list[_Candidate] = []
-        for name, plan in plans.items():
-            copies, forked = self._fork_onto(plan, ctx, by_id, loose)
-            candidates.append(_Candidate(name, copies, forked))
+        for by_lp in (False, True):
+            for name, plan in plans.items():
+                copies, forked = self._fork_onto(plan, ctx, by_id, loose, by_lp)
+                candidates.append(_Candidate(name, copies, forked))
         candidates += _swaps(kept, target.last_job, by_id, ctx)
         best: tuple[Projection, _Candidate, HadarReplay] | None = None
         tried: list[dict[int, dict[str, Placement]]] = [kept.copies]
@@ -274,6 +276,7 @@ class HadarEPolicy(Policy):
         ctx: RoundContext,
         by_id: Mapping[int, JobValuation],
         check: _Check,
+        by_lp: bool = False,
     ) -> tuple[dict[int, dict[str, Placement]], int]:
         """``plan``'s placements of HadarE's jobs, plus the copies forked onto what it leaves idle.
         Each job runs at the batch ``plan`` gives it (an elastic job's, chosen by Hadar)."""
@@ -297,6 +300,8 @@ class HadarEPolicy(Policy):
         }
         for _ in range(4):
             others = {j: v for j, v in forkable.items() if j not in finishing}
+            if by_lp:
+                forked += _fork_by_lp(copies, others, free, ctx, n_copies, check)
             forked += _fork(copies, others, free, ctx, n_copies, check)
             if not _trim(copies, by_id, free, ctx, self._seconds(ctx, copies), finishing, check):
                 break
@@ -627,6 +632,48 @@ def _fork(
                 free -= cluster.placement_matrix(placement)
                 added += 1
         copies[job_id] = grown
+
+
+def _fork_by_lp(
+    copies: dict[int, dict[str, Placement]],
+    vals: Mapping[int, JobValuation],
+    free: np.ndarray,
+    ctx: RoundContext,
+    n_copies: int,
+    check: _Check,
+) -> int:
+    """Step 2 by comparative advantage: offer each idle cell to the jobs the fluid fork LP
+    (``hadare/fork_lp.py``) gives a share of it, largest share first; a copy is added where it
+    fits and the usual checks accept it. Returns how many. Mutates."""
+    cluster = ctx.cluster
+    demands = []
+    for job_id, v in sorted(vals.items()):
+        have = copies.get(job_id, {})
+        if len(have) >= n_copies or any(len(p) > 1 for p in have.values()):
+            continue
+        job = v.status.job
+        rates = np.array(v.request.rates_cons, dtype=float)
+        for name in have:
+            rates[cluster.node_index[name], :] = 0.0
+        base = sum(ctx.throughput.rate(job, p, cluster) for p in have.values())
+        demands.append(ForkDemand(job_id, v.status.remaining_steps, base, job.num_gpus, rates))
+    added = 0
+    for job_id, h, k in fork_preferences(demands, free):
+        have = copies.get(job_id, {})
+        gpus = vals[job_id].status.job.num_gpus
+        node = cluster.node_names[h]
+        if node in have or len(have) >= n_copies or free[h, k] < gpus:
+            continue
+        alloc = np.zeros_like(free)
+        alloc[h, k] = gpus
+        placement = cluster.placement_from_matrix(alloc)
+        grown = {**have, node: placement}
+        if not check.accepts(job_id, have, grown):
+            continue
+        free -= alloc
+        copies[job_id] = grown
+        added += 1
+    return added
 
 
 def _grow(
