@@ -53,6 +53,10 @@ class Decision:
 class Executor(Protocol[Outcome]):
     """The backend of the round loop: where jobs arrive, run and are recorded."""
 
+    plays_refills: bool
+    """Whether it can start a run mid-round when the run it follows stops
+    (:attr:`Assignment.after`); a plan with a refill is refused by one that cannot."""
+
     def finished(self) -> bool:
         """Whether every job is done (or given up): the loop stops."""
         ...
@@ -98,7 +102,7 @@ class RoundLoop(Generic[Outcome]):
             plan = self.policy.decide(policy_view(ctx))
         decision = Decision(ctx, plan, time.perf_counter() - t0, self.policy.state())
         try:
-            validate_plan(plan, ctx)
+            validate_plan(plan, ctx, refills=self.executor.plays_refills)
         except PolicyError as exc:
             raise PolicyError(
                 f"policy {self.policy.name}, round {index}: {exc}; nothing was run "
@@ -155,8 +159,9 @@ def measured_type_figures(
     }
 
 
-def validate_plan(plan: RoundPlan, ctx: RoundContext) -> None:
-    """Raise PolicyError unless the plan respects capacity, gangs and copy rules."""
+def validate_plan(plan: RoundPlan, ctx: RoundContext, refills: bool = True) -> None:
+    """Raise PolicyError unless the plan respects capacity, gangs and copy rules (and has no
+    refill where the driver cannot play one)."""
     known = {s.job_id: s.job for s in ctx.jobs}
     seen: set[tuple[int, int]] = set()
     used = ctx.cluster.capacity * 0
@@ -189,6 +194,39 @@ def validate_plan(plan: RoundPlan, ctx: RoundContext) -> None:
             if copy_nodes.setdefault(a.job_id, set()) & nodes:
                 raise PolicyError(f"two copies of job {a.job_id} share a node")
             copy_nodes[a.job_id] |= nodes
-        used = used + ctx.cluster.placement_matrix(a.placement)
+        if a.after is None:
+            used = used + ctx.cluster.placement_matrix(a.placement)
     if (used > ctx.cluster.capacity).any():
         raise PolicyError("plan exceeds GPU capacity")
+    if not refills and any(a.after is not None for a in plan.assignments):
+        raise PolicyError("a run follows another within the round, which this driver cannot start")
+    _validate_refills(plan, ctx)
+
+
+def _validate_refills(plan: RoundPlan, ctx: RoundContext) -> None:
+    """A refill (``Assignment.after``) is a copy on one node, within the GPUs there of a run of
+    the job it follows; that job has no refill itself, and refills share no GPU."""
+    refilling = {a.job_id for a in plan.assignments if a.after is not None}
+    if not refilling:
+        return
+    held: dict[tuple[int, str], np.ndarray] = {}
+    followed = {a.after for a in plan.assignments}
+    for a in plan.assignments:
+        if a.after is None and a.job_id in followed:
+            for node in a.nodes:
+                key = (a.job_id, node)
+                matrix = ctx.cluster.placement_matrix(a.placement)
+                held[key] = held[key] + matrix if key in held else matrix
+    for a in plan.assignments:
+        if a.after is None:
+            continue
+        what = f"job {a.job_id} copy {a.copy} follows job {a.after}"
+        if not a.copy or len(a.nodes) != 1:
+            raise PolicyError(f"{what}: only a copy on one node can follow another job's run")
+        if a.after in refilling or a.after == a.job_id:
+            raise PolicyError(f"{what}, which has a refill itself")
+        room = held.get((a.after, a.nodes[0]))
+        mine = ctx.cluster.placement_matrix(a.placement)
+        if room is None or (mine > room).any():
+            raise PolicyError(f"{what} on GPUs of node {a.nodes[0]} that job does not run on")
+        held[(a.after, a.nodes[0])] = room - mine

@@ -39,6 +39,9 @@ class Assignment:
     """Fixed seconds of this round spent on something other than training (e.g. aggregation)."""
     batch_size: int | None = None
     """Total batch size of an elastic job this round (None: the job's own batch size)."""
+    after: int | None = None
+    """A refill: the job whose run on these GPUs this run follows within the round. It starts
+    when that run stops (its job finished or its step budget spent); None: with the round."""
     restart: bool | None = None
     """Whether this run pays the checkpoint-restart penalty this round; None lets the driver
     decide (it does when the placement differs from last round's for the same job and copy)."""

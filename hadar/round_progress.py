@@ -83,6 +83,8 @@ class JobRound:
     """Seconds into the round at which the job finished; None if it did not."""
     step_credit: tuple[float, ...]
     """Per run: steps-accounting progress per credited unit (``steps`` over ``goodput``)."""
+    free_at: tuple[float, ...] = ()
+    """Per run, seconds into the round when it got its GPUs (0 but for a refill)."""
 
     @property
     def end(self) -> float:
@@ -98,7 +100,8 @@ class JobRound:
         return min(self.remaining, steps_by(self.runs, min(t, self.end)))
 
     def stops(self) -> list[float]:
-        """Per run, when it stopped holding its GPUs (finished, budget spent or round over)."""
+        """Per run, when it stopped holding its GPUs (finished, budget spent or round over); a
+        refill that never got its GPUs (:attr:`Assignment.after`) stops when it would start."""
         out = []
         for r in self.runs:
             stop = min(self.end, r.stop_time()) if r.rate > 0 else self.end
@@ -128,8 +131,11 @@ def play_job_round(
     round_s: float,
     restart_penalty_s: float,
     fork_progress: str,
+    free_at: Sequence[float] | None = None,
 ) -> JobRound:
-    """Play ``job``'s ``assigns`` (its runs this round) from ``remaining`` steps."""
+    """Play ``job``'s ``assigns`` (its runs this round) from ``remaining`` steps; ``free_at``:
+    per run, seconds into the round when its GPUs are free (a refill's: when the run it follows
+    stopped; default 0). A run starts after that, its restart penalty and its overhead."""
     done_before = job.total_steps - remaining
     restart_s = job_restart_s(job, restart_penalty_s)
     rates = [
@@ -139,14 +145,18 @@ def play_job_round(
     runs: list[Run] = []
     credit: list[float] = []
     restarted = False
-    for a, run_rate in zip(assigns, rates, strict=True):
+    offsets = [0.0] * len(assigns) if free_at is None else list(free_at)
+    for a, run_rate, offset in zip(assigns, rates, offsets, strict=True):
         rate = run_rate.rate
         credited = rate if run_rate.step_rate is None else run_rate.step_rate
         credit.append(credited / rate if rate > 0 else 0.0)
-        moved = current.get(a.run_key) != a.placement if a.restart is None else a.restart
+        if a.restart is not None:
+            moved = a.restart
+        else:  # a refill loads its job where another job's process ran
+            moved = a.after is not None or current.get(a.run_key) != a.placement
         resumed = moved and remaining < job.total_steps
         restarted = restarted or resumed
-        start = min(round_s, (restart_s if resumed else 0.0) + a.overhead_s)
+        start = min(round_s, offset + (restart_s if resumed else 0.0) + a.overhead_s)
         cap = remaining if a.step_budget is None else min(a.step_budget, remaining)
         runs.append(Run(start, rate, max(cap, 0.0)))
     finish_at = time_to_reach(runs, remaining, round_s) if any(r.rate > 0 for r in runs) else None
@@ -159,7 +169,52 @@ def play_job_round(
         restarted,
         finish_at,
         tuple(credit),
+        tuple(offsets),
     )
+
+
+def play_plan(
+    assignments: Sequence[Assignment],
+    jobs: Mapping[int, tuple[Job, float]],
+    current: Mapping[tuple[int, int], Placement],
+    throughput: ThroughputModel,
+    cluster: Cluster,
+    round_s: float,
+    restart_penalty_s: float,
+    fork_progress: str,
+) -> dict[int, JobRound]:
+    """Every job's round under a plan (``jobs``: id -> (job, remaining steps)), in plan order
+    except that a job with a refill (:attr:`Assignment.after`) plays after the runs it follows,
+    its refill starting when the run of that job on its node stopped."""
+    by_job: dict[int, list[Assignment]] = {}
+    for a in assignments:
+        by_job.setdefault(a.job_id, []).append(a)
+    refilling = {a.job_id for a in assignments if a.after is not None}
+    stopped: dict[tuple[int, str], float] = {}  # (job, node): when its run there stopped
+    out: dict[int, JobRound] = {}
+    for job_id in sorted(by_job, key=lambda j: j in refilling):  # stable: plan order otherwise
+        assigns = by_job[job_id]
+        job, remaining = jobs[job_id]
+        free_at = [
+            0.0 if a.after is None else stopped.get((a.after, a.nodes[0]), round_s) for a in assigns
+        ]
+        outcome = play_job_round(
+            job,
+            remaining,
+            assigns,
+            current,
+            throughput,
+            cluster,
+            round_s,
+            restart_penalty_s,
+            fork_progress,
+            free_at,
+        )
+        for a, stop in zip(assigns, outcome.stops(), strict=True):
+            for node in a.nodes:
+                stopped[(job_id, node)] = stop
+        out[job_id] = outcome
+    return {j: out[j] for j in by_job}
 
 
 def book_job_round(service: JobService, outcome: JobRound, now: float) -> float:

@@ -48,16 +48,17 @@ class ForkDemand:
     cell_rates: np.ndarray
 
 
-def fork_preferences(
-    demands: Sequence[ForkDemand], free: np.ndarray
-) -> list[tuple[int, int, int]]:
+def fork_preferences(demands: Sequence[ForkDemand], free: np.ndarray) -> list[tuple[int, int, int]]:
     """``(job id, node, type)`` pairs the fluid optimum gives a share of an idle cell, by share
-    (largest first; ties by job, node, type). Empty when the LP has nothing to place or fails."""
+    (largest first; ties by job, node, type). Empty when the LP has nothing to place or fails.
+    Among equally good fluid schedules HiGHS returns one vertex; the columns are built in job-id
+    order so that it never depends on the order ``demands`` come in."""
     free = np.asarray(free, dtype=float)
+    demands = sorted(demands, key=lambda d: d.job_id)  # the LP's columns never follow input order
     cols: list[tuple[int, int, int]] = []  # (demand index, node, type)
     for i, d in enumerate(demands):
         ok = (free >= d.width) & (d.cell_rates > 0)
-        for h, k in zip(*np.nonzero(ok)):
+        for h, k in zip(*np.nonzero(ok), strict=True):
             cols.append((i, int(h), int(k)))
     rows_jobs = [
         i for i, d in enumerate(demands) if d.remaining > 0 and (d.base_rate > 0 or _has(cols, i))

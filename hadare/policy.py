@@ -16,6 +16,10 @@ Each round (all copies restart from the job's consolidated parameters, so nothin
 3. **Step split** — a job's remaining steps are divided among its copies in proportion to their
    throughputs; a job that can finish this round keeps only its fastest copies that suffice,
    and the freed nodes go back to step 2.
+4. **Refills** — the GPUs a job finishing this round leaves before the round ends go to a copy
+   of a job that does not finish (the one that would finish last first), which starts there
+   when the finishing job's run stops (``Assignment.after``; knob ``refill``, on where the
+   driver plays refills: the simulator).
 
 **Never behind.** A job's copies are kept only if, played with the simulator's own arithmetic
 (goodput accounting of forks, restart and aggregation overheads), the job stays at least as far
@@ -29,7 +33,8 @@ simulator with fixed-length rounds, every job then finishes no later than under 
 rule refused (the same base decisions, forked without it) are played to the end of the run:
 this round, then HadarE without look-ahead (a rollout, no new arrivals). One is taken if its
 rollout finishes the jobs sooner than the never-behind plan's (last finish, then the sum of
-finishes) and no later than plain Hadar's own run on either; plain Hadar from where it leaves
+finishes) and no later than plain Hadar's own run on either (the candidates include the base
+decisions forked by comparative advantage, ``hadare/fork_lp.py``); plain Hadar from where it leaves
 the jobs then *guides* the never-behind rule. The never-behind plan's rollout is exact in the
 simulator, so the projected last finish and sum only go down round to round: TTD and average
 JCT stay at most Hadar's, though a job may finish later.
@@ -70,6 +75,9 @@ from hadare.shadow import HadarReplay, Projection, ReplayRound
 from hadare.step_split import CopySlot, finishing_subset, split_steps
 from tracker.ids import DEFAULT_MAX_JOB_COUNT
 
+REFILL_MIN_S = 1.0
+"""GPUs freed less than this many seconds before the round ends are not refilled."""
+
 
 @dataclass(frozen=True)
 class HadarEConfig:
@@ -87,6 +95,10 @@ class HadarEConfig:
     lookahead_budget: int = 30
     """Rounds of HadarE all of a round's rollouts may play together (the never-behind plan's
     first, then the candidates in order until it is spent)."""
+    refill: bool = SIMULATED.refill
+    """Give the GPUs of a job that finishes mid-round to a copy of another job for the rest of
+    the round (step 4, module docstring); ``hadar run`` cannot start a run mid-round yet and
+    turns it off."""
     hadar: HadarConfig = HadarConfig()
     """The plain Hadar whose decision HadarE forks onto (``--policy-opt hadare:KNOB=...``)."""
 
@@ -113,6 +125,8 @@ class HadarEPolicy(Policy):
 
     def __init__(self, config: HadarEConfig | None = None, **knobs: Any) -> None:
         self.config = config or HadarEConfig(**knobs)
+        self._refills: dict[tuple[int, str], tuple[int, float]] = {}
+        """This decision's refills: (job, node) -> (the job it follows there, when that stops)."""
         self._batches: dict[int, int | None] = {}
         """The total batch of each job in the plan being forked onto (this decision's scratch)."""
         self.replay = HadarReplay(self.config.hadar)
@@ -175,6 +189,9 @@ class HadarEPolicy(Policy):
         if ahead is not None:
             copies, forked = ahead.copies, ahead.forked
         self._batches = _batches(plans[base if ahead is None else ahead.base])
+        self._refills = {}
+        if self.config.refill:
+            self._refill(ctx, copies, by_id, check)
         assignments = [
             a
             for job_id in sorted(copies)
@@ -192,6 +209,58 @@ class HadarEPolicy(Policy):
             base=base if ahead is None else f"{ahead.base}+ahead",
         )
         return RoundPlan(tuple(assignments), info)
+
+    def _refill(
+        self,
+        ctx: RoundContext,
+        copies: dict[int, dict[str, Placement]],
+        by_id: Mapping[int, JobValuation],
+        check: _Check,
+    ) -> None:
+        """Step 4 (module docstring): the GPUs a job finishing this round leaves early go to a
+        copy of a job that does not finish, the one that would finish last first, where the
+        usual checks accept it. Records them in ``_refills``; mutates ``copies``."""
+        cluster = ctx.cluster
+        n_copies = self.config.copies or len(cluster.nodes)
+        freed: list[tuple[float, int, int, str, Placement]] = []
+        finishing: set[int] = set()
+        for job_id in sorted(copies):
+            outcome = check.play(job_id, copies[job_id])
+            if outcome is None or outcome.finish_at is None:
+                continue
+            finishing.add(job_id)
+            for a, stop in zip(outcome.assignments, outcome.stops(), strict=True):
+                if len(a.nodes) == 1 and stop < ctx.round_s - REFILL_MIN_S:
+                    node = a.nodes[0]
+                    freed.append((stop, cluster.node_index[node], job_id, node, a.placement))
+        for stop, _, before, node, placement in sorted(freed):  # earliest first, node order
+            width = sum(placement[node].values())
+            order = []
+            for job_id, v in by_id.items():
+                have = copies.get(job_id, {})
+                if (
+                    job_id in finishing
+                    or v.status.job.num_gpus != width
+                    or node in have
+                    or len(have) >= n_copies
+                    or any(len(p) > 1 for p in have.values())
+                    or ctx.throughput.rate(v.status.job, placement, cluster) <= 0
+                ):
+                    continue
+                planned = sum(ctx.throughput.rate(v.status.job, p, cluster) for p in have.values())
+                finish = v.status.remaining_steps / planned if planned > 0 else np.inf
+                order.append((-finish, job_id))
+            for _, job_id in sorted(order):
+                have = copies.get(job_id, {})
+                grown = {**have, node: placement}
+                self._refills[(job_id, node)] = (before, stop)
+                if check.accepts(job_id, have, grown):
+                    copies[job_id] = grown
+                    outcome = check.play(job_id, grown)
+                    if outcome is not None and outcome.finish_at is not None:
+                        finishing.add(job_id)  # its other copies' budgets cover the rest
+                    break
+                del self._refills[(job_id, node)]
 
     def _look_ahead(
         self,
@@ -352,10 +421,15 @@ class HadarEPolicy(Policy):
             per_node.items(), key=lambda item: ctx.cluster.node_index[item[0]]
         ):
             copy = ctx.cluster.node_index[node] + 1
-            moved = ctx.current.get((job_id, copy)) != placement
+            refill = self._refills.get((job_id, node))
+            # a refill loads the job where another job's process ran: always a restart
+            moved = refill is not None or ctx.current.get((job_id, copy)) != placement
             overhead = self._overhead(ctx, job_id, len(per_node), moved)
             rate = ctx.throughput.rate(st.job, placement, ctx.cluster)
-            slots.append((copy, placement, overhead, CopySlot(node, rate, ctx.round_s - overhead)))
+            start = 0.0 if refill is None else refill[1]
+            slots.append(
+                (copy, placement, overhead, CopySlot(node, rate, ctx.round_s - start - overhead))
+            )
         budgets = split_steps([s[3] for s in slots], st.remaining_steps)
         return [
             Assignment(
@@ -365,6 +439,7 @@ class HadarEPolicy(Policy):
                 step_budget=budgets[slot.node],
                 overhead_s=overhead,
                 batch_size=self._batches.get(job_id),
+                after=self._refills.get((job_id, slot.node), (None, 0.0))[0],
                 restart=False,
             )
             for copy, placement, overhead, slot in slots
@@ -446,16 +521,19 @@ class _Check:
             return None
         ctx = self.ctx
         st = ctx.status(job_id)
+        assigns = self.policy.job_assignments(job_id, per_node, ctx)
+        refills = self.policy._refills
         return play_job_round(
             st.job,
             st.remaining_steps,
-            self.policy.job_assignments(job_id, per_node, ctx),
+            assigns,
             ctx.current,
             ctx.throughput,
             ctx.cluster,
             ctx.round_s,
             ctx.restart_penalty_s,
             ctx.fork_progress,
+            [refills.get((job_id, a.nodes[0]), (None, 0.0))[1] for a in assigns],
         )
 
     def keeps_up(self, job_id: int, per_node: Mapping[str, Placement]) -> bool:

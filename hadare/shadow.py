@@ -26,8 +26,8 @@ from typing import Any
 
 from hadar.core.job_service import JobService
 from hadar.core.jobs import Job, JobStatus, Placement
-from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
-from hadar.round_progress import JobRound, book_job_round, play_job_round
+from hadar.policy import Policy, RoundContext, RoundPlan
+from hadar.round_progress import JobRound, book_job_round, play_plan
 from hadar.scheduler import HadarConfig, HadarPolicy
 
 ROUND_TIME_TOLERANCE_S = 1e-6
@@ -355,23 +355,16 @@ def _copy_service(service: JobService) -> JobService:
 def _play_plan(
     plan: RoundPlan, ctx: RoundContext, jobs: Mapping[int, ReplayedJob]
 ) -> dict[int, JobRound]:
-    by_job: dict[int, list[Assignment]] = {}
-    for a in plan.assignments:
-        by_job.setdefault(a.job_id, []).append(a)
-    return {
-        job_id: play_job_round(
-            jobs[job_id].job,
-            jobs[job_id].remaining,
-            assigns,
-            ctx.current,
-            ctx.throughput,
-            ctx.cluster,
-            ctx.round_s,
-            ctx.restart_penalty_s,
-            ctx.fork_progress,  # Hadar never forks: its one run per job is the same under either
-        )
-        for job_id, assigns in by_job.items()
-    }
+    return play_plan(
+        plan.assignments,
+        {a.job_id: (jobs[a.job_id].job, jobs[a.job_id].remaining) for a in plan.assignments},
+        ctx.current,
+        ctx.throughput,
+        ctx.cluster,
+        ctx.round_s,
+        ctx.restart_penalty_s,
+        ctx.fork_progress,  # Hadar never forks: its one run per job is the same under either
+    )
 
 
 def _job_to_json(job: Job) -> dict[str, Any]:

@@ -28,6 +28,9 @@ class DriverDefaults:
     paper's restart penalty; real runs: what HadarE assumes averaging costs on real nodes."""
     size: str
     """Model size of the workload mixes (``--size``)."""
+    refill: bool
+    """Whether a run may start mid-round on the GPUs another job's run left (HadarE's refills):
+    the simulator plays it; ``hadar run`` starts every run with its round."""
     policy: str
     """The policy a run uses when none is named (``--policy``; a registered policy's name)."""
 
@@ -45,13 +48,23 @@ class RealRunDefaults(DriverDefaults):
 
 
 SIMULATED = DriverDefaults(
-    round_s=360.0, restart_penalty_s=10.0, aggregation_overhead_s=10.0, size="paper", policy="hadar"
+    round_s=360.0,
+    restart_penalty_s=10.0,
+    aggregation_overhead_s=10.0,
+    size="paper",
+    refill=True,
+    policy="hadar",
 )
 """The simulator's defaults (``simulate``, ``compare``, the experiments, the Python API): the
 paper's six-minute rounds and 10 s checkpoint-restart penalty, mixes at the paper's sizes, Hadar."""
 
 REAL_RUN = RealRunDefaults(
-    round_s=30.0, restart_penalty_s=3.0, aggregation_overhead_s=2.0, size="tiny", policy="hadare"
+    round_s=30.0,
+    restart_penalty_s=3.0,
+    aggregation_overhead_s=2.0,
+    size="tiny",
+    refill=False,
+    policy="hadare",
 )
 """``hadar run``'s defaults: 30 s wall-clock rounds, short enough for the tiny models on CPUs;
 3 s for starting a worker and loading a model; 2 s for averaging; tiny models; HadarE."""

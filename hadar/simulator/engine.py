@@ -15,9 +15,11 @@ Semantics (also in docs/hadar.md, section Simulator):
   a job's copies running together progress at most as one job at their combined batch.
 * A job finishes at the exact moment its steps reach the target; its GPUs stay idle for the
   rest of the round (``round_end="round"``) or the round ends when its longest run ends
-  (``round_end="longest-job"``, Gavel's simulator).
-* GPU busy time counts from the round start until a run stops (finished, budget spent or slot
-  over), penalties included: the GPU is held.
+  (``round_end="longest-job"``, Gavel's simulator), unless a refill (``Assignment.after``)
+  follows it there: that run starts when the run it follows stops, then pays its penalty and
+  overhead.
+* GPU busy time counts from when a run gets its GPUs (the round start, or a refill's start)
+  until it stops (finished, budget spent or slot over), penalties included: the GPU is held.
 * Jobs arriving during a round wait for the next round; an idle cluster starts a round at the
   next arrival. Rounds are numbered consecutively (0, 1, 2, ...): an idle gap between two rounds
   is visible in their times, never as a missing round index, and does not count against
@@ -44,7 +46,7 @@ from hadar.core.node_stream import NodeStream
 from hadar.loop import Decision, PolicyError, RoundLoop, validate_plan
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan, forget_memos
 from hadar.reference_rates import best_achievable_rate, equal_share_rate
-from hadar.round_progress import book_job_round, play_job_round
+from hadar.round_progress import book_job_round, play_plan
 from hadar.simulator.records import JobRecord, PlacementRecord, RoundRecord, SimulationResult
 
 __all__ = [
@@ -147,6 +149,8 @@ class SimulatorExecutor:
     """The simulator's backend of the round loop (``hadar/loop.py``): arrivals on a simulated
     clock, the progress model, and the records a :class:`SimulationResult` is made of. The
     policy's state after each decision is kept in memory (``policy_state``)."""
+
+    plays_refills = SIMULATED.refill
 
     def __init__(
         self,
@@ -358,22 +362,22 @@ def _run_round(
     by_job: dict[int, list[Assignment]] = {}
     for a in plan.assignments:
         by_job.setdefault(a.job_id, []).append(a)
-    stops: list[tuple[Assignment, float]] = []
+    stops: list[tuple[Assignment, float, float]] = []  # (run, got its GPUs, stopped)
     restarted: set[int] = set()
     speeds: dict[tuple[int, int], RunRate] = {}
-    for job_id, assigns in by_job.items():
+    played = play_plan(
+        plan.assignments,
+        {j: (states[j].job, states[j].remaining) for j in by_job},
+        ctx.current,
+        ctx.throughput,
+        ctx.cluster,
+        round_s,
+        cfg.restart_penalty_s,
+        cfg.fork_progress,
+    )
+    for job_id, outcome in played.items():
+        assigns = by_job[job_id]
         st = states[job_id]
-        outcome = play_job_round(
-            st.job,
-            st.remaining,
-            assigns,
-            ctx.current,
-            ctx.throughput,
-            ctx.cluster,
-            round_s,
-            cfg.restart_penalty_s,
-            cfg.fork_progress,
-        )
         for a, run_rate in zip(assigns, outcome.rates, strict=True):
             speeds[a.run_key] = run_rate
         if outcome.restarted:
@@ -382,22 +386,22 @@ def _run_round(
         st.step_sum += sum(
             r.steps_by(end) * c for r, c in zip(outcome.runs, outcome.step_credit, strict=True)
         )
-        stops.extend(zip(assigns, outcome.stops(), strict=True))
+        stops.extend(zip(assigns, outcome.free_at, outcome.stops(), strict=True))
         st.remaining = book_job_round(st, outcome, ctx.now)
     for job_id in restarted:
         states[job_id].restarts += 1
     if cfg.round_end == "longest-job" and stops:
-        duration = max(s for _, s in stops)
+        duration = max(s for _, _, s in stops)
         duration = round_s if duration <= 0 else min(round_s, duration)
     else:
         duration = round_s
     busy_seconds = 0.0
-    node_busy: dict[str, float] = {}
-    for a, stop in stops:
-        held = min(stop, duration)
+    node_held: dict[str, list[tuple[float, float]]] = {}
+    for a, got, stop in stops:
+        held = max(0.0, min(stop, duration) - got)
         busy_seconds += a.num_gpus * held
         for node, per in a.placement.items():
-            node_busy[node] = max(node_busy.get(node, 0.0), held)
+            node_held.setdefault(node, []).append((got, got + held))
             speed = speeds[a.run_key]
             for gtype, count in per.items():
                 placements.append(
@@ -415,6 +419,7 @@ def _run_round(
                         efficiency=speed.efficiency,
                         goodput=speed.rate if speed.efficiency is not None else None,
                         estimated=speed.estimated,
+                        after=a.after,
                     )
                 )
                 key = f"{node}/{gtype}"
@@ -435,8 +440,8 @@ def _run_round(
         busy_gpus=sum(a.num_gpus for a in plan.assignments),
         busy_gpu_seconds=busy_seconds,
         active_seconds=active_seconds,
-        busy_nodes=len(node_busy),
-        busy_node_seconds=sum(node_busy.values()),
+        busy_nodes=len(node_held),
+        busy_node_seconds=sum(_covered(spans) for spans in node_held.values()),
         running_jobs=running,
         queued_jobs=len(ctx.jobs) - running,
         decision_seconds=0.0,
@@ -452,6 +457,16 @@ def _run_round(
         a.run_key: a.placement for a in plan.assignments if states[a.job_id].finish is None
     }
     return record, new_current, busy_seconds
+
+
+def _covered(spans: list[tuple[float, float]]) -> float:
+    """Seconds covered by the union of ``(start, end)`` spans."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(spans):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
 
 
 class _Progress:

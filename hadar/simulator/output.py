@@ -20,9 +20,11 @@ ELASTIC_PLACEMENT_COLUMNS = [
     "efficiency",
     "goodput",
     "estimated",
+    "after",
 ]
-"""Appended to ``placements.csv`` (docs/outputs.md): the run's GPUs, and for runs of elastic jobs
-with efficiency data their batch size, samples/s, efficiency and goodput (empty otherwise)."""
+"""Appended to ``placements.csv`` (docs/outputs.md): the run's GPUs, for runs of elastic jobs
+with efficiency data their batch size, samples/s, efficiency and goodput (empty otherwise),
+whether its speed was estimated, and for a refill the job it followed on those GPUs."""
 ELASTIC_ROUND_COLUMNS = ["goodput", "efficiency"]
 """Appended to ``rounds.csv``: the elastic runs' summed goodput and mean efficiency."""
 PROGRESS_JOB_COLUMNS = ["target", "step_sum"]
@@ -90,6 +92,7 @@ def result_frames(result: SimulationResult) -> dict[str, pd.DataFrame]:
                 p.efficiency,
                 p.goodput,
                 p.estimated,
+                p.after,
             ]
             for p in result.placements
         ],
@@ -105,7 +108,8 @@ def result_frames(result: SimulationResult) -> dict[str, pd.DataFrame]:
         (placements, ["time", "throughput", "efficiency", "goodput"]),
     ):
         frame[floats] = frame[floats].astype(float)  # None -> NaN, one dtype per column
-    placements["batch_size"] = placements["batch_size"].astype("Int64")
+    for column in ("batch_size", "after"):
+        placements[column] = placements[column].astype("Int64")
     return {"jobs": jobs, "rounds": rounds, "placements": placements}
 
 

@@ -82,6 +82,8 @@ class PlacementRecord:
     """Elastic runs: throughput x efficiency, samples at the initial batch per second."""
     estimated: bool = False
     """Whether the run's speed was scaled from another GPU type's measurements."""
+    after: int | None = None
+    """A refill: the job whose run on these GPUs this run followed within the round."""
 
 
 @dataclass(frozen=True)

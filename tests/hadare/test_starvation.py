@@ -30,19 +30,22 @@ def _stream() -> list[Job]:
     return jobs
 
 
-def _policy(max_wait_s: float | None, max_rho: float | None) -> HadarEPolicy:
+def _policy(max_wait_s: float | None, max_rho: float | None, refill: bool) -> HadarEPolicy:
     """HadarE with its default Hadar knobs but these bounds, and without the tail guard, which
     would start the 1-hour job at once by itself (it sets the p99 of this stream: see
-    :func:`test_the_tail_guard_alone_also_starts_the_one_hour_job`)."""
+    :func:`test_the_tail_guard_alone_also_starts_the_one_hour_job`); without refills, which
+    start it in what the short jobs leave of their rounds (:func:`test_refills_start_the_one_hour_job_at_once`)."""
     hadar = replace(
         HadarEConfig().hadar, max_wait_s=max_wait_s, max_rho=max_rho, tail_percentile=None
     )
-    return HadarEPolicy(HadarEConfig(hadar=hadar))
+    return HadarEPolicy(HadarEConfig(hadar=hadar, refill=refill))
 
 
-def _run(max_wait_s: float | None, max_rho: float | None) -> dict[int, tuple[float, float]]:
+def _run(
+    max_wait_s: float | None, max_rho: float | None, refill: bool = False
+) -> dict[int, tuple[float, float]]:
     """Per job (queueing delay, JCT)."""
-    policy = _policy(max_wait_s, max_rho)
+    policy = _policy(max_wait_s, max_rho, refill)
     result = simulate(CLUSTER, _stream(), policy, TABLE, SimConfig(round_s=ROUND))
     assert all(j.finish is not None for j in result.jobs)
     return {j.job_id: (j.queueing_delay, j.jct) for j in result.jobs}
@@ -64,6 +67,15 @@ def test_without_the_bound_the_one_hour_job_starves_behind_the_stream():
     assert waits[1] > 5 * 3600  # it waits for the stream to end: the bound is what prevents it
 
 
+def test_refills_start_the_one_hour_job_at_once():
+    # each 5-minute job finishes 300 s into its round (plus nothing: it never ran before) and
+    # leaves the second GPU for the round's last 60 s: a refill of the 1-hour job, the one that
+    # would finish last among those that can use it, starts there in the first round
+    delays = _run(None, None, refill=True)
+    assert delays[1][0] <= 300.0 + 1e-6
+    assert delays[1][1] < _run(None, None)[1][1]
+
+
 def test_the_default_fairness_bound_starts_the_one_hour_job_by_its_fair_share_deadline():
     # three jobs present in the first rounds (the 10-hour job, the 1-hour job, the latest short
     # one) on two GPUs: a 1/3 share runs the 1-hour job 2/3 of the time, 5,400 s, plus the round
@@ -80,7 +92,7 @@ def test_the_default_fairness_bound_starts_the_one_hour_job_by_its_fair_share_de
 
 def _rho_max(max_wait_s: float | None, max_rho: float | None) -> float:
     result = simulate(
-        CLUSTER, _stream(), _policy(max_wait_s, max_rho), TABLE, SimConfig(round_s=ROUND)
+        CLUSTER, _stream(), _policy(max_wait_s, max_rho, False), TABLE, SimConfig(round_s=ROUND)
     )
     return float(summarize(result)["rho_max"])
 
