@@ -162,6 +162,7 @@ class TimedExecutor:
     def __init__(self, inner: Coordinator) -> None:
         self.inner = inner
         self.spent = 0.0
+        self.plays_refills = inner.plays_refills
 
     def _timed(self, fn: Any, *args: Any) -> Any:
         t0 = time.perf_counter()

@@ -18,8 +18,7 @@ Each round (all copies restart from the job's consolidated parameters, so nothin
    and the freed nodes go back to step 2.
 4. **Refills** — the GPUs a job finishing this round leaves before the round ends go to a copy
    of a job that does not finish (the one that would finish last first), which starts there
-   when the finishing job's run stops (``Assignment.after``; knob ``refill``, on where the
-   driver plays refills: the simulator).
+   when the finishing job's run stops (``Assignment.after``; knob ``refill``).
 
 **Never behind.** A job's copies are kept only if, played with the simulator's own arithmetic
 (goodput accounting of forks, restart and aggregation overheads), the job stays at least as far
@@ -95,10 +94,9 @@ class HadarEConfig:
     lookahead_budget: int = 30
     """Rounds of HadarE all of a round's rollouts may play together (the never-behind plan's
     first, then the candidates in order until it is spent)."""
-    refill: bool = SIMULATED.refill
+    refill: bool = True
     """Give the GPUs of a job that finishes mid-round to a copy of another job for the rest of
-    the round (step 4, module docstring); ``hadar run`` cannot start a run mid-round yet and
-    turns it off."""
+    the round (step 4, module docstring)."""
     hadar: HadarConfig = HadarConfig()
     """The plain Hadar whose decision HadarE forks onto (``--policy-opt hadare:KNOB=...``)."""
 

@@ -28,9 +28,6 @@ class DriverDefaults:
     paper's restart penalty; real runs: what HadarE assumes averaging costs on real nodes."""
     size: str
     """Model size of the workload mixes (``--size``)."""
-    refill: bool
-    """Whether a run may start mid-round on the GPUs another job's run left (HadarE's refills):
-    the simulator plays it; ``hadar run`` starts every run with its round."""
     policy: str
     """The policy a run uses when none is named (``--policy``; a registered policy's name)."""
 
@@ -52,7 +49,6 @@ SIMULATED = DriverDefaults(
     restart_penalty_s=10.0,
     aggregation_overhead_s=10.0,
     size="paper",
-    refill=True,
     policy="hadar",
 )
 """The simulator's defaults (``simulate``, ``compare``, the experiments, the Python API): the
@@ -63,7 +59,6 @@ REAL_RUN = RealRunDefaults(
     restart_penalty_s=3.0,
     aggregation_overhead_s=2.0,
     size="tiny",
-    refill=False,
     policy="hadare",
 )
 """``hadar run``'s defaults: 30 s wall-clock rounds, short enough for the tiny models on CPUs;

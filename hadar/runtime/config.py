@@ -128,11 +128,8 @@ class RuntimeKnobs:
     """What a policy assumes a checkpoint-restart costs: starting a worker and loading a model."""
     aggregation_overhead_s: float = REAL_RUN.aggregation_overhead_s
     """What HadarE assumes averaging costs a forked job per round on real nodes."""
-    refill: bool = REAL_RUN.refill
-    """Whether HadarE may plan a run to start mid-round (the round executor starts every run
-    with its round)."""
 
     def fixed_for(self, policy: str) -> dict[str, float]:
         """The knobs that go into policy ``policy``'s config: those its config class has a field
-        for (HadarE's ``aggregation_overhead_s`` and ``refill``)."""
+        for (HadarE's ``aggregation_overhead_s``)."""
         return config_knobs(policy, asdict(self))

@@ -39,7 +39,7 @@ from typing import Any
 from estimators.online import OnlineThroughput
 from hadar.clusters import load_cluster
 from hadar.core.cluster import Cluster
-from hadar.core.defaults import REAL_RUN, REAL_RUN_FORK_PROGRESS
+from hadar.core.defaults import REAL_RUN_FORK_PROGRESS
 from hadar.core.errors import InputError
 from hadar.core.jobs import Job
 from hadar.core.safe_paths import refuse_links, remove_tree
@@ -89,7 +89,7 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 class Coordinator:
     """Drives one run directory to completion (or until stopped)."""
 
-    plays_refills = REAL_RUN.refill
+    plays_refills = True  # a refill starts when the copy it follows returns (round_executor.py)
 
     def __init__(
         self,

@@ -65,6 +65,9 @@ class CopyTask:
     batch and scaled learning rate, ``hadar/runtime/elastic.py``); None: the job's own."""
     measure: bool = False
     """Ask the worker for step and sync times and gradient statistics (elastic jobs)."""
+    after: tuple[int, int] | None = None
+    """A refill: the ``(job, copy)`` whose task on these GPUs this one starts after, with what
+    is left of the round as its deadline (``Assignment.after``)."""
 
     @property
     def ranks(self) -> list[tuple[str, str]]:

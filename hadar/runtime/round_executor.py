@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,9 @@ from hadar.runtime.node_manager import NodeManager
 from tracker import ids
 from tracker.errors import ReportRejected
 from tracker.tracker import JobState, JobTracker
+
+REFILL_MIN_S = 1.0
+"""A refill left with less of the round than this when the run it follows returns does not run."""
 
 
 @dataclass(frozen=True)
@@ -92,19 +95,32 @@ class RoundExecutor:
         withheld = [
             a for a in plan.assignments if (a.job_id, placement_nodes(a.placement)) in self.withheld
         ]
-        kept = [a for a in plan.assignments if a not in withheld]
+        kept = _runnable_refills([a for a in plan.assignments if a not in withheld])
         gpus = bind(
-            [((a.job_id, a.copy), a.placement) for a in kept],
+            [((a.job_id, a.copy), a.placement) for a in kept if a.after is None],
             self.nodes.gpus,
             binding_from_plan(last_plan) if last_plan is not None else {},
         )
+        gpus.update(_refill_gpus(kept, gpus))
+        owner = {(a.job_id, n): a.run_key for a in kept if a.after is None for n in a.nodes}
         states = self.tracker.job_states({a.job_id for a in kept})
-        tasks = [self._task(a, r, attempt, gpus[(a.job_id, a.copy)], states) for a in kept]
+        tasks = [
+            self._task(
+                a,
+                r,
+                attempt,
+                gpus[(a.job_id, a.copy)],
+                states,
+                None if a.after is None else owner[(a.after, a.nodes[0])],
+            )
+            for a in kept
+        ]
         plan_rows = [_plan_row(t) for t in tasks]
         self.journal.plan_round(
             r, attempt, plan_rows, t_start, decision_s, policy_state=decision.policy_state
         )
         for t in tasks:
+            refill: dict[str, Any] = {} if t.after is None else {"after": list(t.after)}
             self.events.emit(
                 "dispatch",
                 round=r,
@@ -116,6 +132,7 @@ class RoundExecutor:
                 steps=t.steps,
                 gpus=t.gpus,
                 devices=t.devices,
+                **refill,
             )
         if self.view is not None:
             self.view.start_round(r, ctx, tasks)
@@ -280,6 +297,7 @@ class RoundExecutor:
         attempt: int,
         gpus: dict[str, dict[str, tuple[int, ...]]],
         states: dict[int, JobState],
+        after: tuple[int, int] | None = None,
     ) -> CopyTask:
         job = self.by_id[a.job_id]
         # A forked copy's tracker id follows its node's position in the whole cluster file, so it
@@ -319,15 +337,61 @@ class RoundExecutor:
                 else None
             ),
             measure=job.is_elastic,
+            after=after,
         )
 
     def dispatch(self, tasks: list[CopyTask], r: int, attempt: int) -> list[CopyOutcome]:
+        """Run every task at once, a refill when the task it follows has returned (its GPUs are
+        free), with what is left of the round as its deadline; a refill left with under
+        ``REFILL_MIN_S`` does not run (no outcome)."""
         if not tasks:
             time.sleep(min(1.0, self.cfg.round_s))
             return []
         local = self.rundir / "incoming" / f"r{r:04d}-a{attempt}"
+        t0 = time.monotonic()
         with ThreadPoolExecutor(max_workers=len(tasks)) as pool:
-            return list(pool.map(lambda t: self.run_copy(t, local), tasks))
+            futures: dict[tuple[int, int], Future[CopyOutcome | None]] = {}
+            for t in sorted(tasks, key=lambda t: t.after is not None):  # followed ones first
+
+                def run(t: CopyTask = t) -> CopyOutcome | None:
+                    if t.after is not None:
+                        futures[t.after].result()
+                        left = self.cfg.round_s - (time.monotonic() - t0)
+                        if left < REFILL_MIN_S:
+                            return None
+                        t = replace(t, deadline_s=left, timeout_s=left + self.cfg.grace_s)
+                    return self.run_copy(t, local)
+
+                futures[(t.job.job_id, t.copy)] = pool.submit(run)
+            done = [futures[(t.job.job_id, t.copy)].result() for t in tasks]
+        return [o for o in done if o is not None]
+
+
+def _runnable_refills(kept: list[Assignment]) -> list[Assignment]:
+    """``kept`` without the refills whose followed run does not run this round (withheld)."""
+    running = {(a.job_id, n) for a in kept if a.after is None for n in a.nodes}
+    return [a for a in kept if a.after is None or (a.after, a.nodes[0]) in running]
+
+
+def _refill_gpus(
+    kept: list[Assignment],
+    gpus: Mapping[tuple[int, int], Mapping[str, Mapping[str, tuple[int, ...]]]],
+) -> dict[tuple[int, int], dict[str, dict[str, tuple[int, ...]]]]:
+    """GPU ids for the refills: the first free ones of the run each follows on its node."""
+    owner = {(a.job_id, n): a.run_key for a in kept if a.after is None for n in a.nodes}
+    given: dict[tuple[tuple[int, int], str, str], int] = {}
+    out: dict[tuple[int, int], dict[str, dict[str, tuple[int, ...]]]] = {}
+    for a in kept:
+        if a.after is None:
+            continue
+        node = a.nodes[0]
+        before = owner[(a.after, node)]
+        for gtype, count in a.placement[node].items():
+            first = given.get((before, node, gtype), 0)
+            ids = gpus[before][node][gtype][first : first + count]
+            given[(before, node, gtype)] = first + count
+            out.setdefault((a.job_id, a.copy), {}).setdefault(node, {})[gtype] = tuple(ids)
+    return out
 
 
 def _plan_row(t: CopyTask) -> dict[str, Any]:
@@ -340,4 +404,5 @@ def _plan_row(t: CopyTask) -> dict[str, Any]:
         "steps": t.steps,
         "gpus": t.gpus,
         "devices": t.devices,
+        **({"after": list(t.after)} if t.after is not None else {}),
     }

@@ -150,7 +150,7 @@ class SimulatorExecutor:
     clock, the progress model, and the records a :class:`SimulationResult` is made of. The
     policy's state after each decision is kept in memory (``policy_state``)."""
 
-    plays_refills = SIMULATED.refill
+    plays_refills = True
 
     def __init__(
         self,

@@ -1,7 +1,7 @@
 """Refills (``Assignment.after``): a run that starts mid-round on the GPUs another job's run left.
 The simulator starts it when that run stops, books the GPU time of both, writes the refill in
 ``placements.csv``; plans that break the rules are refused, as are refills on a driver that
-cannot start a run mid-round (``hadar run``)."""
+cannot start a run mid-round. ``hadar run``'s side: ``tests/hadar/runtime/test_refill_dispatch.py``."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from hadar.runtime.coordinator import Coordinator
 from hadar.simulator import SimConfig, simulate
 from hadar.simulator.engine import SimulatorExecutor
 from hadar.simulator.output import result_frames
+from hadare.policy import HadarEConfig
 
 ROUND = 360.0
 TABLE = GavelThroughputTable({TableKey("A", "v100", 1, True): 1.0}, "one type, 1 step/s")
@@ -113,10 +114,10 @@ def test_plans_breaking_the_refill_rules_are_refused(plan, message):
         _simulate(jobs, lambda r, left: plan)
 
 
-def test_real_runs_do_not_refill_and_refuse_a_plan_with_a_refill():
-    assert SimulatorExecutor.plays_refills
-    assert not Coordinator.plays_refills
-    assert RuntimeKnobs().fixed_for("hadare")["refill"] is False
+def test_both_drivers_play_refills_and_one_that_cannot_refuses_them():
+    assert SimulatorExecutor.plays_refills and Coordinator.plays_refills
+    assert HadarEConfig().refill  # in both: the same policy, no knob a driver fixes
+    assert "refill" not in RuntimeKnobs().fixed_for("hadare")
     jobs = [Job(0, "A", 1, 100.0), Job(1, "A", 1, 1_000.0)]
     executor = SimulatorExecutor(CLUSTER, jobs, "refill-test", TABLE, SimConfig(round_s=ROUND))
     executor.admit_arrivals()
