@@ -8,8 +8,8 @@ Scenarios: ``philly-480`` seeds 0-4 on ``sim-60gpu``, and the physical mixes ``M
 jobs), ``pollux-6`` on ``pollux-64t4`` (seed 0) instead; for Hadar and HadarE also ``pollux-1``
 on ``pollux-hetero-64`` (their elastic jobs). Each run is ``hadar.api.simulate`` with the
 policy's defaults (what ``hadar simulate --policy NAME`` runs); every round's assignments (job,
-copy, placement, step budget, batch size, restart flag) go into one SHA-256 per scenario, the
-round index with them. ``--check`` prints the scenarios whose hash differs and exits 1 if any
+copy, placement, step budget, batch size, restart flag, the job a refill follows) go into one
+SHA-256 per scenario, the round index with them. ``--check`` prints the scenarios whose hash differs and exits 1 if any
 does; ``--write`` records the hashes.
 """
 
@@ -54,6 +54,7 @@ def plan_text(ctx: RoundContext, plan: RoundPlan) -> str:
             a.step_budget,
             a.batch_size,
             a.restart,
+            *(() if a.after is None else (("after", a.after),)),  # refills; older hashes stand
         )
         for a in plan.assignments
     )

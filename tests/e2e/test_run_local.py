@@ -31,6 +31,37 @@ from tests.fixtures.processes import HANG_S
 pytestmark = pytest.mark.slow
 
 
+def test_a_hadare_refill_trains_on_the_gpu_a_finished_copy_left_with_exact_steps(tmp_path):
+    # M-4 on three local nodes: HadarE's first decision (throughput estimates, the same on any
+    # machine) has the MM job follow job 0 on the T4 node once job 0's copy returns (a refill);
+    # rounds of 60 s leave the refill time even on a loaded machine
+    out = tmp_path / "run"
+    proc = run_to_end(out, "M-4", "--size", "tiny", "--policy", "hadare", "--round", "60")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    log = events(out)
+    refills = [e for e in log if e["event"] == "dispatch" and "after" in e]
+    assert refills, "no refill planned"
+    first = refills[0]
+    followed = next(
+        e
+        for e in log
+        if e["event"] == "dispatch"
+        and e["round"] == first["round"]
+        and [e["job"], e["copy"]] == first["after"]
+    )
+    assert followed["node"] == first["node"] and followed["gpus"] == first["gpus"]
+    result = next(
+        e
+        for e in log
+        if e["event"] == "result"
+        and e["round"] == first["round"]
+        and (e["job"], e["copy"]) == (first["job"], first["copy"])
+    )
+    assert result["steps"] > 0
+    # every job ends at exactly its target: the refill's steps were summed like any copy's
+    assert tracker_progress(out) == {0: 300, 1: 400, 2: 300, 3: 250}
+
+
 def test_m3_with_hadare_on_local_nodes_completes_and_reports_cru(tmp_path):
     out = tmp_path / "run"
     proc = run_to_end(
