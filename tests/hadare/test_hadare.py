@@ -94,6 +94,20 @@ def test_step_split_and_fastest_finishing_subset():
     assert len(finishing_subset(slots, 10_000.0)) == 3  # cannot finish: keep all
 
 
+def test_copies_with_less_of_the_round_stop_with_the_others():
+    # "late" starts 200 s after "early" (a restart, or a refill after another job's run)
+    early, late = CopySlot("early", 1.0, 300.0), CopySlot("late", 1.0, 100.0)
+    # the job can finish: both copies stop at the same moment (300 - 50 s into early's time)
+    assert split_steps([early, late], 300.0) == pytest.approx({"early": 250.0, "late": 50.0})
+    # so little that the late copy would only hold its GPU: all goes to the early one
+    assert split_steps([early, late], 150.0) == pytest.approx({"early": 150.0, "late": 0.0})
+    # it cannot finish: every copy runs all its time (rate-proportional budgets would have
+    # stopped the early copy at 250 steps, 50 s before its time was up)
+    budgets = split_steps([early, late], 500.0)
+    assert budgets["early"] >= early.capacity and budgets["late"] >= late.capacity
+    assert sum(budgets.values()) == pytest.approx(500.0)
+
+
 @pytest.mark.parametrize("cluster_name", ["aws-5node", "lab-5node"])
 def test_hadare_raises_utilisation_and_shortens_ttd_on_m3(cluster_name):
     cluster = load_cluster(cluster_name)
