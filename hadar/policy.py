@@ -25,6 +25,10 @@ from hadar.core.jobs import JobStatus, Placement
 from hadar.core.renames import renamed_attribute
 from hadar.core.suggest import did_you_mean
 
+REFILL_MIN_S = 1.0
+"""A refill (:attr:`Assignment.after`) is not planned, or on real nodes not started, with less
+than this many seconds of the round left."""
+
 
 @dataclass(frozen=True)
 class Assignment:

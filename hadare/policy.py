@@ -57,6 +57,7 @@ from hadar.core.cluster import Cluster
 from hadar.core.defaults import SIMULATED
 from hadar.core.jobs import Placement
 from hadar.policy import (
+    REFILL_MIN_S,
     Assignment,
     LineStyle,
     Policy,
@@ -73,9 +74,6 @@ from hadare.fork_lp import ForkDemand, fork_preferences
 from hadare.shadow import HadarReplay, Projection, ReplayRound
 from hadare.step_split import CopySlot, finishing_subset, split_steps
 from tracker.ids import DEFAULT_MAX_JOB_COUNT
-
-REFILL_MIN_S = 1.0
-"""GPUs freed less than this many seconds before the round ends are not refilled."""
 
 
 @dataclass(frozen=True)
@@ -240,14 +238,11 @@ class HadarEPolicy(Policy):
                     job_id in finishing
                     or v.status.job.num_gpus != width
                     or node in have
-                    or len(have) >= n_copies
-                    or any(len(p) > 1 for p in have.values())
+                    or not _may_fork(have, n_copies)
                     or ctx.throughput.rate(v.status.job, placement, cluster) <= 0
                 ):
                     continue
-                planned = sum(ctx.throughput.rate(v.status.job, p, cluster) for p in have.values())
-                finish = v.status.remaining_steps / planned if planned > 0 else np.inf
-                order.append((-finish, job_id))
+                order.append((-_planned_finish(v, have, ctx), job_id))
             for _, job_id in sorted(order):
                 have = copies.get(job_id, {})
                 grown = {**have, node: placement}
@@ -679,7 +674,7 @@ def _fork(
             if job_id in refused:
                 continue
             have = copies.get(job_id, {})
-            if len(have) >= n_copies or any(len(p) > 1 for p in have.values()):
+            if not _may_fork(have, n_copies):
                 continue
             if played:
                 outcome = check.play(job_id, have)
@@ -687,8 +682,7 @@ def _fork(
                     np.inf if outcome is None or outcome.finish_at is None else outcome.finish_at
                 )
             else:
-                planned = sum(ctx.throughput.rate(v.status.job, p, cluster) for p in have.values())
-                finish = v.status.remaining_steps / planned if planned > 0 else np.inf
+                finish = _planned_finish(v, have, ctx)
             node_choice = _fastest_free_node(v, free, have, cluster)
             if node_choice is None:
                 continue
@@ -725,7 +719,7 @@ def _fork_by_lp(
     demands = []
     for job_id, v in sorted(vals.items()):
         have = copies.get(job_id, {})
-        if len(have) >= n_copies or any(len(p) > 1 for p in have.values()):
+        if not _may_fork(have, n_copies):
             continue
         job = v.status.job
         rates = np.array(v.request.rates_cons, dtype=float)
@@ -750,6 +744,19 @@ def _fork_by_lp(
         copies[job_id] = grown
         added += 1
     return added
+
+
+def _may_fork(have: Mapping[str, Placement], n_copies: int) -> bool:
+    """Whether a job with copies ``have`` may get one more: below the copy limit, no gang over
+    several nodes."""
+    return len(have) < n_copies and all(len(p) <= 1 for p in have.values())
+
+
+def _planned_finish(v: JobValuation, have: Mapping[str, Placement], ctx: RoundContext) -> float:
+    """Seconds the job's remaining steps take at the summed rate of its copies ``have``."""
+    job = v.status.job
+    planned = sum(ctx.throughput.rate(job, p, ctx.cluster) for p in have.values())
+    return v.status.remaining_steps / planned if planned > 0 else np.inf
 
 
 def _grow(

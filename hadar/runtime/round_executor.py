@@ -24,7 +24,7 @@ from typing import Any
 from estimators.online import OnlineThroughput
 from hadar.core.jobs import Job
 from hadar.loop import Decision
-from hadar.policy import Assignment
+from hadar.policy import REFILL_MIN_S, Assignment
 from hadar.runtime import elastic
 from hadar.runtime.bookkeeping import RoundBook
 from hadar.runtime.config import RunConfig
@@ -37,9 +37,6 @@ from hadar.runtime.node_manager import NodeManager
 from tracker import ids
 from tracker.errors import ReportRejected
 from tracker.tracker import JobState, JobTracker
-
-REFILL_MIN_S = 1.0
-"""A refill left with less of the round than this when the run it follows returns does not run."""
 
 
 @dataclass(frozen=True)
@@ -95,14 +92,15 @@ class RoundExecutor:
         withheld = [
             a for a in plan.assignments if (a.job_id, placement_nodes(a.placement)) in self.withheld
         ]
-        kept = _runnable_refills([a for a in plan.assignments if a not in withheld])
+        kept = [a for a in plan.assignments if a not in withheld]
+        owner = _followed_runs(kept)
+        kept = _runnable_refills(kept, owner)
         gpus = bind(
             [((a.job_id, a.copy), a.placement) for a in kept if a.after is None],
             self.nodes.gpus,
             binding_from_plan(last_plan) if last_plan is not None else {},
         )
-        gpus.update(_refill_gpus(kept, gpus))
-        owner = {(a.job_id, n): a.run_key for a in kept if a.after is None for n in a.nodes}
+        gpus.update(_refill_gpus(kept, owner, gpus))
         states = self.tracker.job_states({a.job_id for a in kept})
         tasks = [
             self._task(
@@ -367,18 +365,25 @@ class RoundExecutor:
         return [o for o in done if o is not None]
 
 
-def _runnable_refills(kept: list[Assignment]) -> list[Assignment]:
+def _followed_runs(kept: list[Assignment]) -> dict[tuple[int, str], tuple[int, int]]:
+    """``{(job, node): (job, copy)}`` of the runs that start with the round: what a refill
+    (``Assignment.after``) on that node follows."""
+    return {(a.job_id, n): a.run_key for a in kept if a.after is None for n in a.nodes}
+
+
+def _runnable_refills(
+    kept: list[Assignment], owner: Mapping[tuple[int, str], tuple[int, int]]
+) -> list[Assignment]:
     """``kept`` without the refills whose followed run does not run this round (withheld)."""
-    running = {(a.job_id, n) for a in kept if a.after is None for n in a.nodes}
-    return [a for a in kept if a.after is None or (a.after, a.nodes[0]) in running]
+    return [a for a in kept if a.after is None or (a.after, a.nodes[0]) in owner]
 
 
 def _refill_gpus(
     kept: list[Assignment],
+    owner: Mapping[tuple[int, str], tuple[int, int]],
     gpus: Mapping[tuple[int, int], Mapping[str, Mapping[str, tuple[int, ...]]]],
 ) -> dict[tuple[int, int], dict[str, dict[str, tuple[int, ...]]]]:
     """GPU ids for the refills: the first free ones of the run each follows on its node."""
-    owner = {(a.job_id, n): a.run_key for a in kept if a.after is None for n in a.nodes}
     given: dict[tuple[tuple[int, int], str, str], int] = {}
     out: dict[tuple[int, int], dict[str, dict[str, tuple[int, ...]]]] = {}
     for a in kept:

@@ -15,11 +15,11 @@ from types import SimpleNamespace
 import pytest
 
 from hadar.core.jobs import Job
-from hadar.policy import Assignment
+from hadar.policy import REFILL_MIN_S, Assignment
 from hadar.runtime.dispatch import CopyOutcome, CopyTask
 from hadar.runtime.round_executor import (
-    REFILL_MIN_S,
     RoundExecutor,
+    _followed_runs,
     _refill_gpus,
     _runnable_refills,
 )
@@ -92,10 +92,11 @@ def test_refills_take_the_followed_copys_gpus_and_need_it_to_run():
     before = Assignment(0, A)
     one, two = Assignment(1, A1, copy=1, after=0), Assignment(2, A1, copy=1, after=0)
     gpus = {(0, 0): {"a": {"v100": (3, 5)}}}
-    assert _refill_gpus([before, one, two], gpus) == {
+    assert _refill_gpus([before, one, two], _followed_runs([before, one, two]), gpus) == {
         (1, 1): {"a": {"v100": (3,)}},
         (2, 1): {"a": {"v100": (5,)}},
     }
     # the followed run was withheld: its refills do not run either
-    assert _runnable_refills([one, Assignment(3, A1)]) == [Assignment(3, A1)]
-    assert _runnable_refills([before, one]) == [before, one]
+    alone = [one, Assignment(3, A1)]
+    assert _runnable_refills(alone, _followed_runs(alone)) == [Assignment(3, A1)]
+    assert _runnable_refills([before, one], _followed_runs([before, one])) == [before, one]
