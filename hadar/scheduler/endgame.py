@@ -67,6 +67,13 @@ PLAN_CACHE_SIZE = 1024
 _EPS = 1e-6  # seconds: completion times closer than this are equal
 
 
+JobState = tuple[int, float, int, bool]
+"""A job in the search: its index, remaining steps, current type (-1: none), started."""
+Option = tuple[int, float, float, JobState | None]
+"""A job's type this round: (type, its finish bound, seconds it needs there, its state next round
+or None if it finishes this round)."""
+
+
 class _OutOfBudget(Exception):
     """The search evaluated more than its ``max_leaves`` round assignments."""
 
@@ -128,7 +135,11 @@ def _plan_rounds(
 
     The search runs hundreds of thousands of times per simulation, so its helpers are written
     out where they are used (a job's soonest finish, a restart, "better than the best so far"):
-    the same arithmetic in the same order as the helpers', so the same plans."""
+    the same arithmetic in the same order as the helpers', so the same plans. A job's bound and
+    options in a round depend on its own state alone and are worked out once per state, and the
+    recursive closures are deleted when done: their reference cycles would otherwise be left to
+    the cyclic collector, which :func:`hadar.scheduler.cyclic_gc_paused` holds off during a
+    decision (one HadarE simulation made millions of them)."""
     n_types = len(counts)
     inf = math.inf
     best_largest = inf  # the best schedule found so far: its largest and summed completion,
@@ -136,6 +147,9 @@ def _plan_rounds(
     best_first: dict[int, int] | None = None
     leaves = 0
     horizon = MAX_ROUNDS * round_s - _EPS
+    # per round start: each job state's bound and options (below), which depend on the state
+    # alone; one job's state recurs across the other jobs' choices, so each is worked out once
+    memo_at: dict[float, tuple[dict[JobState, float], dict[JobState, list[Option]]]] = {}
 
     # per job, its fastest rate on any type and on any type but each one (0.0: none); division
     # and addition are monotone, so the soonest finish comes from these without a scan of types
@@ -164,9 +178,33 @@ def _plan_rounds(
             return away if away < near else near  # min(near, away)
         return away
 
+    def options(
+        state: JobState, t: float, options_of: dict[JobState, list[Option]]
+    ) -> list[Option]:
+        """A job's options in the round from ``t``, fastest first (``tau``, then type), which
+        it also enters in ``options_of``: (type, finish bound, tau, its state next round or None
+        if it finishes this round)."""
+        j, rem, cur, began = state
+        row = rate[j]
+        pen_j = penalty[j] if began else 0.0
+        t_next = t + round_s
+        out: list[Option] = []
+        for tau, k in sorted(((pen_j if k != cur else 0.0) + rem / row[k], k) for k in usable[j]):
+            if tau <= round_s:
+                out.append((k, t + tau, tau, None))
+            else:
+                run = round_s - (pen_j if k != cur else 0.0)
+                done = row[k] * (run if run > 0.0 else 0.0)
+                rest = rem - done
+                out.append(
+                    (k, t_next + soonest(j, rest, k, True), tau, (j, rest, k, began or done > 0))
+                )
+        options_of[state] = out
+        return out
+
     def search(
         t: float,
-        jobs: list[tuple[int, float, int, bool]],
+        jobs: list[JobState],
         f: float,
         s: float,
         first: dict[int, int] | None,
@@ -181,12 +219,19 @@ def _plan_rounds(
         if t >= horizon:
             raise _OutOfBudget
         # each job's soonest finish, in the order of ``jobs``; the largest and the sum
+        memo = memo_at.get(t)
+        if memo is None:
+            memo = memo_at[t] = ({}, {})
+        bound_of, options_of = memo
         keyed = []
         bounds = []
         f0 = f
-        for j, rem, cur, began in jobs:
-            b = t + soonest(j, rem, cur, began)
-            keyed.append((-b, j, rem, cur, began, b))
+        for state in jobs:
+            b = bound_of.get(state)
+            if b is None:
+                j, rem, cur, began = state
+                b = bound_of[state] = t + soonest(j, rem, cur, began)
+            keyed.append((-b, state[0], state, b))
             bounds.append(b)
             if b > f0:  # max(f, *bounds)
                 f0 = b
@@ -194,62 +239,35 @@ def _plan_rounds(
         if not (f0 < best_largest - _EPS or (f0 <= best_largest + _EPS and s0 < best_total - _EPS)):
             return
         keyed.sort()  # longest bound first, then by index (indices are unique)
-        order = [(j, rem, cur, began, b) for _, j, rem, cur, began, b in keyed]
+        t_next = t + round_s
+        order = [(state, b) for _, _, state, b in keyed]
+
         n = len(order)
         free = list(counts)
         chosen: dict[int, int] = {}
-        t_next = t + round_s
+        left: list[JobState] = []  # the jobs not finished, in ``order``
 
-        def assign(pos: int, f_part: float, s_part: float) -> None:
+        def assign(pos: int, f_part: float, s_part: float, f2: float, s2: float) -> None:
             """Assign ``order[pos:]`` a type; ``f_part``, ``s_part``: lower bounds on the
-            largest and summed completion given the types ``order[:pos]`` have."""
+            largest and summed completion given the types ``order[:pos]`` have; ``f2``, ``s2``:
+            the largest and summed completion of the jobs finished so far (``order[:pos]``'s
+            that finish this round included, summed in that order)."""
             nonlocal leaves
             if pos == n:
                 leaves += 1
                 if leaves > max_leaves:
                     raise _OutOfBudget
-                left: list[tuple[int, float, int, bool]] = []
-                f2, s2 = f, s
-                for j, rem, cur, began, _ in order:
-                    k = chosen[j]
-                    if k < 0:
-                        left.append((j, rem, -1, began))
-                        continue
-                    pen = penalty[j] if began and k != cur else 0.0
-                    r = rate[j][k]
-                    tau = pen + rem / r
-                    if tau <= round_s:
-                        end = t + tau
-                        if end > f2:
-                            f2 = end
-                        s2 = s2 + t + tau
-                    else:
-                        run = round_s - pen
-                        done = r * (run if run > 0.0 else 0.0)
-                        left.append((j, rem - done, k, began or done > 0))
-                search(t_next, left, f2, s2, dict(chosen) if first is None else first)
+                search(t_next, list(left), f2, s2, dict(chosen) if first is None else first)
                 return
-            j, rem, cur, began, bound = order[pos]
+            job, bound = order[pos]
+            j = job[0]
             need = gangs[j]
-            row = rate[j]
-            pen_j = penalty[j] if began else 0.0
-            options = sorted(
-                ((pen_j if k != cur else 0.0) + rem / row[k], k)
-                for k in usable[j]
-                if free[k] >= need
-            )
-            if not options:  # no type has room for its gang: it waits
-                chosen[j] = -1
-                finish = t_next + soonest(j, rem, -1, began)
-                assign(pos + 1, finish if finish > f_part else f_part, s_part + finish - bound)
-                return
-            for tau, k in options:
-                if tau <= round_s:
-                    finish = t + tau
-                else:
-                    run = round_s - (pen_j if k != cur else 0.0)
-                    rest = rem - row[k] * (run if run > 0.0 else 0.0)
-                    finish = t_next + soonest(j, rest, k, True)
+            room = False
+            opts = options_of.get(job)
+            for k, finish, tau, state in opts if opts is not None else options(job, t, options_of):
+                if free[k] < need:
+                    continue
+                room = True
                 f3 = finish if finish > f_part else f_part
                 s3 = s_part + finish - bound
                 if not (
@@ -259,10 +277,32 @@ def _plan_rounds(
                     continue
                 free[k] -= need
                 chosen[j] = k
-                assign(pos + 1, f3, s3)
+                if state is None:  # it finishes this round, at ``finish``
+                    assign(pos + 1, f3, s3, finish if finish > f2 else f2, s2 + t + tau)
+                else:
+                    left.append(state)
+                    assign(pos + 1, f3, s3, f2, s2)
+                    left.pop()
                 free[k] += need
+            if not room:  # no type has room for its gang: it waits
+                chosen[j] = -1
+                _, rem, _, began = job
+                finish = t_next + soonest(j, rem, -1, began)
+                left.append((j, rem, -1, began))
+                assign(
+                    pos + 1,
+                    finish if finish > f_part else f_part,
+                    s_part + finish - bound,
+                    f2,
+                    s2,
+                )
+                left.pop()
 
-        assign(0, f0, s0)
+        try:
+            assign(0, f0, s0, f, s)
+        finally:
+            # it refers to itself: a reference cycle the collector would have to find
+            assign = None  # type: ignore[assignment]
 
     jobs = [
         (j, float(r), int(c), bool(b))
@@ -272,6 +312,9 @@ def _plan_rounds(
         search(0.0, jobs, 0.0, 0.0, None)
     except _OutOfBudget:
         return None
+    finally:
+        # it refers to itself (and so to the memo): freed now, not by the collector
+        search = None  # type: ignore[assignment]
     if best_first is None:
         return None
     return tuple(best_first[j] for j in range(len(jobs))), best_largest, best_total
