@@ -59,6 +59,29 @@ def test_the_fluid_makespan_by_hand():
     )
 
 
+def test_a_remembered_makespan_is_the_lps_and_a_simulation_starts_with_none():
+    from hadar.scheduler import ttd
+
+    rates, ones = np.array([[1.0, 0.5], [1.0, 0.5]]), np.ones(2)
+    simulate("lab-5node", "M-1", "gavel")  # any simulation empties the memo
+    assert not ttd._makespans
+    assert prefix_makespan(rates, ones, ones, ones) == pytest.approx(4 / 3)
+    assert len(ttd._makespans) == 1
+    # the same arguments again: the remembered value, which is the LP's
+    assert (
+        prefix_makespan(rates, ones, ones, ones)
+        == 1.0 / min_makespan(rates, ones, ones, ones).level
+    )
+    assert len(ttd._makespans) == 1
+    # other remaining steps, or the same bytes in another shape, are another LP
+    assert prefix_makespan(rates, ones, ones, np.array([3.0, 1.0])) == pytest.approx(3.0)
+    # (one job, four GPU types: its fastest alone, 1 s, not the remembered 4/3 s)
+    assert prefix_makespan(rates.reshape(1, 4), np.ones(1), np.ones(4), np.ones(1)) == 1.0
+    assert len(ttd._makespans) == 3
+    simulate("lab-5node", "M-1", "gavel")
+    assert not ttd._makespans
+
+
 def test_a_second_job_contending_for_the_one_fast_gpu_is_critical_under_the_makespan_bound():
     # 900 and 800 steps: 450 s and 400 s on the fast GPU. L = 450 s (the longest); but both
     # want the one fast GPU: the fluid makespan is 1700 / 3 = 567 s, which the two together set
