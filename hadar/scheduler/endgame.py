@@ -137,7 +137,7 @@ def _plan_rounds(
     out where they are used (a job's soonest finish, a restart, "better than the best so far"):
     the same arithmetic in the same order as the helpers', so the same plans. A job's bound and
     options in a round depend on its own state alone and are worked out once per state, and the
-    recursive closures are deleted when done: their reference cycles would otherwise be left to
+    recursive closures are released when done: their reference cycles would otherwise be left to
     the cyclic collector, which :func:`hadar.scheduler.cyclic_gc_paused` holds off during a
     decision (one HadarE simulation made millions of them)."""
     n_types = len(counts)
