@@ -30,8 +30,17 @@ COMMANDS: dict[str, list[str]] = {
     "hadar simulate, bad input (exit 2)": ["simulate", "--workload", "M-99"],
     "hadar simulate philly-8 (whole run)": ["simulate", "--workload", "philly-8", "--no-progress"],
     "hadar run, refused (nothing to resume)": ["run", "--resume", "nowhere"],
+    "hadar run, refused (a job's spec)": [
+        *("run", "--cluster", "local-3node", "--workload", "bad-spec.yaml", "--out", "run"),
+        "--no-live",
+    ],
 }
 """What is timed: label -> arguments of ``python -m hadar``."""
+BAD_SPEC = (
+    "jobs:\n- {id: 0, type: MM, gpus: 1, steps: 20,\n"
+    "   spec: {model: MM, size: tiny, data: synthetic, batch_size: -4, lr: 0.001}}\n"
+)
+"""A job file whose training spec a worker would reject (``hadar run`` refuses it, exit 2)."""
 
 
 def timed(root: Path, args: list[str], cwd: str) -> tuple[float, float]:
@@ -65,6 +74,7 @@ def main() -> None:
     print("| command | CPU s (median) | wall s (median) |")
     print("|---|---:|---:|")
     with tempfile.TemporaryDirectory() as cwd:
+        Path(cwd, "bad-spec.yaml").write_text(BAD_SPEC)
         for label, argv in COMMANDS.items():
             runs = [timed(root, argv, cwd) for _ in range(args.repeat)]
             cpu = statistics.median(c for c, _ in runs)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hadar.core.errors import InputError
 from hadar.core.validation import from_validation_error
-from nodes.models import canonical_model
+from nodes.model_names import canonical_model
 
 MAX_BATCH_SIZE = 16_384
 """Largest per-rank batch accepted: beyond it a batch of the paper's models does not fit a GPU's

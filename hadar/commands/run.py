@@ -235,13 +235,16 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.down_after is not None:
         check_down_after(cfg.cluster)
+    from hadar.runtime.run_inputs import accept_run_inputs
+
+    inputs = accept_run_inputs(cfg)  # bad input is refused before torch is imported
     from hadar.runtime.coordinator import Coordinator, StopRequested
     from hadar.runtime.faults import RunStalledError
     from hadar.runtime.live import LiveView
     from hadar.runtime.outputs import write_report
 
     view: LiveView | None = None
-    coordinator = Coordinator(rundir, cfg, provider_options=_provider_options(args))
+    coordinator = Coordinator(rundir, cfg, provider_options=_provider_options(args), inputs=inputs)
     if not args.resume:
         try:
             coordinator.preflight()  # nodes and their GPUs match the cluster file, before run.json

@@ -37,20 +37,16 @@ from pathlib import Path
 from typing import Any
 
 from estimators.online import OnlineThroughput
-from hadar.clusters import load_cluster
 from hadar.core.cluster import Cluster
 from hadar.core.defaults import REAL_RUN_FORK_PROGRESS
-from hadar.core.errors import InputError
 from hadar.core.jobs import Job
 from hadar.core.safe_paths import refuse_links, remove_tree
 from hadar.core.state_db import reading_state
 from hadar.loop import Decision, RoundLoop
 from hadar.policy import Policy, RoundContext
-from hadar.policy_options import policy_with_options
-from hadar.providers.base import NodeProvider, check_provider_setup, make_provider
-from hadar.providers.registry import provider_kind
+from hadar.providers.base import NodeProvider, make_provider
 from hadar.runtime.bookkeeping import RoundBook
-from hadar.runtime.config import RunConfig, RuntimeKnobs, check_run_jobs
+from hadar.runtime.config import RunConfig, RuntimeKnobs
 from hadar.runtime.evaluator import CheckpointGuard, Evaluator
 from hadar.runtime.faults import (
     RunStalledError,
@@ -65,16 +61,13 @@ from hadar.runtime.node_manager import (
     NodeManager,
     ProviderFactory,
     StopRequested,
-    load_stream,
     shares_machine,
 )
 from hadar.runtime.node_stream import LeaveWatcher
 from hadar.runtime.round_executor import RoundExecutor, RoundResult
+from hadar.runtime.run_inputs import RunInputs, accept_run_inputs
 from hadar.runtime.slurm_stream import SlurmWatcher
 from hadar.runtime.state_file import EVENTS_FILE, open_run_state
-from hadar.scenario import load_table, throughput_for
-from hadar.workloads import load_workload, validate_workload
-from nodes.spec import JobSpec, parse_spec
 from tracker.tracker import JobTracker
 
 __all__ = ["STOP_SIGNALS", "Coordinator", "StopRequested"]
@@ -100,27 +93,20 @@ class Coordinator:
         knobs: RuntimeKnobs | None = None,
         view: Any = None,
         provider_factory: ProviderFactory = make_provider,
+        inputs: RunInputs | None = None,
     ) -> None:
         rundir = rundir.resolve()  # resolved once: a link planted later is refused, not followed
         self.rundir = rundir
-        cluster = load_cluster(cfg.cluster)
-        kind = provider_kind(cluster.provider)
-        if cfg.warm_workers and kind is not None and not kind.warm_workers:
-            cfg = cfg.model_copy(update={"warm_workers": False})  # e.g. Slurm: fresh workers
+        inputs = inputs or accept_run_inputs(cfg, knobs)  # bad input: refused before any write
+        cfg, cluster, stream = inputs.cfg, inputs.cluster, inputs.stream
         self.cfg = cfg
-        self.knobs = knobs or cfg.knobs
-        table = load_table(None)
-        self.jobs: list[Job] = load_workload(cfg.workload, table, seed=cfg.seed, size=cfg.size)
-        self.specs = {j.job_id: _job_spec(j, cfg.workload) for j in self.jobs}
+        self.knobs = inputs.knobs
+        self.jobs: list[Job] = inputs.jobs
+        self.specs = inputs.specs
         self.by_id = {j.job_id: j for j in self.jobs}
-        prior = throughput_for(self.jobs, cluster, table)
-        validate_workload(self.jobs, cluster, prior, source=cfg.workload, table=table)
-        check_run_jobs(self.jobs, cfg.workload, cfg.max_job_count)
-        self.throughput = OnlineThroughput(prior)
-        self.estimated_cells = prior.estimated_cells(self.jobs, cluster)
-        self.policy: Policy = _make_policy(cfg.policy, cfg.policy_options, self.knobs)
-        stream = load_stream(cfg, cluster)  # bad input is refused before anything is written
-        check_provider_setup(cluster)  # so are missing credentials and key files
+        self.throughput = OnlineThroughput(inputs.prior)
+        self.estimated_cells = inputs.prior.estimated_cells(self.jobs, cluster)
+        self.policy: Policy = inputs.policy
         refuse_links(rundir, "the run directory")  # before anything is written there
         rundir.mkdir(parents=True, exist_ok=True)
         self.db = open_run_state(rundir)
@@ -470,17 +456,3 @@ class Coordinator:
         """Delete a finished round's fetched copy checkpoints (the tracker has consolidated them)."""
         with contextlib.suppress(OSError):  # best effort; a link planted there stops the run
             remove_tree(self.rundir / "incoming" / f"r{r:04d}-a{attempt}")
-
-
-def _job_spec(job: Job, workload: str) -> JobSpec:
-    """The job's training spec, validated as the worker will (before any round is dispatched)."""
-    if not job.spec:
-        raise InputError(
-            f"{workload}: job {job.job_id}: no training spec (real runs need model, size, data, "
-            f"batch_size, lr)"
-        )
-    return parse_spec(dict(job.spec), f"{workload}: job {job.job_id}: spec")
-
-
-def _make_policy(name: str, options: dict[str, str], knobs: RuntimeKnobs) -> Policy:
-    return policy_with_options(name, options, **knobs.fixed_for(name))

@@ -77,11 +77,6 @@ def pollux_jobs(name: str) -> list[Job]:
     return jobs_from_pollux_csv(text, source=name)
 
 
-def is_pollux_header(fields: list[str]) -> bool:
-    """Whether a CSV header is Pollux's workload schema (it names an ``application``)."""
-    return "application" in fields
-
-
 def load_pollux_file(path: Path) -> list[Job]:
     """A workload file in Pollux's schema; errors name the file, row and field."""
     return jobs_from_pollux_csv(read_text(path, "workload file"), source=str(path))

@@ -15,10 +15,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from hadar.core.errors import InputError
+from nodes.model_names import SIZES as SIZES  # names without torch, re-exported here
+from nodes.model_names import canonical_model as canonical_model
+from nodes.model_names import check_size as check_size
 from nodes.models import lstm_lm, recommender, resnet, translation, weather
-
-SIZES = ("tiny", "small", "paper")
 
 Batch = dict[str, Tensor]
 
@@ -64,23 +64,6 @@ MODELS: dict[str, ModelEntry] = {
         _entry("MM", "MiMa encoder-decoder Transformer weather regression", "mse", weather),
     ]
 }
-
-
-def canonical_model(name: str, source: str | None = None) -> str:
-    """``"ic"`` -> ``"IC"``; unknown names raise ``InputError`` naming ``model``."""
-    key = str(name).strip().upper()
-    if key not in MODELS:
-        prefix = f"{source}: model" if source else "model"
-        raise InputError(f"{prefix}: unknown model {name!r} (choose {', '.join(MODELS)})")
-    return key
-
-
-def check_size(size: str, source: str | None = None) -> str:
-    """Validate a size name (``tiny``, ``small`` or ``paper``)."""
-    if size not in SIZES:
-        prefix = f"{source}: size" if source else "size"
-        raise InputError(f"{prefix}: unknown size {size!r} (choose {', '.join(SIZES)})")
-    return size
 
 
 def get_entry(name: str) -> ModelEntry:

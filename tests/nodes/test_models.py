@@ -9,6 +9,7 @@ import torch
 
 from hadar.core.errors import InputError
 from nodes.datasets import open_dataset
+from nodes.model_names import MODEL_NAMES
 from nodes.models import MODELS, SIZES, build_model, canonical_model, get_entry, parameter_count
 from nodes.trainer import train_round
 from tests.nodes.helpers import LR
@@ -20,6 +21,9 @@ TRAIN = {"IC": (16, 20), "LM": (32, 80), "LT": (32, 40), "RS": (32, 20), "MM": (
 def test_registry_is_case_insensitive_and_rejects_unknown_names() -> None:
     assert canonical_model("ic") == "IC" and canonical_model(" Mm ") == "MM"
     assert set(MODELS) == {"IC", "LM", "LT", "RS", "MM"}
+    # specs are checked by these names before torch is imported (nodes/model_names.py)
+    assert tuple(MODELS) == MODEL_NAMES
+    assert all(set(e.configs) == set(SIZES) for e in MODELS.values())
     with pytest.raises(
         InputError, match=r"^model: unknown model 'resnet50' \(choose IC, LM, LT, RS, MM\)$"
     ):

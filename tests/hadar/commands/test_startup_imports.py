@@ -66,3 +66,30 @@ def test_a_refused_run_never_imports_torch(tmp_path: Path) -> None:
     )
     assert got["result"] == 2
     assert got["heavy"] == []
+
+
+def test_a_run_refused_for_its_job_file_imports_no_solver_torch_or_coordinator(
+    tmp_path: Path,
+) -> None:
+    """A job file whose spec the worker would reject is refused from the run's inputs alone
+    (hadar/runtime/run_inputs.py): nothing heavy is imported and nothing is written."""
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text(
+        "jobs:\n- {id: 0, type: MM, gpus: 1, steps: 20,\n"
+        "   spec: {model: MM, size: tiny, data: synthetic, batch_size: -4, lr: 0.001}}\n"
+    )
+    repo = Path(__file__).resolve().parents[3]
+    argv = [
+        "run",
+        "--cluster",
+        str(repo / "cluster_configs" / "local-3node.yaml"),
+        "--workload",
+        str(jobs),
+        "--no-live",
+        "--out",
+        str(tmp_path / "run"),
+    ]
+    got = _loaded_after(f"from hadar.cli import main\nresult = main({argv!r})", tmp_path)
+    assert got["result"] == 2
+    assert got["heavy"] == []
+    assert not (tmp_path / "run").exists()
