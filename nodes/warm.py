@@ -1,9 +1,9 @@
 """A warm worker: one long-lived server per node keeps torch imported and forks a child per
 round, so a round's start-up costs milliseconds instead of seconds of ``import torch``.
 
-    python -m nodes.warm run -- <worker arguments>     # what the coordinator runs on a node
-    python -m nodes.warm serve --socket PATH           # started by ``run`` when none is up
-    python -m nodes.warm stop                          # end this directory's server and its children
+    python -m nodes.warm run [--zygote DIR] -- <worker arguments>   # what the coordinator runs
+    python -m nodes.warm serve --socket PATH [--zygote]   # started by ``run`` when none is up
+    python -m nodes.warm stop [--zygote DIR]   # end this directory's server (or DIR's zygote)
 
 ``run`` (light: it never imports torch) connects to the server listening on
 ``.hadar-warm.sock`` in its working directory, starting one if there is none, sends its
@@ -14,6 +14,12 @@ child's CUDA sees only its devices) and runs :func:`nodes.worker.main` exactly a
 client relays the child's output and exit status. If the client goes away (the coordinator's
 timeout killed it), the server kills the child. The server exits after ``--idle-exit`` seconds
 without work. Everything else (files, results, exit codes) is the plain worker's contract.
+
+Nodes that share one machine (the local provider's) pass ``--zygote DIR``, their run's folder
+of node directories: one process there (``serve --zygote``) imports torch once and forks each
+node's warm server on request, so a run of five local nodes imports torch once, not five times.
+A node's server is still its own process working in the node's directory (a node that leaves
+loses it); the zygote forks servers only for directories directly inside its own.
 """
 
 from __future__ import annotations
@@ -29,10 +35,15 @@ import socket
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
 SOCKET_NAME = ".hadar-warm.sock"
+LOCK_NAME = ".hadar-warm.lock"
+"""Taken by a client while it starts the server (``SOCKET_NAME`` with this suffix)."""
+LOG_NAME = ".hadar-warm.log"
+"""The server's output (``SOCKET_NAME`` with this suffix)."""
 PID_NAME = ".hadar-warm.pid"
 """The server's process id, beside its socket: ``stop`` ends it (and so its children)."""
 IDLE_EXIT_S = 900.0
@@ -41,12 +52,16 @@ STOP_GRACE_S = 5.0
 
 
 # -- client ------------------------------------------------------------------------------------
-def client(worker_args: list[str], start_timeout_s: float = 120.0) -> int:
-    """Run one worker invocation through this directory's warm server; return its exit status."""
+def client(
+    worker_args: list[str], start_timeout_s: float = 120.0, zygote: Path | None = None
+) -> int:
+    """Run one worker invocation through this directory's warm server (forked from ``zygote``'s
+    process when given); return its exit status."""
     t0 = time.monotonic()
     # relative to the working directory: AF_UNIX paths are limited to ~107 bytes
+    via = None if zygote is None else Path(os.path.relpath(zygote.absolute(), Path.cwd()))
     try:
-        conn = _connect_or_spawn(Path(SOCKET_NAME), start_timeout_s)
+        conn = _connect_or_spawn(Path(SOCKET_NAME), start_timeout_s, via)
     except (OSError, subprocess.SubprocessError) as e:  # e.g. a directory it cannot write
         raise SystemExit(f"hadar-warm: cannot start the warm server in {Path.cwd()}: {e}") from None
     request = {"argv": worker_args, "cwd": str(Path.cwd()), "t0": t0, "env": dict(os.environ)}
@@ -75,7 +90,11 @@ def _connect(sock_path: Path) -> socket.socket | None:
         return None
 
 
-def _connect_or_spawn(sock_path: Path, timeout_s: float) -> socket.socket:
+def _connect_or_spawn(
+    sock_path: Path, timeout_s: float, zygote: Path | None = None, flags: tuple[str, ...] = ()
+) -> socket.socket:
+    """A connection to the server on ``sock_path``, starting it when there is none: forked by
+    the zygote in ``zygote``, else a new process (``serve`` with ``flags``)."""
     conn = _connect(sock_path)
     if conn is not None:
         return conn
@@ -83,6 +102,8 @@ def _connect_or_spawn(sock_path: Path, timeout_s: float) -> socket.socket:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one spawner at a time (gang ranks on one node)
         conn = _connect(sock_path)
         starting = _server_pid(sock_path.parent)  # a server still importing torch: wait for it
+        if conn is None and starting is None and zygote is not None:
+            starting = _fork_from_zygote(zygote, timeout_s)
         if conn is None and starting is not None:
             end = time.monotonic() + timeout_s
             while conn is None and time.monotonic() < end and _is_warm_server(starting):
@@ -94,7 +115,8 @@ def _connect_or_spawn(sock_path: Path, timeout_s: float) -> socket.socket:
             log_path = sock_path.with_suffix(".log")
             with open(log_path, "ab") as log:
                 server = subprocess.Popen(
-                    [sys.executable, "-m", "nodes.warm", "serve", "--socket", str(sock_path)],
+                    [sys.executable, "-m", "nodes.warm", "serve", "--socket", str(sock_path)]
+                    + list(flags),
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=log,
@@ -122,6 +144,22 @@ def _connect_or_spawn(sock_path: Path, timeout_s: float) -> socket.socket:
     return conn
 
 
+def _fork_from_zygote(zygote: Path, timeout_s: float) -> int:
+    """Ask the zygote in ``zygote`` (started when there is none) to fork a warm server for this
+    directory; the new server's process id (its pid file is written before the reply)."""
+    conn = _connect_or_spawn(zygote / SOCKET_NAME, timeout_s, flags=("--zygote",))
+    with conn:
+        conn.settimeout(timeout_s)
+        conn.sendall((json.dumps({"serve": str(Path.cwd().resolve())}) + "\n").encode())
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = conn.recv(4096)
+            if not chunk:
+                raise SystemExit(f"hadar-warm: the zygote in {zygote} forked no server")
+            data += chunk
+    return int(json.loads(data)["pid"])
+
+
 # -- server ------------------------------------------------------------------------------------
 class _Job:
     def __init__(self, conn: socket.socket, pid: int, out: Path, err: Path) -> None:
@@ -129,17 +167,21 @@ class _Job:
         self.killed_at: float | None = None
 
 
-def serve(sock_path: Path, idle_exit_s: float = IDLE_EXIT_S) -> None:
-    """Accept requests until idle for ``idle_exit_s``; fork one child per request. The pid file
-    is written before torch is imported, so ``stop`` can end a server still starting."""
+def serve(sock_path: Path, idle_exit_s: float = IDLE_EXIT_S, zygote: bool = False) -> None:
+    """Accept requests until idle for ``idle_exit_s``; fork one child per request (a zygote: one
+    warm server per request). The pid file is written before torch is imported, so ``stop`` can
+    end a server still starting."""
     os.chdir(sock_path.resolve().parent)  # bind a short relative name (AF_UNIX path limit)
     sock_path = Path(sock_path.name)
     _record_server_pid(Path("."), os.getpid())  # its spawner wrote it; a server started by hand
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     jobs: dict[socket.socket, _Job] = {}
     try:
-        preload()
-        _serve(sock_path, idle_exit_s, jobs)
+        preload()  # a server forked by a zygote has all of it already
+        if zygote:
+            _serve_forks(sock_path, idle_exit_s)
+        else:
+            _serve(sock_path, idle_exit_s, jobs)
     finally:
         with contextlib.suppress(OSError):
             sock_path.unlink()
@@ -204,6 +246,76 @@ def _serve(sock_path: Path, idle_exit_s: float, jobs: dict[socket.socket, _Job])
             return
 
 
+def _serve_forks(sock_path: Path, idle_exit_s: float) -> None:
+    """The zygote's loop: each request names a directory directly inside this one; fork a warm
+    server there, write its pid file and reply with its process id."""
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the servers it forks are reaped for it
+    here = Path.cwd().resolve()
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with contextlib.suppress(FileNotFoundError):
+        sock_path.unlink()
+    srv.bind(str(sock_path))
+    srv.listen(64)
+    srv.settimeout(0.5)
+    last_busy = time.monotonic()
+    while sock_path.exists() and time.monotonic() - last_busy <= idle_exit_s:
+        try:
+            conn, _ = srv.accept()
+        except TimeoutError:
+            continue
+        last_busy = time.monotonic()
+        with conn:
+            conn.settimeout(30)
+            data = b""
+            with contextlib.suppress(OSError):
+                while not data.endswith(b"\n"):
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+            try:
+                directory = Path(str(json.loads(data)["serve"]))
+            except (ValueError, KeyError, TypeError):
+                continue
+            if directory.is_symlink() or directory.resolve().parent != here:
+                continue  # only this run's node directories, never through a link
+            pid = os.fork()
+            if pid == 0:
+                srv.close()
+                conn.close()
+                _become_server(directory, idle_exit_s)
+            _record_server_pid(directory, pid)
+            with contextlib.suppress(OSError):
+                conn.sendall((json.dumps({"pid": pid}) + "\n").encode())
+
+
+def _become_server(directory: Path, idle_exit_s: float) -> None:
+    """In a child of the zygote: become ``directory``'s warm server (its own session, its own
+    log), and exit when it ends."""
+    code = 1
+    try:
+        os.setsid()
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # it reaps the workers it forks
+        log = os.open(
+            directory / LOG_NAME,
+            os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
+            0o600,
+        )
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        serve(directory / SOCKET_NAME, idle_exit_s)
+        code = 0
+    except SystemExit as e:  # SIGTERM (stop)
+        code = e.code if isinstance(e.code, int) else 0
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
 def _end_children(pids: list[int]) -> None:
     """SIGTERM each child's process group, reap them, SIGKILL what is left after the grace."""
     for pid in pids:
@@ -225,15 +337,25 @@ def _end_children(pids: list[int]) -> None:
             os.waitpid(pid, 0)
 
 
-def stop(directory: Path) -> None:
+def stop(directory: Path, files: tuple[str, ...] = (SOCKET_NAME, PID_NAME)) -> None:
     """End the warm server of ``directory`` (its socket goes first, so no new work reaches it),
-    waiting for it and its children: SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`; neither
-    its socket nor its pid file is left."""
+    waiting for it and its children: SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`; none of
+    ``files`` is left (its socket and pid file; a zygote's lock and log too)."""
     with contextlib.suppress(FileNotFoundError):
         (directory / SOCKET_NAME).unlink()
     pid = _server_pid(directory)
-    if pid is None:
-        return
+    if pid is not None:
+        _end_server(pid, directory)
+    # a server killed unclean leaves its files (it may have bound its socket after the unlink
+    # above, finishing an import that SIGTERM could not interrupt)
+    for name in files:
+        with contextlib.suppress(OSError):
+            (directory / name).unlink()
+
+
+def _end_server(pid: int, directory: Path) -> None:
+    """SIGTERM the server ``pid`` of ``directory`` and wait; SIGKILL it and its workers after the
+    grace."""
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
     end = time.monotonic() + 2 * STOP_GRACE_S  # the server itself waits up to the grace
@@ -248,11 +370,6 @@ def stop(directory: Path) -> None:
         for child in _forked_workers(directory):  # it could not end them itself
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child, signal.SIGKILL)
-    # a server killed unclean leaves its files (it may have bound its socket after the unlink
-    # above, finishing an import that SIGTERM could not interrupt)
-    for name in (SOCKET_NAME, PID_NAME):
-        with contextlib.suppress(OSError):
-            (directory / name).unlink()
 
 
 def _forked_workers(directory: Path) -> list[int]:
@@ -384,20 +501,26 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="hadar-warm", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run one worker invocation through the warm server")
+    r.add_argument("--zygote", type=Path, help="fork the server from the zygote in this folder")
     r.add_argument("worker_args", nargs=argparse.REMAINDER)
-    sub.add_parser("stop", help="end this directory's warm server and its children")
+    t = sub.add_parser("stop", help="end this directory's warm server and its children")
+    t.add_argument("--zygote", type=Path, help="end the zygote in this folder, and its files")
     s = sub.add_parser("serve", help="the warm server (started by run)")
     s.add_argument("--socket", required=True)
     s.add_argument("--idle-exit", type=float, default=IDLE_EXIT_S)
+    s.add_argument("--zygote", action="store_true", help="fork warm servers, not workers")
     a = p.parse_args(argv)
     if a.cmd == "serve":
-        serve(Path(a.socket), a.idle_exit)
+        serve(Path(a.socket), a.idle_exit, zygote=a.zygote)
         return 0
     if a.cmd == "stop":
-        stop(Path.cwd())
+        if a.zygote is not None:
+            stop(a.zygote, (SOCKET_NAME, PID_NAME, LOCK_NAME, LOG_NAME))
+        else:
+            stop(Path.cwd())
         return 0
     args = a.worker_args[1:] if a.worker_args[:1] == ["--"] else a.worker_args
-    return client(args)
+    return client(args, zygote=a.zygote)
 
 
 if __name__ == "__main__":

@@ -202,6 +202,12 @@ class NodeProvider(ABC):
         killed (TERM, then KILL) and ``timed_out`` is set. Raises UnreachableNodeError if the
         node cannot be contacted or the connection drops."""
 
+    def warm_zygote_dir(self, node: Node | str) -> str | None:
+        """Where nodes that share one machine keep one process with torch imported, from which
+        each node's warm server is forked (``nodes.warm``); None (the default): every node's
+        warm server imports torch itself."""
+        return None
+
     def remove_workdir(self, node: Node | str) -> None:  # noqa: B027 - optional hook
         """Delete the run's working directory on the node (optional clean-up)."""
 

@@ -30,12 +30,13 @@ WORKER_MODULE = "nodes.worker"
 
 def worker_command(provider: NodeProvider, node: str, warm: bool) -> list[str]:
     """The argv prefix that runs one worker invocation on ``node``: through the node's warm
-    server (``nodes.warm``: torch stays imported between rounds) or as a fresh process."""
-    return (
-        [*provider.python(node), "-m", "nodes.warm", "run", "--"]
-        if warm
-        else [*provider.python(node), "-m", WORKER_MODULE]
-    )
+    server (``nodes.warm``: torch stays imported between rounds; forked from the machine's
+    zygote where the provider's nodes share one) or as a fresh process."""
+    if not warm:
+        return [*provider.python(node), "-m", WORKER_MODULE]
+    zygote = provider.warm_zygote_dir(node)
+    via = ["--zygote", zygote] if zygote is not None else []
+    return [*provider.python(node), "-m", "nodes.warm", "run", *via, "--"]
 
 
 @dataclass(frozen=True)
@@ -317,14 +318,24 @@ def evaluate_checkpoint(
         return None
 
 
-def stop_warm_servers(provider: NodeProvider, nodes: list[str]) -> None:
-    """End the nodes' warm servers and what they run, all nodes at once, each waited for (best
-    effort: a node may be gone)."""
+def stop_warm_servers(provider: NodeProvider, nodes: list[str], zygotes: bool = True) -> None:
+    """End the nodes' warm servers and what they run, all nodes at once, each waited for, then
+    (``zygotes``) the processes they were forked from (best effort: a node may be gone)."""
 
-    def stop(node: str) -> None:
+    def stop(node: str, where: list[str]) -> None:
+        argv = [*provider.python(node), "-m", "nodes.warm", "stop", *where]
         with contextlib.suppress(HadarError):
-            provider.run(node, [*provider.python(node), "-m", "nodes.warm", "stop"], timeout_s=30)
+            provider.run(node, argv, timeout_s=30)
 
     if nodes:
         with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
-            list(pool.map(stop, nodes))
+            list(pool.map(lambda node: stop(node, []), nodes))
+    if zygotes:
+        found: dict[str, str] = {}
+        for node in nodes:
+            with contextlib.suppress(HadarError):
+                zygote = provider.warm_zygote_dir(node)
+                if zygote is not None:
+                    found.setdefault(zygote, node)
+        for zygote, node in found.items():
+            stop(node, ["--zygote", zygote])

@@ -279,7 +279,7 @@ class NodeManager:
         def retire() -> None:
             with contextlib.suppress(Exception):
                 if self.cfg.warm_workers and removed:
-                    stop_warm_servers(provider, removed)
+                    stop_warm_servers(provider, removed, zygotes=False)  # others use it
             with contextlib.suppress(Exception):
                 provider.close()
 

@@ -117,7 +117,8 @@ def _proc(pid: str) -> tuple[str, bytes, int] | None:
 
 def worker_pids(rundir: Path, node: str) -> list[int]:
     """Training processes of ``node`` in this run: plain workers, or children forked by the
-    node's warm server (same command line as their parent server)."""
+    node's warm server (same command line as their parent server, working where it works; the
+    server itself may be a child of the run's zygote, which works in the run's node folder)."""
     base = str((rundir / "nodes").resolve())
     procs = {int(p): info for p in os.listdir("/proc") if p.isdigit() and (info := _proc(p))}
     out = []
@@ -130,6 +131,7 @@ def worker_pids(rundir: Path, node: str) -> list[int]:
             and b"serve" in cmd
             and ppid in procs
             and b"serve" in procs[ppid][1]
+            and procs[ppid][0] == cwd
         ):
             out.append(pid)
     return out

@@ -235,9 +235,11 @@ def test_afs_shrinks_a_running_job_for_a_newcomer_across_a_coordinator_kill(tmp_
 
 def test_a_node_lost_under_a_gang_forces_a_rescale_and_progress_stays_exact(tmp_path):
     # Local nodes a (one emulated GPU) and b (four): job 0 alone runs as a 4-rank gang on b;
-    # b leaves at 9 s (its processes SIGKILLed, the gang preempted), so AFS shrinks job 0 onto
-    # a's one GPU, and grows it again once b is back at 16 s (the ResNet at batch 64 is
-    # faster on more GPUs). The job outlasts the test on any machine: the run is stopped
+    # b leaves at 7 s (its processes SIGKILLed, the gang preempted), so AFS shrinks job 0 onto
+    # a's one GPU, and grows it again once b is back at 12 s (the ResNet at batch 64 is
+    # faster on more GPUs). The leave must fall inside a running round, not between two: with
+    # 8-s rounds it falls inside the first one whenever that round starts before 7 s, however
+    # long the start takes. The job outlasts the test on any machine: the run is stopped
     # (Ctrl-C) once a round of the grown job has closed.
     cluster = tmp_path / "two.yaml"
     nodes = [("a", 1), ("b", 4)]
@@ -251,10 +253,10 @@ def test_a_node_lost_under_a_gang_forces_a_rescale_and_progress_stays_exact(tmp_
         )
     )
     stream = tmp_path / "stream.csv"
-    stream.write_text("time,node,event\n0,a,join\n0,b,join\n9,b,leave\n16,b,join\n")
+    stream.write_text("time,node,event\n0,a,join\n0,b,join\n7,b,leave\n12,b,join\n")
     jobs = write_elastic_jobs(tmp_path / "jobs.yaml", [("IC", ENDLESS, 0.0, 64)])
     out = tmp_path / "run"
-    extra = ("--policy", "afs", "--round", "4", "--node-stream", str(stream))
+    extra = ("--policy", "afs", "--round", "8", "--node-stream", str(stream))
     proc = start(*run_argv(out, jobs, *extra, cluster=str(cluster)))
 
     def lost_round() -> int | None:
@@ -289,6 +291,7 @@ def test_a_node_lost_under_a_gang_forces_a_rescale_and_progress_stays_exact(tmp_
     seen = dispatched_gpus(out, 0)
     spans = [g for _, g in seen]
     assert spans[0] == 4  # the gang on b
+    assert lost[0]["round"] == seen[0][0]  # lost in its first round, wherever the start put it
     after = seen.index(next(s for s in seen if s[0] > lost[0]["round"]))
     assert spans[after] == 1 and max(spans[after + 1 :]) > 1  # shrunk onto a, grown again
     audit_stopped(out)

@@ -128,6 +128,11 @@ class LocalProvider(FolderFiles):
         self.node(node)
         return self.settings.rendezvous_address
 
+    def warm_zygote_dir(self, node: Node | str) -> str:
+        """The run's folder of node directories: its nodes are processes on this machine, so
+        one torch import serves them all (each node still has its own warm server)."""
+        return str(Path(self.workdir(node)).parent)
+
     def run(
         self,
         node: Node | str,
