@@ -81,8 +81,11 @@ def test_sigkill_and_resume_make_the_decisions_of_an_uninterrupted_run(tmp_path)
     ) == 3  # one node per job, always
     resumed = start("run", "--resume", str(out), "--no-live")
     try:
+        # the resumed session's own start first: the killed one may have finished jobs 0 and 1
+        # and dispatched a later round already (a Ctrl-C before the resumed run is up kills it)
         wait_for(
-            lambda: _done_and_a_later_round_dispatched(out, {0, 1}, after=_last_start(events(out))),
+            lambda: _starts(events(out)) == 2
+            and _done_and_a_later_round_dispatched(out, {0, 1}, after=_last_start(events(out))),
             HANG_S,
             "jobs 0 and 1 to finish and a round to start after the resume",
             resumed,
@@ -92,7 +95,7 @@ def test_sigkill_and_resume_make_the_decisions_of_an_uninterrupted_run(tmp_path)
         if resumed.poll() is None:
             resumed.kill()
     ev = events(out)
-    assert sum(1 for e in ev if e["event"] == "start") == 2
+    assert _starts(ev) == 2
     first_after = min(
         e["round"] for e in ev if e["event"] == "dispatch" and e["t"] > _last_start(ev)
     )
@@ -118,6 +121,10 @@ def _done_and_a_later_round_dispatched(out, jobs: set[int], after: float = 0.0) 
         e["event"] == "dispatch" and e["round"] > max(done_at.values()) and e["t"] > after
         for e in ev
     )
+
+
+def _starts(ev: list[dict]) -> int:
+    return sum(1 for e in ev if e["event"] == "start")
 
 
 def _last_start(ev: list[dict]) -> float:

@@ -131,9 +131,12 @@ def test_stop_ends_a_server_still_starting_and_no_second_one_starts(tmp_path: Pa
 # left.
 STUBBORN_SERVER = """
 import os, signal, socket, sys, time
+def publish(name, pid):  # whole or not at all: the test reads it as soon as it exists
+    open(name + ".part", "w").write(f"{pid}\\n")
+    os.replace(name + ".part", name)
 if os.fork() == 0:  # a worker it forked, in its own session (nodes.warm._fork)
     os.setsid()
-    open("worker.pid", "w").write(f"{os.getpid()}\\n")
+    publish("worker.pid", os.getpid())
     while True:
         time.sleep(0.05)
 def bind(*_):
@@ -141,7 +144,7 @@ def bind(*_):
     s.bind(".hadar-warm.sock")
     globals()["kept"] = s
 signal.signal(signal.SIGTERM, bind)
-open(".hadar-warm.pid", "w").write(f"{os.getpid()}\\n")
+publish(".hadar-warm.pid", os.getpid())
 while True:
     time.sleep(0.05)
 """
