@@ -84,8 +84,10 @@ def test_sigkill_and_resume_make_the_decisions_of_an_uninterrupted_run(tmp_path)
         # the resumed session's own start first: the killed one may have finished jobs 0 and 1
         # and dispatched a later round already (a Ctrl-C before the resumed run is up kills it)
         wait_for(
-            lambda: _starts(events(out)) == 2
-            and _done_and_a_later_round_dispatched(out, {0, 1}, after=_last_start(events(out))),
+            lambda: (
+                _starts(events(out)) == 2
+                and _done_and_a_later_round_dispatched(out, {0, 1}, after=_last_start(events(out)))
+            ),
             HANG_S,
             "jobs 0 and 1 to finish and a round to start after the resume",
             resumed,
