@@ -284,7 +284,8 @@ def _serve_forks(sock_path: Path, idle_exit_s: float) -> None:
                 srv.close()
                 conn.close()
                 _become_server(directory, idle_exit_s)
-            _record_server_pid(directory, pid)
+            with contextlib.suppress(OSError):  # the server records itself too
+                _record_server_pid(directory, pid)
             with contextlib.suppress(OSError):
                 conn.sendall((json.dumps({"pid": pid}) + "\n").encode())
 
@@ -392,8 +393,10 @@ def _forked_workers(directory: Path) -> list[int]:
 
 
 def _record_server_pid(directory: Path, pid: int) -> None:
-    """Write ``directory``'s pid file atomically: a client reading it never sees it empty."""
-    tmp = directory / f"{PID_NAME}.{pid}"
+    """Write ``directory``'s pid file atomically: a client reading it never sees it empty. The
+    temporary name is the writer's own (a zygote and the server it forked write the same pid
+    file at the same moment)."""
+    tmp = directory / f"{PID_NAME}.{os.getpid()}-{pid}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     try:
         os.write(fd, f"{pid}\n".encode())
