@@ -79,6 +79,7 @@ def test_down_stops_the_step_daemons_of_running_jobs(second_cluster: Path) -> No
             [str(SCRIPT), "down"], env=env, capture_output=True, text=True, timeout=60
         )
         assert down.returncode == 0, down.stderr
+        assert down.stderr == ""  # scanning /proc reports no process it could not read
 
         assert _live(conf, "slurmstepd") == []
         assert _live(conf, "sleep") == []  # the step's task went with its daemon
