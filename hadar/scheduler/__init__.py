@@ -60,7 +60,7 @@ from hadar.valuation import JobValuation, queue_entry, round_price_bounds, singl
 from primal_dual.dp import CandidateCache, QueueEntry
 from primal_dual.find_alloc import JobRequest
 from primal_dual.lp_prices import type_prices
-from primal_dual.utility import make_utility
+from primal_dual.utility import Utility, make_utility
 
 __all__ = [
     "CRITICAL_TOLERANCE_ROUNDS",
@@ -109,11 +109,19 @@ class HadarPolicy(Policy):
 
     def __init__(self, config: HadarConfig | None = None, **knobs: object) -> None:
         self.config = config or HadarConfig(**knobs)  # type: ignore[arg-type]
-        params = {"gamma2": self.config.gamma2} if self.config.utility == "sigmoid" else {}
-        self.utility = make_utility(self.config.utility, **params)
+        self.utility = self._make_utility(self.config.utility)
+        self.elastic_utility = (
+            None
+            if self.config.elastic_utility is None
+            else self._make_utility(self.config.elastic_utility)
+        )
         self.contention = Contention()
         self.finished = Finished()
         self.configurations = ConfigurationMemo()
+
+    def _make_utility(self, name: str) -> Utility:
+        params = {"gamma2": self.config.gamma2} if name == "sigmoid" else {}
+        return make_utility(name, **params)
 
     def state(self) -> dict[str, Any]:
         """The contention bookkeeping of the finish-time fairness bound and the finished jobs'
@@ -145,7 +153,10 @@ class HadarPolicy(Policy):
             self.utility = replace(self.utility, round_s=ctx.round_s)  # type: ignore[type-var]
         if not self.config.adapt_elastic:
             return self._decide_rigid(ctx)
-        view = elastic_round(ctx, self.utility, self.config.upgrade_min_gain_s, self.configurations)
+        utility = self.utility if self.elastic_utility is None else self.elastic_utility
+        if hasattr(utility, "round_s") and utility.round_s != ctx.round_s:
+            utility = self.elastic_utility = replace(utility, round_s=ctx.round_s)  # type: ignore[type-var]
+        view = elastic_round(ctx, utility, self.config.upgrade_min_gain_s, self.configurations)
         return view.finish(self._decide_rigid(view.ctx), ctx)
 
     def _decide_rigid(self, ctx: RoundContext) -> RoundPlan:

@@ -92,6 +92,12 @@ class HadarConfig:
     """Elastic jobs with a goodput model (Pollux's applications): each round, choose each one's
     GPU type, GPU count and batch by the round's configuration LP and plan it as a gang of that
     size (``hadar/scheduler/elastic.py``). False: every job is a rigid gang of its own size."""
+    elastic_utility: str | None = None
+    """With ``adapt_elastic``: the utility that values each configuration in the configuration
+    LP (one of ``utility``'s choices). None: the round's ``utility``. ``inverse-slowdown`` values
+    a configuration by the job's speed there relative to its best (Sia's normalised goodput,
+    without its fairness exponent): shorter tails and makespans on Pollux's workloads, a higher
+    average JCT on most (docs/elastic.md)."""
 
     @classmethod
     def legacy(cls) -> HadarConfig:
@@ -135,10 +141,9 @@ class HadarConfig:
             math.isfinite(self.max_wait_s) and self.max_wait_s > 0
         ):
             raise ValueError("max_wait_s must be a positive number of seconds (or None)")
-        if self.utility not in UTILITIES:
-            raise ValueError(
-                f"utility must be one of {', '.join(UTILITIES)} (got {self.utility!r})"
-            )
+        for name, value in (("utility", self.utility), ("elastic_utility", self.elastic_utility)):
+            if value is not None and value not in UTILITIES:
+                raise ValueError(f"{name} must be one of {', '.join(UTILITIES)} (got {value!r})")
         if self.price_model not in ("exponential", "lp", "none"):
             raise ValueError("price_model must be 'exponential', 'lp' or 'none'")
         if self.beam < 1:

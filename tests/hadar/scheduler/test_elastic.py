@@ -235,3 +235,49 @@ def test_the_chosen_configurations_fit_the_gpus_together() -> None:
     assert view.chosen[1].width == 12  # the widest of its widths within the 15 GPUs left
     alone = elastic_round(replace(ctx, jobs=statuses[1:], current={}), UTILITY, 1e9)
     assert alone.chosen[1].width == 16  # what it takes alone
+
+
+def _mixed_progress_ctx() -> RoundContext:
+    """Five elastic jobs of three kinds, from nearly done to just started, on MIXED."""
+    csv = "".join(
+        f"j{i},0,{app},2,{b}\n"
+        for i, (app, b) in enumerate(
+            [("cifar10", 256), ("yolov3", 16), ("bert", 12), ("yolov3", 16), ("cifar10", 256)]
+        )
+    )
+    jobs = jobs_from_pollux_csv(HEADER + csv, source="t")
+    left = (0.05, 1.0, 0.5, 0.2, 0.9)
+    statuses = [JobStatus(j, j.total_steps * f) for j, f in zip(jobs, left, strict=True)]
+    return RoundContext(0.0, 0, 60.0, MIXED, statuses, {}, PolluxThroughput(TABLE), 30.0)
+
+
+def test_elastic_utility_values_the_configurations_and_defaults_to_the_round_s() -> None:
+    ctx = _mixed_progress_ctx()
+
+    def chosen(name: str) -> dict[int, tuple[int, int]]:
+        view = elastic_round(ctx, make_utility(name), 360.0)
+        return {j: (c.gpu_type, c.width) for j, c in view.chosen.items()}
+
+    by_remaining, by_slowdown = chosen("inverse-remaining"), chosen("inverse-slowdown")
+    assert by_remaining != by_slowdown  # the two utilities choose differently here
+
+    def planned(config: HadarConfig) -> dict[int, tuple[int, int]]:
+        plan = HadarPolicy(config).decide(ctx)
+        out = {}
+        for a in plan.assignments:
+            (k,) = {MIXED.type_index[t] for per in a.placement.values() for t in per}
+            out[a.job_id] = (k, a.num_gpus)
+        return out
+
+    default = planned(HadarConfig())
+    assert default == planned(HadarConfig(elastic_utility="inverse-remaining"))
+    slowdown = planned(HadarConfig(elastic_utility="inverse-slowdown"))
+    assert slowdown != default
+    # each placed job runs on the configuration its elastic utility chose
+    assert all(by_slowdown[j] == c for j, c in slowdown.items())
+    assert all(by_remaining[j] == c for j, c in default.items())
+
+
+def test_an_unknown_elastic_utility_is_refused() -> None:
+    with pytest.raises(ValueError, match="elastic_utility must be one of"):
+        HadarConfig(elastic_utility="fastest")
