@@ -15,7 +15,7 @@ these functions.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from hadar.core.errors import InputError
 from hadar.core.node_stream import load_node_stream
 from hadar.core.renames import accepts_old_keywords
 from hadar.policy import Policy, default_policies, preferred_reference
-from hadar.policy_options import policy_with_options
+from hadar.policy_options import effective_options, policy_with_options
 from hadar.scenario import (
     ClusterLike,
     TableLike,
@@ -55,11 +55,15 @@ class Simulation:
     placements: pd.DataFrame
     records: SimulationResult
     """The raw records (dataclasses), for code that wants more than the tables."""
+    policy_options: Mapping[str, str] = field(default_factory=dict)
+    """Every knob of the policy as it ran, defaults included (``--policy-opt``'s names and
+    values as text; empty for a policy given as an object or without knobs)."""
 
     def save(self, out: str | Path) -> Path:
         """Write summary.json, jobs.csv, rounds.csv and placements.csv into ``out``."""
         frames = {"jobs": self.jobs, "rounds": self.rounds, "placements": self.placements}
-        return write_result(self.records, self.summary, out, frames)
+        summary = {**self.summary, "policy_options": dict(self.policy_options)}
+        return write_result(self.records, summary, out, frames)
 
 
 @dataclass(frozen=True)
@@ -149,7 +153,15 @@ def simulate(
         )
         config = replace(config, node_stream=stream)
     result = run_simulator(c, jobs, chosen, throughput, config)
-    return simulation_of(result, policy if isinstance(policy, str) else None)
+    if isinstance(policy, Policy):
+        return simulation_of(result)
+    fixed: dict[str, Any] = {}
+    if gavel_compatible:
+        from hadar.simulator.gavel_mode import policy_options as gavel_options
+
+        fixed = gavel_options(policy)
+    knobs = effective_options(policy, policy_options, **fixed)
+    return replace(simulation_of(result, policy), policy_options=knobs)
 
 
 def simulation_of(result: SimulationResult, policy: str | None = None) -> Simulation:

@@ -192,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
                 cluster_file=cfg.cluster,
                 workload=cfg.workload,
                 force=args.force,
+                defaults=cfg.model_copy(update={"policy_options": {}}).all_policy_options(),
             )
         if args.keep_node_dirs:
             cfg = cfg.model_copy(update={"keep_node_dirs": True})

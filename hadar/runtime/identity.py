@@ -86,9 +86,12 @@ def check_same_run(
     cluster_file: str,
     workload: str,
     force: bool,
+    defaults: Mapping[str, str] | None = None,
 ) -> None:
     """Refuse (one line naming what differs) a resume whose inputs are not the run's. Only a
-    changed cluster file may be accepted, with ``force``."""
+    changed cluster file may be accepted, with ``force``. ``defaults`` are the policy's knobs at
+    their defaults: a knob the recorded identity lacks was added to the policy after the run
+    started, which then ran as its default does."""
 
     def short(digest: str) -> str:
         return digest[:12]
@@ -106,13 +109,12 @@ def check_same_run(
             raise InputError(
                 f"{source}: {field} differs from the run's ({was} at the start, now {is_}); {new_run}"
             )
+    at_start = {**(defaults or {}), **recorded.policy_options}
     changed = sorted(
-        k
-        for k in {*recorded.policy_options, *now.policy_options}
-        if recorded.policy_options.get(k) != now.policy_options.get(k)
+        k for k in {*at_start, *now.policy_options} if at_start.get(k) != now.policy_options.get(k)
     )
     if changed:
-        was = " ".join(f"{k}={recorded.policy_options.get(k, '(none)')}" for k in changed)
+        was = " ".join(f"{k}={at_start.get(k, '(none)')}" for k in changed)
         is_ = " ".join(f"{k}={now.policy_options.get(k, '(none)')}" for k in changed)
         raise InputError(
             f"{source}: policy options differ from the run's ({was} at the start, now {is_}); {new_run}"

@@ -237,6 +237,35 @@ def test_resume_refuses_run_json_edited_to_other_policy_options(copied_run: Path
     )
 
 
+def _without_knob(rundir: Path, knob: str) -> None:
+    """``run.json`` as a run started before the policy had ``knob`` recorded it."""
+    data = run_json(rundir)
+    assert knob in data["identity"]["policy_options"]
+    del data["identity"]["policy_options"][knob]
+    (rundir / "run.json").write_text(json.dumps(data, indent=2))
+
+
+def test_a_run_started_before_a_knob_existed_resumes_at_the_knob_s_default(
+    copied_run: Path,
+) -> None:
+    _without_knob(copied_run, "hadar.elastic_utility")
+    proc = resume(copied_run, "--no-eval")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_a_knob_the_run_never_recorded_is_still_checked_against_its_default(
+    copied_run: Path,
+) -> None:
+    _without_knob(copied_run, "hadar.elastic_utility")
+    edit_run_json(copied_run, policy_options={"elastic_utility": "inverse-slowdown"})
+    proc = resume(copied_run)
+    assert refused(proc) == (
+        f"hadar: error: {copied_run / 'run.json'}: policy options differ from the run's "
+        f"(hadar.elastic_utility=None at the start, now hadar.elastic_utility=inverse-slowdown); "
+        f"start a new run with --out instead"
+    )
+
+
 def test_resume_with_forged_digests_is_caught_by_the_tracker_jobs(
     copied_run: Path, tmp_path: Path
 ) -> None:

@@ -95,3 +95,25 @@ def test_import_hadar_stays_cheap():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_summary_json_records_every_knob_the_policy_ran_with(tmp_path) -> None:
+    typed = simulate(workload="philly-8", policy="hadar", policy_options={"max_rho": "2"})
+    default = simulate(workload="philly-8", policy="hadar")
+    typed_knobs = json.loads((typed.save(tmp_path / "a") / "summary.json").read_text())
+    default_knobs = json.loads((default.save(tmp_path / "b") / "summary.json").read_text())
+    assert typed_knobs["policy_options"]["max_rho"] == "2"
+    assert default_knobs["policy_options"]["max_rho"] == "1"
+    # every knob, not only the typed ones: the two differ in exactly the one typed
+    assert set(typed_knobs["policy_options"]) == set(default_knobs["policy_options"])
+    differing = {
+        k
+        for k, v in typed_knobs["policy_options"].items()
+        if default_knobs["policy_options"][k] != v
+    }
+    assert differing == {"max_rho"}
+
+
+def test_a_policy_object_records_no_knobs(tmp_path) -> None:
+    sim = simulate(workload="philly-8", policy=make_policy("gavel"))
+    assert json.loads((sim.save(tmp_path) / "summary.json").read_text())["policy_options"] == {}
