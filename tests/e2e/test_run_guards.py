@@ -228,12 +228,17 @@ def test_resume_refuses_other_policy_options(copied_run: Path) -> None:
 
 def test_resume_refuses_run_json_edited_to_other_policy_options(copied_run: Path) -> None:
     """A knob the run never named (the deferral bound, at its default) is part of its identity too."""
-    edit_run_json(copied_run, policy_options={"max_rho": "2"})
-    proc = resume(copied_run)
-    assert refused(proc) == (
-        f"hadar: error: {copied_run / 'run.json'}: policy options differ from the run's "
-        f"(hadar.max_rho=1 at the start, now hadar.max_rho=2); start a new run "
-        f"with --out instead"
+    _assert_refused_for_options(copied_run, {"max_rho": "2"}, "hadar.max_rho", "1", "2")
+
+
+def _assert_refused_for_options(
+    rundir: Path, typed: dict[str, str], knob: str, at_start: str, now: str
+) -> None:
+    """``run.json``'s typed options edited to ``typed``: the resume is refused, naming ``knob``."""
+    edit_run_json(rundir, policy_options=typed)
+    assert refused(resume(rundir)) == (
+        f"hadar: error: {rundir / 'run.json'}: policy options differ from the run's "
+        f"({knob}={at_start} at the start, now {knob}={now}); start a new run with --out instead"
     )
 
 
@@ -257,12 +262,12 @@ def test_a_knob_the_run_never_recorded_is_still_checked_against_its_default(
     copied_run: Path,
 ) -> None:
     _without_knob(copied_run, "hadar.elastic_utility")
-    edit_run_json(copied_run, policy_options={"elastic_utility": "inverse-slowdown"})
-    proc = resume(copied_run)
-    assert refused(proc) == (
-        f"hadar: error: {copied_run / 'run.json'}: policy options differ from the run's "
-        f"(hadar.elastic_utility=None at the start, now hadar.elastic_utility=inverse-slowdown); "
-        f"start a new run with --out instead"
+    _assert_refused_for_options(
+        copied_run,
+        {"elastic_utility": "inverse-slowdown"},
+        "hadar.elastic_utility",
+        "None",
+        "inverse-slowdown",
     )
 
 
