@@ -69,6 +69,52 @@ def test_identical_jobs_aggregated_give_optimal_duals(n, m, seed):
         lp.INTERIOR_POINT_ABOVE_JOBS = saved
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.integers(20, 120), st.integers(1, 3), st.integers(0, 2**31 - 1))
+def test_column_generation_prices_are_optimal_duals(n, m, seed):
+    """Above RESTRICTED_ABOVE_JOBS (lowered to 0 here, and column generation taken whatever its
+    first LP's share of the rows) a queue is priced by column generation from the best jobs per
+    GPU; its prices must be optimal duals of the job-by-job LP, degenerate rounds (integer
+    values, many ties) included."""
+    import primal_dual.lp_prices as lp
+
+    saved = lp.RESTRICTED_ABOVE_JOBS, lp.RESTRICTED_SHARE
+    lp.RESTRICTED_ABOVE_JOBS, lp.RESTRICTED_SHARE = 0, 1.0
+    try:
+        _check_strong_duality(n, m, seed)
+        _check_strong_duality(n, m, seed, distinct_values=4)
+    finally:
+        lp.RESTRICTED_ABOVE_JOBS, lp.RESTRICTED_SHARE = saved
+
+
+def test_column_generation_solves_a_long_queue_on_few_rows_to_the_whole_lps_prices(monkeypatch):
+    """2,000 jobs for 12 GPUs: the restricted LP holds a small part of the queue, jobs it left out
+    with a positive payoff are priced in, and on a generic instance (unique duals) the prices are
+    the whole LP's."""
+    import primal_dual.lp_prices as lp
+
+    rng = np.random.default_rng(7)
+    n, m = 2000, 3
+    values = rng.uniform(0, 10, size=(n, m)) * (rng.random((n, m)) > 0.2)
+    # the best value per GPU on each type belongs to jobs that are worth more elsewhere, so the
+    # first restricted LP misses jobs the optimum needs
+    values[:30] = rng.uniform(50, 60, size=(30, m))
+    gang = rng.choice([1, 2, 4], size=n)
+    cap = np.array([5.5, 3.25, 3.5])
+    solved_rows: list[int] = []
+    real = lp._dual_prices
+
+    def counting(jj, kk, col_value, col_width, copies, capacity, interior_point):
+        solved_rows.append(len(copies))
+        return real(jj, kk, col_value, col_width, copies, capacity, interior_point)
+
+    monkeypatch.setattr(lp, "_dual_prices", counting)
+    got = type_prices(values, gang, cap)
+    assert solved_rows and max(solved_rows) < n // 4, solved_rows
+    want = np.maximum(-linprog_type_duals(values, gang, cap), 0.0)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
+
+
 def _check_strong_duality(n: int, m: int, seed: int, distinct_values: int | None = None) -> None:
     """``distinct_values``: draw each value from that many integers (many identical jobs)."""
     from scipy.optimize import linprog
