@@ -72,3 +72,22 @@ def test_a_time_limit_that_binds_is_reported():
         1e-6,
     )
     assert res.time_limit_hit
+
+
+def test_a_fractional_relaxation_still_gets_the_integer_optimum():
+    """Where the LP relaxation is integral its optimum is returned (no integer point is better);
+    here it is fractional (half of the second item fits), so the integer program is solved."""
+    weights = np.array([3.0, 2.0, 2.0])
+    a = sparse.csr_matrix(weights[None, :])
+    res = solve_mip(
+        np.array([-5.5, -3.0, -2.9]),
+        a,
+        np.array([0.0]),
+        np.array([4.0]),
+        np.zeros(3),
+        np.ones(3),
+        5.0,
+    )
+    assert res.x is not None
+    assert res.x.tolist() == [0.0, 1.0, 1.0]  # 5.9; the relaxation's 1, 0.5, 0 is worth 7.0
+    assert res.objective == pytest.approx(-5.9)
