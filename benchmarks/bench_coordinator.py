@@ -163,6 +163,7 @@ class TimedExecutor:
         self.inner = inner
         self.spent = 0.0
         self.plays_refills = inner.plays_refills
+        self.keeps_policy_state = inner.keeps_policy_state
 
     def _timed(self, fn: Any, *args: Any) -> Any:
         t0 = time.perf_counter()

@@ -12,9 +12,11 @@ unknown jobs or nodes, two copies of a job on one node) is a :class:`PolicyError
 anything is executed.
 
 The policy's own state (:meth:`Policy.state`, JSON) is taken after every decision and handed to
-the executor with the plan, so a real run persists it with the round's plan and a resumed run
-restores it (:meth:`Policy.restore`) before its first decision: it decides as an uninterrupted
-run would have.
+the executor with the plan when the executor keeps it (``keeps_policy_state``), so a real run
+persists it with the round's plan and a resumed run restores it (:meth:`Policy.restore`) before
+its first decision: it decides as an uninterrupted run would have. The simulator does not keep it
+(nothing resumes a simulation), and the loop then does not take it: a Pollux policy's state holds
+every job's profile, and taking it each round was half of a Pollux simulation's CPU.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class Decision:
     plan: RoundPlan
     decision_s: float
     policy_state: dict[str, Any]
+    """Empty unless the executor keeps it (:attr:`Executor.keeps_policy_state`)."""
 
 
 class Executor(Protocol[Outcome]):
@@ -56,6 +59,10 @@ class Executor(Protocol[Outcome]):
     plays_refills: bool
     """Whether it can start a run mid-round when the run it follows stops
     (:attr:`Assignment.after`); a plan with a refill is refused by one that cannot."""
+
+    keeps_policy_state: bool
+    """Whether it persists the policy's state with every round (a real run's journal, to resume
+    from); for one that does not, :attr:`Decision.policy_state` is empty."""
 
     def finished(self) -> bool:
         """Whether every job is done (or given up): the loop stops."""
@@ -100,7 +107,9 @@ class RoundLoop(Generic[Outcome]):
         t0 = time.perf_counter()
         with one_blas_thread():  # (hadar/core/threads.py)
             plan = self.policy.decide(policy_view(ctx))
-        decision = Decision(ctx, plan, time.perf_counter() - t0, self.policy.state())
+        decision_s = time.perf_counter() - t0
+        state = self.policy.state() if self.executor.keeps_policy_state else {}
+        decision = Decision(ctx, plan, decision_s, state)
         try:
             validate_plan(plan, ctx, refills=self.executor.plays_refills)
         except PolicyError as exc:

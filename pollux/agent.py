@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -67,6 +67,18 @@ class ProfilePoint:
     def key(self) -> tuple[int, int, int]:
         return (min(self.num_nodes, 2), self.num_gpus, self.local_bsz)
 
+    def to_json(self) -> dict[str, Any]:
+        """Its fields by name (``dataclasses.asdict`` without its recursive copy: a real run
+        journals every agent's points each round)."""
+        return {
+            "num_nodes": self.num_nodes,
+            "num_gpus": self.num_gpus,
+            "local_bsz": self.local_bsz,
+            "step_time": self.step_time,
+            "sync_time": self.sync_time,
+            "samples": self.samples,
+        }
+
 
 @dataclass(frozen=True)
 class AgentState:
@@ -92,7 +104,7 @@ class AgentState:
             "max_batch_size": self.max_batch_size,
             "local_bsz_bounds": list(self.local_bsz_bounds),
             "adaptive": self.adaptive,
-            "points": [asdict(p) for p in self.points],
+            "points": [p.to_json() for p in self.points],
             "grad": None if self.grad is None else [self.grad.sqr, self.grad.var],
             "perf": None if self.perf is None else self.perf.as_array().tolist(),
             "max_gpus_seen": self.max_gpus_seen,

@@ -83,6 +83,7 @@ class Coordinator:
     """Drives one run directory to completion (or until stopped)."""
 
     plays_refills = True  # a refill starts when the copy it follows returns (round_executor.py)
+    keeps_policy_state = True  # journaled with each round's plan, restored on resume
 
     def __init__(
         self,

@@ -147,10 +147,11 @@ def simulate(
 
 class SimulatorExecutor:
     """The simulator's backend of the round loop (``hadar/loop.py``): arrivals on a simulated
-    clock, the progress model, and the records a :class:`SimulationResult` is made of. The
-    policy's state after each decision is kept in memory (``policy_state``)."""
+    clock, the progress model, and the records a :class:`SimulationResult` is made of. It keeps
+    no policy state (nothing resumes a simulation)."""
 
     plays_refills = True
+    keeps_policy_state = False
 
     def __init__(
         self,
@@ -179,7 +180,6 @@ class SimulatorExecutor:
         self.now = self.pending[0].arrival if self.pending else 0.0
         self.stall = 0
         self.progress: _Progress | None = None
-        self.policy_state: dict[str, Any] = {}
 
     def _active(self) -> list[int]:
         return [i for i in self.arrived if self.states[i].finish is None]
@@ -276,7 +276,6 @@ class SimulatorExecutor:
         outcome: tuple[RoundRecord, dict[tuple[int, int], Placement], float],
     ) -> None:
         record, new_current, _ = outcome
-        self.policy_state = decision.policy_state
         if self.pending and self.pending[0].arrival < self.now + record.duration:
             record = replace(record, active_seconds=record.duration)  # a job arrived meanwhile
         self.rounds.append(

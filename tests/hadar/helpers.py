@@ -46,7 +46,10 @@ def small_cluster() -> Cluster:
 
 
 class RecordingExecutor:
-    """Wraps an executor (e.g. the simulator's) and keeps every round's :class:`Decision`."""
+    """Wraps an executor (e.g. the simulator's) and keeps every round's :class:`Decision`, with
+    the policy's state after it (as a real run's journal does)."""
+
+    keeps_policy_state = True
 
     def __init__(self, executor) -> None:
         self.inner, self.decisions = executor, []

@@ -32,7 +32,7 @@ def _decisions(interrupt_at: int | None) -> tuple[list, dict]:
     index, persisted = 0, {}
     if interrupt_at is not None:
         index = RoundLoop(policy, ex).run(max_rounds=interrupt_at)
-        persisted = json.loads(json.dumps(ex.inner.policy_state))
+        persisted = json.loads(json.dumps(ex.decisions[-1].policy_state))
         policy = HadarEPolicy()
         policy.restore(persisted)
     RoundLoop(policy, ex).run(first_index=index)

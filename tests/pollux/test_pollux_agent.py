@@ -3,6 +3,8 @@ gradient-noise estimators checked on synthetic gradients with a known noise scal
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -116,3 +118,5 @@ def test_agent_state_round_trips_through_json():
     st = observe(observe(_state(), _point(1, 1, 32), GRAD), _point(1, 2, 32))
     assert AgentState.from_json(st.to_json()) == st
     assert isinstance(model(st), GoodputModel)
+    # every field of a profile point, by name (a field added later must be journaled too)
+    assert [p.to_json() for p in st.points] == [dataclasses.asdict(p) for p in st.points]
