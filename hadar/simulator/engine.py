@@ -34,7 +34,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
 
 from estimators.throughput import RunRate, ThroughputModel
 from hadar.core.cluster import Cluster

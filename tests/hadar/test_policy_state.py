@@ -46,7 +46,9 @@ def _decisions(name: str, interrupt_at: int | None, restore: bool = True) -> lis
     index = 0
     if interrupt_at is not None:
         index = RoundLoop(policy, ex).run(max_rounds=interrupt_at)
-        persisted = json.loads(json.dumps(ex.decisions[-1].policy_state))  # what a real run's journal holds
+        persisted = json.loads(
+            json.dumps(ex.decisions[-1].policy_state)
+        )  # what a real run's journal holds
         policy = make_policy(name)
         if restore:
             policy.restore(persisted)
