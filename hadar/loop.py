@@ -22,7 +22,7 @@ every job's profile, and taking it each round was half of a Pollux simulation's 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
@@ -98,6 +98,9 @@ class RoundLoop(Generic[Outcome]):
 
     policy: Policy
     executor: Executor[Outcome]
+    views: ClusterViews = field(default_factory=lambda: ClusterViews())
+    """The canonical cluster each round's policy view uses, kept while nothing it depends on
+    changed."""
 
     def play_round(self, index: int) -> Decision:
         """Arrivals, prepare, context, decide, validate, execute, record: one round."""
@@ -106,7 +109,7 @@ class RoundLoop(Generic[Outcome]):
         ctx = self.executor.context(index)
         t0 = time.perf_counter()
         with one_blas_thread():  # (hadar/core/threads.py)
-            plan = self.policy.decide(policy_view(ctx))
+            plan = self.policy.decide(policy_view(ctx, self.views))
         decision_s = time.perf_counter() - t0
         state = self.policy.state() if self.executor.keeps_policy_state else {}
         decision = Decision(ctx, plan, decision_s, state)
@@ -134,15 +137,34 @@ class RoundLoop(Generic[Outcome]):
         return index
 
 
-def policy_view(ctx: RoundContext) -> RoundContext:
+def policy_view(ctx: RoundContext, views: ClusterViews | None = None) -> RoundContext:
     """The context a policy decides on: the cluster's nodes and GPU types in an order given by
     their figures (:attr:`Cluster.canonical`), so that no decision depends on what a node or GPU
     is called or where it is declared. Placements name nodes and types, so the plan applies to
-    the cluster as declared."""
-    figures = measured_type_figures(ctx.throughput, ctx.cluster)
-    ranked = replace(ctx.cluster, type_figures=figures) if figures else ctx.cluster
-    canonical = ranked.canonical
+    the cluster as declared. ``views`` keeps the last canonical cluster between rounds."""
+    canonical = (views or ClusterViews()).canonical(ctx.cluster, ctx.throughput)
     return ctx if canonical is ctx.cluster else replace(ctx, cluster=canonical)
+
+
+@dataclass
+class ClusterViews:
+    """The last round's canonical cluster, kept while the cluster is the same object and the
+    throughput model the same one that does not learn: its type figures
+    (:func:`measured_type_figures`, every reference job's rates on every node) were 5 % of a
+    Hadar simulation of philly-480, computed again each round."""
+
+    last: tuple[Cluster, ThroughputModel, Cluster] | None = None
+
+    def canonical(self, cluster: Cluster, throughput: ThroughputModel) -> Cluster:
+        """``cluster`` in canonical order, its types ranked by ``throughput``'s figures."""
+        last = self.last
+        if last is not None and last[0] is cluster and last[1] is throughput:
+            return last[2]
+        figures = measured_type_figures(throughput, cluster)
+        ranked = replace(cluster, type_figures=figures) if figures else cluster
+        canonical = ranked.canonical
+        self.last = None if throughput.learns else (cluster, throughput, canonical)
+        return canonical
 
 
 def measured_type_figures(
