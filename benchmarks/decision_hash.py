@@ -11,6 +11,11 @@ policy's defaults (what ``hadar simulate --policy NAME`` runs); every round's as
 copy, placement, step budget, batch size, restart flag, the job a refill follows) go into one
 SHA-256 per scenario, the round index with them. ``--check`` prints the scenarios whose hash differs and exits 1 if any
 does; ``--write`` records the hashes.
+
+Pollux's decisions go through its agents' fits (SciPy's L-BFGS-B), whose last bits depend on the
+NumPy and SciPy builds installed: its hash recorded on 2026-11-28 no longer matched on 2026-11-30
+even at the commit that recorded it, and was recorded again (NumPy 2.4.6, SciPy 1.17.1). A Pollux
+hash that differs after a library upgrade is checked against the same code's hash first.
 """
 
 from __future__ import annotations
