@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from hadar.core.native_output import quiet_native_stdout
+
 
 @dataclass(frozen=True)
 class MipResult:
@@ -77,7 +79,8 @@ def solve_mip(
     options.time_limit = float(time_limit_s)
     highs.passOptions(options)
     highs.passModel(lp)
-    highs.run()
+    with quiet_native_stdout():  # HiGHS's MIP solver prints a debug line in some solves
+        highs.run()
     status = highs.getModelStatus()
     objective = float(highs.getInfo().objective_function_value)
     timed_out = status == h.HighsModelStatus.kTimeLimit
@@ -115,13 +118,14 @@ def _via_milp(
 ) -> MipResult:
     from scipy.optimize import Bounds, LinearConstraint, milp
 
-    res = milp(
-        cost,
-        constraints=LinearConstraint(a, row_lower, row_upper),
-        integrality=np.ones(len(cost)),
-        bounds=Bounds(lower, upper),
-        options={"time_limit": time_limit_s},
-    )
+    with quiet_native_stdout():
+        res = milp(
+            cost,
+            constraints=LinearConstraint(a, row_lower, row_upper),
+            integrality=np.ones(len(cost)),
+            bounds=Bounds(lower, upper),
+            options={"time_limit": time_limit_s},
+        )
     timed_out = res.status == 1 and "time" in str(res.message).lower()
     if res.x is None:
         return MipResult(None, float("inf"), timed_out)

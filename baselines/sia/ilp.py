@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hadar.core.native_output import quiet_native_stdout
+
 
 @dataclass(frozen=True)
 class Configuration:
@@ -104,13 +106,14 @@ def solve(cost: np.ndarray, configs: tuple[Configuration, ...], capacity: np.nda
         LinearConstraint(one.tocsr(), -np.inf, 1.0),
         LinearConstraint(per_type.tocsr(), -np.inf, np.asarray(capacity, dtype=float)),
     ]
-    res = milp(
-        c,
-        constraints=constraints,
-        integrality=np.ones(n),
-        bounds=Bounds(0.0, 1.0),
-        options={"presolve": True},
-    )
+    with quiet_native_stdout():  # HiGHS prints a debug line in some solves (the module's doc)
+        res = milp(
+            c,
+            constraints=constraints,
+            integrality=np.ones(n),
+            bounds=Bounds(0.0, 1.0),
+            options={"presolve": True},
+        )
     if res.x is None:  # cannot happen (x = 0 is feasible); never place on a failed solve
         return out
     chosen = np.flatnonzero(np.asarray(res.x) > 0.5)
