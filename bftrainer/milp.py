@@ -45,6 +45,8 @@ from typing import Literal
 
 import numpy as np
 
+from hadar.core.native_output import quiet_native_stdout
+
 Formulation = Literal["choices", "counts", "nodes"]
 DEFAULT_T_FWD_S = 120.0
 """Forward-looking time: BFTrainer's utilisation saturates at about 120 s (Fig. 9)."""
@@ -157,13 +159,14 @@ def solve(
     a = coo_matrix((b.vals, (b.rows, b.cols)), shape=(len(b.lo_row), len(b.c))).tocsr()
     cost = np.asarray(b.c)
     scale = float(np.abs(cost).max()) or 1.0  # HiGHS prefers costs near 1; Eq. 16 is recomputed
-    res = milp(
-        c=-cost / scale,
-        constraints=LinearConstraint(a, np.asarray(b.lo_row), np.asarray(b.hi_row)),
-        integrality=np.asarray(b.integrality),
-        bounds=Bounds(np.asarray(b.lb), np.asarray(b.ub)),
-        options={"time_limit": time_limit, "disp": _DISP},
-    )
+    with quiet_native_stdout():  # HiGHS printf's a debug line in some solves
+        res = milp(
+            c=-cost / scale,
+            constraints=LinearConstraint(a, np.asarray(b.lo_row), np.asarray(b.hi_row)),
+            integrality=np.asarray(b.integrality),
+            bounds=Bounds(np.asarray(b.lb), np.asarray(b.ub)),
+            options={"time_limit": time_limit, "disp": _DISP},
+        )
     keep_obj = objective_value(trainers, current, t_fwd)
     timed_out = res.status == 1  # HiGHS stopped at the time limit
     if res.x is None:
