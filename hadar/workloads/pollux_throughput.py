@@ -94,6 +94,9 @@ class PolluxThroughput(ThroughputModel):
         self._cells: dict[
             tuple[str, int, int, tuple[str, ...], tuple[int, ...]], tuple[np.ndarray, np.ndarray]
         ] = {}
+        self._efficiency: dict[tuple[str, int], float] = {}
+        """:meth:`average_efficiency` by (application, total batch): every GPU count of a job
+        at one batch asks for the same figure (a job's configurations: 8 batches x its counts)."""
 
     def _true_rate(
         self, trace: AppTrace, per_node: tuple[int, ...], gpu_type: str, batch: int, progress: float
@@ -148,6 +151,13 @@ class PolluxThroughput(ThroughputModel):
 
     def average_efficiency(self, trace: AppTrace, batch: int) -> float:
         """Total progress / sum over epochs of (epoch progress / efficiency) at total ``batch``."""
+        key = (trace.name, batch)
+        hit = self._efficiency.get(key)
+        if hit is None:
+            hit = self._efficiency[key] = self._average_efficiency(trace, batch)
+        return hit
+
+    def _average_efficiency(self, trace: AppTrace, batch: int) -> float:
         bounds = trace.epoch_progress
         lengths = np.diff(np.concatenate([[0.0], bounds]))
         effs = np.array(
