@@ -45,7 +45,7 @@ from typing import Literal
 
 import numpy as np
 
-from hadar.core.native_output import quiet_native_stdout
+from hadar.core.native_output import drop_solver_debug_lines
 
 Formulation = Literal["choices", "counts", "nodes"]
 DEFAULT_T_FWD_S = 120.0
@@ -159,7 +159,7 @@ def solve(
     a = coo_matrix((b.vals, (b.rows, b.cols)), shape=(len(b.lo_row), len(b.c))).tocsr()
     cost = np.asarray(b.c)
     scale = float(np.abs(cost).max()) or 1.0  # HiGHS prefers costs near 1; Eq. 16 is recomputed
-    with quiet_native_stdout():  # HiGHS printf's a debug line in some solves
+    with drop_solver_debug_lines():  # HiGHS printf's a debug line in some solves
         res = milp(
             c=-cost / scale,
             constraints=LinearConstraint(a, np.asarray(b.lo_row), np.asarray(b.hi_row)),

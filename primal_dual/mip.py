@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from hadar.core.native_output import quiet_native_stdout
+from hadar.core.native_output import drop_solver_debug_lines
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ def solve_mip(
     options.time_limit = float(time_limit_s)
     highs.passOptions(options)
     highs.passModel(lp)
-    with quiet_native_stdout():  # HiGHS's MIP solver prints a debug line in some solves
+    with drop_solver_debug_lines():  # HiGHS's MIP solver prints a debug line in some solves
         highs.run()
     status = highs.getModelStatus()
     objective = float(highs.getInfo().objective_function_value)
@@ -118,7 +118,7 @@ def _via_milp(
 ) -> MipResult:
     from scipy.optimize import Bounds, LinearConstraint, milp
 
-    with quiet_native_stdout():
+    with drop_solver_debug_lines():
         res = milp(
             cost,
             constraints=LinearConstraint(a, row_lower, row_upper),

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hadar.core.native_output import quiet_native_stdout
+from hadar.core.native_output import drop_solver_debug_lines
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def solve(cost: np.ndarray, configs: tuple[Configuration, ...], capacity: np.nda
         LinearConstraint(one.tocsr(), -np.inf, 1.0),
         LinearConstraint(per_type.tocsr(), -np.inf, np.asarray(capacity, dtype=float)),
     ]
-    with quiet_native_stdout():  # HiGHS prints a debug line in some solves (the module's doc)
+    with drop_solver_debug_lines():  # HiGHS prints a debug line in some solves (the module's doc)
         res = milp(
             c,
             constraints=constraints,
