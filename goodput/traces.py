@@ -184,16 +184,22 @@ class AppTrace:
     def max_batch_size(self) -> int:
         return self.runs[-1].batch_size
 
-    @property
+    @cached_property
     def min_local_bsz(self) -> int:
+        """The smallest measured local batch per GPU (computed once, as the largest)."""
         return int(self.placements.local_bsz.min())
+
+    @cached_property
+    def measured_max_local_bsz(self) -> float:
+        """The largest measured local batch per GPU, before ``max_local_bsz_limit``."""
+        return float(self.placements.local_bsz.max())
 
     @cached_property
     def max_local_bsz(self) -> int:
         """The largest local batch per GPU (measured, within ``max_local_bsz_limit``); computed
         once: every rate query of a decision asks for it (a pandas reduction each time was half
         of an AFS decision)."""
-        measured = int(self.placements.local_bsz.max())
+        measured = int(self.measured_max_local_bsz)
         limit = self.max_local_bsz_limit
         return measured if limit is None else min(measured, limit)
 
@@ -234,7 +240,7 @@ class AppTrace:
             step = float(np.interp(m, bsz, times[:, 0]))
             sync = float(np.interp(m, bsz, times[:, 1]))
         else:
-            m = float(np.clip(local_bsz, self.min_local_bsz, self.placements.local_bsz.max()))
+            m = float(np.clip(local_bsz, self.min_local_bsz, self.measured_max_local_bsz))
             step, sync = self._interpolate_nd(min(len(counts), 16), sum(counts), m)
         self._cache[key] = (step, sync)
         return step, sync

@@ -98,10 +98,12 @@ class PolluxThroughput(ThroughputModel):
         """:meth:`average_efficiency` by (application, total batch): every GPU count of a job
         at one batch asks for the same figure (a job's configurations: 8 batches x its counts)."""
 
-    def _true_rate(
-        self, trace: AppTrace, per_node: tuple[int, ...], gpu_type: str, batch: int, progress: float
+    @staticmethod
+    def _on_type(
+        trace: AppTrace, per_node: tuple[int, ...], rate: TraceRate, gpu_type: str
     ) -> tuple[TraceRate, bool]:
-        rate = trace.rate(per_node, batch, progress)
+        """``rate`` (the trace's, on its own GPU type) on ``gpu_type``, and whether that type's
+        compute scale is estimated."""
         factor, estimated = compute_scale(gpu_type, trace.name)
         if factor != 1.0:
             _, sync = trace.iteration_time(per_node, rate.local_bsz)
@@ -127,8 +129,9 @@ class PolluxThroughput(ThroughputModel):
         progress = done / trace.init_batch_size
         # the slowest GPU type of the placement sets the pace (synchronous data parallelism)
         worst: tuple[TraceRate, bool] | None = None
+        own = trace.rate(per_node, batch, progress)
         for gtype in sorted(types):
-            rate, est = self._true_rate(trace, per_node, gtype, batch, progress)
+            rate, est = self._on_type(trace, per_node, own, gtype)
             if worst is None or rate.throughput < worst[0].throughput:
                 worst = (rate, est)
         assert worst is not None
@@ -190,10 +193,11 @@ class PolluxThroughput(ThroughputModel):
             eff = self.average_efficiency(trace, batch)
             per_type = []
             for per_node in ((job.num_gpus,), spread(job.num_gpus)):
-                row = []
-                for gtype in cluster.gpu_types:
-                    rate, _ = self._true_rate(trace, per_node, gtype, batch, 0.0)
-                    row.append(rate.throughput * eff)
+                own = trace.rate(per_node, batch, 0.0)  # the same on every type before scaling
+                row = [
+                    self._on_type(trace, per_node, own, gtype)[0].throughput * eff
+                    for gtype in cluster.gpu_types
+                ]
                 per_type.append(np.array(row))
             cons, unc = (np.broadcast_to(a, cluster.capacity.shape) for a in per_type)
             hit = self._cells[key] = (cons, unc)
