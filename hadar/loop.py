@@ -93,12 +93,33 @@ class Executor(Protocol[Outcome]):
 
 
 @dataclass
+class ClusterViews:
+    """The last round's canonical cluster, kept while the cluster is the same object and the
+    throughput model the same one that does not learn: its type figures
+    (:func:`measured_type_figures`, every reference job's rates on every node) were 5 % of a
+    Hadar simulation of philly-480, computed again each round."""
+
+    last: tuple[Cluster, ThroughputModel, Cluster] | None = None
+
+    def canonical(self, cluster: Cluster, throughput: ThroughputModel) -> Cluster:
+        """``cluster`` in canonical order, its types ranked by ``throughput``'s figures."""
+        last = self.last
+        if last is not None and last[0] is cluster and last[1] is throughput:
+            return last[2]
+        figures = measured_type_figures(throughput, cluster)
+        ranked = replace(cluster, type_figures=figures) if figures else cluster
+        canonical = ranked.canonical
+        self.last = None if throughput.learns else (cluster, throughput, canonical)
+        return canonical
+
+
+@dataclass
 class RoundLoop(Generic[Outcome]):
     """Drives ``policy`` over ``executor`` one round at a time."""
 
     policy: Policy
     executor: Executor[Outcome]
-    views: ClusterViews = field(default_factory=lambda: ClusterViews())
+    views: ClusterViews = field(default_factory=ClusterViews)
     """The canonical cluster each round's policy view uses, kept while nothing it depends on
     changed."""
 
@@ -144,27 +165,6 @@ def policy_view(ctx: RoundContext, views: ClusterViews | None = None) -> RoundCo
     the cluster as declared. ``views`` keeps the last canonical cluster between rounds."""
     canonical = (views or ClusterViews()).canonical(ctx.cluster, ctx.throughput)
     return ctx if canonical is ctx.cluster else replace(ctx, cluster=canonical)
-
-
-@dataclass
-class ClusterViews:
-    """The last round's canonical cluster, kept while the cluster is the same object and the
-    throughput model the same one that does not learn: its type figures
-    (:func:`measured_type_figures`, every reference job's rates on every node) were 5 % of a
-    Hadar simulation of philly-480, computed again each round."""
-
-    last: tuple[Cluster, ThroughputModel, Cluster] | None = None
-
-    def canonical(self, cluster: Cluster, throughput: ThroughputModel) -> Cluster:
-        """``cluster`` in canonical order, its types ranked by ``throughput``'s figures."""
-        last = self.last
-        if last is not None and last[0] is cluster and last[1] is throughput:
-            return last[2]
-        figures = measured_type_figures(throughput, cluster)
-        ranked = replace(cluster, type_figures=figures) if figures else cluster
-        canonical = ranked.canonical
-        self.last = None if throughput.learns else (cluster, throughput, canonical)
-        return canonical
 
 
 def measured_type_figures(

@@ -52,9 +52,10 @@ INTERIOR_POINT_ABOVE_JOBS = 4096
 0.2 s instead of 5-11 s by dual simplex at 10,000 jobs on 8,192 GPUs, where the LP is highly
 degenerate. Both return optimal duals; where the optimal prices are not unique they may return
 different ones (0.04 % apart on that benchmark round), so decisions on rounds this large can
-differ from the simplex's. HiGHS's presolve is off there: it found nothing to remove and cost 15-20 %
-of the solve (10,000 jobs 0.085 -> 0.071 s, 100,000 jobs 0.59 -> 0.50 s, the same prices). Rounds of the paper's workloads (at most a few hundred jobs) and of
-up to this many jobs are solved exactly as before."""
+differ from the simplex's. HiGHS's presolve is off there: it found nothing to remove and cost
+15-20 % of the solve (10,000 jobs 0.085 -> 0.071 s, 100,000 jobs 0.59 -> 0.50 s, the same
+prices). Rounds of the paper's workloads (at most a few hundred jobs) and of up to this many jobs
+are solved exactly as before."""
 
 RESTRICTED_ABOVE_JOBS = 512
 """LPs over more jobs than this are solved by column generation (module docstring) where it pays:

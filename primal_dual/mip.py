@@ -69,7 +69,7 @@ def solve_mip(
     lp.a_matrix_.start_ = csc.indptr
     lp.a_matrix_.index_ = csc.indices
     lp.a_matrix_.value_ = csc.data.astype(np.float64)
-    relaxed = _integral_relaxation(h, lp)
+    relaxed = _integral_relaxation(h, lp, time_limit_s)
     if relaxed is not None:
         return relaxed
     lp.integrality_ = [h.HighsVarType(1)] * n
@@ -89,12 +89,13 @@ def solve_mip(
     return MipResult(None, float("inf"), timed_out)
 
 
-def _integral_relaxation(h: Any, lp: Any) -> MipResult | None:
+def _integral_relaxation(h: Any, lp: Any, time_limit_s: float) -> MipResult | None:
     """The LP relaxation's optimum where it is integral (then no integer point is better), else
-    None."""
+    None (also when it is not solved within ``time_limit_s``)."""
     highs = h._Highs()
     options = h.HighsOptions()
     options.log_to_console = False
+    options.time_limit = float(time_limit_s)
     highs.passOptions(options)
     highs.passModel(lp)
     highs.run()

@@ -149,13 +149,12 @@ class HadarPolicy(Policy):
             return self._decide(ctx)
 
     def _decide(self, ctx: RoundContext) -> RoundPlan:
-        if hasattr(self.utility, "round_s") and self.utility.round_s != ctx.round_s:
-            self.utility = replace(self.utility, round_s=ctx.round_s)  # type: ignore[type-var]
+        self.utility = at_round(self.utility, ctx.round_s)
         if not self.config.adapt_elastic:
             return self._decide_rigid(ctx)
-        utility = self.utility if self.elastic_utility is None else self.elastic_utility
-        if hasattr(utility, "round_s") and utility.round_s != ctx.round_s:
-            utility = self.elastic_utility = replace(utility, round_s=ctx.round_s)  # type: ignore[type-var]
+        utility = self.utility
+        if self.elastic_utility is not None:
+            utility = self.elastic_utility = at_round(self.elastic_utility, ctx.round_s)
         view = elastic_round(ctx, utility, self.config.upgrade_min_gain_s, self.configurations)
         return view.finish(self._decide_rigid(view.ctx), ctx)
 
@@ -209,8 +208,7 @@ class HadarPolicy(Policy):
         """What a preemptive round plans over: every job's valuation and DP entry (a running job's
         ``held[job_id]`` placement is its kept candidate) and the round's prices."""
         cfg = self.config
-        if hasattr(self.utility, "round_s") and self.utility.round_s != ctx.round_s:
-            self.utility = replace(self.utility, round_s=ctx.round_s)  # type: ignore[type-var]
+        self.utility = at_round(self.utility, ctx.round_s)
         vals = value_jobs(ctx, ctx.jobs)
         if cfg.single_node:
             vals = [single_node(v, ctx.cluster) for v in vals]
@@ -253,6 +251,14 @@ class HadarLegacyPolicy(HadarPolicy):
 
     def __init__(self, config: HadarConfig | None = None, **knobs: object) -> None:
         super().__init__(config or replace(HadarConfig.legacy(), **knobs))  # type: ignore[arg-type]
+
+
+def at_round(utility: Utility, round_s: float) -> Utility:
+    """``utility`` with its round set to ``round_s`` where it has one (the round-progress
+    utility counts service in rounds); itself where nothing changes."""
+    if hasattr(utility, "round_s") and utility.round_s != round_s:
+        return replace(utility, round_s=round_s)  # type: ignore[type-var]
+    return utility
 
 
 def round_type_prices(
