@@ -6,7 +6,7 @@
 Scenarios: ``philly-480`` seeds 0-4 on ``sim-60gpu``, and the physical mixes ``M-1`` ...
 ``M-12`` on ``aws-5node`` and ``lab-5node`` (seed 0); for Pollux and AFS (policies of elastic
 jobs), ``pollux-6`` on ``pollux-64t4`` (seed 0) instead; for Hadar and HadarE also ``pollux-1``
-on ``pollux-hetero-64`` (their elastic jobs). Each run is ``hadar.api.simulate`` with the
+on ``pollux-hetero-64`` (their elastic jobs), and for Sia that scenario alone. Each run is ``hadar.api.simulate`` with the
 policy's defaults (what ``hadar simulate --policy NAME`` runs); every round's assignments (job,
 copy, placement, step budget, batch size, restart flag, the job a refill follows) go into one
 SHA-256 per scenario, the round index with them. ``--check`` prints the scenarios whose hash differs and exits 1 if any
@@ -45,6 +45,7 @@ SCENARIOS_OF: dict[str, tuple[tuple[str, str, int], ...]] = {
     "afs": ELASTIC_SCENARIOS,
     "hadar": SCENARIOS + HETEROGENEOUS_ELASTIC,
     "hadare": SCENARIOS + HETEROGENEOUS_ELASTIC,
+    "sia": HETEROGENEOUS_ELASTIC,
 }
 """Policies hashed on other scenarios than :data:`SCENARIOS`."""
 
