@@ -120,6 +120,13 @@ def statistical_efficiency(
     """EFFICIENCY(M) = (phi + M0) / (phi + M) (Pollux Eq. 6), written with sqr/var so that
     ``sqr <= 0`` (no measurable signal, phi = inf) gives 1. It is 1 at M = M0 and decreases in M;
     Pollux only uses M >= M0."""
+    if isinstance(batch_size, int | float) and isinstance(grad.sqr, float | int):
+        # one batch (a trace's rate query): the same arithmetic on Python floats, without the
+        # array machinery that was most of the call's cost
+        one = float(batch_size) / float(init_batch_size)
+        var, sqr = float(grad.var), float(grad.sqr)
+        below = var + sqr * one
+        return np.asarray((var + sqr) / below if sqr > 0 and below > 0 else 1.0)
     scale = np.asarray(batch_size, dtype=float) / float(init_batch_size)
     denom = grad.var + grad.sqr * scale
     numer = grad.var + grad.sqr

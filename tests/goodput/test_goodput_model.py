@@ -58,6 +58,22 @@ def test_efficiency_is_one_at_the_initial_batch_and_decreasing_in_the_batch():
     assert np.all(np.diff(eff) < 0) and np.all(eff > 0)
 
 
+def test_one_batch_gets_exactly_what_an_array_of_batches_gets():
+    grads = [
+        GRAD,
+        GradParams(sqr=0.0, var=1.0),
+        GradParams(sqr=3.5e-4, var=0.0),
+        GradParams(sqr=-1.0, var=2.0),
+    ]
+    batches = [32, 128, 200, 1000, 4096, 12345.5]
+    for grad in grads:
+        many = statistical_efficiency(grad, 128, np.array(batches, dtype=float))
+        for i, b in enumerate(batches):
+            one = statistical_efficiency(grad, 128, b)
+            assert np.ndim(one) == 0
+            assert float(one) == float(many[i]), (grad, b)  # bit for bit, not approximately
+
+
 def test_efficiency_is_one_without_gradient_signal():
     assert statistical_efficiency(GradParams(sqr=0.0, var=1.0), 32, 4096) == 1.0
     assert GradParams(sqr=0.0, var=1.0).noise_scale(32) == math.inf

@@ -71,6 +71,36 @@ def test_our_linear_interpolator_equals_scipys_off_the_grid_and_falls_back_outsi
     assert ours(far) == pytest.approx(values[nearest])
 
 
+def _every_simplex(interp: LinearInterpolator, query: np.ndarray) -> np.ndarray:
+    """The interpolation over every simplex, without the bounding-box shortlist."""
+    bary = np.einsum("sij,sj->si", interp.inverse, query[None, :] - interp.base)
+    last = 1.0 - bary.sum(axis=1)
+    hits = np.flatnonzero(interp.valid & np.all(bary >= -1e-9, axis=1) & (last >= -1e-9))
+    if hits.size == 0:
+        return interp.values[int(np.argmin(np.sum((interp.points - query) ** 2, axis=1)))]
+    weights = np.concatenate([bary[hits], last[hits, None]], axis=1)
+    return np.einsum("hv,hvk->hk", weights, interp.values[interp.simplices[hits]]).mean(axis=0)
+
+
+@pytest.mark.parametrize("app", ["cifar10", "ncf"])
+def test_the_shortlisted_simplices_give_what_every_simplex_gives(app):
+    # grid-like measured points: queries on their faces and vertices lie in several simplices
+    trace = bundled_trace(app)
+    interp = trace.interpolator()
+    rng = np.random.default_rng(5)
+    low, high = interp.points.min(axis=0), interp.points.max(axis=0)
+    queries = [*interp.points[::3]]
+    queries += [
+        np.array([n, r, m], dtype=float)
+        for n in (1, 2, 3, 7)
+        for r in (1, 4, 6, 16, 40)
+        for m in np.unique(interp.points[:, 2])[::4]
+    ]
+    queries += [*rng.uniform(low - 1, high + 1, size=(300, 3))]
+    for q in queries:
+        assert np.array_equal(interp(q), _every_simplex(interp, q)), q
+
+
 def test_an_unmeasured_placement_lies_within_the_measured_range():
     trace = bundled_trace("imagenet")
     step, sync = trace.iteration_time((4, 4, 4, 4, 4, 4), 100)  # 6 nodes: scalability.csv
