@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.optimize import minimize
 
 from goodput.model import Array, PerfParams, overlapped_time, sync_time
 from goodput.model import compute_time as _compute_time
@@ -161,6 +160,10 @@ def fit_perf_params(
     if not np.any(replicas > 2):
         pin(3, log_floor)
         pin(5, log_floor)
+
+    # imported here: a run whose jobs are none of Pollux's never fits, and scipy.optimize is a
+    # quarter of a second of start-up
+    from scipy.optimize import minimize
 
     result = minimize(
         _objective,

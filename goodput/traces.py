@@ -30,7 +30,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy.spatial import Delaunay
 
 from goodput.fit import FitResult, fit_perf_params
 from goodput.model import GradParams, statistical_efficiency
@@ -110,6 +109,8 @@ class LinearInterpolator:
     the same as on all (half the cost of a query on these traces, the same results)."""
 
     def __init__(self, points: np.ndarray, values: np.ndarray) -> None:
+        from scipy.spatial import Delaunay  # only a Pollux workload's traces need it
+
         self.points, self.values = points, values
         tri = Delaunay(points)
         self.simplices = tri.simplices

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from primal_dual.highs_lp import solve_lp
+
 SLACK_WEIGHT = 1e-3
 """``eps`` above, divided by the number of cells: a tie-breaker among optimal fluid schedules,
 far below what it could change in ``T`` (``sum x <= cells x T``)."""
@@ -65,8 +67,7 @@ def fork_preferences(demands: Sequence[ForkDemand], free: np.ndarray) -> list[tu
     ]
     if not cols or not rows_jobs:
         return []
-    from scipy.optimize import linprog  # here: importing the policy stays light
-    from scipy.sparse import coo_matrix
+    from scipy.sparse import coo_matrix  # here: importing the policy stays light
 
     nx = len(cols)
     t = nx
@@ -111,8 +112,8 @@ def fork_preferences(demands: Sequence[ForkDemand], free: np.ndarray) -> list[tu
     a_ub = coo_matrix((data, (r_idx, c_idx)), shape=(n_rows, nx + 1)).tocsr()
     cost = np.full(nx + 1, SLACK_WEIGHT / len(cells))
     cost[t] = 1.0
-    res = linprog(cost, A_ub=a_ub, b_ub=np.array(b), bounds=(0, None), method="highs")
-    if res.status != 0 or res.x[t] <= 0:
+    res = solve_lp(cost, a_ub, np.array(b), np.zeros(nx + 1), np.full(nx + 1, np.inf))
+    if not res.optimal or res.x[t] <= 0:
         return []
     span = float(res.x[t])
     ranked = [

@@ -1,4 +1,5 @@
-"""The level LP shared by Gavel's allocation policies and Hadar's TTD guard (HiGHS via scipy).
+"""The level LP shared by Gavel's allocation policies and Hadar's TTD guard (HiGHS, as
+``linprog`` would solve it: :mod:`primal_dual.highs_lp`).
 
 Choose time fractions ``x[j][k]`` (the share of time job j spends on GPU type k) and a level ``t``:
 
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hadar.core.errors import HadarError
+from primal_dual.highs_lp import solve_lp
 
 
 class LpError(HadarError):
@@ -49,7 +51,6 @@ def solve_level_lp(T: np.ndarray, coef: np.ndarray, W: np.ndarray, counts: np.nd
     """Maximise ``t`` s.t. ``coef_j * sum_k T[j,k] x[j,k] >= t`` and the capacity constraints."""
     # scipy here: the policy registry imports every policy module for every command
     from scipy import sparse
-    from scipy.optimize import linprog
 
     T = np.asarray(T, dtype=float)
     n, m = T.shape
@@ -86,9 +87,9 @@ def solve_level_lp(T: np.ndarray, coef: np.ndarray, W: np.ndarray, counts: np.nd
     bounds = np.column_stack([np.zeros(nv + 1), upper])
     c = np.zeros(nv + 1)
     c[nv] = -1.0
-    res = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
-    if res.status != 0 or res.x is None:
-        raise LpError(f"allocation LP failed ({n} jobs x {m} GPU types): {res.message}")
+    res = solve_lp(c, a_ub, b_ub, bounds[:, 0], bounds[:, 1])
+    if not res.optimal:
+        raise LpError(f"allocation LP failed ({n} jobs x {m} GPU types): {res.status}")
     x = np.clip(res.x[:nv].reshape(n, m), 0.0, 1.0)
     x[~ok] = 0.0
     return LpResult(x, float(res.x[nv]))

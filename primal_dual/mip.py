@@ -1,12 +1,13 @@
-"""Small integer programs through the HiGHS that scipy bundles, without ``scipy.optimize.milp``'s
-input validation and option parsing.
+"""Small integer programs on HiGHS through ``highspy``, without ``scipy.optimize.milp``'s input
+validation and option parsing.
 
 ``milp`` spends more time converting and checking a small model than HiGHS spends on it (the
 type matching solves about 120 of 20-160 variables per ``philly-480`` run: 2.5 ms of wrapper
-each). :func:`solve_mip` hands HiGHS the model ``milp`` would build (the same column-wise matrix,
-bounds, integrality and options, to the same solver binary), so it returns the same solution,
-and says whether the time limit stopped the search. Where scipy's HiGHS module is not where this
-expects it (another scipy release), it calls ``milp`` itself.
+each), and importing ``scipy.optimize`` is a quarter of a second of start-up. :func:`solve_mip`
+hands HiGHS the model ``milp`` would build (the same column-wise matrix, bounds, integrality and
+options), so it returns the same solution (``tests/primal_dual/test_mip.py`` checks it against
+``milp``), and says whether the time limit stopped the search. The HiGHS release is the pinned
+``highspy``'s (pyproject.toml), not whichever scipy bundles.
 
 It first solves the LP relaxation (the same model without integrality); where that optimum is
 integral no integer point is better, and it is returned without branch and bound. The type
@@ -46,12 +47,9 @@ def solve_mip(
 ) -> MipResult:
     """Minimise ``cost @ x`` s.t. ``row_lower <= a @ x <= row_upper``, ``lower <= x <= upper``,
     every ``x`` integer, within ``time_limit_s`` (``a``: a scipy sparse matrix)."""
+    from highspy import _core as h
     from scipy import sparse
 
-    try:
-        from scipy.optimize._highspy import _core as h
-    except ImportError:  # another scipy layout: its public milp (the same solver)
-        return _via_milp(cost, a, row_lower, row_upper, lower, upper, time_limit_s)
     csc = sparse.csc_array(a)
     c = np.asarray(cost, dtype=np.float64)
     n = c.size
@@ -106,28 +104,3 @@ def _integral_relaxation(h: Any, lp: Any, time_limit_s: float) -> MipResult | No
     if np.abs(x - rounded).max(initial=0.0) > 1e-9:
         return None
     return MipResult(rounded, float(highs.getInfo().objective_function_value), False)
-
-
-def _via_milp(
-    cost: np.ndarray,
-    a: Any,
-    row_lower: np.ndarray,
-    row_upper: np.ndarray,
-    lower: np.ndarray,
-    upper: np.ndarray,
-    time_limit_s: float,
-) -> MipResult:
-    from scipy.optimize import Bounds, LinearConstraint, milp
-
-    with drop_solver_debug_lines():
-        res = milp(
-            cost,
-            constraints=LinearConstraint(a, row_lower, row_upper),
-            integrality=np.ones(len(cost)),
-            bounds=Bounds(lower, upper),
-            options={"time_limit": time_limit_s},
-        )
-    timed_out = res.status == 1 and "time" in str(res.message).lower()
-    if res.x is None:
-        return MipResult(None, float("inf"), timed_out)
-    return MipResult(np.asarray(res.x), float(res.fun), timed_out)
