@@ -47,7 +47,7 @@ from afs.share import ShareJob, afs_p_shares, afs_shares
 from hadar.core.cluster import Cluster
 from hadar.core.jobs import JobStatus, Placement
 from hadar.core.threads import one_blas_thread
-from hadar.placement import best_fit_costs, fewest_nodes, node_rank, runnable_cells
+from hadar.placement import best_fit_costs, check_seed, fewest_nodes, node_rank, runnable_cells
 from hadar.policy import Assignment, Policy, PolicyInfo, RoundContext, RoundPlan, register_policy
 
 POOLS = ("one", "per-type")
@@ -67,6 +67,7 @@ class AfsConfig:
     def __post_init__(self) -> None:
         if self.pools not in POOLS:
             raise ValueError(f"pools must be one of {', '.join(POOLS)}")
+        check_seed(self.seed)
 
 
 def sample_counts(lo: int, hi: int) -> list[int]:

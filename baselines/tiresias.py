@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from hadar.core.jobs import JobStatus
-from hadar.placement import node_rank, runnable_cells, unaware_placement
+from hadar.placement import check_seed, node_rank, runnable_cells, unaware_placement
 from hadar.policy import (
     Assignment,
     LineStyle,
@@ -54,6 +54,7 @@ class TiresiasConfig:
     def __post_init__(self) -> None:
         if self.threshold < 0:
             raise ValueError("threshold must be >= 0")
+        check_seed(self.seed)
 
 
 @register_policy

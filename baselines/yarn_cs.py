@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hadar.placement import node_rank, runnable_cells, unaware_placement
+from hadar.placement import check_seed, node_rank, runnable_cells, unaware_placement
 from hadar.policy import (
     Assignment,
     LineStyle,
@@ -30,6 +30,9 @@ from hadar.running import split_running
 class YarnConfig:
     seed: int = 0
     """Seed of the node tie-break order used by placement."""
+
+    def __post_init__(self) -> None:
+        check_seed(self.seed)
 
 
 @register_policy

@@ -100,8 +100,8 @@ class MilpPolicy(Policy):
 
     config_class = BFTrainerConfig
 
-    def __init__(self, **options: Any) -> None:
-        self.config = BFTrainerConfig(**options)
+    def __init__(self, config: BFTrainerConfig | None = None, **knobs: Any) -> None:
+        self.config = config or BFTrainerConfig(**knobs)
 
     # what the MILP is told: (nodes, rate) points, or None when not schedulable yet
     def known_points(

@@ -41,6 +41,13 @@ def best_fit_costs(free: np.ndarray, rank: np.ndarray) -> np.ndarray:
     return costs
 
 
+def check_seed(seed: int) -> None:
+    """A node tie-break seed (a policy's ``seed`` knob) is a non-negative integer, as numpy's
+    generators take it: a ValueError otherwise, which ``--policy-opt`` reports as one line."""
+    if seed < 0:
+        raise ValueError(f"seed must be >= 0 (got {seed})")
+
+
 def node_rank(num_nodes: int, seed: int) -> np.ndarray:
     """A fixed pseudo-random rank per node (tie-break that ignores how the cluster file is ordered)."""
     rank = np.empty(num_nodes)

@@ -98,6 +98,19 @@ class HadarEConfig:
     hadar: HadarConfig = HadarConfig()
     """The plain Hadar whose decision HadarE forks onto (``--policy-opt hadare:KNOB=...``)."""
 
+    def __post_init__(self) -> None:
+        if self.copies is not None and self.copies < 1:
+            raise ValueError(f"copies must be >= 1 (got {self.copies})")
+        if not self.aggregation_overhead_s >= 0:  # NaN too
+            raise ValueError(
+                f"aggregation_overhead_s must be >= 0 (got {self.aggregation_overhead_s:g})"
+            )
+        if self.max_job_count < 1:
+            raise ValueError(f"max_job_count must be >= 1 (got {self.max_job_count})")
+        for knob in ("lookahead_jobs", "lookahead_rounds", "lookahead_budget"):
+            if getattr(self, knob) < 0:
+                raise ValueError(f"{knob} must be >= 0 (got {getattr(self, knob)})")
+
     @classmethod
     def preset(cls, name: str) -> HadarEConfig:
         """HadarE over a named Hadar configuration (``default`` or ``legacy``)."""

@@ -7,7 +7,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bftrainer.policy import MilpPolicy, Shape, node_placement, node_type, shape_of
+from bftrainer.policy import (
+    BFTrainerConfig,
+    MilpPolicy,
+    Shape,
+    node_placement,
+    node_type,
+    shape_of,
+)
 from hadar.core.jobs import JobStatus
 from hadar.policy import PolicyInfo, RoundContext, register_policy
 from malletrain.jpa import (
@@ -26,8 +33,8 @@ class FreeTrainPolicy(MilpPolicy):
     name = "freetrain"
     info = PolicyInfo(title="FreeTrain", colour="#fc9272", rank=72)
 
-    def __init__(self, **options: Any) -> None:
-        super().__init__(**options)
+    def __init__(self, config: BFTrainerConfig | None = None, **knobs: Any) -> None:
+        super().__init__(config, **knobs)
         self._cache: tuple[tuple[int, float] | None, list[float]] = (None, [])
 
     def known_points(
@@ -67,8 +74,8 @@ class MalleTrainPolicy(MilpPolicy):
     name = "malletrain"
     info = PolicyInfo(title="MalleTrain", colour="#54278f", rank=71)
 
-    def __init__(self, **options: Any) -> None:
-        super().__init__(**options)
+    def __init__(self, config: BFTrainerConfig | None = None, **knobs: Any) -> None:
+        super().__init__(config, **knobs)
         self.measured: dict[int, dict[int, float]] = {}
         self.profile: dict[int, list[int]] = {}
         self.placed: dict[int, list[str]] = {}

@@ -29,9 +29,13 @@ SPEEDUP_EPS = 1e-3
 def realloc_factor(
     age_s: np.ndarray | float, restarts: np.ndarray | float, delta_s: float = DEFAULT_DELTA_S
 ) -> np.ndarray:
-    """REALLOC_FACTOR(δ) = max(T − R·δ, 0) / (T + δ), elementwise (a new job, T = 0, gets 0)."""
+    """REALLOC_FACTOR(δ) = max(T − R·δ, 0) / (T + δ), elementwise (a new job, T = 0, gets 0);
+    with δ = 0 a re-allocation costs nothing, and a new job's 0 / 0 is 1."""
     age = np.asarray(age_s, dtype=float)
-    return np.maximum(age - np.asarray(restarts, dtype=float) * delta_s, 0.0) / (age + delta_s)
+    kept = np.maximum(age - np.asarray(restarts, dtype=float) * delta_s, 0.0)
+    whole = age + delta_s
+    out: np.ndarray = np.divide(kept, whole, out=np.ones_like(whole), where=whole > 0)
+    return out
 
 
 def utility(speedup: np.ndarray, p: float = DEFAULT_P, eps: float = SPEEDUP_EPS) -> np.ndarray:

@@ -50,6 +50,10 @@ from pollux.speedup import BestGoodput, fair_goodput, speedup_row
 if TYPE_CHECKING:
     from pollux.agent import AgentState
 
+MAX_ABS_P = 100.0
+"""The largest ``|p|`` taken: a speedup (plus 1e-3) to a larger power overflows or vanishes in
+double precision (-1 is Pollux's default, 1 the plain mean)."""
+
 MAX_GPUS_PER_JOB = 64
 """The most GPUs one job may get (Pollux's simulator caps jobs at 64)."""
 
@@ -69,6 +73,11 @@ class PolluxConfig:
     def __post_init__(self) -> None:
         if not self.delta_s >= 0:
             raise ValueError("delta_s must be >= 0")
+        if not abs(self.p) <= MAX_ABS_P:
+            raise ValueError(
+                f"p must be between -{MAX_ABS_P:g} and {MAX_ABS_P:g} (got {self.p:g}): beyond, "
+                "the powers of speedups leave double precision"
+            )
 
 
 @register_policy

@@ -3,10 +3,13 @@ pairs are applied, defaults included (issue 17: a resume must be the same run)."
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from hadar.core.errors import InputError
-from hadar.policy_options import effective_options
+from hadar.policy import policy_class, policy_names
+from hadar.policy_options import effective_options, policy_with_options
 from hadar.scheduler import DEFAULT_MAX_RHO
 
 
@@ -33,3 +36,54 @@ def test_fixed_knobs_and_nested_options_are_applied() -> None:
 def test_an_unknown_option_is_the_usual_one_line_error() -> None:
     with pytest.raises(InputError, match="unknown option 'nope'"):
         effective_options("hadar", {"nope": "1"})
+
+
+def _simple_knob(config_cls: type) -> tuple[str, str] | None:
+    """A knob of ``config_cls`` with a plain default, as ``--policy-opt`` would spell it."""
+    for f in dataclasses.fields(config_cls):
+        value = getattr(config_cls(), f.name)
+        if isinstance(value, bool):
+            return f.name, str(value).lower()
+        if isinstance(value, int | float | str):
+            return f.name, str(value)
+    return None
+
+
+@pytest.mark.parametrize("name", sorted(policy_names()))
+def test_every_policy_takes_its_own_knob_at_its_default(name: str) -> None:
+    config_cls = getattr(policy_class(name), "config_class", None)
+    knob = _simple_knob(config_cls) if config_cls is not None else None
+    if knob is None:
+        pytest.skip(f"{name} has no plain knob")
+    policy = policy_with_options(name, {knob[0]: knob[1]})
+    assert policy.config == config_cls()  # the same configuration as no option
+
+
+@pytest.mark.parametrize("name", ["tiresias", "yarn-cs", "afs", "afs-het", "afs-p"])
+def test_a_negative_tie_break_seed_is_refused_before_the_run(name: str) -> None:
+    with pytest.raises(InputError, match="seed must be >= 0"):
+        policy_with_options(name, {"seed": "-1"})
+
+
+@pytest.mark.parametrize(
+    "knob",
+    [
+        "copies=0",
+        "copies=-1",
+        "aggregation_overhead_s=-1",
+        "max_job_count=0",
+        "lookahead_jobs=-1",
+        "lookahead_rounds=-1",
+        "lookahead_budget=-1",
+    ],
+)
+def test_hadare_refuses_knobs_out_of_range(knob: str) -> None:
+    key, _, value = knob.partition("=")
+    with pytest.raises(InputError, match=f"{key} must be >= "):
+        policy_with_options("hadare", {key: value})
+
+
+@pytest.mark.parametrize("value", ["1e300", "-1e300", "101"])
+def test_pollux_refuses_a_fairness_exponent_that_leaves_double_precision(value: str) -> None:
+    with pytest.raises(InputError, match="p must be between -100 and 100"):
+        policy_with_options("pollux", {"p": value})

@@ -50,6 +50,12 @@ def test_realloc_factor_follows_the_paper():
     assert realloc_factor(10.0, 5) == 0.0  # clamped, never negative
 
 
+def test_without_a_reallocation_delay_nothing_is_discounted():
+    with np.errstate(all="raise"):  # no 0 / 0 for a new job
+        got = realloc_factor(np.array([0.0, 10.0, 600.0]), np.array([0, 3, 2]), 0.0)
+    assert got.tolist() == [1.0, 1.0, 1.0]
+
+
 def test_fair_share_rounds_up():
     assert fair_share_gpus(64, 160) == 1
     assert fair_share_gpus(64, 10) == 7
