@@ -7,6 +7,12 @@ from dataclasses import dataclass
 
 from primal_dual.utility import UTILITIES
 
+MAX_BEAM = 1024
+"""The widest DP beam taken (32x the default): the DP's cost grows with beam x window, and a beam
+of 100,000 made a 100-job simulation take a minute and a gigabyte."""
+MAX_WINDOW = 1024
+"""The longest DP window taken (16x the default ``window_max``), for the same reason."""
+
 DEFAULT_MAX_RHO = 1.0
 """Default deferral bound in finish-time fairness (Themis's rho = JCT / JCT with an equal 1/n
 share): a job that would finish later than its fair-share JCT if it waited another round is
@@ -146,8 +152,10 @@ class HadarConfig:
                 raise ValueError(f"{name} must be one of {', '.join(UTILITIES)} (got {value!r})")
         if self.price_model not in ("exponential", "lp", "none"):
             raise ValueError("price_model must be 'exponential', 'lp' or 'none'")
-        if self.beam < 1:
-            raise ValueError("beam must be >= 1")
+        if not 1 <= self.beam <= MAX_BEAM:
+            raise ValueError(f"beam must be between 1 and {MAX_BEAM} (got {self.beam})")
+        if self.window_max > MAX_WINDOW:
+            raise ValueError(f"window_max must be at most {MAX_WINDOW} (got {self.window_max})")
         if self.eta < 1:
             raise ValueError("eta must be >= 1")
         if self.gamma2 <= 0 or self.window_factor <= 0 or self.upgrade_min_gain_s < 0:

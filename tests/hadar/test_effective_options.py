@@ -87,3 +87,19 @@ def test_hadare_refuses_knobs_out_of_range(knob: str) -> None:
 def test_pollux_refuses_a_fairness_exponent_that_leaves_double_precision(value: str) -> None:
     with pytest.raises(InputError, match="p must be between -100 and 100"):
         policy_with_options("pollux", {"p": value})
+
+
+@pytest.mark.parametrize(
+    ("knob", "message"),
+    [
+        ("beam=1025", "beam must be between 1 and 1024"),
+        ("window_max=1025", "window_max must be at most 1024"),
+    ],
+)
+def test_hadars_search_is_bounded_so_a_knob_cannot_make_a_round_run_for_minutes(
+    knob: str, message: str
+) -> None:
+    key, _, value = knob.partition("=")
+    with pytest.raises(InputError, match=message):
+        policy_with_options("hadar", {key: value})
+    assert policy_with_options("hadar", {key: "1024"}) is not None  # the bound itself is taken
