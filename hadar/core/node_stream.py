@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -30,6 +31,8 @@ from hadar.core.validation import MAX_SECONDS, read_text
 
 EventKind = Literal["join", "leave"]
 COLUMNS = ("time", "node", "event")
+_DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
+"""A time as the stream's writers spell it: decimal digits, a point, an exponent."""
 EVENTS: tuple[EventKind, ...] = ("join", "leave")
 
 
@@ -229,10 +232,9 @@ def _check_row(
         return InputError(f"{source}: line {line}, field {fieldname}: {why}")
 
     raw_t, node, kind = (row[col[c]].strip() for c in COLUMNS)
-    try:
-        t = float(raw_t)
-    except ValueError:
-        raise bad("time", f"not a number (got {shorten(raw_t)!r})") from None
+    if not _DECIMAL.fullmatch(raw_t):  # float() also reads "1_0", "nan", "0x1p3" and "١٢"
+        raise bad("time", f"not a number (got {shorten(raw_t)!r})")
+    t = float(raw_t)
     if not math.isfinite(t) or not 0 <= t <= MAX_SECONDS:
         raise bad(
             "time",

@@ -65,7 +65,11 @@ def test_parse_and_availability() -> None:
         ),
         ("time,node,event\nsoon,a,join\n", "s.csv: line 2, field time: not a number (got 'soon')"),
         ("time,node,event\n-1,a,join\n", "s.csv: line 2, field time: must be a finite number"),
-        ("time,node,event\nnan,a,join\n", "s.csv: line 2, field time: must be a finite number"),
+        ("time,node,event\nnan,a,join\n", "s.csv: line 2, field time: not a number (got 'nan')"),
+        ("time,node,event\n1_0,a,join\n", "s.csv: line 2, field time: not a number (got '1_0')"),
+        ("time,node,event\n0x1p3,a,join\n", "s.csv: line 2, field time: not a number"),
+        ("time,node,event\n\u0661\u0662,a,join\n", "s.csv: line 2, field time: not a number"),
+        ("time,node,event\n1e400,a,join\n", "s.csv: line 2, field time: must be a finite number"),
         ("time,node,event\n", "s.csv: no events"),
     ],
 )
