@@ -45,6 +45,7 @@ MAX_ELASTIC_GPUS = 64
 """The most GPUs an elastic job may use (the official simulator's cap: 64)."""
 
 COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
+OPTIONAL_COLUMNS = ("min_gpus", "max_gpus", "restart_s")
 
 
 def workload_at_load(name: str, load: float) -> str:
@@ -89,6 +90,12 @@ def jobs_from_pollux_csv(text: str, source: str) -> list[Job]:
     missing = [c for c in COLUMNS if c not in header]
     if missing:
         raise InputError(f"{source}: header: missing column(s) {', '.join(missing)}")
+    unknown = [c for c in header if c not in COLUMNS and c not in OPTIONAL_COLUMNS]
+    if unknown:  # a misspelt optional column would otherwise be ignored without a word
+        raise InputError(
+            f"{source}: header: unknown column {shorten(unknown[0])!r} "
+            f"(known: {', '.join((*COLUMNS, *OPTIONAL_COLUMNS))})"
+        )
     jobs = [_job(i, row, f"{source}: row[{i}]") for i, (_, row) in enumerate(records)]
     if not jobs:
         raise InputError(f"{source}: no jobs")

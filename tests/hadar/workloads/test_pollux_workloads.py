@@ -53,6 +53,7 @@ def test_load_applies_only_to_pollux_workloads_and_known_loads():
         ("a,0,cifar10,2,256,4,2", ",min_gpus,max_gpus", "row[0].min_gpus: 4 exceeds max_gpus 2"),
         ("a,-5,cifar10,2,256", "", "row[0].time: must be a number in"),
         ("a,0,cifar10,nan,256", "", "row[0].num_replicas"),
+        ("a,0,cifar10,2,256,4", ",max_gpu", "header: unknown column 'max_gpu'"),
     ],
 )
 def test_a_bad_pollux_workload_file_fails_before_any_round(tmp_path, capsys, row, extra, message):
