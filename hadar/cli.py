@@ -18,9 +18,10 @@ from typing import Any, NoReturn
 
 from hadar import __version__
 from hadar.commands.options import DefaultsHelpFormatter, add_global_args
-from hadar.core.errors import HadarError, InputError
+from hadar.core.errors import HadarError, InputError, shorten
 from hadar.core.suggest import did_you_mean
 from hadar.core.text import printable
+from hadar.core.validation import shown_value
 
 COMMANDS = {
     "simulate": "hadar.commands.simulate",
@@ -62,7 +63,7 @@ class OneLineParser(argparse.ArgumentParser):
             hint = did_you_mean(str(value), names)
             listed = ", ".join(map(repr, names)) if len(names) <= 20 else f"{len(names)} names"
             raise argparse.ArgumentError(
-                action, f"invalid choice: {value!r}{hint} (choose from {listed})"
+                action, f"invalid choice: {shown_value(value)}{hint} (choose from {listed})"
             )
 
     def error(self, message: str) -> NoReturn:
@@ -167,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
                 did_you_mean(e.partition("=")[0], _flags(command)) for e in extras if e[:1] == "-"
             )
             raise UsageError(
-                f"{name}: unrecognized arguments: {' '.join(extras)}{hint} "
+                f"{name}: unrecognized arguments: {shorten(' '.join(extras))}{hint} "
                 f"(see: {command.prog} --help)"
             )
         args.argv = list(argv)  # `hadar run --detach` starts the same command in the background

@@ -16,7 +16,7 @@ import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hadar.core.errors import InputError
+from hadar.core.errors import InputError, shorten
 from hadar.core.suggest import did_you_mean
 from hadar.policy import Policy, make_policy, policy_class
 
@@ -91,7 +91,7 @@ def build_config(name: str, options: Mapping[str, str], **fixed: Any) -> Any:
         else:
             known = sorted({*own, *inner, "preset"})
             raise InputError(
-                f"--policy-opt: unknown option {key!r} for policy {name}"
+                f"--policy-opt: unknown option {shorten(key)!r} for policy {name}"
                 f"{did_you_mean(key, known)} (known: {', '.join(known)})"
             )
     try:

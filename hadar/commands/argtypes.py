@@ -3,21 +3,25 @@
 Numbers must be finite and inside a documented range, and the message names the unit
 (``--round: must be a finite number of seconds in [1, 604800] (got 'nan')``). Output paths are
 checked before any work starts: an existing file where a directory is wanted (or the reverse),
-or a path whose parent cannot be created, is refused at parse time. argparse turns the
+or a path whose parent cannot be created, is refused at parse time, and so is a path the system
+cannot look up (a name over 255 bytes, a symbolic link loop). argparse turns the
 ``ArgumentTypeError`` into one line and exit code 2 (see :mod:`hadar.cli`).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from hadar.core.validation import MAX_SEED
+from hadar.core.errors import path_trouble, shorten
+from hadar.core.validation import MAX_SEED, stat_path
 
 MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
 _UNITS = {"": 1.0, "s": 1.0, "m": MINUTE, "min": MINUTE, "h": HOUR, "d": DAY}
@@ -45,7 +49,8 @@ def seconds(
         if value is None or not inside:
             suffix = " (or with a unit: 90m, 36h, 30d)" if units else ""
             raise argparse.ArgumentTypeError(
-                f"must be a finite number of seconds in {_range_text(lo, hi, lo_open)}{suffix} (got {text!r})"
+                f"must be a finite number of seconds in {_range_text(lo, hi, lo_open)}{suffix} "
+                f"(got {shorten(text)!r})"
             )
         return float(value)
 
@@ -64,7 +69,7 @@ def count(lo: int, hi: int, what: str = "") -> Callable[[str], int]:
         if value is None or not lo <= value <= hi:
             unit = f" of {what}" if what else ""
             raise argparse.ArgumentTypeError(
-                f"must be a whole number{unit} in [{lo}, {hi}] (got {text!r})"
+                f"must be a whole number{unit} in [{lo}, {hi}] (got {shorten(text)!r})"
             )
         return value
 
@@ -76,33 +81,51 @@ seed = count(0, MAX_SEED)
 """``--seed``: a non-negative 64-bit integer."""
 
 
+def _path_type(check: Callable[[str], str]) -> Callable[[str], str]:
+    """``check`` with every ``OSError`` met while looking at the path refused as one line: the
+    path, cut, and why (``/tmp/xxx...xxx: file name too long``, a symbolic link loop)."""
+
+    @functools.wraps(check)
+    def parse(text: str) -> str:
+        try:
+            return check(text)
+        except OSError as exc:
+            raise argparse.ArgumentTypeError(path_trouble(text, exc)) from None
+
+    return parse
+
+
+@_path_type
 def out_dir(text: str) -> str:
     """``--out DIR``: a directory that exists or can be created (checked now, created later)."""
     path = Path(text)
     if not text.strip():
         raise argparse.ArgumentTypeError("empty path")
-    if path.is_symlink() and not path.exists():
+    target = stat_path(path)
+    if target is None and path.is_symlink():
         raise argparse.ArgumentTypeError(f"{text} is a dangling symbolic link")
-    if path.exists() and not path.is_dir():
+    if target is not None and not stat.S_ISDIR(target.st_mode):
         raise argparse.ArgumentTypeError(f"{text} is an existing file, not a directory")
     _check_creatable(path, text)
     return text
 
 
+@_path_type
 def out_file(text: str) -> str:
     """``--out FILE``: a file that can be written (its directory exists or can be created)."""
     path = Path(text)
     if not text.strip():
         raise argparse.ArgumentTypeError("empty path")
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text} is a directory, not a file")
-    if path.exists():
-        if not path.is_file():
-            raise argparse.ArgumentTypeError(f"{text} exists and is not a regular file")
-        if not os.access(path, os.W_OK):
-            raise argparse.ArgumentTypeError(f"{text} is not writable")
+    target = stat_path(path)
+    if target is None:
+        _check_creatable(path.parent, text)
         return text
-    _check_creatable(path.parent, text)
+    if stat.S_ISDIR(target.st_mode):
+        raise argparse.ArgumentTypeError(f"{text} is a directory, not a file")
+    if not stat.S_ISREG(target.st_mode):
+        raise argparse.ArgumentTypeError(f"{text} exists and is not a regular file")
+    if not os.access(path, os.W_OK):
+        raise argparse.ArgumentTypeError(f"{text} is not writable")
     return text
 
 
@@ -155,5 +178,5 @@ def fraction(text: str) -> float:
     """A share in ``(0, 1]`` (e.g. ``--idle-share 0.5``)."""
     value = _float(text)
     if value is None or not math.isfinite(value) or not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1] (got {text!r})")
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1] (got {shorten(text)!r})")
     return float(value)

@@ -26,6 +26,7 @@ from hadar.core.defaults import REAL_RUN
 from hadar.core.errors import InputError
 from hadar.core.io import open_append, write_json
 from hadar.core.safe_paths import refuse_links
+from hadar.core.validation import look_up
 
 LOG = "run.log"
 PIDFILE = "detached.json"
@@ -290,7 +291,9 @@ def _run_dirs(given: Sequence[str]) -> list[Path]:
     if given:
         dirs = [Path(d) for d in given]
         for d in dirs:
-            if not (d / "run.json").exists() and not (d / PIDFILE).exists():
+            if look_up(d, "run directory") is None or (
+                not (d / "run.json").exists() and not (d / PIDFILE).exists()
+            ):
                 raise InputError(f"{d}: not a run directory (no run.json)")
         return dirs
     if not RUNS.is_dir():
@@ -331,6 +334,7 @@ def run_status(args: argparse.Namespace) -> int:
 def run_logs(args: argparse.Namespace) -> int:
     rundir = Path(args.rundir)
     path = rundir / LOG
+    look_up(path, "run directory")  # a name over 255 bytes, a link loop: one line
     if not path.exists() and not path.is_symlink():
         raise InputError(
             f"{path}: no log (only runs started with hadar run --detach write one; "

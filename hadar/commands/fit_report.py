@@ -4,6 +4,7 @@ iterations and report its error on them (docs/elastic.md)."""
 from __future__ import annotations
 
 import argparse
+import stat
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,6 +14,7 @@ from rich.table import Table
 from hadar.commands import Subparsers, argtypes, terminal
 from hadar.core.errors import InputError
 from hadar.core.io import write_csv
+from hadar.core.validation import look_up
 
 if TYPE_CHECKING:
     from goodput.traces import AppTrace
@@ -49,7 +51,8 @@ def _traces(folder: str | None) -> list[AppTrace]:
     if folder is None:
         return [bundled_trace(name) for name in APPLICATIONS]
     root = Path(folder)
-    if not root.is_dir():
+    found = look_up(root, "--traces")  # a name over 255 bytes, a link loop: one line
+    if found is None or not stat.S_ISDIR(found.st_mode):
         raise InputError(f"--traces: {root} is not a folder")
     if (root / "placements.csv").exists():
         return [load_trace_dir(root)]

@@ -9,6 +9,7 @@ the reason, so that ``--help`` of each command says which one applies.
 from __future__ import annotations
 
 import argparse
+import stat
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from hadar.commands import argtypes
 from hadar.core.defaults import REAL_RUN, SIMULATED, WorkloadFamily
 from hadar.core.errors import InputError
+from hadar.core.validation import look_up
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -247,9 +249,22 @@ INPUT_OPTIONS = ("cluster", "workload", "throughputs", "node_stream")
 
 
 def input_files(args: argparse.Namespace) -> dict[str, str]:
-    """The input files the command was given, by option (only those that name a file)."""
+    """The input files the command was given, by option (only those that name a file); a path
+    the system cannot look up is refused naming its option (:func:`is_file`)."""
     named = {k: getattr(args, k, None) for k in INPUT_OPTIONS}
-    return {k: str(v) for k, v in named.items() if isinstance(v, str | Path) and Path(v).is_file()}
+    return {
+        k: str(v)
+        for k, v in named.items()
+        if isinstance(v, str | Path) and is_file(v, "--" + k.replace("_", "-"))
+    }
+
+
+def is_file(path: str | Path, label: str) -> bool:
+    """Whether ``path`` names a regular file (through symbolic links); a path the system cannot
+    look up (a name over 255 bytes, a symbolic link loop) is an :class:`InputError` naming
+    ``label``: ``--workload: xxx...xxx.csv: file name too long``."""
+    found = look_up(path, label)
+    return found is not None and stat.S_ISREG(found.st_mode)
 
 
 def refuse_output_over_input(out: str, flag: str, inputs: dict[str, str | None]) -> None:
@@ -257,7 +272,7 @@ def refuse_output_over_input(out: str, flag: str, inputs: dict[str, str | None])
     ``inputs`` (what names it -> the file read): writing it would replace the input."""
     target = Path(out).resolve()
     for source, name in inputs.items():
-        if name is not None and Path(name).is_file() and Path(name).resolve() == target:
+        if name is not None and is_file(name, source) and Path(name).resolve() == target:
             raise InputError(
                 f"{flag} {out}: is the input {name} ({source}); the result would replace it, "
                 "so write it to another file"

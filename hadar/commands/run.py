@@ -20,6 +20,7 @@ from hadar.commands.options import (
     add_restart_penalty_arg,
     add_round_arg,
     add_size_arg,
+    is_file,
     resolve_round,
 )
 from hadar.commands.resume_options import check_resume_options, track_given
@@ -213,8 +214,8 @@ def run(args: argparse.Namespace) -> int:
             console.print(round_note, highlight=False, soft_wrap=True)
         cfg = RunConfig(
             run_id=f"{rundir.name}-{secrets.token_hex(3)}"[-60:].lstrip(".-_") or "run",
-            cluster=_absolute(args.cluster),
-            workload=_absolute(args.workload),
+            cluster=_absolute(args.cluster, "--cluster"),
+            workload=_absolute(args.workload, "--workload"),
             size=args.size,
             policy=args.policy,
             policy_options=parse_pairs(args.policy_opt, policy=args.policy),
@@ -313,15 +314,14 @@ def _stream_value(value: str | None) -> str | None:
     absolute."""
     if value is None or value.startswith("slurm:"):
         return value
-    return _absolute(value)
+    return _absolute(value, "--node-stream")
 
 
-def _absolute(value: str) -> str:
+def _absolute(value: str, flag: str) -> str:
     """A file named relative to here, made absolute so that ``--resume`` works from any
     directory (run.json also records its digest); a bundled name (a cluster or a built-in
-    workload) as it is."""
-    path = Path(value)
-    return str(path.absolute()) if path.is_file() else value
+    workload) as it is. A path the system cannot look up is refused naming ``flag``."""
+    return str(Path(value).absolute()) if is_file(value, flag) else value
 
 
 def _at_least_one(flag: str, value: int) -> None:

@@ -48,7 +48,7 @@ from pydantic import (
 )
 
 from hadar.core.cluster import Cluster, Node
-from hadar.core.errors import InputError
+from hadar.core.errors import InputError, shorten
 from hadar.core.gpu_catalogue import canonical_gpu
 from hadar.core.safe_paths import check_safe_name
 from hadar.core.suggest import did_you_mean
@@ -59,6 +59,8 @@ from hadar.core.validation import (
     MAX_NODES,
     from_validation_error,
     load_yaml,
+    look_up,
+    shown_value,
 )
 
 TransportKeys = Callable[[str], Collection[str]]
@@ -84,7 +86,9 @@ class _NodeSpec(BaseModel):
     @classmethod
     def _count_positive(cls, v: int) -> int:
         if not 1 <= v <= MAX_NODES:
-            raise ValueError(f"must be a positive integer of at most {MAX_NODES:,} nodes (got {v})")
+            raise ValueError(
+                f"must be a positive integer of at most {MAX_NODES:,} nodes (got {shown_value(v)})"
+            )
         return v
 
     @field_validator("gpus", "count", mode="before")
@@ -96,8 +100,8 @@ class _NodeSpec(BaseModel):
             return v  # not a mapping: the schema says so
         for name, count in v.items() if info.field_name == "gpus" else [(None, v)]:
             if isinstance(count, bool) or not isinstance(count, int):
-                what = f"{name}: GPU count" if name is not None else "count"
-                raise ValueError(f"{what} must be a positive integer (got {count!r})")
+                what = f"{shorten(str(name))}: GPU count" if name is not None else "count"
+                raise ValueError(f"{what} must be a positive integer (got {shown_value(count)})")
         return v
 
     @field_validator("gpus")
@@ -110,10 +114,13 @@ class _NodeSpec(BaseModel):
         for name, count in v.items():
             gid = _gpu_id(name, spelt)
             if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-                raise ValueError(f"{name}: GPU count must be a positive integer (got {count!r})")
+                raise ValueError(
+                    f"{name}: GPU count must be a positive integer (got {shown_value(count)})"
+                )
             if count > MAX_GPUS_PER_NODE:
                 raise ValueError(
-                    f"{name}: at most {MAX_GPUS_PER_NODE} GPUs of a type per node (got {count})"
+                    f"{name}: at most {MAX_GPUS_PER_NODE} GPUs of a type per node "
+                    f"(got {shown_value(count)})"
                 )
             out[gid] = count
         return out
@@ -130,7 +137,9 @@ class _NodeSpec(BaseModel):
             if not isinstance(indices, list) or any(
                 not isinstance(i, int) or isinstance(i, bool) or i < 0 for i in indices
             ):
-                raise ValueError(f"{name}: a list of device indices >= 0 (got {indices!r})")
+                raise ValueError(
+                    f"{name}: a list of device indices >= 0 (got {shown_value(indices)})"
+                )
             out[gid] = indices
         seen = [i for indices in out.values() for i in indices]
         dup = next((i for i in seen if seen.count(i) > 1), None)
@@ -312,7 +321,7 @@ def load_cluster(
     """Load a cluster YAML file; bundled names like ``sim-60gpu`` resolve to ``cluster_configs/``.
     ``transport_keys`` and ``schema`` as for :func:`cluster_from_dict`."""
     p = resolve_cluster_path(path)
-    if not p.exists():
+    if look_up(p, "cluster file") is None:
         raise InputError(missing_cluster_message(str(path)))
     return cluster_from_dict(
         load_yaml(p, "cluster"),
@@ -345,8 +354,10 @@ def missing_cluster_message(path: str) -> str:
 
 
 def resolve_cluster_path(path: str | Path) -> Path:
+    """``path``, or the bundled cluster file it names; a path the system cannot look up (a name
+    over 255 bytes, a symbolic link loop) is refused in one line (:func:`look_up`)."""
     p = Path(path)
-    if p.exists():
+    if look_up(p, "cluster file") is not None:
         return p
     bundled = bundled_configs_dir() / (p.name if p.suffix else f"{p.name}.yaml")
     return bundled if bundled.exists() else p

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 
 class HadarError(Exception):
     """Base error. ``exit_code`` is what the CLI returns when this reaches it."""
@@ -45,6 +47,18 @@ def shorten_middle(value: str, limit: int) -> str:
         return value
     head = (limit - 3) // 2
     return value[:head] + "..." + value[len(value) - (limit - 3 - head) :]
+
+
+def path_trouble(path: object, exc: OSError) -> str:
+    """``path`` (cut to :data:`SHOWN_CHARS`, its end kept) and why the system could not look it
+    up, for an error line: ``/tmp/xxx...xxx.csv: file name too long`` (a name over 255 bytes or a
+    path over 4,096), ``loop.csv: a symbolic link loop (too many levels of symbolic links)``."""
+    if exc.errno == errno.ELOOP:
+        reason = "a symbolic link loop (too many levels of symbolic links)"
+    else:
+        text = exc.strerror or str(exc)
+        reason = text[:1].lower() + text[1:]
+    return f"{shorten_middle(str(path), SHOWN_CHARS)}: {reason}"
 
 
 class MissingExtraError(InputError):

@@ -28,7 +28,7 @@ import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from hadar.core.errors import InputError
+from hadar.core.errors import InputError, shorten
 
 SAFE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 SAFE_NAME_RULE = "use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit"
@@ -47,7 +47,7 @@ def is_safe_name(value: object) -> bool:
 def check_safe_name(value: str) -> str:
     """``value`` if it is a safe path component, else ``ValueError`` (for pydantic validators)."""
     if not is_safe_name(value):
-        raise ValueError(f"{value!r} is not a safe name ({SAFE_NAME_RULE})")
+        raise ValueError(f"{shorten(value)!r} is not a safe name ({SAFE_NAME_RULE})")
     return value
 
 

@@ -21,3 +21,13 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
     """``"1 run"``, ``"2 runs"``: ``n`` and ``noun``, plural (``plural`` or ``noun + "s"``)
     unless ``n`` is 1."""
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def duration_text(seconds: float) -> str:
+    """A duration in the unit that shows it: days from one day (``48,038.7 days``), hours from
+    one hour (``1.25 h``), then minutes (``4.7 min``), then seconds (``10.0 s``), so a short
+    one never reads ``0.00 h``."""
+    for unit, size, places in (("days", 86400, 1), ("h", 3600, 2), ("min", 60, 1)):
+        if abs(seconds) >= size:
+            return f"{seconds / size:,.{places}f} {unit}"
+    return f"{seconds:,.1f} s"

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
 from pydantic import BeforeValidator, ValidationError
 
-from hadar.core.errors import InputError
+from hadar.core.errors import InputError, path_trouble, shorten
 
 MAX_FILE_BYTES = 256 * 2**20
 """Largest input file read (cluster, job list, trace, throughputs): 256 MiB."""
@@ -79,20 +81,20 @@ def bounded(
             try:
                 value = float(value.strip())
             except ValueError:
-                raise ValueError(f"not a number (got {raw!r})") from None
+                raise ValueError(f"not a number (got {shown_value(raw)})") from None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"must be a number (got {raw!r})")
+            raise ValueError(f"must be a number (got {shown_value(raw)})")
         if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"not a finite number (got {raw!r})")
+            raise ValueError(f"not a finite number (got {shown_value(raw)})")
         if lo_open and not value > lo:
-            raise ValueError(f"must be {kind}> {lo:g}{suffix} (got {raw!r})")
+            raise ValueError(f"must be {kind}> {lo:g}{suffix} (got {shown_value(raw)})")
         if not lo_open and not value >= lo:
-            raise ValueError(f"must be {kind}>= {lo:g}{suffix} (got {raw!r})")
+            raise ValueError(f"must be {kind}>= {lo:g}{suffix} (got {shown_value(raw)})")
         if value > hi:
-            raise ValueError(f"must be {kind}<= {hi:g}{suffix} (got {raw!r})")
+            raise ValueError(f"must be {kind}<= {hi:g}{suffix} (got {shown_value(raw)})")
         if integer and value != int(value):
             raise ValueError(
-                f"must be a whole number{' of' + suffix if unit else ''} (got {raw!r})"
+                f"must be a whole number{' of' + suffix if unit else ''} (got {shown_value(raw)})"
             )
         return int(value) if integer else float(value)
 
@@ -118,6 +120,12 @@ MemoryGb = bounded(*MEMORY_GB, unit="GB")
 """A declared GPU type's memory, GB."""
 Gbps = bounded(MIN_GBPS, MAX_GBPS, unit="Gbit/s")
 """A network link's bandwidth."""
+
+
+def shown_value(value: object) -> str:
+    """``value`` as an error message echoes it: its ``repr``, cut to
+    :data:`~hadar.core.errors.SHOWN_CHARS` characters (text inside its quotes: ``'999...'``)."""
+    return repr(shorten(value)) if isinstance(value, str) else shorten(repr(value))
 
 
 def field_path(loc: tuple[Any, ...]) -> str:
@@ -149,10 +157,9 @@ def from_validation_error(source: str, exc: ValidationError, at: str = "") -> In
         err["type"] not in ("missing", "extra_forbidden")
         and isinstance(value, (int, float, str))
         and "got " not in msg
-        and not msg.startswith(repr(value))
+        and not msg.startswith(shown_value(value))
     ):
-        shown = repr(value)
-        msg += f" (got {shown[:40] + '...' if len(shown) > 40 else shown})"
+        msg += f" (got {shown_value(value)})"
     path = field_path(tuple(err["loc"]))
     return InputError(f"{source}: {f'{at}.{path}' if at else path}: {msg}")
 
@@ -162,12 +169,13 @@ def read_text(path: str | Path, what: str, limit: int = MAX_FILE_BYTES) -> str:
     ``limit`` bytes (:data:`MAX_FILE_BYTES`), unreadable or not UTF-8 (``what`` names it:
     "cluster file"). A leading UTF-8 byte-order mark (spreadsheet exports) is dropped."""
     p = Path(path)
-    if not p.is_file():
+    found = look_up(p, what)
+    if found is None or not stat.S_ISREG(found.st_mode):
         raise InputError(
-            f"{p}: {what} not found" if not p.exists() else f"{p}: {what} is not a regular file"
+            f"{p}: {what} not found" if found is None else f"{p}: {what} is not a regular file"
         )
     try:
-        size = p.stat().st_size
+        size = found.st_size
         if size > limit:
             raise InputError(f"{p}: {what} is {_mib(size)}; at most {_mib(limit)} is read")
         return p.read_bytes().decode("utf-8-sig")
@@ -177,6 +185,26 @@ def read_text(path: str | Path, what: str, limit: int = MAX_FILE_BYTES) -> str:
         ) from None
     except OSError as exc:
         raise InputError(f"{p}: cannot read {what}: {exc.strerror or exc}") from None
+
+
+def stat_path(path: str | Path) -> os.stat_result | None:
+    """The status of what ``path`` names (symbolic links followed); None when nothing is there
+    (a dangling link included). ``OSError`` when the system cannot look the path up: a name over
+    255 bytes, a path over 4,096, a symbolic link loop, a folder it may not search."""
+    try:
+        return os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def look_up(path: str | Path, label: str) -> os.stat_result | None:
+    """:func:`stat_path`, a path the system cannot look up refused in one line naming ``label``
+    (the flag, or what the file is), the path and why: ``--workload: xxx...xxx.csv: file name
+    too long``."""
+    try:
+        return stat_path(path)
+    except OSError as exc:
+        raise InputError(f"{label}: {path_trouble(path, exc)}") from None
 
 
 def _mib(size: int) -> str:
@@ -259,10 +287,21 @@ def load_json(path: str | Path, what: str) -> Any:
     p = Path(path)
     text = read_text(p, what)
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=lambda pairs: _unique_keys(pairs, p))
     except RecursionError:
         raise InputError(f"{p}: malformed JSON: nested too deeply") from None
     except ValueError as exc:  # int("9" * 5000): Python's limit on digits
         if isinstance(exc, json.JSONDecodeError):
             raise InputError(f"{p}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
         raise InputError(f"{p}: malformed JSON: {str(exc).split(';')[0]}") from None
+
+
+def _unique_keys(pairs: list[tuple[str, Any]], source: Path) -> dict[str, Any]:
+    """A JSON object's members as a dict, a key given twice refused (``json`` keeps the last
+    silently; YAML files refuse it too)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise InputError(f"{source}: malformed JSON: duplicate key {shorten(key)!r}")
+        out[key] = value
+    return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -13,7 +14,7 @@ from hadar.core.errors import InputError
 from hadar.core.io import write_json
 from hadar.core.jobs import Job
 from hadar.core.renames import current_keys
-from hadar.core.validation import from_validation_error, load_json
+from hadar.core.validation import from_validation_error, load_json, look_up
 from hadar.policy_options import config_knobs, effective_options
 from hadar.runtime.identity import RunIdentity
 
@@ -109,7 +110,8 @@ def save_config(cfg: RunConfig, rundir: Path) -> None:
 def load_config(rundir: Path, hint: str = "start a run without --resume") -> RunConfig:
     """The run's ``run.json``; a directory without one is an error ending with ``hint``."""
     path = rundir / "run.json"
-    if not path.is_file():
+    found = look_up(path, "run directory")  # a name over 255 bytes, a link loop: one line
+    if found is None or not stat.S_ISREG(found.st_mode):
         raise InputError(f"{rundir}: not a run directory (no run.json); {hint}")
     data = load_json(path, "run file")  # one line for bytes that are not UTF-8 JSON too
     if isinstance(data, dict):  # a run started before a rename saved the old key (``slot_s``)

@@ -20,6 +20,8 @@ from hadar.core.defaults import SIMULATED
 from hadar.core.errors import InputError
 from hadar.core.jobs import Job
 from hadar.core.suggest import did_you_mean
+from hadar.core.text import duration_text
+from hadar.core.validation import look_up
 
 PHILLY_RE = re.compile(r"philly-(\d+)(-arrivals)?(-elastic)?")
 MIX_RE = re.compile(r"[Mm]-\d+")
@@ -72,7 +74,7 @@ def load_workload(
         from hadar.workloads.gavel_trace import read_trace
 
         return read_trace(p, table)
-    if p.suffix.lower() in (".csv", ".yaml", ".yml") or p.exists():
+    if p.suffix.lower() in (".csv", ".yaml", ".yml") or look_up(p, "--workload") is not None:
         from hadar.workloads.files import load_job_file
 
         return load_job_file(p)
@@ -161,9 +163,9 @@ def check_horizon(
         finish = job.arrival + job.total_steps / (rate * copies)
         if finish > horizon_s:
             raise InputError(
-                f"{source}: job {job.job_id}: cannot finish before {_days(finish)} of simulated time "
+                f"{source}: job {job.job_id}: cannot finish before {duration_text(finish)} of simulated time "
                 f"({job.total_steps:g} steps at {rate:g} steps/s at best, arriving at {job.arrival:g} s), "
-                f"beyond the horizon of {_days(horizon_s)} (--horizon)"
+                f"beyond the horizon of {duration_text(horizon_s)} (--horizon)"
             )
         gpu_seconds += job.total_steps * job.num_gpus / rate
     first = min((j.arrival for j in jobs), default=0.0)
@@ -171,7 +173,7 @@ def check_horizon(
         raise InputError(
             f"{source}: the {len(jobs)} jobs need at least {gpu_seconds / 3600:,.0f} GPU-hours at their best rates, "
             f"more than cluster {cluster.name}'s {cluster.total_gpus} GPUs deliver within the horizon of "
-            f"{_days(horizon_s)} (--horizon)"
+            f"{duration_text(horizon_s)} (--horizon)"
         )
 
 
@@ -183,10 +185,6 @@ def _best_rate(job: Job, cluster: Cluster, throughput: ThroughputModel, largest_
         return throughput.best_rate(job, cluster)
     _, uncons = throughput.cell_rates(job, cluster)
     return float(uncons.max(initial=0.0))
-
-
-def _days(seconds: float) -> str:
-    return f"{seconds / 86400:,.1f} days" if seconds >= 86400 else f"{seconds / 3600:,.2f} h"
 
 
 def _estimator_knows(job_type: str) -> bool:

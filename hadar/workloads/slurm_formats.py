@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from hadar.core.errors import InputError
+from hadar.core.errors import InputError, shorten
 from hadar.core.node_stream import NodeStream
 from hadar.core.validation import read_text
 from hadar.workloads.slurm_nodes import expand_hostlist, parse_slurm_log
@@ -73,8 +73,7 @@ def sinfo_rows(text: str, source: str) -> str:
         if not line:
             continue
         if _SINFO_STAMP.match(line):
-            when = datetime.strptime(line, SINFO_TIME).replace(tzinfo=timezone.utc)
-            stamp, columns, seen = when.isoformat(), None, set()
+            stamp, columns, seen = _sinfo_time(line, source, number), None, set()
             continue
         fields = line.split("|") if "|" in line else line.split()
         fields = [f.strip() for f in fields]
@@ -83,7 +82,7 @@ def sinfo_rows(text: str, source: str) -> str:
             if "NODELIST" not in upper or "STATE" not in upper:
                 raise InputError(
                     f"{source}: line {number}: expected sinfo's header with NODELIST and STATE "
-                    f"after its time line (got {line[:60]!r})"
+                    f"after its time line (got {shorten(line)!r})"
                 )
             columns = {"node": upper.index("NODELIST"), "state": upper.index("STATE")}
             continue
@@ -99,6 +98,24 @@ def sinfo_rows(text: str, source: str) -> str:
     if not rows:
         raise InputError(f"{source}: no sinfo rows (expected sinfo -i output)")
     return _log(rows)
+
+
+def _sinfo_time(line: str, source: str, number: int) -> str:
+    """The time of an sinfo time line, ISO 8601 in UTC; one line for a date that does not exist
+    (``Mon Feb 30``) or a time beyond 23:59:59, which pass :data:`_SINFO_STAMP`."""
+    try:
+        when = datetime.strptime(line, SINFO_TIME)
+    except ValueError as exc:
+        why = (
+            "day is out of range for month"
+            if "out of range" in str(exc)
+            else "not a valid date and time"
+        )
+        raise InputError(
+            f"{source}: line {number}: sinfo's time line {line!r}: {why} "
+            "(expected like 'Sat Nov 28 11:05:05 2026')"
+        ) from None
+    return when.replace(tzinfo=timezone.utc).isoformat()
 
 
 def sacct_rows(text: str, source: str, nodes: Iterable[str] | None = None) -> str:
@@ -156,6 +173,6 @@ def _sacct_time(raw: str, source: str, line: int, field: str) -> datetime:
         parsed = datetime.fromisoformat(raw)
     except ValueError:
         raise InputError(
-            f"{source}: line {line}, field {field}: not a time ({raw[:40]!r})"
+            f"{source}: line {line}, field {field}: not a time ({shorten(raw)!r})"
         ) from None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)

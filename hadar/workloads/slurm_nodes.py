@@ -124,7 +124,7 @@ def _timestamp(raw: str, source: str, line: int) -> float:
             parsed = datetime.fromisoformat(raw)
         except ValueError:
             raise InputError(
-                f"{source}: line {line}, field Timestamp: not ISO 8601 or epoch seconds ({raw!r})"
+                f"{source}: line {line}, field Timestamp: not ISO 8601 or epoch seconds ({shorten(raw)!r})"
             ) from None
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=timezone.utc)

@@ -152,3 +152,19 @@ def test_a_good_hand_written_workload_runs_and_writes_outputs(tmp_path: Path):
     assert (
         (out / "rounds.csv").read_text().splitlines()[0].startswith("round,time,duration,busy_gpus")
     )
+
+
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        (["--policy", "p" * 5000], ["argument --policy: invalid choice: 'ppp", "...'"]),
+        (["--policy-opt", "k" * 5000 + "=1"], ["--policy-opt: unknown option 'kkk", "...'"]),
+        (["--no-such-flag", "v" * 5000], ["unrecognized arguments: --no-such-flag vvv", "..."]),
+    ],
+    ids=["choice", "policy option", "unrecognized"],
+)
+def test_a_5000_character_value_is_echoed_cut(tmp_path: Path, args, needles):
+    proc = run_cli("simulate", "--workload", "philly-5", *args, "--out", str(tmp_path / "o"))
+    assert_one_line_error(proc, *needles)
+    assert len(proc.stderr) < 1000, proc.stderr
+    assert not (tmp_path / "o").exists()

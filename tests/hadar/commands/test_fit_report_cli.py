@@ -41,3 +41,13 @@ def test_a_bad_trace_is_one_line_and_exit_2_before_any_fit(tmp_path, capsys):
     assert len(err.splitlines()) == 1
     assert f"{path}: row[4].step_time: must be a number > 0" in err
     assert not out.exists()
+
+
+def test_a_traces_folder_the_system_cannot_look_up_is_one_line(tmp_path, capsys):
+    (tmp_path / "a").symlink_to("b")
+    (tmp_path / "b").symlink_to("a")
+    for folder, why in ((tmp_path / ("x" * 300), "file name too long"), (tmp_path / "a", "loop")):
+        assert main(["fit-report", "--traces", str(folder)]) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert line.startswith("hadar: error: --traces: ") and why in line
+        assert len(line) < 200

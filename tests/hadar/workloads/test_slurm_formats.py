@@ -10,7 +10,7 @@ import pytest
 from hadar.core.errors import InputError
 from hadar.core.node_stream import NodeStream
 from hadar.workloads.slurm_formats import parse_slurm_output
-from tests.fixtures.cli import hadar_cli
+from tests.fixtures.cli import hadar_cli, one_error_line
 
 SINFO = """Sat Nov 28 11:05:05 2026
 NODELIST   NODES PARTITION STATE
@@ -85,6 +85,15 @@ def test_sacct_jobs_keep_their_nodes_busy_and_steps_do_not_count() -> None:
             r"s.log: line 4, field Start: not a time",
         ),
         (SACCT.replace("|n3\n", "|n[3\n"), r"s.log: line 4, field NodeList"),
+        # times sinfo's pattern lets through that are no date: one line, not strptime's error
+        (
+            SINFO.replace("Sat Nov 28 11:05:15", "Sat Nov 31 99:05:15"),
+            r"s.log: line 8: sinfo's time line 'Sat Nov 31 99:05:15 2026': not a valid date",
+        ),
+        (
+            SINFO.replace("Sat Nov 28 11:05:05", "Mon Feb 30 11:05:05"),
+            r"s.log: line 1: sinfo's time line 'Mon Feb 30 11:05:05 2026': day is out of range",
+        ),
     ],
 )
 def test_bad_output_is_one_line_naming_line_and_field(text: str, why: str) -> None:
@@ -99,3 +108,20 @@ def test_the_command_reads_sacct_output(tmp_path: Path) -> None:
     res = hadar_cli("node-stream", "from-slurm", str(log), "-o", str(out), cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert out.read_text().splitlines()[:3] == ["time,node,event", "0.0,n3,join", "300.0,n3,leave"]
+
+
+@pytest.mark.parametrize("stamp", ["Sat Nov 31 99:05:05 2026", "Mon Feb 30 11:05:05 2026"])
+def test_the_command_refuses_an_impossible_sinfo_time_in_one_line(tmp_path: Path, stamp) -> None:
+    (tmp_path / "sinfo.log").write_text(SINFO.replace("Sat Nov 28 11:05:05 2026", stamp))
+    res = hadar_cli("node-stream", "from-slurm", "sinfo.log", "-o", "s.csv", cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    line = one_error_line(res)
+    assert line.startswith(f"hadar: error: sinfo.log: line 1: sinfo's time line {stamp!r}: ")
+    assert not (tmp_path / "s.csv").exists()
+
+
+def test_a_long_line_is_echoed_cut() -> None:
+    with pytest.raises(
+        InputError, match=r"line 2: expected sinfo's header .* \(got 'a{60}\.\.\.'\)$"
+    ):
+        parse_slurm_output("Sat Nov 28 11:05:05 2026\n" + "a" * 5000 + "\n", "s.log")

@@ -3,6 +3,8 @@ is answered once per gang size and rate arrays (jobs of one class share the answ
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from estimators.throughput import GavelThroughputTable, TableKey
@@ -10,6 +12,7 @@ from hadar.clusters import cluster_from_dict
 from hadar.core.errors import InputError
 from hadar.core.jobs import Job
 from hadar.workloads import validate_workload
+from tests.fixtures.cli import hadar_cli, one_error_line
 
 FAST, SLOW = "ResNet-18 (batch size 64)", "LM (batch size 20)"
 
@@ -44,3 +47,15 @@ def test_runnable_jobs_pass_and_the_first_unrunnable_one_is_named():
     validate_workload(ok, c, t, source="jobs.csv")
     with pytest.raises(InputError, match=r"jobs\.csv: job 7 .*can never run on cluster ones"):
         validate_workload([*ok, Job(7, SLOW, 2, 100), Job(8, SLOW, 2, 100)], c, t, "jobs.csv")
+
+
+def test_a_horizon_under_a_minute_is_said_in_seconds(tmp_path) -> None:
+    """``--horizon 10``: both durations in a unit that shows them, not ``0.00 h``."""
+    res = hadar_cli(
+        "simulate", "--workload", "philly-5", "--horizon", "10", "--out", "o", cwd=tmp_path
+    )
+    assert res.returncode == 2, res.stderr
+    line = one_error_line(res)
+    assert re.search(r"job \d+: cannot finish before \d+\.\d (s|min) of simulated time", line), line
+    assert line.endswith("beyond the horizon of 10.0 s (--horizon)"), line
+    assert not (tmp_path / "o").exists()

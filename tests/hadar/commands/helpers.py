@@ -1,0 +1,24 @@
+"""Hostile paths and the check of a refused command shared by the CLI tests."""
+
+from __future__ import annotations
+
+import subprocess
+
+from tests.fixtures.cli import one_error_line
+
+LONG_NAME = "x" * 300
+"""One path component over the 255 bytes a file name may have."""
+DEEP = "/".join(["d"] * 3000)
+"""3,000 components: a path over the 4,096 bytes a path may have."""
+
+
+def refused(res: subprocess.CompletedProcess[str], *needles: str) -> str:
+    """The one error line of a command refused with exit 2 (no traceback), short, holding
+    ``needles``."""
+    assert res.returncode == 2, res.stderr
+    line = one_error_line(res)
+    assert line.startswith("hadar: error: ")
+    assert len(line) < 250, line
+    for needle in needles:
+        assert needle in line, line
+    return line
