@@ -30,6 +30,10 @@ from hadar.workloads.slurm_nodes import expand_hostlist, parse_slurm_log
 SINFO_TIME = "%a %b %d %H:%M:%S %Y"
 _SINFO_STAMP = re.compile(r"^[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}$")
 _NOT_A_TIME = {"", "unknown", "none"}
+MAX_NODE_ROWS = 2_000_000
+"""The most node-state rows a log may expand to (its compressed host lists expanded): a few
+hundred lines naming 100,000 nodes each would write a stream of hundreds of megabytes, more
+than hadar reads back, over minutes; two million rows are about 20 s and 40 MB."""
 
 
 def load_slurm_output(
@@ -58,8 +62,16 @@ def _log(rows: list[tuple[str, str, str]]) -> str:
     return "Timestamp|NodeName|State\n" + "".join(f"{t}|{n}|{s}\n" for t, n, s in rows)
 
 
-def _hosts(text: str, source: str, line: int, field: str) -> list[str]:
-    return expand_hostlist(text, f"{source}: line {line}, field {field}")
+def _hosts(text: str, source: str, line: int, field: str, so_far: int) -> list[str]:
+    """The nodes ``text`` names; an InputError once the log would hold more than
+    :data:`MAX_NODE_ROWS` rows with the ``so_far`` before them."""
+    hosts = expand_hostlist(text, f"{source}: line {line}, field {field}")
+    if so_far + len(hosts) > MAX_NODE_ROWS:
+        raise InputError(
+            f"{source}: line {line}, field {field}: the log expands to more than "
+            f"{MAX_NODE_ROWS:,} node-state rows (split it, or sample it less often)"
+        )
+    return hosts
 
 
 def sinfo_rows(text: str, source: str) -> str:
@@ -91,7 +103,7 @@ def sinfo_rows(text: str, source: str) -> str:
         if len(fields) <= max(columns.values()):
             raise InputError(f"{source}: line {number}: fewer fields than sinfo's header")
         state = fields[columns["state"]]
-        for node in _hosts(fields[columns["node"]], source, number, "NODELIST"):
+        for node in _hosts(fields[columns["node"]], source, number, "NODELIST", len(rows)):
             if node not in seen:  # a node in several partitions: its first row
                 seen.add(node)
                 rows.append((stamp, node, state))
@@ -143,7 +155,7 @@ def sacct_rows(text: str, source: str, nodes: Iterable[str] | None = None) -> st
             continue  # never started
         start = _sacct_time(start_raw, source, line, "Start")
         last = start if last is None else max(last, start)
-        hosts = _hosts(node_field, source, line, "NodeList")
+        hosts = _hosts(node_field, source, line, "NodeList", len(changes))
         changes += [(start, 1, n) for n in hosts]
         if end_raw.lower() in _NOT_A_TIME:
             continue  # still running when the log ends

@@ -125,3 +125,20 @@ def test_a_long_line_is_echoed_cut() -> None:
         InputError, match=r"line 2: expected sinfo's header .* \(got 'a{60}\.\.\.'\)$"
     ):
         parse_slurm_output("Sat Nov 28 11:05:05 2026\n" + "a" * 5000 + "\n", "s.log")
+
+
+def test_a_log_that_expands_past_the_row_cap_is_refused_before_it_is_written(
+    tmp_path: Path,
+) -> None:
+    # 21 lines of 100,000 nodes each: past two million rows at line 21's block; 11 KB of text
+    block = "NODELIST STATE\ng[00000-99999] {}\n"
+    text = "".join(
+        f"Sat Nov 28 11:{m:02d}:05 2026\n" + block.format("idle" if m % 2 else "allocated")
+        for m in range(21)
+    )
+    (tmp_path / "big.log").write_text(text)
+    res = hadar_cli("node-stream", "from-slurm", "big.log", "-o", "s.csv", cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    line = one_error_line(res)
+    assert "big.log: line 63, field NODELIST: the log expands to more than 2,000,000" in line
+    assert not (tmp_path / "s.csv").exists()
