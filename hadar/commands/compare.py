@@ -58,7 +58,7 @@ from hadar.core.cluster import Cluster
 from hadar.core.defaults import SIMULATED
 from hadar.core.errors import PARTIAL_RESULT_EXIT_CODE, InputError, shorten
 from hadar.core.extras import plots_missing_note
-from hadar.core.io import write_csv, write_json, write_text
+from hadar.core.io import check_replaceable, replaced_together, write_csv, write_json, write_text
 from hadar.core.jobs import Job, JobStatus
 from hadar.core.safe_paths import confined
 from hadar.policy import (
@@ -244,6 +244,11 @@ def run(args: argparse.Namespace) -> int:
     check_round(args.round_s, args.restart_penalty_s)
     scenario = {k: getattr(args, k) for k in SCENARIO_KEYS}
     out, replacing = output_dir(args.out, args.out_stem, inputs=input_files(args))
+    no_plots = plots_missing_note("figures")
+    names = result_names(policies, None if no_plots else occupancy)
+    for p in policies:
+        _policy_dir(out, p)
+    check_replaceable(out, names)  # before simulating; again when the results are saved
     console = terminal.console()
     announce(replacing, console)
     workers = default_workers(len(policies), args.workers)
@@ -265,72 +270,71 @@ def run(args: argparse.Namespace) -> int:
     console.print(
         f"simulating {', '.join(policies)} on {cluster.name} / {args.workload} ({mode} mode, {where})"
     )
-    t0 = time.perf_counter()
-    specs = [
-        RunSpec(p, scenario, args.gavel_compatible, str(_policy_dir(out, p)), options.get(p, {}))
-        for p in policies
-    ]
-    summaries = run_all(
-        specs,
-        workers,
-        args.ray_address,
-        on_done=lambda s, dt: console.print(
-            f"  {s['policy']:>15} {'FAILED' if FAILED in s else 'done'} ({dt:.1f} s)"
-        ),
-    )
-    ok = [s for s in summaries if FAILED not in s]
-    failed = {s["policy"]: str(s[FAILED]) for s in summaries if FAILED in s}
-    reference = preferred_reference([s["policy"] for s in ok] or policies)
-    rows = table_rows(summaries, reference)
-    decisions = (
-        measure_decision_times(
-            cluster,
-            jobs,
-            throughput,
-            list(default_policies("decision-times")),
-            sizes,
-            args.round_s,
-            args.gavel_compatible,
-            repeat=args.decision_repeats,
-            options=options,
+    with replaced_together(out, names) as stage:  # all the results, or none
+        t0 = time.perf_counter()
+        specs = [
+            RunSpec(p, scenario, args.gavel_compatible, str(stage / p), options.get(p, {}))
+            for p in policies
+        ]
+        summaries = run_all(
+            specs,
+            workers,
+            args.ray_address,
+            on_done=lambda s, dt: console.print(
+                f"  {s['policy']:>15} {'FAILED' if FAILED in s else 'done'} ({dt:.1f} s)"
+            ),
         )
-        if sizes
-        else []
-    )
-    meta = {
-        "mode": mode,
-        "reference": reference,
-        "cluster": cluster.name,
-        "workload": args.workload,
-        "seed": args.seed,
-        "jobs": len(jobs),
-        "round_s": args.round_s,
-        "notes": [n for n in (set_up, round_note, adapting) if n],
-        "estimated_cells": [asdict(c) for c in throughput.estimated_cells(jobs, cluster)],
-        "failed": failed,
-        "wall_seconds": round(time.perf_counter() - t0, 3),
-    }
-    files = write_outputs(out, rows, decisions, meta)
-    no_plots = plots_missing_note("figures")
-    if no_plots:
-        console.print(no_plots, style="yellow", markup=False, highlight=False, soft_wrap=True)
-    elif ok:
-        from hadar.plots.simulation import scenario_text
+        ok = [s for s in summaries if FAILED not in s]
+        failed = {s["policy"]: str(s[FAILED]) for s in summaries if FAILED in s}
+        reference = preferred_reference([s["policy"] for s in ok] or policies)
+        rows = table_rows(summaries, reference)
+        decisions = (
+            measure_decision_times(
+                cluster,
+                jobs,
+                throughput,
+                list(default_policies("decision-times")),
+                sizes,
+                args.round_s,
+                args.gavel_compatible,
+                repeat=args.decision_repeats,
+                options=options,
+            )
+            if sizes
+            else []
+        )
+        meta = {
+            "mode": mode,
+            "reference": reference,
+            "cluster": cluster.name,
+            "workload": args.workload,
+            "seed": args.seed,
+            "jobs": len(jobs),
+            "round_s": args.round_s,
+            "notes": [n for n in (set_up, round_note, adapting) if n],
+            "estimated_cells": [asdict(c) for c in throughput.estimated_cells(jobs, cluster)],
+            "failed": failed,
+            "wall_seconds": round(time.perf_counter() - t0, 3),
+        }
+        files = write_outputs(stage, rows, decisions, meta)
+        if no_plots:
+            console.print(no_plots, style="yellow", markup=False, highlight=False, soft_wrap=True)
+        elif ok:
+            from hadar.plots.simulation import scenario_text
 
-        files += draw_figures(
-            out,
-            cluster,
-            ok,
-            decisions,
-            occupancy if occupancy not in failed else ok[0]["policy"],
-            scenario_text(args.workload, cluster.name, args.seed),
-        )
+            files += draw_figures(
+                stage,
+                cluster,
+                ok,
+                decisions,
+                occupancy if occupancy not in failed else ok[0]["policy"],
+                scenario_text(args.workload, cluster.name, args.seed),
+            )
+        files = [f.relative_to(stage) for f in files]
     print_table(console, rows, reference, mode, cluster.name, args.workload)
     for line in failure_lines(rows):
         console.print(line, style="red", markup=False, highlight=False, soft_wrap=True)
-    console.print(
-        f"wrote {', '.join(str(f.relative_to(out)) for f in files)} and {', '.join(policies)}/ in {out}/"
-    )
+    console.print(f"wrote {', '.join(map(str, files))} and {', '.join(policies)}/ in {out}/")
     if failed:
         print(
             f"hadar: error: {len(failed)} of {len(policies)} policies failed ({', '.join(failed)}; "
@@ -527,6 +531,22 @@ def measure_decision_times(
 
 
 # -- outputs ---------------------------------------------------------------------------------
+TABLE_FILES = ("compare.csv", "compare.json", "decision_times.csv", "compare.md")
+"""What :func:`write_outputs` writes, in this order."""
+FIGURES = ("fig3_gru.png", "fig4_completion.png", "fig5_decision_time.png")
+"""Fig. 3-5 (:func:`draw_figures`); the occupancy chart is ``occupancy_<policy>.png``."""
+
+
+def result_names(policies: Sequence[str], occupancy: str | None) -> list[str]:
+    """Every file one ``hadar compare`` writes, relative to ``--out``: the tables, the figures
+    (``occupancy``: the policy whose occupancy is drawn; None: no figures) and each policy's
+    run files in its folder. They are replaced together (:func:`hadar.core.io.replaced_together`)."""
+    from hadar.simulator.output import RUN_FILES
+
+    figures = [] if occupancy is None else [*FIGURES, f"occupancy_{occupancy}.png"]
+    return [*TABLE_FILES, *figures, *(f"{p}/{f}" for p in policies for f in RUN_FILES)]
+
+
 def write_outputs(
     out: Path,
     rows: Sequence[dict[str, Any]],
@@ -534,13 +554,14 @@ def write_outputs(
     meta: dict[str, Any],
 ) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
+    csv_name, json_name, decisions_name, md_name = TABLE_FILES
     keys = ["policy", "status", "jobs", "completed", "rounds"]
     for key, _, _ in METRICS + FAIRNESS_METRICS:
         keys += [key, f"{key}_ratio"]
     keys += ["gpu_util_gavel", "median_decision_s", FAILED, "stopped_at_s"]
-    csv_path = write_csv(out / "compare.csv", rows, keys)
+    csv_path = write_csv(out / csv_name, rows, keys)
     json_path = write_json(
-        out / "compare.json",
+        out / json_name,
         {
             **meta,
             "policies": list(rows),
@@ -548,13 +569,13 @@ def write_outputs(
         },
     )
     dec_path = write_csv(
-        out / "decision_times.csv",
+        out / decisions_name,
         [asdict(d) for d in decisions],
         ["policy", "jobs", "seconds", "min_s", "max_s", "repeats"],
     )
     notes = "".join(f"{n}\n\n" for n in meta.get("notes", []))
     md_path = write_text(
-        out / "compare.md",
+        out / md_name,
         notes + markdown_tables(rows, str(meta["reference"]), str(meta["mode"])),
     )
     return [csv_path, json_path, dec_path, md_path]
@@ -580,18 +601,18 @@ def draw_figures(
     return [
         plots.gru_bars(
             {s["policy"]: s["gru"] for s in summaries},
-            out / "fig3_gru.png",
+            out / FIGURES[0],
             title=f"GPU resource utilisation (GRU): {scenario}",
         ),
         plots.completion_cdf(
             finish,
             totals,
-            out / "fig4_completion.png",
+            out / FIGURES[1],
             title=f"Cumulative fraction of jobs completed: {scenario}",
         ),
         plots.decision_time_curve(
             [(d.policy, d.jobs, d.seconds, d.min_s, d.max_s) for d in decisions],
-            out / "fig5_decision_time.png",
+            out / FIGURES[2],
             title=f"Decision time of one round vs queued jobs ({cluster.name}; "
             f"median of {decisions[0].repeats if decisions else 0}, bars = min-max)",
         ),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
@@ -29,8 +29,12 @@ from hadar.commands.options import (
 )
 from hadar.core.defaults import SIMULATED
 from hadar.core.extras import plots_missing_note
+from hadar.core.io import check_replaceable, replaced_together
 from hadar.policy import policy_info
 from hadar.policy_options import parse_pairs
+
+if TYPE_CHECKING:
+    from hadar.api import Simulation
 
 
 def register(sub: Subparsers) -> None:
@@ -70,6 +74,9 @@ def run(args: argparse.Namespace) -> int:
     )
     round_note = resolve_round(args, [args.policy], family)
     out, replacing = output_dir(args.out, args.out_stem, inputs=input_files(args))
+    no_plots = plots_missing_note("figures") if args.figures else None
+    draw = bool(args.figures and not no_plots)
+    check_replaceable(out, result_names(draw))  # before simulating; again when it is saved
     sim = api.simulate(
         args.cluster,
         args.workload,
@@ -99,23 +106,47 @@ def run(args: argparse.Namespace) -> int:
     note = estimates_note(sim.records.estimated_cells)
     if note:
         terminal.console(stderr=True).print(note, style="yellow", highlight=False, soft_wrap=True)
+    figures = save(sim, out, draw, args)
     announce(replacing, terminal.console(stderr=True))
-    print_summary(sim.summary, sim.save(out))
-    no_plots = plots_missing_note("figures") if args.figures else None
+    print_summary(sim.summary, out)
     if no_plots:
         terminal.console().print(
             no_plots, style="yellow", markup=False, highlight=False, soft_wrap=True
         )
-    elif args.figures:
-        from hadar.clusters import load_cluster
-        from hadar.plots.simulation import draw_run, scenario_text
-
-        cluster = load_cluster(args.cluster)
-        files = draw_run(
-            out, cluster, sim.summary, scenario_text(args.workload, cluster.name, args.seed)
-        )
-        terminal.console().print(f"figures: {', '.join(f.name for f in files)}", highlight=False)
+    elif figures:
+        terminal.console().print(f"figures: {', '.join(figures)}", highlight=False)
     return 0
+
+
+def result_names(figures: bool) -> list[str]:
+    """The files one ``hadar simulate`` writes: the run files, and the figures if drawn."""
+    from hadar.simulator.output import RUN_FILES
+
+    if not figures:
+        return list(RUN_FILES)
+    from hadar.plots.simulation import RUN_FIGURES
+
+    return [*RUN_FILES, *RUN_FIGURES]
+
+
+def save(sim: Simulation, out: Path, figures: bool, args: argparse.Namespace) -> list[str]:
+    """Write the run files, and the figures drawn from them when ``figures``, into ``out`` as
+    one save: they replace the previous ones together or not at all. The figures' names."""
+    with replaced_together(out, result_names(figures)) as stage:
+        sim.save(stage)
+        drawn = _draw(stage, sim, args) if figures else []
+    return [f.name for f in drawn]
+
+
+def _draw(folder: Path, sim: Simulation, args: argparse.Namespace) -> list[Path]:
+    """The run's figures, drawn from its files in ``folder``."""
+    from hadar.clusters import load_cluster
+    from hadar.plots.simulation import draw_run, scenario_text
+
+    cluster = load_cluster(args.cluster)
+    return draw_run(
+        folder, cluster, sim.summary, scenario_text(args.workload, cluster.name, args.seed)
+    )
 
 
 def print_summary(summary: Mapping[str, Any], out: Path | None = None) -> None:

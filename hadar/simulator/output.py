@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from hadar.core.io import write_frame, write_json
+from hadar.core.io import replaced_together, write_frame, write_json
 from hadar.outputs_schema import JOB_COLUMNS, ROUND_COLUMNS
 from hadar.simulator.records import SimulationResult
 
@@ -31,6 +31,9 @@ PROGRESS_JOB_COLUMNS = ["target", "step_sum"]
 """Appended to ``jobs.csv``: the job's progress target (steps, or samples at its initial batch)
 and the progress the steps accounting credited it (each forked copy's own progress in full);
 above the target when goodput accounting bounded its forks (docs/elastic.md)."""
+RUN_FILES = ("summary.json", "jobs.csv", "rounds.csv", "placements.csv")
+"""The files a simulation writes (:func:`write_result`): the summary, then a CSV per table of
+:func:`result_frames`."""
 CSV_DECIMALS = 6
 """Floats in the CSV files are rounded to this many decimals (the frames keep full precision)."""
 
@@ -119,10 +122,13 @@ def write_result(
     out: str | Path,
     frames: dict[str, pd.DataFrame] | None = None,
 ) -> Path:
-    """Write all files into ``out`` (created if needed); each file is replaced atomically."""
+    """Write :data:`RUN_FILES` into ``out`` (created if needed) as one save: they replace the
+    previous ones all together or not at all (:func:`hadar.core.io.replaced_together`; a file
+    that cannot be written or replaced is a one-line InputError naming it)."""
     d = Path(out)
-    d.mkdir(parents=True, exist_ok=True)
-    write_json(d / "summary.json", {**summary, "config": result.config})
-    for name, frame in (frames or result_frames(result)).items():
-        write_frame(d / f"{name}.csv", frame, decimals=CSV_DECIMALS)
+    tables = frames or result_frames(result)
+    with replaced_together(d, RUN_FILES) as stage:
+        write_json(stage / RUN_FILES[0], {**summary, "config": result.config})
+        for name, frame in tables.items():
+            write_frame(stage / f"{name}.csv", frame, decimals=CSV_DECIMALS)
     return d

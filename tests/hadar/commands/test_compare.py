@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from hadar.cli import main
+from tests.fixtures.filesystems import fill, small_tmpfs
 
 POLICIES = ["hadar", "gavel", "tiresias", "yarn-cs"]
 RUN_FILES = ("summary.json", "jobs.csv", "rounds.csv", "placements.csv")
@@ -103,3 +105,66 @@ def test_bad_policy_list_is_one_line_exit_2(tmp_path, capsys):
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unknown policy 'slurm'" in err[0]
+
+
+# -- a comparison's results are one save ------------------------------------------------------
+PREVIOUS = [
+    *("compare.csv", "compare.json", "decision_times.csv", "compare.md", *PNGS),
+    *(f"{p}/{f}" for p in ("hadar", "gavel") for f in RUN_FILES),
+]
+
+
+def _previous_comparison(out: Path) -> None:
+    for name in PREVIOUS:
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(f"the previous comparison's {name}\n")
+
+
+def _entries(out: Path) -> dict[str, str]:
+    """Every entry below ``out``, hidden ones too: a file's text, a FIFO's kind."""
+    return {
+        str(p.relative_to(out)): p.read_text() if p.is_file() else "FIFO"
+        for p in sorted(out.rglob("*"))
+        if not p.is_dir()
+    }
+
+
+def _small_compare(out: Path) -> int:
+    return main(
+        [
+            *("compare", "--workload", "philly-8", "--policies", "hadar,gavel"),
+            *("--workers", "1", "--decision-sizes", "32", "--decision-repeats", "1"),
+            *("--out", str(out)),
+        ]
+    )
+
+
+def test_a_fifo_in_one_policys_folder_refuses_the_comparison_and_keeps_every_file(tmp_path, capsys):
+    out = tmp_path / "out"
+    _previous_comparison(out)
+    (out / "gavel" / "rounds.csv").unlink()
+    os.mkfifo(out / "gavel" / "rounds.csv")
+    before = _entries(out)
+    assert _small_compare(out) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines() == [
+        f"hadar: error: {out}/gavel/rounds.csv: is a FIFO, not a regular file; "
+        "hadar writes only regular files"
+    ]
+    assert "simulating" not in captured.out  # refused before any work
+    assert _entries(out) == before  # hadar/ and the tables too
+
+
+def test_a_full_filesystem_keeps_the_previous_comparison_whole(tmp_path, capsys):
+    with small_tmpfs(tmp_path / "fs", size="1m") as fs:
+        out = fs / "out"
+        _previous_comparison(out)
+        before = _entries(out)
+        fill(fs)
+        code = _small_compare(out)
+        after = _entries(out)
+    assert code == 2
+    assert after == before  # no policy's files, no table, no temporary file or staging folder
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"hadar: error: {out}/hadar/summary.json: cannot write: No space left on device"
+    ]

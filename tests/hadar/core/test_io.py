@@ -15,15 +15,18 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from hadar.core.errors import InputError
 from hadar.core.io import (
     atomic_file,
     csv_text,
+    replaced_together,
     write_bytes,
     write_csv,
     write_frame,
     write_json,
     write_text,
 )
+from tests.fixtures.filesystems import fill, immutable, small_tmpfs
 
 
 def _leftovers(folder: Path) -> list[str]:
@@ -126,3 +129,130 @@ def test_write_frame_rounds_and_leaves_missing_cells_empty(tmp_path):
     path = write_frame(tmp_path / "f.csv", frame, decimals=3)
     assert path.read_text() == "job,t\n1,1.235\n2,\n"
     assert _leftovers(tmp_path) == []
+
+
+# -- the files of one save, replaced together --------------------------------------------------
+SAVE = ["summary.json", "jobs.csv", "rounds.csv", "sub/placements.csv"]
+
+
+def _save(folder: Path, text: str) -> None:
+    with replaced_together(folder, SAVE) as stage:
+        for name in SAVE:
+            write_text(stage / name, f"{text} {name}\n")
+
+
+def _contents(folder: Path) -> dict[str, str]:
+    """Every entry below ``folder`` (hidden ones too): a file's text, a FIFO or folder's kind."""
+    found = {}
+    for path in sorted(folder.rglob("*")):
+        kind = path.lstat().st_mode
+        name = str(path.relative_to(folder))
+        if stat.S_ISREG(kind):
+            found[name] = path.read_text()
+        elif stat.S_ISFIFO(kind):
+            found[name] = "FIFO"
+        elif stat.S_ISDIR(kind) and not any(path.iterdir()):
+            found[name] = "empty folder"
+    return found
+
+
+def _old(folder: Path) -> dict[str, str]:
+    return {name: f"old {name}\n" for name in SAVE}
+
+
+def test_a_save_replaces_all_its_files_and_leaves_nothing_else(tmp_path):
+    out = tmp_path / "out"
+    _save(out, "old")
+    outside = tmp_path / "outside.csv"
+    outside.write_text("not yours\n")
+    (out / "rounds.csv").unlink()
+    (out / "rounds.csv").symlink_to(outside)  # replaced itself, never written through
+    _save(out, "new")
+    assert _contents(out) == {name: f"new {name}\n" for name in SAVE}
+    assert not (out / "rounds.csv").is_symlink() and outside.read_text() == "not yours\n"
+
+
+@pytest.mark.parametrize("planted", ["fifo", "folder", "link to a folder"])
+def test_a_path_that_is_no_regular_file_refuses_the_whole_save_before_any_write(tmp_path, planted):
+    out = tmp_path / "out"
+    _save(out, "old")
+    (out / "rounds.csv").unlink()
+    if planted == "fifo":
+        os.mkfifo(out / "rounds.csv")
+    elif planted == "folder":
+        (out / "rounds.csv").mkdir()
+    else:
+        (tmp_path / "elsewhere").mkdir()
+        (out / "rounds.csv").symlink_to(tmp_path / "elsewhere")
+    before = _contents(out)
+    with pytest.raises(InputError, match=r"out/rounds.csv: is a (FIFO|folder), not a regular file"):
+        _save(out, "new")
+    assert _contents(out) == before  # summary.json and jobs.csv too: not one file replaced
+
+
+def test_a_path_planted_while_the_files_are_written_is_refused_at_the_renames(tmp_path):
+    out = tmp_path / "out"
+    _save(out, "old")
+    with (
+        pytest.raises(InputError, match=r"out/sub/placements.csv: is a FIFO"),
+        replaced_together(out, SAVE) as stage,
+    ):
+        for name in SAVE:
+            write_text(stage / name, f"new {name}\n")
+        (out / "sub" / "placements.csv").unlink()
+        os.mkfifo(out / "sub" / "placements.csv")
+    assert _contents(out) == {**_old(out), "sub/placements.csv": "FIFO"}
+
+
+def test_an_error_in_the_block_replaces_nothing(tmp_path):
+    out = tmp_path / "out"
+    _save(out, "old")
+    with (
+        pytest.raises(RuntimeError, match="drawing failed"),
+        replaced_together(out, SAVE) as stage,
+    ):
+        write_text(stage / "summary.json", "new\n")
+        raise RuntimeError("drawing failed")
+    assert _contents(out) == _old(out)
+
+
+def test_a_full_filesystem_keeps_the_previous_files_and_names_the_file(tmp_path):
+    page = os.sysconf("SC_PAGE_SIZE")
+    with small_tmpfs(tmp_path / "fs") as fs:
+        out = fs / "out"
+        _save(out, "old")
+        filler = fill(fs)
+        os.truncate(filler, filler.stat().st_size - 2 * page)  # room for two files of a page
+        with (
+            pytest.raises(InputError) as refused,
+            replaced_together(out, SAVE) as stage,
+        ):
+            for name in SAVE:
+                write_text(stage / name, "n" * page)
+        assert _contents(out) == _old(out)  # and no temporary file, no staging folder
+    assert str(refused.value) == f"{out / 'rounds.csv'}: cannot write: No space left on device"
+
+
+def test_an_immutable_file_refuses_the_save_before_any_rename(tmp_path):
+    out = tmp_path / "out"
+    _save(out, "old")
+    with immutable(out / "rounds.csv"), pytest.raises(InputError) as refused:
+        _save(out, "new")
+    assert str(refused.value) == (
+        f"{out / 'rounds.csv'}: cannot replace: Operation not permitted; nothing was replaced"
+    )
+    assert _contents(out) == _old(out)
+
+
+def test_a_rename_failing_part_way_puts_the_previous_files_back(tmp_path):
+    """``sub/`` immutable: its file can be kept aside (linked) but not replaced, and it is
+    renamed after the top-level files, which are then already new."""
+    out = tmp_path / "out"
+    _save(out, "old")
+    with immutable(out / "sub"), pytest.raises(InputError) as refused:
+        _save(out, "new")
+    assert str(refused.value) == (
+        f"{out / 'sub' / 'placements.csv'}: cannot replace: Operation not permitted; "
+        "nothing was replaced"
+    )
+    assert _contents(out) == _old(out)
