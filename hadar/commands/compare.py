@@ -255,20 +255,21 @@ def run(args: argparse.Namespace) -> int:
     mode = "gavel-compatible" if args.gavel_compatible else "normal"
     note = estimates_note(throughput.estimated_cells(jobs, cluster))
     if note:
-        console.print(note, style="yellow", highlight=False, soft_wrap=True)
+        console.print(note, style="yellow", highlight=False, soft_wrap=True, markup=False)
     for said in (set_up, round_note):
         if said:
-            console.print(said, highlight=False, soft_wrap=True)
+            console.print(said, highlight=False, soft_wrap=True, markup=False)
     adapting = adaptation_note(policies, jobs)
     if adapting:
-        console.print(adapting, style="yellow", highlight=False, soft_wrap=True)
+        console.print(adapting, style="yellow", highlight=False, soft_wrap=True, markup=False)
     where = (
         f"Ray at {args.ray_address}"
         if args.ray_address
         else f"{workers} process{'es' if workers > 1 else ''}"
     )
     console.print(
-        f"simulating {', '.join(policies)} on {cluster.name} / {args.workload} ({mode} mode, {where})"
+        f"simulating {', '.join(policies)} on {cluster.name} / {args.workload} ({mode} mode, {where})",
+        markup=False,
     )
     with replaced_together(out, names) as stage:  # all the results, or none
         t0 = time.perf_counter()
@@ -281,7 +282,8 @@ def run(args: argparse.Namespace) -> int:
             workers,
             args.ray_address,
             on_done=lambda s, dt: console.print(
-                f"  {s['policy']:>15} {'FAILED' if FAILED in s else 'done'} ({dt:.1f} s)"
+                f"  {s['policy']:>15} {'FAILED' if FAILED in s else 'done'} ({dt:.1f} s)",
+                markup=False,
             ),
         )
         ok = [s for s in summaries if FAILED not in s]
@@ -334,7 +336,9 @@ def run(args: argparse.Namespace) -> int:
     print_table(console, rows, reference, mode, cluster.name, args.workload)
     for line in failure_lines(rows):
         console.print(line, style="red", markup=False, highlight=False, soft_wrap=True)
-    console.print(f"wrote {', '.join(map(str, files))} and {', '.join(policies)}/ in {out}/")
+    console.print(
+        f"wrote {', '.join(map(str, files))} and {', '.join(policies)}/ in {out}/", markup=False
+    )
     if failed:
         print(
             f"hadar: error: {len(failed)} of {len(policies)} policies failed ({', '.join(failed)}; "

@@ -209,7 +209,7 @@ def run_load_sweep(args: argparse.Namespace) -> int:
     workers = default_workers(len(cells), args.workers)
     console = terminal.console()
     if round_note:
-        console.print(round_note, highlight=False, soft_wrap=True)
+        console.print(round_note, highlight=False, soft_wrap=True, markup=False)
     where = (
         f"Ray at {args.ray_address}"
         if args.ray_address
@@ -218,7 +218,8 @@ def run_load_sweep(args: argparse.Namespace) -> int:
     console.print(
         f"load sweep: {len(policies)} policies x {len(rates)} rates x {len(seeds)} seed(s) = {len(cells)} "
         f"simulations of {args.num_jobs} jobs on {cluster.name} ({where}); window = jobs "
-        f"{window[0]}..{window[1] - 1}{'; Gavel-compatible mode' if args.gavel_compatible else ''}"
+        f"{window[0]}..{window[1] - 1}{'; Gavel-compatible mode' if args.gavel_compatible else ''}",
+        markup=False,
     )
     t0 = time.perf_counter()
     rows = run_cells(
@@ -229,7 +230,8 @@ def run_load_sweep(args: argparse.Namespace) -> int:
         on_done=lambda c, r: console.print(
             f"  {c.policy:>14} {c.rate:6g} jobs/h seed {c.seed}: avg JCT "
             f"{(r['avg_jct_s'] or 0) / 3600:6.2f} h{' (saturated)' if r['saturated'] else ''}"
-            f" [{r['wall_s']:.1f} s]"
+            f" [{r['wall_s']:.1f} s]",
+            markup=False,
         ),
     )
     wall = time.perf_counter() - t0
@@ -272,7 +274,8 @@ def run_load_sweep(args: argparse.Namespace) -> int:
         files.append(load_sweep_chart(rows, out / "load_sweep.png", title, saturation))
     load_sweep.print_table(console, rows, policies, rates, saturation)
     console.print(
-        f"{len(cells)} simulations in {wall:.1f} s; wrote {', '.join(f.name for f in files)} in {out}/"
+        f"{len(cells)} simulations in {wall:.1f} s; wrote {', '.join(f.name for f in files)} in {out}/",
+        markup=False,
     )
     return 0
 
@@ -358,17 +361,18 @@ def run_physical(args: argparse.Namespace) -> int:
     console = terminal.console()
     announce(replacing, console)
     if round_note:
-        console.print(round_note, highlight=False, soft_wrap=True)
+        console.print(round_note, highlight=False, soft_wrap=True, markup=False)
     jobs = [j for m in spec.mixes for j in grid.scenario(spec.clusters[0], m)[1]]  # every mix's
     adapting = adaptation_note(spec.policies, jobs)
     if adapting:
-        console.print(adapting, style="yellow", highlight=False, soft_wrap=True)
+        console.print(adapting, style="yellow", highlight=False, soft_wrap=True, markup=False)
     todo = grid.cells(spec)
     workers = default_workers(len(todo), args.workers)
     console.print(
         f"physical experiment: {len(todo)} cells ({len(spec.clusters)} clusters x {len(spec.mixes)} mixes x "
         f"{len(spec.policies)} policies x {len(spec.rounds_s)} rounds) in {workers} "
-        f"process{'es' if workers > 1 else ''}"
+        f"process{'es' if workers > 1 else ''}",
+        markup=False,
     )
     t0 = time.perf_counter()
     rows = grid.run_cells(todo, workers, on_done=_cell_line(console, len(todo), t0))
@@ -432,7 +436,8 @@ def run_physical(args: argparse.Namespace) -> int:
     )
     console.print(
         f"{len(todo)} cells simulated in {sim_seconds:.1f} s ({workers} process{'es' if workers > 1 else ''}), "
-        f"{wall:.1f} s with bounds and figures; wrote {', '.join(f.name for f in files)} in {out}/"
+        f"{wall:.1f} s with bounds and figures; wrote {', '.join(f.name for f in files)} in {out}/",
+        markup=False,
     )
     return 0
 

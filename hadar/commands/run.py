@@ -200,7 +200,10 @@ def run(args: argparse.Namespace) -> int:
         if "stall_rounds" in getattr(args, "given", ()):  # this session's patience
             _at_least_one("--stall-rounds", args.stall_rounds)
             cfg = cfg.model_copy(update={"stall_rounds": args.stall_rounds})
-        console.print(f"resuming {rundir} ({cfg.policy} on {cfg.cluster}, workload {cfg.workload})")
+        console.print(
+            f"resuming {rundir} ({cfg.policy} on {cfg.cluster}, workload {cfg.workload})",
+            markup=False,
+        )
     else:
         _at_least_one("--keep-checkpoints", args.keep_checkpoints)
         _at_least_one("--stall-rounds", args.stall_rounds)
@@ -211,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
             )
         round_note = resolve_round(args, [args.policy])
         if round_note:
-            console.print(round_note, highlight=False, soft_wrap=True)
+            console.print(round_note, highlight=False, soft_wrap=True, markup=False)
         cfg = RunConfig(
             run_id=f"{rundir.name}-{secrets.token_hex(3)}"[-60:].lstrip(".-_") or "run",
             cluster=_absolute(args.cluster, "--cluster"),
@@ -270,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     note = estimates_note(coordinator.estimated_cells)
     if note:
-        console.print(note, style="yellow", highlight=False, soft_wrap=True)
+        console.print(note, style="yellow", highlight=False, soft_wrap=True, markup=False)
     try:
         if not args.no_live:
             view = LiveView(coordinator.by_id, console)
@@ -281,7 +284,8 @@ def run(args: argparse.Namespace) -> int:
         write_report(rundir)
         console.print(
             f"stopped cleanly{_by(coordinator.stop_signal)}; state saved. "
-            f"Continue with: hadar run --resume {rundir}"
+            f"Continue with: hadar run --resume {rundir}",
+            markup=False,
         )
         return 128 + coordinator.stop_signal
     except (
@@ -290,7 +294,8 @@ def run(args: argparse.Namespace) -> int:
         _close(view)
         signum = int(getattr(exc, "signum", coordinator.stop_signal))
         console.print(
-            f"abandoned the current round{_by(signum)}; continue with: hadar run --resume {rundir}"
+            f"abandoned the current round{_by(signum)}; continue with: hadar run --resume {rundir}",
+            markup=False,
         )
         return 128 + signum
     except RunStalledError:
@@ -468,5 +473,6 @@ def print_run_summary(
     if no_plots:
         console.print(no_plots, style="yellow", markup=False, highlight=False, soft_wrap=True)
     console.print(
-        f"results in {rundir}/ (summary.json, jobs.csv, rounds.csv, events.jsonl{'' if no_plots else ', *.png'})"
+        f"results in {rundir}/ (summary.json, jobs.csv, rounds.csv, events.jsonl{'' if no_plots else ', *.png'})",
+        markup=False,
     )

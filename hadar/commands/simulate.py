@@ -95,17 +95,19 @@ def run(args: argparse.Namespace) -> int:
     )
     for said in (set_up, round_note):
         if said:
-            terminal.console(stderr=True).print(said, highlight=False, soft_wrap=True)
+            terminal.console(stderr=True).print(said, highlight=False, soft_wrap=True, markup=False)
     if policy_info(args.policy).adapts_batch:
         _, jobs, _ = load_scenario(args)
         said = adaptation_note([args.policy], jobs)
         if said:
             terminal.console(stderr=True).print(
-                said, style="yellow", highlight=False, soft_wrap=True
+                said, style="yellow", highlight=False, soft_wrap=True, markup=False
             )
     note = estimates_note(sim.records.estimated_cells)
     if note:
-        terminal.console(stderr=True).print(note, style="yellow", highlight=False, soft_wrap=True)
+        terminal.console(stderr=True).print(
+            note, style="yellow", highlight=False, soft_wrap=True, markup=False
+        )
     figures = save(sim, out, draw, args)
     announce(replacing, terminal.console(stderr=True))
     print_summary(sim.summary, out)
@@ -114,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
             no_plots, style="yellow", markup=False, highlight=False, soft_wrap=True
         )
     elif figures:
-        terminal.console().print(f"figures: {', '.join(figures)}", highlight=False)
+        terminal.console().print(f"figures: {', '.join(figures)}", highlight=False, markup=False)
     return 0
 
 
@@ -180,7 +182,7 @@ def print_summary(summary: Mapping[str, Any], out: Path | None = None) -> None:
     console = terminal.console()
     console.print(table)
     if out is not None:
-        console.print(f"results written to {out}/")
+        console.print(f"results written to {out}/", markup=False)
 
 
 def _ratio(v: float | None) -> str:

@@ -96,3 +96,20 @@ def test_an_immutable_result_file_refuses_the_save_before_any_is_replaced(tmp_pa
         "nothing was replaced"
     )
     assert _entries(out) == OLD
+
+
+@pytest.mark.parametrize("command", ["simulate", "compare"])
+def test_job_types_that_look_like_markup_are_printed_as_text(tmp_path: Path, command: str) -> None:
+    # the note on estimated throughputs names the job types: "[/]" stopped both commands with a
+    # rich MarkupError after the simulation, before anything was saved
+    (tmp_path / "c1.yaml").write_text(CLUSTER)
+    (tmp_path / "w.csv").write_text("id,type,gpus,steps\n0,[/],1,100\n1,[bold],1,100\n")
+    (tmp_path / "t.json").write_text('{"v100": {"(\\"[/]\\", 1)": 10, "(\\"[bold]\\", 1)": 10}}')
+    args = ["--cluster", "c1.yaml", "--workload", "w.csv", "--throughputs", "t.json"]
+    res = hadar_cli(command, *args, "--out", "out", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr
+    assert "[/]" in res.stdout + res.stderr and "[bold]" in res.stdout + res.stderr
+    assert (
+        tmp_path / "out" / ("summary.json" if command == "simulate" else "compare.csv")
+    ).is_file()
