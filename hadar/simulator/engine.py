@@ -42,6 +42,7 @@ from hadar.core.errors import HadarError, InputError
 from hadar.core.job_service import JobService
 from hadar.core.jobs import Job, JobStatus, Placement
 from hadar.core.node_stream import NodeStream
+from hadar.core.text import duration_text
 from hadar.loop import Decision, PolicyError, RoundLoop, validate_plan
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan, forget_memos
 from hadar.reference_rates import best_achievable_rate, equal_share_rate
@@ -240,10 +241,10 @@ class SimulatorExecutor:
             limit = (
                 f"{cfg.max_rounds} rounds"
                 if index >= cfg.max_rounds
-                else f"the horizon of {cfg.horizon_s / 86400:g} days of simulated time (--horizon)"
+                else f"the horizon of {duration_text(cfg.horizon_s)} of simulated time (--horizon)"
             )
             raise SimulationLimitError(
-                f"simulation of {self.policy_name} stopped at {self.now / 3600:,.1f} h: {unfinished} of "
+                f"simulation of {self.policy_name} stopped at {duration_text(self.now)}: {unfinished} of "
                 f"{len(states)} jobs unfinished after {limit}; shorten the workload or raise the limit"
             )
         cluster, length, current = self._round_view()

@@ -270,7 +270,7 @@ def test_the_round_loop_stops_at_the_horizon():
     table = GavelThroughputTable.bundled()
     with pytest.raises(
         SimulationLimitError,
-        match=r"stopped at 1\.0 h: 2 of 3 jobs unfinished after the horizon of 0\.0416667 days",
+        match=r"stopped at 1\.00 h: 2 of 3 jobs unfinished after the horizon of 1\.00 h",
     ):
         simulate(cluster, jobs, make_policy("hadar"), table, SimConfig(horizon_s=3600))
     result = simulate(cluster, jobs, make_policy("hadar"), table, SimConfig())
