@@ -33,6 +33,7 @@ from tests.e2e.runlib import (
     write_jobs,
     write_unfinishable_job,
 )
+from tests.fixtures.filesystems import fill
 from tests.fixtures.processes import HANG_S
 from tracker.crashpoints import ENV_VAR
 
@@ -274,17 +275,6 @@ def _bind_read_only(directory: Path, stage: Path) -> None:
     subprocess.run(["umount", str(stage)], check=True)
 
 
-def _fill(mnt: Path) -> Path:
-    """Take every free byte of the filesystem; return the filler file."""
-    filler = mnt / "filler"
-    with open(filler, "wb", buffering=0) as fh:
-        for chunk in (1 << 20, 4096, 1):
-            with contextlib.suppress(OSError):
-                while True:
-                    fh.write(b"\0" * chunk)
-    return filler
-
-
 @pytest.mark.parametrize("fault", ["full", "read-only"])
 def test_full_or_read_only_run_directory_stops_with_one_line_and_resumes(tmp_path, fault):
     mnt = tmp_path / "fs"
@@ -312,7 +302,7 @@ def test_full_or_read_only_run_directory_stops_with_one_line_and_resumes(tmp_pat
                 proc,
             )
             if fault == "full":
-                filler = _fill(mnt)
+                filler = fill(mnt)
             else:
                 _bind_read_only(out, stage)
             rc = proc.wait(timeout=300)
