@@ -33,7 +33,7 @@ from typing import Any
 from estimators.pmi import PmiEstimator, PmiParams
 from estimators.throughput import GavelThroughputTable, TableKey
 from hadar.core.errors import InputError
-from hadar.core.io import write_csv, write_json
+from hadar.core.io import replaced_together, write_csv, write_json
 from hadar.core.job_profile import parse_job_type
 
 HOLDOUTS = ("cell", "gang", "job", "family")
@@ -399,16 +399,25 @@ def make_out_dir(out_dir: str | Path) -> Path:
     return d
 
 
+RESULT_FILES = ("estimate_error_cells.csv", "estimate_error_summary.csv", "estimate_error.json")
+"""What :func:`write_outputs` writes."""
+
+
 def write_outputs(
     report: ErrorReport, out_dir: str | Path, variants: Sequence[VariantScore] = ()
 ) -> list[Path]:
-    """``estimate_error_cells.csv``, ``estimate_error_summary.csv``, ``estimate_error.json``."""
+    """:data:`RESULT_FILES` in ``out_dir`` as one save: they replace the previous ones together
+    or not at all (:func:`hadar.core.io.replaced_together`; a file that cannot be written or
+    replaced is a one-line InputError naming it)."""
     d = make_out_dir(out_dir)
-    cells, summ, js = (
-        d / "estimate_error_cells.csv",
-        d / "estimate_error_summary.csv",
-        d / "estimate_error.json",
-    )
+    with replaced_together(d, RESULT_FILES) as stage:
+        _write_tables(report, stage, variants)
+    return [d / name for name in RESULT_FILES]
+
+
+def _write_tables(report: ErrorReport, d: Path, variants: Sequence[VariantScore]) -> None:
+    """:data:`RESULT_FILES` into the folder ``d``."""
+    cells, summ, js = (d / name for name in RESULT_FILES)
     write_csv(
         cells,
         [
@@ -477,7 +486,6 @@ def write_outputs(
     if variants:
         data["variants"] = [asdict(v) for v in variants]
     write_json(js, data, indent=1)
-    return [cells, summ, js]
 
 
 def _short_job(job_type: str) -> str:

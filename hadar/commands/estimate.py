@@ -6,6 +6,7 @@ import argparse
 
 from estimators.error_report import (
     HOLDOUTS,
+    RESULT_FILES,
     build_report,
     make_out_dir,
     render,
@@ -16,6 +17,7 @@ from estimators.pmi import PmiParams
 from hadar.commands import Subparsers, argtypes
 from hadar.core.errors import InputError
 from hadar.core.gpu_catalogue import canonical_gpu
+from hadar.core.io import check_replaceable
 from hadar.scenario import load_table
 
 
@@ -68,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
             f"--holdout: unknown hold-out {bad[0] if bad else ''!r} (choose from {', '.join(HOLDOUTS)})"
         )
     table = load_table(args.throughputs)
-    if args.out:
+    if args.out:  # checked before the report; again when the files are saved, together
+        check_replaceable(args.out, RESULT_FILES)
         make_out_dir(args.out)
     report = build_report(table, params, holdouts)
     variants = score_variants(table, params) if args.variants else ()

@@ -6,6 +6,9 @@ one), prints per cluster at the main slot the CRU/TTD/JCT table with lower bound
 ratios between policies next to the paper's means, the issue's HadarE targets and which
 throughputs were estimated; then the slot sweep (Fig. 11/12 as numbers). Writes ``results.csv``,
 ``results.json`` and the PNGs of Fig. 8-12 into ``--out``. See docs/experiments.md.
+
+Both experiments check every result file before the first simulation and save them as one:
+they replace the previous ones together or not at all (:func:`hadar.core.io.replaced_together`).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from hadar.commands.options import (
 from hadar.core.defaults import DEFAULT_HORIZON_S
 from hadar.core.errors import InputError, shorten
 from hadar.core.extras import plots_missing_note
+from hadar.core.io import check_replaceable, replaced_together
 from hadar.core.validation import MAX_JOBS, MAX_SEED
 from hadar.experiments import grid, load_sweep, report, tables
 from hadar.experiments.grid import (
@@ -206,8 +210,12 @@ def run_load_sweep(args: argparse.Namespace) -> int:
     load_sweep.run_cell(
         replace(cells[0], num_jobs=2, window=(0, 2))
     )  # workload/throughput errors, once
+    no_plots = plots_missing_note(load_sweep.FIGURE)
+    saved = load_sweep.result_names(figure=not no_plots)
+    check_replaceable(out, saved)  # before simulating; again when the results are saved
     workers = default_workers(len(cells), args.workers)
     console = terminal.console()
+    announce(replacing, console)
     if round_note:
         console.print(round_note, highlight=False, soft_wrap=True, markup=False)
     where = (
@@ -235,43 +243,39 @@ def run_load_sweep(args: argparse.Namespace) -> int:
         ),
     )
     wall = time.perf_counter() - t0
-    announce(replacing, console)
     saturation = {p: load_sweep.saturation_rate(rows, p) for p in policies}
     sustained = {p: load_sweep.sustained_rate(rows, p) for p in policies}
-    files = load_sweep.write_outputs(
-        out,
-        rows,
-        {
-            "cluster": cluster.name,
-            "cluster_file": args.cluster,
-            "policies": policies,
-            "rates": rates,
-            "seeds": seeds,
-            "num_jobs": args.num_jobs,
-            "window": list(window),
-            "round_s": args.round_s,
-            "restart_penalty_s": 0.0 if args.gavel_compatible else args.restart_penalty_s,
-            "gavel_compatible": args.gavel_compatible,
-            "policy_options": options,
-            "saturation_growth": load_sweep.SATURATION_GROWTH,
-            "saturates_at": saturation,
-            "sustains_up_to": sustained,
-            "wall_seconds": round(wall, 3),
-            "workers": workers,
-            "ray_address": args.ray_address,
-        },
-    )
-    no_plots = plots_missing_note("load_sweep.png")
-    if no_plots:
-        console.print(no_plots, style="yellow", markup=False, highlight=False, soft_wrap=True)
-    else:
-        from hadar.plots import load_sweep_chart
+    meta = {
+        "cluster": cluster.name,
+        "cluster_file": args.cluster,
+        "policies": policies,
+        "rates": rates,
+        "seeds": seeds,
+        "num_jobs": args.num_jobs,
+        "window": list(window),
+        "round_s": args.round_s,
+        "restart_penalty_s": 0.0 if args.gavel_compatible else args.restart_penalty_s,
+        "gavel_compatible": args.gavel_compatible,
+        "policy_options": options,
+        "saturation_growth": load_sweep.SATURATION_GROWTH,
+        "saturates_at": saturation,
+        "sustains_up_to": sustained,
+        "wall_seconds": round(wall, 3),
+        "workers": workers,
+        "ray_address": args.ray_address,
+    }
+    with replaced_together(out, saved) as stage:  # all the results, or none
+        files = load_sweep.write_outputs(stage, rows, meta)
+        if no_plots:
+            console.print(no_plots, style="yellow", markup=False, highlight=False, soft_wrap=True)
+        else:
+            from hadar.plots import load_sweep_chart
 
-        title = (
-            f"Average JCT vs input job rate: {args.num_jobs} Philly jobs (seed{'s' if len(seeds) > 1 else ''} "
-            f"{','.join(map(str, seeds))}) on {cluster.name}, window jobs {window[0]}..{window[1] - 1}"
-        )
-        files.append(load_sweep_chart(rows, out / "load_sweep.png", title, saturation))
+            title = (
+                f"Average JCT vs input job rate: {args.num_jobs} Philly jobs (seed{'s' if len(seeds) > 1 else ''} "
+                f"{','.join(map(str, seeds))}) on {cluster.name}, window jobs {window[0]}..{window[1] - 1}"
+            )
+            files.append(load_sweep_chart(rows, stage / load_sweep.FIGURE, title, saturation))
     load_sweep.print_table(console, rows, policies, rates, saturation)
     console.print(
         f"{len(cells)} simulations in {wall:.1f} s; wrote {', '.join(f.name for f in files)} in {out}/",
@@ -358,6 +362,9 @@ def run_physical(args: argparse.Namespace) -> int:
         options,
     )
     out, replacing = output_dir(args.out, args.out_stem, inputs=input_files(args))
+    no_plots = plots_missing_note("figures")
+    saved = report.result_names(spec.policies, figures=not no_plots)
+    check_replaceable(out, saved)  # before simulating; again when the results are saved
     console = terminal.console()
     announce(replacing, console)
     if round_note:
@@ -410,30 +417,31 @@ def run_physical(args: argparse.Namespace) -> int:
             sweeps = summary["clusters"][c]["round_sweep"]
             if sweeps:
                 report.print_round_sweep(console, c, sweeps, spec.rounds_s)
-    files = [report.write_csv(out / "results.csv", rows)]
-    no_plots = plots_missing_note("figures")
-    if no_plots:
-        console.print(no_plots, style="yellow", markup=False, highlight=False, soft_wrap=True)
-    else:
-        from hadar.experiments import figures  # matplotlib: loaded only when drawing
+    with replaced_together(out, saved) as stage:  # all the results, or none
+        csv_name, json_name = report.TABLE_FILES
+        files = [report.write_csv(stage / csv_name, rows)]
+        if no_plots:
+            console.print(no_plots, style="yellow", markup=False, highlight=False, soft_wrap=True)
+        else:
+            from hadar.experiments import figures  # matplotlib: loaded only when drawing
 
-        files += figures.draw(
-            rows, bounds, names, spec.mixes, spec.rounds_s, spec.main_round_s, out
+            files += figures.draw(
+                rows, bounds, names, spec.mixes, spec.rounds_s, spec.main_round_s, stage
+            )
+        wall = time.perf_counter() - t0
+        files.append(
+            report.write_json(
+                stage / json_name,
+                spec,
+                rows,
+                summary,
+                {
+                    "workers": workers,
+                    "simulation_seconds": round(sim_seconds, 3),
+                    "wall_seconds": round(wall, 3),
+                },
+            )
         )
-    wall = time.perf_counter() - t0
-    files.append(
-        report.write_json(
-            out / "results.json",
-            spec,
-            rows,
-            summary,
-            {
-                "workers": workers,
-                "simulation_seconds": round(sim_seconds, 3),
-                "wall_seconds": round(wall, 3),
-            },
-        )
-    )
     console.print(
         f"{len(todo)} cells simulated in {sim_seconds:.1f} s ({workers} process{'es' if workers > 1 else ''}), "
         f"{wall:.1f} s with bounds and figures; wrote {', '.join(f.name for f in files)} in {out}/",

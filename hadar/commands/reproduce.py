@@ -1,17 +1,27 @@
 """``hadar reproduce NAME``: a seed system's headline experiment with its paper's set-up, our
-figures beside the paper's (``hadar.experiments.reproduce``)."""
+figures beside the paper's (``hadar.experiments.reproduce``). Its two files are checked before the
+experiment runs and replace the previous ones together or not at all
+(:func:`hadar.core.io.replaced_together`)."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
 from hadar.commands import Subparsers
 from hadar.commands.options import add_out_arg, add_workers_arg, announce, output_dir
-from hadar.core.io import write_json, write_text
+from hadar.core.io import check_replaceable, replaced_together, write_json, write_text
 from hadar.experiments.paper import REPRODUCED
+
+if TYPE_CHECKING:
+    from hadar.experiments.reproduce import Reproduction
+
+RESULT_FILES = ("reproduce.json", "reproduce.md")
+"""What one ``hadar reproduce`` writes into ``--out``: the rows as JSON and as Markdown."""
 
 
 def register(sub: Subparsers) -> None:
@@ -37,9 +47,10 @@ def register(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from hadar.experiments.reproduce import reproduce
-    from hadar.experiments.reproduce.report import markdown, tolerance_text, value_text
+    from hadar.experiments.reproduce.report import tolerance_text, value_text
 
     out, replacing = output_dir(args.out, f"{args.out_stem}-{args.name}")
+    check_replaceable(out, RESULT_FILES)  # before the experiment; again when they are saved
     console = Console()
     announce(replacing, Console(stderr=True))
     result = reproduce(args.name, quick=args.quick, workers=args.workers)
@@ -60,9 +71,7 @@ def run(args: argparse.Namespace) -> int:
     console.print(table)
     for note in result.notes:
         console.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)
-    out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "reproduce.json", result.as_dict())
-    write_text(out / "reproduce.md", markdown(result))
+    save(result, out)
     within = sum(r.within for r in result.rows)
     console.print(
         f"{within}/{len(result.rows)} rows within tolerance; wrote reproduce.json and "
@@ -71,3 +80,14 @@ def run(args: argparse.Namespace) -> int:
         markup=False,
     )
     return 0
+
+
+def save(result: Reproduction, out: Path) -> None:
+    """Write :data:`RESULT_FILES` into ``out`` as one save: they replace the previous ones
+    together or not at all (a file that cannot be written is a one-line InputError naming it)."""
+    from hadar.experiments.reproduce.report import markdown
+
+    json_name, md_name = RESULT_FILES
+    with replaced_together(out, RESULT_FILES) as stage:
+        write_json(stage / json_name, result.as_dict())
+        write_text(stage / md_name, markdown(result))

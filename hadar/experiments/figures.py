@@ -8,9 +8,8 @@ from typing import Any
 
 from hadar.experiments.bounds import TtdBounds
 from hadar.experiments.paper import PAPER_ROUND_FIGURES
+from hadar.experiments.report import MIX_FIGURES
 from hadar.plots import physical
-
-FIGURES = {"fig8_cru.png", "fig9_ttd.png", "fig10_jct.png"}
 
 
 def _panels(
@@ -49,18 +48,18 @@ def draw(
     files = [
         physical.cru_by_mix(
             _panels(rows, clusters, mixes, main_round_s, lambda r: r["cru"]),
-            out / "fig8_cru.png",
+            out / MIX_FIGURES[0],
             title="Cluster resource utilisation (CRU) per mix" + at,
         ),
         physical.ttd_by_mix(
             _panels(rows, clusters, mixes, main_round_s, lambda r: r["ttd_s"]),
-            out / "fig9_ttd.png",
+            out / MIX_FIGURES[1],
             bounds_s=marks,
             title="Total time duration (TTD) per mix" + at,
         ),
         physical.jct_by_mix(
             _panels(rows, clusters, mixes, main_round_s, lambda r: r["avg_jct_s"]),
-            out / "fig10_jct.png",
+            out / MIX_FIGURES[2],
             ranges_s=_panels(
                 rows,
                 clusters,

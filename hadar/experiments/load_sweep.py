@@ -169,14 +169,27 @@ def as_dict(cell: SweepCell) -> dict[str, Any]:
     return {**asdict(cell), "options": dict(cell.options)}
 
 
+TABLE_FILES = ("load_sweep.csv", "load_sweep.json")
+"""What :func:`write_outputs` writes."""
+FIGURE = "load_sweep.png"
+"""The chart of average JCT against the rate (:func:`hadar.plots.load_sweep_chart`)."""
+
+
+def result_names(figure: bool) -> list[str]:
+    """Every file one ``hadar experiment load-sweep`` writes: the tables, and the chart when
+    ``figure``. They are replaced together (:func:`hadar.core.io.replaced_together`)."""
+    return [*TABLE_FILES, *([FIGURE] if figure else [])]
+
+
 def write_outputs(
     out: Path, rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]
 ) -> list[Path]:
     """``load_sweep.csv`` (one row per cell) and ``load_sweep.json`` (meta + rows), atomically."""
     import pandas as pd
 
-    csv_path = write_frame(out / "load_sweep.csv", pd.DataFrame(list(rows)))
-    json_path = write_json(out / "load_sweep.json", {**meta, "rows": list(rows)})
+    csv_name, json_name = TABLE_FILES
+    csv_path = write_frame(out / csv_name, pd.DataFrame(list(rows)))
+    json_path = write_json(out / json_name, {**meta, "rows": list(rows)})
     return [csv_path, json_path]
 
 

@@ -14,6 +14,7 @@ from hadar.experiments.grid import ROW_KEYS, GridSpec
 from hadar.experiments.paper import (
     PAPER_AVERAGES,
     PAPER_CLUSTERS,
+    PAPER_ROUND_FIGURES,
     TARGET_HADARE_CRU_MIN,
     TARGET_HADARE_TTD_RATIO_MAX,
     TARGET_MIXES,
@@ -208,6 +209,22 @@ def print_round_sweep(
 
 
 # -- files -------------------------------------------------------------------------------------
+TABLE_FILES = ("results.csv", "results.json")
+"""What :func:`write_csv` and :func:`write_json` write."""
+MIX_FIGURES = ("fig8_cru.png", "fig9_ttd.png", "fig10_jct.png")
+"""Fig. 8-10 at the main round (:func:`hadar.experiments.figures.draw`; it draws Fig. 11/12,
+:data:`~hadar.experiments.paper.PAPER_ROUND_FIGURES`, for the policies of the grid)."""
+
+
+def result_names(policies: Sequence[str], figures: bool) -> list[str]:
+    """Every file one ``hadar experiment physical`` of ``policies`` writes: the tables, and the
+    figures when ``figures``. They are replaced together (:func:`hadar.core.io.replaced_together`)."""
+    if not figures:
+        return list(TABLE_FILES)
+    swept = [name for policy, name in PAPER_ROUND_FIGURES.items() if policy in policies]
+    return [*TABLE_FILES, *MIX_FIGURES, *swept]
+
+
 def write_csv(path: Path, rows: Sequence[Row]) -> Path:
     return io.write_csv(path, rows, CSV_KEYS)
 

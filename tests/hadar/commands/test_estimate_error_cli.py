@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 from hadar import cli
+from tests.fixtures.filesystems import fill, small_tmpfs
 from tests.fixtures.processes import run_group
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -78,6 +80,56 @@ def test_unwritable_out_dir_fails_before_the_report(only_estimate, capsys, tmp_p
     blocker.write_text("x")
     rc, out, err = run(["--out", str(blocker / "sub")], capsys)
     assert rc == 2 and "--out: cannot create" in err and out == ""
+
+
+FILES = ("estimate_error_cells.csv", "estimate_error_summary.csv", "estimate_error.json")
+
+
+def _previous(out: Path) -> dict[str, str]:
+    """A previous report's files in ``out``; every entry there, as :func:`_entries` shows it."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name in FILES:
+        (out / name).write_text(f"the previous report's {name}\n")
+    return _entries(out)
+
+
+def _entries(out: Path) -> dict[str, str]:
+    """Every entry in ``out``, hidden ones too: a regular file's text, else its kind."""
+    return {
+        p.name: p.read_text() if p.is_file() else "FIFO" if p.is_fifo() else "folder"
+        for p in sorted(out.iterdir())
+    }
+
+
+def test_a_planted_fifo_refuses_the_report_before_it_is_computed(
+    only_estimate, capsys, tmp_path
+) -> None:
+    out = tmp_path / "o"
+    _previous(out)
+    (out / "estimate_error.json").unlink()
+    os.mkfifo(out / "estimate_error.json")
+    before = _entries(out)
+    rc, printed, err = run(["--holdout", "cell", "--out", str(out)], capsys)
+    assert rc == 2 and printed == ""  # no report printed: refused before it was computed
+    assert err.splitlines() == [
+        f"hadar: error: {out}/estimate_error.json: is a FIFO, not a regular file; "
+        "hadar writes only regular files"
+    ]
+    assert _entries(out) == before
+
+
+def test_a_full_filesystem_keeps_the_previous_report_whole(only_estimate, capsys, tmp_path) -> None:
+    with small_tmpfs(tmp_path / "fs") as fs:
+        out = fs / "o"
+        before = _previous(out)
+        fill(fs)
+        rc, _, err = run(["--holdout", "cell", "--out", str(out)], capsys)
+        after = _entries(out)
+    assert rc == 2
+    assert after == before  # no new file, no temporary file or staging folder left
+    assert err.splitlines() == [
+        f"hadar: error: {out}/estimate_error_cells.csv: cannot write: No space left on device"
+    ]
 
 
 def test_installed_entry_point_runs_in_a_subprocess(tmp_path) -> None:
