@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 from tests.fixtures.cli import one_error_line
 
@@ -22,3 +23,19 @@ def refused(res: subprocess.CompletedProcess[str], *needles: str) -> str:
     for needle in needles:
         assert needle in line, line
     return line
+
+
+def folder_entries(out: Path) -> dict[str, str]:
+    """Every entry in ``out``, hidden ones too: a regular file's text, else its kind (what a
+    refused or failed save must leave as it found)."""
+    return {
+        p.name: p.read_text() if p.is_file() else "FIFO" if p.is_fifo() else "folder"
+        for p in sorted(out.iterdir())
+    }
+
+
+def previous_results(out: Path, names: tuple[str, ...] | list[str], what: str) -> None:
+    """``out`` holding an earlier save's ``names``, each saying it is ``what``'s."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (out / name).write_text(f"the previous {what}'s {name}\n")

@@ -12,6 +12,7 @@ import pytest
 from hadar import cli
 from tests.fixtures.filesystems import fill, small_tmpfs
 from tests.fixtures.processes import run_group
+from tests.hadar.commands.helpers import folder_entries
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -90,15 +91,7 @@ def _previous(out: Path) -> dict[str, str]:
     out.mkdir(parents=True, exist_ok=True)
     for name in FILES:
         (out / name).write_text(f"the previous report's {name}\n")
-    return _entries(out)
-
-
-def _entries(out: Path) -> dict[str, str]:
-    """Every entry in ``out``, hidden ones too: a regular file's text, else its kind."""
-    return {
-        p.name: p.read_text() if p.is_file() else "FIFO" if p.is_fifo() else "folder"
-        for p in sorted(out.iterdir())
-    }
+    return folder_entries(out)
 
 
 def test_a_planted_fifo_refuses_the_report_before_it_is_computed(
@@ -108,14 +101,14 @@ def test_a_planted_fifo_refuses_the_report_before_it_is_computed(
     _previous(out)
     (out / "estimate_error.json").unlink()
     os.mkfifo(out / "estimate_error.json")
-    before = _entries(out)
+    before = folder_entries(out)
     rc, printed, err = run(["--holdout", "cell", "--out", str(out)], capsys)
     assert rc == 2 and printed == ""  # no report printed: refused before it was computed
     assert err.splitlines() == [
         f"hadar: error: {out}/estimate_error.json: is a FIFO, not a regular file; "
         "hadar writes only regular files"
     ]
-    assert _entries(out) == before
+    assert folder_entries(out) == before
 
 
 def test_a_full_filesystem_keeps_the_previous_report_whole(only_estimate, capsys, tmp_path) -> None:
@@ -124,7 +117,7 @@ def test_a_full_filesystem_keeps_the_previous_report_whole(only_estimate, capsys
         before = _previous(out)
         fill(fs)
         rc, _, err = run(["--holdout", "cell", "--out", str(out)], capsys)
-        after = _entries(out)
+        after = folder_entries(out)
     assert rc == 2
     assert after == before  # no new file, no temporary file or staging folder left
     assert err.splitlines() == [

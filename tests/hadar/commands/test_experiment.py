@@ -12,6 +12,7 @@ import pytest
 
 from hadar.cli import main
 from tests.fixtures.filesystems import fill, small_tmpfs
+from tests.hadar.commands.helpers import folder_entries, previous_results
 
 PHYSICAL = (
     "results.csv",
@@ -44,20 +45,6 @@ def _load_sweep(out: Path) -> int:
     )
 
 
-def _previous(out: Path, names: tuple[str, ...]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    for name in names:
-        (out / name).write_text(f"the previous experiment's {name}\n")
-
-
-def _entries(out: Path) -> dict[str, str]:
-    """Every entry in ``out``, hidden ones too: a regular file's text, else its kind."""
-    return {
-        p.name: p.read_text() if p.is_file() else "FIFO" if p.is_fifo() else "folder"
-        for p in sorted(out.iterdir())
-    }
-
-
 @pytest.mark.parametrize(
     ("run", "names", "planted", "started"),
     [
@@ -69,10 +56,10 @@ def test_a_planted_fifo_refuses_the_experiment_before_it_runs(
     tmp_path, capsys, run, names, planted, started
 ):
     out = tmp_path / "out"
-    _previous(out, names)
+    previous_results(out, names, "experiment")
     (out / planted).unlink()
     os.mkfifo(out / planted)
-    before = _entries(out)
+    before = folder_entries(out)
     assert run(out) == 2
     captured = capsys.readouterr()
     assert captured.err.strip().splitlines() == [
@@ -81,7 +68,7 @@ def test_a_planted_fifo_refuses_the_experiment_before_it_runs(
     ]
     assert started not in captured.out  # refused before the first simulation
     assert "replacing the results" not in captured.out
-    assert _entries(out) == before
+    assert folder_entries(out) == before
 
 
 @pytest.mark.parametrize(
@@ -91,11 +78,11 @@ def test_a_planted_fifo_refuses_the_experiment_before_it_runs(
 def test_a_full_filesystem_keeps_the_previous_results_whole(tmp_path, capsys, run, names, first):
     with small_tmpfs(tmp_path / "fs") as fs:
         out = fs / "out"
-        _previous(out, names)
-        before = _entries(out)
+        previous_results(out, names, "experiment")
+        before = folder_entries(out)
         fill(fs)
         code = run(out)
-        after = _entries(out)
+        after = folder_entries(out)
     assert code == 2
     assert after == before  # no new file, no temporary file or staging folder left
     assert capsys.readouterr().err.strip().splitlines() == [

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from hadar.cli import main
 from tests.fixtures.filesystems import fill, small_tmpfs
+from tests.hadar.commands.helpers import folder_entries, previous_results
 
 FILES = ("reproduce.json", "reproduce.md")
 
@@ -18,26 +19,12 @@ def _reproduce(out: Path) -> int:
     return main(["reproduce", "hadar", "--quick", "--workers", "1", "--out", str(out)])
 
 
-def _previous(out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    for name in FILES:
-        (out / name).write_text(f"the previous reproduction's {name}\n")
-
-
-def _entries(out: Path) -> dict[str, str]:
-    """Every entry in ``out``, hidden ones too: a regular file's text, else its kind."""
-    return {
-        p.name: p.read_text() if p.is_file() else "FIFO" if p.is_fifo() else "folder"
-        for p in sorted(out.iterdir())
-    }
-
-
 def test_a_planted_fifo_refuses_the_reproduction_before_it_runs(tmp_path, capsys):
     out = tmp_path / "out"
-    _previous(out)
+    previous_results(out, FILES, "reproduction")
     (out / "reproduce.md").unlink()
     os.mkfifo(out / "reproduce.md")
-    before = _entries(out)
+    before = folder_entries(out)
     assert _reproduce(out) == 2
     captured = capsys.readouterr()
     assert captured.err.strip().splitlines() == [
@@ -45,17 +32,17 @@ def test_a_planted_fifo_refuses_the_reproduction_before_it_runs(tmp_path, capsys
         "hadar writes only regular files"
     ]  # and no "note: replacing the results" before it
     assert "set-up:" not in captured.out  # the experiment did not run
-    assert _entries(out) == before
+    assert folder_entries(out) == before
 
 
 def test_a_full_filesystem_keeps_the_previous_reproduction_whole(tmp_path, capsys):
     with small_tmpfs(tmp_path / "fs") as fs:
         out = fs / "out"
-        _previous(out)
-        before = _entries(out)
+        previous_results(out, FILES, "reproduction")
+        before = folder_entries(out)
         fill(fs)
         code = _reproduce(out)
-        after = _entries(out)
+        after = folder_entries(out)
     assert code == 2
     assert after == before  # no new file, no temporary file or staging folder left
     assert capsys.readouterr().err.strip().splitlines() == [

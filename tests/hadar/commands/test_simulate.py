@@ -11,6 +11,7 @@ import pytest
 
 from tests.fixtures.cli import hadar_cli, one_error_line
 from tests.fixtures.filesystems import fill, immutable, small_tmpfs
+from tests.hadar.commands.helpers import folder_entries
 
 CLUSTER = (
     "name: c1\nnodes:\n  - {name: a, count: 2, gpus: {v100: 2}}\n  - {name: b, gpus: {k80: 2}}\n"
@@ -31,14 +32,6 @@ def _previous_run(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for name, text in OLD.items():
         (out / name).write_text(text)
-
-
-def _entries(out: Path) -> dict[str, str]:
-    """Every entry in ``out``, hidden ones too: a regular file's text, else its kind."""
-    return {
-        p.name: p.read_text() if p.is_file() else "FIFO" if p.is_fifo() else "folder"
-        for p in sorted(out.iterdir())
-    }
 
 
 def _simulate(tmp_path: Path, out: Path):
@@ -65,7 +58,7 @@ def test_a_planted_result_file_refuses_the_save_and_keeps_every_previous_file(tm
         f"hadar: error: {out}/rounds.csv: is a {planted}, not a regular file; "
         "hadar writes only regular files"
     )  # and no "note: replacing the results" before it
-    assert _entries(out) == {**OLD, "rounds.csv": planted}
+    assert folder_entries(out) == {**OLD, "rounds.csv": planted}
 
 
 def test_a_full_filesystem_is_one_line_and_keeps_the_previous_results(tmp_path):
@@ -75,7 +68,7 @@ def test_a_full_filesystem_is_one_line_and_keeps_the_previous_results(tmp_path):
         _previous_run(out)
         fill(fs)
         res = _simulate(tmp_path, out)
-        entries = _entries(out)
+        entries = folder_entries(out)
     assert res.returncode == 2
     line = one_error_line(res)
     assert line.startswith(f"hadar: error: {out}/") and line.endswith(
@@ -95,7 +88,7 @@ def test_an_immutable_result_file_refuses_the_save_before_any_is_replaced(tmp_pa
         f"hadar: error: {out}/rounds.csv: cannot replace: Operation not permitted; "
         "nothing was replaced"
     )
-    assert _entries(out) == OLD
+    assert folder_entries(out) == OLD
 
 
 @pytest.mark.parametrize("command", ["simulate", "compare"])
