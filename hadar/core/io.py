@@ -76,7 +76,7 @@ _KINDS = (
 )
 
 
-def _kind(mode: int) -> str | None:
+def non_regular_kind(mode: int) -> str | None:
     """What a non-regular file is (None for a regular file or a link)."""
     return next((name for test, name in _KINDS if test(mode)), None)
 
@@ -96,7 +96,7 @@ def check_writable(path: str | Path) -> None:
             return
         except OSError as exc:
             raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
-        kind = _kind(mode)
+        kind = non_regular_kind(mode)
         if kind is not None:
             raise _not_regular(path, kind)
         if not stat.S_ISLNK(mode):
@@ -130,7 +130,7 @@ def open_append(
                 f"{path}: is a symbolic link; hadar does not append through links (remove it)"
             ) from None
         raise
-    kind = _kind(os.fstat(fd).st_mode)
+    kind = non_regular_kind(os.fstat(fd).st_mode)
     if kind is not None:
         os.close(fd)
         raise _not_regular(path, kind)
@@ -243,7 +243,7 @@ def _check_subfolder(path: Path) -> None:
             "(remove it)"
         )
     if not stat.S_ISDIR(mode):
-        raise InputError(f"{_shown(path)}: is {_kind(mode) or 'a file'}, not a folder")
+        raise InputError(f"{_shown(path)}: is {non_regular_kind(mode) or 'a file'}, not a folder")
 
 
 def check_replaceable(folder: str | Path, names: Iterable[str]) -> None:

@@ -11,6 +11,7 @@ round's events) is ONE transaction.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -18,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from hadar.core.errors import InputError
+from hadar.core.io import non_regular_kind
 
 
 class StateFileError(InputError):
@@ -27,7 +29,18 @@ class StateFileError(InputError):
 def open_state_db(path: Path, *, read_only: bool = False) -> sqlite3.Connection:
     """Connect to ``path`` (WAL, synchronous=FULL, autocommit) after ``PRAGMA quick_check``;
     :class:`StateFileError` naming the file if it is damaged. ``read_only``: an existing file,
-    opened so that nothing can write it (a reader beside the process that writes it)."""
+    opened so that nothing can write it (a reader beside the process that writes it). A path
+    that is not a regular file (a FIFO, where SQLite's open would wait forever; a folder) is a
+    :class:`StateFileError` before SQLite opens it."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = None  # a new run's file, created by the connection (a reader: refused below)
+    kind = None if mode is None else non_regular_kind(mode)
+    if kind is not None:
+        raise StateFileError(
+            f"{path}: is {kind}, not a regular file; a run's state is a SQLite file hadar wrote"
+        )
     conn = (
         sqlite3.connect(
             f"{path.resolve().as_uri()}?mode=ro",

@@ -3,11 +3,12 @@ are savepoints of the outermost one and whose hooks run at its commit only."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from hadar.core.state_db import StateDb
+from hadar.core.state_db import StateDb, StateFileError, open_state_db
 
 
 def _db(tmp_path: Path) -> StateDb:
@@ -67,3 +68,15 @@ def test_hooks_run_at_the_outermost_commit_and_after_commit_ones_not_after_a_rol
         pass
     assert seen == ["before, 1 rows committed"]  # the rolled-back one's hook was dropped
     db.close()
+
+
+@pytest.mark.parametrize("kind", ["FIFO", "folder"])
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_state_path_that_is_not_a_regular_file_is_refused_before_sqlite_opens_it(
+    tmp_path: Path, kind: str, read_only: bool
+) -> None:
+    # a FIFO made SQLite's open wait for a writer forever (hadar report hung, deaf to SIGTERM)
+    path = tmp_path / "state.sqlite"
+    os.mkfifo(path) if kind == "FIFO" else path.mkdir()
+    with pytest.raises(StateFileError, match=f"state.sqlite: is a {kind}, not a regular file"):
+        open_state_db(path, read_only=read_only)
