@@ -179,7 +179,7 @@ def render(
     from hadar.commands.terminal import cell, console, plain
 
     out = console()
-    table = Table(title=f"{cluster.name} ({cluster.provider}, {len(cluster.nodes)} nodes)")
+    table = Table(title=cell(f"{cluster.name} ({cluster.provider}, {len(cluster.nodes)} nodes)"))
     for col in ("node", "address", "declared", "python", "torch", "GPUs seen", "verdict"):
         table.add_column(col, overflow="fold")
     for node, h in zip(cluster.nodes, results, strict=True):

@@ -433,9 +433,11 @@ def print_run_summary(
     summary: Mapping[str, Any], rundir: Path, console: Console | None = None
 ) -> None:
     console = console or terminal.console()
-    t = Table(
-        title=f"{summary['policy']} on {summary['cluster']} ({summary['workload']}, {summary['size']}): "
-        f"{summary['completed']}/{summary['jobs']} jobs"
+    t = Table(  # the workload's path and the cluster's name come from files: shown as text
+        title=terminal.cell(
+            f"{summary['policy']} on {summary['cluster']} ({summary['workload']}, {summary['size']}): "
+            f"{summary['completed']}/{summary['jobs']} jobs"
+        )
     )
     t.add_column("metric")
     t.add_column("value", justify="right")

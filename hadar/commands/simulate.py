@@ -154,7 +154,9 @@ def _draw(folder: Path, sim: Simulation, args: argparse.Namespace) -> list[Path]
 def print_summary(summary: Mapping[str, Any], out: Path | None = None) -> None:
     """A two-column table of the headline metrics."""
     table = Table(
-        title=f"{summary['policy']} on {summary['cluster']}: {summary['completed']}/{summary['jobs']} jobs"
+        title=terminal.cell(
+            f"{summary['policy']} on {summary['cluster']}: {summary['completed']}/{summary['jobs']} jobs"
+        )
     )
     table.add_column("metric")
     table.add_column("value", justify="right")
