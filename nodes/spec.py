@@ -3,7 +3,7 @@
     {"model": "IC", "size": "tiny", "data": "synthetic", "batch_size": 32, "lr": 0.05, "seed": 0}
 
 ``model`` (IC, LM, LT, RS, MM; any case), ``size`` (tiny, small, paper), ``data`` (a dataset
-path or ``"synthetic"``), ``batch_size`` (1-16,384, per rank) and ``lr`` (> 0) are required; ``seed``
+path or ``"synthetic"``), ``batch_size`` (1-16,384, per rank) and ``lr`` (> 0, finite) are required; ``seed``
 (0 to 2^63 - 1) defaults to 0; ``precision`` (``fp32``, ``bf16``, ``fp16``) defaults to ``fp32`` (mixed precision
 off). Unknown fields are rejected.
 """
@@ -32,7 +32,7 @@ class JobSpec(BaseModel):
     size: Literal["tiny", "small", "paper"]
     data: str = Field(min_length=1)
     batch_size: int = Field(gt=0, le=MAX_BATCH_SIZE)
-    lr: float = Field(gt=0)
+    lr: float = Field(gt=0, allow_inf_nan=False)  # .inf trained to NaN and "completed"
     seed: int = Field(default=0, ge=0, le=2**63 - 1)  # torch.manual_seed's range, signed
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     """Mixed precision: ``bf16`` or ``fp16`` autocast (fp16 with gradient scaling, CUDA only)."""

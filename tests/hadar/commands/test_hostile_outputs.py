@@ -145,6 +145,14 @@ def test_a_worker_seed_beyond_torchs_range_is_refused_with_the_spec():
         parse_spec({**base, "seed": 10**23})
 
 
+@pytest.mark.parametrize("lr", [float("inf"), 1e309, float("nan")])
+def test_a_learning_rate_that_is_not_a_finite_number_is_refused_with_the_spec(lr):
+    # lr .inf trained every step to a NaN loss, and the run reported the job completed
+    base = {"model": "MM", "size": "tiny", "data": "synthetic", "batch_size": 8}
+    with pytest.raises(InputError, match="spec: lr: Input should be"):
+        parse_spec({**base, "lr": lr})
+
+
 def test_a_philly_workload_on_a_table_missing_its_models_is_one_line(tmp_path):
     _inputs(tmp_path)
     row = {"null": 10.0}
