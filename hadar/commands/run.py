@@ -467,9 +467,8 @@ def print_run_summary(
     for jid, q in summary["quality"].items():
         if q["metric"]:
             hint = METRIC_HINTS.get(q["metric"], "")
-            t.add_row(
-                f"job {jid} {q['metric']}" + (f" ({hint})" if hint else ""), f"{q['value']:.4f}"
-            )
+            value = "-" if q["value"] is None else f"{q['value']:.4f}"  # None: not a number
+            t.add_row(f"job {jid} {q['metric']}" + (f" ({hint})" if hint else ""), value)
     console.print(t)
     no_plots = plots_missing_note("charts")
     if no_plots:

@@ -11,6 +11,7 @@ written to the ``events`` table with the next commit (a round's with that round)
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 import time
@@ -219,6 +220,18 @@ def check_state_files(
         )
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with every float that is not finite (a diverged loss) as None, so that each
+    line of ``events.jsonl`` is strict JSON (``NaN`` is not) for any tool that reads it."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
 class EventLog:
     """The run's events (dispatch, result, failure, aggregation, ...): rows of the state file's
     ``events`` table, written with the next transaction that commits (a round's events with its
@@ -244,7 +257,7 @@ class EventLog:
         self, name: str, /, *, sync: bool = False, after_commit: bool = False, **fields: Any
     ) -> dict[str, Any]:
         event = {"t": round(time.time(), 3), "event": name, **fields}
-        body = json.dumps(event, default=str)
+        body = json.dumps(_finite(event), default=str, allow_nan=False)
         rnd = fields.get("round")
         with self._lock:
             self._pending.append((event["t"], name, rnd if isinstance(rnd, int) else None, body))

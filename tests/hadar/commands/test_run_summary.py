@@ -43,3 +43,12 @@ def test_a_workload_path_with_markup_and_escapes_is_printed_as_text(tmp_path: Pa
     text = out.getvalue()
     assert "a[/]b[bold red]" in text
     assert "\x1b" not in text and "\\x1b[31mX.yaml" in text
+
+
+def test_a_held_out_metric_that_is_not_a_number_is_shown_as_a_dash(tmp_path: Path) -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=200, force_terminal=False)
+    quality = {"0": {"metric": "loss", "value": None}, "1": {"metric": "loss", "value": 0.5}}
+    print_run_summary({**SUMMARY, "workload": "w.yaml", "quality": quality}, tmp_path, console)
+    rows = [line for line in out.getvalue().splitlines() if "job " in line]
+    assert rows[0].rstrip(" │|").endswith("-") and "0.5000" in rows[1]
