@@ -57,7 +57,7 @@ from hadar.commands.options import (
 from hadar.core.cluster import Cluster
 from hadar.core.defaults import SIMULATED
 from hadar.core.errors import PARTIAL_RESULT_EXIT_CODE, InputError, shorten
-from hadar.core.extras import plots_missing_note
+from hadar.core.extras import load_matplotlib, plots_missing_note
 from hadar.core.io import check_replaceable, replaced_together, write_csv, write_json, write_text
 from hadar.core.jobs import Job, JobStatus
 from hadar.core.safe_paths import confined
@@ -322,6 +322,7 @@ def run(args: argparse.Namespace) -> int:
         if no_plots:
             console.print(no_plots, style="yellow", markup=False, highlight=False, soft_wrap=True)
         elif ok:
+            load_matplotlib(stage)
             from hadar.plots.simulation import scenario_text
 
             files += draw_figures(

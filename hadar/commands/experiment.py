@@ -38,7 +38,7 @@ from hadar.commands.options import (
 )
 from hadar.core.defaults import DEFAULT_HORIZON_S
 from hadar.core.errors import InputError, shorten
-from hadar.core.extras import plots_missing_note
+from hadar.core.extras import load_matplotlib, plots_missing_note
 from hadar.core.io import check_replaceable, replaced_together
 from hadar.core.validation import MAX_JOBS, MAX_SEED
 from hadar.experiments import grid, load_sweep, report, tables
@@ -269,6 +269,7 @@ def run_load_sweep(args: argparse.Namespace) -> int:
         if no_plots:
             console.print(no_plots, style="yellow", markup=False, highlight=False, soft_wrap=True)
         else:
+            load_matplotlib(stage)
             from hadar.plots import load_sweep_chart
 
             title = (
@@ -423,6 +424,7 @@ def run_physical(args: argparse.Namespace) -> int:
         if no_plots:
             console.print(no_plots, style="yellow", markup=False, highlight=False, soft_wrap=True)
         else:
+            load_matplotlib(stage)
             from hadar.experiments import figures  # matplotlib: loaded only when drawing
 
             files += figures.draw(

@@ -28,7 +28,7 @@ from hadar.commands.options import (
     resolve_round,
 )
 from hadar.core.defaults import SIMULATED
-from hadar.core.extras import plots_missing_note
+from hadar.core.extras import load_matplotlib, plots_missing_note
 from hadar.core.io import check_replaceable, replaced_together
 from hadar.policy import policy_info
 from hadar.policy_options import parse_pairs
@@ -122,13 +122,9 @@ def run(args: argparse.Namespace) -> int:
 
 def result_names(figures: bool) -> list[str]:
     """The files one ``hadar simulate`` writes: the run files, and the figures if drawn."""
-    from hadar.simulator.output import RUN_FILES
+    from hadar.simulator.output import RUN_FIGURES, RUN_FILES
 
-    if not figures:
-        return list(RUN_FILES)
-    from hadar.plots.simulation import RUN_FIGURES
-
-    return [*RUN_FILES, *RUN_FIGURES]
+    return [*RUN_FILES, *RUN_FIGURES] if figures else list(RUN_FILES)
 
 
 def save(sim: Simulation, out: Path, figures: bool, args: argparse.Namespace) -> list[str]:
@@ -143,6 +139,8 @@ def save(sim: Simulation, out: Path, figures: bool, args: argparse.Namespace) ->
 def _draw(folder: Path, sim: Simulation, args: argparse.Namespace) -> list[Path]:
     """The run's figures, drawn from its files in ``folder``."""
     from hadar.clusters import load_cluster
+
+    load_matplotlib(folder)
     from hadar.plots.simulation import draw_run, scenario_text
 
     cluster = load_cluster(args.cluster)

@@ -9,8 +9,8 @@ from typing import Any
 
 from hadar.core.cluster import Cluster
 from hadar.plots.figures import completion_cdf, occupancy_chart, utilisation_chart
+from hadar.simulator.output import RUN_FIGURES
 
-RUN_FIGURES = ("completion.png", "occupancy.png", "utilisation.png")
 
 
 def scenario_text(workload: str, cluster: str, seed: int) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from hadar.core.extras import plots_missing_note
+from hadar.core.extras import load_matplotlib, plots_missing_note
 from hadar.core.io import write_csv, write_figure, write_json
 from hadar.core.state_db import reading_state
 from hadar.outputs_schema import JOB_COLUMNS as COMMON_JOB_COLUMNS
@@ -301,9 +301,7 @@ def _charts(
     """``nodes_by_round.png`` (:func:`nodes_figure`) and ``cru_by_round.png``: CRU per round
     split the same way (solid: training, the CRU of rounds.csv; hatched on top: start-up, its
     ``startup_cru``)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+    load_matplotlib(rundir)
     import matplotlib.pyplot as plt
 
     fig = nodes_figure(cfg.policy, rounds, jobs)
