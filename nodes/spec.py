@@ -20,6 +20,9 @@ from hadar.core.errors import InputError
 from hadar.core.validation import from_validation_error
 from nodes.model_names import canonical_model
 
+SYNTHETIC = "synthetic"
+"""The ``data`` value that asks for generated data instead of a dataset path."""
+
 MAX_BATCH_SIZE = 16_384
 """Largest per-rank batch accepted: beyond it a batch of the paper's models does not fit a GPU's
 memory, and a worker would fail every round instead of the spec being refused up front."""

@@ -5,6 +5,7 @@ run`` refuses bad input from here, before it imports the coordinator (and with i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from estimators.throughput import ThroughputModel
 from hadar.clusters import load_cluster
@@ -21,7 +22,7 @@ from hadar.runtime.node_manager import load_stream
 from hadar.runtime.slurm_stream import SlurmStreamSpec
 from hadar.scenario import load_table, throughput_for
 from hadar.workloads import load_workload, validate_workload
-from nodes.spec import JobSpec, parse_spec
+from nodes.spec import SYNTHETIC, JobSpec, parse_spec
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,8 @@ def accept_run_inputs(cfg: RunConfig, knobs: RuntimeKnobs | None = None) -> RunI
     table = load_table(None)
     jobs = load_workload(cfg.workload, table, seed=cfg.seed, size=cfg.size)
     specs = {j.job_id: _job_spec(j, cfg.workload) for j in jobs}
+    if kind is not None and (kind.shares_machine or kind.shared_filesystem):
+        _check_data_paths(specs, cfg.workload, cluster.provider)
     prior = throughput_for(jobs, cluster, table)
     validate_workload(jobs, cluster, prior, source=cfg.workload, table=table)
     check_run_jobs(jobs, cfg.workload, cfg.max_job_count)
@@ -67,3 +70,18 @@ def _job_spec(job: Job, workload: str) -> JobSpec:
             f"batch_size, lr)"
         )
     return parse_spec(dict(job.spec), f"{workload}: job {job.job_id}: spec")
+
+
+def _check_data_paths(specs: dict[int, JobSpec], workload: str, provider: str) -> None:
+    """Refuse before any round an absolute ``data`` path that does not exist, where the nodes see
+    this machine's files (a worker would fail on it every round). A relative path is left to the
+    worker: it is relative to the node's working directory, which the run creates."""
+    for job_id, spec in specs.items():
+        if spec.data == SYNTHETIC:
+            continue
+        path = Path(spec.data).expanduser()
+        if path.is_absolute() and not path.exists():
+            raise InputError(
+                f"{workload}: job {job_id}: spec: data: path does not exist: {spec.data} "
+                f"(the {provider} nodes read this machine's files)"
+            )

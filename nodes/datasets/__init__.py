@@ -21,10 +21,10 @@ from nodes.datasets.synthetic import (
 )
 from nodes.datasets.wikitext2 import Wikitext2
 from nodes.models import canonical_model, check_size, model_config
+from nodes.spec import SYNTHETIC
 
 __all__ = ["Batch", "Dataset", "open_dataset", "SYNTHETIC"]
 
-SYNTHETIC = "synthetic"
 
 _REAL = {"IC": Cifar10, "LM": Wikitext2, "LT": Multi30k, "RS": MovieLens, "MM": load_mima}
 _FAKE: dict[str, Callable[..., Dataset]] = {

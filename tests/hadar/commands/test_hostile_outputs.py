@@ -165,3 +165,23 @@ def test_a_philly_workload_on_a_table_missing_its_models_is_one_line(tmp_path):
     )
     assert res.returncode == 2
     assert "t.json: the Philly workloads need" in one_error_line(res)
+
+
+def test_a_missing_absolute_data_path_is_refused_before_any_round_on_local_nodes(tmp_path):
+    # the workers failed on it every round until the run gave up after five
+    missing = tmp_path / "no-such-dataset"
+    spec = f"{{model: IC, size: tiny, data: '{missing}', batch_size: 8, lr: 0.01}}"
+    (tmp_path / "jobs.yaml").write_text(
+        f"jobs:\n  - {{id: 0, type: IC, gpus: 1, steps: 20, spec: {spec}}}\n"
+    )
+    res = hadar_cli(
+        *("run", "--cluster", "local-3node", "--workload", "jobs.yaml", "--policy", "hadar"),
+        *("--round", "5", "--out", "r"),
+        cwd=tmp_path,
+    )
+    assert res.returncode == 2
+    assert one_error_line(res).endswith(
+        f"jobs.yaml: job 0: spec: data: path does not exist: {missing} "
+        "(the local nodes read this machine's files)"
+    )
+    assert not (tmp_path / "r").exists()
