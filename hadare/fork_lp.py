@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from primal_dual.column_matrix import ColumnMatrix
 from primal_dual.highs_lp import solve_lp
 
 SLACK_WEIGHT = 1e-3
@@ -67,8 +68,6 @@ def fork_preferences(demands: Sequence[ForkDemand], free: np.ndarray) -> list[tu
     ]
     if not cols or not rows_jobs:
         return []
-    from scipy.sparse import coo_matrix  # here: importing the policy stays light
-
     nx = len(cols)
     t = nx
     data: list[float] = []
@@ -109,7 +108,9 @@ def fork_preferences(demands: Sequence[ForkDemand], free: np.ndarray) -> list[tu
         r_idx.append(pair_row[p])
         c_idx.append(t)
     n_rows = len(rows_jobs) + len(cells) + len(pairs)
-    a_ub = coo_matrix((data, (r_idx, c_idx)), shape=(n_rows, nx + 1)).tocsr()
+    a_ub = ColumnMatrix.from_entries(
+        np.array(r_idx), np.array(c_idx), np.array(data), (n_rows, nx + 1)
+    )
     cost = np.full(nx + 1, SLACK_WEIGHT / len(cells))
     cost[t] = 1.0
     res = solve_lp(cost, a_ub, np.array(b), np.zeros(nx + 1), np.full(nx + 1, np.inf))

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from primal_dual.column_matrix import ColumnMatrix
+
 
 @dataclass(frozen=True)
 class LpSolution:
@@ -31,22 +33,21 @@ class LpSolution:
 
 def solve_lp(
     cost: np.ndarray,
-    a: Any,
+    a: ColumnMatrix | Any,
     row_upper: np.ndarray,
     col_lower: np.ndarray,
     col_upper: np.ndarray,
     row_lower: np.ndarray | None = None,
 ) -> LpSolution:
     """Minimise ``cost @ x`` s.t. ``row_lower <= a @ x <= row_upper`` (``row_lower`` -inf when
-    None: ``linprog``'s ``A_ub``), ``col_lower <= x <= col_upper``; ``a`` is a scipy sparse matrix
-    or a dense array. Infinite bounds may be ``np.inf``."""
+    None: ``linprog``'s ``A_ub``), ``col_lower <= x <= col_upper``; ``a`` is a
+    :class:`ColumnMatrix`, a scipy sparse matrix or a dense array. Infinite bounds may be
+    ``np.inf``."""
     import highspy
     from highspy import _core as h
-    from scipy import sparse
 
-    csc = sparse.csc_array(a)
-    csc.sort_indices()
-    n_rows, n_cols = csc.shape
+    csc = a if isinstance(a, ColumnMatrix) else ColumnMatrix.from_sparse(a)
+    n_rows, n_cols = csc.n_rows, csc.n_cols
     inf = highspy.kHighsInf
 
     def finite(v: np.ndarray | None, default: float) -> np.ndarray:
@@ -64,9 +65,9 @@ def solve_lp(
     lp.col_upper_ = finite(np.broadcast_to(np.asarray(col_upper, float), (n_cols,)), inf)
     lp.row_lower_ = finite(row_lower, -inf)
     lp.row_upper_ = finite(row_upper, inf)
-    lp.a_matrix_.start_ = csc.indptr
-    lp.a_matrix_.index_ = csc.indices
-    lp.a_matrix_.value_ = csc.data.astype(np.float64)
+    lp.a_matrix_.start_ = csc.start
+    lp.a_matrix_.index_ = csc.index
+    lp.a_matrix_.value_ = csc.value
     highs = h._Highs()
     options = h.HighsOptions()
     # what linprog(method="highs") sets, in its order

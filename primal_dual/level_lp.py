@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hadar.core.errors import HadarError
+from primal_dual.column_matrix import ColumnMatrix
 from primal_dual.highs_lp import solve_lp
 
 
@@ -49,9 +50,6 @@ def runnable_mask(T: np.ndarray, W: np.ndarray, counts: np.ndarray) -> np.ndarra
 
 def solve_level_lp(T: np.ndarray, coef: np.ndarray, W: np.ndarray, counts: np.ndarray) -> LpResult:
     """Maximise ``t`` s.t. ``coef_j * sum_k T[j,k] x[j,k] >= t`` and the capacity constraints."""
-    # scipy here: the policy registry imports every policy module for every command
-    from scipy import sparse
-
     T = np.asarray(T, dtype=float)
     n, m = T.shape
     W = np.asarray(W, dtype=float)
@@ -81,7 +79,7 @@ def solve_level_lp(T: np.ndarray, coef: np.ndarray, W: np.ndarray, counts: np.nd
     )
     cols = np.concatenate([lj * m + lk, np.full(nl, nv), var, var])
     vals = np.concatenate([-coef[lj] * T[lj, lk], np.ones(nl), np.ones(len(jj)), W[jj]])
-    a_ub = sparse.csr_matrix((vals, (rows, cols)), shape=(nl + n + m, nv + 1))
+    a_ub = ColumnMatrix.from_entries(rows, cols, vals, (nl + n + m, nv + 1))
     b_ub = np.concatenate([np.zeros(nl), np.ones(n), counts])
     upper = np.append(np.where(ok, 1.0, 0.0).ravel(), np.inf)
     bounds = np.column_stack([np.zeros(nv + 1), upper])

@@ -47,6 +47,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from primal_dual.column_matrix import ColumnMatrix
+
 INTERIOR_POINT_ABOVE_JOBS = 4096
 """LPs over more jobs than this are solved by HiGHS's interior-point method (with crossover):
 0.2 s instead of 5-11 s by dual simplex at 10,000 jobs on 8,192 GPUs, where the LP is highly
@@ -208,13 +210,9 @@ def _dual_prices(
     lp.row_lower_ = np.full(n + m, -highspy.kHighsInf)
     lp.row_upper_ = np.concatenate([copies, capacity])
     # column c has two entries: 1 in its job's row, its width in its type's row
-    index = np.empty(2 * nv, dtype=np.int32)
-    index[0::2], index[1::2] = jj, n + kk
-    value = np.empty(2 * nv)
-    value[0::2], value[1::2] = 1.0, col_width
+    a = ColumnMatrix.pairs(jj, n + kk, col_width, n + m)
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = np.arange(0, 2 * nv + 1, 2, dtype=np.int32)
-    lp.a_matrix_.index_, lp.a_matrix_.value_ = index, value
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = a.start, a.index, a.value
     # the solver class that ``highspy.Highs`` extends: without the wrapper's callback machinery,
     # which costs a third of a small solve and prints a banner once per process
     solver = _Highs()

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from hadar.core.native_output import drop_solver_debug_lines
+from primal_dual.column_matrix import ColumnMatrix
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class MipResult:
 
 def solve_mip(
     cost: np.ndarray,
-    a: Any,
+    a: ColumnMatrix,
     row_lower: np.ndarray,
     row_upper: np.ndarray,
     lower: np.ndarray,
@@ -46,27 +47,27 @@ def solve_mip(
     time_limit_s: float,
 ) -> MipResult:
     """Minimise ``cost @ x`` s.t. ``row_lower <= a @ x <= row_upper``, ``lower <= x <= upper``,
-    every ``x`` integer, within ``time_limit_s`` (``a``: a scipy sparse matrix)."""
+    every ``x`` integer, within ``time_limit_s``."""
     from highspy import _core as h
-    from scipy import sparse
 
-    csc = sparse.csc_array(a)
     c = np.asarray(cost, dtype=np.float64)
     n = c.size
+    if a.n_cols != n:
+        raise ValueError(f"solve_mip: {n} costs for a matrix of {a.n_cols} columns")
     lp = h.HighsLp()
     lp.num_col_ = n
-    lp.num_row_ = int(csc.shape[0])
+    lp.num_row_ = a.n_rows
     lp.a_matrix_.num_col_ = n
-    lp.a_matrix_.num_row_ = int(csc.shape[0])
+    lp.a_matrix_.num_row_ = a.n_rows
     lp.a_matrix_.format_ = h.MatrixFormat.kColwise
     lp.col_cost_ = c
     lp.col_lower_ = np.asarray(lower, dtype=np.float64)
     lp.col_upper_ = np.asarray(upper, dtype=np.float64)
     lp.row_lower_ = np.asarray(row_lower, dtype=np.float64)
     lp.row_upper_ = np.asarray(row_upper, dtype=np.float64)
-    lp.a_matrix_.start_ = csc.indptr
-    lp.a_matrix_.index_ = csc.indices
-    lp.a_matrix_.value_ = csc.data.astype(np.float64)
+    lp.a_matrix_.start_ = a.start
+    lp.a_matrix_.index_ = a.index
+    lp.a_matrix_.value_ = np.asarray(a.value, dtype=np.float64)
     relaxed = _integral_relaxation(h, lp, time_limit_s)
     if relaxed is not None:
         return relaxed

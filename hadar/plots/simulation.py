@@ -12,7 +12,6 @@ from hadar.plots.figures import completion_cdf, occupancy_chart, utilisation_cha
 from hadar.simulator.output import RUN_FIGURES
 
 
-
 def scenario_text(workload: str, cluster: str, seed: int) -> str:
     """What every title names: the workload, the cluster and the seed."""
     return f"{workload} on {cluster}, seed {seed}"

@@ -42,6 +42,7 @@ from hadar.reference_rates import best_rate_per_type
 from hadar.scheduler.steps import fits
 from hadar.scheduler.ttd import best_remaining_s
 from hadar.valuation import JobValuation
+from primal_dual.column_matrix import ColumnMatrix
 from primal_dual.dp import CandidateCache, QueueEntry, StateKey
 from primal_dual.find_alloc import Candidate
 from primal_dual.mip import solve_mip
@@ -401,8 +402,6 @@ def assign_types(groups: list[Group], per_type: np.ndarray) -> tuple[list[np.nda
     completion with at most ``per_type`` GPUs of each type (HiGHS), and whether the solver hit
     :data:`SOLVER_TIME_LIMIT_S`. None (the plan stands) when the solver found no solution in
     that time or only one that costs more than the plan (every group on its planned type)."""
-    from scipy import sparse
-
     n_types = len(per_type)
     gangs = np.array([g.gang for g in groups], dtype=float)
     cost = np.array([g.cost for g in groups]).reshape(len(groups), n_types)
@@ -415,10 +414,8 @@ def assign_types(groups: list[Group], per_type: np.ndarray) -> tuple[list[np.nda
     alone = cheapest_alone(np.where(ok, cost, math.inf), gangs, size, per_type)
     if alone is not None:
         return alone, False
-    rows = np.concatenate([gi, len(groups) + ki])
-    cols = np.concatenate([np.arange(nv), np.arange(nv)])
-    coef = np.concatenate([np.ones(nv), gangs[gi]])
-    a = sparse.csr_matrix((coef, (rows, cols)), shape=(len(groups) + n_types, nv))
+    # column c (group gi[c] on type ki[c]): 1 in its group's row, its gang in its type's row
+    a = ColumnMatrix.pairs(gi, len(groups) + ki, gangs[gi], len(groups) + n_types)
     lower = np.concatenate([size, np.zeros(n_types)])
     upper = np.concatenate([size, per_type.astype(float)])
     res = solve_mip(cost[gi, ki], a, lower, upper, np.zeros(nv), size[gi], SOLVER_TIME_LIMIT_S)

@@ -8,6 +8,7 @@ from scipy import sparse
 from scipy.optimize import linprog
 
 from primal_dual import level_lp
+from primal_dual.column_matrix import ColumnMatrix
 from primal_dual.highs_lp import LpSolution, solve_lp
 from primal_dual.level_lp import min_makespan
 
@@ -62,6 +63,8 @@ def test_row_lower_bounds_are_kept():
 
 def _through_linprog(cost, a, row_upper, col_lower, col_upper, row_lower=None):
     assert row_lower is None
+    if isinstance(a, ColumnMatrix):  # the same matrix, as scipy holds it
+        a = sparse.csc_array((a.value, a.index, a.start), shape=(a.n_rows, a.n_cols))
     res = linprog(
         cost, A_ub=a, b_ub=row_upper, bounds=np.column_stack([col_lower, col_upper]), method="highs"
     )

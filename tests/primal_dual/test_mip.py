@@ -8,6 +8,7 @@ import pytest
 from scipy import sparse
 from scipy.optimize import Bounds, LinearConstraint, milp
 
+from primal_dual.column_matrix import ColumnMatrix
 from primal_dual.mip import solve_mip
 
 
@@ -36,7 +37,7 @@ def _assignment(
 @pytest.mark.parametrize("seed", range(12))
 def test_the_same_solution_as_scipy_milp(seed):
     c, a, lower, upper, ub = _assignment(seed)
-    ours = solve_mip(c, a, lower, upper, np.zeros(c.size), ub, 5.0)
+    ours = solve_mip(c, ColumnMatrix.from_sparse(a), lower, upper, np.zeros(c.size), ub, 5.0)
     ref = milp(
         c,
         constraints=LinearConstraint(a, lower, upper),
@@ -52,7 +53,15 @@ def test_the_same_solution_as_scipy_milp(seed):
 
 def test_an_infeasible_program_has_no_solution():
     a = sparse.csr_matrix(np.array([[1.0, 1.0]]))
-    res = solve_mip(np.ones(2), a, np.array([3.0]), np.array([3.0]), np.zeros(2), np.ones(2), 5.0)
+    res = solve_mip(
+        np.ones(2),
+        ColumnMatrix.from_sparse(a),
+        np.array([3.0]),
+        np.array([3.0]),
+        np.zeros(2),
+        np.ones(2),
+        5.0,
+    )
     assert res.x is None and res.objective == float("inf") and not res.time_limit_hit
 
 
@@ -64,7 +73,7 @@ def test_a_time_limit_that_binds_is_reported():
     a = sparse.csr_matrix(weights[None, :])
     res = solve_mip(
         -rng.uniform(1.0, 2.0, n) * weights,
-        a,
+        ColumnMatrix.from_sparse(a),
         np.array([0.0]),
         np.array([weights.sum() / 2 + 0.5]),
         np.zeros(n),
@@ -81,7 +90,7 @@ def test_a_fractional_relaxation_still_gets_the_integer_optimum():
     a = sparse.csr_matrix(weights[None, :])
     res = solve_mip(
         np.array([-5.5, -3.0, -2.9]),
-        a,
+        ColumnMatrix.from_sparse(a),
         np.array([0.0]),
         np.array([4.0]),
         np.zeros(3),
@@ -91,3 +100,9 @@ def test_a_fractional_relaxation_still_gets_the_integer_optimum():
     assert res.x is not None
     assert res.x.tolist() == [0.0, 1.0, 1.0]  # 5.9; the relaxation's 1, 0.5, 0 is worth 7.0
     assert res.objective == pytest.approx(-5.9)
+
+
+def test_a_cost_per_column_is_required():
+    a = ColumnMatrix.from_sparse(sparse.csr_matrix(np.array([[1.0, 1.0]])))
+    with pytest.raises(ValueError, match="3 costs for a matrix of 2 columns"):
+        solve_mip(np.ones(3), a, np.zeros(1), np.ones(1), np.zeros(3), np.ones(3), 5.0)
