@@ -39,11 +39,21 @@ def steps_by(runs: Sequence[Run], t: float) -> float:
     return sum(r.steps_by(t) for r in runs)
 
 
+def reach_slack(target: float) -> float:
+    """How far short of ``target`` steps counts as reaching it: floating-point error, never
+    work. Relative as well as absolute, since step budgets that sum to a large target (a Pollux
+    job's samples, about 1e7-1e9) can add up to an ulp or two (1e-8) below it, and the job then
+    finished only at the round's end instead of when its copies' budgets ran out."""
+    return 1e-9 + 1e-12 * abs(target)
+
+
 def time_to_reach(runs: Sequence[Run], target: float, horizon: float) -> float | None:
-    """Earliest t <= horizon at which the runs together have done ``target`` steps, else None."""
+    """Earliest t <= horizon at which the runs together have done ``target`` steps (within
+    :func:`reach_slack`), else None."""
     if target <= 0:
         return 0.0
-    if steps_by(runs, horizon) < target - 1e-9:
+    slack = reach_slack(target)
+    if steps_by(runs, horizon) < target - slack:
         return None
     points = sorted(
         {0.0, horizon, *(r.start for r in runs), *(min(r.stop_time(), horizon) for r in runs)}
@@ -52,7 +62,7 @@ def time_to_reach(runs: Sequence[Run], target: float, horizon: float) -> float |
     for t in points:
         if t > horizon:
             break
-        if steps_by(runs, t) >= target - 1e-9:
+        if steps_by(runs, t) >= target - slack:
             lo, hi = prev, t
             done_lo = steps_by(runs, lo)
             # runs going on just after lo (a run whose cap ends exactly at lo counts no more, even

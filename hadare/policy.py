@@ -422,6 +422,9 @@ class HadarEPolicy(Policy):
     ) -> list[Assignment]:
         """The runs of ``job_id``'s copies ``{first node: placement}``: overheads, step budgets."""
         st = ctx.status(job_id)
+        # what the job ran last round, whatever its copies' ids: a copy's id is its node's index
+        # in the cluster present now, which shifts when other nodes join or leave
+        ran = [p for (j, _), p in ctx.current.items() if j == job_id]
         slots = []
         for node, placement in sorted(
             per_node.items(), key=lambda item: ctx.cluster.node_index[item[0]]
@@ -429,7 +432,7 @@ class HadarEPolicy(Policy):
             copy = ctx.cluster.node_index[node] + 1
             refill = self._refills.get((job_id, node))
             # a refill loads the job where another job's process ran: always a restart
-            moved = refill is not None or ctx.current.get((job_id, copy)) != placement
+            moved = refill is not None or placement not in ran
             overhead = self._overhead(ctx, job_id, len(per_node), moved)
             rate = ctx.throughput.rate(st.job, placement, ctx.cluster)
             start = 0.0 if refill is None else refill[1]

@@ -50,6 +50,8 @@ def split_steps(copies: Sequence[CopySlot], remaining: float) -> dict[str, float
     total = sum(c.rate for c in copies)
     if total <= 0:
         return {c.node: 0.0 for c in copies}
+    if len(copies) == 1:  # exactly what is left (remaining x rate / rate may be an ulp short)
+        return {copies[0].node: remaining}
     if len({c.seconds for c in copies}) <= 1:
         return {c.node: remaining * c.rate / total for c in copies}
     capacity = sum(c.capacity for c in copies)

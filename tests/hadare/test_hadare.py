@@ -4,10 +4,12 @@ from estimators.throughput import GavelThroughputTable
 from hadar.clusters import load_cluster
 from hadar.core.cluster import Cluster, Node
 from hadar.core.jobs import Job, JobStatus
+from hadar.core.node_stream import NodeEvent, build_stream
 from hadar.policy import RoundContext
+from hadar.round_progress import Run, time_to_reach
 from hadar.scenario import throughput_for
 from hadar.scheduler import HadarPolicy
-from hadar.simulator import simulate
+from hadar.simulator import SimConfig, simulate
 from hadar.simulator.engine import validate_plan
 from hadar.simulator.metrics import summarize
 from hadar.workloads.mixes import mix_jobs
@@ -134,3 +136,34 @@ def test_aggregation_overhead_knob_costs_time():
 
 def test_hadare_config_is_documented_default():
     assert HadarEConfig().aggregation_overhead_s == 10.0
+
+
+def test_one_copys_budget_is_exactly_what_is_left():
+    # remaining x rate / rate is an ulp short here: the job then never reached its target
+    # mid-round and finished only at the round's end (up to a round late)
+    remaining, rate = 49708544.0, 1596019.7054676218
+    assert remaining * rate / rate != remaining
+    assert split_steps([CopySlot("a", rate, 60.0)], remaining) == {"a": remaining}
+
+
+def test_budgets_that_add_up_an_ulp_short_still_finish_the_job_mid_round():
+    target, r1, r2 = 833729238.0, 104001.50136711032, 946235.6687041227
+    budgets = split_steps([CopySlot("a", r1, 3600.0), CopySlot("b", r2, 3600.0)], target)
+    assert sum(budgets.values()) < target - 1e-9  # float rounding, not missing work
+    runs = [Run(0.0, r1, budgets["a"]), Run(0.0, r2, budgets["b"])]
+    finish = time_to_reach(runs, target, 3600.0)
+    assert finish == pytest.approx(target / (r1 + r2))
+    assert time_to_reach(runs, target * 1.001, 3600.0) is None  # real work missing: not done
+
+
+def test_a_node_joining_before_a_jobs_node_costs_that_job_no_restart():
+    # a copy's id is its node's index among the nodes present: n0 joining shifts n1's copy id
+    # from 1 to 2, which was taken for a move (a restart penalty for a job that stayed put)
+    cluster = Cluster("two", (Node("n0", {"v100": 1}), Node("n1", {"v100": 1})))
+    stream = build_stream([NodeEvent(0, "n1", "join"), NodeEvent(400, "n0", "join")], end=3000)
+    jobs = [Job(0, "ResNet-18 (batch size 64)", 1, 200_000.0)]
+    cfg = SimConfig(round_s=360, restart_penalty_s=10, node_stream=stream)
+    plain = simulate(cluster, jobs, HadarPolicy(), TABLE, cfg)
+    forked = simulate(cluster, jobs, HadarEPolicy(copies=1), TABLE, cfg)
+    assert {(p.node, p.copy) for p in forked.placements} == {("n1", 1), ("n1", 2)}
+    assert forked.jobs[0].finish == plain.jobs[0].finish
