@@ -231,6 +231,7 @@ class HadarEPolicy(Policy):
         usual checks accept it. Records them in ``_refills``; mutates ``copies``."""
         cluster = ctx.cluster
         n_copies = self.config.copies or len(cluster.nodes)
+        adapting = {j for j, v in by_id.items() if self._adapts(v, ctx)}  # never forked
         freed: list[tuple[float, int, int, str, Placement]] = []
         finishing: set[int] = set()
         for job_id in sorted(copies):
@@ -249,6 +250,7 @@ class HadarEPolicy(Policy):
                 have = copies.get(job_id, {})
                 if (
                     job_id in finishing
+                    or job_id in adapting
                     or v.status.job.num_gpus != width
                     or node in have
                     or not _may_fork(have, n_copies)
@@ -368,11 +370,7 @@ class HadarEPolicy(Policy):
         finishing: set[int] = set()
         # a job whose width and batch Hadar adapts grows synchronously, at the batch that is
         # best for its GPUs; copies averaged once a round can only do worse (docs/elastic.md)
-        forkable = {
-            j: v
-            for j, v in by_id.items()
-            if not (self.config.hadar.adapt_elastic and adapts(v.status.job, ctx.throughput))
-        }
+        forkable = {j: v for j, v in by_id.items() if not self._adapts(v, ctx)}
         for _ in range(4):
             others = {j: v for j, v in forkable.items() if j not in finishing}
             if by_lp:
@@ -391,6 +389,11 @@ class HadarEPolicy(Policy):
             played=True,
         )
         return copies, forked
+
+    def _adapts(self, v: JobValuation, ctx: RoundContext) -> bool:
+        """Whether Hadar chooses the job's width and batch each round: such a job is never
+        forked, nor given a refill (it grows synchronously, at the batch best for its GPUs)."""
+        return self.config.hadar.adapt_elastic and adapts(v.status.job, ctx.throughput)
 
     def _seconds(
         self, ctx: RoundContext, copies: Mapping[int, Mapping[str, Placement]]

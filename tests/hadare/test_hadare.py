@@ -1,19 +1,25 @@
+import dataclasses
+
 import pytest
 
 from estimators.throughput import GavelThroughputTable
 from hadar.clusters import load_cluster
 from hadar.core.cluster import Cluster, Node
-from hadar.core.jobs import Job, JobStatus
+from hadar.core.jobs import Job, JobStatus, Placement
 from hadar.core.node_stream import NodeEvent, build_stream
 from hadar.policy import RoundContext
 from hadar.round_progress import Run, time_to_reach
 from hadar.scenario import throughput_for
 from hadar.scheduler import HadarPolicy
+from hadar.scheduler.elastic import adapts
 from hadar.simulator import SimConfig, simulate
 from hadar.simulator.engine import validate_plan
 from hadar.simulator.metrics import summarize
+from hadar.valuation import value_jobs
 from hadar.workloads.mixes import mix_jobs
-from hadare.policy import HadarEConfig, HadarEPolicy
+from hadar.workloads.pollux import jobs_from_pollux_csv
+from hadar.workloads.pollux_throughput import PolluxThroughput
+from hadare.policy import HadarEConfig, HadarEPolicy, _Check
 from hadare.step_split import CopySlot, finishing_subset, split_steps
 from tracker.ids import copy_id, copy_index, parent_job
 
@@ -167,3 +173,38 @@ def test_a_node_joining_before_a_jobs_node_costs_that_job_no_restart():
     forked = simulate(cluster, jobs, HadarEPolicy(copies=1), TABLE, cfg)
     assert {(p.node, p.copy) for p in forked.placements} == {("n1", 1), ("n1", 2)}
     assert forked.jobs[0].finish == plain.jobs[0].finish
+
+
+def _refilled(second: Job) -> dict[int, dict[str, Placement]]:
+    """The copies after ``_refill`` on two one-V100 nodes: job 0 finishes 17 s into the round
+    on n0, ``second`` (job 1) runs on n1; every refill the usual checks would judge is accepted."""
+    cluster = Cluster("two", (Node("n0", {"v100": 1}), Node("n1", {"v100": 1})))
+    first = Job(job_id=0, job_type="ResNet-18 (batch size 32)", num_gpus=1, total_steps=1e5)
+    statuses = [JobStatus(first, 500.0), JobStatus(second, second.total_steps / 2)]
+    current = {(0, 1): {"n0": {"v100": 1}}, (1, 2): {"n1": {"v100": 1}}}
+    ctx = RoundContext(600.0, 5, 60.0, cluster, statuses, current, PolluxThroughput(TABLE), 30.0)
+    policy = HadarEPolicy()
+    policy._batches, policy._refills = {0: None, 1: None}, {}
+    by_id = {v.status.job_id: v for v in value_jobs(ctx, ctx.jobs)}
+
+    class Accepting(_Check):
+        def accepts(self, job_id: int, have: object, grown: object) -> bool:
+            return True
+
+    copies = {0: {"n0": {"n0": {"v100": 1}}}, 1: {"n1": {"n1": {"v100": 1}}}}
+    policy._refill(ctx, copies, by_id, Accepting(ctx, None, by_id, policy))  # type: ignore[arg-type]
+    return copies
+
+
+def test_a_refill_goes_to_a_rigid_job_never_to_one_hadar_resizes():
+    # Hadar sizes an adapting job's GPUs and batch each round; a copy on a refill averaged in at
+    # the round's end can only do worse (the fork step skipped them, refills did not: 52 refills
+    # on pollux-hetero-64 pollux-6 at load 2 made HadarE's average JCT 1 % worse than Hadar's)
+    rigid = Job(job_id=1, job_type="ResNet-50 (batch size 32)", num_gpus=1, total_steps=1e5)
+    assert set(_refilled(rigid)[1]) == {"n1", "n0"}
+    pollux = jobs_from_pollux_csv(
+        "name,time,application,num_replicas,batch_size\nb,0,yolov3,1,8\n", source="t"
+    )[0]
+    elastic = dataclasses.replace(pollux, job_id=1)
+    assert adapts(elastic, PolluxThroughput(TABLE))
+    assert set(_refilled(elastic)[1]) == {"n1"}
