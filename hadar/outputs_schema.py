@@ -18,6 +18,9 @@ from typing import Any
 
 import numpy as np
 
+RUN_FIGURES = ("completion.png", "occupancy.png", "utilisation.png")
+"""The figures ``hadar simulate --figures`` draws from a run's files (:mod:`hadar.plots.simulation`)."""
+
 JOB_COLUMNS = [
     "id",
     "type",

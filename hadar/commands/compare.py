@@ -57,10 +57,11 @@ from hadar.commands.options import (
 from hadar.core.cluster import Cluster
 from hadar.core.defaults import SIMULATED
 from hadar.core.errors import PARTIAL_RESULT_EXIT_CODE, InputError, shorten
-from hadar.core.extras import load_matplotlib, plots_missing_note
+from hadar.core.extras import plots_missing_note
 from hadar.core.io import check_replaceable, replaced_together, write_csv, write_json, write_text
 from hadar.core.jobs import Job, JobStatus
 from hadar.core.safe_paths import confined
+from hadar.matplotlib_home import load_matplotlib
 from hadar.policy import (
     POLICY_REGISTRY,
     RoundContext,

@@ -38,7 +38,7 @@ from hadar.commands.options import (
 )
 from hadar.core.defaults import DEFAULT_HORIZON_S
 from hadar.core.errors import InputError, shorten
-from hadar.core.extras import load_matplotlib, plots_missing_note
+from hadar.core.extras import plots_missing_note
 from hadar.core.io import check_replaceable, replaced_together
 from hadar.core.validation import MAX_JOBS, MAX_SEED
 from hadar.experiments import grid, load_sweep, report, tables
@@ -49,6 +49,7 @@ from hadar.experiments.grid import (
     DEFAULT_ROUNDS_S,
 )
 from hadar.experiments.paper import PAPER_BEST_ROUND
+from hadar.matplotlib_home import load_matplotlib
 from hadar.policy import declared_round, default_policies
 from hadar.sweep import default_workers
 

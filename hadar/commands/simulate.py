@@ -28,8 +28,9 @@ from hadar.commands.options import (
     resolve_round,
 )
 from hadar.core.defaults import SIMULATED
-from hadar.core.extras import load_matplotlib, plots_missing_note
+from hadar.core.extras import plots_missing_note
 from hadar.core.io import check_replaceable, replaced_together
+from hadar.matplotlib_home import load_matplotlib
 from hadar.policy import policy_info
 from hadar.policy_options import parse_pairs
 
@@ -122,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
 
 def result_names(figures: bool) -> list[str]:
     """The files one ``hadar simulate`` writes: the run files, and the figures if drawn."""
-    from hadar.simulator.output import RUN_FIGURES, RUN_FILES
+    from hadar.outputs_schema import RUN_FIGURES
+    from hadar.simulator.output import RUN_FILES
 
     return [*RUN_FILES, *RUN_FIGURES] if figures else list(RUN_FILES)
 

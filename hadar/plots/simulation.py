@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from hadar.core.cluster import Cluster
+from hadar.outputs_schema import RUN_FIGURES
 from hadar.plots.figures import completion_cdf, occupancy_chart, utilisation_chart
-from hadar.simulator.output import RUN_FIGURES
 
 
 def scenario_text(workload: str, cluster: str, seed: int) -> str:

@@ -9,9 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from hadar.core.extras import load_matplotlib, plots_missing_note
+from hadar.core.extras import plots_missing_note
 from hadar.core.io import write_csv, write_figure, write_json
 from hadar.core.state_db import reading_state
+from hadar.matplotlib_home import load_matplotlib
 from hadar.outputs_schema import JOB_COLUMNS as COMMON_JOB_COLUMNS
 from hadar.outputs_schema import ROUND_COLUMNS as COMMON_ROUND_COLUMNS
 from hadar.outputs_schema import completion_metrics, decision_metrics, utilisation

@@ -34,8 +34,6 @@ above the target when goodput accounting bounded its forks (docs/elastic.md)."""
 RUN_FILES = ("summary.json", "jobs.csv", "rounds.csv", "placements.csv")
 """The files a simulation writes (:func:`write_result`): the summary, then a CSV per table of
 :func:`result_frames`."""
-RUN_FIGURES = ("completion.png", "occupancy.png", "utilisation.png")
-"""The figures ``hadar simulate --figures`` draws from those files (:mod:`hadar.plots.simulation`)."""
 CSV_DECIMALS = 6
 """Floats in the CSV files are rounded to this many decimals (the frames keep full precision)."""
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hadar.simulator.output import RUN_FIGURES, RUN_FILES
+from hadar.outputs_schema import RUN_FIGURES
+from hadar.simulator.output import RUN_FILES
 from tests.fixtures.cli import hadar_cli
 
 pytest.importorskip("matplotlib")
