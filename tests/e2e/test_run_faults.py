@@ -207,7 +207,9 @@ def test_a_job_failing_every_round_is_given_up_and_the_others_finish(tmp_path):
     jobs_file = tmp_path / "jobs.yaml"
     write_jobs(jobs_file, {"MM": 300, "LT": 100})
     doc = yaml.safe_load(jobs_file.read_text())
-    doc["jobs"][1]["spec"]["data"] = str(tmp_path / "no-such-dataset")  # fails on the node
+    # fails on the node: a relative path (the node's working directory) is left to the worker;
+    # a missing absolute one on local nodes is refused before any round
+    doc["jobs"][1]["spec"]["data"] = "no-such-dataset"
     jobs_file.write_text(yaml.safe_dump(doc))
     out = tmp_path / "run"
     proc = run_to_end(out, jobs_file, "--round", "6", "--stall-rounds", "2", timeout=600)
