@@ -113,7 +113,7 @@ def test_m3_with_hadare_on_local_nodes_completes_and_reports_cru(tmp_path):
 def test_hadare_utilises_the_cluster_more_than_hadar(tmp_path):
     # One long job and two short ones on three nodes. Once the short ones are done, Hadar has a
     # single job for three nodes while HadarE forks it onto every node. The long job outlasts the
-    # test on any machine; each run is stopped cleanly once two rounds without the short jobs closed.
+    # test on any machine; each run is stopped cleanly once three rounds without the short jobs closed.
     # A second copy pays only if its rate exceeds overhead / (slot - overhead) of the first's
     # (hadare/policy.py `_worth_forking`). With the default 2 s overhead and a 10 s slot that is
     # 25 %, and the emulated T4 measures 23-37 % of the V100 on this machine, depending on load
@@ -137,9 +137,9 @@ def test_hadare_utilises_the_cluster_more_than_hadar(tmp_path):
     try:
         for policy, proc in procs.items():
             wait_for(
-                lambda out=tmp_path / policy: len(_rounds_of_the_long_job_alone(out)) >= 2,
+                lambda out=tmp_path / policy: len(_rounds_of_the_long_job_alone(out)) >= 3,
                 300,
-                "two rounds with only the long job to close",
+                "three rounds with only the long job to close",
                 proc,
             )
         stop_all_cleanly(list(procs.values()))
@@ -156,9 +156,19 @@ def test_hadare_utilises_the_cluster_more_than_hadar(tmp_path):
         rounds = [
             r for r in csv.DictReader((out / "rounds.csv").open()) if int(r["round"]) in alone
         ]
-        assert len(rounds) >= 2, (policy, alone)
+        assert len(rounds) >= 3, (policy, alone)
         if policy == "hadare":  # every node trains a copy of the long job in every such round
-            for r in rounds:
+            # but the first: it is decided on round 0's measurements, and under the whole suite's
+            # load round 0's copies of the long job on the T4 and the K80 (refills after the short
+            # jobs) can miss their slot; CI once saw the first such round decided on the long
+            # job's estimated rates there, with the V100 alone, and every node from the next on
+            first, *later = sorted(rounds, key=lambda r: int(r["round"]))
+            assert "v100" in {
+                e["node"]
+                for e in ev
+                if e["event"] == "result" and e["round"] == int(first["round"])
+            }
+            for r in later:
                 nodes = {
                     e["node"]
                     for e in ev
