@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.fixtures.cli import one_error_line
+from tests.fixtures.filesystems import fill, small_tmpfs
 
 LONG_NAME = "x" * 300
 """One path component over the 255 bytes a file name may have."""
@@ -39,3 +41,18 @@ def previous_results(out: Path, names: tuple[str, ...] | list[str], what: str) -
     out.mkdir(parents=True, exist_ok=True)
     for name in names:
         (out / name).write_text(f"the previous {what}'s {name}\n")
+
+
+def save_on_a_full_filesystem(
+    tmp_path: Path, names: tuple[str, ...] | list[str], what: str, run: Callable[[Path], int]
+) -> tuple[Path, int, dict[str, str], dict[str, str]]:
+    """``run(out)`` on a full filesystem whose ``out`` holds an earlier save of ``names``: the
+    folder, the exit code, and ``out``'s entries before and after."""
+    with small_tmpfs(tmp_path / "fs") as fs:
+        out = fs / "out"
+        previous_results(out, names, what)
+        before = folder_entries(out)
+        fill(fs)
+        code = run(out)
+        after = folder_entries(out)
+    return out, code, before, after

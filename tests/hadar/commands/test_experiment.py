@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from hadar.cli import main
-from tests.fixtures.filesystems import fill, small_tmpfs
-from tests.hadar.commands.helpers import folder_entries, previous_results
+from tests.hadar.commands.helpers import folder_entries, previous_results, save_on_a_full_filesystem
 
 PHYSICAL = (
     "results.csv",
@@ -76,13 +75,7 @@ def test_a_planted_fifo_refuses_the_experiment_before_it_runs(
     [(_physical, PHYSICAL, "results.csv"), (_load_sweep, LOAD_SWEEP, "load_sweep.csv")],
 )
 def test_a_full_filesystem_keeps_the_previous_results_whole(tmp_path, capsys, run, names, first):
-    with small_tmpfs(tmp_path / "fs") as fs:
-        out = fs / "out"
-        previous_results(out, names, "experiment")
-        before = folder_entries(out)
-        fill(fs)
-        code = run(out)
-        after = folder_entries(out)
+    out, code, before, after = save_on_a_full_filesystem(tmp_path, names, "experiment", run)
     assert code == 2
     assert after == before  # no new file, no temporary file or staging folder left
     assert capsys.readouterr().err.strip().splitlines() == [

@@ -8,8 +8,7 @@ import os
 from pathlib import Path
 
 from hadar.cli import main
-from tests.fixtures.filesystems import fill, small_tmpfs
-from tests.hadar.commands.helpers import folder_entries, previous_results
+from tests.hadar.commands.helpers import folder_entries, previous_results, save_on_a_full_filesystem
 
 FILES = ("reproduce.json", "reproduce.md")
 
@@ -36,13 +35,9 @@ def test_a_planted_fifo_refuses_the_reproduction_before_it_runs(tmp_path, capsys
 
 
 def test_a_full_filesystem_keeps_the_previous_reproduction_whole(tmp_path, capsys):
-    with small_tmpfs(tmp_path / "fs") as fs:
-        out = fs / "out"
-        previous_results(out, FILES, "reproduction")
-        before = folder_entries(out)
-        fill(fs)
-        code = _reproduce(out)
-        after = folder_entries(out)
+    out, code, before, after = save_on_a_full_filesystem(
+        tmp_path, FILES, "reproduction", _reproduce
+    )
     assert code == 2
     assert after == before  # no new file, no temporary file or staging folder left
     assert capsys.readouterr().err.strip().splitlines() == [
