@@ -138,6 +138,11 @@ class ThroughputModel(ABC):
         it (this default: steps are steps)."""
         return None
 
+    def progress_class(self, job: Job, done: float) -> Hashable:
+        """A key equal for progress points at which :meth:`run_rate` gives ``job`` the same rate
+        on every placement and batch (this default: ``done`` itself)."""
+        return done
+
     def multi_node_rates(self, job: Job, cluster: Cluster, bandwidth_gbps: float) -> np.ndarray:
         """Multi-node ``[node, gpu type]`` rates of a placement whose nodes exchange data at
         ``bandwidth_gbps`` (its bottleneck on ``cluster.network``). This default is for models

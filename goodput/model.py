@@ -20,7 +20,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 _EPS = 1e-8  # tolerance for ceil/floor of batch-size ratios
-_NUM_CANDIDATES = 50  # total batch sizes tried by ``GoodputModel.optimize`` (geometric grid)
+BATCH_CANDIDATES = 50
+"""Total batch sizes a batch search tries (a geometric grid): ``GoodputModel.optimize`` per
+placement, Hadar per elastic job (``hadar.scheduler.elastic.batch_choices``)."""
 
 Array = NDArray[np.float64]
 
@@ -217,7 +219,7 @@ class GoodputModel:
         )
         low = np.minimum(np.maximum(m0, lo * replicas), top)
         # candidates x placements
-        batch = np.geomspace(low, np.maximum(top, low), _NUM_CANDIDATES)
+        batch = np.geomspace(low, np.maximum(top, low), BATCH_CANDIDATES)
         local = batch / replicas
         if accumulation:
             accum = np.ceil(local / hi - _EPS) - 1

@@ -305,11 +305,16 @@ class AppTrace:
         out = self.interpolator()(np.array([nodes, replicas, local_bsz], dtype=float))
         return float(out[0]), float(out[1])
 
+    def epoch_of(self, progress: float) -> int:
+        """The epoch (row of the gradient statistics) that ``progress`` falls in; the last one
+        at and beyond the target."""
+        bounds = self._epoch_bounds
+        return min(bisect.bisect_right(bounds, progress), len(bounds) - 1)
+
     def grad_stats(self, batch_size: float, progress: float) -> GradParams:
         """Gradient statistics at total batch ``batch_size`` during the epoch ``progress``
         (iterations at M0) falls in, interpolated between the two nearest measured batches."""
-        bounds = self._epoch_bounds
-        epoch = min(bisect.bisect_right(bounds, progress), len(bounds) - 1)
+        epoch = self.epoch_of(progress)
         sizes = self._run_sizes
         b = float(min(max(batch_size, sizes[0]), sizes[-1]))
         hi = bisect.bisect_left(sizes, b)

@@ -32,15 +32,13 @@ import numpy as np
 
 from estimators.iterations import IterationSample
 from estimators.throughput import RunRate, ThroughputModel
+from goodput.model import BATCH_CANDIDATES
 from hadar.core.cluster import Cluster
 from hadar.core.jobs import Job, JobStatus, Placement
 from hadar.policy import RoundContext, RoundPlan
 from hadar.reference_rates import best_rate_per_type
 from primal_dual.lp_prices import configuration_lp
 from primal_dual.utility import Utility
-
-MAX_BATCH_CHOICES = 8
-"""Total batches tried per GPU count: a geometric grid over the job's batch range."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +62,8 @@ class ElasticRound:
 
     ctx: RoundContext
     chosen: MappingProxyType[int, Configuration]
+    batches: dict[Hashable, int | None] | None = None
+    """:func:`best_batch`'s answers kept between rounds (:class:`ConfigurationMemo`), or None."""
 
     def finish(self, plan: RoundPlan, original: RoundContext) -> RoundPlan:
         """``plan`` with each placed adapting job's batch set for the GPUs it got."""
@@ -74,7 +74,9 @@ class ElasticRound:
         for a in plan.assignments:
             status = by_id.get(a.job_id)
             if status is not None and a.job_id in self.chosen:
-                batch = best_batch(status, a.placement, original.cluster, original.throughput)
+                batch = best_batch(
+                    status, a.placement, original.cluster, original.throughput, self.batches
+                )
                 a = replace(a, batch_size=batch)
             out.append(a)
         info = dict(plan.info, elastic_jobs=len(self.chosen))
@@ -98,14 +100,15 @@ def own_batch(job: Job) -> int | None:
 
 
 def batch_choices(job: Job) -> list[int | None]:
-    """Total batches to try: a geometric grid over the job's batch range and its own batch."""
+    """Total batches to try: a geometric grid of :data:`BATCH_CANDIDATES` over the job's batch
+    range (as many as Pollux's batch search tries), and its own batch."""
     if job.batch_range is None:
         return [own_batch(job)]
     lo, hi = job.batch_range
     grid: set[int] = {lo, hi}
     if hi > lo:
-        ratio = (hi / lo) ** (1.0 / (MAX_BATCH_CHOICES - 1))
-        grid |= {int(round(lo * ratio**i)) for i in range(1, MAX_BATCH_CHOICES - 1)}
+        ratio = (hi / lo) ** (1.0 / (BATCH_CANDIDATES - 1))
+        grid |= {int(round(lo * ratio**i)) for i in range(1, BATCH_CANDIDATES - 1)}
     own = own_batch(job)
     if own is not None and lo <= own <= hi:
         grid.add(own)
@@ -201,6 +204,7 @@ class ConfigurationMemo:
         self._key: tuple[object, ...] | None = None
         self._throughput: ThroughputModel | None = None
         self._known: dict[Hashable, list[Configuration]] = {}
+        self._batches: dict[Hashable, int | None] = {}
 
     def for_round(self, ctx: RoundContext) -> dict[Hashable, list[Configuration]]:
         """The configurations known for ``ctx``'s cluster and model: none when either changed,
@@ -211,7 +215,13 @@ class ConfigurationMemo:
             return {}
         if ctx.throughput is not self._throughput or key != self._key:
             self._key, self._throughput, self._known = key, ctx.throughput, {}
+            self._batches = {}
         return self._known
+
+    def batches_for_round(self, ctx: RoundContext) -> dict[Hashable, int | None] | None:
+        """:func:`best_batch`'s answers known for ``ctx`` (after :meth:`for_round`): None for a
+        model that learns."""
+        return None if ctx.throughput.learns else self._batches
 
 
 def configuration_key(job: Job) -> Hashable:
@@ -308,7 +318,8 @@ def elastic_round(
     )
     order = sorted(chosen, key=lambda j: (*rank[j], j))
     _fit(chosen, order, options, payoff, left)
-    return ElasticRound(_rigid_view(ctx, chosen), MappingProxyType(chosen))
+    batches = None if memo is None else memo.batches_for_round(ctx)
+    return ElasticRound(_rigid_view(ctx, chosen), MappingProxyType(chosen), batches)
 
 
 def _fit(
@@ -431,6 +442,9 @@ class PinnedTypes(ThroughputModel):
     def efficiency(self, job: Job, batch_size: int, done: float = 0.0) -> float | None:
         return self.inner.efficiency(job, batch_size, done)
 
+    def progress_class(self, job: Job, done: float) -> Hashable:
+        return self.inner.progress_class(job, done)
+
     def describe(self, job: Job, cluster: Cluster) -> str:
         return self.inner.describe(job, cluster)
 
@@ -439,16 +453,31 @@ class PinnedTypes(ThroughputModel):
 
 
 def best_batch(
-    status: JobStatus, placement: Placement, cluster: Cluster, throughput: ThroughputModel
+    status: JobStatus,
+    placement: Placement,
+    cluster: Cluster,
+    throughput: ThroughputModel,
+    known: dict[Hashable, int | None] | None = None,
 ) -> int | None:
-    """The total batch of the largest goodput on ``placement`` at the job's progress now."""
+    """The total batch of the largest goodput on ``placement`` at the job's progress now;
+    ``known`` keeps the answers by job kind, placement and :meth:`ThroughputModel.progress_class`
+    (for a model that does not learn)."""
     job = status.job
     choices = batch_choices(job)
     if len(choices) == 1:
         return choices[0]
     done = status.done_steps
+    key: Hashable = None
+    if known is not None:
+        where = tuple((node, tuple(sorted(per.items()))) for node, per in placement.items())
+        key = (configuration_key(job), where, throughput.progress_class(job, done))
+        if key in known:
+            return known[key]
     rates = [throughput.run_rate(job, placement, cluster, done, b).rate for b in choices]
-    return choices[int(np.argmax(rates))]
+    batch = choices[int(np.argmax(rates))]
+    if known is not None:
+        known[key] = batch
+    return batch
 
 
 __all__: Sequence[str] = (

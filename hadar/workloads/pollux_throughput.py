@@ -96,7 +96,7 @@ class PolluxThroughput(ThroughputModel):
         ] = {}
         self._efficiency: dict[tuple[str, int], float] = {}
         """:meth:`average_efficiency` by (application, total batch): every GPU count of a job
-        at one batch asks for the same figure (a job's configurations: 8 batches x its counts)."""
+        at one batch asks for the same figure (a job's configurations: its batch grid x its counts)."""
 
     @staticmethod
     def _on_type(
@@ -146,6 +146,14 @@ class PolluxThroughput(ThroughputModel):
         trace = bundled_trace(job.job_type)
         grad = trace.grad_stats(batch_size, done / trace.init_batch_size)
         return float(statistical_efficiency(grad, trace.init_batch_size, batch_size))
+
+    def progress_class(self, job: Job, done: float) -> Hashable:
+        """For a Pollux job, its epoch: the trace's gradient statistics, hence its rates, change
+        only from one epoch to the next."""
+        if not is_pollux_job(job):
+            return self.fallback.progress_class(job, done)
+        trace = bundled_trace(job.job_type)
+        return ("epoch", trace.epoch_of(done / trace.init_batch_size))
 
     def rate(self, job: Job, placement: Placement, cluster: Cluster) -> float:
         if not is_pollux_job(job):

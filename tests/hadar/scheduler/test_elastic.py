@@ -3,21 +3,25 @@ the round plans over, and the batch set for the GPUs a job gets."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import replace
 
 import numpy as np
 import pytest
 from scipy.optimize import linprog
 
+from goodput.traces import bundled_trace
 from hadar.core.cluster import Cluster, Node
 from hadar.core.jobs import Job, JobStatus
 from hadar.policy import RoundContext
 from hadar.reference_rates import best_rate_per_type
 from hadar.scheduler import HadarConfig, HadarPolicy
 from hadar.scheduler.elastic import (
+    BATCH_CANDIDATES,
     ConfigurationMemo,
     adapts,
     batch_choices,
+    best_batch,
     configuration_key,
     configurations,
     configured,
@@ -281,3 +285,55 @@ def test_elastic_utility_values_the_configurations_and_defaults_to_the_round_s()
 def test_an_unknown_elastic_utility_is_refused() -> None:
     with pytest.raises(ValueError, match="elastic_utility must be one of"):
         HadarConfig(elastic_utility="fastest")
+
+
+def test_the_batch_grid_is_as_fine_as_pollux_s_batch_search() -> None:
+    ctx = _ctx("j,0,yolov3,4,64\n")
+    job = ctx.jobs[0].job
+    assert job.batch_range is not None
+    lo, hi = job.batch_range
+    bs = [b for b in batch_choices(job) if b is not None]
+    step = (hi / lo) ** (1.0 / (BATCH_CANDIDATES - 1))
+    assert bs == sorted(set(bs)) and bs[0] == lo and bs[-1] == hi and 64 in bs
+    # no gap wider than one step of a BATCH_CANDIDATES-point geometric grid (and rounding)
+    assert all(b <= a * step + 1 for a, b in zip(bs, bs[1:], strict=False))
+    assert len(bs) > 8
+
+
+def _epochs(app: str) -> np.ndarray:
+    """Where the application's epochs end, in progress units (samples at M0)."""
+    trace = bundled_trace(app)
+    out: np.ndarray = trace.epoch_progress * trace.init_batch_size
+    return out
+
+
+def test_a_pollux_job_s_rates_change_only_between_epochs() -> None:
+    ctx = _ctx("j,0,cifar10,4,512\n")
+    job, model = ctx.jobs[0].job, ctx.throughput
+    ends = _epochs("cifar10")
+    inside = (ends[2] + 0.25 * (ends[3] - ends[2]), ends[2] + 0.75 * (ends[3] - ends[2]))
+    assert model.progress_class(job, inside[0]) == model.progress_class(job, inside[1])
+    assert model.progress_class(job, inside[0]) != model.progress_class(job, ends[5] + 1.0)
+    for placement in ({"a": {"t4": 4}}, {"c": {"v100": 2}}, {"a": {"t4": 4}, "b": {"t4": 2}}):
+        for b in batch_choices(job)[::5]:
+            rates = [model.run_rate(job, placement, MIXED, done, b).rate for done in inside]
+            assert rates[0] == rates[1]
+    # a model whose rates do not follow epochs: every progress point is its own class
+    assert TABLE.progress_class(_gavel_job(), 1.0) != TABLE.progress_class(_gavel_job(), 2.0)
+
+
+def test_the_kept_batches_are_those_computed_afresh() -> None:
+    ctx = _ctx("j,0,yolov3,4,64\n")
+    job, model = ctx.jobs[0].job, ctx.throughput
+    ends = _epochs("yolov3")
+    known: dict[Hashable, int | None] = {}
+    picked = set()
+    for done in (0.0, 1.0, ends[0] - 1.0, ends[3] + 5.0, ends[3] + 9.0, ends[-2] + 1.0):
+        status = JobStatus(job, job.total_steps - done)
+        for placement in ({"a": {"t4": 4}, "b": {"t4": 4}}, {"c": {"v100": 8}}, {"d": {"k80": 1}}):
+            fresh = best_batch(status, placement, MIXED, model)
+            assert best_batch(status, placement, MIXED, model, known) == fresh
+            assert best_batch(status, placement, MIXED, model, known) == fresh  # from the memo
+            picked.add(fresh)
+    assert len(known) == 3 * 3  # the six progress points fall in three epochs
+    assert len(picked) > 1  # the batch does follow the placement and the progress
