@@ -28,15 +28,17 @@ consolidation or restart can cost it. A job that fails keeps only its primary co
 simulator with fixed-length rounds, every job then finishes no later than under plain Hadar
 (without the look-ahead).
 
-**Look-ahead.** In a round with at most ``lookahead_jobs`` jobs, the plans the never-behind
+**Look-ahead.** In a round with at most ``lookahead_jobs`` jobs, one of which may be forked,
+the plans the never-behind
 rule refused (the same base decisions, forked without it) are played to the end of the run:
 this round, then HadarE without look-ahead (a rollout, no new arrivals). One is taken if its
 rollout finishes the jobs sooner than the never-behind plan's (last finish, then the sum of
 finishes) and no later than plain Hadar's own run on either (the candidates include the base
 decisions forked by comparative advantage, ``hadare/fork_lp.py``); plain Hadar from where it leaves
 the jobs then *guides* the never-behind rule. The never-behind plan's rollout is exact in the
-simulator, so the projected last finish and sum only go down round to round: TTD and average
-JCT stay at most Hadar's, though a job may finish later.
+simulator while no job arrives later, so the projected last finish and sum only go down round to
+round: TTD and average JCT stay at most Hadar's, though a job may finish later (a rollout cannot
+see later arrivals, which may then find the cluster less ready than Hadar leaves it).
 
 Copy ``i`` of a job always runs on node ``i - 1`` of the cluster file (stable copy ids for the
 Job Tracker: ``job_id * max_job_count + i``; a multi-node copy takes its first node's id). A copy
@@ -285,6 +287,8 @@ class HadarEPolicy(Policy):
         cfg = self.config
         if not by_id or len(by_id) > cfg.lookahead_jobs:
             return None
+        if all(self._adapts(v, ctx) for v in by_id.values()):
+            return None  # nothing to fork: the round is Hadar's, whose choices are not re-judged
         ids = sorted(by_id)
         hadar = self.replay.projected(ctx, sorted(self.replay.jobs), cfg.lookahead_rounds)
         if hadar is None:
