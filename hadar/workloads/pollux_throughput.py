@@ -97,16 +97,33 @@ class PolluxThroughput(ThroughputModel):
         self._efficiency: dict[tuple[str, int], float] = {}
         """:meth:`average_efficiency` by (application, total batch): every GPU count of a job
         at one batch asks for the same figure (a job's configurations: its batch grid x its counts)."""
+        self._scales: dict[tuple[str, str], tuple[float, bool]] = {}
+        """:meth:`_scale` by (GPU type, application)."""
 
-    @staticmethod
+    def _scale(self, gpu_type: str, application: str) -> tuple[float, bool]:
+        """:func:`compute_scale`, once per GPU type and application in this model (every rate
+        of every configuration asks for it)."""
+        key = (gpu_type, application)
+        hit = self._scales.get(key)
+        if hit is None:
+            hit = self._scales[key] = compute_scale(gpu_type, application)
+        return hit
+
     def _on_type(
-        trace: AppTrace, per_node: tuple[int, ...], rate: TraceRate, gpu_type: str
+        self,
+        trace: AppTrace,
+        per_node: tuple[int, ...],
+        rate: TraceRate,
+        gpu_type: str,
+        sync: float | None = None,
     ) -> tuple[TraceRate, bool]:
         """``rate`` (the trace's, on its own GPU type) on ``gpu_type``, and whether that type's
-        compute scale is estimated."""
-        factor, estimated = compute_scale(gpu_type, trace.name)
+        compute scale is estimated; ``sync``: the placement's synchronisation time at the rate's
+        local batch, where the caller has it."""
+        factor, estimated = self._scale(gpu_type, trace.name)
         if factor != 1.0:
-            _, sync = trace.iteration_time(per_node, rate.local_bsz)
+            if sync is None:
+                _, sync = trace.iteration_time(per_node, rate.local_bsz)
             rate = scaled(rate, sync, factor)
         return rate, estimated
 
@@ -202,8 +219,9 @@ class PolluxThroughput(ThroughputModel):
             per_type = []
             for per_node in ((job.num_gpus,), spread(job.num_gpus)):
                 own = trace.rate(per_node, batch, 0.0)  # the same on every type before scaling
+                _, sync = trace.iteration_time(per_node, own.local_bsz)
                 row = [
-                    self._on_type(trace, per_node, own, gtype)[0].throughput * eff
+                    self._on_type(trace, per_node, own, gtype, sync)[0].throughput * eff
                     for gtype in cluster.gpu_types
                 ]
                 per_type.append(np.array(row))
