@@ -259,7 +259,9 @@ def check_replaceable(folder: str | Path, names: Iterable[str]) -> None:
 
 
 @contextlib.contextmanager
-def replaced_together(folder: str | Path, names: Iterable[str]) -> Iterator[Path]:
+def replaced_together(
+    folder: str | Path, names: Iterable[str], *, nofollow: bool = False
+) -> Iterator[Path]:
     """Write the files of one save into ``folder`` (created if missing) so that they replace the
     previous ones all together or not at all.
 
@@ -271,14 +273,23 @@ def replaced_together(folder: str | Path, names: Iterable[str]) -> Iterator[Path
     never followed); a rename that fails part-way puts the previous files back. When the block
     raises, nothing in ``folder`` changes. The staging folder is removed either way. An OSError
     of a write or a rename is a one-line :class:`InputError` naming the file
-    (``out/rounds.csv: cannot write: No space left on device``)."""
+    (``out/rounds.csv: cannot write: No space left on device``).
+
+    ``nofollow=True`` (a run directory, ``folder`` its real path): the folder must exist and is
+    opened from ``/`` without following a link at any component (module docstring); write the
+    staged files with ``nofollow=True`` too."""
     base = Path(folder)
     check_replaceable(base, names)
     stage = f"{STAGING_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
     try:
-        base.mkdir(parents=True, exist_ok=True)
-        real = Path(os.path.realpath(base))
-        fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        if nofollow:
+            real = base
+            with real_folder(base) as opened:
+                fd = os.dup(opened)
+        else:
+            base.mkdir(parents=True, exist_ok=True)
+            real = Path(os.path.realpath(base))
+            fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
         raise _cannot(base, "write", exc) from None
     try:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from hadar.core.extras import plots_missing_note
-from hadar.core.io import write_csv, write_figure, write_json
+from hadar.core.io import replaced_together, write_csv, write_figure, write_json
 from hadar.core.state_db import reading_state
 from hadar.matplotlib_home import load_matplotlib
 from hadar.outputs_schema import JOB_COLUMNS as COMMON_JOB_COLUMNS
@@ -284,15 +284,24 @@ def _last_start(events: list[dict[str, Any]]) -> dict[str, Any]:
     return next((e for e in reversed(events) if e.get("event") == "start"), {})
 
 
+REPORT_FILES = ("rounds.csv", "jobs.csv", "summary.json")
+"""A run's report tables, replaced together with its charts (:data:`REPORT_CHARTS`)."""
+REPORT_CHARTS = ("nodes_by_round.png", "cru_by_round.png")
+
+
 def write_report(rundir: Path) -> dict[str, Any]:
-    """Write rounds.csv, jobs.csv, summary.json and the two charts; returns the summary."""
+    """Write rounds.csv, jobs.csv, summary.json and the two charts as one save (they replace the
+    previous report together or not at all); returns the summary."""
     cfg, rounds, jobs, summary = collect(rundir)
     rundir = rundir.resolve()  # written without following a link at any component
-    write_csv(rundir / "rounds.csv", rounds, ROUND_COLUMNS, decimals=CSV_DECIMALS, nofollow=True)
-    write_csv(rundir / "jobs.csv", jobs, JOB_COLUMNS, decimals=CSV_DECIMALS, nofollow=True)
-    write_json(rundir / "summary.json", summary, nofollow=True)
-    if plots_missing_note("charts") is None:  # else print_run_summary says why there are none
-        _charts(rundir, cfg, rounds, jobs)
+    charts = plots_missing_note("charts") is None  # else print_run_summary says why there are none
+    names = (*REPORT_FILES, *(REPORT_CHARTS if charts else ()))
+    with replaced_together(rundir, names, nofollow=True) as stage:
+        write_csv(stage / "rounds.csv", rounds, ROUND_COLUMNS, decimals=CSV_DECIMALS, nofollow=True)
+        write_csv(stage / "jobs.csv", jobs, JOB_COLUMNS, decimals=CSV_DECIMALS, nofollow=True)
+        write_json(stage / "summary.json", summary, nofollow=True)
+        if charts:
+            _charts(stage, cfg, rounds, jobs)
     return summary
 
 

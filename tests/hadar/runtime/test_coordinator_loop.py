@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hadar.core.errors import InputError
+from hadar.core.io import STAGING_PREFIX
 from hadar.loop import PolicyError
 from hadar.outputs_schema import JOB_COLUMNS, ROUND_COLUMNS, SUMMARY_KEYS
 from hadar.policy import Assignment, Policy, RoundContext, RoundPlan
@@ -109,6 +111,19 @@ def test_a_job_is_not_scheduled_before_its_arrival(tmp_path):
         assert header[: len(common)] == common, name
     assert set(SUMMARY_KEYS) <= set(summary)
     assert by_id[0]["type"] and by_id[0]["gpus"] == 1
+    # the report is one save: a file it cannot replace leaves every previous one as it was
+    run = tmp_path / "run"
+    written = (run / "rounds.csv").read_bytes()
+    (run / "rounds.csv").write_text("the previous report\n")
+    (run / "summary.json").unlink()
+    (run / "summary.json").mkdir()
+    with pytest.raises(InputError, match="summary.json"):
+        write_report(run)
+    assert (run / "rounds.csv").read_text() == "the previous report\n"
+    (run / "summary.json").rmdir()
+    write_report(run)
+    assert (run / "rounds.csv").read_bytes() == written
+    assert not [p for p in run.iterdir() if p.name.startswith(STAGING_PREFIX)]
     # restarts, recounted from the events: a round in which a job that had run before runs on
     # other nodes than in the previous round (or after a round without it)
     results = [
