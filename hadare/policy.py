@@ -23,8 +23,8 @@ Each round (all copies restart from the job's consolidated parameters, so nothin
 **Never behind.** A job's copies are kept only if, played with the simulator's own arithmetic
 (goodput accounting of forks, restart and aggregation overheads), the job stays at least as far
 along as in plain Hadar's replay at every moment of the round, and a job whose copies differ
-from the replay's placement ends the round ahead by at least what the next round's
-consolidation or restart can cost it. A job that fails keeps only its primary copy. In the
+from the replay's placement ends the round ahead by at least what a restart next round can
+cost it. A job that fails keeps only its primary copy. In the
 simulator with fixed-length rounds, every job then finishes no later than under plain Hadar
 (without the look-ahead).
 
@@ -410,19 +410,17 @@ class HadarEPolicy(Policy):
 
     def _overhead(self, ctx: RoundContext, job_id: int, n_copies: int, moved: bool) -> float:
         """Seconds a copy does not train: the restart penalty when the node did not run this job
-        last round, and the aggregation overhead whenever the job is forked. A job alone on the
-        node it ran on alone last round continues without either."""
+        last round, and the aggregation overhead whenever the job is forked: one averaging (save,
+        average, reload) per forked round, counted in that round. A job alone on the node it ran
+        on last round continues without either, after a forked round too: that round's
+        averaging was counted in it (charging it again, as a consolidation, counted each run of
+        forked rounds that ended with the job alone one averaging too many)."""
         status = ctx.status(job_id)
         started = status.done_steps > 0
         restart = job_restart_s(status.job, ctx.restart_penalty_s) if (moved and started) else 0.0
         if n_copies > 1:
             return restart + self.config.aggregation_overhead_s
-        was_forked = sum(1 for k in ctx.current if k[0] == job_id) > 1
-        return (
-            restart
-            if not was_forked
-            else max(restart, self.config.aggregation_overhead_s if started else 0.0)
-        )
+        return restart
 
     def job_assignments(
         self, job_id: int, per_node: Mapping[str, Placement], ctx: RoundContext
@@ -599,24 +597,19 @@ class _Check:
 
     def margin(self, job_id: int, per_node: Mapping[str, Placement]) -> float:
         """Steps a diverged job must be ahead of the replay at the round's end: what falling back
-        to the replay's placement next round can cost it more than it costs the replay's. With a
-        copy on the replay's own placement P, that is a consolidation round on P, or on a new
-        placement the part of the aggregation overhead a restart does not already cost the
-        replay; otherwise the costlier of a restart and a consolidation round; each at the rate
-        it applies to (P's, or the job's fastest)."""
+        to the replay's placement P next round can cost it more than it costs the replay's.
+        With a copy on P, nothing (that copy continues there alone); otherwise a restart, at the
+        job's fastest rate."""
         v = self.vals[job_id]
         job = v.status.job
         fastest = max(
             float(v.request.rates_cons.max(initial=0.0)),
             float(v.request.rates_unc.max(initial=0.0)),
         )
-        restart = job_restart_s(job, self.ctx.restart_penalty_s)
-        agg = self.policy.config.aggregation_overhead_s
         theirs = self.replay.placement(job_id)
         if theirs is not None and any(_same_placement(p, theirs) for p in per_node.values()):
-            on_theirs = self.ctx.throughput.rate(job, theirs, self.ctx.cluster)
-            return max(agg * on_theirs, max(0.0, agg - restart) * fastest)
-        return max(restart, agg) * fastest
+            return 0.0
+        return job_restart_s(job, self.ctx.restart_penalty_s) * fastest
 
     def gains(
         self, job_id: int, before: Mapping[str, Placement], after: Mapping[str, Placement]
