@@ -40,6 +40,10 @@ from hadar.reference_rates import best_rate_per_type
 from primal_dual.lp_prices import configuration_lp
 from primal_dual.utility import Utility
 
+MAX_KEPT_BATCHES = 65_536
+"""Knob: :func:`best_batch` answers kept between rounds before the memo starts afresh (one per job
+kind, placement and epoch seen: bounded, so a long run on a large cluster does not grow it)."""
+
 
 @dataclass(frozen=True)
 class Configuration:
@@ -476,6 +480,8 @@ def best_batch(
     rates = [throughput.run_rate(job, placement, cluster, done, b).rate for b in choices]
     batch = choices[int(np.argmax(rates))]
     if known is not None:
+        if len(known) >= MAX_KEPT_BATCHES:
+            known.clear()  # exact answers only: starting afresh changes no decision
         known[key] = batch
     return batch
 

@@ -15,7 +15,7 @@ from hadar.core.cluster import Cluster, Node
 from hadar.core.jobs import Job, JobStatus
 from hadar.policy import RoundContext
 from hadar.reference_rates import best_rate_per_type
-from hadar.scheduler import HadarConfig, HadarPolicy
+from hadar.scheduler import HadarConfig, HadarPolicy, elastic
 from hadar.scheduler.elastic import (
     BATCH_CANDIDATES,
     ConfigurationMemo,
@@ -322,7 +322,7 @@ def test_a_pollux_job_s_rates_change_only_between_epochs() -> None:
     assert TABLE.progress_class(_gavel_job(), 1.0) != TABLE.progress_class(_gavel_job(), 2.0)
 
 
-def test_the_kept_batches_are_those_computed_afresh() -> None:
+def test_the_kept_batches_are_those_computed_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
     ctx = _ctx("j,0,yolov3,4,64\n")
     job, model = ctx.jobs[0].job, ctx.throughput
     ends = _epochs("yolov3")
@@ -337,3 +337,12 @@ def test_the_kept_batches_are_those_computed_afresh() -> None:
             picked.add(fresh)
     assert len(known) == 3 * 3  # the six progress points fall in three epochs
     assert len(picked) > 1  # the batch does follow the placement and the progress
+    # a full memo starts afresh, and answers as before
+    monkeypatch.setattr(elastic, "MAX_KEPT_BATCHES", 4)
+    kept: dict[Hashable, int | None] = {}
+    for done in (0.0, ends[3] + 5.0, ends[-2] + 1.0):
+        status = JobStatus(job, job.total_steps - done)
+        for placement in ({"a": {"t4": 4}, "b": {"t4": 4}}, {"c": {"v100": 8}}):
+            fresh = best_batch(status, placement, MIXED, model)
+            assert best_batch(status, placement, MIXED, model, kept) == fresh
+            assert len(kept) <= 4
