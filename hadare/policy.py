@@ -413,8 +413,7 @@ class HadarEPolicy(Policy):
         last round, and the aggregation overhead whenever the job is forked: one averaging (save,
         average, reload) per forked round, counted in that round. A job alone on the node it ran
         on last round continues without either, after a forked round too: that round's
-        averaging was counted in it (charging it again, as a consolidation, counted each run of
-        forked rounds that ended with the job alone one averaging too many)."""
+        averaging was counted in it."""
         status = ctx.status(job_id)
         started = status.done_steps > 0
         restart = job_restart_s(status.job, ctx.restart_penalty_s) if (moved and started) else 0.0
@@ -600,16 +599,15 @@ class _Check:
         to the replay's placement P next round can cost it more than it costs the replay's.
         With a copy on P, nothing (that copy continues there alone); otherwise a restart, at the
         job's fastest rate."""
+        theirs = self.replay.placement(job_id)
+        if theirs is not None and any(_same_placement(p, theirs) for p in per_node.values()):
+            return 0.0
         v = self.vals[job_id]
-        job = v.status.job
         fastest = max(
             float(v.request.rates_cons.max(initial=0.0)),
             float(v.request.rates_unc.max(initial=0.0)),
         )
-        theirs = self.replay.placement(job_id)
-        if theirs is not None and any(_same_placement(p, theirs) for p in per_node.values()):
-            return 0.0
-        return job_restart_s(job, self.ctx.restart_penalty_s) * fastest
+        return job_restart_s(v.status.job, self.ctx.restart_penalty_s) * fastest
 
     def gains(
         self, job_id: int, before: Mapping[str, Placement], after: Mapping[str, Placement]
