@@ -29,13 +29,13 @@ simulator with fixed-length rounds, every job then finishes no later than under 
 (without the look-ahead).
 
 **Look-ahead.** In a round with at most ``lookahead_jobs`` jobs, one of which may be forked,
-the plans the never-behind
-rule refused (the same base decisions, forked without it) are played to the end of the run:
-this round, then HadarE without look-ahead (a rollout, no new arrivals). One is taken if its
-rollout finishes the jobs sooner than the never-behind plan's (last finish, then the sum of
-finishes) and no later than plain Hadar's own run on either (the candidates include the base
-decisions forked by comparative advantage, ``hadare/fork_lp.py``); plain Hadar from where it leaves
-the jobs then *guides* the never-behind rule. The never-behind plan's rollout is exact in the
+the plans the never-behind rule refused (the same base decisions, forked without it) are played
+to the end of the run: this round as it will run (refills included), then HadarE without
+look-ahead (a rollout, no new arrivals). One is taken if its rollout finishes the jobs sooner
+than the never-behind plan's (last finish, then the sum of finishes) and no later than plain
+Hadar's own run on either (the candidates include the base decisions forked by comparative
+advantage, ``hadare/fork_lp.py``); plain Hadar from where it leaves the jobs then *guides* the
+never-behind rule. The never-behind plan's rollout is exact in the
 simulator while no job arrives later, so the projected last finish and sum only go down round to
 round: TTD and average JCT stay at most Hadar's, though a job may finish later (a rollout cannot
 see later arrivals, which may then find the cluster less ready than Hadar leaves it).
@@ -182,6 +182,7 @@ class HadarEPolicy(Policy):
             self._own.restore(state["own"])
 
     def decide(self, ctx: RoundContext) -> RoundPlan:
+        self._refills = {}  # last round's refills are not this round's
         hadar = self.replay.step(ctx, followed=self.guide is None)
         replay = hadar if self.guide is None else self.guide.step(ctx)
         by_id = {v.status.job_id: v for v in value_jobs(ctx, ctx.jobs)}
@@ -196,13 +197,11 @@ class HadarEPolicy(Policy):
         ):
             base = "replay"
             copies, forked = self._fork_onto(replay.plan, ctx, by_id, check)
-        ahead = self._look_ahead(ctx, by_id, replay, plans, _Candidate(base, copies, forked))
+        ahead = self._look_ahead(ctx, by_id, replay, plans, _Candidate(base, copies, forked), check)
         if ahead is not None:
             copies, forked = ahead.copies, ahead.forked
         self._batches = _batches(plans[base if ahead is None else ahead.base])
-        self._refills = {}
-        if self.config.refill:
-            self._refill(ctx, copies, by_id, check)
+        copies = self._refilled(ctx, copies, by_id, check)
         assignments = [
             a
             for job_id in sorted(copies)
@@ -220,6 +219,21 @@ class HadarEPolicy(Policy):
             base=base if ahead is None else f"{ahead.base}+ahead",
         )
         return RoundPlan(tuple(assignments), info)
+
+    def _refilled(
+        self,
+        ctx: RoundContext,
+        copies: Mapping[int, Mapping[str, Placement]],
+        by_id: Mapping[int, JobValuation],
+        check: _Check,
+    ) -> dict[int, dict[str, Placement]]:
+        """``copies`` with this round's refills (:meth:`_refill`, where configured), recorded in
+        ``_refills`` afresh."""
+        out = {j: dict(c) for j, c in copies.items()}
+        self._refills = {}
+        if self.config.refill:
+            self._refill(ctx, out, by_id, check)
+        return out
 
     def _refill(
         self,
@@ -279,6 +293,7 @@ class HadarEPolicy(Policy):
         replay: ReplayRound,
         plans: Mapping[str, RoundPlan],
         kept: _Candidate,
+        check: _Check,
     ) -> _Candidate | None:
         """The candidate plan after which HadarE without look-ahead finishes its jobs soonest
         (last finish, then the sum of finishes), if sooner than after ``kept`` and never later
@@ -299,16 +314,16 @@ class HadarEPolicy(Policy):
         budget = [cfg.lookahead_budget]
 
         def roll(cand: _Candidate) -> tuple[Projection, HadarReplay] | None:
-            """Where ``cand``, then HadarE without look-ahead, leads the jobs; the twin."""
+            """Where ``cand``, then HadarE without look-ahead, leads the jobs; the twin. The
+            round is played as :meth:`decide` would play it, refills included."""
             self._batches = _batches(plans[cand.base])
+            copies = self._refilled(ctx, cand.copies, by_id, check)
             played = {
-                j: outcome
-                for j, c in cand.copies.items()
-                if (outcome := loose.play(j, c)) is not None
+                j: outcome for j, c in copies.items() if (outcome := loose.play(j, c)) is not None
             }
             runs = {
                 (j, ctx.cluster.node_index[node] + 1): p
-                for j, c in cand.copies.items()
+                for j, c in copies.items()
                 for node, p in c.items()
             }
             twin = guide.rebased(ctx, played, _primary_copies(replace(ctx, current=runs)))

@@ -7,9 +7,10 @@ import json
 
 from hadar.api import simulate
 from hadar.loop import RoundLoop
+from hadar.policy import RoundContext
 from hadar.scenario import load_scenario
 from hadar.simulator.engine import SimConfig, SimulatorExecutor
-from hadare.policy import HadarEConfig, HadarEPolicy
+from hadare.policy import HadarEConfig, HadarEPolicy, _Check
 from tests.hadar.helpers import RecordingExecutor
 
 LAB = "cluster_configs/lab-5node.yaml"
@@ -44,3 +45,43 @@ def test_a_restart_after_the_look_ahead_chose_a_guide_decides_as_before():
     resumed, persisted = _decisions(2)
     assert "guide" in persisted  # the look-ahead chose a plan in the first two rounds
     assert resumed == whole
+
+
+def test_the_look_ahead_judges_each_plan_with_the_refills_the_round_will_make(monkeypatch):
+    """AWS M-4: a job finishing mid-round hands its node to a copy of another job (a refill).
+    The rollouts play each candidate round as the round will run, refills included, and never
+    with the previous round's refills; before, they left the refill out and chose a plan that
+    moved the job that finishes last onto a K80."""
+    seen: list[tuple[float, int, frozenset[str], dict]] = []
+    now = [0.0]
+    real_play = _Check.play
+    real_decide = HadarEPolicy.decide
+
+    def play(self: _Check, job_id: int, per_node: dict) -> object:
+        if not self.never_behind and self.policy is policy:  # the look-ahead's rollouts
+            seen.append((now[0], job_id, frozenset(per_node), dict(self.policy._refills)))
+        return real_play(self, job_id, per_node)
+
+    refilled: list[tuple[float, int, str]] = []
+
+    policy = HadarEPolicy()
+
+    def decide(self: HadarEPolicy, ctx: RoundContext) -> object:
+        if self is not policy:  # a rollout's HadarE
+            return real_decide(self, ctx)
+        now[0] = ctx.now
+        plan = real_decide(self, ctx)
+        refilled.extend((ctx.now, j, node) for j, node in self._refills)
+        return plan
+
+    monkeypatch.setattr(_Check, "play", play)
+    monkeypatch.setattr(HadarEPolicy, "decide", decide)
+    simulate("cluster_configs/aws-5node.yaml", "M-4", policy=policy)
+    judged = [(t, j, node) for t, j, node in refilled if any(s[0] == t for s in seen)]
+    assert judged  # a round both looked ahead and refilled
+    for t, j, node in judged:
+        assert any(s[0] == t and s[1] == j and node in s[2] and (j, node) in s[3] for s in seen), (
+            f"round at {t:g} s: job {j}'s refill on {node} was never played by a rollout"
+        )
+    for _, job, nodes, refills in seen:  # none left from an earlier round or another plan
+        assert all(node in nodes for j, node in refills if j == job)
