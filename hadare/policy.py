@@ -140,6 +140,9 @@ class HadarEPolicy(Policy):
         """This decision's refills: (job, node) -> (the job it follows there, when that stops)."""
         self._batches: dict[int, int | None] = {}
         """The total batch of each job in the plan being forked onto (this decision's scratch)."""
+        self._projected: float | None = None
+        """This decision's look-ahead: the run's last finish its rollout of the chosen plan
+        projects (seconds; None without a look-ahead)."""
         self.replay = HadarReplay(self.config.hadar)
         """Plain Hadar's own run: what HadarE must never trail."""
         self.guide: HadarReplay | None = None
@@ -183,6 +186,7 @@ class HadarEPolicy(Policy):
 
     def decide(self, ctx: RoundContext) -> RoundPlan:
         self._refills = {}  # last round's refills are not this round's
+        self._projected = None
         hadar = self.replay.step(ctx, followed=self.guide is None)
         replay = hadar if self.guide is None else self.guide.step(ctx)
         by_id = {v.status.job_id: v for v in value_jobs(ctx, ctx.jobs)}
@@ -218,6 +222,8 @@ class HadarEPolicy(Policy):
             copies=len(assignments),
             base=base if ahead is None else f"{ahead.base}+ahead",
         )
+        if self._projected is not None:
+            info["projected_ttd_s"] = self._projected
         return RoundPlan(tuple(assignments), info)
 
     def _refilled(
@@ -341,6 +347,7 @@ class HadarEPolicy(Policy):
         if first is None:
             return None
         target = first[0]
+        self._projected = target.last_finish
         candidates: list[_Candidate] = []
         for by_lp in (False, True):
             for name, plan in plans.items():
@@ -364,6 +371,7 @@ class HadarEPolicy(Policy):
         if best is None:
             return None
         self.guide = best[2]
+        self._projected = best[0].last_finish
         return best[1]
 
     def _fork_onto(
