@@ -34,10 +34,10 @@ to the end of the run: this round as it will run (refills included), then HadarE
 look-ahead (a rollout, no new arrivals). One is taken if its rollout finishes the jobs sooner
 than the never-behind plan's (last finish, then the sum of finishes) and no later than plain
 Hadar's own run on either (the candidates include the base decisions forked by comparative
-advantage, ``hadare/fork_lp.py``); plain Hadar from where it leaves the jobs then *guides* the
-never-behind rule. The never-behind plan's rollout is exact in the
-simulator while no job arrives later, so the projected last finish and sum only go down round to
-round: TTD and average JCT stay at most Hadar's, though a job may finish later (a rollout cannot
+advantage, ``hadare/fork_lp.py``, and the whole cluster so forked, with no base decision);
+plain Hadar from where it leaves the jobs then *guides* the never-behind rule. The never-behind
+plan's rollout is exact in the simulator while no job arrives later, so the projected last
+finish and sum only go down round to round: TTD and average JCT stay at most Hadar's, though a job may finish later (a rollout cannot
 see later arrivals, which may then find the cluster less ready than Hadar leaves it).
 
 Copy ``i`` of a job always runs on node ``i - 1`` of the cluster file (stable copy ids for the
@@ -193,7 +193,7 @@ class HadarEPolicy(Policy):
         check = _Check(ctx, replay, by_id, self)
         primary = {(j, 0): p for j, p in _primary_copies(ctx).items()}
         own = self._own.decide(replace(ctx, current=primary))
-        plans = {"own": own, "replay": replay.plan}
+        plans = {"own": own, "replay": replay.plan, "fluid": RoundPlan()}
         base = "own"
         copies, forked = self._fork_onto(own, ctx, by_id, check)
         if not all(check.keeps_up(j, c) for j, c in copies.items()) or any(
@@ -327,6 +327,7 @@ class HadarEPolicy(Policy):
             played = {
                 j: outcome for j, c in copies.items() if (outcome := loose.play(j, c)) is not None
             }
+            self._refills = {}  # they belong to this candidate's round only
             runs = {
                 (j, ctx.cluster.node_index[node] + 1): p
                 for j, c in copies.items()
@@ -349,10 +350,17 @@ class HadarEPolicy(Policy):
         target = first[0]
         self._projected = target.last_finish
         candidates: list[_Candidate] = []
-        for by_lp in (False, True):
-            for name, plan in plans.items():
-                copies, forked = self._fork_onto(plan, ctx, by_id, loose, by_lp)
-                candidates.append(_Candidate(name, copies, forked))
+        # the base decisions forked greedily and by comparative advantage, and the whole cluster
+        # by comparative advantage ("fluid": no base, every cell offered as the fork LP prefers)
+        for name, by_lp in (
+            ("own", False),
+            ("replay", False),
+            ("own", True),
+            ("replay", True),
+            ("fluid", True),
+        ):
+            copies, forked = self._fork_onto(plans[name], ctx, by_id, loose, by_lp)
+            candidates.append(_Candidate(name, copies, forked))
         candidates += _swaps(kept, target.last_job, by_id, ctx)
         best: tuple[Projection, _Candidate, HadarReplay] | None = None
         tried: list[dict[int, dict[str, Placement]]] = [kept.copies]
