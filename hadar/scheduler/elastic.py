@@ -14,8 +14,11 @@ Each adapting job takes the configuration the LP's optimum gives it (in a basic 
 but at most one job per GPU type get one configuration whole; a split job takes its larger
 share), which is one of largest payoff ``v - width x price`` at the LP's dual prices; a job the
 LP leaves out takes its best payoff and waits unless the round finds room. A running job keeps
-its configuration unless the move is worth it (:func:`_worth_moving`). Rigid jobs bid with
-their own gang, so a GPU type the rigid queue needs is priced for the elastic jobs too.
+its configuration unless the move is worth it (:func:`_worth_moving`); where the LP had moved a
+job that so stays, the LP is solved again without the staying jobs, over the GPUs they leave, and
+the other jobs take its configurations (the first LP's would count on GPUs a staying job holds).
+Rigid jobs bid with their own gang, so a GPU type the rigid queue needs is priced for the
+elastic jobs too.
 
 After the round is planned, each placed adapting job runs at the total batch of the largest
 goodput on the GPUs it got, at its progress now (Pollux's batch choice for a given allocation).
@@ -300,18 +303,31 @@ def elastic_round(
     def payoff(cv: Valued) -> float:
         return cv[1] - cv[0].width * float(prices[cv[0].gpu_type])
 
+    staying: dict[int, Valued] = {}
+    for s in adapting:
+        valued = options[s.job_id]
+        here = running[s.job_id]
+        stay = next((cv for cv in valued if (cv[0].gpu_type, cv[0].width) == here), None)
+        if stay is None:
+            continue
+        best = max(valued, key=lambda cv: (shares[cv[2]], payoff(cv), -cv[0].width))
+        if not _worth_moving(s, stay, best, payoff, ctx, min_gain_s):
+            staying[s.job_id] = stay
+    if any(shares[cv[2]] < 1.0 - 1e-9 for cv in staying.values()):
+        # the LP moved jobs that stay: share out the GPUs they leave among the others
+        prices, shares = _without_staying(columns, cols_job_ids, staying, cap.sum(axis=0))
     for s in adapting:
         valued = options[s.job_id]
         if not valued:
             continue
+        stays = s.job_id in staying
         # the LP's own configuration for the job (its largest share; one of its best payoffs),
         # else, for a job the LP leaves out, its best payoff
-        best = max(valued, key=lambda cv: (shares[cv[2]], payoff(cv), -cv[0].width))
-        here = running[s.job_id]
-        stay = next((cv for cv in valued if (cv[0].gpu_type, cv[0].width) == here), None)
-        stays = stay is not None and not _worth_moving(s, stay, best, payoff, ctx, min_gain_s)
-        if stays and stay is not None:
-            best = stay
+        best = (
+            staying[s.job_id]
+            if stays
+            else max(valued, key=lambda cv: (shares[cv[2]], payoff(cv), -cv[0].width))
+        )
         chosen[s.job_id] = best[0]
         # jobs staying where they run first (their GPUs are theirs), then by the LP's share
         rank[s.job_id] = (0.0 if stays else 1.0, -float(shares[best[2]]), -payoff(best))
@@ -324,6 +340,30 @@ def elastic_round(
     _fit(chosen, order, options, payoff, left)
     batches = None if memo is None else memo.batches_for_round(ctx)
     return ElasticRound(_rigid_view(ctx, chosen), MappingProxyType(chosen), batches)
+
+
+def _without_staying(
+    columns: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    column_jobs: list[int],
+    staying: dict[int, Valued],
+    capacity: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The configuration LP without the columns of the ``staying`` jobs (job id -> the
+    configuration it keeps), over the GPUs of each type they leave: its prices and each column's
+    share (0 for the staying jobs' columns)."""
+    keep = np.array([j not in staying for j in column_jobs], dtype=bool)
+    held = np.bincount(
+        [cv[0].gpu_type for cv in staying.values()],
+        weights=[cv[0].width for cv in staying.values()],
+        minlength=len(capacity),
+    )
+    job, gpu_type, width, value = (c[keep] for c in columns)
+    prices, kept_shares = configuration_lp(
+        job, gpu_type, width, value, np.maximum(capacity - held, 0.0)
+    )
+    shares = np.zeros(len(keep))
+    shares[keep] = kept_shares
+    return prices, shares
 
 
 def _fit(

@@ -346,3 +346,34 @@ def test_the_kept_batches_are_those_computed_afresh(monkeypatch: pytest.MonkeyPa
             fresh = best_batch(status, placement, MIXED, model)
             assert best_batch(status, placement, MIXED, model, kept) == fresh
             assert len(kept) <= 4
+
+
+def test_the_jobs_beside_one_that_stays_share_out_the_gpus_it_leaves() -> None:
+    """A YOLOv3 job half done on the 4 V100s, which the LP would move but which stays, and a
+    CIFAR-10 newcomer: the LP is solved again over the GPUs the staying job leaves, so the
+    newcomer gets what it would get on a cluster without the V100s (all 8 T4s), not what was
+    left of a plan that counted on the V100 job moving onto T4s (4 of them, before)."""
+    nodes = (Node("t0", {"t4": 4}), Node("t1", {"t4": 4}), Node("k0", {"k80": 4}))
+    cluster = Cluster("mix", (*nodes, Node("v0", {"v100": 4})))
+    jobs = jobs_from_pollux_csv(HEADER + "a,0,yolov3,1,16\nb,0,cifar10,1,128\n", source="t")
+    statuses = [
+        JobStatus(jobs[0], jobs[0].total_steps * 0.5),
+        JobStatus(jobs[1], jobs[1].total_steps),
+    ]
+    running = {(0, 0): {"v0": {"v100": 4}}}
+    ctx = RoundContext(0.0, 0, 60.0, cluster, statuses, running, PolluxThroughput(TABLE), 30.0)
+    chosen = elastic_round(ctx, UTILITY, 1e9).chosen
+    v100 = cluster.type_index["v100"]
+    assert (chosen[0].gpu_type, chosen[0].width) == (v100, 4)  # it stays
+    rest = Cluster("rest", nodes)
+    alone = elastic_round(
+        RoundContext(0.0, 0, 60.0, rest, statuses[1:], {}, PolluxThroughput(TABLE), 30.0),
+        UTILITY,
+        1e9,
+    ).chosen[1]
+    newcomer = chosen[1]
+    assert (cluster.gpu_types[newcomer.gpu_type], newcomer.width) == (
+        rest.gpu_types[alone.gpu_type],
+        alone.width,
+    )
+    assert (cluster.gpu_types[newcomer.gpu_type], newcomer.width) == ("t4", 8)
