@@ -223,17 +223,24 @@ def test_hadar_sets_each_elastic_job_s_batch_and_keeps_counts_in_range() -> None
     assert all(a.num_gpus == by_id[a.job_id].num_gpus for a in rigid.assignments)
 
 
-def test_the_chosen_configurations_fit_the_gpus_together() -> None:
-    # a YOLOv3 job kept on one GPU (no move gains enough) and a CIFAR-10 newcomer the LP would
-    # give every GPU: the newcomer is sized for the GPUs left, so neither waits while GPUs idle
-    t4 = Cluster("t4x4", tuple(Node(f"n{i}", {"t4": 4}) for i in range(4)))
-    jobs = jobs_from_pollux_csv(HEADER + "a,0,yolov3,1,8\nb,0,cifar10,1,128\n", source="t")
+def _running_and_new(cluster: Cluster, yolo_batch: int, placement: dict) -> RoundContext:
+    """A YOLOv3 job half done, running on ``placement``, and a CIFAR-10 job just arrived."""
+    csv = f"a,0,yolov3,1,{yolo_batch}\nb,0,cifar10,1,128\n"
+    jobs = jobs_from_pollux_csv(HEADER + csv, source="t")
     statuses = [
         JobStatus(jobs[0], jobs[0].total_steps * 0.5),
         JobStatus(jobs[1], jobs[1].total_steps),
     ]
-    running = {(0, 0): {"n0": {"t4": 1}}}
-    ctx = RoundContext(0.0, 0, 60.0, t4, statuses, running, PolluxThroughput(TABLE), 30.0)
+    running = {(0, 0): placement}
+    return RoundContext(0.0, 0, 60.0, cluster, statuses, running, PolluxThroughput(TABLE), 30.0)
+
+
+def test_the_chosen_configurations_fit_the_gpus_together() -> None:
+    # a YOLOv3 job kept on one GPU (no move gains enough) and a CIFAR-10 newcomer the LP would
+    # give every GPU: the newcomer is sized for the GPUs left, so neither waits while GPUs idle
+    t4 = Cluster("t4x4", tuple(Node(f"n{i}", {"t4": 4}) for i in range(4)))
+    ctx = _running_and_new(t4, 8, {"n0": {"t4": 1}})
+    statuses = list(ctx.jobs)
     view = elastic_round(ctx, UTILITY, 1e9)
     assert view.chosen[0].width == 1  # kept: no move finishes it 1e9 s sooner
     assert view.chosen[1].width == 12  # the widest of its widths within the 15 GPUs left
@@ -355,13 +362,8 @@ def test_the_jobs_beside_one_that_stays_share_out_the_gpus_it_leaves() -> None:
     left of a plan that counted on the V100 job moving onto T4s (4 of them, before)."""
     nodes = (Node("t0", {"t4": 4}), Node("t1", {"t4": 4}), Node("k0", {"k80": 4}))
     cluster = Cluster("mix", (*nodes, Node("v0", {"v100": 4})))
-    jobs = jobs_from_pollux_csv(HEADER + "a,0,yolov3,1,16\nb,0,cifar10,1,128\n", source="t")
-    statuses = [
-        JobStatus(jobs[0], jobs[0].total_steps * 0.5),
-        JobStatus(jobs[1], jobs[1].total_steps),
-    ]
-    running = {(0, 0): {"v0": {"v100": 4}}}
-    ctx = RoundContext(0.0, 0, 60.0, cluster, statuses, running, PolluxThroughput(TABLE), 30.0)
+    ctx = _running_and_new(cluster, 16, {"v0": {"v100": 4}})
+    statuses = list(ctx.jobs)
     chosen = elastic_round(ctx, UTILITY, 1e9).chosen
     v100 = cluster.type_index["v100"]
     assert (chosen[0].gpu_type, chosen[0].width) == (v100, 4)  # it stays
