@@ -16,7 +16,9 @@ share), which is one of largest payoff ``v - width x price`` at the LP's dual pr
 LP leaves out takes its best payoff and waits unless the round finds room. A running job keeps
 its configuration unless the move is worth it (:func:`_worth_moving`); where the LP had moved a
 job that so stays, the LP is solved again without the staying jobs, over the GPUs they leave, and
-the other jobs take its configurations (the first LP's would count on GPUs a staying job holds).
+the other running jobs' moves are judged again at its prices, until no more job stays (the first
+LP's choices would count on GPUs a staying job holds, and could send a job where its own rule
+would not move it).
 Rigid jobs bid with their own gang, so a GPU type the rigid queue needs is priced for the
 elastic jobs too.
 
@@ -304,17 +306,22 @@ def elastic_round(
         return cv[1] - cv[0].width * float(prices[cv[0].gpu_type])
 
     staying: dict[int, Valued] = {}
-    for s in adapting:
-        valued = options[s.job_id]
-        here = running[s.job_id]
-        stay = next((cv for cv in valued if (cv[0].gpu_type, cv[0].width) == here), None)
-        if stay is None:
-            continue
-        best = max(valued, key=lambda cv: (shares[cv[2]], payoff(cv), -cv[0].width))
-        if not _worth_moving(s, stay, best, payoff, ctx, min_gain_s):
-            staying[s.job_id] = stay
-    if any(shares[cv[2]] < 1.0 - 1e-9 for cv in staying.values()):
-        # the LP moved jobs that stay: share out the GPUs they leave among the others
+    while True:
+        added = False
+        for s in adapting:
+            valued = options[s.job_id]
+            here = running[s.job_id]
+            stay = next((cv for cv in valued if (cv[0].gpu_type, cv[0].width) == here), None)
+            if stay is None or s.job_id in staying:
+                continue
+            best = max(valued, key=lambda cv: (shares[cv[2]], payoff(cv), -cv[0].width))
+            if not _worth_moving(s, stay, best, payoff, ctx, min_gain_s):
+                staying[s.job_id] = stay
+                added = True
+        if not added or all(shares[cv[2]] >= 1.0 - 1e-9 for cv in staying.values()):
+            break
+        # the LP moved jobs that stay: share out the GPUs they leave among the others, and
+        # judge the others' moves again at the prices of that LP
         prices, shares = _without_staying(columns, cols_job_ids, staying, cap.sum(axis=0))
     for s in adapting:
         valued = options[s.job_id]

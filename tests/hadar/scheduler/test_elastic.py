@@ -379,3 +379,42 @@ def test_the_jobs_beside_one_that_stays_share_out_the_gpus_it_leaves() -> None:
         alone.width,
     )
     assert (cluster.gpu_types[newcomer.gpu_type], newcomer.width) == ("t4", 8)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_running_job_moves_only_to_finish_sooner_or_to_give_gpus_back(seed: int) -> None:
+    """Whatever the LPs do, a running adapting job leaves its configuration only for one that
+    finishes it ``min_gain_s`` sooner, restart included, or for a narrower one (the hysteresis,
+    step 3 of docs/elastic.md): never for a slower one as wide, which only costs it a restart."""
+    rng = np.random.default_rng(seed)
+    apps = [("cifar10", 128), ("yolov3", 16), ("bert", 12), ("deepspeech2", 20), ("imagenet", 400)]
+    n = int(rng.integers(14, 30))
+    picks = [apps[int(i)] for i in rng.integers(0, len(apps), n)]
+    jobs = jobs_from_pollux_csv(
+        HEADER + "".join(f"j{i},0,{a},1,{b}\n" for i, (a, b) in enumerate(picks)), source="t"
+    )
+    statuses = [JobStatus(j, j.total_steps * float(rng.uniform(0.05, 1.0))) for j in jobs]
+    free = MIXED.capacity.copy()
+    running: dict = {}
+    for s in statuses:
+        if rng.uniform() < 0.9:
+            h, k = int(rng.integers(0, free.shape[0])), int(rng.integers(0, free.shape[1]))
+            width = int(min(free[h, k], 2 ** int(rng.integers(0, 3))))
+            if width > 0:
+                free[h, k] -= width
+                running[(s.job_id, 0)] = {MIXED.node_names[h]: {MIXED.gpu_types[k]: width}}
+    ctx = RoundContext(0.0, 0, 60.0, MIXED, statuses, running, PolluxThroughput(TABLE), 30.0)
+    min_gain_s = 360.0
+    chosen = elastic_round(ctx, UTILITY, min_gain_s).chosen
+    configs = {s.job_id: configurations(s.job, MIXED, ctx.throughput) for s in statuses}
+    for s in statuses:
+        here = elastic.running_configuration(running.get((s.job_id, 0)), MIXED)
+        c = chosen.get(s.job_id)
+        if here is None or c is None or (c.gpu_type, c.width) == here:
+            continue
+        kept = next((k for k in configs[s.job_id] if (k.gpu_type, k.width) == here), None)
+        if kept is None:  # it runs on no configuration of its own: free to take any
+            continue
+        restart = s.job.restart_cost_s(ctx.restart_penalty_s)
+        sooner = s.remaining_steps / c.rate + restart <= s.remaining_steps / kept.rate - min_gain_s
+        assert sooner or c.width < kept.width, (s.job.job_type, here, (c.gpu_type, c.width))
