@@ -37,8 +37,9 @@ Hadar's own run on either (the candidates include the base decisions forked by c
 advantage, ``hadare/fork_lp.py``, and the whole cluster so forked, with no base decision);
 plain Hadar from where it leaves the jobs then *guides* the never-behind rule. The never-behind
 plan's rollout is exact in the simulator while no job arrives later, so the projected last
-finish and sum only go down round to round: TTD and average JCT stay at most Hadar's, though a job may finish later (a rollout cannot
-see later arrivals, which may then find the cluster less ready than Hadar leaves it).
+finish and sum only go down round to round: TTD and average JCT stay at most Hadar's, though a
+job may finish later (a rollout cannot see later arrivals, which may then find the cluster less
+ready than Hadar leaves it).
 
 Copy ``i`` of a job always runs on node ``i - 1`` of the cluster file (stable copy ids for the
 Job Tracker: ``job_id * max_job_count + i``; a multi-node copy takes its first node's id). A copy

@@ -18,9 +18,8 @@ its configuration unless the move is worth it (:func:`_worth_moving`); where the
 job that so stays, the LP is solved again without the staying jobs, over the GPUs they leave, and
 the other running jobs' moves are judged again at its prices, until no more job stays (the first
 LP's choices would count on GPUs a staying job holds, and could send a job where its own rule
-would not move it).
-Rigid jobs bid with their own gang, so a GPU type the rigid queue needs is priced for the
-elastic jobs too.
+would not move it). Rigid jobs bid with their own gang, so a GPU type the rigid queue needs is
+priced for the elastic jobs too.
 
 After the round is planned, each placed adapting job runs at the total batch of the largest
 goodput on the GPUs it got, at its progress now (Pollux's batch choice for a given allocation).
@@ -305,15 +304,21 @@ def elastic_round(
     def payoff(cv: Valued) -> float:
         return cv[1] - cv[0].width * float(prices[cv[0].gpu_type])
 
+    # each running job's own configuration, where it is one of its options
+    kept_options = {
+        s.job_id: cv
+        for s in adapting
+        for cv in options[s.job_id]
+        if (cv[0].gpu_type, cv[0].width) == running[s.job_id]
+    }
     staying: dict[int, Valued] = {}
     while True:
         added = False
         for s in adapting:
-            valued = options[s.job_id]
-            here = running[s.job_id]
-            stay = next((cv for cv in valued if (cv[0].gpu_type, cv[0].width) == here), None)
+            stay = kept_options.get(s.job_id)
             if stay is None or s.job_id in staying:
                 continue
+            valued = options[s.job_id]
             best = max(valued, key=lambda cv: (shares[cv[2]], payoff(cv), -cv[0].width))
             if not _worth_moving(s, stay, best, payoff, ctx, min_gain_s):
                 staying[s.job_id] = stay
