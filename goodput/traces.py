@@ -92,6 +92,11 @@ def read_checked_csv(
     return out
 
 
+MAX_KEPT_HEADS = 4096
+"""Knob: the candidate simplices kept per leading coordinates of a query (nodes, replicas) before
+an interpolator starts afresh (exact answers only: starting afresh changes no result)."""
+
+
 class LinearInterpolator:
     """Piecewise-linear interpolation over the Delaunay triangulation of scattered points (what
     scipy's LinearNDInterpolator computes), with the nearest point's values outside their convex
@@ -125,9 +130,25 @@ class LinearInterpolator:
         low, high = verts.min(axis=1), verts.max(axis=1)
         margin = 1e-6 * (high - low).max(axis=1, keepdims=True) + 1e-9
         self.low, self.high = low - margin, high + margin
+        self._by_head: dict[tuple[float, ...], np.ndarray] = {}
+
+    def _near(self, query: np.ndarray) -> np.ndarray:
+        """The valid simplices whose widened bounding box holds ``query``, in ascending order:
+        those holding its leading coordinates are kept by them (a trace's queries share their
+        nodes and replicas across many local batches), then the last coordinate is tested."""
+        head = tuple(query[:-1].tolist())
+        kept = self._by_head.get(head)
+        if kept is None:
+            if len(self._by_head) >= MAX_KEPT_HEADS:
+                self._by_head.clear()
+            inside = (self.low[:, :-1] <= query[:-1]) & (query[:-1] <= self.high[:, :-1])
+            kept = self._by_head[head] = np.flatnonzero(inside.all(axis=1) & self.valid)
+        last = query[-1]
+        near: np.ndarray = kept[(self.low[kept, -1] <= last) & (last <= self.high[kept, -1])]
+        return near
 
     def __call__(self, query: np.ndarray) -> np.ndarray:
-        near = np.flatnonzero(((self.low <= query) & (query <= self.high)).all(axis=1) & self.valid)
+        near = self._near(query)
         bary = np.einsum("sij,sj->si", self.inverse[near], query[None, :] - self.base[near])
         last = 1.0 - bary.sum(axis=1)
         inside = np.all(bary >= -1e-9, axis=1) & (last >= -1e-9)
@@ -327,6 +348,21 @@ class AppTrace:
         var = (1 - w) * lower.grad_var[epoch] + w * upper.grad_var[epoch]
         return GradParams(float(sqr), float(var))
 
+    def epoch_grad_arrays(self, batch_size: float) -> tuple[np.ndarray, np.ndarray]:
+        """(sqr, var) of :meth:`grad_stats` at total batch ``batch_size`` for every measured
+        epoch at once (element ``e``: during epoch ``e``), with the same arithmetic."""
+        sizes = self._run_sizes
+        b = float(min(max(batch_size, sizes[0]), sizes[-1]))
+        hi = bisect.bisect_left(sizes, b)
+        upper = self.runs[hi]
+        if upper.batch_size == b or hi == 0:
+            return upper.grad_sqr, upper.grad_var
+        lower = self.runs[hi - 1]
+        w = (b - lower.batch_size) / (upper.batch_size - lower.batch_size)
+        sqr = (1 - w) * lower.grad_sqr + w * upper.grad_sqr
+        var = (1 - w) * lower.grad_var + w * upper.grad_var
+        return sqr, var
+
     def split_batch(self, num_replicas: int, batch_size: int) -> tuple[int, int]:
         """(local batch per pass, accumulation steps) for a fixed total batch on ``num_replicas``
         GPUs, as the official simulator configures TunedJobs: accumulate when the local batch
@@ -340,14 +376,22 @@ class AppTrace:
         atomic = min(atomic, int(self.max_batch_size / (num_replicas * (accum + 1))))
         return max(atomic, 1), accum
 
-    def rate(self, per_node: tuple[int, ...], batch_size: int, progress: float) -> TraceRate:
-        """The job's true throughput and efficiency at total batch ``batch_size`` (split as
-        :meth:`split_batch`) on ``per_node`` GPUs per node, ``progress`` iterations at M0 in."""
+    def pace(
+        self, per_node: tuple[int, ...], batch_size: int
+    ) -> tuple[float, int, int, int, float]:
+        """(step time, local batch per pass, accumulation steps, total batch, sync time) at
+        total batch ``batch_size`` (split as :meth:`split_batch`) on ``per_node`` GPUs per
+        node: :meth:`rate` without the statistical efficiency."""
         replicas = sum(per_node)
         local, accum = self.split_batch(replicas, batch_size)
         step, sync = self.iteration_time(per_node, local)
         total = step + accum * (step - sync)
-        batch = replicas * local * (accum + 1)
+        return total, local, accum, replicas * local * (accum + 1), sync
+
+    def rate(self, per_node: tuple[int, ...], batch_size: int, progress: float) -> TraceRate:
+        """The job's true throughput and efficiency at total batch ``batch_size`` (split as
+        :meth:`split_batch`) on ``per_node`` GPUs per node, ``progress`` iterations at M0 in."""
+        total, local, accum, batch, _ = self.pace(per_node, batch_size)
         grad = self.grad_stats(batch, progress)
         eff = float(statistical_efficiency(grad, self.init_batch_size, batch))
         return TraceRate(total, local, accum, batch, batch / total, eff)

@@ -25,7 +25,7 @@ from collections.abc import Hashable, Iterable
 import numpy as np
 
 from estimators.throughput import EstimatedCell, RunRate, ThroughputModel
-from goodput.model import statistical_efficiency
+from goodput.model import GradParams, statistical_efficiency
 from goodput.traces import APPLICATIONS, AppTrace, TraceRate, bundled_trace
 from hadar.core.cluster import Cluster
 from hadar.core.jobs import Job, Placement
@@ -61,9 +61,7 @@ def scaled(rate: TraceRate, sync_s: float, factor: float) -> TraceRate:
     """``rate`` with each pass's compute time scaled by ``factor`` (the sync time kept)."""
     if factor == 1.0:
         return rate
-    passes = rate.accum_steps + 1
-    compute = (rate.step_time - sync_s) / passes
-    step = passes * compute * factor + sync_s
+    step = scaled_step_time(rate.step_time, sync_s, rate.accum_steps + 1, factor)
     return TraceRate(
         step,
         rate.local_bsz,
@@ -72,6 +70,13 @@ def scaled(rate: TraceRate, sync_s: float, factor: float) -> TraceRate:
         rate.batch_size / step,
         rate.efficiency,
     )
+
+
+def scaled_step_time(step_s: float, sync_s: float, passes: int, factor: float) -> float:
+    """An iteration of ``passes`` passes taking ``step_s`` with its compute time scaled by
+    ``factor`` (the sync time ``sync_s`` kept)."""
+    compute = (step_s - sync_s) / passes
+    return passes * compute * factor + sync_s
 
 
 def iteration_on(
@@ -188,16 +193,12 @@ class PolluxThroughput(ThroughputModel):
     def _average_efficiency(self, trace: AppTrace, batch: int) -> float:
         bounds = trace.epoch_progress
         lengths = np.diff(np.concatenate([[0.0], bounds]))
-        effs = np.array(
-            [
-                float(
-                    statistical_efficiency(
-                        trace.grad_stats(batch, start), trace.init_batch_size, batch
-                    )
-                )
-                for start in np.concatenate([[0.0], bounds[:-1]])
-            ]
-        )
+        starts = np.concatenate([[0.0], bounds[:-1]])
+        # each epoch's statistics at once (AppTrace.epoch_of of every epoch's start)
+        epochs = np.minimum(np.searchsorted(bounds, starts, side="right"), len(bounds) - 1)
+        sqr, var = trace.epoch_grad_arrays(batch)
+        grad = GradParams(sqr[epochs], var[epochs])  # type: ignore[arg-type]  # arrays
+        effs = statistical_efficiency(grad, trace.init_batch_size, float(batch))
         return float(bounds[-1] / np.sum(lengths / np.maximum(effs, 1e-9)))
 
     def rate_class(self, job: Job) -> Hashable:
@@ -218,12 +219,16 @@ class PolluxThroughput(ThroughputModel):
             eff = self.average_efficiency(trace, batch)
             per_type = []
             for per_node in ((job.num_gpus,), spread(job.num_gpus)):
-                own = trace.rate(per_node, batch, 0.0)  # the same on every type before scaling
-                _, sync = trace.iteration_time(per_node, own.local_bsz)
-                row = [
-                    self._on_type(trace, per_node, own, gtype, sync)[0].throughput * eff
-                    for gtype in cluster.gpu_types
-                ]
+                # the same on every type before scaling (as :meth:`_on_type` scales a rate)
+                step, _, accum, total_batch, sync = trace.pace(per_node, batch)
+                row = []
+                for gtype in cluster.gpu_types:
+                    factor = self._scale(gtype, trace.name)[0]
+                    if factor != 1.0:
+                        step_on = scaled_step_time(step, sync, accum + 1, factor)
+                    else:
+                        step_on = step
+                    row.append(total_batch / step_on * eff)
                 per_type.append(np.array(row))
             cons, unc = (np.broadcast_to(a, cluster.capacity.shape) for a in per_type)
             hit = self._cells[key] = (cons, unc)

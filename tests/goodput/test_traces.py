@@ -101,6 +101,22 @@ def test_the_shortlisted_simplices_give_what_every_simplex_gives(app):
         assert np.array_equal(interp(q), _every_simplex(interp, q)), q
 
 
+def test_the_candidates_kept_per_nodes_and_replicas_give_the_same_answers_after_a_reset(
+    monkeypatch,
+):
+    import goodput.traces as traces
+
+    interp = bundled_trace("yolov3").interpolator()
+    heads = [(n, r) for n in (1, 2, 4) for r in (1, 2, 3, 8, 16)]
+    queries = [np.array([n, r, m], dtype=float) for n, r in heads for m in (1.0, 3.5, 8.0)]
+    fresh = [_every_simplex(interp, q) for q in queries]
+    monkeypatch.setattr(traces, "MAX_KEPT_HEADS", 2)  # the kept candidates start afresh often
+    for _ in range(2):
+        for q, expected in zip(queries, fresh, strict=True):
+            assert np.array_equal(interp(q), expected), q
+    assert len(interp._by_head) <= 2
+
+
 def test_an_unmeasured_placement_lies_within_the_measured_range():
     trace = bundled_trace("imagenet")
     step, sync = trace.iteration_time((4, 4, 4, 4, 4, 4), 100)  # 6 nodes: scalability.csv
@@ -118,6 +134,16 @@ def test_gradient_statistics_follow_the_epoch_and_interpolate_between_batch_size
     mid = trace.grad_stats(192, epoch3)
     assert mid.sqr == pytest.approx((small.grad_sqr[3] + large.grad_sqr[3]) / 2)
     assert trace.grad_stats(10**6, 1e12).sqr == pytest.approx(trace.runs[-1].grad_sqr[-1])
+
+
+@pytest.mark.parametrize("batch", [128, 192, 256, 700, 10**6])
+def test_every_epochs_statistics_at_once_are_each_epochs_own(batch):
+    trace = bundled_trace("cifar10")
+    sqr, var = trace.epoch_grad_arrays(batch)
+    starts = [0.0, *trace.epoch_progress[:-1]]
+    for epoch, start in enumerate(starts):
+        one = trace.grad_stats(batch, start)
+        assert (sqr[epoch], var[epoch]) == (one.sqr, one.var)
 
 
 def test_tuned_jobs_split_their_batch_as_the_official_simulator():
@@ -138,6 +164,14 @@ def test_a_rate_is_throughput_times_the_efficiency_at_the_jobs_progress():
     assert early.efficiency == pytest.approx(float(statistical_efficiency(grad, 20, 320)))
     assert early.efficiency < late.efficiency <= 1.0
     assert early.goodput == pytest.approx(early.throughput * early.efficiency)
+    step, local, accum, batch, sync = trace.pace((4,), 320)
+    assert (step, local, accum, batch) == (
+        early.step_time,
+        early.local_bsz,
+        early.accum_steps,
+        early.batch_size,
+    )
+    assert sync == trace.iteration_time((4,), local)[1]
 
 
 def test_the_fitted_model_is_within_ten_percent_on_its_own_points():

@@ -203,3 +203,22 @@ def test_hadare_grows_an_adapted_job_as_hadar_does_instead_of_forking_it(tmp_pat
         "pollux-64t4", str(path), "hadar", round_s=60.0, policy_options={"adapt_elastic": "false"}
     )
     assert rigid.jobs.jct[0] > 1.5 * hadar.jobs.jct[0]
+
+
+@pytest.mark.parametrize("application", ["cifar10", "imagenet", "yolov3"])
+def test_a_batchs_average_efficiency_weighs_each_epoch_by_its_progress(application):
+    from estimators.throughput import GavelThroughputTable
+    from hadar.workloads.pollux_throughput import PolluxThroughput
+
+    trace = bundled_trace(application)
+    bounds = trace.epoch_progress
+    model = PolluxThroughput(GavelThroughputTable.bundled())
+    for batch in (trace.init_batch_size, 3 * trace.init_batch_size, 10**6):
+        effs, start = [], 0.0
+        for end in bounds:
+            grad = trace.grad_stats(batch, start)
+            effs.append(float(statistical_efficiency(grad, trace.init_batch_size, batch)))
+            start = float(end)
+        lengths = np.diff(np.concatenate([[0.0], bounds]))
+        expected = float(bounds[-1] / np.sum(lengths / np.maximum(effs, 1e-9)))
+        assert model.average_efficiency(trace, batch) == expected
