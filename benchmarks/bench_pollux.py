@@ -32,7 +32,8 @@ POLICIES = ("hadar", "hadare", "gavel", "gavel-fifo", "gavel-makespan", "tiresia
 
 
 def fit() -> None:
-    from goodput.traces import APPLICATIONS, bundled_trace, fit_application
+    from goodput.applications import APPLICATIONS
+    from goodput.traces import bundled_trace, fit_application
 
     traces = [bundled_trace(a) for a in APPLICATIONS]  # loaded before timing
     cpu0, wall0 = time.process_time(), time.perf_counter()

@@ -31,13 +31,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from goodput.applications import APPLICATIONS
 from goodput.fit import FitResult, fit_perf_params
 from goodput.model import GradParams, statistical_efficiency
 from hadar.core.errors import InputError
 from hadar.core.validation import read_text
-
-APPLICATIONS = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")
-"""The six applications Pollux measured (its Table 1)."""
 
 MAX_LOCAL_BSZ = {"yolov3": 8}
 """Per-GPU batch limits below the largest measured one (the official simulator's: YOLOv3 fits 8

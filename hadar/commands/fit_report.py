@@ -46,7 +46,8 @@ def register(sub: Subparsers) -> None:
 
 
 def _traces(folder: str | None) -> list[AppTrace]:
-    from goodput.traces import APPLICATIONS, bundled_trace, load_trace_dir
+    from goodput.applications import APPLICATIONS
+    from goodput.traces import bundled_trace, load_trace_dir
 
     if folder is None:
         return [bundled_trace(name) for name in APPLICATIONS]

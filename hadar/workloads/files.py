@@ -10,14 +10,24 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationError,
+    field_validator,
+)
 
+from goodput.applications import APPLICATIONS
 from hadar.core.csv_input import read_csv_dicts
 from hadar.core.errors import InputError, shorten
+from hadar.core.job_profile import DATASET_CLASSES, WEIGHT_CLASSES
 from hadar.core.jobs import Job
 from hadar.core.validation import (
+    MAX_GANG_GPUS,
     MAX_JOB_ID,
     MAX_JOBS,
     GangGpus,
@@ -28,6 +38,31 @@ from hadar.core.validation import (
     load_yaml,
     read_text,
 )
+from nodes.spec import MAX_BATCH_SIZE
+
+MAX_SPEC_BATCH_SIZE = MAX_BATCH_SIZE * MAX_GANG_GPUS
+"""A job's ``spec.batch_size`` in a simulation: the total batch of an elastic job, at most the
+per-rank limit of real runs (:data:`nodes.spec.MAX_BATCH_SIZE`) on the largest gang."""
+
+
+class _SpecKeys(BaseModel):
+    """The keys a job's ``spec`` may hold: a real run's training spec (:class:`nodes.spec.JobSpec`,
+    validated when ``hadar run`` accepts the file), and the keys the simulator reads, checked
+    here: a Pollux ``application`` (the job's type), the total ``batch_size``, and the PMI
+    estimator's ``weight_class`` and ``dataset_class`` (docs/estimators.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: Any = None
+    size: Any = None
+    data: Any = None
+    lr: Any = None
+    seed: Any = None
+    precision: Any = None
+    batch_size: StrictInt | None = Field(default=None, ge=1, le=MAX_SPEC_BATCH_SIZE)
+    application: Literal[APPLICATIONS] | None = None  # type: ignore[valid-type]
+    weight_class: Literal[WEIGHT_CLASSES] | None = None  # type: ignore[valid-type]
+    dataset_class: Literal[DATASET_CLASSES] | None = None  # type: ignore[valid-type]
 
 
 class _JobSpec(BaseModel):
@@ -41,8 +76,9 @@ class _JobSpec(BaseModel):
     weight: Weight = 1.0
     model: str | None = None
     size_class: str | None = None
-    spec: dict[str, Any] | None = None
-    """Training spec for real runs (model, size, data, batch_size, lr, seed; see docs/worker.md)."""
+    spec: _SpecKeys | None = None
+    """Training spec for real runs (model, size, data, batch_size, lr, seed; see docs/worker.md),
+    and the simulator's keys (:class:`_SpecKeys`)."""
     min_gpus: GangGpus | None = None
     """Elastic jobs: the fewest GPUs (default ``gpus``)."""
     max_gpus: GangGpus | None = None
@@ -66,6 +102,10 @@ class _JobSpec(BaseModel):
         if not v.isprintable():
             raise ValueError("a job type is one line of printable characters (no newline or tab)")
         return v
+
+    def spec_dict(self) -> dict[str, Any]:
+        """The ``spec`` as written (its keys that were given)."""
+        return {} if self.spec is None else self.spec.model_dump(exclude_unset=True)
 
 
 YAML_ONLY = ("spec", "batch_range")
@@ -93,6 +133,13 @@ def jobs_from_records(
             ) from None
         if spec.id in seen:
             raise InputError(f"{source}: {row_label}[{i}].id: duplicate job id {spec.id}")
+        app = None if spec.spec is None else spec.spec.application
+        if app is not None and app != spec.type:
+            # a Pollux job's rates are its type's traces
+            raise InputError(
+                f"{source}: {row_label}[{i}].spec.application: must be the job's type "
+                f"{shorten(spec.type)!r} (got {app!r})"
+            )
         seen.add(spec.id)
         try:
             job = Job(
@@ -104,7 +151,7 @@ def jobs_from_records(
                 weight=spec.weight,
                 model=spec.model,
                 size_class=spec.size_class,
-                spec=MappingProxyType(dict(spec.spec or {})),
+                spec=MappingProxyType(spec.spec_dict()),
                 min_gpus=spec.min_gpus,
                 max_gpus=spec.max_gpus,
                 batch_range=spec.batch_range,

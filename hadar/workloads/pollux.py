@@ -16,7 +16,8 @@ from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
 
-from goodput.traces import APPLICATIONS, AppTrace, bundled_trace
+from goodput.applications import APPLICATIONS
+from goodput.traces import AppTrace, bundled_trace
 from hadar.core.csv_input import read_csv_dicts
 from hadar.core.errors import InputError, shorten
 from hadar.core.jobs import Job

@@ -25,8 +25,9 @@ from collections.abc import Hashable, Iterable
 import numpy as np
 
 from estimators.throughput import EstimatedCell, RunRate, ThroughputModel
+from goodput.applications import APPLICATIONS
 from goodput.model import GradParams, statistical_efficiency
-from goodput.traces import APPLICATIONS, AppTrace, TraceRate, bundled_trace
+from goodput.traces import AppTrace, TraceRate, bundled_trace
 from hadar.core.cluster import Cluster
 from hadar.core.jobs import Job, Placement
 from hadar.workloads.gpu_scaling import MEASURED_GPU, compute_scale

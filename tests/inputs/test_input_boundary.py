@@ -78,6 +78,41 @@ def test_non_finite_and_absurd_steps(scene, capsys, steps, needles):
     assert not (scene / "o").exists()
 
 
+@pytest.mark.parametrize(
+    "job, needles",
+    [
+        (f"type: '{R18}', spec: {{batch_size: -5}}", ["jobs[0].spec.batch_size", "(got -5)"]),
+        (f"type: '{R18}', spec: {{batch_size: abc}}", ["jobs[0].spec.batch_size", "'abc'"]),
+        (f"type: '{R18}', spec: {{batch_size: true}}", ["jobs[0].spec.batch_size", "True"]),
+        (f"type: '{R18}', spec: {{batch_size: 1e40}}", ["jobs[0].spec.batch_size"]),
+        (f"type: '{R18}', spec: {{batchsize: 64}}", ["jobs[0].spec.batchsize", "unknown field"]),
+        (f"type: '{R18}', spec: {{weight_class: huge}}", ["jobs[0].spec.weight_class", "'huge'"]),
+        (f"type: '{R18}', spec: {{dataset_class: XXL}}", ["jobs[0].spec.dataset_class", "'XXL'"]),
+        ("type: foo, spec: {application: foo}", ["jobs[0].spec.application", "'imagenet'"]),
+        (
+            f"type: '{R18}', spec: {{application: imagenet}}",
+            ["jobs[0].spec.application", "must be the job's type"],
+        ),
+    ],
+)
+def test_a_yaml_jobs_spec_keys_the_simulator_reads_are_checked_when_loaded(
+    scene, capsys, job, needles
+):
+    (scene / "jobs.yaml").write_text(f"jobs:\n  - {{id: 0, gpus: 1, steps: 100, {job}}}\n")
+    argv = simulate_argv(scene, workload=str(scene / "jobs.yaml"))
+    one_line_error(capsys, main(argv), str(scene / "jobs.yaml"), *needles)
+    assert not (scene / "o").exists()
+
+
+def test_every_key_of_a_real_runs_training_spec_loads_for_a_simulation():
+    from nodes.spec import JobSpec
+
+    spec = {name: f"value of {name}" for name in JobSpec.model_fields}
+    spec["batch_size"] = 64
+    job = jobs_from_records([{"id": 0, "type": R18, "gpus": 1, "steps": 10, "spec": spec}], "j")[0]
+    assert dict(job.spec) == spec  # kept as written, for `hadar run` to validate
+
+
 def test_a_job_id_beyond_64_bits(scene, capsys):
     (scene / "jobs.csv").write_text(f"id,type,gpus,steps\n{10**22},{R18},1,100\n")
     one_line_error(
