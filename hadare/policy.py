@@ -188,6 +188,10 @@ class HadarEPolicy(Policy):
     def decide(self, ctx: RoundContext) -> RoundPlan:
         self._refills = {}  # last round's refills are not this round's
         self._projected = None
+        if self.replay.out_of_step(ctx):
+            # the last round was cut short (a node joined or left): Hadar from here
+            self.replay.resync(ctx, _primary_copies(ctx))
+            self.guide = None
         hadar = self.replay.step(ctx, followed=self.guide is None)
         replay = hadar if self.guide is None else self.guide.step(ctx)
         by_id = {v.status.job_id: v for v in value_jobs(ctx, ctx.jobs)}

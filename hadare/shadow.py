@@ -14,7 +14,9 @@ had and the simulator skipped an idle gap to the next arrival while Hadar was st
 replay plays whole rounds of its own until it is less than a round behind; then, as when a real
 round ran a little longer than its length, its next round starts with HadarE's. The guarantee
 is exact only where the rounds line up (the simulator's fixed-length rounds without idle gaps
-while Hadar is busy).
+while Hadar is busy). Where they cannot (HadarE's round ended before the replay's, or no node
+was up for a round while jobs waited: nodes come and go), the replay starts again from HadarE's
+own state (:meth:`HadarReplay.resync`): it would otherwise play rounds that never ran.
 """
 
 from __future__ import annotations
@@ -153,6 +155,42 @@ class HadarReplay:
             # the replay's round starts with HadarE's
             self.now = ctx.now
         return self._play(ctx, self.now)
+
+    def out_of_step(self, ctx: RoundContext) -> bool:
+        """Whether the replay's clock no longer follows Hadar's run: HadarE's last round ended
+        before the replay's did (the round was cut short; in the simulator, by a node joining or
+        leaving), or HadarE ran no round for a round or more while it had jobs (no node was up,
+        so plain Hadar could not run either). The replay would otherwise play rounds that did
+        not happen, on nodes that may have gone."""
+        if self.now is None or not self._active():
+            return False
+        if ctx.now < self.now - ROUND_TIME_TOLERANCE_S:
+            return True
+        skipped = ctx.now - self.now >= ctx.round_s - ROUND_TIME_TOLERANCE_S
+        return skipped and any(
+            st.job.arrival < self.now + ROUND_TIME_TOLERANCE_S for st in ctx.jobs
+        )
+
+    def resync(self, ctx: RoundContext, running: Mapping[int, Placement]) -> None:
+        """Plain Hadar from where HadarE's jobs (``ctx.jobs``) stand now, each job running on
+        ``running`` (its primary copy), the inner Hadar's state kept: when the replay is
+        :meth:`out_of_step`, it is no longer Hadar's run, and HadarE follows Hadar's decision
+        from its own state instead."""
+        self.jobs = {
+            st.job_id: ReplayedJob(
+                st.job,
+                st.remaining_steps,
+                JobService(
+                    attained=st.attained_service,
+                    time_on_type=dict(st.time_on_type),
+                    rounds=st.rounds_scheduled,
+                    first_start=st.first_start,
+                ),
+            )
+            for st in ctx.jobs
+        }
+        self.current = {(job_id, 0): p for job_id, p in running.items() if job_id in self.jobs}
+        self.now = ctx.now
 
     def clone(self) -> HadarReplay:
         """An independent copy (its inner policy's state included)."""

@@ -5,12 +5,13 @@ import pytest
 from estimators.throughput import GavelThroughputTable
 from hadar.clusters import load_cluster
 from hadar.core.cluster import Cluster, Node
+from hadar.core.job_service import JobService
 from hadar.core.jobs import Job, JobStatus, Placement
 from hadar.core.node_stream import NodeEvent, build_stream
 from hadar.policy import RoundContext
 from hadar.round_progress import Run, time_to_reach
 from hadar.scenario import throughput_for
-from hadar.scheduler import HadarPolicy
+from hadar.scheduler import HadarConfig, HadarPolicy
 from hadar.scheduler.elastic import adapts
 from hadar.simulator import SimConfig, simulate
 from hadar.simulator.engine import validate_plan
@@ -20,7 +21,7 @@ from hadar.workloads.mixes import mix_jobs
 from hadar.workloads.pollux import jobs_from_pollux_csv
 from hadar.workloads.pollux_throughput import PolluxThroughput
 from hadare.policy import HadarEConfig, HadarEPolicy, _Check
-from hadare.shadow import HadarReplay
+from hadare.shadow import HadarReplay, ReplayedJob
 from hadare.step_split import CopySlot, finishing_subset, split_steps
 from tracker.ids import copy_id, copy_index, parent_job
 
@@ -236,3 +237,56 @@ def test_the_look_ahead_plays_no_rollout_when_every_job_adapts(monkeypatch):
     rigid = [Job(job_id=i, job_type=JT, num_gpus=1, total_steps=2e4) for i in range(2)]
     HadarEPolicy().decide(ctx_for(five_nodes(), rigid))
     assert played  # the same round of rigid jobs is looked ahead
+
+
+def _elastic_jobs() -> list[Job]:
+    rows = [
+        ("cifar10", 2, 256),
+        ("bert", 4, 12),
+        ("cifar10", 1, 128),
+        ("deepspeech2", 4, 40),
+        ("ncf", 1, 256),
+        ("cifar10", 4, 512),
+    ]
+    csv = "name,time,application,num_replicas,batch_size\n" + "".join(
+        f"j{i},{i * 90},{app},{n},{b}\n" for i, (app, n, b) in enumerate(rows)
+    )
+    return jobs_from_pollux_csv(csv, source="t")
+
+
+@pytest.mark.parametrize("leave, gap", [(240, 300), (400, 1000)])
+def test_after_every_node_left_and_came_back_hadare_runs_hadars_rounds_not_a_phantom_replay(
+    leave, gap
+):
+    # every job adapts, so HadarE forks none and should decide as Hadar does; while no node
+    # was up the replay of Hadar played rounds that never ran (ahead of HadarE, TTD 6,390 ->
+    # 6,446 s on the second case) and HadarE followed it
+    cluster = Cluster("t4s", tuple(Node(n, {"t4": 4}) for n in "abc"))
+    events = [NodeEvent(0, n, "join") for n in "abc"]
+    events += [NodeEvent(leave, n, "leave") for n in "abc"]
+    events += [NodeEvent(leave + gap, n, "join") for n in "abc"]
+    cfg = SimConfig(round_s=60, restart_penalty_s=10, node_stream=build_stream(events, end=2e5))
+    jobs = _elastic_jobs()
+    plain = simulate(cluster, jobs, HadarPolicy(), PolluxThroughput(TABLE), cfg)
+    forked = simulate(cluster, jobs, HadarEPolicy(), PolluxThroughput(TABLE), cfg)
+    assert [j.finish for j in forked.jobs] == [j.finish for j in plain.jobs]
+
+
+def test_the_replay_is_out_of_step_after_a_round_cut_short_or_one_no_node_could_run():
+    jobs = _elastic_jobs()[:2]
+    replay = HadarReplay(HadarConfig())
+    replay.now = 600.0  # its last round played from 540 s to 600 s
+    replay.jobs = {j.job_id: ReplayedJob(j, j.total_steps / 2, JobService()) for j in jobs}
+    statuses = tuple(JobStatus(j, j.total_steps / 2) for j in jobs)  # arrived at 0 and 90 s
+
+    def at(now: float, present: tuple[JobStatus, ...] = statuses) -> RoundContext:
+        return RoundContext(now, 10, 60.0, five_nodes(), present, {}, PolluxThroughput(TABLE))
+
+    assert not replay.out_of_step(at(600.0))  # the rounds line up
+    assert not replay.out_of_step(at(630.0))  # a real round that ran longer: no round skipped
+    assert replay.out_of_step(at(580.0))  # HadarE's round ended 20 s early
+    assert replay.out_of_step(at(900.0))  # jobs waited five rounds: no node was up
+    later = tuple(
+        JobStatus(dataclasses.replace(s.job, arrival=800.0), s.remaining_steps) for s in statuses
+    )
+    assert not replay.out_of_step(at(900.0, later))  # HadarE was idle: Hadar still ran
