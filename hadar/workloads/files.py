@@ -47,8 +47,8 @@ per-rank limit of real runs (:data:`nodes.spec.MAX_BATCH_SIZE`) on the largest g
 
 class _SpecKeys(BaseModel):
     """The keys a job's ``spec`` may hold: a real run's training spec (:class:`nodes.spec.JobSpec`,
-    validated when ``hadar run`` accepts the file), and the keys the simulator reads, checked
-    here: a Pollux ``application`` (the job's type), the total ``batch_size``, and the PMI
+    validated when ``hadar run`` accepts the file), a Gavel trace's kept columns (``gavel``,
+    checked by ``hadar export-gavel``), and the keys the simulator reads, checked here: a Pollux ``application`` (the job's type), the total ``batch_size``, and the PMI
     estimator's ``weight_class`` and ``dataset_class`` (docs/estimators.md)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -59,7 +59,9 @@ class _SpecKeys(BaseModel):
     lr: Any = None
     seed: Any = None
     precision: Any = None
-    batch_size: StrictInt | None = Field(default=None, ge=1, le=MAX_SPEC_BATCH_SIZE)
+    gavel: Any = None
+    """A Gavel trace's columns kept for ``hadar export-gavel`` (checked there)."""
+    batch_size: StrictInt | None = Field(default=None, gt=0, le=MAX_SPEC_BATCH_SIZE)
     application: Literal[APPLICATIONS] | None = None  # type: ignore[valid-type]
     weight_class: Literal[WEIGHT_CLASSES] | None = None  # type: ignore[valid-type]
     dataset_class: Literal[DATASET_CLASSES] | None = None  # type: ignore[valid-type]

@@ -115,9 +115,10 @@ def test_a_node_name_that_escapes_is_exit_2_before_anything_is_written(
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        ({"batch_size": -4}, "spec: batch_size: Input should be greater than 0"),
-        ({"model": "XX"}, "spec: model: unknown model 'XX'"),
-        ({"lr": "fast"}, "spec: lr: Input should be a valid number"),
+        # refused as the file is read (the simulator reads it too), else as a run accepts it
+        ({"batch_size": -4}, "jobs[1].spec.batch_size: Input should be greater than 0"),
+        ({"model": "XX"}, "job 1: spec: model: unknown model 'XX'"),
+        ({"lr": "fast"}, "job 1: spec: lr: Input should be a valid number"),
     ],
 )
 def test_a_spec_the_worker_would_reject_is_exit_2_before_any_round(
@@ -129,7 +130,7 @@ def test_a_spec_the_worker_would_reject_is_exit_2_before_any_round(
     jobs.write_text(yaml.safe_dump(data))
     out = tmp_path / "run"
     proc = run_to_end(out, jobs, "--round", SLOT, timeout=HANG_S)
-    assert refused(proc).startswith(f"hadar: error: {jobs}: job 1: {expected}")
+    assert refused(proc).startswith(f"hadar: error: {jobs}: {expected}")
     assert not [e for e in events(out) if e["event"] == "dispatch"]
     assert not (out / "run.json").exists()
 

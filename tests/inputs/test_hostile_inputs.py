@@ -153,7 +153,7 @@ def _jobs(tmp_path: Path, **change: object) -> Path:
         ),
         ({"id": 5000}, "jobs[0].id: 5000 is more than a real run tracks (job ids 0-999)"),
         (
-            {"spec": {"batch_size": 100_000_000_000}},
+            {"spec": {"batch_size": 100_000}},  # a total batch a simulation takes
             "job 0: spec: batch_size: Input should be less than or equal to 16384",
         ),
     ],
