@@ -21,8 +21,9 @@ from hadar.core.node_stream import NodeEvent, NodeStream, build_stream
 from hadar.scenario import throughput_for
 from hadar.scheduler import HadarPolicy
 from hadar.simulator import SimConfig, simulate
+from hadar.simulator.records import JobRecord
 from hadar.workloads.mixes import mix_jobs
-from hadare.policy import HadarEPolicy
+from hadare.policy import HadarEConfig, HadarEPolicy
 
 ROUND_S = 360.0
 RESTART_S = 10.0
@@ -51,6 +52,12 @@ def random_stream(cluster: Cluster, seed: int, events: int = 6) -> NodeStream:
     return build_stream(stream, end=1e6)
 
 
+def _finish(job: JobRecord) -> float:
+    if job.finish is None:
+        raise SystemExit(f"job {job.job_id} did not finish")
+    return job.finish
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mixes", default="M-3,M-5,M-8")
@@ -59,7 +66,7 @@ def main() -> None:
         "--no-look-ahead", action="store_true", help="HadarE with lookahead_jobs=0 (the rule alone)"
     )
     args = ap.parse_args()
-    knobs = {"lookahead_jobs": 0} if args.no_look_ahead else {}
+    hadare = HadarEConfig(lookahead_jobs=0) if args.no_look_ahead else HadarEConfig()
     table = GavelThroughputTable.bundled()
     print("| cluster | mix | seed | HadarE / Hadar TTD | HadarE / Hadar average JCT |")
     print("|---|---|---:|---:|---:|")
@@ -76,10 +83,10 @@ def main() -> None:
                 )
                 runs = [
                     simulate(cluster, jobs, policy, throughput_for(jobs, cluster, table), cfg)
-                    for policy in (HadarPolicy(), HadarEPolicy(**knobs))
+                    for policy in (HadarPolicy(), HadarEPolicy(hadare))
                 ]
-                ttd = [max(j.finish for j in r.jobs) for r in runs]
-                jct = [sum(j.finish - j.arrival for j in r.jobs) for r in runs]
+                ttd = [max(_finish(j) for j in r.jobs) for r in runs]
+                jct = [sum(_finish(j) - j.arrival for j in r.jobs) for r in runs]
                 late = ttd[1] > ttd[0] * (1 + 1e-9) or jct[1] > jct[0] * (1 + 1e-9)
                 behind += late
                 cells += 1
