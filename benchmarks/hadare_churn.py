@@ -1,12 +1,10 @@
 """HadarE against Hadar when nodes of the paper's physical clusters come and go: each mix on
 ``aws-5node`` and ``lab-5node`` under random node streams (a few leaves and joins, every node back
-at the end), TTD and average JCT of HadarE over Hadar's. The never-behind rule holds each job to
-plain Hadar's replay, and the look-ahead takes a plan only when its rollout is no later than
-Hadar's; both project on the nodes up now, so a node leaving later can make HadarE's run end
-behind Hadar's (docs/results.md, "HadarE under node churn").
+at the end), TTD and average JCT of HadarE over Hadar's. Where nodes may change HadarE does not
+look ahead (its rollouts play on the nodes up now); the never-behind rule holds each job to plain
+Hadar's replay (docs/results.md, "HadarE under node churn").
 
     PYTHONPATH=. .venv/bin/python benchmarks/hadare_churn.py [--mixes M-3,M-5,M-8] [--seeds 4]
-        [--no-look-ahead]
 """
 
 from __future__ import annotations
@@ -23,7 +21,7 @@ from hadar.scheduler import HadarPolicy
 from hadar.simulator import SimConfig, simulate
 from hadar.simulator.records import JobRecord
 from hadar.workloads.mixes import mix_jobs
-from hadare.policy import HadarEConfig, HadarEPolicy
+from hadare.policy import HadarEPolicy
 
 ROUND_S = 360.0
 RESTART_S = 10.0
@@ -62,11 +60,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mixes", default="M-3,M-5,M-8")
     ap.add_argument("--seeds", type=int, default=4, help="streams per cell (seeds 0 .. N-1)")
-    ap.add_argument(
-        "--no-look-ahead", action="store_true", help="HadarE with lookahead_jobs=0 (the rule alone)"
-    )
     args = ap.parse_args()
-    hadare = HadarEConfig(lookahead_jobs=0) if args.no_look_ahead else HadarEConfig()
     table = GavelThroughputTable.bundled()
     print("| cluster | mix | seed | HadarE / Hadar TTD | HadarE / Hadar average JCT |")
     print("|---|---|---:|---:|---:|")
@@ -83,7 +77,7 @@ def main() -> None:
                 )
                 runs = [
                     simulate(cluster, jobs, policy, throughput_for(jobs, cluster, table), cfg)
-                    for policy in (HadarPolicy(), HadarEPolicy(hadare))
+                    for policy in (HadarPolicy(), HadarEPolicy())
                 ]
                 ttd = [max(_finish(j) for j in r.jobs) for r in runs]
                 jct = [sum(_finish(j) - j.arrival for j in r.jobs) for r in runs]

@@ -98,6 +98,9 @@ class RoundContext:
     """How the driver counts the progress of a job's copies running together (HadarE's forks):
     ``goodput`` (the simulator's default: at most as one job at their combined batch) or
     ``steps`` (every copy's steps in full, as the Job Tracker sums them in real runs)."""
+    nodes_may_change: bool = False
+    """Whether nodes join and leave during the run (the driver runs a node stream,
+    ``--node-stream``): a plan projected over later rounds on the nodes up now may not hold."""
 
     if not TYPE_CHECKING:  # a plug-in policy may still read an old name (hadar.core.renames)
 

@@ -406,6 +406,7 @@ class Coordinator:
             throughput=self.throughput,
             restart_penalty_s=self.knobs.restart_penalty_s,
             fork_progress=REAL_RUN_FORK_PROGRESS,
+            nodes_may_change=self.cfg.node_stream is not None,
         )
 
     def execute(self, decision: Decision) -> RoundResult:

@@ -261,6 +261,7 @@ class SimulatorExecutor:
             throughput=self.throughput,
             restart_penalty_s=cfg.restart_penalty_s,
             fork_progress=cfg.fork_progress,
+            nodes_may_change=cfg.node_stream is not None,
         )
 
     def execute(
