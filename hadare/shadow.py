@@ -127,16 +127,7 @@ class HadarReplay:
         jobs; one kept only as a bound runs free."""
         for st in ctx.jobs:
             if st.job_id not in self.jobs:
-                self.jobs[st.job_id] = ReplayedJob(
-                    st.job,
-                    st.remaining_steps,
-                    JobService(
-                        attained=st.attained_service,
-                        time_on_type=dict(st.time_on_type),
-                        rounds=st.rounds_scheduled,
-                        first_start=st.first_start,
-                    ),
-                )
+                self.jobs[st.job_id] = ReplayedJob(st.job, st.remaining_steps, _service_of(st))
         for st in ctx.jobs if followed else ():
             # never ahead of what HadarE measured: in the simulator HadarE is never behind (no
             # effect); in real runs the replay's progress comes from throughput estimates, which
@@ -177,17 +168,7 @@ class HadarReplay:
         :meth:`out_of_step`, it is no longer Hadar's run, and HadarE follows Hadar's decision
         from its own state instead."""
         self.jobs = {
-            st.job_id: ReplayedJob(
-                st.job,
-                st.remaining_steps,
-                JobService(
-                    attained=st.attained_service,
-                    time_on_type=dict(st.time_on_type),
-                    rounds=st.rounds_scheduled,
-                    first_start=st.first_start,
-                ),
-            )
-            for st in ctx.jobs
+            st.job_id: ReplayedJob(st.job, st.remaining_steps, _service_of(st)) for st in ctx.jobs
         }
         self.current = {(job_id, 0): p for job_id, p in running.items() if job_id in self.jobs}
         self.now = ctx.now
@@ -228,12 +209,7 @@ class HadarReplay:
         twin.decisions = self.decisions
         twin.hadar = copy_policy(self.hadar)
         for st in ctx.jobs:
-            service = JobService(
-                attained=st.attained_service,
-                time_on_type=dict(st.time_on_type),
-                rounds=st.rounds_scheduled,
-                first_start=st.first_start,
-            )
+            service = _service_of(st)
             outcome = played.get(st.job_id)
             remaining = (
                 st.remaining_steps if outcome is None else book_job_round(service, outcome, ctx.now)
@@ -384,6 +360,16 @@ def copy_policy(policy: Policy) -> Policy:
     twin: Policy = make(getattr(policy, "config", None))
     twin.restore(policy.state())
     return twin
+
+
+def _service_of(status: JobStatus) -> JobService:
+    """The service ``status`` records (a copy: the replay books its own rounds on it)."""
+    return JobService(
+        attained=status.attained_service,
+        time_on_type=dict(status.time_on_type),
+        rounds=status.rounds_scheduled,
+        first_start=status.first_start,
+    )
 
 
 def _copy_service(service: JobService) -> JobService:
