@@ -98,6 +98,13 @@ class _JobSpec(BaseModel):
             raise ValueError(f"must be a whole number, not a boolean (got {v!r})")
         return v
 
+    @field_validator("spec", mode="before")
+    @classmethod
+    def _spec_mapping(cls, v: Any) -> Any:
+        if v is not None and not isinstance(v, dict):
+            raise ValueError(f"expected a mapping of training-spec keys (got {shorten(repr(v))})")
+        return v
+
     @field_validator("type")
     @classmethod
     def _printable(cls, v: str) -> str:

@@ -89,6 +89,7 @@ def test_non_finite_and_absurd_steps(scene, capsys, steps, needles):
         (f"type: '{R18}', spec: {{weight_class: huge}}", ["jobs[0].spec.weight_class", "'huge'"]),
         (f"type: '{R18}', spec: {{dataset_class: XXL}}", ["jobs[0].spec.dataset_class", "'XXL'"]),
         ("type: foo, spec: {application: foo}", ["jobs[0].spec.application", "'imagenet'"]),
+        (f"type: '{R18}', spec: 5", ["jobs[0].spec: expected a mapping"]),
         (
             f"type: '{R18}', spec: {{application: imagenet}}",
             ["jobs[0].spec.application", "must be the job's type"],
