@@ -193,7 +193,7 @@ class HadarEPolicy(Policy):
         self._refills = {}  # last round's refills are not this round's
         self._projected = None
         if self.replay.out_of_step(ctx):
-            # the last round was cut short (a node joined or left): Hadar from here
+            # nodes came and went: the replay would play rounds that never ran; Hadar from here
             self.replay.resync(ctx, _primary_copies(ctx))
             self.guide = None
         hadar = self.replay.step(ctx, followed=self.guide is None)
