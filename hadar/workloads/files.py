@@ -47,9 +47,11 @@ per-rank limit of real runs (:data:`nodes.spec.MAX_BATCH_SIZE`) on the largest g
 
 class _SpecKeys(BaseModel):
     """The keys a job's ``spec`` may hold: a real run's training spec (:class:`nodes.spec.JobSpec`,
-    validated when ``hadar run`` accepts the file), a Gavel trace's kept columns (``gavel``,
-    checked by ``hadar export-gavel``), and the keys the simulator reads, checked here: a Pollux ``application`` (the job's type), the total ``batch_size``, and the PMI
-    estimator's ``weight_class`` and ``dataset_class`` (docs/estimators.md)."""
+    validated when ``hadar run`` accepts the file; a test keeps the two lists together), a Gavel
+    trace's kept columns (``gavel``, checked by ``hadar export-gavel``), and the keys the
+    simulator reads, checked here: a Pollux ``application`` (the job's type), the total
+    ``batch_size``, and the PMI estimator's ``weight_class`` and ``dataset_class``
+    (docs/estimators.md)."""
 
     model_config = ConfigDict(extra="forbid")
 
