@@ -27,6 +27,7 @@ from typing import Any, NoReturn
 
 from hadar.core.errors import HadarError, InputError
 from hadar.core.io import check_writable, write_json
+from hadar.core.safe_paths import real_subfolder
 
 
 def process_start() -> float:
@@ -432,12 +433,49 @@ def check_result_path(path: str) -> None:
     check_writable(p)
 
 
+_TASK_FILES = ("spec", "result", "checkpoint_out", "checkpoint_in")
+"""The arguments naming the task's files, which the coordinator puts in one task folder."""
+
+
+def enter_task_folder(args: argparse.Namespace) -> None:
+    """Work inside the folder the task's files share (the coordinator's ``rNNNN-aK/jJ-cC``,
+    relative to the node's working directory), entered one component at a time without
+    following a link (created when missing; ``safe_paths.real_subfolder``), and name the files
+    by their base names: a folder swapped for a link while the worker runs is never read or
+    written through, nor is one planted before it starts (exit 2). Files given as absolute
+    paths, or not in one folder, are used as given. Mutates ``args`` and the working directory."""
+    given = {name: getattr(args, name) for name in _TASK_FILES if getattr(args, name, None)}
+    folders = {Path(path).parent for path in given.values()}
+    if len(folders) != 1:
+        return
+    folder = folders.pop()
+    if folder.is_absolute() or folder == Path():
+        return
+    try:
+        with real_subfolder(folder, create=True) as fd:
+            os.fchdir(fd)
+    except OSError as exc:
+        raise InputError(f"{folder}: cannot enter the task folder: {exc.strerror or exc}") from None
+    for name, path in given.items():
+        setattr(args, name, Path(path).name)
+
+
 def _main(argv: list[str] | None, t0: float) -> int:
+    home = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        return _main_in_folder(argv, t0)
+    finally:
+        os.fchdir(home)  # the task folder was this call's only (tests call main in-process)
+        os.close(home)
+
+
+def _main_in_folder(argv: list[str] | None, t0: float) -> int:
     stop = _StopFlag()
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     result_path = None
     try:
         args = build_parser().parse_args(argv)
+        enter_task_folder(args)
         check_result_path(args.result)  # before any training: a round's work needs somewhere to go
         result_path = args.result
         result = run(args, stop, t0)

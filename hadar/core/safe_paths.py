@@ -131,10 +131,29 @@ def real_folder(path: Path, *, create: bool = False) -> Iterator[int]:
     ``FileNotFoundError`` when it is missing and not ``create``."""
     if not path.is_absolute():
         raise ValueError(f"{path}: real_folder needs an absolute path")
-    names = path.parts[1:]
-    fd = os.open("/", (_PATH_FLAG if names else os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC)
+    with _walk("/", Path("/"), path.parts[1:], create) as fd:
+        yield fd
+
+
+@contextlib.contextmanager
+def real_subfolder(path: Path, *, create: bool = False) -> Iterator[int]:
+    """:func:`real_folder` for a relative ``path``, walked from the working directory (a
+    worker's node folder): a read-only descriptor of it, opened one component at a time without
+    following a link, created with its missing parents when ``create``. ``..`` and ``.`` are
+    refused like a link."""
+    if path.is_absolute():
+        raise ValueError(f"{path}: real_subfolder needs a relative path")
+    with _walk(".", Path(), path.parts, create) as fd:
+        yield fd
+
+
+@contextlib.contextmanager
+def _walk(start: str, base: Path, names: tuple[str, ...], create: bool) -> Iterator[int]:
+    """The folder ``names`` below ``start`` (``base`` names it in errors), walked as
+    :func:`real_folder` walks it."""
+    fd = os.open(start, (_PATH_FLAG if names else os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        walked = Path("/")
+        walked = base
         for i, name in enumerate(names):
             walked = walked / name
             if name in (".", ".."):

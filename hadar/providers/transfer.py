@@ -6,6 +6,7 @@ directories are folders this machine sees (local, Slurm on a shared file system)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import uuid
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from hadar.core.cluster import Node
 from hadar.core.integrity import sha256_file
-from hadar.core.safe_paths import confined
+from hadar.core.safe_paths import confined, real_folder
 from hadar.providers.base import ChecksumMismatchError, NodeProvider, NodeTransferError, confine
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
@@ -39,16 +40,37 @@ def require_sha256(actual: str, wanted: str, what: str, wanted_label: str) -> No
 def receive_verified(
     dst: Path, fetch: Callable[[Path], object], want: str, what: str, wanted_label: str
 ) -> None:
-    """``fetch`` a file into a temporary name beside ``dst`` (whose folder must exist), check
-    that its sha256 is ``want`` (see :func:`require_sha256`), then rename it over ``dst``.
-    On any failure the temporary file is removed and ``dst`` is untouched."""
-    tmp = dst.with_name(part_name(dst.name))
-    try:
-        fetch(tmp)
-        require_sha256(sha256_file(tmp), want, what, wanted_label)
-        os.replace(tmp, dst)
-    finally:
-        tmp.unlink(missing_ok=True)
+    """``fetch`` a file into a temporary name beside ``dst``, check that its sha256 is ``want``
+    (see :func:`require_sha256`), then rename it over ``dst``. On any failure the temporary
+    file is removed and ``dst`` is untouched.
+
+    An absolute ``dst`` (a run's own folders: the run directory's ``incoming/``, a local node's
+    working directory) is received inside its folder's descriptor: the folder is opened one
+    component at a time without following a link (created when missing;
+    ``safe_paths.real_folder``) and the fetch writes through that descriptor
+    (``/proc/self/fd/N/name``), so a folder swapped for a link meanwhile is never written
+    through (:class:`~hadar.core.safe_paths.PathEscapeError` if one already is)."""
+    if not dst.is_absolute():
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dst.with_name(part_name(dst.name))
+        try:
+            fetch(tmp)
+            require_sha256(sha256_file(tmp), want, what, wanted_label)
+            os.replace(tmp, dst)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return
+    with real_folder(dst.parent, create=True) as fd:
+        name = part_name(dst.name)
+        try:
+            fetch(Path(f"/proc/self/fd/{fd}") / name)
+            require_sha256(
+                sha256_file(Path(f"/proc/self/fd/{fd}") / name), want, what, wanted_label
+            )
+            os.replace(name, dst.name, src_dir_fd=fd, dst_dir_fd=fd)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=fd)
 
 
 def copy_verified(src: Path, dst: Path, node: str, expected: str | None = None) -> str:
@@ -56,7 +78,6 @@ def copy_verified(src: Path, dst: Path, node: str, expected: str | None = None) 
     want = sha256_file(src)
     if expected is not None:
         require_sha256(want, expected, f"node {node}: {src}", "expected")
-    dst.parent.mkdir(parents=True, exist_ok=True)
     receive_verified(
         dst, lambda tmp: shutil.copyfile(src, tmp), want, f"node {node}: copy of {src}", "source"
     )

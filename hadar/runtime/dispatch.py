@@ -26,6 +26,7 @@ from hadar.providers.base import ChecksumMismatchError, NodeProvider
 from hadar.runtime.gpu_binding import GpuIds, rank_layout, worker_env
 
 WORKER_MODULE = "nodes.worker"
+CLEANUP_MODULE = "nodes.cleanup"
 
 
 def worker_command(provider: NodeProvider, node: str, warm: bool) -> list[str]:
@@ -213,7 +214,7 @@ def _run(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOutcome
     result = json.loads(result_local.read_text())
     ckpt_local = local_dir / f"j{task.job.job_id}-c{task.copy}-out.pt"
     sha = provider.get(task.node, f"{rd}/out.pt", ckpt_local, expected_sha256=result.get("sha256"))
-    remove_checkpoints(provider, nodes, [f"{rd}/in.pt", f"{rd}/out.pt"])
+    remove_checkpoints(provider, nodes, rd, ["in.pt", "out.pt"])
     return CopyOutcome(
         task,
         "ok",
@@ -227,12 +228,18 @@ def _run(provider: NodeProvider, task: CopyTask, local_dir: Path) -> CopyOutcome
     )
 
 
-def remove_checkpoints(provider: NodeProvider, nodes: list[str], paths: list[str]) -> None:
-    """Delete a copy's checkpoints on its nodes once fetched, so that rounds do not pile them up
-    there (the small spec and result files stay with the work directory). Best effort."""
+def remove_checkpoints(
+    provider: NodeProvider, nodes: list[str], folder: str, names: list[str]
+) -> None:
+    """Delete a copy's checkpoints ``names`` in its task ``folder`` on its nodes once fetched, so
+    that rounds do not pile them up there (the small spec and result files stay with the work
+    directory). The folder is walked without following a link (``nodes.cleanup``: ``rm -f``
+    deleted the files a folder swapped for a link led to). Best effort."""
     for node in nodes:
         try:
-            provider.run(node, ["rm", "-f", "--", *paths], timeout_s=30)
+            provider.run(
+                node, [*provider.python(node), "-m", CLEANUP_MODULE, folder, *names], timeout_s=30
+            )
         except HadarError:
             continue
 
@@ -311,7 +318,7 @@ def evaluate_checkpoint(
         out = local_dir / f"eval-j{job.job_id}.json"
         _check_real(local_dir)
         provider.get(node, f"{rd}/result.json", out)
-        remove_checkpoints(provider, [node], [f"{rd}/in.pt", f"{rd}/eval.pt"])
+        remove_checkpoints(provider, [node], rd, ["in.pt", "eval.pt"])
         metric: dict[str, Any] | None = json.loads(out.read_text()).get("metric")
         return metric
     except HadarError:

@@ -307,8 +307,7 @@ class SshCommands(SshConnections):
     ) -> str:
         n = self.node(node)
         remote = self._remote(n, remote_rel_path)
-        dst = Path(local_path)
-        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst = Path(local_path)  # its folder is created (not through a link) as it is received
 
         def transfer(client: paramiko.SSHClient) -> str:
             with self._sftp(client) as sftp:
