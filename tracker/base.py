@@ -3,16 +3,34 @@ the checkpoints it owns."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from tracker.errors import UnknownJobError
 from tracker.records import CheckpointRef, as_int
 from tracker.store import Store
 
+OWNED_NAME_RE = re.compile(r"^(initial|round-\d+)-[0-9a-f]{64}\.pt$")
+"""The file name of a checkpoint the tracker wrote (``job-N/<name>`` under its folder)."""
+_JOB_DIR_RE = re.compile(r"^job-\d+$")
+
 CLOSED = -1
 NO_LOCK = -2
 """``_lock_fd`` of a tracker opened read-only (it holds no lock)."""
+
+
+def is_owned_path(rel: object) -> bool:
+    """Whether ``rel`` is a path the tracker writes for its checkpoints: ``job-N/<name>``, no
+    other component (so never absolute, never ``..``)."""
+    if not isinstance(rel, str):
+        return False
+    parts = PurePosixPath(rel).parts
+    return (
+        len(parts) == 2
+        and _JOB_DIR_RE.match(parts[0]) is not None
+        and OWNED_NAME_RE.match(parts[1]) is not None
+    )
 
 
 class TrackerBase:
@@ -32,7 +50,20 @@ class TrackerBase:
 
     # -- paths -----------------------------------------------------------------------------
     def _abs(self, rel: str) -> Path:
+        """The owned checkpoint ``rel`` (``job-N/<name>``, as the tracker records it) under the
+        checkpoint folder; ValueError for any other path (a state file edited to name a file
+        elsewhere: quarantining it would move that file into the run)."""
+        if not is_owned_path(rel):
+            raise ValueError(
+                f"checkpoint path {str(rel)[:80]!r} is not one the tracker writes (job-N/<name>)"
+            )
         return self.checkpoint_dir / rel
+
+    def _check_stored_paths(self) -> None:
+        """ValueError unless every checkpoint path the state file records is one the tracker
+        writes (:meth:`_abs`): checked before anything is deleted or moved by those paths."""
+        for rel in self._store.recorded_paths():
+            self._abs(rel)
 
     def _ref(self, rel: str | None, sha: str | None, round_: int | None) -> CheckpointRef | None:
         return None if rel is None or sha is None else CheckpointRef(self._abs(rel), sha, round_)

@@ -4,17 +4,15 @@ the others and a crash's leftovers, and setting damaged ones aside (quarantine).
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Collection
 from pathlib import Path
 
 from hadar.core.io import fsync_dir
 from hadar.core.safe_paths import PathEscapeError, prune_files, rename_in
-from tracker.base import TrackerBase
+from tracker.base import OWNED_NAME_RE, TrackerBase
 from tracker.checkpoints import TMP_PREFIX
 from tracker.records import Quarantine
 
-OWNED_NAME_RE = re.compile(r"^(initial|round-\d+)-[0-9a-f]{64}\.pt$")
 """Names of checkpoint files the tracker owns inside ``<checkpoint_dir>/job-<id>/``."""
 QUARANTINE_DIR = "quarantine"
 """Damaged checkpoints are moved to ``<checkpoint_dir>/quarantine/job-<id>/``."""

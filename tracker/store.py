@@ -238,6 +238,19 @@ class Store:
             }
         return paths
 
+    def recorded_paths(self) -> set[str]:
+        """Every checkpoint path the tables record (jobs' latest and initial, consolidations')."""
+        paths = {r[0] for r in self.conn.execute("SELECT ckpt_path FROM jobs") if r[0] is not None}
+        paths |= {
+            r[0] for r in self.conn.execute("SELECT initial_path FROM jobs") if r[0] is not None
+        }
+        paths |= {
+            r[0]
+            for r in self.conn.execute("SELECT ckpt_path FROM consolidations")
+            if r[0] is not None
+        }
+        return paths
+
     def checkpoint_history(self, job_id: int) -> Iterator[dict[str, Any]]:
         """The job's checkpoints, newest first: ``{path, sha256, round, steps}`` of every round
         that wrote one, then the initial checkpoint (round None, 0 steps) if it has one. Rows

@@ -119,6 +119,11 @@ class JobTracker(Registration, Reports, Consolidation, Rollbacks):
         except BaseException:
             os.close(lock_fd)
             raise
+        try:
+            tracker._check_stored_paths()  # before any file is deleted or moved by those paths
+        except BaseException:
+            tracker.close()
+            raise
         tracker._remove_orphans()
         return tracker
 

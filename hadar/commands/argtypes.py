@@ -21,9 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hadar.core.errors import path_trouble, shorten
-from hadar.core.validation import MAX_SEED, stat_path
+from hadar.core.validation import DAY_S, MAX_SEED, stat_path
 
-MINUTE, HOUR, DAY = 60.0, 3600.0, 86400.0
+MINUTE, HOUR, DAY = 60.0, 3600.0, DAY_S
 _UNITS = {"": 1.0, "s": 1.0, "m": MINUTE, "min": MINUTE, "h": HOUR, "d": DAY}
 _UNIT_RE = re.compile(r"(.*?\d\.?)\s*(s|m|min|h|d)", re.IGNORECASE)
 

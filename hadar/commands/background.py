@@ -205,13 +205,39 @@ def running_pid(rundir: Path) -> int | None:
             args = cmdline.read_bytes().split(b"\0")
         except OSError:
             return None
-        if b"run" not in args or (
-            str(rundir).encode() not in args and str(rundir.resolve()).encode() not in args
-        ):
+        if b"run" not in args or not _names_rundir(args, pid, rundir):
             return None  # not a `hadar run` of this directory
         if _zombie(pid):
             return None
     return pid
+
+
+_DIR_FLAGS = (b"--out=", b"--resume=")
+"""How a command line may name the run directory in one word (``--out=DIR``)."""
+
+
+def _names_rundir(args: list[bytes], pid: int, rundir: Path) -> bool:
+    """Whether one of a process's arguments names ``rundir``: as typed (``run/``, ``./run``,
+    ``--out=run``), read from the process's working directory, or its real path."""
+    want = {str(rundir).encode(), str(rundir.resolve()).encode()}
+    try:
+        cwd: Path | None = Path(os.readlink(f"/proc/{pid}/cwd"))
+    except OSError:
+        cwd = None
+    real = rundir.resolve()
+    for arg in args:
+        for flag in _DIR_FLAGS:
+            if arg.startswith(flag):
+                arg = arg[len(flag) :]
+        if arg in want:
+            return True
+        if cwd is not None and arg:
+            try:
+                if (cwd / os.fsdecode(arg)).resolve() == real:
+                    return True
+            except (OSError, RuntimeError, ValueError):
+                continue
+    return False
 
 
 def _zombie(pid: int) -> bool:

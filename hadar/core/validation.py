@@ -41,7 +41,9 @@ MAX_NODES = 100_000
 MAX_STEPS = 1e12
 """Total steps of one job (real training runs take at most millions). Steps count training
 iterations, so a file gives a whole number of at least 1."""
-MAX_SECONDS = 10 * 365 * 86400.0
+DAY_S = 86400.0
+"""A day in seconds: the longest round, grace, restart penalty and averaging a run accepts."""
+MAX_SECONDS = 10 * 365 * DAY_S
 """Largest time a file may give (an arrival): ten years, in seconds."""
 MIN_WEIGHT, MAX_WEIGHT = 1e-3, 1e3
 """A job's priority weight is relative: 1e-3 to 1e3 lets one job count a million times another,

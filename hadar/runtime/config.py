@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import stat
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from hadar.core.defaults import REAL_RUN
 from hadar.core.errors import InputError
 from hadar.core.io import write_json
 from hadar.core.jobs import Job
 from hadar.core.renames import current_keys
-from hadar.core.validation import from_validation_error, load_json, look_up
+from hadar.core.validation import DAY_S, from_validation_error, load_json, look_up
 from hadar.policy_options import config_knobs, effective_options
 from hadar.runtime.identity import RunIdentity
+
+CLOCK_SKEW_S = 3600.0
+"""How far in the future a run's recorded start may lie (clocks set apart)."""
 
 
 class RunConfig(BaseModel):
@@ -30,12 +34,12 @@ class RunConfig(BaseModel):
     policy: str = REAL_RUN.policy
     policy_options: dict[str, str] = Field(default_factory=dict)
     """``--policy-opt`` knobs of the policy (kept so that a resumed run decides the same way)."""
-    round_s: float = Field(default=REAL_RUN.round_s, gt=0)
-    grace_s: float = Field(default=REAL_RUN.grace_s, ge=0)
+    round_s: float = Field(default=REAL_RUN.round_s, gt=0, le=DAY_S)
+    grace_s: float = Field(default=REAL_RUN.grace_s, ge=0, le=DAY_S)
     """Extra seconds past the round before a silent copy is declared hung and killed."""
     seed: int = 0
     max_job_count: int = Field(default=1000, ge=2)
-    threads: int = Field(default=1, ge=0)
+    threads: int = Field(default=1, ge=0, le=1024)
     """torch CPU threads per worker (0 = torch's default)."""
     evaluate: bool = True
     """Score each finished job's final model on its held-out split."""
@@ -52,14 +56,22 @@ class RunConfig(BaseModel):
     node_stream: str | None = None
     """Path of a ``time,node,event`` CSV: nodes join and leave on its schedule, counted from
     ``started_at`` (hadar/runtime/node_stream.py); None: every node that answers is up."""
-    started_at: float
+    started_at: float = Field(gt=0, allow_inf_nan=False)
     """Wall-clock start of the run (Unix seconds); TTD and JCT count from here."""
-    restart_penalty_s: float = Field(default=REAL_RUN.restart_penalty_s, ge=0)
+    restart_penalty_s: float = Field(default=REAL_RUN.restart_penalty_s, ge=0, le=DAY_S)
     """What a policy assumes a checkpoint-restart costs (fixed for the run)."""
-    aggregation_overhead_s: float = Field(default=REAL_RUN.aggregation_overhead_s, ge=0)
+    aggregation_overhead_s: float = Field(default=REAL_RUN.aggregation_overhead_s, ge=0, le=DAY_S)
     """What HadarE assumes averaging costs per round (fixed for the run)."""
     identity: RunIdentity | None = None
     """Digests of the cluster file, workload, size and policy; ``--resume`` refuses a mismatch."""
+
+    @field_validator("started_at")
+    @classmethod
+    def _not_in_the_future(cls, value: float) -> float:
+        # a start in the future made a resumed run wait for its first arrival forever
+        if value > time.time() + CLOCK_SKEW_S:
+            raise ValueError("the run's start is in the future (this machine's clock says now)")
+        return value
 
     @property
     def knobs(self) -> RuntimeKnobs:

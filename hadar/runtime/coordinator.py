@@ -331,9 +331,10 @@ class Coordinator:
     def _restore_policy_state(self) -> None:
         """Hand the policy the state it had after the last committed round's decision (saved
         with that round's plan), so a resumed run decides as an uninterrupted one would."""
-        last = self.journal.last_closed()
-        if last is not None and last.policy_state:
-            self.policy.restore(last.policy_state)
+        with reading_state(self.db.path):  # a state edited into another shape: one line
+            last = self.journal.last_closed()
+            if last is not None and last.policy_state:
+                self.policy.restore(last.policy_state)
 
     # -- the round loop's executor (hadar/loop.py) ---------------------------------------------
     def finished(self) -> bool:

@@ -77,6 +77,25 @@ class RoundRow:
     """The policy's state after deciding this round (``Policy.state``), restored on resume."""
 
 
+def _round_row(r: Any) -> RoundRow:
+    """A ``run_rounds`` row, its values of the types hadar writes (TypeError or ValueError
+    otherwise: an edited state file, which :func:`~hadar.core.state_db.reading_state` names)."""
+    plan = json.loads(r[3])
+    timings = json.loads(r[7]) if r[7] else {}
+    state = json.loads(r[8]) if r[8] else {}
+    numbers = (r[4], r[6]) if r[5] is None else (r[4], r[5], r[6])
+    if not (
+        all(type(x) is int for x in (r[0], r[1]))
+        and all(type(x) in (int, float) and math.isfinite(x) for x in numbers)
+        and isinstance(plan, list)
+        and isinstance(timings, dict)
+        and isinstance(state, dict)
+    ):
+        raise TypeError(f"run_rounds: round {r[0]!r}: a value of a type hadar never writes")
+    ended = None if r[5] is None else float(r[5])
+    return RoundRow(r[0], r[1], r[2], plan, float(r[4]), ended, float(r[6]), timings, state)
+
+
 class Journal:
     """The rounds and node states of a run (one transaction a change, or part of the caller's)."""
 
@@ -169,20 +188,7 @@ class Journal:
                 f" policy_state FROM run_rounds {where}",
                 args,
             ).fetchall()
-        return [
-            RoundRow(
-                r[0],
-                r[1],
-                r[2],
-                json.loads(r[3]),
-                r[4],
-                r[5],
-                r[6],
-                json.loads(r[7]) if r[7] else {},
-                json.loads(r[8]) if r[8] else {},
-            )
-            for r in rows
-        ]
+        return [_round_row(r) for r in rows]
 
     def set_node(self, name: str, up: bool, round_: int, error: str | None = None) -> None:
         self._tx(

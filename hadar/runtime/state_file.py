@@ -47,15 +47,31 @@ def open_run_state(rundir: Path, *, read_only: bool = False) -> StateDb:
     if read_only and not path.exists():
         raise InputError(f"{path}: no state file (not a run directory, or the run never started)")
     db = StateDb(path, read_only=read_only)
-    if not db.has_table("meta"):  # no tracker tables: a new run, or the file lost them
-        last = last_checkpoint_round(rundir / "checkpoints")
-        if last is not None:
-            db.close()
-            raise StateFileError(
-                f"{path}: has no record of round {last}, which {rundir / 'checkpoints'} holds "
-                "a checkpoint of (the file was truncated or replaced)"
-            )
+    last = last_checkpoint_round(rundir / "checkpoints")
+    if last is not None and last > _last_known_round(db):
+        db.close()
+        raise StateFileError(
+            f"{path}: has no record of round {last}, which {rundir / 'checkpoints'} holds "
+            "a checkpoint of (the file was truncated or replaced)"
+        )
     return db
+
+
+def _last_known_round(db: StateDb) -> int:
+    """The latest round the state file records (opened or planned: a checkpoint of it may be on
+    disk before its commit, after a crash); -1 with no tracker tables (a new run, or a file
+    that lost them). A checkpoint of a later round means the file was replaced by an older
+    one (a restored backup): resuming it would delete those checkpoints as orphans."""
+    if not db.has_table("meta"):
+        return -1
+    known = -1
+    for table in ("rounds", "run_rounds"):
+        if db.has_table(table):
+            with db.lock:
+                row = db.conn.execute(f"SELECT MAX(round) FROM {table}").fetchone()
+            if row is not None and isinstance(row[0], int):
+                known = max(known, row[0])
+    return known
 
 
 @contextmanager

@@ -54,7 +54,10 @@ def test_the_worker_keeps_writing_into_its_own_folder_when_the_folder_is_swapped
     Path(args.result).write_text("{}")
     Path(args.checkpoint_out).write_text("weights")
     assert _listing(victim) == before
-    assert _listing(node / "r0002-a0" / "j0-c0.moved") == {"out.pt": "weights", "result-0.json": "{}"}
+    assert _listing(node / "r0002-a0" / "j0-c0.moved") == {
+        "out.pt": "weights",
+        "result-0.json": "{}",
+    }
 
 
 def test_paths_given_absolute_or_in_several_folders_are_used_as_given(
