@@ -225,13 +225,11 @@ def _names_rundir(args: list[bytes], pid: int, rundir: Path) -> bool:
     except OSError:
         cwd = None
     real = rundir.resolve()
-    for arg in args:
-        for flag in _DIR_FLAGS:
-            if arg.startswith(flag):
-                arg = arg[len(flag) :]
+    for word in args:
+        arg = next((word[len(f) :] for f in _DIR_FLAGS if word.startswith(f)), word)
         if arg in want:
             return True
-        if cwd is not None and arg:
+        if cwd is not None and arg and word != b"run":  # the command's word, not a folder
             try:
                 if (cwd / os.fsdecode(arg)).resolve() == real:
                     return True

@@ -13,6 +13,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ import yaml
 
 from hadar.commands.background import running_pid
 from tests.fixtures.cli import hadar_cli, one_error_line
+from tests.fixtures.processes import HANG_S
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL_3 = str(REPO / "cluster_configs" / "local-3node.yaml")
@@ -216,6 +218,7 @@ EDITS = {
     "steps-text": ("UPDATE jobs SET target_steps = 'abc'", "a value hadar never writes"),
     "event-a-list": ("UPDATE events SET body = '[]'", "a value hadar never writes"),
     "not-utf8": ("UPDATE events SET body = CAST(x'ff00' AS TEXT)", "Could not decode to UTF-8"),
+    "decision-text": ("UPDATE run_rounds SET decision_s = 'abc'", "a type hadar never writes"),
 }
 
 
@@ -314,3 +317,99 @@ def test_fit_report_does_not_write_its_table_over_a_trace(tmp_path: Path) -> Non
     )
     assert "is a file of the --traces folder traces" in line
     assert (app / "placements.csv").read_text() == "kept\n"
+
+
+# -- run --resume: a state file or run.json that leads elsewhere ------------------------------
+def _checkpoints(rundir: Path) -> dict[str, bytes]:
+    root = rundir / "checkpoints"
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+@pytest.mark.parametrize("where", ["absolute", "climbing"])
+def test_resume_refuses_a_checkpoint_path_outside_the_run(
+    rundir: Path, tmp_path: Path, where: str
+) -> None:
+    """The quarantine moved the named file into the run, and the orphan clean-up deleted the
+    live checkpoint the edited row no longer named, before anything was checked."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    path = str(victim) if where == "absolute" else "../../victim.txt"
+    before = _checkpoints(rundir)
+    edit_state(rundir, f"UPDATE jobs SET ckpt_path = '{path}'")
+    line = refused(hadar("run", "--resume", str(rundir), "--no-live", cwd=rundir.parent))
+    assert line.startswith(f"hadar: error: {rundir}/state.sqlite: damaged state file (")
+    assert "is not one the tracker writes" in line
+    assert victim.read_text() == "precious\n"
+    assert _checkpoints(rundir) == before
+
+
+def test_resume_refuses_a_state_file_older_than_its_checkpoints(rundir: Path) -> None:
+    """A backup of the state file restored over a later one: the later rounds' checkpoints were
+    deleted as orphans and the jobs rolled back without a word."""
+    job_dir = rundir / "checkpoints" / "job-0"
+    latest = sorted(p for p in job_dir.iterdir() if p.name.startswith("round-"))[-1]
+    later = job_dir / f"round-000099-{latest.name.split('-')[2]}"
+    shutil.copyfile(latest, later)
+    before = _checkpoints(rundir)
+    line = refused(hadar("run", "--resume", str(rundir), "--no-live", cwd=rundir.parent))
+    assert line == (
+        f"hadar: error: {rundir}/state.sqlite: has no record of round 99, which "
+        f"{rundir}/checkpoints holds a checkpoint of (the file was truncated or replaced)"
+    )
+    assert _checkpoints(rundir) == before
+
+
+@pytest.mark.parametrize(
+    "key, value, needle",
+    [
+        ("started_at", 9e9, "started_at: the run's start is in the future"),
+        ("round_s", 1e300, "round_s: Input should be less than or equal to 86400"),
+        ("grace_s", 1e300, "grace_s: Input should be less than or equal to 86400"),
+    ],
+)
+def test_resume_refuses_a_run_json_it_could_not_run_by(
+    rundir: Path, key: str, value: float, needle: str
+) -> None:
+    """A start in the future waited for the first arrival forever; a round of 1e300 s was an
+    OverflowError traceback from the first worker's timeout."""
+    cfg = json.loads((rundir / "run.json").read_text())
+    cfg[key] = value
+    (rundir / "run.json").write_text(json.dumps(cfg))
+    line = refused(hadar("run", "--resume", str(rundir), "--no-live", cwd=rundir.parent))
+    assert "run.json" in line and needle in line, line
+
+
+def test_resume_names_a_policy_state_of_another_shape(rundir: Path) -> None:
+    """An AttributeError traceback from the policy's restore."""
+    edit_state(rundir, """UPDATE run_rounds SET policy_state = '{"x": 5}'""")
+    edit_state(rundir, "UPDATE jobs SET completed = 0, steps_done = 0")  # something to resume
+    line = refused(hadar("run", "--resume", str(rundir), "--no-live", cwd=rundir.parent))
+    assert line.startswith(f"hadar: error: {rundir}/state.sqlite: damaged state file (")
+
+
+@pytest.mark.parametrize("typed", ["run/", "./run", "--out=run"])
+def test_a_background_run_is_found_however_its_directory_was_typed(
+    rundir: Path, typed: str
+) -> None:
+    """``hadar run --resume run/ --detach`` showed as stopped, and ``hadar stop run`` refused."""
+    code = "import time; time.sleep(3600)"
+    flag = [] if typed.startswith("--") else ["--resume"]
+    stand_in = subprocess.Popen(
+        [sys.executable, "-c", code, "run", *flag, typed], cwd=rundir.parent
+    )
+    try:
+        deadline = time.monotonic() + HANG_S
+        while b"sleep" not in Path(f"/proc/{stand_in.pid}/cmdline").read_bytes():
+            assert time.monotonic() < deadline, "the stand-in never started"
+            time.sleep(0.01)  # between fork and exec its command line is empty
+        (rundir / "detached.json").write_text(json.dumps({"pid": stand_in.pid}))
+        assert running_pid(rundir) == stand_in.pid
+        other = rundir.parent / "other"
+        other.mkdir()
+        (other / "detached.json").write_text(json.dumps({"pid": stand_in.pid}))
+        assert running_pid(other) is None
+    finally:
+        stand_in.kill()
+        stand_in.wait()
