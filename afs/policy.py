@@ -47,6 +47,7 @@ from afs.share import ShareJob, afs_p_shares, afs_shares
 from hadar.core.cluster import Cluster
 from hadar.core.jobs import JobStatus, Placement
 from hadar.core.threads import one_blas_thread
+from hadar.core.validation import MAX_SECONDS
 from hadar.placement import best_fit_costs, check_seed, fewest_nodes, node_rank, runnable_cells
 from hadar.policy import Assignment, Policy, PolicyInfo, RoundContext, RoundPlan, register_policy
 
@@ -413,6 +414,11 @@ def _shrink(y: np.ndarray, g: int) -> np.ndarray:
     return y
 
 
+MIN_QUANTUM_S = 1e-3
+"""AFS-P's smallest quantum: executed seconds are counted in whole quanta (a subnormal quantum
+made the count infinite)."""
+
+
 @dataclass(frozen=True)
 class AfsPConfig(AfsConfig):
     quantum: float = 7200.0
@@ -420,8 +426,8 @@ class AfsPConfig(AfsConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not self.quantum > 0:
-            raise ValueError("quantum must be > 0")
+        if not MIN_QUANTUM_S <= self.quantum <= MAX_SECONDS:
+            raise ValueError(f"quantum must be from {MIN_QUANTUM_S:g} s to {MAX_SECONDS:g} s")
 
 
 @register_policy

@@ -36,6 +36,7 @@ from typing import Any
 
 from bftrainer.milp import DEFAULT_T_FWD_S, Trainer, assign_nodes, solve
 from hadar.core.jobs import JobStatus
+from hadar.core.validation import MAX_SECONDS
 from hadar.policy import Assignment, Policy, PolicyInfo, RoundContext, RoundPlan, register_policy
 
 OBJECTIVES = ("throughput", "efficiency")
@@ -55,8 +56,11 @@ class BFTrainerConfig:
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}")
-        if self.pj_max < 1 or self.t_fwd < 0 or self.time_limit <= 0:
-            raise ValueError("pj_max >= 1, t_fwd >= 0 and time_limit > 0 are required")
+        if self.pj_max < 1 or not 0 <= self.t_fwd <= MAX_SECONDS or self.time_limit <= 0:
+            raise ValueError(
+                f"pj_max >= 1, 0 <= t_fwd <= {MAX_SECONDS:g} (ten years: the MILP's coefficients"
+                " stay finite) and time_limit > 0 are required"
+            )
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from hadar.scenario import (
     ClusterLike,
     TableLike,
     WorkloadLike,
+    check_job_restarts,
     check_round,
     comparison_default_set,
     family_options,
@@ -125,6 +126,7 @@ def simulate(
     c, jobs, throughput = load_scenario(
         cluster, workload, throughputs, seed=seed, size=size, horizon_s=horizon_s
     )
+    check_job_restarts(jobs, round_s, workload if isinstance(workload, str) else "workload")
     stream = None
     if node_stream is not None:
         stream = load_node_stream(node_stream, c.node_names, c.source or f"cluster {c.name}")

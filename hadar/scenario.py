@@ -74,6 +74,17 @@ def check_round(round_s: float | None, restart_penalty_s: float) -> None:
         )
 
 
+def check_job_restarts(jobs: Sequence[Job], round_s: float, source: str) -> None:
+    """:func:`check_round` for the jobs that give their own ``restart_s`` (Pollux's job files):
+    one as long as a round was cut to the round, so a one-day restart cost a minute."""
+    for job in jobs:
+        if job.restart_s is not None and job.restart_s >= round_s:
+            raise InputError(
+                f"{source}: job {job.job_id}: restart_s: {job.restart_s:g} s must be shorter "
+                f"than a round ({round_s:g} s), else a restarted job never progresses"
+            )
+
+
 def throughput_for(
     jobs: Sequence[Job], cluster: Cluster, table: GavelThroughputTable
 ) -> ThroughputModel:

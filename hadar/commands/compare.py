@@ -71,6 +71,7 @@ from hadar.policy import (
 )
 from hadar.policy_options import build_config, parse_pairs, policy_with_options
 from hadar.scenario import (
+    check_job_restarts,
     check_round,
     comparison_default_set,
     family_note,
@@ -243,6 +244,7 @@ def run(args: argparse.Namespace) -> int:
     occupancy = occupancy or policies[0]
     round_note = resolve_round(args, policies, family)
     check_round(args.round_s, args.restart_penalty_s)
+    check_job_restarts(jobs, args.round_s, str(args.workload))
     scenario = {k: getattr(args, k) for k in SCENARIO_KEYS}
     out, replacing = output_dir(args.out, args.out_stem, inputs=input_files(args))
     no_plots = plots_missing_note("figures")

@@ -11,7 +11,7 @@ from hadar.core.physical_workloads import PHYSICAL_WORKLOADS
 from hadar.core.text import counted
 from hadar.scenario import load_table
 from hadar.workloads import load_workload
-from hadar.workloads.gavel_trace import check_in_table, gavel_steps, write_trace
+from hadar.workloads.gavel_trace import check_in_table, gavel_steps, trace_lines, write_trace
 
 
 def register(sub: Subparsers) -> None:
@@ -63,8 +63,9 @@ def run(args: argparse.Namespace) -> int:
         )
     for job in jobs:
         check_in_table(job, table, f"{args.workload}: job {job.job_id}")
+    trace_lines(jobs, str(args.workload))  # every line one the reader accepts, before any write
     created = argtypes.missing_folder(args.out)
-    path = write_trace(jobs, args.out)
+    path = write_trace(jobs, args.out, str(args.workload))
     rounded = sum(1 for j in jobs if gavel_steps(j.total_steps) != j.total_steps)
     note = f" (total steps of {counted(rounded, 'job')} rounded to integers)" if rounded else ""
     print(f"wrote {counted(len(jobs), 'job')} to {path}{note}")

@@ -62,8 +62,8 @@ def admit(
             standalone.append((best[1], i))
     min_w = min((entries[i].request.num_gpus for _, i in standalone), default=1)
     k = int(
-        np.clip(
-            math.ceil(config.window_factor * total_free / min_w),
+        np.clip(  # capped before rounding up: a huge window_factor is the largest window
+            math.ceil(min(config.window_factor * total_free / min_w, config.window_max)),
             config.window_min,
             config.window_max,
         )

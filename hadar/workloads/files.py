@@ -112,7 +112,11 @@ class _JobSpec(BaseModel):
     def _printable(cls, v: str) -> str:
         if not v.isprintable():
             raise ValueError("a job type is one line of printable characters (no newline or tab)")
-        return v
+        # spaces around it are stripped as around the other fields ("LM (batch size 20) " fell
+        # through to an estimated throughput instead of the measured one)
+        if not v.strip():
+            raise ValueError("a job type needs a name, not only spaces")
+        return v.strip()
 
     def spec_dict(self) -> dict[str, Any]:
         """The ``spec`` as written (its keys that were given)."""
@@ -167,6 +171,7 @@ def jobs_from_records(
                 max_gpus=spec.max_gpus,
                 batch_range=spec.batch_range,
             )
+            job.profile  # noqa: B018 - its type's batch size and classes, checked while the row is known
         except InputError as exc:
             raise InputError(f"{source}: {row_label}[{i}]: {exc}") from None
         jobs.append(job)

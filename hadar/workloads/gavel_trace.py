@@ -231,12 +231,19 @@ def _parse_line(cols: list[str], job_id: int, where: str) -> Job:
 
 
 # -- writing ---------------------------------------------------------------------------------
-def trace_lines(jobs: Iterable[Job]) -> list[str]:
-    """The 10-column trace lines of ``jobs`` in (arrival, id) order."""
+def trace_lines(jobs: Iterable[Job], source: str = "") -> list[str]:
+    """The 10-column trace lines of ``jobs`` in (arrival, id) order, each one a line the trace
+    reader accepts (:class:`InputError` naming ``source``, the job and the column otherwise: an
+    SLO of -5 was written, then refused when read back)."""
     out = []
+    prefix = f"{source}: " if source else ""
     for job in sorted(jobs, key=lambda j: (j.arrival, j.job_id)):
         kept: Any = job.spec.get("gavel") if job.spec else None
-        cmd, slo = _kept_columns(job.job_id, kept) if kept else (gavel_command(job.job_type), -1.0)
+        cmd, slo = (
+            _kept_columns(f"{prefix}job {job.job_id}", kept)
+            if kept
+            else (gavel_command(job.job_type), -1.0)
+        )
         cols = [
             job.job_type,
             cmd.command,
@@ -252,17 +259,19 @@ def trace_lines(jobs: Iterable[Job]) -> list[str]:
         bad = next((c for c in cols if "\t" in c or (c and c.splitlines() != [c])), None)
         if bad is not None:
             raise InputError(
-                f"job {job.job_id}: field {bad[:60]!r} contains a tab or line break "
+                f"{prefix}job {job.job_id}: field {bad[:60]!r} contains a tab or line break "
                 "(not representable)"
             )
+        _parse_line(cols, job.job_id, f"{prefix}job {job.job_id}: as a Gavel trace line")
         out.append("\t".join(cols))
     return out
 
 
-def _kept_columns(job_id: int, kept: Any) -> tuple[GavelCommand, float]:
+def _kept_columns(job: str, kept: Any) -> tuple[GavelCommand, float]:
     """The command columns and SLO a job read from a Gavel trace keeps in ``spec.gavel``, checked
-    (a job file may set ``spec.gavel`` by hand): :class:`InputError` naming the field."""
-    where = f"job {job_id}: spec.gavel"
+    (a job file may set ``spec.gavel`` by hand): :class:`InputError` naming the field (``job``
+    names the job)."""
+    where = f"{job}: spec.gavel"
     if not isinstance(kept, Mapping):
         raise InputError(f"{where}: expected a mapping of the trace's columns")
     for key in ("command", "working_dir", "num_steps_arg"):
@@ -280,9 +289,10 @@ def _kept_columns(job_id: int, kept: Any) -> tuple[GavelCommand, float]:
     return command, float(slo)
 
 
-def write_trace(jobs: Sequence[Job], path: str | Path) -> Path:
-    """Write ``jobs`` as a 10-column Gavel trace (parent directories are created)."""
-    return write_text(path, "".join(line + "\n" for line in trace_lines(jobs)))
+def write_trace(jobs: Sequence[Job], path: str | Path, source: str = "") -> Path:
+    """Write ``jobs`` (read from ``source``) as a 10-column Gavel trace (parent directories are
+    created)."""
+    return write_text(path, "".join(line + "\n" for line in trace_lines(jobs, source)))
 
 
 def gavel_steps(steps: float) -> int:

@@ -346,3 +346,76 @@ def test_a_gang_the_node_streams_last_pool_cannot_hold_is_one_line_naming_that_p
         "the node stream ended with 2 of 4 GPUs present",
     )
     assert main([*argv, "--policy", "hadar"]) == 0  # all four GPUs: it runs
+
+
+# -- knobs, per-job restarts and exported traces that the code could not use -------------------
+@pytest.mark.parametrize(
+    "policy, knob, needle",
+    [
+        ("bftrainer", "t_fwd=1e308", "t_fwd <= 3.1536e+08"),
+        ("malletrain", "t_fwd=1e308", "t_fwd <= 3.1536e+08"),
+        ("afs-p", "quantum=1e-310", "quantum must be from 0.001 s"),
+    ],
+)
+def test_a_knob_the_solver_cannot_take_is_one_line(scene, capsys, policy, knob, needle):
+    """An infinite MILP objective (ValueError) or an infinite count of quanta (OverflowError)
+    ended in a traceback."""
+    code = main(simulate_argv(scene, "--policy", policy, "--policy-opt", knob))
+    one_line_error(capsys, code, "--policy-opt", needle)
+    assert not (scene / "o").exists()
+
+
+def test_a_huge_window_factor_is_the_largest_window(scene):
+    """``ceil(1e308 x free GPUs)`` overflowed; any factor past the window's cap is the cap."""
+    huge = api.simulate(
+        str(scene / "c.yaml"), "philly-3", "hadar", policy_options={"window_factor": "1e308"}
+    )
+    capped = api.simulate(
+        str(scene / "c.yaml"), "philly-3", "hadar", policy_options={"window_factor": "1e6"}
+    )
+    assert huge.jobs.equals(capped.jobs)
+
+
+def test_a_job_restart_as_long_as_a_round_is_refused(scene, capsys):
+    """A one-day ``restart_s`` was cut to the 60 s round: the same JCT as a 60 s restart."""
+    (scene / "pw.csv").write_text(
+        "name,time,application,num_replicas,batch_size,restart_s\na,0,cifar10,2,256,86400\n"
+    )
+    argv = simulate_argv(scene, "--policy", "pollux", workload=str(scene / "pw.csv"))
+    argv[argv.index("--cluster") + 1] = "pollux-64t4"
+    one_line_error(
+        capsys, main(argv), "pw.csv: job 0: restart_s: 86400 s must be shorter than a round (60 s)"
+    )
+    assert not (scene / "o").exists()
+
+
+@pytest.mark.parametrize("slo, needle", [("-5", "must be >= -1 s"), ("1.0e+9", "SLO")])
+def test_export_gavel_writes_only_lines_its_reader_accepts(scene, capsys, slo, needle):
+    """An SLO of -5 was exported, then refused when the trace was read back."""
+    (scene / "jobs.yaml").write_text(
+        "jobs:\n  - {id: 0, type: 'ResNet-18 (batch size 64)', gpus: 1, steps: 100, spec: "
+        "{gavel: {command: c, working_dir: d, num_steps_arg: --n, needs_data_dir: 0, SLO: "
+        f"{slo}}}}}}}\n"
+    )
+    code = main(
+        ["export-gavel", "--workload", str(scene / "jobs.yaml"), "--out", str(scene / "t.trace")]
+    )
+    one_line_error(capsys, code, "jobs.yaml: job 0: as a Gavel trace line: SLO", needle)
+    assert not (scene / "t.trace").exists()
+
+
+def test_spaces_around_a_job_type_are_stripped_as_around_the_other_fields(scene):
+    """``LM (batch size 20) `` was an unknown type whose throughput was estimated."""
+    spaced = scene / "spaced.csv"
+    spaced.write_text("id,type,gpus,steps\n1, LM (batch size 20) ,2,100\n")
+    plain = scene / "plain.csv"
+    plain.write_text("id,type,gpus,steps\n1,LM (batch size 20),2,100\n")
+    a = api.simulate("sim-60gpu", str(spaced), "hadar")
+    b = api.simulate("sim-60gpu", str(plain), "hadar")
+    assert a.jobs.equals(b.jobs) and a.jobs["type"].tolist() == ["LM (batch size 20)"]
+
+
+def test_a_bad_batch_size_in_a_job_type_names_the_file_and_row(scene, capsys):
+    (scene / "b0.csv").write_text("id,type,gpus,steps\n1,LM (batch size 0),1,100\n")
+    code = main(simulate_argv(scene, workload=str(scene / "b0.csv")))
+    one_line_error(capsys, code, "b0.csv: row[0]: job 1: batch size must be an integer >= 1")
