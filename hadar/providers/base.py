@@ -211,6 +211,11 @@ class NodeProvider(ABC):
     def remove_workdir(self, node: Node | str) -> None:  # noqa: B027 - optional hook
         """Delete the run's working directory on the node (optional clean-up)."""
 
+    def end_strays(self) -> None:  # noqa: B027 - optional hook
+        """End what the run left running on this machine that :meth:`run` can no longer reach
+        (a node folder swapped for a link refuses every command there, ``nodes.warm stop``
+        included). Best effort; providers whose nodes are other machines have nothing here."""
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections and other resources."""
 

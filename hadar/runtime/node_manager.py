@@ -297,6 +297,8 @@ class NodeManager:
         with contextlib.suppress(Exception):
             if self.cfg.warm_workers:
                 stop_warm_servers(self.provider, nodes)
+        with contextlib.suppress(Exception):
+            self.provider.end_strays()  # the servers a planted link kept stop from reaching
         if clean:
             with contextlib.suppress(Exception):  # never through a link planted meanwhile
                 remove_tree(self.rundir / "incoming")

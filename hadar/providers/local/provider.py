@@ -166,3 +166,35 @@ class LocalProvider(FolderFiles):
     def remove_workdir(self, node: Node | str) -> None:
         with contextlib.suppress(OSError):  # confined, and never through a link planted since
             remove_tree(Path(self.workdir(node)))
+
+    def end_strays(self) -> None:
+        """SIGTERM this user's warm servers and zygote (``nodes.warm serve``; each ends the
+        workers it forked) whose working directory is inside this run's node folders, found by
+        their processes, not through the folders: a node folder swapped for a link left them
+        running after the run stopped."""
+        root = self.base_dir / self.run_id
+        for pid in _warm_processes_under(root):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGTERM)
+
+
+def _warm_processes_under(root: Path) -> list[int]:
+    """Pids of this user's ``nodes.warm serve`` processes whose working directory is ``root``
+    or a folder below it (a folder renamed inside it stays below it)."""
+    found = []
+    me = os.getuid()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if entry.stat(follow_symlinks=False).st_uid != me:
+                continue
+            args = Path(entry.path, "cmdline").read_bytes().split(b"\0")
+            if b"nodes.warm" not in args or b"serve" not in args:
+                continue
+            cwd = Path(os.readlink(Path(entry.path, "cwd")))
+        except OSError:
+            continue
+        if cwd == root or root in cwd.parents:
+            found.append(int(entry.name))
+    return found

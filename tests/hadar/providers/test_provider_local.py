@@ -185,3 +185,35 @@ def test_bad_settings_and_run_ids_are_one_line_input_errors(tmp_path: Path) -> N
         make_provider(cluster_from_dict(base), "../etc")
     with pytest.raises(InputError, match="simulated"):
         make_provider(load_cluster("sim-60gpu"), "r")
+
+
+def test_end_strays_ends_the_warm_servers_a_planted_link_hides(
+    provider: LocalProvider, tmp_path: Path
+) -> None:
+    """A node folder swapped for a link refuses ``nodes.warm stop`` there, so the run's warm
+    servers outlived it; they are found by their processes' working directories instead."""
+    import subprocess
+
+    node_dir = Path(provider.workdir("v100"))
+    node_dir.mkdir(parents=True, exist_ok=True)
+    stand_in = [sys.executable, "-c", "import time; time.sleep(3600)", "-m", "nodes.warm", "serve"]
+    server = subprocess.Popen(stand_in, cwd=node_dir)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    outsider = subprocess.Popen(stand_in, cwd=elsewhere)  # another run's: not this run's to end
+    try:
+        deadline = time.monotonic() + 30
+        while b"serve" not in Path(f"/proc/{server.pid}/cmdline").read_bytes():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        node_dir.rename(node_dir.with_name("v100.moved"))
+        node_dir.symlink_to(elsewhere)
+        with pytest.raises(InputError, match="symbolic link|outside"):
+            provider.workdir("v100")
+        provider.end_strays()
+        assert server.wait(timeout=30) == -15
+        assert outsider.poll() is None
+    finally:
+        for p in (server, outsider):
+            p.kill()
+            p.wait()
