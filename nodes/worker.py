@@ -384,7 +384,7 @@ def run(a: argparse.Namespace, stop: _StopFlag, t0: float) -> dict[str, Any]:
         ),
         "first_loss": first_loss,
         "final_loss": final_loss,
-        "checkpoint": ckpt_out,
+        "checkpoint": None if ckpt_out is None else shown(a, "checkpoint_out"),
         "sha256": sha,
         "device": str(device),
         "precision": precision,
@@ -437,45 +437,57 @@ _TASK_FILES = ("spec", "result", "checkpoint_out", "checkpoint_in")
 """The arguments naming the task's files, which the coordinator puts in one task folder."""
 
 
-def enter_task_folder(args: argparse.Namespace) -> None:
-    """Work inside the folder the task's files share (the coordinator's ``rNNNN-aK/jJ-cC``,
-    relative to the node's working directory), entered one component at a time without
-    following a link (created when missing; ``safe_paths.real_subfolder``), and name the files
-    by their base names: a folder swapped for a link while the worker runs is never read or
-    written through, nor is one planted before it starts (exit 2). Files given as absolute
-    paths, or not in one folder, are used as given. Mutates ``args`` and the working directory."""
+def enter_task_folder(args: argparse.Namespace) -> int | None:
+    """Hold the folder the task's files share (the coordinator's ``rNNNN-aK/jJ-cC``, relative to
+    the node's working directory), opened one component at a time without following a link
+    (created when missing; ``safe_paths.real_subfolder``), and name the files through that
+    descriptor (``/proc/self/fd/N/<name>``): a folder swapped for a link while the worker runs
+    is never read or written through, nor is one planted before it starts (exit 2). The working
+    directory stays the node's (a spec's relative ``data`` path is relative to it). Returns the
+    descriptor to close at the end, None where the files are given as absolute paths or not in
+    one folder (used as given). Mutates ``args``."""
     given = {name: getattr(args, name) for name in _TASK_FILES if getattr(args, name, None)}
     folders = {Path(path).parent for path in given.values()}
     if len(folders) != 1:
-        return
+        return None
     folder = folders.pop()
     if folder.is_absolute() or folder == Path():
-        return
+        return None
     try:
         with real_subfolder(folder, create=True) as fd:
-            os.fchdir(fd)
+            held = os.dup(fd)
     except OSError as exc:
-        raise InputError(f"{folder}: cannot enter the task folder: {exc.strerror or exc}") from None
+        raise InputError(f"{folder}: cannot open the task folder: {exc.strerror or exc}") from None
     for name, path in given.items():
-        setattr(args, name, Path(path).name)
+        setattr(args, name, f"/proc/self/fd/{held}/{Path(path).name}")
+    args.given_paths = given  # what results and messages name
+    return held
+
+
+def shown(args: argparse.Namespace, name: str) -> str:
+    """The path of task file ``name`` as the command line gave it."""
+    given: dict[str, str] = getattr(args, "given_paths", {})
+    return str(given.get(name, getattr(args, name)))
 
 
 def _main(argv: list[str] | None, t0: float) -> int:
-    home = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    held: list[int] = []
     try:
-        return _main_in_folder(argv, t0)
+        return _main_in_folder(argv, t0, held)
     finally:
-        os.fchdir(home)  # the task folder was this call's only (tests call main in-process)
-        os.close(home)
+        for fd in held:
+            os.close(fd)
 
 
-def _main_in_folder(argv: list[str] | None, t0: float) -> int:
+def _main_in_folder(argv: list[str] | None, t0: float, held: list[int]) -> int:
     stop = _StopFlag()
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     result_path = None
     try:
         args = build_parser().parse_args(argv)
-        enter_task_folder(args)
+        folder = enter_task_folder(args)
+        if folder is not None:
+            held.append(folder)
         check_result_path(args.result)  # before any training: a round's work needs somewhere to go
         result_path = args.result
         result = run(args, stop, t0)
@@ -484,7 +496,7 @@ def _main_in_folder(argv: list[str] | None, t0: float) -> int:
             write_json(args.result, result)
         except OSError as exc:
             raise InputError(
-                f"--result {args.result}: cannot write: {exc.strerror or exc}"
+                f"--result {shown(args, 'result')}: cannot write: {exc.strerror or exc}"
             ) from None
         return 0
     except HadarError as exc:

@@ -46,37 +46,36 @@ def test_the_worker_keeps_writing_into_its_own_folder_when_the_folder_is_swapped
         checkpoint_out="r0002-a0/j0-c0/out.pt",
         checkpoint_in=None,
     )
-    enter_task_folder(args)
-    assert (args.spec, args.result, args.checkpoint_out) == ("spec.json", "result-0.json", "out.pt")
-    # the folder is swapped for a link to the victim while the worker trains
-    os.rename(node / "r0002-a0" / "j0-c0", node / "r0002-a0" / "j0-c0.moved")
-    os.symlink(victim, node / "r0002-a0" / "j0-c0")
-    Path(args.result).write_text("{}")
-    Path(args.checkpoint_out).write_text("weights")
+    held = enter_task_folder(args)
+    assert held is not None
+    try:
+        assert args.result == f"/proc/self/fd/{held}/result-0.json"
+        assert Path.cwd() == node  # a spec's relative data path stays the node's
+        # the folder is swapped for a link to the victim while the worker trains
+        os.rename(node / "r0002-a0" / "j0-c0", node / "r0002-a0" / "j0-c0.moved")
+        os.symlink(victim, node / "r0002-a0" / "j0-c0")
+        atomic_write = Path(args.result).with_name(".result.tmp")
+        atomic_write.write_text("{}")
+        os.replace(atomic_write, args.result)  # as hadar.core.io writes: a temporary, renamed
+        Path(args.checkpoint_out).write_text("weights")
+    finally:
+        os.close(held)
     assert _listing(victim) == before
-    assert _listing(node / "r0002-a0" / "j0-c0.moved") == {
-        "out.pt": "weights",
-        "result-0.json": "{}",
-    }
+    moved = node / "r0002-a0" / "j0-c0.moved"
+    assert _listing(moved) == {"out.pt": "weights", "result-0.json": "{}"}
 
 
-def test_paths_given_absolute_or_in_several_folders_are_used_as_given(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    here = Path.cwd()
+def test_paths_given_absolute_or_in_several_folders_are_used_as_given(tmp_path: Path) -> None:
     apart = argparse.Namespace(
         spec="a/spec.json", result="b/result.json", checkpoint_out=None, checkpoint_in=None
     )
-    enter_task_folder(apart)
     absolute = argparse.Namespace(
         spec=str(tmp_path / "spec.json"),
         result=str(tmp_path / "r.json"),
         checkpoint_out=None,
         checkpoint_in=None,
     )
-    enter_task_folder(absolute)
-    assert Path.cwd() == here
+    assert enter_task_folder(apart) is None and enter_task_folder(absolute) is None
     assert apart.result == "b/result.json" and absolute.result == str(tmp_path / "r.json")
 
 
