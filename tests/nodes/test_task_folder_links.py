@@ -5,6 +5,7 @@ write, read or delete through it (docs/security.md, "writes and deletes through 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from hadar.core.safe_paths import PathEscapeError
 from hadar.providers.transfer import receive_verified
 from nodes import cleanup
 from nodes.worker import enter_task_folder
-from tests.nodes.helpers import REPO, write_spec
+from tests.nodes.helpers import REPO, write_cifar10, write_spec
 
 
 def _victim(tmp_path: Path) -> Path:
@@ -171,3 +172,26 @@ def test_a_received_file_lands_in_the_real_folder_even_if_it_is_swapped_during_t
             dst, lambda tmp: tmp.write_text("x"), sha256_file(source), "copy", "source"
         )
     assert _listing(victim) == before
+
+
+def test_a_relative_data_path_is_still_the_nodes_not_the_task_folders(tmp_path: Path) -> None:
+    """The task folder is held by descriptor, not entered: a spec's relative ``data`` path is
+    relative to the node's working directory (docs/inputs.md)."""
+    node = tmp_path / "node"
+    task = node / "r0000-a0" / "j0-c0"
+    task.mkdir(parents=True)
+    write_cifar10(node / "data" / "cifar")
+    write_spec(task / "spec.json", model="IC", data="data/cifar")
+    run = subprocess.run(
+        [
+            sys.executable, "-m", "nodes.worker", "--spec", "r0000-a0/j0-c0/spec.json",
+            "--steps", "2", "--deadline-s", "120", "--checkpoint-out", "r0000-a0/j0-c0/out.pt",
+            "--result", "r0000-a0/j0-c0/result-0.json",
+        ],
+        cwd=node, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    result = json.loads((task / "result-0.json").read_text())
+    assert result["status"] == "ok" and result["steps_done"] == 2
+    assert result["checkpoint"] == "r0000-a0/j0-c0/out.pt" and (task / "out.pt").is_file()
