@@ -82,6 +82,10 @@ def reading_run_state(rundir: Path) -> Iterator[StateDb]:
     back into the file (a read-only connection leaves ``-wal`` and ``-shm`` files behind)."""
     path = state_path(rundir)
     fd = -1
+    if path.is_file() and path.stat().st_size == 0:  # opened as a writer, it would get a header
+        raise StateFileError(
+            f"{path}: an empty file, not a run's state; restore it from a backup or start a new run"
+        )
     if path.is_file():
         fd = os.open(f"{path.resolve()}.lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:

@@ -413,3 +413,16 @@ def test_a_background_run_is_found_however_its_directory_was_typed(
     finally:
         stand_in.kill()
         stand_in.wait()
+
+
+def test_report_leaves_an_emptied_state_file_empty(rundir: Path) -> None:
+    """Opened as its writer, the empty file got a SQLite header before it was refused."""
+    (rundir / "state.sqlite").write_bytes(b"")
+    for suffix in ("-wal", "-shm"):
+        (rundir / f"state.sqlite{suffix}").unlink(missing_ok=True)
+    line = refused(hadar("report", str(rundir), cwd=rundir.parent))
+    assert line == (
+        f"hadar: error: {rundir}/state.sqlite: an empty file, not a run's state; restore it "
+        "from a backup or start a new run"
+    )
+    assert (rundir / "state.sqlite").read_bytes() == b""
