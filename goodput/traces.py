@@ -48,6 +48,12 @@ _EPS = 1e-8
 _VALIDATION_RE = re.compile(r"validation-(\d+)\.csv")
 
 
+MAX_TRACE_VALUE = 1e30
+"""The largest size of a measured value (times, batch sizes, iterations, gradient statistics):
+far beyond any measurement, small enough that the fits' products stay finite (a local batch of
+1e308 overflowed into an infinite error)."""
+
+
 def read_checked_csv(
     path: Path, columns: tuple[str, ...], positive: tuple[str, ...], nonnegative: tuple[str, ...]
 ) -> pd.DataFrame:
@@ -69,7 +75,7 @@ def read_checked_csv(
     out: pd.DataFrame = pd.DataFrame(index=frame.index)
     for col in columns:
         values = pd.to_numeric(frame[col].str.strip(), errors="coerce").to_numpy(dtype=float)
-        bad = ~np.isfinite(values)
+        bad = ~np.isfinite(values) | (np.abs(values) > MAX_TRACE_VALUE)
         if col in positive:
             bad |= ~(values > 0)
         elif col in nonnegative:
@@ -82,7 +88,7 @@ def read_checked_csv(
                 else "a number >= 0"
                 if col in nonnegative
                 else "a finite number"
-            )
+            ) + f" of at most {MAX_TRACE_VALUE:g} in size"
             raise InputError(
                 f"{path}: row[{row}].{col}: must be {need} (got {frame[col].iloc[row]!r})"
             )
@@ -395,6 +401,11 @@ class AppTrace:
         return TraceRate(total, local, accum, batch, batch / total, eff)
 
 
+def _exact_text(value: float) -> str:
+    """A placement as read (a whole number without a decimal point)."""
+    return str(int(value)) if value == int(value) else repr(float(value))
+
+
 def load_trace_dir(path: str | Path, name: str | None = None) -> AppTrace:
     """An application's traces from a folder (``placements.csv``, ``scalability.csv``,
     ``validation-<M>.csv``); bad tables are InputErrors naming file, row and field."""
@@ -407,11 +418,11 @@ def load_trace_dir(path: str | Path, name: str | None = None) -> AppTrace:
         nonnegative=("sync_time",),
     )
     placement_ids = placements.placement.astype(int).astype(str)
-    for i, pid in enumerate(placement_ids):
-        if "0" in pid:
+    for i, (pid, value) in enumerate(zip(placement_ids, placements.placement, strict=True)):
+        if "0" in pid or value != int(value):  # 1.5 was read as 1
             raise InputError(
                 f"{root / 'placements.csv'}: row[{i}].placement: per-node GPU counts 1-9 "
-                f"(got {pid!r})"
+                f"(got {_exact_text(value)!r})"
             )
     placements["placement"] = placement_ids
     placements["num_nodes"] = placement_ids.str.len().astype(float)

@@ -145,6 +145,10 @@ def _check_creatable(path: Path, text: str) -> None:
     file systems and pseudo file systems such as /proc are caught too."""
     ancestor = path.absolute()
     while not ancestor.exists():
+        if ancestor.is_symlink():  # mkdir would meet it as an existing name: FileExistsError
+            raise argparse.ArgumentTypeError(
+                f"cannot create {text}: {ancestor} is a dangling symbolic link"
+            )
         ancestor = ancestor.parent
     if not ancestor.is_dir():
         raise argparse.ArgumentTypeError(

@@ -15,6 +15,7 @@ from estimators.error_report import (
 )
 from estimators.pmi import PmiParams
 from hadar.commands import Subparsers, argtypes
+from hadar.commands.options import input_files, output_dir
 from hadar.core.errors import InputError
 from hadar.core.gpu_catalogue import canonical_gpu
 from hadar.core.io import check_replaceable
@@ -71,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
         )
     table = load_table(args.throughputs)
     if args.out:  # checked before the report; again when the files are saved, together
+        output_dir(args.out, "estimate-error", inputs=input_files(args))  # no input inside
         check_replaceable(args.out, RESULT_FILES)
         make_out_dir(args.out)
     report = build_report(table, params, holdouts)

@@ -33,6 +33,7 @@ from hadar.commands.options import (
     add_workers_arg,
     announce,
     input_files,
+    is_file,
     output_dir,
     resolve_round,
 )
@@ -363,7 +364,10 @@ def run_physical(args: argparse.Namespace) -> int:
         args.restart_penalty_s,
         options,
     )
-    out, replacing = output_dir(args.out, args.out_stem, inputs=input_files(args))
+    clusters = {  # cluster files named in --clusters are inputs the results must not replace
+        f"clusters ({name})": name for name in spec.clusters if is_file(name, "--clusters")
+    }
+    out, replacing = output_dir(args.out, args.out_stem, inputs={**input_files(args), **clusters})
     no_plots = plots_missing_note("figures")
     saved = report.result_names(spec.policies, figures=not no_plots)
     check_replaceable(out, saved)  # before simulating; again when the results are saved

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from hadar.commands import Subparsers, argtypes
-from hadar.commands.options import add_out_file_arg
+from hadar.commands.options import add_out_file_arg, refuse_output_over_input
 from hadar.core.errors import InputError
 from hadar.core.physical_workloads import PHYSICAL_WORKLOADS
 from hadar.core.text import counted
@@ -49,6 +49,9 @@ def register(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    refuse_output_over_input(
+        args.out, "--out", {"--workload": args.workload, "--throughputs": args.throughputs}
+    )
     table = load_table(args.throughputs)
     jobs = load_workload(args.workload, table, seed=args.seed)
     unmeasured = {w.job_type: w for w in PHYSICAL_WORKLOADS.values() if w.gavel_job_type is None}

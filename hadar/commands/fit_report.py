@@ -64,13 +64,14 @@ def _traces(folder: str | None) -> list[AppTrace]:
 
 
 def _check_csv_is_no_trace(csv: str | None, traces: str | None) -> None:
-    """``--csv`` may not replace a file of the ``--traces`` folder (the tables it reads)."""
-    if csv is None or traces is None or not Path(csv).is_file():
+    """``--csv`` may not be written inside the ``--traces`` folder: it would replace a table
+    the report reads, or (a new file such as ``validation-64.csv``) be read as one next time."""
+    if csv is None or traces is None:
         return
     if Path(csv).resolve().is_relative_to(Path(traces).resolve()):
         raise InputError(
-            f"--csv {csv}: is a file of the --traces folder {traces}, which the table would "
-            "replace; write it to another file"
+            f"--csv {csv}: is inside the --traces folder {traces}, whose files are read as "
+            "traces; write it to another folder"
         )
 
 

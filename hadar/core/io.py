@@ -167,7 +167,13 @@ def _folder_of(path: Path, nofollow: bool) -> Iterator[int]:
         with real_folder(path.parent, create=True) as fd:
             yield fd
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:  # a name on the way that is no folder (a dangling link)
+        raise InputError(
+            f"{path.parent}: cannot create the folder: a file or a dangling symbolic link is "
+            "in the way"
+        ) from None
     fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         yield fd

@@ -25,15 +25,11 @@ from pathlib import Path
 from hadar.core.errors import InputError, shorten
 from hadar.core.node_stream import NodeStream
 from hadar.core.validation import read_text
-from hadar.workloads.slurm_nodes import expand_hostlist, parse_slurm_log
+from hadar.workloads.slurm_nodes import MAX_NODE_ROWS, expand_hostlist, parse_slurm_log
 
 SINFO_TIME = "%a %b %d %H:%M:%S %Y"
 _SINFO_STAMP = re.compile(r"^[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}$")
 _NOT_A_TIME = {"", "unknown", "none"}
-MAX_NODE_ROWS = 2_000_000
-"""The most node-state rows a log may expand to (its compressed host lists expanded): a few
-hundred lines naming 100,000 nodes each would write a stream of hundreds of megabytes, more
-than hadar reads back, over minutes; two million rows are about 20 s and 40 MB."""
 
 
 def load_slurm_output(

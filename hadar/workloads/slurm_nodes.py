@@ -45,6 +45,12 @@ ALIASES = {
 }
 
 
+MAX_NODE_ROWS = 2_000_000
+"""The most node-state rows a log may expand to (its compressed host lists expanded): a few
+hundred lines naming 100,000 nodes each would write a stream of hundreds of megabytes, more
+than hadar reads back, over minutes; two million rows are about 20 s and 40 MB."""
+
+
 def parse_slurm_log(text: str, source: str, min_fragment_s: float = 0.0) -> NodeStream:
     """The node stream of a Slurm node-state log (see the module docstring)."""
     header, reader = read_csv(text, source, delimiter="|")  # a malformed record: one line
@@ -65,6 +71,7 @@ def parse_slurm_log(text: str, source: str, min_fragment_s: float = 0.0) -> Node
     events: list[NodeEvent] = []
     first: float | None = None
     last = -math.inf
+    rows = 0
     for line, row in reader:
         if not any(c.strip() for c in row):
             continue
@@ -89,6 +96,12 @@ def parse_slurm_log(text: str, source: str, min_fragment_s: float = 0.0) -> Node
         nodes = expand_hostlist(
             row[col["node"]].strip(), f"{source}: line {line}, field {node_field}"
         )
+        rows += len(nodes)
+        if rows > MAX_NODE_ROWS:  # a few kB of host ranges could fill the memory
+            raise InputError(
+                f"{source}: line {line}, field {node_field}: the log expands to more than "
+                f"{MAX_NODE_ROWS:,} node-state rows (split it, or sample it less often)"
+            )
         state = row[col["state"]].strip()
         if not state:
             raise InputError(f"{source}: line {line}, field {header[col['state']].strip()}: empty")

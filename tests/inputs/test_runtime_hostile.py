@@ -315,7 +315,7 @@ def test_fit_report_does_not_write_its_table_over_a_trace(tmp_path: Path) -> Non
             "fit-report", "--traces", "traces", "--csv", "traces/bert/placements.csv", cwd=tmp_path
         )
     )
-    assert "is a file of the --traces folder traces" in line
+    assert "is inside the --traces folder traces" in line
     assert (app / "placements.csv").read_text() == "kept\n"
 
 
