@@ -254,6 +254,7 @@ def run(args: argparse.Namespace) -> int:
     check_replaceable(out, names)  # before simulating; again when the results are saved
     console = terminal.console()
     announce(replacing, console)
+    announce(earlier_results_note(out, policies), console)
     workers = default_workers(len(policies), args.workers)
     mode = "gavel-compatible" if args.gavel_compatible else "normal"
     note = estimates_note(throughput.estimated_cells(jobs, cluster))
@@ -543,6 +544,27 @@ TABLE_FILES = ("compare.csv", "compare.json", "decision_times.csv", "compare.md"
 """What :func:`write_outputs` writes, in this order."""
 FIGURES = ("fig3_gru.png", "fig4_completion.png", "fig5_decision_time.png")
 """Fig. 3-5 (:func:`draw_figures`); the occupancy chart is ``occupancy_<policy>.png``."""
+
+
+def earlier_results_note(out: Path, policies: Sequence[str]) -> str | None:
+    """A note naming the policies' folders an earlier comparison left in ``out`` (policies not
+    in this one): this run replaces its own results, never deletes those."""
+    from hadar.policy import policy_names
+
+    if not out.is_dir():
+        return None
+    others = sorted(
+        d.name
+        for d in out.iterdir()
+        if d.name in policy_names() and d.name not in policies and d.is_dir() and not d.is_symlink()
+    )
+    if not others:
+        return None
+    folders = ", ".join(f"{out}/{name}/" for name in others)
+    return (
+        f"note: {folders} hold an earlier comparison's results (policies not in --policies); "
+        "they are left as they are"
+    )
 
 
 def result_names(policies: Sequence[str], occupancy: str | None) -> list[str]:

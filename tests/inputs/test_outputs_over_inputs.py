@@ -144,3 +144,20 @@ def test_fit_report_refuses_trace_values_it_cannot_fit(
         csv.writer(f).writerows(rows)
     line = refused(hadar_cli("fit-report", "--traces", str(app), cwd=tmp_path))
     assert problem in line, line
+
+
+def test_compare_names_an_earlier_comparisons_folders_it_leaves(tmp_path: Path) -> None:
+    """``note: replacing the results`` read as if every earlier result was gone."""
+    from hadar.commands.compare import earlier_results_note
+
+    out = tmp_path / "D"
+    for name in ("hadar", "tiresias", "gavel", "notes"):
+        (out / name).mkdir(parents=True)
+    (out / "sia").symlink_to(tmp_path)
+    note = earlier_results_note(out, ["gavel"])
+    assert note == (
+        f"note: {out}/hadar/, {out}/tiresias/ hold an earlier comparison's results (policies "
+        "not in --policies); they are left as they are"
+    )
+    assert earlier_results_note(out, ["gavel", "hadar", "tiresias"]) is None
+    assert earlier_results_note(tmp_path / "missing", ["gavel"]) is None
