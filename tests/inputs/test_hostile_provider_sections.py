@@ -35,6 +35,13 @@ HOSTILE = [
     ({"nodes": {"a": {"python": ["sh", "-c", "x"]}}}, {}, "ssh.nodes.a.python: Input should be"),
     ({"connect_timeout_s": "nan"}, {}, "ssh.connect_timeout_s: Input should be a valid number"),
     ({}, {"address": "$(touch pwned)"}, "nodes[a].address: host name '$(touch pwned)' holds"),
+    # an infinite timeout made an unresponsive node hang the command
+    ({"connect_timeout_s": float("inf")}, {}, "ssh.connect_timeout_s: Input should be"),
+    ({"io_timeout_s": 1e300}, {}, "ssh.io_timeout_s: Input should be less than or equal to 86400"),
+    # a null, a list or a control character became "None", "[1, 2]" or reached the node
+    ({"env": {"A": None}}, {}, "ssh.env: A: expected a string or a number (got NoneType)"),
+    ({"env": {"A": [1, 2]}}, {}, "ssh.env: A: expected a string or a number (got list)"),
+    ({"env": {"A": "x\x1by"}}, {}, "ssh.env: A: holds a control character"),
 ]
 
 
@@ -60,3 +67,37 @@ def test_hadar_run_refuses_it_before_the_run_directory_exists(tmp_path: Path) ->
         f"hadar: error: {f}: ssh.port: Input should be a valid integer (got '22; touch pwned')"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hostile.yaml", "jobs.yaml"]
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        # paramiko ran Match exec through a shell with %h (here a HostName) pasted in unquoted
+        (
+            'Host a\n  HostName "127.0.0.1;touch pwned;"\nMatch exec "touch pwned"\n  User bob\n',
+            "~/.ssh/config: Match exec 'touch pwned' is refused: hadar runs no command",
+        ),
+        ("Host a\n  Port abc\n", "Port 'abc' is not a TCP port (1-65535)"),  # a traceback
+    ],
+    ids=["match-exec", "port-text"],
+)
+def test_an_ssh_config_that_would_run_a_command_or_crash_is_refused_per_node(
+    tmp_path: Path, config: str, expected: str
+) -> None:
+    ssh_config = tmp_path / "ssh_config"
+    ssh_config.write_text(config)
+    f = tmp_path / "c.yaml"
+    f.write_text(
+        yaml.safe_dump(
+            {
+                "name": "c",
+                "provider": "ssh",
+                "nodes": [{"name": "a", "gpus": {"t4": 1}}],
+                "ssh": {"ssh_config": str(ssh_config), "connect_attempts": 1},
+            }
+        )
+    )
+    res = hadar_cli("nodes", "check", "--cluster", str(f), cwd=tmp_path)
+    assert res.returncode == 3 and "Traceback" not in res.stderr, res.stdout + res.stderr
+    assert expected in res.stdout, res.stdout
+    assert not (tmp_path / PWNED).exists()

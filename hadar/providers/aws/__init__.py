@@ -15,8 +15,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from hadar.core.errors import shorten
+from hadar.core.validation import DAY_S
 from hadar.providers.command_setting import PythonCommand
 from hadar.providers.registry import ProviderKind, register_provider
+from hadar.providers.ssh import SshUser, scalar_text
 
 INSTANCE_TYPE_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}\.[a-z0-9-]{1,31}$")
 """An EC2 instance type: family and size (``p3.2xlarge``, ``u-6tb1.metal``, ``c7i-flex.large``)."""
@@ -60,7 +63,7 @@ class AwsSettings(BaseModel):
     profile: str | None = None
     endpoint_url: str | None = None
     key_name: str | None = None
-    ssh_user: str = "ubuntu"
+    ssh_user: SshUser = "ubuntu"
     identity_file: str | None = None
     security_group_ids: list[str] = Field(default_factory=list)
     subnet_id: str | None = None
@@ -71,13 +74,13 @@ class AwsSettings(BaseModel):
     remote_base: str | None = None
     known_hosts: str | None = None
     trust_new_hosts: bool = False
-    wait_timeout_s: float = Field(default=900.0, gt=0)
-    ssh_wait_timeout_s: float = Field(default=600.0, gt=0)
-    poll_interval_s: float = Field(default=5.0, gt=0)
+    wait_timeout_s: float = Field(default=900.0, gt=0, le=DAY_S, allow_inf_nan=False)
+    ssh_wait_timeout_s: float = Field(default=600.0, gt=0, le=DAY_S, allow_inf_nan=False)
+    poll_interval_s: float = Field(default=5.0, gt=0, le=DAY_S, allow_inf_nan=False)
     spot: bool = False
     spot_max_price: str | None = Field(default=None, pattern=r"^\d+(\.\d+)?$")
     setup: list[str] | None = None
-    setup_timeout_s: float = Field(default=1800.0, gt=0)
+    setup_timeout_s: float = Field(default=1800.0, gt=0, le=DAY_S, allow_inf_nan=False)
     max_attempts: int = Field(default=10, ge=1, le=50)
     ssh_port: int = Field(default=22, ge=1, le=65535, strict=True)
 
@@ -103,7 +106,12 @@ class AwsSettings(BaseModel):
             for key in v:
                 if str(key) in {CLUSTER_TAG, NODE_TAG}:
                     raise ValueError(f"tag {key!r} is reserved for hadar")
-            return {str(k): str(val) for k, val in v.items()}
+            return {
+                scalar_text(k, f"tag {shorten(str(k))!r}"): scalar_text(
+                    val, f"tag {shorten(str(k))!r}"
+                )
+                for k, val in v.items()
+            }
         return v
 
 

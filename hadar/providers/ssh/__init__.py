@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
+from hadar.core.validation import DAY_S
 from hadar.providers.command_setting import PythonCommand
 from hadar.providers.registry import ProviderKind, register_provider
 from hadar.providers.ssh.env import ENV_NAME_RE
@@ -32,6 +33,18 @@ def ssh_name_problem(value: str, what: str) -> str | None:
     if any(c in bad or c.isspace() or not c.isprintable() for c in value):
         return f"{what} name {value!r} holds a space, a control character or one of {''.join(sorted(bad))}"
     return None
+
+
+def scalar_text(value: object, what: str) -> str:
+    """A string, or a number written as one (``1`` is ``"1"``); ValueError for anything else (a
+    null, a boolean, a list or a mapping became ``"None"`` or ``"[1, 2]"``) and for control
+    characters."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError(f"{what}: expected a string or a number (got {type(value).__name__})")
+    text = str(value)
+    if not text.isprintable():
+        raise ValueError(f"{what}: holds a control character")
+    return text
 
 
 def check_ssh_name(value: str | None, what: str) -> str | None:
@@ -82,7 +95,7 @@ class _NodeEnvironment(BaseModel):
             for key in v:
                 if not ENV_NAME_RE.match(str(key)):
                     raise ValueError(f"invalid environment variable name {key!r}")
-            return {str(k): str(val) for k, val in v.items()}
+            return {str(k): scalar_text(val, f"{key}") for k, val in v.items()}
         return v
 
     @field_validator("setup", mode="before")
@@ -110,13 +123,13 @@ class SshSettings(_NodeEnvironment):
     trust_new_hosts: bool = False
     allow_agent: bool = True
     look_for_keys: bool = True
-    connect_timeout_s: float = Field(default=10.0, gt=0)
-    io_timeout_s: float = Field(default=120.0, gt=0)
+    connect_timeout_s: float = Field(default=10.0, gt=0, le=DAY_S, allow_inf_nan=False)
+    io_timeout_s: float = Field(default=120.0, gt=0, le=DAY_S, allow_inf_nan=False)
     keepalive_s: int = Field(default=15, ge=0)
     connect_attempts: int = Field(default=3, ge=1, le=20)
-    retry_backoff_s: float = Field(default=0.5, ge=0)
-    kill_grace_s: float = Field(default=3.0, ge=0)
-    setup_timeout_s: float = Field(default=1800.0, gt=0)
+    retry_backoff_s: float = Field(default=0.5, ge=0, le=DAY_S, allow_inf_nan=False)
+    kill_grace_s: float = Field(default=3.0, ge=0, le=DAY_S, allow_inf_nan=False)
+    setup_timeout_s: float = Field(default=1800.0, gt=0, le=DAY_S, allow_inf_nan=False)
     remote_base: str = "~/.hadar/runs"
     python: PythonCommand = "python3"
     nodes: dict[str, SshNodeSettings] = Field(default_factory=dict)

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
+import stat
 import threading
 from pathlib import Path
 
 import paramiko
+
+from hadar.core.errors import InputError
 
 _KNOWN_HOSTS_LOCK = threading.Lock()
 
@@ -31,8 +35,22 @@ def record_host_key(path: Path, host_name: str, key: paramiko.PKey) -> None:
         raise ValueError(f"{host_name}: cannot write its host key to {path}")
     with _KNOWN_HOSTS_LOCK:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a") as f:
-            f.write(line)
+        # O_NONBLOCK: a FIFO planted as the file is no wait for a reader that never comes
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            fd = os.open(path, flags, 0o600)
+        except OSError as exc:  # a FIFO with no reader (ENXIO), a folder, no permission
+            raise InputError(
+                f"known_hosts {path}: cannot record a host key: {exc.strerror or exc}"
+            ) from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise InputError(
+                    f"known_hosts {path}: not a regular file; hadar records host keys only in one"
+                )
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
 
 
 class UnknownHostKey(Exception):

@@ -16,7 +16,7 @@ from typing import Any
 
 import paramiko
 
-from hadar.core.errors import InputError
+from hadar.core.errors import InputError, shorten
 from hadar.providers.ssh import ssh_name_problem
 
 MAX_HOPS = 8
@@ -61,6 +61,22 @@ class RawProxyCommandConfig(paramiko.SSHConfig):
             return value
         expand = paramiko.SSHConfig._tokenize  # type: ignore[attr-defined]
         return str(expand(self, config, target_hostname, key, value))
+
+    def _does_match(self, match_list: Any, *args: Any) -> bool:
+        """``Match`` blocks as paramiko matches them, except ``Match exec``: paramiko runs its
+        command through a shell with ``%h`` pasted in unquoted (a ``HostName`` of
+        ``a;touch x`` ran ``touch x``), before any check and with no time limit. hadar runs no
+        command from ``~/.ssh/config`` but a ``ProxyCommand``: refused with one line."""
+        for candidate in match_list:
+            if candidate.get("type") == "exec":
+                raise InputError(
+                    f"~/.ssh/config: Match exec {shorten(str(candidate.get('param')))!r} is "
+                    "refused: hadar runs no command from ~/.ssh/config but a ProxyCommand "
+                    "(docs/security.md); remove that block, or set ssh_config to null in the "
+                    "ssh section"
+                )
+        match = paramiko.SSHConfig._does_match  # type: ignore[attr-defined]
+        return bool(match(self, match_list, *args))
 
 
 def check_names(host: str, user: str | None, where: str) -> None:
@@ -149,7 +165,7 @@ def resolve(
         raise InputError(f"host {alias}: ProxyJump chain longer than {MAX_HOPS} hops (a loop?)")
     cfg: dict[str, Any] = dict(config.lookup(alias)) if config else {}
     host = str(cfg.get("hostname") or alias)
-    the_port = int(port or cfg.get("port", 22))
+    the_port = _port(port or cfg.get("port", 22), where or f"host {alias}")
     the_user = str(user or cfg.get("user") or getpass.getuser())
     check_names(host, the_user, f"{where or 'host ' + alias} (after ~/.ssh/config)")
     if explicit_key:
@@ -190,6 +206,20 @@ def resolve(
             )
             jump = hop if jump is None else _through(hop, jump)
     return Endpoint(host, the_port, the_user, keys, jump=jump, proxy_command=proxy_command)
+
+
+def _port(value: object, where: str) -> int:
+    """A TCP port from the cluster file or ``~/.ssh/config`` (``Port abc`` was a traceback)."""
+    try:
+        port = int(str(value))
+    except ValueError:
+        port = 0
+    if not 1 <= port <= 65535:
+        raise InputError(
+            f"{where} (after ~/.ssh/config): Port {shorten(str(value))!r} is not a TCP port "
+            "(1-65535)"
+        )
+    return port
 
 
 def _through(hop: Endpoint, first: Endpoint) -> Endpoint:
