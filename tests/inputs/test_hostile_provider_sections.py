@@ -42,6 +42,10 @@ HOSTILE = [
     ({"env": {"A": None}}, {}, "ssh.env: A: expected a string or a number (got NoneType)"),
     ({"env": {"A": [1, 2]}}, {}, "ssh.env: A: expected a string or a number (got list)"),
     ({"env": {"A": "x\x1by"}}, {}, "ssh.env: A: holds a control character"),
+    # ProxyJump hops were checked only when a run connected: exit 3, a run directory written
+    ({"proxy_jump": "a;touch pwned"}, {}, "ssh.proxy_jump: ProxyJump: bad ProxyJump hop"),
+    ({"proxy_jump": ",".join(f"h{i}" for i in range(9))}, {}, "ssh.proxy_jump: ProxyJump: more"),
+    ({"proxy_jump": "a", "proxy_command": "nc %h %p"}, {}, "ssh.(top level): set proxy_jump or"),
 ]
 
 

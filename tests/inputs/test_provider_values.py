@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 import paramiko
@@ -70,3 +71,37 @@ def test_aws_settings_refuse_values_ec2_or_ssh_would_choke_on(
         AwsSettings(ami="ami-0123456789abcdef0", **settings)  # type: ignore[arg-type]
     assert problem in str(err.value)
     assert AwsSettings(ami="ami-0123456789abcdef0", tags={"cost": 12}).tags == {"cost": "12"}
+
+
+def test_closing_a_proxy_command_ends_what_its_shell_started(tmp_path: Path) -> None:
+    """paramiko signalled ``sh`` alone: the command it ran (a relay) outlived the run."""
+    from hadar.providers.ssh.connections import ProxyProcess
+
+    marker = tmp_path / "relay-ran"
+    proxy = ProxyProcess(f"touch {marker}; sleep 3600 | cat")
+    deadline = time.monotonic() + 30
+    while not marker.exists():
+        assert time.monotonic() < deadline, "the proxy command never started"
+        time.sleep(0.01)
+    group = proxy.process.pid
+    assert len(_running_in_group(group)) >= 2  # the shell's children: sleep and cat
+    proxy.close()
+    assert proxy.process.poll() is not None
+    deadline = time.monotonic() + 30
+    while _running_in_group(group):  # zombies waiting for their reaper do not count
+        assert time.monotonic() < deadline, f"left running: {_running_in_group(group)}"
+        time.sleep(0.05)
+
+
+def _running_in_group(group: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == group and fields[0] != "Z":
+            out.append(int(entry))
+    return out

@@ -10,29 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from hadar.core.errors import InputError
 from hadar.core.validation import DAY_S
 from hadar.providers.command_setting import PythonCommand
 from hadar.providers.registry import ProviderKind, register_provider
 from hadar.providers.ssh.env import ENV_NAME_RE
-
-_SHELL_METACHARACTERS = frozenset("'`\"$\\;&<>|(){}")
-"""What OpenSSH refuses in a host or user name (ssh.c ``valid_hostname``/``valid_ruser``): they
-reach a local shell through ProxyCommand's ``%h``/``%r``."""
-
-
-def ssh_name_problem(value: str, what: str) -> str | None:
-    """Why ``value`` is no valid SSH host name (``what="host"``; a comma is refused too) or user
-    name (``what="user"``), as OpenSSH judges it; None if it is valid."""
-    bad = _SHELL_METACHARACTERS | ({","} if what == "host" else set())
-    if not value:
-        return f"empty {what} name"
-    if value.startswith("-"):
-        return f"{what} name {value!r} starts with '-'"
-    if any(c in bad or c.isspace() or not c.isprintable() for c in value):
-        return f"{what} name {value!r} holds a space, a control character or one of {''.join(sorted(bad))}"
-    return None
+from hadar.providers.ssh.hops import parse_hops
+from hadar.providers.ssh.names import ssh_name_problem
 
 
 def scalar_text(value: object, what: str) -> str:
@@ -102,6 +88,24 @@ class _NodeEnvironment(BaseModel):
     @classmethod
     def _setup_lines(cls, v: Any) -> Any:
         return [v] if isinstance(v, str) else v
+
+    @field_validator("proxy_jump")
+    @classmethod
+    def _hops(cls, v: str | None) -> str | None:
+        """Every hop checked where the file is loaded (exit 2, nothing written), as the
+        connection would check it (a bad hop was found only when a run connected: exit 3)."""
+        if v is not None and v.strip().lower() != "none":
+            try:
+                parse_hops(v, "ProxyJump")
+            except InputError as exc:
+                raise ValueError(str(exc)) from None
+        return v
+
+    @model_validator(mode="after")
+    def _one_route(self) -> _NodeEnvironment:
+        if self.proxy_jump is not None and self.proxy_command is not None:
+            raise ValueError("set proxy_jump or proxy_command, not both")
+        return self
 
 
 class SshNodeSettings(_NodeEnvironment):

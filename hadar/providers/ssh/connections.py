@@ -7,8 +7,9 @@ import contextlib
 import errno
 import logging
 import os
-import shlex
+import signal
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,9 +26,40 @@ from hadar.providers.ssh.hostkeys import HostKeyPolicy, UnknownHostKey, fingerpr
 from hadar.providers.ssh.route import Endpoint
 
 T = TypeVar("T")
+
+PROXY_GRACE_S = 2.0
+"""How long a closed ProxyCommand may take to end after SIGTERM before SIGKILL."""
 # Failures reach the caller as one-line errors; keep paramiko's transport-thread tracebacks off
 # stderr unless the application configures logging itself.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
+
+
+class ProxyProcess(paramiko.ProxyCommand):
+    """paramiko's ProxyCommand, run through ``sh`` in a session of its own, whose closing ends
+    that whole process group: paramiko signalled the shell alone, so the command it started
+    (a relay, an ``nc``) outlived the connection and the run."""
+
+    def __init__(self, command: str) -> None:  # noqa: D107 - the class says it
+        self.cmd = ["sh", "-c", command]
+        self.process = subprocess.Popen(
+            self.cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            bufsize=0,
+            start_new_session=True,
+        )
+        self.timeout = None
+
+    def close(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, sig)
+            try:
+                self.process.wait(timeout=PROXY_GRACE_S)
+                return
+            except subprocess.TimeoutExpired:
+                continue
 
 
 class ConnectionLost(Exception):
@@ -169,7 +201,7 @@ class SshConnections(SshConfig):
         """The socket-like object the connection to ``ep`` runs over (None: plain TCP)."""
         if ep.proxy_command is not None:
             # OpenSSH runs ProxyCommand through the shell; paramiko splits it, so hand it to sh
-            return paramiko.ProxyCommand(f"sh -c {shlex.quote(ep.proxy_command)}")
+            return ProxyProcess(ep.proxy_command)
         if ep.jump is None:
             return None
         try:

@@ -17,10 +17,7 @@ from typing import Any
 import paramiko
 
 from hadar.core.errors import InputError, shorten
-from hadar.providers.ssh import ssh_name_problem
-
-MAX_HOPS = 8
-_HOP_RE = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>\[[^\]]+\]|[^:@\s]+)(?::(?P<port>\d+))?$")
+from hadar.providers.ssh.hops import MAX_HOPS, check_names, parse_hops
 
 
 @dataclass(frozen=True)
@@ -79,35 +76,8 @@ class RawProxyCommandConfig(paramiko.SSHConfig):
         return bool(match(self, match_list, *args))
 
 
-def check_names(host: str, user: str | None, where: str) -> None:
-    """One-line InputError naming ``where`` if ``host`` or ``user`` is no name OpenSSH accepts
-    (shell metacharacters, spaces, a leading '-')."""
-    for value, what in ((host, "host"), (user, "user")):
-        problem = None if value is None else ssh_name_problem(value, what)
-        if problem is not None:
-            raise InputError(f"{where}: {problem} (OpenSSH refuses it)")
-
-
 def _disabled(value: str | None) -> bool:
     return value is not None and value.strip().lower() == "none"
-
-
-def parse_hops(spec: str, where: str) -> list[tuple[str | None, str, int | None]]:
-    """``[user@]host[:port][,...]`` (OpenSSH ProxyJump syntax) -> ``[(user, host, port)]``."""
-    hops: list[tuple[str | None, str, int | None]] = []
-    for raw in spec.split(","):
-        text = raw.strip().removeprefix("ssh://")
-        m = _HOP_RE.match(text)
-        port = int(m["port"]) if m and m["port"] else None
-        if not m or (port is not None and not 1 <= port <= 65535):
-            raise InputError(
-                f"{where}: bad ProxyJump hop {raw.strip()!r} (want [user@]host[:port])"
-            )
-        check_names(m["host"].strip("[]"), m["user"], f"{where}: ProxyJump hop {raw.strip()!r}")
-        hops.append((m["user"], m["host"].strip("[]"), port))
-    if len(hops) > MAX_HOPS:
-        raise InputError(f"{where}: more than {MAX_HOPS} ProxyJump hops")
-    return hops
 
 
 def expand_tokens(command: str, host: str, port: int, user: str, alias: str) -> str:

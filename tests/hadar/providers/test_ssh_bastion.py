@@ -153,7 +153,10 @@ def test_jump_host_failures_name_the_jump_host(bastion: Bastion) -> None:
 
 
 def test_bad_proxy_jump_is_one_line(bastion: Bastion) -> None:
-    with pytest.raises(InputError, match=r"lab.yaml: ssh: bad ProxyJump hop 'a@b:99999'"):
+    """Refused where the cluster file is loaded (it was found only when connecting)."""
+    with pytest.raises(
+        InputError, match=r"lab.yaml: ssh.proxy_jump: ProxyJump: bad ProxyJump hop 'a@b:99999'"
+    ):
         provider(bastion, proxy_jump="a@b:99999").endpoint(NODE)
 
 
