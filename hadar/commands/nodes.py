@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -111,9 +112,17 @@ def run_check(args: argparse.Namespace) -> int:
             )
     else:
         render(cluster, results, numbered, problems, missing_torch)
+    code = 0
     if not all(h.reachable for h in results):
-        return UnreachableNodeError.exit_code
-    return InputError.exit_code if problems or missing_torch else 0
+        code = UnreachableNodeError.exit_code
+    elif problems or missing_torch:
+        code = InputError.exit_code
+    if code:  # the one stderr line of a failed command (docs/inputs.md); the table says more
+        print(
+            f"hadar: error: nodes check: {summary_line(results, problems, missing_torch)}",
+            file=sys.stderr,
+        )
+    return code
 
 
 def no_torch_line(h: NodeHealth) -> str:
