@@ -64,7 +64,14 @@ def client(
         conn = _connect_or_spawn(Path(SOCKET_NAME), start_timeout_s, via)
     except (OSError, subprocess.SubprocessError) as e:  # e.g. a directory it cannot write
         raise SystemExit(f"hadar-warm: cannot start the warm server in {Path.cwd()}: {e}") from None
-    request = {"argv": worker_args, "cwd": str(Path.cwd()), "t0": t0, "env": dict(os.environ)}
+    here = os.stat(".")
+    request = {
+        "argv": worker_args,
+        "cwd": str(Path.cwd()),
+        "cwd_id": [here.st_dev, here.st_ino],
+        "t0": t0,
+        "env": dict(os.environ),
+    }
     conn.sendall((json.dumps(request) + "\n").encode())
     data = b""
     while not data.endswith(b"\n"):
@@ -162,8 +169,11 @@ def _fork_from_zygote(zygote: Path, timeout_s: float) -> int:
 
 # -- server ------------------------------------------------------------------------------------
 class _Job:
-    def __init__(self, conn: socket.socket, pid: int, out: Path, err: Path) -> None:
-        self.conn, self.pid, self.out, self.err = conn, pid, out, err
+    """A forked worker: its client's connection, its process, and its output files (``out``,
+    ``err``: names in the folder held by ``folder``, a descriptor)."""
+
+    def __init__(self, conn: socket.socket, pid: int, folder: int, out: str, err: str) -> None:
+        self.conn, self.pid, self.folder, self.out, self.err = conn, pid, folder, out, err
         self.killed_at: float | None = None
 
 
@@ -225,7 +235,15 @@ def _serve(sock_path: Path, idle_exit_s: float, jobs: dict[socket.socket, _Job])
                 continue
             pending[conn] += chunk
             if pending[conn].endswith(b"\n"):
-                jobs[conn] = _fork(json.loads(pending.pop(conn)), conn)
+                request = json.loads(pending.pop(conn))
+                try:
+                    folder = open_client_folder(request)
+                except OSError as exc:  # not the client's folder: answer without forking
+                    _reply(conn, {"returncode": 2, "stdout": "", "stderr": f"hadar-warm: {exc}\n"})
+                    sel.unregister(conn)
+                    conn.close()
+                    continue
+                jobs[conn] = _fork(request, conn, folder)
         for conn, job in list(jobs.items()):
             pid, status = os.waitpid(job.pid, os.WNOHANG)
             if pid == 0:
@@ -234,9 +252,9 @@ def _serve(sock_path: Path, idle_exit_s: float, jobs: dict[socket.socket, _Job])
                         os.kill(job.pid, signal.SIGKILL)
                 continue
             rc = os.waitstatus_to_exitcode(status)
-            reply = {"returncode": rc, "stdout": _read(job.out), "stderr": _read(job.err)}
-            with contextlib.suppress(OSError):
-                conn.sendall((json.dumps(reply) + "\n").encode())
+            out, err = _read(job.folder, job.out), _read(job.folder, job.err)
+            os.close(job.folder)
+            _reply(conn, {"returncode": rc, "stdout": out, "stderr": err})
             sel.unregister(conn)
             conn.close()
             del jobs[conn]
@@ -451,20 +469,47 @@ def preload() -> None:
             importlib.import_module(name)
 
 
-def _fork(request: dict[str, Any], conn: socket.socket) -> _Job:
-    cwd = Path(request["cwd"])
+def _reply(conn: socket.socket, reply: dict[str, Any]) -> None:
+    with contextlib.suppress(OSError):
+        conn.sendall((json.dumps(reply) + "\n").encode())
+
+
+def open_client_folder(request: dict[str, Any]) -> int:
+    """A descriptor of the folder the client works in: its path opened without following a link
+    in its last part, and refused (:class:`OSError`) unless it is the very folder the client
+    is in (the device and inode the client sent), so a folder swapped for a link or another
+    folder between the client's start and the fork is never entered or written in."""
+    cwd = request.get("cwd")
+    if not isinstance(cwd, str):
+        raise OSError("the request names no working directory")
+    try:
+        fd = os.open(cwd, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise OSError(f"{cwd}: cannot open the working directory: {exc.strerror or exc}") from None
+    st = os.fstat(fd)
+    if request.get("cwd_id") != [st.st_dev, st.st_ino]:
+        os.close(fd)
+        raise OSError(f"{cwd}: not the client's working directory (replaced while it ran)")
+    return fd
+
+
+def _fork(request: dict[str, Any], conn: socket.socket, folder: int) -> _Job:
+    """Fork the worker of ``request`` in ``folder`` (:func:`open_client_folder`), its output in
+    two new files there, created through the descriptor (never through a link)."""
     stamp = f"{os.getpid()}-{time.monotonic_ns()}"
-    out, err = cwd / f".warm-{stamp}.out", cwd / f".warm-{stamp}.err"
+    out, err = f".warm-{stamp}.out", f".warm-{stamp}.err"
     pid = os.fork()
     if pid == 0:  # the child: become the worker
         code = 1
         try:
             os.setsid()
-            os.chdir(cwd)
+            os.fchdir(folder)
+            new = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
             fo, fe = (
-                os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
-                os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+                os.open(out, new, 0o600, dir_fd=folder),
+                os.open(err, new, 0o600, dir_fd=folder),
             )
+            os.close(folder)
             os.dup2(fo, 1)
             os.dup2(fe, 2)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -481,7 +526,7 @@ def _fork(request: dict[str, Any], conn: socket.socket) -> _Job:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)
-    return _Job(conn, pid, out, err)
+    return _Job(conn, pid, folder, out, err)
 
 
 def _stop(job: _Job) -> None:
@@ -491,10 +536,17 @@ def _stop(job: _Job) -> None:
             os.killpg(job.pid, signal.SIGTERM)
 
 
-def _read(path: Path) -> str:
+def _read(folder: int, name: str) -> str:
+    """The text of file ``name`` in ``folder`` (a descriptor), which is then deleted; "" if it
+    cannot be read."""
     try:
-        text = path.read_text(errors="replace")
-        path.unlink()
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=folder)
+    except OSError:
+        return ""
+    try:
+        with os.fdopen(fd, "rb") as f:
+            text = f.read().decode(errors="replace")
+        os.unlink(name, dir_fd=folder)
         return text
     except OSError:
         return ""
