@@ -22,7 +22,13 @@ from hadar.core.cluster import Node
 from hadar.core.errors import HadarError, UnreachableNodeError
 from hadar.providers.base import NodeTransferError
 from hadar.providers.ssh.config import SshConfig
-from hadar.providers.ssh.hostkeys import HostKeyPolicy, UnknownHostKey, fingerprint
+from hadar.providers.ssh.hostkeys import (
+    HostKeyPolicy,
+    UnknownHostKey,
+    UnreadableKnownHosts,
+    fingerprint,
+    load_known_hosts,
+)
 from hadar.providers.ssh.route import Endpoint
 
 T = TypeVar("T")
@@ -249,8 +255,13 @@ class SshConnections(SshConfig):
         s = self.settings
         sock = self._sock(ep)
         client = paramiko.SSHClient()
-        if self.known_hosts.is_file():
-            client.load_host_keys(str(self.known_hosts))
+        try:
+            load_known_hosts(client, self.known_hosts)
+        except UnreadableKnownHosts:
+            if sock is not None:
+                with contextlib.suppress(Exception):
+                    sock.close()
+            raise
         client.set_missing_host_key_policy(HostKeyPolicy(self.known_hosts, s.trust_new_hosts))
         start = time.monotonic()
         try:
@@ -288,6 +299,8 @@ class SshConnections(SshConfig):
             hop_error = self._fatal(node, exc.hop, exc.cause)
             detail = str(hop_error).removeprefix(f"{self._where(node, exc.hop)}: ")
             return UnreachableNodeError(f"{where}: jump host {exc.hop}: {detail}")
+        if isinstance(exc, UnreadableKnownHosts):
+            return UnreachableNodeError(f"{where}: {exc}")
         if isinstance(exc, UnknownHostKey):
             return UnreachableNodeError(
                 f"{where}: unknown host key {exc.key.get_name()} {fingerprint(exc.key)} "

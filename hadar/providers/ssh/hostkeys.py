@@ -53,6 +53,43 @@ def record_host_key(path: Path, host_name: str, key: paramiko.PKey) -> None:
             os.close(fd)
 
 
+class UnreadableKnownHosts(Exception):
+    """A known_hosts file paramiko cannot read (the message names the file and line)."""
+
+
+def load_known_hosts(client: paramiko.SSHClient, path: Path) -> None:
+    """Load ``path``'s host keys into ``client`` (nothing if it is no regular file);
+    :class:`UnreadableKnownHosts` naming the file, and the line where there is one, if a line
+    holds a key paramiko cannot decode, or the file is not UTF-8 text or cannot be read."""
+    if not path.is_file():
+        return
+    try:
+        client.load_host_keys(str(path))
+    except paramiko.hostkeys.InvalidHostKey as exc:
+        number = _line_number(path, exc.line)
+        where = f"line {number}" if number else "a line"
+        raise UnreadableKnownHosts(
+            f"known_hosts {path}: {where}: a host key that cannot be decoded; "
+            f"remove or fix that line"
+        ) from None
+    except UnicodeDecodeError:
+        raise UnreadableKnownHosts(f"known_hosts {path}: not UTF-8 text") from None
+    except OSError as exc:
+        raise UnreadableKnownHosts(f"known_hosts {path}: cannot read: {exc.strerror or exc}") from None
+
+
+def _line_number(path: Path, line: str) -> int | None:
+    """The 1-based number of the first line of ``path`` that is ``line`` (stripped)."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as f:
+            for number, text in enumerate(f, 1):
+                if text.strip() == line.strip():
+                    return number
+    except OSError:
+        return None
+    return None
+
+
 class UnknownHostKey(Exception):
     def __init__(self, host_name: str, key: paramiko.PKey) -> None:
         super().__init__(host_name)

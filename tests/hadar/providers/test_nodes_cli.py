@@ -160,3 +160,29 @@ def test_the_closing_line_gives_each_unreachable_nodes_reason() -> None:
     assert summary_line(results, {}, {}) == (
         "1/2 nodes reachable, 1 ready; unreachable: titan (connection refused)"
     )
+
+
+@pytest.mark.ssh
+def test_a_known_hosts_line_paramiko_cannot_decode_is_named_with_its_file_and_line(
+    sshd_farm: SshdFarm, tmp_path: Path
+) -> None:
+    kh = tmp_path / "known_hosts"
+    kh.write_text("# mine\nexample.org ssh-ed25519 AAAA!!not-base64\n")
+    cfg = sshd_farm.write_cluster(tmp_path / "kh.yaml", known_hosts=str(kh))
+    res = hadar("nodes", "check", "--cluster", str(cfg), "--json", "--timeout", "60")
+    assert res.returncode == 3, res.stdout + res.stderr
+    rows = list(map(json.loads, res.stdout.splitlines()))
+    assert len(rows) == len(sshd_farm.servers)
+    for row in rows:
+        assert not row["reachable"]
+        assert row["error"].endswith(
+            f"known_hosts {kh}: line 2: a host key that cannot be decoded; remove or fix that line"
+        ), row["error"]
+    assert "Traceback" not in res.stderr
+    kh.write_bytes(b"\xff\xfe bad\n")
+    res = hadar("nodes", "check", "--cluster", str(cfg), "--json", "--timeout", "60")
+    assert res.returncode == 3
+    assert all(
+        json.loads(line)["error"].endswith(f"known_hosts {kh}: not UTF-8 text")
+        for line in res.stdout.splitlines()
+    )
