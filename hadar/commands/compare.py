@@ -61,6 +61,7 @@ from hadar.core.extras import plots_missing_note
 from hadar.core.io import check_replaceable, replaced_together, write_csv, write_json, write_text
 from hadar.core.jobs import Job, JobStatus
 from hadar.core.safe_paths import confined
+from hadar.core.text import comma_items
 from hadar.matplotlib_home import load_matplotlib
 from hadar.policy import (
     POLICY_REGISTRY,
@@ -385,14 +386,9 @@ def failure_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def parse_policies(text: str) -> list[str]:
-    names = [p.strip() for p in text.split(",") if p.strip()]
-    if not names:
-        raise InputError("--policies: no policy given")
+    names = comma_items(text, "--policies")
     for n in names:
         policy_class(n, "--policies")
-    dup = next((n for n in names if names.count(n) > 1), None)
-    if dup:
-        raise InputError(f"--policies: {dup!r} given twice")
     return names
 
 
@@ -419,11 +415,13 @@ def parse_policy_options(
 
 def parse_sizes(text: str) -> list[int]:
     try:
-        sizes = [int(s) for s in text.split(",") if s.strip()]
+        sizes = [int(s) for s in comma_items(text, "--decision-sizes")]
     except ValueError:
         raise InputError(
             f"--decision-sizes: expected comma-separated integers (got {shorten(text)!r})"
         ) from None
+    if len(set(sizes)) != len(sizes):
+        raise InputError(f"--decision-sizes: a size is given twice (got {shorten(text)!r})")
     if any(not 1 <= s <= MAX_DECISION_SIZE for s in sizes):
         raise InputError(
             f"--decision-sizes: sizes must be whole numbers of jobs in [1, {MAX_DECISION_SIZE}] "

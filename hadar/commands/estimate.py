@@ -19,6 +19,7 @@ from hadar.commands.options import input_files, output_dir
 from hadar.core.errors import InputError
 from hadar.core.gpu_catalogue import canonical_gpu
 from hadar.core.io import check_replaceable
+from hadar.core.text import comma_items
 from hadar.scenario import load_table
 
 
@@ -64,9 +65,9 @@ def run(args: argparse.Namespace) -> int:
     from hadar.commands.terminal import console as terminal_console
 
     params = PmiParams(reference_gpu=canonical_gpu(args.reference, "--reference"))
-    holdouts = [h.strip() for h in args.holdout.split(",") if h.strip()]
+    holdouts = comma_items(args.holdout, "--holdout")
     bad = [h for h in holdouts if h not in HOLDOUTS]
-    if bad or not holdouts:
+    if bad:
         raise InputError(
             f"--holdout: unknown hold-out {bad[0] if bad else ''!r} (choose from {', '.join(HOLDOUTS)})"
         )

@@ -41,6 +41,7 @@ from hadar.core.defaults import DEFAULT_HORIZON_S
 from hadar.core.errors import InputError, shorten
 from hadar.core.extras import plots_missing_note
 from hadar.core.io import check_replaceable, replaced_together
+from hadar.core.text import comma_items
 from hadar.core.validation import MAX_JOBS, MAX_SEED
 from hadar.experiments import grid, load_sweep, report, tables
 from hadar.experiments.grid import (
@@ -289,7 +290,7 @@ def run_load_sweep(args: argparse.Namespace) -> int:
 
 def _floats(text: str, option: str) -> list[float]:
     try:
-        values = [float(x) for x in text.split(",") if x.strip()]
+        values = [float(x) for x in comma_items(text, option)]
     except ValueError:
         raise InputError(
             f"{option}: expected comma-separated numbers (got {shorten(text)!r})"
@@ -303,7 +304,7 @@ def _floats(text: str, option: str) -> list[float]:
 
 def _ints(text: str, option: str) -> list[int]:
     try:
-        values = [int(x) for x in text.split(",") if x.strip()]
+        values = [int(x) for x in comma_items(text, option)]
     except ValueError:
         raise InputError(
             f"{option}: expected comma-separated whole numbers (got {shorten(text)!r})"

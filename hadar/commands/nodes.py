@@ -62,7 +62,10 @@ def register(sub: Subparsers) -> None:
         type=argtypes.seconds(0, 86400, lo_open=True),
         default=PROBE_TIMEOUT_S,
         metavar="S",
-        help="per-node probe timeout in seconds (default: %(default)s)",
+        help=(
+            "seconds each node's probe may run once connected (default: %(default)s); "
+            "an SSH connection is bounded by ssh.connect_attempts x ssh.connect_timeout_s"
+        ),
     )
     c.add_argument(
         "--json", action="store_true", help="print one JSON object per node instead of a table"

@@ -7,6 +7,8 @@ as text, on one line."""
 
 from __future__ import annotations
 
+from hadar.core.errors import InputError, shorten
+
 
 def printable(text: str) -> str:
     """``text`` with every non-printable character escaped (``\\n``, ``\\x1b``, ``\\u2028``)."""
@@ -31,3 +33,18 @@ def duration_text(seconds: float) -> str:
         if abs(seconds) >= size:
             return f"{seconds / size:,.{places}f} {unit}"
     return f"{seconds:,.1f} s"
+
+
+def comma_items(text: str, option: str) -> list[str]:
+    """The items of a comma-separated option value, stripped: :class:`InputError` naming
+    ``option`` if there is none, an item is empty (``a,,b``, a trailing comma) or one is given
+    twice."""
+    items = [item.strip() for item in text.split(",")]
+    if not any(items):
+        raise InputError(f"{option}: nothing given")
+    if not all(items):
+        raise InputError(f"{option}: an empty item between commas (got {shorten(text)!r})")
+    twice = next((item for i, item in enumerate(items) if item in items[:i]), None)
+    if twice is not None:
+        raise InputError(f"{option}: {shorten(twice)!r} given twice")
+    return items

@@ -21,6 +21,7 @@ from hadar.core.defaults import SIMULATED
 from hadar.core.errors import InputError
 from hadar.core.jobs import Job
 from hadar.core.physical_workloads import mix
+from hadar.core.text import comma_items
 from hadar.experiments.bounds import TtdBounds, mix_bounds
 from hadar.experiments.paper import PAPER_POLICIES
 from hadar.policy import make_policy, policy_class
@@ -94,13 +95,7 @@ def cells(spec: GridSpec) -> list[Cell]:
 
 # -- argument parsing --------------------------------------------------------------------------
 def _names(text: str, option: str) -> tuple[str, ...]:
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
-    if not names:
-        raise InputError(f"{option}: nothing given")
-    dup = next((n for n in names if names.count(n) > 1), None)
-    if dup is not None:
-        raise InputError(f"{option}: {dup!r} given twice")
-    return names
+    return tuple(comma_items(text, option))
 
 
 def parse_mixes(text: str) -> tuple[str, ...]:

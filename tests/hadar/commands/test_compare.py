@@ -107,6 +107,28 @@ def test_bad_policy_list_is_one_line_exit_2(tmp_path, capsys):
     assert len(err) == 1 and "unknown policy 'slurm'" in err[0]
 
 
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--policies", "hadar,,gavel", "--policies: an empty item between commas"),
+        ("--policies", "hadar,gavel,", "--policies: an empty item between commas"),
+        ("--policies", " , ", "--policies: nothing given"),
+        ("--policies", "hadar, hadar", "--policies: 'hadar' given twice"),
+        ("--decision-sizes", "4,4", "--decision-sizes: '4' given twice"),
+        ("--decision-sizes", "4,04", "--decision-sizes: a size is given twice"),
+        ("--decision-sizes", "4,,8", "--decision-sizes: an empty item between commas"),
+    ],
+)
+def test_a_comma_list_with_an_empty_or_repeated_item_is_one_line_exit_2(
+    tmp_path, capsys, flag, value, message
+):
+    args = ["compare", "--workload", "philly-8", "--out", str(tmp_path / "out"), flag, value]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
 # -- a comparison's results are one save ------------------------------------------------------
 PREVIOUS = [
     *("compare.csv", "compare.json", "decision_times.csv", "compare.md", *PNGS),
