@@ -137,13 +137,20 @@ def adaptation_note(policies: Sequence[str], jobs: Sequence[Job]) -> str | None:
     )
 
 
+def charged_restart_s(args: argparse.Namespace) -> float:
+    """The ``--restart-penalty`` a run charges: none in Gavel-compatible mode, which ignores it."""
+    if getattr(args, "gavel_compatible", False):
+        return 0.0
+    return float(getattr(args, "restart_penalty_s", 0.0))
+
+
 def load_scenario(args: argparse.Namespace) -> tuple[Cluster, list[Job], ThroughputModel]:
     """:func:`hadar.scenario.load_scenario` from the scenario flags (``--cluster``, ``--workload``,
     ``--throughputs``, ``--seed``, ``--size``, ``--round``, ``--restart-penalty`` and ``--horizon``
     where the command has them)."""
     from hadar import scenario
 
-    scenario.check_round(getattr(args, "round_s", None), getattr(args, "restart_penalty_s", 0.0))
+    scenario.check_round(getattr(args, "round_s", None), charged_restart_s(args))
     return scenario.load_scenario(
         args.cluster,
         args.workload,

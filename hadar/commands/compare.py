@@ -41,6 +41,7 @@ from hadar.commands.common import (
     adaptation_note,
     add_policy_opt_arg,
     add_scenario_args,
+    charged_restart_s,
     estimates_note,
     load_scenario,
 )
@@ -244,7 +245,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--occupancy-policy: {args.occupancy_policy!r} is not one of --policies")
     occupancy = occupancy or policies[0]
     round_note = resolve_round(args, policies, family)
-    check_round(args.round_s, args.restart_penalty_s)
+    check_round(args.round_s, charged_restart_s(args))
     check_job_restarts(jobs, args.round_s, str(args.workload))
     scenario = {k: getattr(args, k) for k in SCENARIO_KEYS}
     out, replacing = output_dir(args.out, args.out_stem, inputs=input_files(args))

@@ -23,7 +23,7 @@ from typing import Any
 from rich.console import Console
 
 from hadar.commands import Subparsers, argtypes, terminal
-from hadar.commands.common import adaptation_note, add_policy_opt_arg
+from hadar.commands.common import adaptation_note, add_policy_opt_arg, charged_restart_s
 from hadar.commands.options import (
     add_alias,
     add_gavel_compatible_arg,
@@ -257,7 +257,7 @@ def run_load_sweep(args: argparse.Namespace) -> int:
         "num_jobs": args.num_jobs,
         "window": list(window),
         "round_s": args.round_s,
-        "restart_penalty_s": 0.0 if args.gavel_compatible else args.restart_penalty_s,
+        "restart_penalty_s": charged_restart_s(args),
         "gavel_compatible": args.gavel_compatible,
         "policy_options": options,
         "saturation_growth": load_sweep.SATURATION_GROWTH,

@@ -202,6 +202,14 @@ def test_restart_penalty_must_be_shorter_than_a_round(scene, capsys):
     )
 
 
+def test_gavel_compatible_mode_ignores_the_restart_penalty_as_documented(scene, capsys):
+    argv = simulate_argv(scene, "--round", "60", "--restart-penalty", "60", "--gavel-compatible")
+    assert main(argv) == 0, capsys.readouterr().err
+    summary = json.loads((scene / "o" / "summary.json").read_text())
+    assert summary["completed"] == summary["jobs"] == 3
+    assert summary["config"]["restart_penalty_s"] == 0
+
+
 def test_usage_errors_are_one_line(capsys):
     line = one_line_error(capsys, main(["simulate", "--bogus"]), "unrecognized arguments: --bogus")
     assert line.endswith("(see: hadar simulate --help)")
