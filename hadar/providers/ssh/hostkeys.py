@@ -75,7 +75,9 @@ def load_known_hosts(client: paramiko.SSHClient, path: Path) -> None:
     except UnicodeDecodeError:
         raise UnreadableKnownHosts(f"known_hosts {path}: not UTF-8 text") from None
     except OSError as exc:
-        raise UnreadableKnownHosts(f"known_hosts {path}: cannot read: {exc.strerror or exc}") from None
+        raise UnreadableKnownHosts(
+            f"known_hosts {path}: cannot read: {exc.strerror or exc}"
+        ) from None
 
 
 def _line_number(path: Path, line: str) -> int | None:
