@@ -15,7 +15,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
@@ -162,8 +162,12 @@ def _open_regular(path: Path) -> Iterator[IO[bytes] | None]:
     except OSError:
         yield None
         return
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # a folder cannot even be wrapped in a file
+        os.close(fd)
+        yield None
+        return
     with os.fdopen(fd, "rb") as fh:
-        yield fh if stat.S_ISREG(os.fstat(fd).st_mode) else None
+        yield fh
 
 
 def _read_json_object(path: Path) -> dict[str, Any]:
@@ -205,11 +209,23 @@ def running_pid(rundir: Path) -> int | None:
             args = cmdline.read_bytes().split(b"\0")
         except OSError:
             return None
-        if b"run" not in args or not _names_rundir(args, pid, rundir):
+        if not _is_hadar_run(args) or not _names_rundir(args, pid, rundir):
             return None  # not a `hadar run` of this directory
         if _zombie(pid):
             return None
     return pid
+
+
+def _is_hadar_run(args: list[bytes]) -> bool:
+    """Whether a command line is ``PYTHON -m hadar run ...`` (what ``--detach`` starts) or
+    ``.../hadar run ...``: another program whose arguments hold the word ``run`` is not one."""
+    for start in range(min(2, len(args))):
+        rest = args[start:]
+        if rest[:3] == [b"-m", b"hadar", b"run"] or (
+            len(rest) >= 2 and os.path.basename(rest[0]) == b"hadar" and rest[1] == b"run"
+        ):
+            return True
+    return False
 
 
 _DIR_FLAGS = (b"--out=", b"--resume=")
@@ -255,12 +271,28 @@ def _rounds_done(rundir: Path) -> int | None:
     try:  # as_uri: a '?' or '#' in the folder's name is not read as URI parameters
         con = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=2.0)
         try:
+            kind = con.execute("SELECT type FROM sqlite_master WHERE name = 'rounds'").fetchone()
+            if kind != ("table",):  # a view (or none) is not the tracker's: not read
+                return None
+            # a damaged file's query ends after a bounded amount of work, not in a spin that
+            # signals cannot interrupt (SQLite runs without returning to Python)
+            con.set_progress_handler(_stop_after(STATUS_QUERY_S), 10_000)
             (n,) = con.execute("SELECT COUNT(*) FROM rounds WHERE state = 'closed'").fetchone()
         finally:
             con.close()
     except sqlite3.Error:
         return None
-    return int(n)
+    return int(n) if isinstance(n, int) else None
+
+
+STATUS_QUERY_S = 2.0
+"""The longest ``hadar status`` spends counting one run's rounds in its state file."""
+
+
+def _stop_after(seconds: float) -> Callable[[], int]:
+    """A SQLite progress handler that interrupts the statement after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    return lambda: int(time.monotonic() > deadline)
 
 
 def _last_line(rundir: Path) -> str:

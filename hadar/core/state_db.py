@@ -55,6 +55,13 @@ def open_state_db(path: Path, *, read_only: bool = False) -> sqlite3.Connection:
         problems = [row[0] for row in conn.execute("PRAGMA quick_check").fetchall()]
         if problems != ["ok"]:
             raise sqlite3.DatabaseError(" ".join(str(problems[-1]).split()))
+        planted = conn.execute(
+            "SELECT type, name FROM sqlite_master WHERE type IN ('view', 'trigger') LIMIT 1"
+        ).fetchone()
+        if planted is not None:  # hadar makes neither; a view can keep a query busy forever
+            raise sqlite3.DatabaseError(
+                f"a {planted[0]} {str(planted[1])[:60]!r}, which hadar never makes"
+            )
         if not read_only:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")

@@ -112,7 +112,64 @@ def test_stop_signals_only_a_hadar_run_of_the_directory(rundir: Path) -> None:
         other.wait()
 
 
+def test_stop_does_not_take_another_program_with_the_word_run_for_the_run(rundir: Path) -> None:
+    code = "import sys, time; time.sleep(3600)"
+    other = subprocess.Popen([sys.executable, "-c", code, "run", str(rundir)])
+    try:
+        (rundir / "detached.json").write_text(json.dumps({"pid": other.pid}))
+        assert running_pid(rundir) is None
+        line = refused(hadar("stop", str(rundir), "--timeout", "0", cwd=rundir.parent))
+        assert "no background run is running there" in line
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+
+
 # -- hadar status / logs: what a run directory holds ------------------------------------------
+@pytest.mark.parametrize(
+    "name", ["run.log", "events.jsonl", "run.json", "summary.json", "detached.json"]
+)
+def test_status_logs_and_stop_take_a_folder_for_a_run_file_without_a_traceback(
+    rundir: Path, name: str
+) -> None:
+    (rundir / name).unlink(missing_ok=True)
+    (rundir / name).mkdir()
+    for command in ("status", "logs", "stop"):
+        res = hadar(command, str(rundir), cwd=rundir.parent)
+        assert "Traceback" not in res.stderr and res.returncode in (0, 2), (command, res.stderr)
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        "CREATE VIEW rounds_view AS SELECT 1",
+        "CREATE TRIGGER t AFTER INSERT ON rounds BEGIN DELETE FROM jobs; END",
+    ],
+)
+def test_report_refuses_a_state_file_with_a_view_or_trigger(rundir: Path, planted: str) -> None:
+    edit_state(rundir, planted)
+    before = (rundir / "state.sqlite").read_bytes()
+    line = refused(hadar("report", str(rundir), cwd=rundir.parent))
+    assert "damaged state file" in line and "which hadar never makes" in line
+    assert (rundir / "state.sqlite").read_bytes() == before
+
+
+def test_status_counts_no_rounds_from_a_state_file_whose_rounds_are_a_view(rundir: Path) -> None:
+    """A recursive view kept SQLite busy without end, and SQLite does not return to Python for
+    SIGTERM or SIGINT: ``hadar status`` spun until SIGKILL."""
+    edit_state(rundir, "ALTER TABLE rounds RENAME TO rounds_kept")
+    edit_state(
+        rundir,
+        "CREATE VIEW rounds(state) AS WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL "
+        "SELECT n + 1 FROM r) SELECT 'closed' FROM r",
+    )
+    res = hadar("status", str(rundir), cwd=rundir.parent)  # within the helper's timeout
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stdout + res.stderr
+    assert "finished (1/1 jobs)" in res.stdout
+
+
+
 @pytest.mark.parametrize("name", ["run.log", "events.jsonl", "run.json", "summary.json"])
 def test_status_does_not_wait_on_a_fifo_in_the_run_directory(rundir: Path, name: str) -> None:
     (rundir / name).unlink(missing_ok=True)
