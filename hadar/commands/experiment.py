@@ -173,6 +173,10 @@ def run_load_sweep(args: argparse.Namespace) -> int:
     policies = parse_policies(args.policies)
     options = parse_policy_options(args.policy_opt, policies)
     rates = _floats(args.rates, "--rates")
+    if max(rates) > MAX_RATE_PER_H:
+        raise InputError(
+            f"--rates: at most {MAX_RATE_PER_H:,.0f} jobs/hour (got {shorten(args.rates)!r})"
+        )
     seeds = _ints(args.seeds, "--seeds")
     if any(not 0 <= s <= MAX_SEED for s in seeds):
         raise InputError(
@@ -286,6 +290,11 @@ def run_load_sweep(args: argparse.Namespace) -> int:
         markup=False,
     )
     return 0
+
+
+MAX_RATE_PER_H = 1e6
+"""The largest ``--rates`` value: a million jobs an hour arrive in the first seconds of the
+simulated year already (the chart's axis could not be drawn near 1e308)."""
 
 
 def _floats(text: str, option: str) -> list[float]:

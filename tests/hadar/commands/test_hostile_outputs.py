@@ -100,6 +100,7 @@ def test_an_unbalanced_quote_in_python_is_refused_before_a_run_writes(tmp_path):
     [
         (("--rates", "8", "--seeds", "-1"), "--seeds: each seed must be in 0.."),
         (("--rates", "1e-3"), "--rates: at 0.001 jobs/h the 20 jobs arrive over"),
+        (("--rates", "8,1e308"), "--rates: at most 1,000,000 jobs/hour"),
     ],
 )
 def test_load_sweep_refuses_bad_seeds_and_rates_up_front(tmp_path, args, needle):
