@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hadar.commands import argtypes
-from hadar.core.defaults import REAL_RUN, SIMULATED, WorkloadFamily
+from hadar.core.defaults import PROJECT_PACKAGES, REAL_RUN, SIMULATED, WorkloadFamily
 from hadar.core.errors import InputError
 from hadar.core.validation import look_up
 
@@ -279,6 +279,18 @@ def refuse_output_over_input(out: str, flag: str, inputs: dict[str, str | None])
             )
 
 
+def package_folders() -> list[Path]:
+    """The folders of the project's packages as installed (found without importing them)."""
+    import importlib.util
+
+    found = []
+    for name in PROJECT_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        for location in (spec.submodule_search_locations or []) if spec else []:
+            found.append(Path(location).resolve())
+    return found
+
+
 def output_dir(
     out: str | None, stem: str, now: float | None = None, inputs: dict[str, str] | None = None
 ) -> tuple[Path, str | None]:
@@ -292,6 +304,12 @@ def output_dir(
     if out is not None:
         path = Path(out)
         root = path.resolve()
+        package = next((p for p in package_folders() if root.is_relative_to(p)), None)
+        if package is not None:
+            raise InputError(
+                f"--out {out}: inside hadar's own package folder {package} (its bundled data "
+                "and code); results replace files in --out, so choose a directory outside it"
+            )
         for option, name in (inputs or {}).items():
             if Path(name).resolve().is_relative_to(root):
                 flag = "--" + option.replace("_", "-")

@@ -111,3 +111,11 @@ PHILLY_FAMILY = WorkloadFamily(
 )
 """The Philly-derived workloads: the simulator's defaults are the Hadar paper's set-up already
 (``SIMULATED``); a policy that declares its own round (Pollux) keeps it."""
+
+
+PROJECT_PACKAGES = (
+    "hadar", "hadare", "baselines", "pollux", "afs", "bftrainer", "malletrain", "primal_dual",
+    "estimators", "tracker", "nodes", "goodput",
+)  # fmt: skip
+"""The project's top-level packages: their folders hold its code and bundled data (no command
+writes its results there)."""

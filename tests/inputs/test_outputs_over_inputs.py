@@ -161,3 +161,21 @@ def test_compare_names_an_earlier_comparisons_folders_it_leaves(tmp_path: Path) 
     )
     assert earlier_results_note(out, ["gavel", "hadar", "tiresias"]) is None
     assert earlier_results_note(tmp_path / "missing", ["gavel"]) is None
+
+
+@pytest.mark.parametrize(
+    "inside", ["goodput/data/pollux/traces/ncf", "estimators/data", "hadar/core/new-folder"]
+)
+def test_an_out_inside_the_projects_own_packages_is_refused(tmp_path: Path, inside: str) -> None:
+    """Results replace files in ``--out``: in the bundled Pollux traces they replaced
+    ``placements.csv``, and every later ``fit-report`` and ``reproduce pollux`` failed."""
+    import goodput
+
+    root = Path(goodput.__file__).resolve().parent.parent
+    target = root / inside
+    before = sorted(p.name for p in target.iterdir()) if target.is_dir() else None
+    res = hadar_cli("simulate", "--workload", "philly-10", "--out", str(target), cwd=tmp_path)
+    line = refused(res)
+    assert "inside hadar's own package folder" in line
+    after = sorted(p.name for p in target.iterdir()) if target.is_dir() else None
+    assert after == before

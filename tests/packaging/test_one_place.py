@@ -12,24 +12,11 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from hadar.core.defaults import REAL_RUN, SIMULATED
+from hadar.core.defaults import PROJECT_PACKAGES, REAL_RUN, SIMULATED
 from hadar.policy import POLICY_REGISTRY
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = (
-    "hadar",
-    "hadare",
-    "baselines",
-    "pollux",
-    "afs",
-    "bftrainer",
-    "malletrain",
-    "primal_dual",
-    "estimators",
-    "tracker",
-    "nodes",
-    "goodput",
-)
+PACKAGES = PROJECT_PACKAGES
 
 POLICY_NAME_HOMES = ("hadar/core/defaults.py", "hadar/experiments/paper.py")
 """Modules that may spell any policy's name besides the policy's own module."""
