@@ -72,6 +72,21 @@ class InverseSlowdownUtility:
         )
 
 
+RANKED_SPEEDUP = "ranked-speedup"
+
+
+@dataclass(frozen=True)
+class RankedSpeedupUtility(InverseSlowdownUtility):
+    """``w_j * T_best / tau`` on the clock from now, where the caller sets ``ideal`` to the job's
+    remaining time at its best configuration and ``weight`` to its rank among the jobs present
+    by that time (the longest 1, the next 2, ...): the allocation that minimises the mean JCT of
+    jobs with sub-linear speed-ups (heSRPT, Berg et al.) shares the GPUs among every job, more
+    to the shorter, with weights that grow with the rank, not with 1 / remaining."""
+
+    name: str = RANKED_SPEEDUP
+    clock: str = "now"
+
+
 @dataclass(frozen=True)
 class InverseJctUtility:
     """``w_j * scale / tau``, tau = the job's completion time from its arrival (JCT)."""
@@ -153,10 +168,19 @@ UTILITIES: dict[str, Callable[..., Utility]] = {
     "round-progress": RoundProgressUtility,
 }
 
+ELASTIC_UTILITIES: dict[str, Callable[..., Utility]] = {
+    **UTILITIES,
+    RANKED_SPEEDUP: RankedSpeedupUtility,
+}
+"""The utilities that may value elastic jobs' configurations: :data:`UTILITIES` and the ranked
+speed-up, whose weights and ideal times come from the configuration LP's jobs together."""
+
 
 def make_utility(name: str, **params: float) -> Utility:
-    """A utility function by name (one of :data:`UTILITIES`)."""
+    """A utility function by name (one of :data:`ELASTIC_UTILITIES`)."""
     try:
-        return UTILITIES[name](**params)
+        return ELASTIC_UTILITIES[name](**params)
     except KeyError:
-        raise ValueError(f"unknown utility {name!r} (known: {', '.join(UTILITIES)})") from None
+        raise ValueError(
+            f"unknown utility {name!r} (known: {', '.join(ELASTIC_UTILITIES)})"
+        ) from None

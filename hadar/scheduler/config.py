@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from primal_dual.utility import UTILITIES
+from hadar.core.errors import shorten
+from primal_dual.utility import ELASTIC_UTILITIES, RANKED_SPEEDUP, UTILITIES
 
 MAX_BEAM = 1024
 """The widest DP beam taken (32x the default): the DP's cost grows with beam x window, and a beam
@@ -98,12 +99,16 @@ class HadarConfig:
     """Elastic jobs with a goodput model (Pollux's applications): each round, choose each one's
     GPU type, GPU count and batch by the round's configuration LP and plan it as a gang of that
     size (``hadar/scheduler/elastic.py``). False: every job is a rigid gang of its own size."""
-    elastic_utility: str | None = None
+    elastic_utility: str | None = RANKED_SPEEDUP
     """With ``adapt_elastic``: the utility that values each configuration in the configuration
-    LP (one of ``utility``'s choices). None: the round's ``utility``. ``inverse-slowdown`` values
-    a configuration by the job's speed there relative to its best (Sia's normalised goodput,
-    without its fairness exponent): shorter tails and makespans on Pollux's workloads, a higher
-    average JCT on most (docs/elastic.md)."""
+    LP. ``ranked-speedup`` (the default) values it by the job's speed there relative to its best
+    configuration, weighted by the job's rank among the jobs present by remaining time (the
+    longest 1, the shortest the most): the structure of heSRPT, the allocation that minimises
+    the mean JCT of jobs with sub-linear speed-ups, which shares the GPUs among every job, more
+    to the shorter. None: the round's ``utility`` (``inverse-remaining``: each job at ``rate /
+    remaining``, which leaves long jobs the slow and narrow configurations); ``inverse-slowdown``:
+    the relative speed unweighted (Sia's normalised goodput without its fairness exponent).
+    Measured on Pollux's workloads in docs/elastic.md."""
 
     @classmethod
     def legacy(cls) -> HadarConfig:
@@ -147,9 +152,14 @@ class HadarConfig:
             math.isfinite(self.max_wait_s) and self.max_wait_s > 0
         ):
             raise ValueError("max_wait_s must be a positive number of seconds (or None)")
-        for name, value in (("utility", self.utility), ("elastic_utility", self.elastic_utility)):
-            if value is not None and value not in UTILITIES:
-                raise ValueError(f"{name} must be one of {', '.join(UTILITIES)} (got {value!r})")
+        for name, value, known in (
+            ("utility", self.utility, UTILITIES),
+            ("elastic_utility", self.elastic_utility, ELASTIC_UTILITIES),
+        ):
+            if value is not None and value not in known:
+                raise ValueError(
+                    f"{name} must be one of {', '.join(known)} (got {shorten(value)!r})"
+                )
         if self.price_model not in ("exponential", "lp", "none"):
             raise ValueError("price_model must be 'exponential', 'lp' or 'none'")
         if not 1 <= self.beam <= MAX_BEAM:

@@ -9,7 +9,10 @@ maximises it. Other jobs, elastic or not, keep their own gang and batch.
 The LP is the round's allocation LP (:mod:`primal_dual.lp_prices`) with one column per job and
 configuration: ``max sum v x`` with each job on at most one configuration and each type's GPUs
 shared. ``v`` is the job's utility at the configuration's rate, exactly as the DP values it (a
-job that has made progress pays the restart penalty on any configuration but its running one).
+job that has made progress pays the restart penalty on any configuration but its running one),
+under the policy's ``elastic_utility``: by default the ranked speed-up, the job's speed relative
+to its best configuration times its rank among the round's jobs by remaining time
+(:func:`longest_first_ranks`), heSRPT's structure for jobs with sub-linear speed-ups.
 Each adapting job takes the configuration the LP's optimum gives it (in a basic optimum all
 but at most one job per GPU type get one configuration whole; a split job takes its larger
 share), which is one of largest payoff ``v - width x price`` at the LP's dual prices; a job the
@@ -27,6 +30,7 @@ goodput on the GPUs it got, at its progress now (Pollux's batch choice for a giv
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
@@ -42,7 +46,7 @@ from hadar.core.jobs import Job, JobStatus, Placement
 from hadar.policy import RoundContext, RoundPlan
 from hadar.reference_rates import best_rate_per_type
 from primal_dual.lp_prices import configuration_lp
-from primal_dual.utility import Utility
+from primal_dual.utility import RANKED_SPEEDUP, Utility
 
 MAX_KEPT_BATCHES = 65_536
 """Knob: :func:`best_batch` answers kept between rounds before the memo starts afresh (one per job
@@ -180,7 +184,11 @@ def running_configuration(placement: Placement | None, cluster: Cluster) -> tupl
 
 
 def job_utility(
-    status: JobStatus, ctx: RoundContext, utility: Utility, ideal: float
+    status: JobStatus,
+    ctx: RoundContext,
+    utility: Utility,
+    ideal: float,
+    weight: float | None = None,
 ) -> tuple[Callable[[float], float], Callable[[float], float]]:
     """The job's utility of a rate on a new placement and on its running one, as the DP values
     them (:func:`hadar.valuation.queue_entry`)."""
@@ -188,17 +196,23 @@ def job_utility(
     remaining = status.remaining_steps
     restart = job.restart_cost_s(ctx.restart_penalty_s) if status.done_steps > 0 else 0.0
     origin = ctx.now - job.arrival if utility.clock == "arrival" else 0.0
+    w = job.weight if weight is None else weight
 
     def moved(rate: float) -> float:
-        return utility.value(origin + restart + remaining / rate, job.weight, ideal)
+        return utility.value(origin + restart + remaining / rate, w, ideal)
 
     def kept(rate: float) -> float:
         t = origin + remaining / rate
-        return 2 * utility.value(t, job.weight, ideal) - utility.value(
-            t + restart, job.weight, ideal
-        )
+        return 2 * utility.value(t, w, ideal) - utility.value(t + restart, w, ideal)
 
     return moved, kept
+
+
+def longest_first_ranks(remaining_s: Sequence[float]) -> list[int]:
+    """Each job's rank by its remaining time: 1 + the number of jobs with more left (the
+    longest 1, the shortest the most; equal times share a rank)."""
+    ordered = sorted(remaining_s)
+    return [1 + len(ordered) - bisect.bisect_right(ordered, t) for t in remaining_s]
 
 
 class ConfigurationMemo:
@@ -263,7 +277,8 @@ def elastic_round(
     cols_value: list[float] = []
     options: dict[int, list[Valued]] = {}
     known = {} if memo is None else memo.for_round(ctx)
-    for j, s in enumerate(ctx.jobs):
+    per_job: list[tuple[list[Configuration], float]] = []
+    for s in ctx.jobs:
         job = s.job
         if s.job_id in adapting_ids:
             key = configuration_key(job)
@@ -278,8 +293,21 @@ def elastic_round(
                 for k in np.flatnonzero(rates > 0)
             ]
         best_rate = max((c.rate for c in configs), default=0.0)
-        ideal = job.total_steps / best_rate if best_rate > 0 else math.inf
-        moved, kept = job_utility(s, ctx, utility, ideal)
+        per_job.append((configs, best_rate))
+    ranked = utility.name == RANKED_SPEEDUP
+    left_s = [
+        s.remaining_steps / best if best > 0 else math.inf
+        for s, (_, best) in zip(ctx.jobs, per_job, strict=True)
+    ]
+    ranks = longest_first_ranks(left_s) if ranked else []
+    for j, s in enumerate(ctx.jobs):
+        job = s.job
+        configs, best_rate = per_job[j]
+        if ranked:
+            moved, kept = job_utility(s, ctx, utility, left_s[j], job.weight * ranks[j])
+        else:
+            ideal = job.total_steps / best_rate if best_rate > 0 else math.inf
+            moved, kept = job_utility(s, ctx, utility, ideal)
         valued = []
         for c in configs:
             value = kept(c.rate) if running[s.job_id] == (c.gpu_type, c.width) else moved(c.rate)

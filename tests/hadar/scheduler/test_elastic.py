@@ -3,6 +3,7 @@ the round plans over, and the batch set for the GPUs a job gets."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable
 from dataclasses import replace
 
@@ -26,6 +27,7 @@ from hadar.scheduler.elastic import (
     configurations,
     configured,
     elastic_round,
+    longest_first_ranks,
     widths,
 )
 from hadar.workloads.pollux import jobs_from_pollux_csv
@@ -281,12 +283,22 @@ def test_elastic_utility_values_the_configurations_and_defaults_to_the_round_s()
         return out
 
     default = planned(HadarConfig())
-    assert default == planned(HadarConfig(elastic_utility="inverse-remaining"))
+    assert default == planned(HadarConfig(elastic_utility="ranked-speedup"))
+    by_ranked = chosen("ranked-speedup")
+    assert by_ranked not in (by_remaining, by_slowdown)
+    remaining = planned(HadarConfig(elastic_utility=None))  # the round's utility
+    assert remaining == planned(HadarConfig(elastic_utility="inverse-remaining")) != default
     slowdown = planned(HadarConfig(elastic_utility="inverse-slowdown"))
     assert slowdown != default
     # each placed job runs on the configuration its elastic utility chose
     assert all(by_slowdown[j] == c for j, c in slowdown.items())
-    assert all(by_remaining[j] == c for j, c in default.items())
+    assert all(by_remaining[j] == c for j, c in remaining.items())
+    assert all(by_ranked[j] == c for j, c in default.items())
+
+
+def test_ranks_count_the_jobs_with_more_left() -> None:
+    assert longest_first_ranks([3.0, 1.0, 2.0, 1.0, math.inf]) == [2, 4, 3, 4, 1]
+    assert longest_first_ranks([]) == []
 
 
 def test_an_unknown_elastic_utility_is_refused() -> None:
