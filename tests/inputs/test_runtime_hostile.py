@@ -169,7 +169,6 @@ def test_status_counts_no_rounds_from_a_state_file_whose_rounds_are_a_view(rundi
     assert "finished (1/1 jobs)" in res.stdout
 
 
-
 @pytest.mark.parametrize("name", ["run.log", "events.jsonl", "run.json", "summary.json"])
 def test_status_does_not_wait_on_a_fifo_in_the_run_directory(rundir: Path, name: str) -> None:
     (rundir / name).unlink(missing_ok=True)
