@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from hadar.runtime.identity import cluster_digest, workload_digest
+from hadar.scheduler import HadarConfig
 from tests.e2e.runlib import (
     LOCAL_3,
     REPO,
@@ -267,7 +268,9 @@ def test_a_knob_the_run_never_recorded_is_still_checked_against_its_default(
         copied_run,
         {"elastic_utility": "inverse-slowdown"},
         "hadar.elastic_utility",
-        "None",
+        str(
+            HadarConfig().elastic_utility
+        ),  # the knob's default, which the run is taken to have had
         "inverse-slowdown",
     )
 
