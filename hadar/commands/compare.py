@@ -182,7 +182,7 @@ def register(sub: Subparsers) -> None:
         "--decision-sizes",
         default=",".join(map(str, DECISION_SIZES)),
         metavar="LIST",
-        help="queue lengths for the decision-time figure (default: %(default)s)",
+        help="queue lengths for the decision-time figure; empty: no figure (default: %(default)s)",
     )
     p.add_argument(
         "--decision-repeats",
@@ -415,6 +415,8 @@ def parse_policy_options(
 
 
 def parse_sizes(text: str) -> list[int]:
+    if not text.strip():  # no decision-time figure
+        return []
     try:
         sizes = [int(s) for s in comma_items(text, "--decision-sizes")]
     except ValueError:
