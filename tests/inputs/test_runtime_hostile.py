@@ -450,14 +450,16 @@ def test_a_background_run_is_found_however_its_directory_was_typed(
     rundir: Path, typed: str
 ) -> None:
     """``hadar run --resume run/ --detach`` showed as stopped, and ``hadar stop run`` refused."""
-    code = "import time; time.sleep(3600)"
+    script = rundir.parent / "bin" / "hadar"  # its command line reads `PYTHON .../hadar run`
+    script.parent.mkdir(exist_ok=True)
+    script.write_text("import time; time.sleep(3600)")
     flag = [] if typed.startswith("--") else ["--resume"]
     stand_in = subprocess.Popen(
-        [sys.executable, "-c", code, "run", *flag, typed], cwd=rundir.parent
+        [sys.executable, str(script), "run", *flag, typed], cwd=rundir.parent
     )
     try:
         deadline = time.monotonic() + HANG_S
-        while b"sleep" not in Path(f"/proc/{stand_in.pid}/cmdline").read_bytes():
+        while b"bin/hadar" not in Path(f"/proc/{stand_in.pid}/cmdline").read_bytes():
             assert time.monotonic() < deadline, "the stand-in never started"
             time.sleep(0.01)  # between fork and exec its command line is empty
         (rundir / "detached.json").write_text(json.dumps({"pid": stand_in.pid}))

@@ -18,9 +18,19 @@ import pytest
 from tests.fixtures.cli import hadar_cli
 from tests.fixtures.processes import HANG_S, kill_group
 
+
+def stand_in(folder: Path) -> str:
+    """A script named ``hadar`` running :data:`STAND_IN`: its command line reads
+    ``PYTHON .../hadar run RUNDIR``, as a ``hadar run`` does (``hadar stop`` signals no other)."""
+    script = folder / "bin" / "hadar"
+    script.parent.mkdir(exist_ok=True)
+    script.write_text(STAND_IN)
+    return str(script)
+
+
 STAND_IN = """
 import signal, subprocess, sys, time
-for name in sys.argv[1].split(","):
+for name in sys.argv[-1].removeprefix("--ignore=").split(","):
     if name:
         signal.signal(getattr(signal, name), signal.SIG_IGN)
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
@@ -60,7 +70,7 @@ def test_stop_escalates_until_the_run_ends_and_says_which_signal_did_it(
     rundir = tmp_path / "run"
     rundir.mkdir()
     proc = subprocess.Popen(
-        [sys.executable, "-c", STAND_IN, ignored, "run", str(rundir)],
+        [sys.executable, stand_in(tmp_path), "run", str(rundir), f"--ignore={ignored}"],
         stdout=subprocess.PIPE,
         text=True,
         start_new_session=True,
@@ -100,7 +110,7 @@ def test_stop_with_timeout_0_only_asks(tmp_path: Path) -> None:
     rundir = tmp_path / "run"
     rundir.mkdir()
     proc = subprocess.Popen(
-        [sys.executable, "-c", STAND_IN, "SIGINT", "run", str(rundir)],
+        [sys.executable, stand_in(tmp_path), "run", str(rundir), "--ignore=SIGINT"],
         stdout=subprocess.PIPE,
         text=True,
         start_new_session=True,
