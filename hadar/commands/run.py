@@ -29,7 +29,12 @@ from hadar.core.errors import HadarError, InputError
 from hadar.core.extras import plots_missing_note, require_installed
 from hadar.policy_options import parse_pairs
 from hadar.runtime.config import RunConfig, load_config, save_config
-from hadar.runtime.identity import RunIdentity, check_same_run, run_identity
+from hadar.runtime.identity import (
+    RunIdentity,
+    check_same_run,
+    defaults_changed_since,
+    run_identity,
+)
 
 if TYPE_CHECKING:
     from hadar.core.jobs import Job
@@ -186,6 +191,8 @@ def run(args: argparse.Namespace) -> int:
         check_resume_options(args, cfg, rundir)
         _check_options_unchanged(args, cfg)
         if cfg.identity is not None:  # before anything opens the run's state
+            defaults = cfg.model_copy(update={"policy_options": {}}).all_policy_options()
+            cfg = _keep_started_defaults(cfg, cfg.identity, defaults, console)
             check_same_run(
                 cfg.identity,
                 current_identity(cfg),
@@ -193,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
                 cluster_file=cfg.cluster,
                 workload=cfg.workload,
                 force=args.force,
-                defaults=cfg.model_copy(update={"policy_options": {}}).all_policy_options(),
+                defaults=defaults,
             )
         if args.keep_node_dirs:
             cfg = cfg.model_copy(update={"keep_node_dirs": True})
@@ -368,6 +375,31 @@ def default_rundir(policy: str) -> str:
 
 def _given(value: float | None, default: float) -> float:
     return default if value is None else value
+
+
+def _keep_started_defaults(
+    cfg: RunConfig, recorded: RunIdentity, defaults: Mapping[str, str], console: Console
+) -> RunConfig:
+    """``cfg`` with the knobs whose default changed since the run started pinned to the values
+    it started with (a resume makes the decisions the uninterrupted run would have made); ``cfg``
+    unchanged where a recorded value cannot be given back (the identity check then refuses)."""
+    pinned = defaults_changed_since(recorded, defaults, cfg.policy_options)
+    if not pinned:
+        return cfg
+    kept = cfg.model_copy(update={"policy_options": {**cfg.policy_options, **pinned}})
+    try:
+        now = kept.all_policy_options()
+    except InputError:
+        return cfg
+    if any(now.get(k) != v for k, v in recorded.policy_options.items() if k in now):
+        return cfg
+    console.print(
+        f"resuming with the policy options this run started with: {_pairs(pinned)} "
+        f"(their defaults changed since)",
+        markup=False,
+        highlight=False,
+    )
+    return kept
 
 
 def _check_options_unchanged(args: argparse.Namespace, cfg: RunConfig) -> None:

@@ -127,6 +127,23 @@ def check_same_run(
         )
 
 
+def defaults_changed_since(
+    recorded: RunIdentity, defaults: Mapping[str, str], given: Mapping[str, str]
+) -> dict[str, str]:
+    """The knobs the run never set whose default has changed since it started, as the
+    ``--policy-opt`` pairs (``{"elastic_utility": "None"}``) that keep the values it ran with.
+    ``defaults``: every knob at today's defaults (:meth:`RunConfig.all_policy_options` with no
+    options); ``given``: the options the run was started with. A knob named ``hadar.X`` (HadarE's
+    Hadar decision) is the option ``X``."""
+    out: dict[str, str] = {}
+    for key, was in recorded.policy_options.items():
+        option = key.rpartition(".")[2]
+        if option in given or key not in defaults or defaults[key] == was:
+            continue
+        out[option] = was
+    return out
+
+
 def check_tracker_jobs(
     registered: Iterable[tuple[int, int, str | None, str | None]],
     jobs: Iterable[Job],

@@ -275,6 +275,39 @@ def test_a_knob_the_run_never_recorded_is_still_checked_against_its_default(
     )
 
 
+def _recorded_knob(rundir: Path, knob: str, value: str) -> None:
+    """``run.json`` as a run that started when ``knob``'s default was ``value``."""
+    data = run_json(rundir)
+    data["identity"]["policy_options"][knob] = value
+    (rundir / "run.json").write_text(json.dumps(data, indent=2))
+
+
+def test_a_run_started_under_an_older_default_resumes_with_that_default(
+    copied_run: Path,
+) -> None:
+    """The default of ``elastic_utility`` changed (None -> ranked-speedup): a run that started
+    before goes on with the value it started with, and says so; run.json is left as it was."""
+    assert HadarConfig().elastic_utility != "None"
+    _recorded_knob(copied_run, "hadar.elastic_utility", "None")
+    before = (copied_run / "run.json").read_bytes()
+    proc = resume(copied_run, "--no-eval")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (
+        "resuming with the policy options this run started with: elastic_utility=None "
+        "(their defaults changed since)"
+    ) in proc.stdout
+    assert (copied_run / "run.json").read_bytes() == before
+
+
+def test_a_recorded_value_the_policy_no_longer_takes_is_refused(copied_run: Path) -> None:
+    _recorded_knob(copied_run, "hadar.elastic_utility", "retired-utility")
+    assert refused(resume(copied_run)) == (
+        f"hadar: error: {copied_run / 'run.json'}: policy options differ from the run's "
+        f"(hadar.elastic_utility=retired-utility at the start, now "
+        f"hadar.elastic_utility={HadarConfig().elastic_utility}); start a new run with --out instead"
+    )
+
+
 def test_resume_with_forged_digests_is_caught_by_the_tracker_jobs(
     copied_run: Path, tmp_path: Path
 ) -> None:
