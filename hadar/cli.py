@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import itertools
 import logging
+import re
 import signal
 import sys
 import threading
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
 from hadar import __version__
@@ -55,6 +57,20 @@ class OneLineParser(argparse.ArgumentParser):
     :class:`UsageError` instead of printing the usage block and exiting (sub-command parsers
     inherit the class)."""
 
+    _argv: list[str] | None = None
+
+    def parse_known_args(  # type: ignore[override]  # the same call, remembering the words
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        self._argv = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def _value_looks_like_option(self, flag: str) -> bool:
+        """Whether ``flag`` was followed by a word starting with "-" (a negative or dashed
+        value, which argparse takes for an option)."""
+        words = self._argv or []
+        return any(w == flag and n.startswith("-") for w, n in itertools.pairwise(words))
+
     def _check_value(self, action: argparse.Action, value: Any) -> None:
         """An invalid choice names the closest valid ones ("did you mean")."""
         choices = action.choices
@@ -68,6 +84,9 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         command = self.prog.partition(" ")[2]
+        flag = re.fullmatch(r"argument (--[\w-]+)(?:/[^:]*)?: expected one argument", message)
+        if flag is not None and self._value_looks_like_option(flag[1]):
+            message += f" (a value that starts with '-' is written {flag[1]}=VALUE)"
         raise UsageError(f"{command + ': ' if command else ''}{message} (see: {self.prog} --help)")
 
 

@@ -168,3 +168,20 @@ def test_a_5000_character_value_is_echoed_cut(tmp_path: Path, args, needles):
     assert_one_line_error(proc, *needles)
     assert len(proc.stderr) < 1000, proc.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_a_dashed_value_after_a_flag_gets_the_equals_hint():
+    """argparse reads ``--window -1:5`` as two options: the error says how to write the value."""
+    from hadar.cli import UsageError, build_parser
+
+    with pytest.raises(UsageError) as dashed:
+        build_parser().parse_args(["experiment", "load-sweep", "--window", "-1:5"])
+    assert (
+        "argument --window: expected one argument (a value that starts with '-' is written "
+        "--window=VALUE)" in str(dashed.value)
+    )
+    with pytest.raises(UsageError) as missing:  # nothing after the flag: no hint
+        build_parser().parse_args(["simulate", "--policy"])
+    assert str(missing.value).endswith(
+        "argument --policy: expected one argument (see: hadar simulate --help)"
+    )
