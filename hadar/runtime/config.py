@@ -15,6 +15,7 @@ from hadar.core.errors import InputError
 from hadar.core.io import write_json
 from hadar.core.jobs import Job
 from hadar.core.renames import current_keys
+from hadar.core.safe_paths import PathEscapeError
 from hadar.core.validation import DAY_S, from_validation_error, load_json, look_up
 from hadar.policy_options import config_knobs, effective_options
 from hadar.runtime.identity import RunIdentity
@@ -122,6 +123,11 @@ def save_config(cfg: RunConfig, rundir: Path) -> None:
 def load_config(rundir: Path, hint: str = "start a run without --resume") -> RunConfig:
     """The run's ``run.json``; a directory without one is an error ending with ``hint``."""
     path = rundir / "run.json"
+    if path.is_symlink():  # a run never makes one: planted, and not followed
+        raise PathEscapeError(
+            f"{path}: a symbolic link in run directory {rundir}, which hadar never creates; "
+            "remove it (hadar does not follow links in a run directory)"
+        )
     found = look_up(path, "run directory")  # a name over 255 bytes, a link loop: one line
     if found is None or not stat.S_ISREG(found.st_mode):
         raise InputError(f"{rundir}: not a run directory (no run.json); {hint}")

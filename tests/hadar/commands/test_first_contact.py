@@ -64,6 +64,25 @@ def test_an_unknown_cluster_lists_the_bundled_names(capsys: pytest.CaptureFixtur
     assert "did you mean" not in far and "bundled clusters: " in far
 
 
+def test_a_linked_run_json_is_refused_not_followed(
+    capsys: pytest.CaptureFixture[str], tmp_path
+) -> None:
+    """A run never makes a link in its folder: report and resume refuse one, unread."""
+    pytest.importorskip("torch")
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text("not json, and not the run's")
+    rundir = tmp_path / "run"
+    rundir.mkdir()
+    (rundir / "run.json").symlink_to(elsewhere)
+    want = (
+        f"hadar: error: {rundir / 'run.json'}: a symbolic link in run directory {rundir}, which "
+        "hadar never creates; remove it (hadar does not follow links in a run directory)"
+    )
+    assert _error(capsys, "report", str(rundir)) == want
+    assert _error(capsys, "run", "--resume", str(rundir)) == want
+    assert elsewhere.read_text() == "not json, and not the run's"
+
+
 def test_report_of_a_missing_run_says_what_a_run_directory_is(
     capsys: pytest.CaptureFixture[str], tmp_path
 ) -> None:
