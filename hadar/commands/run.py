@@ -190,11 +190,12 @@ def run(args: argparse.Namespace) -> int:
         cfg = load_config(rundir)
         check_resume_options(args, cfg, rundir)
         _check_options_unchanged(args, cfg)
-        if cfg.identity is not None:  # before anything opens the run's state
+        recorded = cfg.identity
+        if recorded is not None:  # before anything opens the run's state
             defaults = cfg.model_copy(update={"policy_options": {}}).all_policy_options()
-            cfg = _keep_started_defaults(cfg, cfg.identity, defaults, console)
+            cfg = _keep_started_defaults(cfg, recorded, defaults, console)
             check_same_run(
-                cfg.identity,
+                recorded,
                 current_identity(cfg),
                 str(rundir / "run.json"),
                 cluster_file=cfg.cluster,
