@@ -123,12 +123,12 @@ def save_config(cfg: RunConfig, rundir: Path) -> None:
 def load_config(rundir: Path, hint: str = "start a run without --resume") -> RunConfig:
     """The run's ``run.json``; a directory without one is an error ending with ``hint``."""
     path = rundir / "run.json"
+    found = look_up(path, "run directory")  # a name over 255 bytes, a link loop: one line
     if path.is_symlink():  # a run never makes one: planted, and not followed
         raise PathEscapeError(
             f"{path}: a symbolic link in run directory {rundir}, which hadar never creates; "
             "remove it (hadar does not follow links in a run directory)"
         )
-    found = look_up(path, "run directory")  # a name over 255 bytes, a link loop: one line
     if found is None or not stat.S_ISREG(found.st_mode):
         raise InputError(f"{rundir}: not a run directory (no run.json); {hint}")
     data = load_json(path, "run file")  # one line for bytes that are not UTF-8 JSON too
