@@ -143,6 +143,11 @@ class ThroughputModel(ABC):
         on every placement and batch (this default: ``done`` itself)."""
         return done
 
+    def placement_class(self, job: Job, placement: Placement) -> Hashable:
+        """A key equal for placements on which :meth:`run_rate` gives ``job`` the same rate at
+        every progress and batch (this default: the placement itself, node by node)."""
+        return tuple((node, tuple(sorted(per.items()))) for node, per in placement.items())
+
     def multi_node_rates(self, job: Job, cluster: Cluster, bandwidth_gbps: float) -> np.ndarray:
         """Multi-node ``[node, gpu type]`` rates of a placement whose nodes exchange data at
         ``bandwidth_gbps`` (its bottleneck on ``cluster.network``). This default is for models

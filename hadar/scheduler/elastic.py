@@ -544,8 +544,8 @@ def best_batch(
     known: dict[Hashable, int | None] | None = None,
 ) -> int | None:
     """The total batch of the largest goodput on ``placement`` at the job's progress now;
-    ``known`` keeps the answers by job kind, placement and :meth:`ThroughputModel.progress_class`
-    (for a model that does not learn)."""
+    ``known`` keeps the answers by job kind, :meth:`ThroughputModel.placement_class` and
+    :meth:`ThroughputModel.progress_class` (for a model that does not learn)."""
     job = status.job
     choices = batch_choices(job)
     if len(choices) == 1:
@@ -553,7 +553,7 @@ def best_batch(
     done = status.done_steps
     key: Hashable = None
     if known is not None:
-        where = tuple((node, tuple(sorted(per.items()))) for node, per in placement.items())
+        where = throughput.placement_class(job, placement)
         key = (configuration_key(job), where, throughput.progress_class(job, done))
         if key in known:
             return known[key]

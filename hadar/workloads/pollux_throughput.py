@@ -178,6 +178,15 @@ class PolluxThroughput(ThroughputModel):
         trace = bundled_trace(job.job_type)
         return ("epoch", trace.epoch_of(done / trace.init_batch_size))
 
+    def placement_class(self, job: Job, placement: Placement) -> Hashable:
+        """For a Pollux job, its GPUs per node (in any order) and the set of their types:
+        :meth:`run_rate` reads nothing else of a placement."""
+        if not is_pollux_job(job):
+            return self.fallback.placement_class(job, placement)
+        counts = sorted(n for per in placement.values() if (n := sum(per.values())) > 0)
+        types = sorted({t for per in placement.values() for t, c in per.items() if c > 0})
+        return ("gpus-per-node", tuple(counts), tuple(types))
+
     def rate(self, job: Job, placement: Placement, cluster: Cluster) -> float:
         if not is_pollux_job(job):
             return self.fallback.rate(job, placement, cluster)
