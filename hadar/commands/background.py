@@ -26,6 +26,7 @@ from hadar.core.defaults import REAL_RUN
 from hadar.core.errors import InputError
 from hadar.core.io import open_append, write_json
 from hadar.core.safe_paths import refuse_links
+from hadar.core.state_db import StateFileError, check_side_files
 from hadar.core.validation import look_up
 
 LOG = "run.log"
@@ -267,6 +268,10 @@ def _rounds_done(rundir: Path) -> int | None:
 
     path = rundir / "state.sqlite"
     if not path.is_file() or path.is_symlink():
+        return None
+    try:
+        check_side_files(path)
+    except StateFileError:
         return None
     try:  # as_uri: a '?' or '#' in the folder's name is not read as URI parameters
         con = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=2.0)

@@ -21,9 +21,30 @@ from pathlib import Path
 from hadar.core.errors import InputError
 from hadar.core.io import non_regular_kind
 
+SIDE_FILES = ("-journal", "-wal", "-shm")
+"""The files SQLite keeps beside a database (its rollback journal, write-ahead log and shared
+memory index)."""
+
 
 class StateFileError(InputError):
     """A state database is damaged (fails SQLite's integrity check or is not a database)."""
+
+
+def check_side_files(path: Path) -> None:
+    """:class:`StateFileError` naming the first of SQLite's files beside ``path``
+    (:data:`SIDE_FILES`) that is there but not a regular file: SQLite opens them with a plain
+    ``open()``, which on a FIFO waits for a writer forever, deaf to signals."""
+    for suffix in SIDE_FILES:
+        side = path.with_name(path.name + suffix)
+        try:
+            kind = non_regular_kind(os.stat(side).st_mode)
+        except OSError:
+            continue  # missing (the usual case), or a dangling link: SQLite fails on its own
+        if kind is not None:
+            raise StateFileError(
+                f"{side}: is {kind}, not a regular file; SQLite keeps its journal of "
+                f"{path.name} there (remove it)"
+            )
 
 
 def open_state_db(path: Path, *, read_only: bool = False) -> sqlite3.Connection:
@@ -41,6 +62,7 @@ def open_state_db(path: Path, *, read_only: bool = False) -> sqlite3.Connection:
         raise StateFileError(
             f"{path}: is {kind}, not a regular file; a run's state is a SQLite file hadar wrote"
         )
+    check_side_files(path)
     conn = (
         sqlite3.connect(
             f"{path.resolve().as_uri()}?mode=ro",

@@ -178,6 +178,22 @@ def test_status_does_not_wait_on_a_fifo_in_the_run_directory(rundir: Path, name:
     assert str(rundir) in res.stdout
 
 
+@pytest.mark.parametrize("suffix", ["-journal", "-wal", "-shm"])
+def test_status_report_and_resume_do_not_wait_on_a_fifo_beside_the_state_file(
+    rundir: Path, suffix: str
+) -> None:
+    """SQLite opens ``state.sqlite-journal`` with a plain open(): a FIFO there hung all three,
+    deaf to SIGTERM."""
+    side = rundir / f"state.sqlite{suffix}"
+    side.unlink(missing_ok=True)
+    os.mkfifo(side)
+    res = hadar("status", str(rundir), cwd=rundir.parent)
+    assert res.returncode == 0 and "finished (1/1 jobs)" in res.stdout, res.stdout + res.stderr
+    want = f"{side}: is a FIFO, not a regular file; SQLite keeps its journal of state.sqlite there"
+    assert want in refused(hadar("report", str(rundir), cwd=rundir.parent))
+    assert want in refused(hadar("run", "--resume", str(rundir), cwd=rundir.parent))
+
+
 def test_status_shows_json_that_is_no_object_as_unknown(rundir: Path) -> None:
     (rundir / "run.json").write_text("[1]")
     (rundir / "summary.json").write_text("[]")

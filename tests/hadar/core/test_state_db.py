@@ -80,3 +80,21 @@ def test_a_state_path_that_is_not_a_regular_file_is_refused_before_sqlite_opens_
     os.mkfifo(path) if kind == "FIFO" else path.mkdir()
     with pytest.raises(StateFileError, match=f"state.sqlite: is a {kind}, not a regular file"):
         open_state_db(path, read_only=read_only)
+
+
+@pytest.mark.parametrize("suffix", ["-journal", "-wal", "-shm"])
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_fifo_beside_the_state_file_is_refused_before_sqlite_opens_it(
+    tmp_path: Path, suffix: str, read_only: bool
+) -> None:
+    """SQLite opens its journal beside the file with a plain open(): a FIFO planted at
+    ``state.sqlite-journal`` hung hadar status, report and --resume, deaf to SIGTERM."""
+    path = tmp_path / "state.sqlite"
+    open_state_db(path).close()  # a real state file
+    os.mkfifo(tmp_path / f"state.sqlite{suffix}")
+    with pytest.raises(
+        StateFileError,
+        match=f"state.sqlite{suffix}: is a FIFO, not a regular file; SQLite keeps its journal "
+        "of state.sqlite there",
+    ):
+        open_state_db(path, read_only=read_only)
