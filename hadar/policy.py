@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from estimators.throughput import ThroughputModel
 from hadar.core.cluster import Cluster
 from hadar.core.defaults import FORK_PROGRESS, SIMULATED
-from hadar.core.errors import InputError
+from hadar.core.errors import InputError, shorten
 from hadar.core.jobs import JobStatus, Placement
 from hadar.core.renames import renamed_attribute
 from hadar.core.suggest import did_you_mean
@@ -292,7 +292,7 @@ def policy_class(name: str, flag: str = "--policy") -> type[Policy]:
     cls = POLICY_REGISTRY.get(name)
     if cls is None:
         raise InputError(
-            f"{flag}: unknown policy {name!r}{did_you_mean(name, POLICY_REGISTRY)} "
+            f"{flag}: unknown policy {shorten(name)!r}{did_you_mean(name, POLICY_REGISTRY)} "
             f"(known: {', '.join(POLICY_REGISTRY)})"
         )
     return cls

@@ -38,14 +38,15 @@ def parse_pairs(
         if policy is not None and ":" in key:
             named, _, key = (part.strip() for part in key.partition(":"))
             if named != policy:
+                setting = shorten(f"{key}={value.strip()}")
                 raise InputError(
-                    f"{flag}: {item!r} is for policy {named!r}, but --policy is {policy!r} "
-                    f"(write {key}={value.strip()} or {policy}:{key}={value.strip()})"
+                    f"{flag}: {shorten(item)!r} is for policy {shorten(named)!r}, but --policy is "
+                    f"{policy!r} (write {setting} or {policy}:{setting})"
                 )
         if not sep or not key:
-            raise InputError(f"{flag}: expected KEY=VALUE (got {item!r})")
+            raise InputError(f"{flag}: expected KEY=VALUE (got {shorten(item)!r})")
         if key in out:
-            raise InputError(f"{flag}: {key!r} given twice")
+            raise InputError(f"{flag}: {shorten(key)!r} given twice")
         out[key] = value.strip()
     return out
 
@@ -99,7 +100,7 @@ def build_config(name: str, options: Mapping[str, str], **fixed: Any) -> Any:
             outer_values[nested] = dataclasses.replace(getattr(base, nested), **inner_values)
         return dataclasses.replace(base, **outer_values)
     except (ValueError, TypeError) as exc:
-        raise InputError(f"--policy-opt: {exc}") from None
+        raise InputError(f"--policy-opt: {shorten(str(exc), 300)}") from None
 
 
 def effective_options(
@@ -168,18 +169,22 @@ def _convert(key: str, raw: str, hint: Any) -> Any:
             return True
         if text.lower() in _FALSE:
             return False
-        raise InputError(f"--policy-opt: {key}: expected true or false (got {raw!r})")
+        raise InputError(f"--policy-opt: {key}: expected true or false (got {shorten(raw)!r})")
     if target is int:
         try:
             return int(text)
         except ValueError:
-            raise InputError(f"--policy-opt: {key}: expected an integer (got {raw!r})") from None
+            raise InputError(
+                f"--policy-opt: {key}: expected an integer (got {shorten(raw)!r})"
+            ) from None
     if target is float:
         try:
             value = float(text)
         except ValueError:
-            raise InputError(f"--policy-opt: {key}: expected a number (got {raw!r})") from None
+            raise InputError(
+                f"--policy-opt: {key}: expected a number (got {shorten(raw)!r})"
+            ) from None
         if not math.isfinite(value):
-            raise InputError(f"--policy-opt: {key}: must be finite (got {raw!r})")
+            raise InputError(f"--policy-opt: {key}: must be finite (got {shorten(raw)!r})")
         return value
     return text

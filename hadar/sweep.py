@@ -22,7 +22,7 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from typing import Any, Literal, TypeVar
 
-from hadar.core.errors import InputError, UnreachableNodeError
+from hadar.core.errors import InputError, UnreachableNodeError, shorten
 from hadar.core.extras import require
 
 C = TypeVar("C")
@@ -84,7 +84,7 @@ def _run_on_ray(
         except (ConnectionError, RuntimeError, ValueError) as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise UnreachableNodeError(
-                f"--ray-address {address}: cannot connect to the Ray cluster: {first}"
+                f"--ray-address {shorten(address)}: cannot connect to the Ray cluster: {shorten(first, 300)}"
             ) from None
     try:
         task: Any = ray.remote(fn)
@@ -100,6 +100,9 @@ def _run_on_ray(
             ray.shutdown()
 
 
+MAX_PORT = 65535
+
+
 def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
     """Fail fast (Ray itself retries for minutes) when a ``host:port`` or ``ray://host:port``
     address does not accept TCP connections; ``auto`` and other forms are left to Ray."""
@@ -107,16 +110,24 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
     host, sep, port = hostport.rpartition(":")
     if not sep or not host or not port.isdigit():
         return
+    if not port.isascii():  # int() reads other scripts' digits; Ray does not
+        raise InputError(f"--ray-address {shorten(address)}: the port must be written in 0-9")
+    if int(port) > MAX_PORT:
+        raise InputError(
+            f"--ray-address {shorten(address)}: port {shorten(port)} is not a TCP port "
+            f"(0-{MAX_PORT})"
+        )
     try:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
             pass
-    except OSError as exc:
-        reason = (
-            "timed out"
-            if isinstance(exc, TimeoutError)
-            else (exc.strerror or type(exc).__name__).lower()
-        )
+    except (OSError, UnicodeError) as exc:  # UnicodeError: a host name IDNA cannot encode
+        if isinstance(exc, TimeoutError):
+            reason = "timed out"
+        elif isinstance(exc, OSError):
+            reason = (exc.strerror or type(exc).__name__).lower()
+        else:
+            reason = "not a valid host name"
         raise UnreachableNodeError(
-            f"--ray-address {address}: cannot connect to the Ray cluster at "
-            f"{host}:{port} ({reason})"
+            f"--ray-address {shorten(address)}: cannot connect to the Ray cluster at "
+            f"{shorten(f'{host}:{port}')} ({reason})"
         ) from None

@@ -269,7 +269,7 @@ def run(args: argparse.Namespace) -> int:
     if adapting:
         console.print(adapting, style="yellow", highlight=False, soft_wrap=True, markup=False)
     where = (
-        f"Ray at {args.ray_address}"
+        f"Ray at {shorten(args.ray_address)}"
         if args.ray_address
         else f"{workers} process{'es' if workers > 1 else ''}"
     )

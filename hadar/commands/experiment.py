@@ -226,7 +226,7 @@ def run_load_sweep(args: argparse.Namespace) -> int:
     if round_note:
         console.print(round_note, highlight=False, soft_wrap=True, markup=False)
     where = (
-        f"Ray at {args.ray_address}"
+        f"Ray at {shorten(args.ray_address)}"
         if args.ray_address
         else f"{workers} process{'es' if workers > 1 else ''}"
     )

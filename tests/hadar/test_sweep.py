@@ -27,3 +27,21 @@ def test_a_missing_ray_names_the_extra_of_this_distribution(
     assert "'hadar[" not in str(caught.value)  # `hadar` on the index is another project
     assert main(["compare", "--workload", "philly-4", "--ray-address", "auto"]) == 2
     assert "pip install 'hadar-scheduler[ray]'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "address, code, needle",
+    [
+        ("h" * 5000 + ":1", 3, "(not a valid host name)"),
+        ("127.0.0.1:99999", 2, "port 99999 is not a TCP port (0-65535)"),
+        ("127.0.0.1:\u0663", 2, "the port must be written in 0-9"),
+    ],
+    ids=["host IDNA cannot encode", "port too large", "non-ASCII digit"],
+)
+def test_a_bad_ray_address_is_one_short_line_before_ray_starts(
+    address: str, code: int, needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("ray")
+    assert main(["compare", "--workload", "philly-4", "--ray-address", address]) == code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0] and len(err[0]) < 400, err

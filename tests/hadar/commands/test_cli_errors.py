@@ -160,8 +160,11 @@ def test_a_good_hand_written_workload_runs_and_writes_outputs(tmp_path: Path):
         (["--policy", "p" * 5000], ["argument --policy: invalid choice: 'ppp", "...'"]),
         (["--policy-opt", "k" * 5000 + "=1"], ["--policy-opt: unknown option 'kkk", "...'"]),
         (["--no-such-flag", "v" * 5000], ["unrecognized arguments: --no-such-flag vvv", "..."]),
+        (["--policy-opt", "beam=" + "x" * 5000], ["beam: expected an integer (got 'xxx", "...'"]),
+        (["--policy-opt", "x" * 5000 + ":beam=1"], ["is for policy 'xxx", "...'"]),
+        (["--policy-opt", "y" * 5000], ["--policy-opt: expected KEY=VALUE (got 'yyy", "...'"]),
     ],
-    ids=["choice", "policy option", "unrecognized"],
+    ids=["choice", "policy option", "unrecognized", "option value", "option policy", "no equals"],
 )
 def test_a_5000_character_value_is_echoed_cut(tmp_path: Path, args, needles):
     proc = run_cli("simulate", "--workload", "philly-5", *args, "--out", str(tmp_path / "o"))
@@ -185,3 +188,11 @@ def test_a_dashed_value_after_a_flag_gets_the_equals_hint():
     assert str(missing.value).endswith(
         "argument --policy: expected one argument (see: hadar simulate --help)"
     )
+
+
+def test_a_5000_character_policy_list_is_echoed_cut(tmp_path: Path):
+    proc = run_cli(
+        "compare", "--workload", "philly-5", "--policies", "q" * 5000, "--out", str(tmp_path / "o")
+    )
+    assert_one_line_error(proc, "--policies: unknown policy 'qqq", "...'")
+    assert len(proc.stderr) < 1000, proc.stderr
