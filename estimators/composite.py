@@ -94,7 +94,7 @@ class CompositeThroughput(ThroughputModel):
             job.num_gpus,
             job.profile,
             cluster.gpu_types,
-            tuple(n.pcie_gen for n in cluster.nodes),
+            cluster.pcie_gens,
             None if cluster.network is None else cluster.network.nics(cluster.node_names),
         )
 

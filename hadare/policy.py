@@ -54,7 +54,7 @@ averaging and distribution, a knob).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -567,11 +567,30 @@ class _Check:
         self.replay = replay
         self.vals = vals
         self.policy = policy
+        self._played: dict[Hashable, JobRound] = {}
 
     def play(self, job_id: int, per_node: Mapping[str, Placement]) -> JobRound | None:
-        """The job's round with these copies (None: no copy)."""
+        """The job's round with these copies (None: no copy). Remembered by all it reads besides
+        this check's fixed context: the copies as given (given in another order, they only
+        miss), the job's batch and its refills. A decision asks again for the same copies:
+        before and after one more, then the after."""
         if not per_node:
             return None
+        refills = self.policy._refills
+        key = (
+            job_id,
+            self.policy._batches.get(job_id),
+            tuple(
+                (node, _placement_key(placement), refills.get((job_id, node)))
+                for node, placement in per_node.items()
+            ),
+        )
+        hit = self._played.get(key)
+        if hit is None:
+            hit = self._played[key] = self._play(job_id, per_node)
+        return hit
+
+    def _play(self, job_id: int, per_node: Mapping[str, Placement]) -> JobRound:
         ctx = self.ctx
         st = ctx.status(job_id)
         assigns = self.policy.job_assignments(job_id, per_node, ctx)
@@ -694,6 +713,12 @@ class _Check:
         for job_id in [j for j, c in copies.items() if not c]:
             del copies[job_id]
         return held
+
+
+def _placement_key(placement: Placement) -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
+    """``placement`` as a hashable value (equal keys: equal placements; equal placements
+    built in another order may differ, which only costs a memo a miss)."""
+    return tuple((node, tuple(per.items())) for node, per in placement.items())
 
 
 def _same_placement(a: Placement, b: Placement) -> bool:

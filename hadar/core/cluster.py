@@ -102,6 +102,11 @@ class Cluster:
         return tuple(n.name for n in self.nodes)
 
     @cached_property
+    def pcie_gens(self) -> tuple[int, ...]:
+        """Each node's PCIe generation, in node order (part of what a rate estimate reads)."""
+        return tuple(n.pcie_gen for n in self.nodes)
+
+    @cached_property
     def node_index(self) -> Mapping[str, int]:
         return MappingProxyType({n: i for i, n in enumerate(self.node_names)})
 

@@ -158,6 +158,55 @@ def test_time_to_reach_ignores_runs_whose_cap_ended_at_the_breakpoint():
     assert t == pytest.approx(late.stop_time())
 
 
+def _scan_time_to_reach(runs, target, horizon):
+    """``time_to_reach`` as it was written first: a scan of every breakpoint from 0."""
+    from hadar.round_progress import reach_slack, steps_by
+
+    if target <= 0:
+        return 0.0
+    slack = reach_slack(target)
+    if steps_by(runs, horizon) < target - slack:
+        return None
+    points = sorted(
+        {0.0, horizon, *(r.start for r in runs), *(min(r.stop_time(), horizon) for r in runs)}
+    )
+    prev = 0.0
+    for t in points:
+        if t > horizon:
+            break
+        if steps_by(runs, t) >= target - slack:
+            done_lo = steps_by(runs, prev)
+            slope = sum(r.rate for r in runs if r.start <= prev < r.stop_time())
+            return prev if slope <= 0 else min(t, prev + (target - done_lo) / slope)
+        prev = t
+    return horizon
+
+
+def test_time_to_reach_bisects_to_the_scan_s_answer_bit_for_bit() -> None:
+    """The breakpoint search by bisection returns exactly what a scan from 0 returns, on random
+    runs (staggered starts, caps that end mid-round, targets on and between breakpoints)."""
+    import random
+
+    from hadar.round_progress import Run, steps_by, time_to_reach
+
+    rng = random.Random(7)
+    for _ in range(3000):
+        runs = [
+            Run(
+                rng.choice([0.0, 10.0, rng.uniform(0, 400)]),
+                rng.choice([0.0, rng.uniform(0.1, 50)]),
+                rng.choice([rng.uniform(0, 5000), 1e9]),
+            )
+            for _ in range(rng.randint(1, 12))
+        ]
+        horizon = rng.choice([360.0, 90.0])
+        total = steps_by(runs, horizon)
+        target = rng.choice(
+            [total, total * rng.uniform(0, 1.2), steps_by(runs, rng.uniform(0, horizon))]
+        )
+        assert time_to_reach(runs, target, horizon) == _scan_time_to_reach(runs, target, horizon)
+
+
 def test_a_run_finishes_when_its_cap_is_reached_even_where_rate_x_time_rounds_short() -> None:
     from hadar.round_progress import Run, time_to_reach
 
