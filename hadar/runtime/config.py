@@ -66,6 +66,15 @@ class RunConfig(BaseModel):
     identity: RunIdentity | None = None
     """Digests of the cluster file, workload, size and policy; ``--resume`` refuses a mismatch."""
 
+    @field_validator("run_id", "policy", "size")
+    @classmethod
+    def _printable(cls, value: str) -> str:
+        # shown in tables, figure titles and messages: an escape sequence there reached the
+        # terminal raw (matplotlib's "glyph missing" warning quotes a title's characters)
+        if not value.isprintable():
+            raise ValueError("holds control characters")
+        return value
+
     @field_validator("started_at")
     @classmethod
     def _not_in_the_future(cls, value: float) -> float:

@@ -453,6 +453,19 @@ def test_resume_refuses_a_run_json_it_could_not_run_by(
     assert "run.json" in line and needle in line, line
 
 
+@pytest.mark.parametrize("key", ["policy", "run_id", "size"])
+def test_report_refuses_control_characters_in_run_json_names(rundir: Path, key: str) -> None:
+    """An escape sequence in run.json's policy reached the terminal raw, through matplotlib's
+    "Glyph missing" warning about a figure title."""
+    cfg = json.loads((rundir / "run.json").read_text())
+    cfg[key] = "hadare\x1b]0;owned\x07\x1b[2J"
+    (rundir / "run.json").write_text(json.dumps(cfg))
+    res = hadar("report", str(rundir), cwd=rundir.parent)
+    line = refused(res)
+    assert "run.json" in line and f"{key}: holds control characters (got " in line, line
+    assert "\x1b" not in res.stdout + res.stderr and "\x07" not in res.stdout + res.stderr
+
+
 def test_resume_names_a_policy_state_of_another_shape(rundir: Path) -> None:
     """An AttributeError traceback from the policy's restore."""
     edit_state(rundir, """UPDATE run_rounds SET policy_state = '{"x": 5}'""")
