@@ -103,13 +103,22 @@ def _run_on_ray(
 MAX_PORT = 65535
 
 
-def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
-    """Fail fast (Ray itself retries for minutes) when a ``host:port`` or ``ray://host:port``
-    address does not accept TCP connections; ``auto`` and other forms are left to Ray."""
-    hostport = address.removeprefix("ray://")
-    host, sep, port = hostport.rpartition(":")
+def check_ray_address(address: str | None) -> None:
+    """Before a command creates its output directory: a ``--ray-address`` needs Ray installed
+    (:class:`MissingExtraError`) and, in the ``host:port`` forms, a port that is one."""
+    if address:
+        require("ray", "--ray-address")
+        ray_host_port(address)
+
+
+def ray_host_port(address: str | None) -> tuple[str, int] | None:
+    """The host and port of a ``host:port`` or ``ray://host:port`` ``--ray-address`` (None for
+    ``auto`` and the other forms Ray reads); an :class:`InputError` for a port that is not one."""
+    if not address:
+        return None
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
     if not sep or not host or not port.isdigit():
-        return
+        return None
     if not port.isascii():  # int() reads other scripts' digits; Ray does not
         raise InputError(f"--ray-address {shorten(address)}: the port must be written in 0-9")
     if int(port) > MAX_PORT:
@@ -117,8 +126,18 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
             f"--ray-address {shorten(address)}: port {shorten(port)} is not a TCP port "
             f"(0-{MAX_PORT})"
         )
+    return host, int(port)
+
+
+def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail fast (Ray itself retries for minutes) when a ``host:port`` or ``ray://host:port``
+    address does not accept TCP connections; ``auto`` and other forms are left to Ray."""
+    found = ray_host_port(address)
+    if found is None:
+        return
+    host, port = found
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+        with socket.create_connection((host.strip("[]"), port), timeout=timeout_s):
             pass
     except (OSError, UnicodeError) as exc:  # UnicodeError: a host name IDNA cannot encode
         if isinstance(exc, TimeoutError):

@@ -80,7 +80,7 @@ from hadar.scenario import (
     family_options,
     workload_family,
 )
-from hadar.sweep import default_workers, run_cells
+from hadar.sweep import check_ray_address, default_workers, run_cells
 
 DECISION_SIZES = (32, 64, 128, 256, 512, 1024, 2048)
 DECISION_REPEATS = 3
@@ -248,6 +248,7 @@ def run(args: argparse.Namespace) -> int:
     check_round(args.round_s, charged_restart_s(args))
     check_job_restarts(jobs, args.round_s, str(args.workload))
     scenario = {k: getattr(args, k) for k in SCENARIO_KEYS}
+    check_ray_address(args.ray_address)  # before the output directory exists
     out, replacing = output_dir(args.out, args.out_stem, inputs=input_files(args))
     no_plots = plots_missing_note("figures")
     names = result_names(policies, None if no_plots else occupancy)

@@ -53,7 +53,7 @@ from hadar.experiments.grid import (
 from hadar.experiments.paper import PAPER_BEST_ROUND
 from hadar.matplotlib_home import load_matplotlib
 from hadar.policy import declared_round, default_policies
-from hadar.sweep import default_workers
+from hadar.sweep import check_ray_address, default_workers
 
 
 def register(sub: Subparsers) -> None:
@@ -198,6 +198,7 @@ def run_load_sweep(args: argparse.Namespace) -> int:
     if not (args.restart_penalty_s >= 0 and math.isfinite(args.restart_penalty_s)):
         raise InputError(f"--restart-penalty: must be >= 0 seconds (got {args.restart_penalty_s})")
     cluster = load_cluster(args.cluster)  # bad input fails here, once
+    check_ray_address(args.ray_address)  # before the output directory exists
     out, replacing = output_dir(args.out, args.out_stem, inputs=input_files(args))
     cells = [
         replace(c, options=options.get(c.policy, {}))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +17,7 @@ def _double(x: int) -> int:
 
 
 def test_a_missing_ray_names_the_extra_of_this_distribution(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
     with pytest.raises(MissingExtraError) as caught:
@@ -25,8 +26,12 @@ def test_a_missing_ray_names_the_extra_of_this_distribution(
         "--ray-address needs ray, which is not installed: pip install 'hadar-scheduler[ray]'"
     )
     assert "'hadar[" not in str(caught.value)  # `hadar` on the index is another project
-    assert main(["compare", "--workload", "philly-4", "--ray-address", "auto"]) == 2
+    out = tmp_path / "out"
+    assert (
+        main(["compare", "--workload", "philly-4", "--ray-address", "auto", "--out", str(out)]) == 2
+    )
     assert "pip install 'hadar-scheduler[ray]'" in capsys.readouterr().err
+    assert not out.exists()  # refused before the output directory was made
 
 
 @pytest.mark.parametrize(
@@ -39,9 +44,15 @@ def test_a_missing_ray_names_the_extra_of_this_distribution(
     ids=["host IDNA cannot encode", "port too large", "non-ASCII digit"],
 )
 def test_a_bad_ray_address_is_one_short_line_before_ray_starts(
-    address: str, code: int, needle: str, capsys: pytest.CaptureFixture[str]
+    address: str, code: int, needle: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     pytest.importorskip("ray")
-    assert main(["compare", "--workload", "philly-4", "--ray-address", address]) == code
+    out = tmp_path / "out"
+    assert (
+        main(["compare", "--workload", "philly-4", "--ray-address", address, "--out", str(out)])
+        == code
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0] and len(err[0]) < 400, err
+    if code == 2:  # a malformed address is refused before the output directory exists
+        assert not out.exists()
