@@ -29,6 +29,7 @@ simulator with fixed-length rounds, every job then finishes no later than under 
 (without the look-ahead).
 
 **Look-ahead.** In a round with at most ``lookahead_jobs`` jobs, one of which may be forked,
+on a cluster of at most ``lookahead_nodes`` nodes,
 the plans the never-behind rule refused (the same base decisions, forked without it) are played
 to the end of the run: this round as it will run (refills included), then HadarE without
 look-ahead (a rollout, no new arrivals). One is taken if its rollout finishes the jobs sooner
@@ -93,6 +94,9 @@ class HadarEConfig:
     max_job_count: int = DEFAULT_MAX_JOB_COUNT
     lookahead_jobs: int = 16
     """Look ahead (module docstring) in rounds with at most this many jobs; 0 = never."""
+    lookahead_nodes: int = 64
+    """Look ahead on clusters of at most this many nodes; 0 = never. A rollout's round costs
+    about the square of the nodes (docs/results.md, "HadarE on large clusters")."""
     lookahead_rounds: int = 12
     """A look-ahead that does not see plain Hadar finish every job within this many rounds
     keeps the round's never-behind plan."""
@@ -114,7 +118,7 @@ class HadarEConfig:
             )
         if self.max_job_count < 1:
             raise ValueError(f"max_job_count must be >= 1 (got {self.max_job_count})")
-        for knob in ("lookahead_jobs", "lookahead_rounds", "lookahead_budget"):
+        for knob in ("lookahead_jobs", "lookahead_nodes", "lookahead_rounds", "lookahead_budget"):
             if getattr(self, knob) < 0:
                 raise ValueError(f"{knob} must be >= 0 (got {getattr(self, knob)})")
 
@@ -317,6 +321,8 @@ class HadarEPolicy(Policy):
         cfg = self.config
         if not by_id or len(by_id) > cfg.lookahead_jobs or ctx.nodes_may_change:
             return None  # (a rollout plays on the nodes up now: it cannot see them leave)
+        if len(ctx.cluster.nodes) > cfg.lookahead_nodes:
+            return None
         if all(self._adapts(v, ctx) for v in by_id.values()):
             return None  # nothing to fork: the round is Hadar's, whose choices are not re-judged
         ids = sorted(by_id)

@@ -28,6 +28,16 @@ def test_the_look_ahead_lets_a_job_finish_later_when_the_ttd_gains():
     assert ahead["ttd_s"] <= hadar["ttd_s"] and ahead["avg_jct_s"] <= hadar["avg_jct_s"]
 
 
+def test_no_look_ahead_on_a_cluster_of_more_nodes_than_lookahead_nodes():
+    """Lab M-2 has five nodes: with ``lookahead_nodes=4`` HadarE runs as with no look-ahead
+    (a rollout's round costs about the square of the nodes); with 5 it looks ahead."""
+    rule_only = simulate(LAB, "M-2", policy=HadarEPolicy(HadarEConfig(lookahead_jobs=0))).summary
+    capped = simulate(LAB, "M-2", policy=HadarEPolicy(HadarEConfig(lookahead_nodes=4))).summary
+    at_five = simulate(LAB, "M-2", policy=HadarEPolicy(HadarEConfig(lookahead_nodes=5))).summary
+    assert capped["ttd_s"] == rule_only["ttd_s"] and capped["avg_jct_s"] == rule_only["avg_jct_s"]
+    assert at_five["ttd_s"] < 0.85 * capped["ttd_s"]
+
+
 def _decisions(interrupt_at: int | None) -> tuple[list, dict]:
     cluster, jobs, table = load_scenario(LAB, "M-10")
     ex = RecordingExecutor(SimulatorExecutor(cluster, jobs, "lab", table, SimConfig(round_s=360.0)))
