@@ -56,10 +56,11 @@ class BFTrainerConfig:
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}")
-        if self.pj_max < 1 or not 0 <= self.t_fwd <= MAX_SECONDS or self.time_limit <= 0:
+        if self.pj_max < 1 or not 0 < self.t_fwd <= MAX_SECONDS or self.time_limit <= 0:
             raise ValueError(
-                f"pj_max >= 1, 0 <= t_fwd <= {MAX_SECONDS:g} (ten years: the MILP's coefficients"
-                " stay finite) and time_limit > 0 are required"
+                f"pj_max >= 1, 0 < t_fwd <= {MAX_SECONDS:g} (ten years: the MILP's coefficients"
+                " stay finite; at 0 no map is worth more than none) and time_limit > 0 are"
+                " required"
             )
 
 

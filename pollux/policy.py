@@ -41,6 +41,7 @@ import numpy as np
 
 from hadar.core.jobs import JobStatus
 from hadar.core.threads import one_blas_thread
+from hadar.core.validation import MAX_SECONDS
 from hadar.policy import Assignment, Policy, PolicyInfo, RoundContext, RoundPlan, register_policy
 from pollux.fitness import DEFAULT_DELTA_S, DEFAULT_P, fair_share_gpus, realloc_factor
 from pollux.problem import AllocationProblem, speedups
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from pollux.agent import AgentState
 
 MAX_ABS_P = 100.0
+MIN_ABS_P = 1e-6
 """The largest ``|p|`` taken: a speedup (plus 1e-3) to a larger power overflows or vanishes in
 double precision (-1 is Pollux's default, 1 the plain mean)."""
 
@@ -71,12 +73,21 @@ class PolluxConfig:
     (``hadar.workloads.pollux.PINNED_APPLICATIONS``); false adapts them like the others."""
 
     def __post_init__(self) -> None:
-        if not self.delta_s >= 0:
-            raise ValueError("delta_s must be >= 0")
+        if not 0 <= self.delta_s <= MAX_SECONDS:
+            raise ValueError(
+                f"delta_s must be between 0 and {MAX_SECONDS:g} (ten years; got {self.delta_s:g}):"
+                " beyond, every re-allocation factor is 0 and no job is ever started"
+            )
         if not abs(self.p) <= MAX_ABS_P:
             raise ValueError(
                 f"p must be between -{MAX_ABS_P:g} and {MAX_ABS_P:g} (got {self.p:g}): beyond, "
                 "the powers of speedups leave double precision"
+            )
+        if 0 < abs(self.p) < MIN_ABS_P:
+            raise ValueError(
+                f"p must be 0 or at least {MIN_ABS_P:g} from it (got {self.p:g}): nearer, every "
+                "speedup's power rounds to 1 and no allocation is better than none (p=0 is "
+                "their limit, the geometric mean)"
             )
 
 

@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 
 MAX_GPUS_PER_JOB = 64
 """The most GPUs one job may get (Sia's and Pollux's simulators cap jobs at 64)."""
+MAX_LAMBDA = 1e6
+"""The largest ``lambda_n``/``lambda_a``: normalised goodputs' powers are at most 1, and the
+ILP's costs must still tell them apart next to the penalties."""
 
 
 @dataclass(frozen=True)
@@ -53,8 +56,17 @@ class SiaConfig:
     def __post_init__(self) -> None:
         if not self.p < 0:
             raise ValueError("p must be negative")
-        if not (self.lambda_n >= 0 and self.lambda_a >= 0):
-            raise ValueError("lambda_n and lambda_a must be >= 0")
+        if not 1 < self.lambda_n <= MAX_LAMBDA:
+            raise ValueError(
+                f"lambda_n must be above 1 and at most {MAX_LAMBDA:g} (got {self.lambda_n:g}): at "
+                "1 or below, leaving a waiting job out costs no more than its smallest "
+                "configuration (normalised goodput 1), so it may never get GPUs; beyond, the "
+                "goodput terms vanish beside it"
+            )
+        if not 0 <= self.lambda_a <= MAX_LAMBDA:
+            raise ValueError(
+                f"lambda_a must be between 0 and {MAX_LAMBDA:g} (got {self.lambda_a:g})"
+            )
 
 
 @register_policy

@@ -4,6 +4,7 @@ pairs are applied, defaults included (issue 17: a resume must be the same run)."
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -73,6 +74,7 @@ def test_a_negative_tie_break_seed_is_refused_before_the_run(name: str) -> None:
         "aggregation_overhead_s=-1",
         "max_job_count=0",
         "lookahead_jobs=-1",
+        "lookahead_nodes=-1",
         "lookahead_rounds=-1",
         "lookahead_budget=-1",
     ],
@@ -87,6 +89,44 @@ def test_hadare_refuses_knobs_out_of_range(knob: str) -> None:
 def test_pollux_refuses_a_fairness_exponent_that_leaves_double_precision(value: str) -> None:
     with pytest.raises(InputError, match="p must be between -100 and 100"):
         policy_with_options("pollux", {"p": value})
+
+
+@pytest.mark.parametrize(
+    ("policy", "knob", "message"),
+    [
+        ("sia", "lambda_n=0", "lambda_n must be above 1 and at most 1e+06 (got 0)"),
+        ("sia", "lambda_n=-0", "lambda_n must be above 1"),
+        ("sia", "lambda_n=1", "lambda_n must be above 1"),
+        ("sia", "lambda_n=1e308", "lambda_n must be above 1 and at most 1e+06 (got 1e+308)"),
+        ("sia", "lambda_a=1e308", "lambda_a must be between 0 and 1e+06"),
+        ("pollux", "p=1e-308", "p must be 0 or at least 1e-06 from it"),
+        ("pollux", "p=-1e-9", "p must be 0 or at least 1e-06 from it"),
+        ("pollux", "delta_s=1e308", "delta_s must be between 0 and 3.1536e+08"),
+        ("bftrainer", "t_fwd=0", "0 < t_fwd <= "),
+        ("bftrainer", "t_fwd=-0", "0 < t_fwd <= "),
+    ],
+)
+def test_knobs_under_which_a_policy_schedules_nothing_are_refused_by_name(
+    policy: str, knob: str, message: str
+) -> None:
+    """Each of these ran 2,000 idle rounds and then blamed the workload ("cannot place")."""
+    key, _, value = knob.partition("=")
+    with pytest.raises(InputError, match=re.escape(message)):
+        policy_with_options(policy, {key: value})
+
+
+@pytest.mark.parametrize(
+    "policy, knob",
+    [
+        ("sia", "lambda_n=1.01"),
+        ("pollux", "p=0"),
+        ("pollux", "p=-1e-6"),
+        ("bftrainer", "t_fwd=1e-3"),
+    ],
+)
+def test_the_knob_bounds_keep_the_values_next_to_them(policy: str, knob: str) -> None:
+    key, _, value = knob.partition("=")
+    assert getattr(policy_with_options(policy, {key: value}).config, key) == float(value)
 
 
 @pytest.mark.parametrize(
