@@ -179,6 +179,8 @@ class SimulatorExecutor:
         self.gpu_busy: dict[str, float] = {}
         self.now = self.pending[0].arrival if self.pending else 0.0
         self.stall = 0
+        self.cut_rounds = 0
+        """Rounds a node-stream event cut shorter than the round length."""
         self.progress: _Progress | None = None
 
     def _active(self) -> list[int]:
@@ -243,11 +245,22 @@ class SimulatorExecutor:
                 if index >= cfg.max_rounds
                 else f"the horizon of {duration_text(cfg.horizon_s)} of simulated time (--horizon)"
             )
+            stream = cfg.node_stream
+            if stream is not None and index >= cfg.max_rounds and 2 * self.cut_rounds > index:
+                raise SimulationLimitError(
+                    f"simulation of {self.policy_name} stopped at {duration_text(self.now)}: "
+                    f"{unfinished} of {len(states)} jobs unfinished after {limit}, "
+                    f"{self.cut_rounds:,} of them cut short by the node stream {stream.source} "
+                    "(its events come closer together than a round); thin the stream or raise "
+                    "the limit"
+                )
             raise SimulationLimitError(
                 f"simulation of {self.policy_name} stopped at {duration_text(self.now)}: {unfinished} of "
                 f"{len(states)} jobs unfinished after {limit}; shorten the workload or raise the limit"
             )
         cluster, length, current = self._round_view()
+        if length < cfg.round_s:
+            self.cut_rounds += 1
         return RoundContext(
             now=self.now,
             round_index=index,

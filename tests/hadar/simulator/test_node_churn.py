@@ -136,3 +136,22 @@ def test_a_stopped_simulation_carries_its_run_up_to_the_stop() -> None:
     assert [j.finish is not None for j in partial.jobs] == [True, False]
     assert partial.jobs[0].finish is not None and partial.jobs[0].finish <= at
     assert len(partial.rounds) >= 5 and partial.rounds[-1].time == at
+
+
+def test_a_round_limit_reached_through_a_dense_stream_names_the_stream() -> None:
+    """Events a millisecond apart cut every round short: the limit's message named the workload
+    ("shorten the workload") instead of the stream that made the rounds."""
+    from hadar.simulator.engine import SimulationLimitError
+
+    flicker = build_stream(
+        [NodeEvent(i / 1000, "n1", "leave" if i % 2 else "join") for i in range(400)]
+        + [NodeEvent(0, "n0", "join")],
+        end=1,
+    )
+    jobs = [Job(0, "ResNet-18 (batch size 64)", 2, 1e9)]
+    cfg = SimConfig(round_s=360, node_stream=flicker, max_rounds=100)
+    with pytest.raises(SimulationLimitError) as err:
+        simulate(CLUSTER, jobs, make_policy("hadar"), TABLE, cfg)
+    message = str(err.value)
+    assert "after 100 rounds, 100 of them cut short by the node stream" in message, message
+    assert "thin the stream or raise the limit" in message and "workload" not in message
