@@ -34,7 +34,7 @@ import pandas as pd
 from goodput.applications import APPLICATIONS
 from goodput.fit import FitResult, fit_perf_params
 from goodput.model import GradParams, statistical_efficiency
-from hadar.core.errors import InputError
+from hadar.core.errors import InputError, shorten
 from hadar.core.validation import read_text
 
 MAX_LOCAL_BSZ = {"yolov3": 8}
@@ -90,7 +90,7 @@ def read_checked_csv(
                 else "a finite number"
             ) + f" of at most {MAX_TRACE_VALUE:g} in size"
             raise InputError(
-                f"{path}: row[{row}].{col}: must be {need} (got {frame[col].iloc[row]!r})"
+                f"{path}: row[{row}].{col}: must be {need} (got {shorten(frame[col].iloc[row])!r})"
             )
         out[col] = values
     return out
@@ -422,7 +422,7 @@ def load_trace_dir(path: str | Path, name: str | None = None) -> AppTrace:
         if "0" in pid or value != int(value):  # 1.5 was read as 1
             raise InputError(
                 f"{root / 'placements.csv'}: row[{i}].placement: per-node GPU counts 1-9 "
-                f"(got {_exact_text(value)!r})"
+                f"(got {shorten(_exact_text(value))!r})"
             )
     placements["placement"] = placement_ids
     placements["num_nodes"] = placement_ids.str.len().astype(float)

@@ -211,6 +211,13 @@ def _copy_app(tmp_path: Path, name: str = "bert") -> Path:
             lambda f: f.assign(grad_var=f.grad_var.where(f.index != 1, "x")),
             "row[1].grad_var",
         ),
+        (  # a 5,000-digit value is echoed cut
+            "placements.csv",
+            lambda f: f.astype({"step_time": object}).assign(
+                step_time=f.step_time.astype(object).where(f.index != 3, "9" * 5000)
+            ),
+            "row[3].step_time: must be a number > 0 of at most",
+        ),
     ],
 )
 def test_a_bad_trace_table_is_one_line_naming_file_row_and_field(tmp_path, file, edit, message):
@@ -221,6 +228,7 @@ def test_a_bad_trace_table_is_one_line_naming_file_row_and_field(tmp_path, file,
         load_trace_dir(folder)
     text = str(err.value)
     assert "\n" not in text and str(path) in text and message in text
+    assert len(text) < 400 + len(str(path)), text
 
 
 def test_the_constants_every_rate_query_reads_are_computed_once_and_read_only():
