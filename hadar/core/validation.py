@@ -80,8 +80,15 @@ def bounded(
     def check(value: Any) -> float | int:
         raw = value
         if isinstance(value, str):
+            text = value.strip()
+            # float() also reads "1_0" as 10 and other scripts' digits ("١٠"): a typo or a
+            # look-alike would pass as another number
+            if not text.isascii() or "_" in text:
+                raise ValueError(
+                    f"not a number written with 0-9 and no '_' (got {shown_value(raw)})"
+                )
             try:
-                value = float(value.strip())
+                value = float(text)
             except ValueError:
                 raise ValueError(f"not a number (got {shown_value(raw)})") from None
         if isinstance(value, bool) or not isinstance(value, (int, float)):

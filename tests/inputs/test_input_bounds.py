@@ -301,3 +301,24 @@ def test_a_fractional_gpu_count_is_refused_and_a_whole_valued_one_reads_as_its_i
     assert str(info.value) == f"{csv_file}: row[0].gpus: must be a whole number of GPUs (got '2.5')"
     csv_file.write_text(f"id,type,gpus,steps\n0,{R18},2.0,10\n1,{R18},4,10\n")
     assert [j.num_gpus for j in load_job_file(csv_file)] == [2, 4]
+
+
+@pytest.mark.parametrize(
+    ("field", "text"),
+    [("gpus", "1_0"), ("gpus", "\u0661\u0660"), ("steps", "1_000"), ("arrival", "\uff15")],
+    ids=["underscore", "arabic-indic digits", "steps underscore", "fullwidth digit"],
+)
+def test_numbers_written_other_than_with_0_9_are_refused(
+    tmp_path: Path, field: str, text: str
+) -> None:
+    """``1_0`` was read as 10 GPUs and ``١٠`` (Arabic-Indic digits) as 10: a typo or a look-alike
+    passed as another number."""
+    row = {"id": "0", "type": R18, "gpus": "1", "steps": "10", "arrival": "0"}
+    row[field] = text
+    csv_file = tmp_path / "jobs.csv"
+    csv_file.write_text(",".join(row) + "\n" + ",".join(row.values()) + "\n", encoding="utf-8")
+    with pytest.raises(InputError) as info:
+        load_job_file(csv_file)
+    assert str(info.value).startswith(
+        f"{csv_file}: row[0].{field}: not a number written with 0-9 and no '_' (got "
+    ), str(info.value)
