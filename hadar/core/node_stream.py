@@ -197,6 +197,15 @@ def parse_node_stream(
     missing = [c for c in COLUMNS if c not in names]
     if missing:
         raise InputError(f"{source}: line 1 (header): missing column(s) {', '.join(missing)}")
+    unknown = [c for c in names if c not in COLUMNS]
+    if unknown:  # read as nothing, a column the writer meant something by would be lost
+        shown = ", ".join(repr(shorten(c)) for c in unknown[:5]) + (
+            ", ..." if len(unknown) > 5 else ""
+        )
+        raise InputError(
+            f"{source}: line 1 (header): unknown column(s) {shown} (a node stream has "
+            f"{','.join(COLUMNS)})"
+        )
     col = {c: names.index(c) for c in COLUMNS}
     known = None if declared is None else frozenset(declared)
     up: set[str] = set()

@@ -71,6 +71,14 @@ def test_parse_and_availability() -> None:
         ("time,node,event\n\u0661\u0662,a,join\n", "s.csv: line 2, field time: not a number"),
         ("time,node,event\n1e400,a,join\n", "s.csv: line 2, field time: must be a finite number"),
         ("time,node,event\n", "s.csv: no events"),
+        (
+            "time,node,event,gpus\n0,a,join,4\n",
+            "s.csv: line 1 (header): unknown column(s) 'gpus' (a node stream has time,node,event)",
+        ),
+        (
+            "time,node,event,node\n0,a,join,b\n",
+            "s.csv: line 1 (header): column 'node' is named twice",
+        ),
     ],
 )
 def test_bad_streams_name_file_line_and_field(text: str, expected: str) -> None:
