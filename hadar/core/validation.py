@@ -222,7 +222,8 @@ def _mib(size: int) -> str:
 
 class _CountingLoader(yaml.SafeLoader):
     """PyYAML's safe loader, counting the aliases (``*name``) the document uses and refusing a
-    key given twice in one mapping (PyYAML keeps the last silently)."""
+    key given twice in one mapping (PyYAML keeps the last silently); a merge key (``<<``) may
+    still give keys the mapping then overrides, as YAML defines it."""
 
     aliases = 0
 
@@ -235,6 +236,8 @@ class _CountingLoader(yaml.SafeLoader):
         if isinstance(node, yaml.MappingNode):
             seen: set[Any] = set()
             for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # ``<<: *base``: merged by the safe loader, its keys overridable
                 key = self.construct_object(key_node, deep=True)
                 if isinstance(key, (str, int, float, bool)) or key is None:
                     if key in seen:

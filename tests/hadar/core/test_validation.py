@@ -86,3 +86,25 @@ def test_a_5000_character_field_is_echoed_cut(tmp_path: Path, cluster, jobs, nee
     )
     refused(res, *needles, "...")  # a short line: the value cut
     assert not (tmp_path / "o").exists()
+
+
+def test_a_yaml_merge_key_merges_and_its_keys_may_be_overridden(tmp_path: Path) -> None:
+    """``<<: *base`` was "could not determine a constructor for the tag ...merge": the duplicate
+    key check constructed the merge key itself. A key given twice beside a merge is still one."""
+    from hadar.core.validation import load_yaml
+
+    f = tmp_path / "c.yaml"
+    f.write_text(
+        "name: c\nprovider: simulated\nnodes:\n"
+        "  - &base {name: a, gpus: {v100: 2}, pcie_gen: 4}\n"
+        "  - {<<: *base, name: b}\n"
+    )
+    nodes = load_yaml(f, "cluster")["nodes"]
+    assert nodes[1] == {"name": "b", "gpus": {"v100": 2}, "pcie_gen": 4}
+    f.write_text(
+        "name: c\nnodes:\n  - &base {name: a, gpus: {v100: 2}}\n  - {<<: *base, name: b, name: c}\n"
+    )
+    with pytest.raises(
+        InputError, match=r"c\.yaml: malformed YAML at line 4, column \d+: duplicate key 'name'$"
+    ):
+        load_yaml(f, "cluster")
