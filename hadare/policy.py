@@ -148,6 +148,8 @@ class HadarEPolicy(Policy):
         self._refills: dict[tuple[int, str], tuple[int, float]] = {}
         """This decision's refills: (job, node) -> (the job it follows there, when that stops)."""
         self._batches: dict[int, int | None] = {}
+        self._rates: dict[Hashable, float] = {}
+        """This decision's rates of a job's copy by placement (:meth:`job_assignments`)."""
         """The total batch of each job in the plan being forked onto (this decision's scratch)."""
         self._projected: float | None = None
         """This decision's look-ahead: the run's last finish its rollout of the chosen plan
@@ -195,6 +197,7 @@ class HadarEPolicy(Policy):
 
     def decide(self, ctx: RoundContext) -> RoundPlan:
         self._refills = {}  # last round's refills are not this round's
+        self._rates = {}  # a learning model's rates may have changed since the last decision
         self._projected = None
         if self.replay.out_of_step(ctx):
             # nodes came and went: the replay would play rounds that never ran; Hadar from here
@@ -292,7 +295,7 @@ class HadarEPolicy(Policy):
                     or ctx.throughput.rate(v.status.job, placement, cluster) <= 0
                 ):
                     continue
-                order.append((-_planned_finish(v, have, ctx), job_id))
+                order.append((-_planned_finish(v, have, ctx, self), job_id))
             for _, job_id in sorted(order):
                 have = copies.get(job_id, {})
                 grown = {**have, node: placement}
@@ -467,6 +470,17 @@ class HadarEPolicy(Policy):
             return restart + self.config.aggregation_overhead_s
         return restart
 
+    def copy_rate(self, job_id: int, placement: Placement, ctx: RoundContext) -> float:
+        """The job's rate on ``placement`` (``ThroughputModel.rate``), remembered within the
+        decision: a round's forking asks for the same copies' rates many times."""
+        key = (id(ctx.cluster), job_id, _placement_key(placement))
+        rate = self._rates.get(key)
+        if rate is None:
+            rate = self._rates[key] = ctx.throughput.rate(
+                ctx.status(job_id).job, placement, ctx.cluster
+            )
+        return rate
+
     def job_assignments(
         self, job_id: int, per_node: Mapping[str, Placement], ctx: RoundContext
     ) -> list[Assignment]:
@@ -484,7 +498,7 @@ class HadarEPolicy(Policy):
             # a refill loads the job where another job's process ran: always a restart
             moved = refill is not None or placement not in ran
             overhead = self._overhead(ctx, job_id, len(per_node), moved)
-            rate = ctx.throughput.rate(st.job, placement, ctx.cluster)
+            rate = self.copy_rate(job_id, placement, ctx)
             start = 0.0 if refill is None else refill[1]
             slots.append(
                 (copy, placement, overhead, CopySlot(node, rate, ctx.round_s - start - overhead))
@@ -767,7 +781,7 @@ def _fork(
                     np.inf if outcome is None or outcome.finish_at is None else outcome.finish_at
                 )
             else:
-                finish = _planned_finish(v, have, ctx)
+                finish = _planned_finish(v, have, ctx, check.policy)
             node_choice = _fastest_free_node(v, free, have, cluster)
             if node_choice is None:
                 continue
@@ -837,10 +851,11 @@ def _may_fork(have: Mapping[str, Placement], n_copies: int) -> bool:
     return len(have) < n_copies and all(len(p) <= 1 for p in have.values())
 
 
-def _planned_finish(v: JobValuation, have: Mapping[str, Placement], ctx: RoundContext) -> float:
+def _planned_finish(
+    v: JobValuation, have: Mapping[str, Placement], ctx: RoundContext, policy: HadarEPolicy
+) -> float:
     """Seconds the job's remaining steps take at the summed rate of its copies ``have``."""
-    job = v.status.job
-    planned = sum(ctx.throughput.rate(job, p, ctx.cluster) for p in have.values())
+    planned = sum(policy.copy_rate(v.status.job_id, p, ctx) for p in have.values())
     return v.status.remaining_steps / planned if planned > 0 else np.inf
 
 
