@@ -148,9 +148,9 @@ class HadarEPolicy(Policy):
         self._refills: dict[tuple[int, str], tuple[int, float]] = {}
         """This decision's refills: (job, node) -> (the job it follows there, when that stops)."""
         self._batches: dict[int, int | None] = {}
-        self._rates: dict[Hashable, float] = {}
-        """This decision's rates of a job's copy by placement (:meth:`job_assignments`)."""
         """The total batch of each job in the plan being forked onto (this decision's scratch)."""
+        self._rates: dict[Hashable, float] = {}
+        """This decision's rates of a job's copy by placement (:meth:`copy_rate`)."""
         self._projected: float | None = None
         """This decision's look-ahead: the run's last finish its rollout of the chosen plan
         projects (seconds; None without a look-ahead)."""
