@@ -145,15 +145,19 @@ def play_job_round(
     restart_penalty_s: float,
     fork_progress: str,
     free_at: Sequence[float] | None = None,
+    run_rates: Sequence[RunRate] | None = None,
 ) -> JobRound:
     """Play ``job``'s ``assigns`` (its runs this round) from ``remaining`` steps; ``free_at``:
     per run, seconds into the round when its GPUs are free (a refill's: when the run it follows
-    stopped; default 0). A run starts after that, its restart penalty and its overhead."""
+    stopped; default 0). A run starts after that, its restart penalty and its overhead.
+    ``run_rates``: per run, ``throughput.run_rate`` of it, where the caller has them already."""
     done_before = job.total_steps - remaining
     restart_s = job_restart_s(job, restart_penalty_s)
-    rates = [
-        throughput.run_rate(job, a.placement, cluster, done_before, a.batch_size) for a in assigns
-    ]
+    rates = (
+        [throughput.run_rate(job, a.placement, cluster, done_before, a.batch_size) for a in assigns]
+        if run_rates is None
+        else list(run_rates)
+    )
     rates = _fork_bound(job, rates, done_before, throughput, fork_progress)
     runs: list[Run] = []
     credit: list[float] = []
@@ -267,12 +271,16 @@ def _fork_bound(
         return rates
     combined = sum(r.batch_size or 0 for r in rates)
     together = throughput.efficiency(job, combined, done) if combined else None
-    return [
-        replace(
-            r,
-            rate=r.rate * f,
-            efficiency=together if together is not None else r.efficiency,
-            step_rate=r.rate,
-        )
-        for r, f in zip(rates, factors, strict=True)
-    ]
+    bounded: dict[tuple[RunRate, float], RunRate] = {}  # copies on like GPUs share one
+    out = []
+    for r, f in zip(rates, factors, strict=True):
+        hit = bounded.get((r, f))
+        if hit is None:
+            hit = bounded[(r, f)] = replace(
+                r,
+                rate=r.rate * f,
+                efficiency=together if together is not None else r.efficiency,
+                step_rate=r.rate,
+            )
+        out.append(hit)
+    return out

@@ -61,6 +61,7 @@ from typing import Any
 
 import numpy as np
 
+from estimators.throughput import RunRate
 from hadar.core.cluster import Cluster
 from hadar.core.defaults import SIMULATED
 from hadar.core.jobs import Placement
@@ -151,6 +152,13 @@ class HadarEPolicy(Policy):
         """The total batch of each job in the plan being forked onto (this decision's scratch)."""
         self._rates: dict[Hashable, float] = {}
         """This decision's rates of a job's copy by placement (:meth:`copy_rate`)."""
+        self._keys: dict[int, tuple[Placement, Hashable]] = {}
+        """This decision's placements' memo keys by identity (:meth:`placement_key`); each
+        entry holds its placement, so no id is reused while the decision runs."""
+        self._ran: dict[int, frozenset[Hashable]] = {}
+        """This decision's placements each job ran last round, canonically (:meth:`moved`)."""
+        self._moves: dict[tuple[int, int], tuple[Placement, bool]] = {}
+        """This decision's answers of :meth:`moved` by job and placement identity."""
         self._projected: float | None = None
         """This decision's look-ahead: the run's last finish its rollout of the chosen plan
         projects (seconds; None without a look-ahead)."""
@@ -198,6 +206,7 @@ class HadarEPolicy(Policy):
     def decide(self, ctx: RoundContext) -> RoundPlan:
         self._refills = {}  # last round's refills are not this round's
         self._rates = {}  # a learning model's rates may have changed since the last decision
+        self._keys, self._ran, self._moves = {}, {}, {}
         self._projected = None
         if self.replay.out_of_step(ctx):
             # nodes came and went: the replay would play rounds that never ran; Hadar from here
@@ -473,7 +482,7 @@ class HadarEPolicy(Policy):
     def copy_rate(self, job_id: int, placement: Placement, ctx: RoundContext) -> float:
         """The job's rate on ``placement`` (``ThroughputModel.rate``), remembered within the
         decision: a round's forking asks for the same copies' rates many times."""
-        key = (id(ctx.cluster), job_id, _placement_key(placement))
+        key = (id(ctx.cluster), job_id, self.placement_key(placement))
         rate = self._rates.get(key)
         if rate is None:
             rate = self._rates[key] = ctx.throughput.rate(
@@ -481,23 +490,46 @@ class HadarEPolicy(Policy):
             )
         return rate
 
+    def placement_key(self, placement: Placement) -> Hashable:
+        """:func:`_placement_key` of ``placement``, remembered by its identity within the
+        decision (a round's forking keys the same copies' placements many times; a Placement
+        is never changed once built)."""
+        hit = self._keys.get(id(placement))
+        if hit is None or hit[0] is not placement:
+            hit = self._keys[id(placement)] = (placement, _placement_key(placement))
+        return hit[1]
+
+    def moved(self, job_id: int, placement: Placement, ctx: RoundContext) -> bool:
+        """Whether ``placement`` is none of the job's placements of last round (whatever their
+        copies' ids: a copy's id is its node's index in the cluster present now, which shifts
+        when other nodes join or leave). Compared as the placements' equality would."""
+        hit = self._moves.get((job_id, id(placement)))
+        if hit is not None and hit[0] is placement:
+            return hit[1]
+        ran = self._ran.get(job_id)
+        if ran is None:
+            ran = self._ran[job_id] = frozenset(
+                _canonical(p) for (j, _), p in ctx.current.items() if j == job_id
+            )
+        moved = _canonical(placement) not in ran
+        self._moves[(job_id, id(placement))] = (placement, moved)
+        return moved
+
     def job_assignments(
         self, job_id: int, per_node: Mapping[str, Placement], ctx: RoundContext
     ) -> list[Assignment]:
         """The runs of ``job_id``'s copies ``{first node: placement}``: overheads, step budgets."""
         st = ctx.status(job_id)
-        # what the job ran last round, whatever its copies' ids: a copy's id is its node's index
-        # in the cluster present now, which shifts when other nodes join or leave
-        ran = [p for (j, _), p in ctx.current.items() if j == job_id]
+        node_index = ctx.cluster.node_index
+        # the two overheads a copy can pay, by whether it moved (restart) or not
+        overheads = {m: self._overhead(ctx, job_id, len(per_node), m) for m in (False, True)}
         slots = []
-        for node, placement in sorted(
-            per_node.items(), key=lambda item: ctx.cluster.node_index[item[0]]
-        ):
-            copy = ctx.cluster.node_index[node] + 1
+        for node, placement in sorted(per_node.items(), key=lambda item: node_index[item[0]]):
+            copy = node_index[node] + 1
             refill = self._refills.get((job_id, node))
             # a refill loads the job where another job's process ran: always a restart
-            moved = refill is not None or placement not in ran
-            overhead = self._overhead(ctx, job_id, len(per_node), moved)
+            moved = refill is not None or self.moved(job_id, placement, ctx)
+            overhead = overheads[moved]
             rate = self.copy_rate(job_id, placement, ctx)
             start = 0.0 if refill is None else refill[1]
             slots.append(
@@ -588,6 +620,7 @@ class _Check:
         self.vals = vals
         self.policy = policy
         self._played: dict[Hashable, JobRound] = {}
+        self._run_rates: dict[Hashable, RunRate] = {}
 
     def play(self, job_id: int, per_node: Mapping[str, Placement]) -> JobRound | None:
         """The job's round with these copies (None: no copy). Remembered by all it reads besides
@@ -601,8 +634,10 @@ class _Check:
             job_id,
             self.policy._batches.get(job_id),
             tuple(
-                (node, _placement_key(placement), refills.get((job_id, node)))
-                for node, placement in per_node.items()
+                [
+                    (node, self.policy.placement_key(placement), refills.get((job_id, node)))
+                    for node, placement in per_node.items()
+                ]
             ),
         )
         hit = self._played.get(key)
@@ -625,8 +660,31 @@ class _Check:
             ctx.round_s,
             ctx.restart_penalty_s,
             ctx.fork_progress,
-            [refills.get((job_id, a.nodes[0]), (None, 0.0))[1] for a in assigns],
+            (
+                [refills.get((job_id, a.nodes[0]), (None, 0.0))[1] for a in assigns]
+                if refills
+                else None  # every run's GPUs are free from the round's start
+            ),
+            [self._run_rate(job_id, a) for a in assigns],
         )
+
+    def _run_rate(self, job_id: int, a: Assignment) -> RunRate:
+        """``throughput.run_rate`` of a copy's run, remembered within the check by the job, its
+        placement and batch (its progress is the check's fixed context's): a round's forking
+        plays the same copies again with one more beside them."""
+        key = (job_id, self.policy.placement_key(a.placement), a.batch_size)
+        hit = self._run_rates.get(key)
+        if hit is None:
+            ctx = self.ctx
+            job = ctx.status(job_id).job
+            hit = self._run_rates[key] = ctx.throughput.run_rate(
+                job,
+                a.placement,
+                ctx.cluster,
+                job.total_steps - ctx.status(job_id).remaining_steps,
+                a.batch_size,
+            )
+        return hit
 
     def keeps_up(self, job_id: int, per_node: Mapping[str, Placement]) -> bool:
         """The job finishes no later than in the replay if the replay finishes it this round;
@@ -738,7 +796,13 @@ class _Check:
 def _placement_key(placement: Placement) -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
     """``placement`` as a hashable value (equal keys: equal placements; equal placements
     built in another order may differ, which only costs a memo a miss)."""
-    return tuple((node, tuple(per.items())) for node, per in placement.items())
+    return tuple([(node, tuple(per.items())) for node, per in placement.items()])
+
+
+def _canonical(placement: Placement) -> frozenset[tuple[str, frozenset[tuple[str, int]]]]:
+    """``placement`` as a hashable value equal exactly where the placements are equal (``==``
+    of the nested dicts, zero counts included), whatever order they were built in."""
+    return frozenset((node, frozenset(per.items())) for node, per in placement.items())
 
 
 def _same_placement(a: Placement, b: Placement) -> bool:

@@ -55,8 +55,8 @@ def fork_factors(
     combined = sum(per_copy)
     together = throughput.efficiency(job, combined, done)
     if together is not None:
-        alone = [throughput.efficiency(job, b, done) for b in per_copy]
-        return [min(1.0, together / a) if a else 1.0 for a in alone]
+        alone = {b: throughput.efficiency(job, b, done) for b in sorted(set(per_copy))}
+        return [min(1.0, together / a) if (a := alone[b]) else 1.0 for b in per_copy]
     phi = borrowed_noise_scale(job, done)
     if phi is None:
         return None
