@@ -935,7 +935,9 @@ def _grow(
 ) -> dict[str, Placement] | None:
     """``have`` plus one copy on ``first``, or, when one more copy does not pay (under the
     goodput bound the first extra copies of a job early in training may cost more aggregation
-    than they add), the fastest free cells up to the count that pays most; None if none pays."""
+    than they add), the fastest free cells up to the count that pays most; None if none pays.
+    A job already forked pays that aggregation already: it grows one copy at a time, and None
+    when the next does not pay (trying every count there made a round cost about nodes^3)."""
     cluster = ctx.cluster
     gpus = v.status.job.num_gpus
 
@@ -947,6 +949,8 @@ def _grow(
     one = {**have, cluster.node_names[first[0]]: copy_on(*first)}
     if check.accepts(job_id, have, one):
         return one
+    if len(have) > 1:  # forked already: no overhead left to cross
+        return None
     cons = v.request.rates_cons
     ok = (free >= gpus) & (cons > 0)
     for name in have:

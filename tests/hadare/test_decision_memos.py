@@ -1,7 +1,10 @@
 """What HadarE remembers within a decision (a copy's run rate, whether a placement moved, the
-copies' shared fork bounds) gives exactly what computing it afresh gives."""
+copies' shared fork bounds) gives exactly what computing it afresh gives; how far one growth
+step of a job's copies searches."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from estimators.throughput import GavelThroughputTable
 from hadar.core.cluster import Cluster, Node
@@ -10,7 +13,7 @@ from hadar.policy import RoundContext
 from hadar.round_progress import play_job_round
 from hadar.valuation import value_jobs
 from hadar.workloads.mixes import mix_jobs
-from hadare.policy import HadarEPolicy, _Check
+from hadare.policy import HadarEPolicy, _Check, _grow
 from hadare.shadow import HadarReplay
 
 TABLE = GavelThroughputTable.bundled()
@@ -89,3 +92,34 @@ def test_a_played_round_is_the_round_played_afresh() -> None:
                     [policy._refills.get((job_id, a.nodes[0]), (None, 0.0))[1] for a in assigns],
                 )
                 assert played == afresh
+
+
+def _grown(have_nodes: list[str]) -> dict[str, Placement] | None:
+    """``_grow`` for a job on ``have_nodes`` of six one-GPU nodes, under a check that accepts
+    any two or more copies added at once, never one."""
+    cluster = _cluster(6)
+    job = Job(0, "ResNet-18 (batch size 32)", 1, 1e6)
+    ctx = RoundContext(0.0, 0, 360.0, cluster, (JobStatus(job, 1e6),), {}, TABLE)
+    policy = HadarEPolicy(lookahead_nodes=0)
+    v = value_jobs(ctx, ctx.jobs)[0]
+    have = {n: {n: dict(cluster.node(n).gpus)} for n in have_nodes}
+    free = cluster.capacity.copy()
+    for placement in have.values():
+        free -= cluster.placement_matrix(placement)
+
+    class SeveralAtOnce(_Check):
+        def accepts(self, job_id: int, before: object, after: object) -> bool:
+            return len(after) - len(before) >= 2  # type: ignore[arg-type]
+
+    check = SeveralAtOnce(ctx, None, {0: v}, policy)  # type: ignore[arg-type]
+    first = divmod(int(np.argmax(np.where(free > 0, v.request.rates_cons, -1.0))), free.shape[1])
+    return _grow(0, v, have, free, ctx, 6, check, first)
+
+
+def test_only_a_job_not_yet_forked_jumps_several_copies_at_once() -> None:
+    """Two or more copies at once can cross the aggregation overhead a job starts paying when
+    it is forked; a job forked already grows one copy at a time (else every count is tried
+    for every copy, about nodes^3 per round)."""
+    alone = _grown(["n0"])
+    assert alone is not None and len(alone) > 2
+    assert _grown(["n0", "n1"]) is None
