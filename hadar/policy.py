@@ -15,6 +15,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from estimators.throughput import ThroughputModel
@@ -108,10 +109,17 @@ class RoundContext:
             return renamed_attribute(self, name)
 
     def status(self, job_id: int) -> JobStatus:
+        """The status of job ``job_id`` (KeyError if it is not among :attr:`jobs`)."""
+        return self._statuses[job_id]
+
+    @cached_property
+    def _statuses(self) -> dict[int, JobStatus]:
+        """:attr:`jobs` by job id, built on the first :meth:`status` (the first of a repeated
+        id, as a scan finds it); a context is never changed once built."""
+        out: dict[int, JobStatus] = {}
         for s in self.jobs:
-            if s.job_id == job_id:
-                return s
-        raise KeyError(job_id)
+            out.setdefault(s.job_id, s)
+        return out
 
 
 @dataclass(frozen=True)

@@ -292,27 +292,48 @@ class HadarEPolicy(Policy):
                 if len(a.nodes) == 1 and stop < ctx.round_s - REFILL_MIN_S:
                     node = a.nodes[0]
                     freed.append((stop, cluster.node_index[node], job_id, node, a.placement))
+        by_width: dict[int, list[tuple[int, JobValuation]]] = {}  # in by_id's order
+        for j, v in by_id.items():
+            if j not in adapting:
+                by_width.setdefault(v.status.job.num_gpus, []).append((j, v))
+        planned: dict[int, float] = {}  # each job's planned finish while its copies stay
+        may_fork: dict[int, bool] = {}  # likewise, whether it may have one more copy
+        runs_on: dict[Hashable, bool] = {}  # (rate class, placement): whether it can run there
         for stop, _, before, node, placement in sorted(freed):  # earliest first, node order
             width = sum(placement[node].values())
+            key = self.placement_key(placement)
             order = []
-            for job_id, v in by_id.items():
-                have = copies.get(job_id, {})
-                if (
-                    job_id in finishing
-                    or job_id in adapting
-                    or v.status.job.num_gpus != width
-                    or node in have
-                    or not _may_fork(have, n_copies)
-                    or ctx.throughput.rate(v.status.job, placement, cluster) <= 0
-                ):
+            for job_id, v in by_width.get(width, []):
+                job = v.status.job
+                if job_id in finishing:
                     continue
-                order.append((-_planned_finish(v, have, ctx, self), job_id))
+                have = copies.get(job_id, {})
+                if node in have:
+                    continue
+                may = may_fork.get(job_id)
+                if may is None:
+                    may = may_fork[job_id] = _may_fork(have, n_copies)
+                if not may:
+                    continue
+                can = runs_on.get((ctx.throughput.rate_class(job), key))
+                if can is None:
+                    can = runs_on[(ctx.throughput.rate_class(job), key)] = (
+                        ctx.throughput.rate(job, placement, cluster) > 0
+                    )
+                if not can:
+                    continue
+                finish = planned.get(job_id)
+                if finish is None:
+                    finish = planned[job_id] = _planned_finish(v, have, ctx, self)
+                order.append((-finish, job_id))
             for _, job_id in sorted(order):
                 have = copies.get(job_id, {})
                 grown = {**have, node: placement}
                 self._refills[(job_id, node)] = (before, stop)
                 if check.accepts(job_id, have, grown):
                     copies[job_id] = grown
+                    planned.pop(job_id, None)
+                    may_fork.pop(job_id, None)
                     outcome = check.play(job_id, grown)
                     if outcome is not None and outcome.finish_at is not None:
                         finishing.add(job_id)  # its other copies' budgets cover the rest
@@ -833,6 +854,10 @@ def _fork(
     cluster = ctx.cluster
     added = 0
     refused: set[int] = set()
+    # per job while its copies stay: its projected finish, and its fastest free cell, which
+    # stays the first fastest while it has room (``free`` only shrinks here)
+    finishes: dict[int, float] = {}
+    cells: dict[int, tuple[int, int] | None] = {}
     while True:
         best: tuple[float, int, int, int] | None = None  # (-projected finish, job, node, type)
         for job_id, v in vals.items():
@@ -841,14 +866,24 @@ def _fork(
             have = copies.get(job_id, {})
             if not _may_fork(have, n_copies):
                 continue
-            if played:
-                outcome = check.play(job_id, have)
-                finish = (
-                    np.inf if outcome is None or outcome.finish_at is None else outcome.finish_at
-                )
+            finish = finishes.get(job_id)
+            if finish is None:
+                if played:
+                    outcome = check.play(job_id, have)
+                    finish = (
+                        np.inf
+                        if outcome is None or outcome.finish_at is None
+                        else outcome.finish_at
+                    )
+                else:
+                    finish = _planned_finish(v, have, ctx, check.policy)
+                finishes[job_id] = finish
+            if job_id in cells:
+                node_choice = cells[job_id]
+                if node_choice is not None and free[node_choice] < v.status.job.num_gpus:
+                    node_choice = cells[job_id] = _fastest_free_node(v, free, have, cluster)
             else:
-                finish = _planned_finish(v, have, ctx, check.policy)
-            node_choice = _fastest_free_node(v, free, have, cluster)
+                node_choice = cells[job_id] = _fastest_free_node(v, free, have, cluster)
             if node_choice is None:
                 continue
             key = (-finish, job_id)
@@ -867,6 +902,8 @@ def _fork(
                 free -= cluster.placement_matrix(placement)
                 added += 1
         copies[job_id] = grown
+        finishes.pop(job_id, None)
+        cells.pop(job_id, None)
 
 
 def _fork_by_lp(

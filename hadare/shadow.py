@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
+from functools import cached_property
 from typing import Any
 
 from hadar.core.job_service import JobService
@@ -65,10 +66,16 @@ class ReplayRound:
         return done if outcome is None else done + outcome.done_by(t)
 
     def placement(self, job_id: int) -> Placement | None:
+        """The job's placement in the replayed plan (its first assignment's), None if it did
+        not run."""
+        return self._placements.get(job_id)
+
+    @cached_property
+    def _placements(self) -> dict[int, Placement]:
+        out: dict[int, Placement] = {}
         for a in self.plan.assignments:
-            if a.job_id == job_id:
-                return a.placement
-        return None
+            out.setdefault(a.job_id, a.placement)
+        return out
 
 
 @dataclass(frozen=True)

@@ -179,3 +179,25 @@ def test_figures_use_the_declared_colour(toy):
     }
     assert colours[toy.name] == "#123456"
     assert colours["hadar"] == to_hex("tab:blue")
+
+
+def test_a_round_context_finds_a_job_status_by_id() -> None:
+    from estimators.throughput import GavelThroughputTable
+    from hadar.core.cluster import Cluster, Node
+    from hadar.core.jobs import Job, JobStatus
+    from hadar.policy import RoundContext
+
+    jobs = [Job(i, "ResNet-18 (batch size 32)", 1, 1e4) for i in (7, 3, 11)]
+    statuses = tuple(JobStatus(j, j.total_steps / (k + 1)) for k, j in enumerate(jobs))
+    ctx = RoundContext(
+        0.0,
+        0,
+        360.0,
+        Cluster("one", (Node("n", {"v100": 1}),)),
+        statuses,
+        {},
+        GavelThroughputTable.bundled(),
+    )
+    assert [ctx.status(j).remaining_steps for j in (3, 11, 7)] == [5e3, 1e4 / 3, 1e4]
+    with pytest.raises(KeyError):
+        ctx.status(4)
