@@ -157,10 +157,12 @@ class HadarEPolicy(Policy):
         self._keys: dict[int, tuple[Placement, Hashable]] = {}
         """This decision's placements' memo keys by identity (:meth:`placement_key`); each
         entry holds its placement, so no id is reused while the decision runs."""
+        self._ran_in: Mapping[tuple[int, int], Placement] | None = None
         self._ran: dict[int, frozenset[Hashable]] = {}
-        """This decision's placements each job ran last round, canonically (:meth:`moved`)."""
+        """The placements each job ran in ``_ran_in`` (a context's ``current``), canonically
+        (:meth:`moved`)."""
         self._moves: dict[tuple[int, int], tuple[Placement, bool]] = {}
-        """This decision's answers of :meth:`moved` by job and placement identity."""
+        """:meth:`moved`'s answers for ``_ran_in`` by job and placement identity."""
         self._projected: float | None = None
         """This decision's look-ahead: the run's last finish its rollout of the chosen plan
         projects (seconds; None without a look-ahead)."""
@@ -208,7 +210,7 @@ class HadarEPolicy(Policy):
     def decide(self, ctx: RoundContext) -> RoundPlan:
         self._refills = {}  # last round's refills are not this round's
         self._rates = {}  # a learning model's rates may have changed since the last decision
-        self._keys, self._ran, self._moves = {}, {}, {}
+        self._keys, self._ran_in = {}, None
         self._projected = None
         if self.replay.out_of_step(ctx):
             # nodes came and went: the replay would play rounds that never ran; Hadar from here
@@ -526,15 +528,16 @@ class HadarEPolicy(Policy):
         """Whether ``placement`` is none of the job's placements of last round (whatever their
         copies' ids: a copy's id is its node's index in the cluster present now, which shifts
         when other nodes join or leave). Compared as the placements' equality would."""
+        if self._ran_in is not ctx.current:  # every job's, in one pass over last round's runs
+            by_job: dict[int, set[Hashable]] = {}
+            for (j, _), p in ctx.current.items():
+                by_job.setdefault(j, set()).add(_canonical(p))
+            self._ran_in, self._moves = ctx.current, {}
+            self._ran = {j: frozenset(c) for j, c in by_job.items()}
         hit = self._moves.get((job_id, id(placement)))
         if hit is not None and hit[0] is placement:
             return hit[1]
-        ran = self._ran.get(job_id)
-        if ran is None:
-            ran = self._ran[job_id] = frozenset(
-                _canonical(p) for (j, _), p in ctx.current.items() if j == job_id
-            )
-        moved = _canonical(placement) not in ran
+        moved = _canonical(placement) not in self._ran.get(job_id, frozenset())
         self._moves[(job_id, id(placement))] = (placement, moved)
         return moved
 
