@@ -547,15 +547,16 @@ class HadarEPolicy(Policy):
         """The runs of ``job_id``'s copies ``{first node: placement}``: overheads, step budgets."""
         st = ctx.status(job_id)
         node_index = ctx.cluster.node_index
-        # the two overheads a copy can pay, by whether it moved (restart) or not
-        overheads = {m: self._overhead(ctx, job_id, len(per_node), m) for m in (False, True)}
+        overheads: dict[bool, float] = {}  # by whether the copy moved: one of two figures
         slots = []
         for node, placement in sorted(per_node.items(), key=lambda item: node_index[item[0]]):
             copy = node_index[node] + 1
             refill = self._refills.get((job_id, node))
             # a refill loads the job where another job's process ran: always a restart
             moved = refill is not None or self.moved(job_id, placement, ctx)
-            overhead = overheads[moved]
+            overhead = overheads.get(moved)
+            if overhead is None:
+                overhead = overheads[moved] = self._overhead(ctx, job_id, len(per_node), moved)
             rate = self.copy_rate(job_id, placement, ctx)
             start = 0.0 if refill is None else refill[1]
             slots.append(
