@@ -3,7 +3,6 @@ what the docs say a mode counts is what it counts."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -12,17 +11,14 @@ import pytest
 
 from hadar import api
 from tests.fixtures.processes import run_group
+from tests.fixtures.script_modules import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _doc_tables() -> ModuleType:
     """scripts/doc_tables.py as a module (scripts/ is no package)."""
-    spec = importlib.util.spec_from_file_location("doc_tables", ROOT / "scripts" / "doc_tables.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/doc_tables.py")
 
 
 GENERATORS = tuple(_doc_tables().GENERATORS)

@@ -3,28 +3,12 @@ and overheads (``benchmarks/fork_exact_one_job.py`` plays them all)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 from hadar.api import simulate
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _exact() -> ModuleType:
-    path = ROOT / "benchmarks" / "fork_exact_one_job.py"
-    spec = importlib.util.spec_from_file_location("fork_exact_one_job", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("fork_exact_one_job", module)
-    spec.loader.exec_module(module)
-    return module
+from tests.fixtures.script_modules import load_script
 
 
 def test_hadare_finishes_lab_m1_as_soon_as_any_node_sets_can() -> None:
-    exact = _exact()
+    exact = load_script("benchmarks/fork_exact_one_job.py")
     best, plan = exact.exact("lab-5node", "M-1", 1, "goodput")
     hadare = simulate("lab-5node", "M-1", "hadare").summary["ttd_s"]
     assert hadare <= best + 1e-6

@@ -4,23 +4,17 @@ covers every guarded round."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
+
+from tests.fixtures.script_modules import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _guard() -> ModuleType:
-    path = ROOT / "benchmarks" / "speed_guard.py"
-    spec = importlib.util.spec_from_file_location("speed_guard", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("speed_guard", module)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/speed_guard.py")
 
 
 def test_a_ratio_more_than_twice_its_baseline_is_a_regression():
