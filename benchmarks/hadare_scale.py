@@ -56,7 +56,7 @@ def main() -> None:
     print("|---:|---|---:|---:|---:|---:|")
     for n in args.nodes:
         for mix in args.mixes:
-            with_ = "| |"
+            with_ = "| | |"
             if n <= args.look_ahead_up_to:
                 ttd, dec = run(n, mix, True)
                 with_ = f"| {ttd:,.0f} | {dec:.2f} |"
