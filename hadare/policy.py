@@ -317,11 +317,10 @@ class HadarEPolicy(Policy):
                     may = may_fork[job_id] = _may_fork(have, n_copies)
                 if not may:
                     continue
-                can = runs_on.get((ctx.throughput.rate_class(job), key))
+                on = (ctx.throughput.rate_class(job), key)
+                can = runs_on.get(on)
                 if can is None:
-                    can = runs_on[(ctx.throughput.rate_class(job), key)] = (
-                        ctx.throughput.rate(job, placement, cluster) > 0
-                    )
+                    can = runs_on[on] = ctx.throughput.rate(job, placement, cluster) > 0
                 if not can:
                     continue
                 finish = planned.get(job_id)
@@ -703,13 +702,10 @@ class _Check:
         hit = self._run_rates.get(key)
         if hit is None:
             ctx = self.ctx
-            job = ctx.status(job_id).job
+            st = ctx.status(job_id)
+            done = st.job.total_steps - st.remaining_steps  # as play_job_round's done_before
             hit = self._run_rates[key] = ctx.throughput.run_rate(
-                job,
-                a.placement,
-                ctx.cluster,
-                job.total_steps - ctx.status(job_id).remaining_steps,
-                a.batch_size,
+                st.job, a.placement, ctx.cluster, done, a.batch_size
             )
         return hit
 
