@@ -12,7 +12,9 @@ Each round (all copies restart from the job's consolidated parameters, so nothin
 2. **Forked copies** — while a node has room for a job that is not on it yet and has copies
    left (``copies`` per job, default one per node), the job that would otherwise finish last
    (largest remaining steps / planned rate) gets a copy on its fastest such node, if the copy
-   makes it progress more this round than without it.
+   makes it progress more this round than without it. A job whose width and batch Hadar adapts
+   (Pollux's elastic jobs) grows synchronously on one GPU type instead; it is forked last, onto
+   the idle GPUs of the types it does not run on, at the batch of the largest goodput there.
 3. **Step split** — a job's remaining steps are divided among its copies in proportion to their
    throughputs; a job that can finish this round keeps only its fastest copies that suffice,
    and the freed nodes go back to step 2.
@@ -77,7 +79,7 @@ from hadar.policy import (
 )
 from hadar.round_progress import JobRound, job_restart_s, play_job_round
 from hadar.scheduler import HadarConfig, HadarPolicy
-from hadar.scheduler.elastic import adapts
+from hadar.scheduler.elastic import adapts, best_batch
 from hadar.valuation import JobValuation, value_jobs
 from hadare.fork_lp import ForkDemand, fork_preferences
 from hadare.shadow import HadarReplay, Projection, ReplayRound
@@ -106,6 +108,9 @@ class HadarEConfig:
     lookahead_budget: int = 30
     """Rounds of HadarE all of a round's rollouts may play together (the never-behind plan's
     first, then the candidates in order until it is spent)."""
+    fork_adapting: bool = True
+    """Fork jobs whose width and batch Hadar adapts (Pollux's elastic jobs) onto GPU types
+    Hadar's decision leaves idle, where the job does not already run (``_fork_adapting``)."""
     refill: bool = True
     """Give the GPUs of a job that finishes mid-round to a copy of another job for the rest of
     the round (step 4, module docstring)."""
@@ -152,6 +157,12 @@ class HadarEPolicy(Policy):
         """This decision's refills: (job, node) -> (the job it follows there, when that stops)."""
         self._batches: dict[int, int | None] = {}
         """The total batch of each job in the plan being forked onto (this decision's scratch)."""
+        self._planned: dict[int, Hashable] = {}
+        """Each job's placement in that plan (:func:`_canonical`), where its batch applies."""
+        self._adapting: dict[int, bool] = {}
+        """This decision's :meth:`_adapts` answers by job."""
+        self._copy_batches: dict[tuple[int, Hashable], int | None] = {}
+        """This decision's batches of adapting jobs' copies off the plan (:meth:`copy_batch`)."""
         self._rates: dict[Hashable, float] = {}
         """This decision's rates of a job's copy by placement (:meth:`copy_rate`)."""
         self._keys: dict[int, tuple[Placement, Hashable]] = {}
@@ -210,6 +221,7 @@ class HadarEPolicy(Policy):
     def decide(self, ctx: RoundContext) -> RoundPlan:
         self._refills = {}  # last round's refills are not this round's
         self._rates = {}  # a learning model's rates may have changed since the last decision
+        self._adapting, self._copy_batches = {}, {}
         self._keys, self._ran_in = {}, None
         self._projected = None
         if self.replay.out_of_step(ctx):
@@ -233,7 +245,7 @@ class HadarEPolicy(Policy):
         ahead = self._look_ahead(ctx, by_id, replay, plans, _Candidate(base, copies, forked), check)
         if ahead is not None:
             copies, forked = ahead.copies, ahead.forked
-        self._batches = _batches(plans[base if ahead is None else ahead.base])
+        self._follow(plans[base if ahead is None else ahead.base])
         copies = self._refilled(ctx, copies, by_id, check)
         assignments = [
             a
@@ -282,7 +294,7 @@ class HadarEPolicy(Policy):
         usual checks accept it. Records them in ``_refills``; mutates ``copies``."""
         cluster = ctx.cluster
         n_copies = self.config.copies or len(cluster.nodes)
-        adapting = {j for j, v in by_id.items() if self._adapts(v, ctx)}  # never forked
+        adapting = {j for j, v in by_id.items() if self._adapts(v, ctx)}  # never refilled
         freed: list[tuple[float, int, int, str, Placement]] = []
         finishing: set[int] = set()
         for job_id in sorted(copies):
@@ -373,7 +385,7 @@ class HadarEPolicy(Policy):
         def roll(cand: _Candidate) -> tuple[Projection, HadarReplay] | None:
             """Where ``cand``, then HadarE without look-ahead, leads the jobs; the twin. The
             round is played as :meth:`decide` would play it, refills included."""
-            self._batches = _batches(plans[cand.base])
+            self._follow(plans[cand.base])
             copies = self._refilled(ctx, cand.copies, by_id, check)
             played = {
                 j: outcome for j, c in copies.items() if (outcome := loose.play(j, c)) is not None
@@ -443,7 +455,7 @@ class HadarEPolicy(Policy):
     ) -> tuple[dict[int, dict[str, Placement]], int]:
         """``plan``'s placements of HadarE's jobs, plus the copies forked onto what it leaves idle.
         Each job runs at the batch ``plan`` gives it (an elastic job's, chosen by Hadar)."""
-        self._batches = _batches(plan)
+        self._follow(plan)
         cluster = ctx.cluster
         n_copies = self.config.copies or len(cluster.nodes)
         copies: dict[int, dict[str, Placement]] = {}
@@ -455,7 +467,7 @@ class HadarEPolicy(Policy):
         forked = 0
         finishing: set[int] = set()
         # a job whose width and batch Hadar adapts grows synchronously, at the batch that is
-        # best for its GPUs; copies averaged once a round can only do worse (docs/elastic.md)
+        # best for its GPUs, on one GPU type: it is forked last, onto the other types' idle GPUs
         forkable = {j: v for j, v in by_id.items() if not self._adapts(v, ctx)}
         for _ in range(4):
             others = {j: v for j, v in forkable.items() if j not in finishing}
@@ -474,12 +486,47 @@ class HadarEPolicy(Policy):
             check,
             played=True,
         )
+        if self.config.fork_adapting:
+            adapting = {j: v for j, v in by_id.items() if j not in forkable}
+            forked += _fork_adapting(copies, adapting, free, ctx, n_copies, check)
         return copies, forked
 
     def _adapts(self, v: JobValuation, ctx: RoundContext) -> bool:
-        """Whether Hadar chooses the job's width and batch each round: such a job is never
-        forked, nor given a refill (it grows synchronously, at the batch best for its GPUs)."""
-        return self.config.hadar.adapt_elastic and adapts(v.status.job, ctx.throughput)
+        """Whether Hadar chooses the job's width and batch each round. Such a job grows
+        synchronously on one GPU type; it is forked only onto GPUs of the types Hadar's decision
+        leaves idle (:func:`_fork_adapting`), and never given a refill."""
+        return self._adapts_id(v.status.job_id, ctx)
+
+    def _adapts_id(self, job_id: int, ctx: RoundContext) -> bool:
+        """:meth:`_adapts` by job id, remembered within the decision."""
+        hit = self._adapting.get(job_id)
+        if hit is None:
+            hit = self._adapting[job_id] = self.config.hadar.adapt_elastic and adapts(
+                ctx.status(job_id).job, ctx.throughput
+            )
+        return hit
+
+    def _follow(self, plan: RoundPlan) -> None:
+        """Fork onto ``plan``: each job's batch there, and the placement it applies to."""
+        self._batches = _batches(plan)
+        self._planned = {a.job_id: _canonical(a.placement) for a in plan.assignments if a.copy == 0}
+
+    def copy_batch(self, job_id: int, placement: Placement, ctx: RoundContext) -> int | None:
+        """The total batch a copy of the job on ``placement`` runs at: the plan's, except for a
+        copy of an adapting job elsewhere than the plan runs it, which runs at the batch of the
+        largest goodput on its own GPUs (as Hadar sizes an adapting job's batch)."""
+        planned = self._batches.get(job_id)
+        if not self._adapts_id(job_id, ctx):
+            return planned
+        where = self.placement_key(placement)
+        if job_id in self._planned and _canonical(placement) == self._planned[job_id]:
+            return planned
+        key = (job_id, where)
+        if key not in self._copy_batches:
+            self._copy_batches[key] = best_batch(
+                ctx.status(job_id), placement, ctx.cluster, ctx.throughput
+            )
+        return self._copy_batches[key]
 
     def _seconds(
         self, ctx: RoundContext, copies: Mapping[int, Mapping[str, Placement]]
@@ -504,14 +551,22 @@ class HadarEPolicy(Policy):
         return restart
 
     def copy_rate(self, job_id: int, placement: Placement, ctx: RoundContext) -> float:
-        """The job's rate on ``placement`` (``ThroughputModel.rate``), remembered within the
-        decision: a round's forking asks for the same copies' rates many times."""
-        key = (id(ctx.cluster), job_id, self.placement_key(placement))
+        """The job's rate on ``placement`` (``ThroughputModel.rate``; an adapting job's, at the
+        copy's batch and the job's progress now), remembered within the decision: a round's
+        forking asks for the same copies' rates many times."""
+        adapting = self._adapts_id(job_id, ctx)
+        batch = self.copy_batch(job_id, placement, ctx) if adapting else None
+        key = (id(ctx.cluster), job_id, self.placement_key(placement), batch)
         rate = self._rates.get(key)
         if rate is None:
-            rate = self._rates[key] = ctx.throughput.rate(
-                ctx.status(job_id).job, placement, ctx.cluster
-            )
+            st = ctx.status(job_id)
+            if adapting:
+                rate = ctx.throughput.run_rate(
+                    st.job, placement, ctx.cluster, st.done_steps, batch
+                ).rate
+            else:
+                rate = ctx.throughput.rate(st.job, placement, ctx.cluster)
+            self._rates[key] = rate
         return rate
 
     def placement_key(self, placement: Placement) -> Hashable:
@@ -569,7 +624,7 @@ class HadarEPolicy(Policy):
                 copy=copy,
                 step_budget=budgets[slot.node],
                 overhead_s=overhead,
-                batch_size=self._batches.get(job_id),
+                batch_size=self.copy_batch(job_id, placement, ctx),
                 after=self._refills.get((job_id, slot.node), (None, 0.0))[0],
                 restart=False,
             )
@@ -656,9 +711,11 @@ class _Check:
         if not per_node:
             return None
         refills = self.policy._refills
+        policy = self.policy
         key = (
             job_id,
-            self.policy._batches.get(job_id),
+            policy._batches.get(job_id),
+            policy._planned.get(job_id) if policy._adapts_id(job_id, self.ctx) else None,
             tuple(
                 [
                     (node, self.policy.placement_key(placement), refills.get((job_id, node)))
@@ -946,6 +1003,74 @@ def _fork_by_lp(
         copies[job_id] = grown
         added += 1
     return added
+
+
+def _fork_adapting(
+    copies: dict[int, dict[str, Placement]],
+    vals: Mapping[int, JobValuation],
+    free: np.ndarray,
+    ctx: RoundContext,
+    n_copies: int,
+    check: _Check,
+) -> int:
+    """Step 2 for the jobs whose width and batch Hadar adapts: such a job grows synchronously
+    on one GPU type (over several nodes where its gang spans them), so a copy goes only where
+    that cannot reach: onto the idle GPUs of one type of a node, of a type the job does not run
+    on this round; it runs at the batch of the largest
+    goodput there. The job that would finish last first takes the fastest such cells, as many as
+    gain it most this round (one copy alone rarely pays its restart and every copy's averaging),
+    where the usual checks accept them (under the goodput bound its copies progress at most as
+    one job at their combined batch). Returns how many. Mutates."""
+    cluster = ctx.cluster
+    policy = check.policy
+    added = 0
+    refused: set[int] = set()
+    while True:
+        order = []
+        for job_id, v in vals.items():
+            have = copies.get(job_id, {})
+            if job_id not in refused and have and len(have) < n_copies:
+                order.append((-_planned_finish(v, have, ctx, policy), job_id))
+        if not order:
+            return added
+        _, job_id = min(order)
+        have = copies[job_id]
+        types = {k for p in have.values() for per in p.values() for k, c in per.items() if c}
+        used = {n for p in have.values() for n in p}  # a gang's every node, not only its first
+        cells = []
+        for h, node in enumerate(cluster.node_names):
+            if node in used:
+                continue
+            for k, gpu_type in enumerate(cluster.gpu_types):
+                if free[h, k] <= 0 or gpu_type in types:
+                    continue
+                alloc = np.zeros_like(free)
+                alloc[h, k] = free[h, k]
+                placement = cluster.placement_from_matrix(alloc)
+                rate = policy.copy_rate(job_id, placement, ctx)
+                if rate > 0:
+                    cells.append((-rate, h, k, node, placement))
+        best: dict[str, Placement] | None = None
+        best_key: tuple[float, float] | None = None
+        grown = dict(have)
+        for _, _, _, node, placement in sorted(cells, key=lambda c: c[:3])[: n_copies - len(have)]:
+            grown = {**grown, node: placement}
+            if not check.accepts(job_id, have, grown):
+                continue
+            outcome = check.play(job_id, grown)
+            if outcome is None:
+                continue
+            key = (-(np.inf if outcome.finish_at is None else outcome.finish_at), outcome.done)
+            if best_key is None or key > best_key:
+                best, best_key = dict(grown), key
+        if best is None:
+            refused.add(job_id)
+            continue
+        for node, copy in best.items():
+            if node not in have:
+                free -= cluster.placement_matrix(copy)
+                added += 1
+        copies[job_id] = best
 
 
 def _may_fork(have: Mapping[str, Placement], n_copies: int) -> bool:
