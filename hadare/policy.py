@@ -518,10 +518,9 @@ class HadarEPolicy(Policy):
         planned = self._batches.get(job_id)
         if not self._adapts_id(job_id, ctx):
             return planned
-        where = self.placement_key(placement)
         if job_id in self._planned and _canonical(placement) == self._planned[job_id]:
             return planned
-        key = (job_id, where)
+        key = (job_id, self.placement_key(placement))
         if key not in self._copy_batches:
             self._copy_batches[key] = best_batch(
                 ctx.status(job_id), placement, ctx.cluster, ctx.throughput
@@ -1016,11 +1015,11 @@ def _fork_adapting(
     """Step 2 for the jobs whose width and batch Hadar adapts: such a job grows synchronously
     on one GPU type (over several nodes where its gang spans them), so a copy goes only where
     that cannot reach: onto the idle GPUs of one type of a node, of a type the job does not run
-    on this round; it runs at the batch of the largest
-    goodput there. The job that would finish last first takes the fastest such cells, as many as
-    gain it most this round (one copy alone rarely pays its restart and every copy's averaging),
-    where the usual checks accept them (under the goodput bound its copies progress at most as
-    one job at their combined batch). Returns how many. Mutates."""
+    on this round, at the batch of the largest goodput there. The job that would finish last
+    first takes the fastest such cells, as many as gain it most this round (one copy alone
+    rarely pays its restart and every copy's averaging), where the usual checks accept them
+    (under the goodput bound its copies progress at most as one job at their combined batch).
+    Returns how many. Mutates."""
     cluster = ctx.cluster
     policy = check.policy
     added = 0
