@@ -1049,19 +1049,8 @@ def _fork_adapting(
                 rate = policy.copy_rate(job_id, placement, ctx)
                 if rate > 0:
                     cells.append((-rate, h, k, node, placement))
-        best: dict[str, Placement] | None = None
-        best_key: tuple[float, float] | None = None
-        grown = dict(have)
-        for _, _, _, node, placement in sorted(cells, key=lambda c: c[:3])[: n_copies - len(have)]:
-            grown = {**grown, node: placement}
-            if not check.accepts(job_id, have, grown):
-                continue
-            outcome = check.play(job_id, grown)
-            if outcome is None:
-                continue
-            key = (-(np.inf if outcome.finish_at is None else outcome.finish_at), outcome.done)
-            if best_key is None or key > best_key:
-                best, best_key = dict(grown), key
+        fastest = sorted(cells, key=lambda c: c[:3])[: n_copies - len(have)]
+        best = _most_gaining(job_id, have, [(c[3], c[4]) for c in fastest], check)
         if best is None:
             refused.add(job_id)
             continue
@@ -1124,20 +1113,33 @@ def _grow(
         if rates[h].max() > 0:
             cells.append((-float(rates[h].max()), h, int(np.argmax(rates[h]))))
     cells.sort()  # fastest first; ties in node order
+    added = [
+        (cluster.node_names[h], copy_on(h, k)) for _, h, k in cells[: max(0, n_copies - len(have))]
+    ]
+    return _most_gaining(job_id, have, added, check, fewest=2)
+
+
+def _most_gaining(
+    job_id: int,
+    have: Mapping[str, Placement],
+    cells: list[tuple[str, Placement]],
+    check: _Check,
+    fewest: int = 1,
+) -> dict[str, Placement] | None:
+    """``have`` plus the first n of ``cells`` (``{node: placement}`` in order, n >= ``fewest``)
+    that the checks accept and that finish the job soonest this round, else progress it most;
+    None if no such n."""
     best: dict[str, Placement] | None = None
     best_key: tuple[float, float] | None = None
     grown = dict(have)
-    for _, h, k in cells[: max(0, n_copies - len(have))]:
-        grown = {**grown, cluster.node_names[h]: copy_on(h, k)}
-        if len(grown) - len(have) < 2 or not check.accepts(job_id, have, grown):
+    for n, (node, placement) in enumerate(cells, start=1):
+        grown = {**grown, node: placement}
+        if n < fewest or not check.accepts(job_id, have, grown):
             continue
         outcome = check.play(job_id, grown)
         if outcome is None:
             continue
-        key = (
-            -(outcome.finish_at if outcome.finish_at is not None else np.inf),
-            outcome.done,
-        )
+        key = (-(np.inf if outcome.finish_at is None else outcome.finish_at), outcome.done)
         if best_key is None or key > best_key:
             best, best_key = dict(grown), key
     return best
