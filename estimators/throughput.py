@@ -13,7 +13,7 @@ import ast
 import json
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -131,6 +131,18 @@ class ThroughputModel(ABC):
         behind it, at total batch ``batch_size`` (None: the job's own). This default is for
         models whose rate depends on neither: :meth:`rate`."""
         return RunRate(self.rate(job, placement, cluster))
+
+    def run_rates(
+        self,
+        job: Job,
+        placement: Placement,
+        cluster: Cluster,
+        done: float,
+        batches: Sequence[int | None],
+    ) -> list[RunRate]:
+        """:meth:`run_rate` at each of ``batches`` on one placement at one progress point (a
+        batch search's question, which a model may answer at once)."""
+        return [self.run_rate(job, placement, cluster, done, b) for b in batches]
 
     def efficiency(self, job: Job, batch_size: int, done: float = 0.0) -> float | None:
         """Statistical efficiency of ``job`` at total batch ``batch_size`` when ``done`` progress

@@ -79,7 +79,7 @@ from hadar.policy import (
 )
 from hadar.round_progress import JobRound, job_restart_s, play_job_round
 from hadar.scheduler import HadarConfig, HadarPolicy
-from hadar.scheduler.elastic import adapts, best_batch
+from hadar.scheduler.elastic import ConfigurationMemo, adapts, best_batch
 from hadar.valuation import JobValuation, value_jobs
 from hadare.fork_lp import ForkDemand, fork_preferences
 from hadare.shadow import HadarReplay, Projection, ReplayRound
@@ -163,6 +163,9 @@ class HadarEPolicy(Policy):
         """This decision's :meth:`_adapts` answers by job."""
         self._copy_batches: dict[tuple[int, Hashable], int | None] = {}
         """This decision's batches of adapting jobs' copies off the plan (:meth:`copy_batch`)."""
+        self._batch_memo = ConfigurationMemo()
+        """:func:`best_batch`'s answers for copies, kept between decisions as Hadar keeps its
+        own (for a model that does not learn)."""
         self._rates: dict[Hashable, float] = {}
         """This decision's rates of a job's copy by placement (:meth:`copy_rate`)."""
         self._keys: dict[int, tuple[Placement, Hashable]] = {}
@@ -522,8 +525,13 @@ class HadarEPolicy(Policy):
             return planned
         key = (job_id, self.placement_key(placement))
         if key not in self._copy_batches:
+            self._batch_memo.for_round(ctx)
             self._copy_batches[key] = best_batch(
-                ctx.status(job_id), placement, ctx.cluster, ctx.throughput
+                ctx.status(job_id),
+                placement,
+                ctx.cluster,
+                ctx.throughput,
+                self._batch_memo.batches_for_round(ctx),
             )
         return self._copy_batches[key]
 

@@ -523,6 +523,18 @@ class PinnedTypes(ThroughputModel):
             return RunRate(0.0)
         return self.inner.run_rate(job, placement, cluster, done, batch_size)
 
+    def run_rates(
+        self,
+        job: Job,
+        placement: Placement,
+        cluster: Cluster,
+        done: float,
+        batches: Sequence[int | None],
+    ) -> list[RunRate]:
+        if self._off_type(job, placement, cluster):
+            return [RunRate(0.0)] * len(batches)
+        return self.inner.run_rates(job, placement, cluster, done, batches)
+
     def efficiency(self, job: Job, batch_size: int, done: float = 0.0) -> float | None:
         return self.inner.efficiency(job, batch_size, done)
 
@@ -557,7 +569,7 @@ def best_batch(
         key = (configuration_key(job), where, throughput.progress_class(job, done))
         if key in known:
             return known[key]
-    rates = [throughput.run_rate(job, placement, cluster, done, b).rate for b in choices]
+    rates = [r.rate for r in throughput.run_rates(job, placement, cluster, done, choices)]
     batch = choices[int(np.argmax(rates))]
     if known is not None:
         if len(known) >= MAX_KEPT_BATCHES:

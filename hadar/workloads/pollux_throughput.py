@@ -20,7 +20,7 @@ estimated.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
 
 import numpy as np
 
@@ -33,6 +33,9 @@ from hadar.core.jobs import Job, Placement
 from hadar.workloads.gpu_scaling import MEASURED_GPU, compute_scale
 
 NODE_GPUS = 4
+MAX_KEPT_RUN_RATES = 262_144
+"""At most this many rates kept by :class:`PolluxThroughput` (exact answers: starting afresh
+changes no figure)."""
 """GPUs per node of the measured testbed: how an unconsolidated gang is spread."""
 
 
@@ -105,6 +108,17 @@ class PolluxThroughput(ThroughputModel):
         at one batch asks for the same figure (a job's configurations: its batch grid x its counts)."""
         self._scales: dict[tuple[str, str], tuple[float, bool]] = {}
         """:meth:`_scale` by (GPU type, application)."""
+        self._run_rates: dict[tuple[str, tuple[int, ...], tuple[str, ...], int, int], RunRate] = {}
+        """:meth:`run_rate` of Pollux jobs by (application, GPUs per node sorted, GPU types,
+        total batch, epoch): it reads nothing else (a batch search asks for the same rates
+        every round); emptied at :data:`MAX_KEPT_RUN_RATES` entries."""
+        self._speeds: dict[
+            tuple[str, tuple[int, ...], tuple[str, ...], int], tuple[TraceRate, bool]
+        ] = {}
+        """:meth:`_speed` by (application, GPUs per node sorted, GPU types, total batch): the
+        part of a rate that does not change with the epoch; likewise bounded."""
+        self._epoch_efficiency: dict[tuple[str, int, int], float] = {}
+        """Statistical efficiency by (application, total batch, epoch); likewise bounded."""
 
     def _scale(self, gpu_type: str, application: str) -> tuple[float, bool]:
         """:func:`compute_scale`, once per GPU type and application in this model (every rate
@@ -143,25 +157,90 @@ class PolluxThroughput(ThroughputModel):
     ) -> RunRate:
         if not is_pollux_job(job):
             return self.fallback.run_rate(job, placement, cluster, done, batch_size)
+        return self._pollux_rates(job, placement, done, (batch_size,))[0]
+
+    def run_rates(
+        self,
+        job: Job,
+        placement: Placement,
+        cluster: Cluster,
+        done: float,
+        batches: Sequence[int | None],
+    ) -> list[RunRate]:
+        if not is_pollux_job(job):
+            return self.fallback.run_rates(job, placement, cluster, done, batches)
+        return self._pollux_rates(job, placement, done, batches)
+
+    def _pollux_rates(
+        self, job: Job, placement: Placement, done: float, batches: Sequence[int | None]
+    ) -> list[RunRate]:
+        """:meth:`run_rate` of a Pollux job at each of ``batches`` (None: the job's own)."""
         per_node = tuple(sum(per.values()) for per in placement.values() if sum(per.values()) > 0)
-        types = {t for per in placement.values() for t, c in per.items() if c > 0}
         if not per_node:
-            return RunRate(0.0)
+            return [RunRate(0.0)] * len(batches)
+        types = {t for per in placement.values() for t, c in per.items() if c > 0}
         trace = bundled_trace(job.job_type)
-        batch = batch_size if batch_size is not None else job_batch_size(job, trace)
         progress = done / trace.init_batch_size
-        # the slowest GPU type of the placement sets the pace (synchronous data parallelism)
+        where = (job.job_type, tuple(sorted(per_node)), tuple(sorted(types)))
+        epoch = trace.epoch_of(progress)
+        kept = self._run_rates
+        out = []
+        for batch_size in batches:
+            batch = batch_size if batch_size is not None else job_batch_size(job, trace)
+            key = (*where, batch, epoch)
+            hit = kept.get(key)
+            if hit is None:
+                if len(kept) >= MAX_KEPT_RUN_RATES:
+                    kept.clear()
+                hit = kept[key] = self._trace_run_rate(trace, per_node, types, batch, progress)
+            out.append(hit)
+        return out
+
+    def _trace_run_rate(
+        self,
+        trace: AppTrace,
+        per_node: tuple[int, ...],
+        types: set[str],
+        batch: int,
+        progress: float,
+    ) -> RunRate:
+        """:meth:`run_rate` from the trace: ``batch`` on ``per_node`` GPUs of ``types``,
+        ``progress`` iterations at M0 in (its speed there, whatever the progress, times the
+        statistical efficiency during the progress's epoch)."""
+        speed_key = (trace.name, tuple(sorted(per_node)), tuple(sorted(types)), batch)
+        speed = self._speeds.get(speed_key)
+        if speed is None:
+            if len(self._speeds) >= MAX_KEPT_RUN_RATES:
+                self._speeds.clear()
+            speed = self._speeds[speed_key] = self._speed(trace, per_node, types, batch)
+        rate, estimated = speed
+        eff_key = (trace.name, rate.batch_size, trace.epoch_of(progress))
+        eff = self._epoch_efficiency.get(eff_key)
+        if eff is None:
+            grad = trace.grad_stats(rate.batch_size, progress)
+            eff = float(statistical_efficiency(grad, trace.init_batch_size, rate.batch_size))
+            if len(self._epoch_efficiency) >= MAX_KEPT_RUN_RATES:
+                self._epoch_efficiency.clear()
+            self._epoch_efficiency[eff_key] = eff
+        return RunRate(
+            rate.throughput * eff, rate.batch_size, rate.throughput, eff, estimated=estimated
+        )
+
+    def _speed(
+        self, trace: AppTrace, per_node: tuple[int, ...], types: set[str], batch: int
+    ) -> tuple[TraceRate, bool]:
+        """The trace's rate at total ``batch`` on ``per_node`` GPUs of ``types`` (its efficiency
+        left at 1) and whether a type's compute scale is estimated: the slowest GPU type of the
+        placement sets the pace (synchronous data parallelism)."""
+        total, local, accum, total_batch, _ = trace.pace(per_node, batch)
+        own = TraceRate(total, local, accum, total_batch, total_batch / total, 1.0)
         worst: tuple[TraceRate, bool] | None = None
-        own = trace.rate(per_node, batch, progress)
         for gtype in sorted(types):
             rate, est = self._on_type(trace, per_node, own, gtype)
             if worst is None or rate.throughput < worst[0].throughput:
                 worst = (rate, est)
         assert worst is not None
-        rate, estimated = worst
-        return RunRate(
-            rate.goodput, rate.batch_size, rate.throughput, rate.efficiency, estimated=estimated
-        )
+        return worst
 
     def efficiency(self, job: Job, batch_size: int, done: float = 0.0) -> float | None:
         if not is_pollux_job(job):

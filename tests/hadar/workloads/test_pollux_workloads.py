@@ -222,3 +222,68 @@ def test_a_batchs_average_efficiency_weighs_each_epoch_by_its_progress(applicati
         lengths = np.diff(np.concatenate([[0.0], bounds]))
         expected = float(bounds[-1] / np.sum(lengths / np.maximum(effs, 1e-9)))
         assert model.average_efficiency(trace, batch) == expected
+
+
+def _trace_rate_oracle(application, per_node, types, batch, progress):
+    """A Pollux job's rate straight from the trace: its rate on the T4s, each type's compute
+    scaled, the slowest type's pace."""
+    from hadar.workloads.gpu_scaling import compute_scale
+    from hadar.workloads.pollux_throughput import scaled
+
+    trace = bundled_trace(application)
+    own = trace.rate(per_node, batch, progress)
+    worst = None
+    for gpu_type in sorted(types):
+        factor, estimated = compute_scale(gpu_type, application)
+        _, sync = trace.iteration_time(per_node, own.local_bsz)
+        rate = scaled(own, sync, factor)
+        if worst is None or rate.throughput < worst[0].throughput:
+            worst = (rate, estimated)
+    rate, estimated = worst
+    return rate.goodput, rate.batch_size, rate.throughput, rate.efficiency, estimated
+
+
+def test_a_pollux_jobs_kept_rates_are_the_traces_whatever_the_order_asked(monkeypatch):
+    from estimators.throughput import GavelThroughputTable
+    from hadar.clusters import load_cluster
+    from hadar.workloads import pollux_throughput
+    from hadar.workloads.pollux_throughput import PolluxThroughput
+
+    monkeypatch.setattr(pollux_throughput, "MAX_KEPT_RUN_RATES", 7)  # emptied many times
+    model = PolluxThroughput(GavelThroughputTable.bundled())
+    cluster = load_cluster("pollux-hetero-64")
+    rng = np.random.default_rng(3)
+    shapes = [
+        {"a": {"t4": 4}},
+        {"a": {"t4": 2}, "b": {"t4": 3}},
+        {"a": {"v100": 1}},
+        {"a": {"t4": 2, "k80": 1}},
+        {"a": {"k80": 4}, "b": {"v100": 2}},
+    ]
+    for application in ("cifar10", "imagenet"):
+        trace = bundled_trace(application)
+        job = Job(0, application, 1, 1e9, spec={"application": application})
+        target = trace.target_progress * trace.init_batch_size
+        for _ in range(60):
+            placement = shapes[rng.integers(len(shapes))]
+            done = float(rng.uniform(0, target))
+            batches = [
+                int(b) for b in rng.integers(trace.init_batch_size, 20 * trace.init_batch_size, 4)
+            ]
+            together = model.run_rates(job, placement, cluster, done, batches)
+            for batch, got in zip(batches, together, strict=True):
+                alone = model.run_rate(job, placement, cluster, done, batch)
+                assert alone == got
+                per_node = tuple(sum(p.values()) for p in placement.values())
+                types = {t for p in placement.values() for t in p}
+                expected = _trace_rate_oracle(
+                    application, per_node, types, batch, done / trace.init_batch_size
+                )
+                assert (
+                    got.rate,
+                    got.batch_size,
+                    got.throughput,
+                    got.efficiency,
+                    got.estimated,
+                ) == expected
+        assert len(model._run_rates) <= 7 and len(model._speeds) <= 7
