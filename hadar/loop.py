@@ -29,6 +29,7 @@ import numpy as np
 
 from estimators.throughput import ThroughputModel
 from hadar.core.cluster import Cluster
+from hadar.core.collector import cyclic_gc_paused
 from hadar.core.errors import HadarError
 from hadar.core.jobs import Job
 from hadar.core.threads import one_blas_thread
@@ -129,7 +130,7 @@ class RoundLoop(Generic[Outcome]):
         self.executor.prepare(index)
         ctx = self.executor.context(index)
         t0 = time.perf_counter()
-        with one_blas_thread():  # (hadar/core/threads.py)
+        with one_blas_thread(), cyclic_gc_paused():  # (hadar/core/threads.py, collector.py)
             plan = self.policy.decide(policy_view(ctx, self.views))
         decision_s = time.perf_counter() - t0
         state = self.policy.state() if self.executor.keeps_policy_state else {}

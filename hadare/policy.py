@@ -79,10 +79,10 @@ from hadar.policy import (
 )
 from hadar.round_progress import JobRound, job_restart_s, play_job_round
 from hadar.scheduler import HadarConfig, HadarPolicy
-from hadar.scheduler.elastic import ConfigurationMemo, adapts, best_batch
+from hadar.scheduler.elastic import adapts, best_batch
 from hadar.valuation import JobValuation, value_jobs
 from hadare.fork_lp import ForkDemand, fork_preferences
-from hadare.shadow import HadarReplay, Projection, ReplayRound
+from hadare.shadow import HadarReplay, Projection, ReplayRound, share_configurations
 from hadare.step_split import CopySlot, finishing_subset, split_steps
 from tracker.ids import DEFAULT_MAX_JOB_COUNT
 
@@ -163,9 +163,6 @@ class HadarEPolicy(Policy):
         """This decision's :meth:`_adapts` answers by job."""
         self._copy_batches: dict[tuple[int, Hashable], int | None] = {}
         """This decision's batches of adapting jobs' copies off the plan (:meth:`copy_batch`)."""
-        self._batch_memo = ConfigurationMemo()
-        """:func:`best_batch`'s answers for copies, kept between decisions as Hadar keeps its
-        own (for a model that does not learn)."""
         self._rates: dict[Hashable, float] = {}
         """This decision's rates of a job's copy by placement (:meth:`copy_rate`)."""
         self._keys: dict[int, tuple[Placement, Hashable]] = {}
@@ -188,6 +185,7 @@ class HadarEPolicy(Policy):
         self.finished: dict[int, float] = {}
         """When each job HadarE finished did, as its last round played (seconds)."""
         self._own = HadarPolicy(replace(self.config.hadar, single_node=True, endgame=False))
+        share_configurations(self._own, self.replay.hadar)
 
     def state(self) -> dict[str, Any]:
         """Plain Hadar's replay (its jobs, placements and policy state), the guide a look-ahead
@@ -220,6 +218,9 @@ class HadarEPolicy(Policy):
         self._own = HadarPolicy(replace(self.config.hadar, single_node=True, endgame=False))
         if "own" in state:
             self._own.restore(state["own"])
+        for replay in (self.replay, self.guide):
+            if replay is not None:
+                share_configurations(self._own, replay.hadar)
 
     def decide(self, ctx: RoundContext) -> RoundPlan:
         self._refills = {}  # last round's refills are not this round's
@@ -525,13 +526,14 @@ class HadarEPolicy(Policy):
             return planned
         key = (job_id, self.placement_key(placement))
         if key not in self._copy_batches:
-            self._batch_memo.for_round(ctx)
+            memo = self._own.configurations  # Hadar's answers, shared (share_configurations)
+            memo.for_round(ctx)
             self._copy_batches[key] = best_batch(
                 ctx.status(job_id),
                 placement,
                 ctx.cluster,
                 ctx.throughput,
-                self._batch_memo.batches_for_round(ctx),
+                memo.batches_for_round(ctx),
             )
         return self._copy_batches[key]
 

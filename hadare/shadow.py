@@ -185,6 +185,7 @@ class HadarReplay:
         twin = HadarReplay(self.config)
         twin.decisions = self.decisions
         twin.hadar = copy_policy(self.hadar)
+        share_configurations(self.hadar, twin.hadar)
         twin.jobs = {
             j: ReplayedJob(r.job, r.remaining, _copy_service(r.service))
             for j, r in self.jobs.items()
@@ -215,6 +216,7 @@ class HadarReplay:
         twin = HadarReplay(self.config)
         twin.decisions = self.decisions
         twin.hadar = copy_policy(self.hadar)
+        share_configurations(self.hadar, twin.hadar)
         for st in ctx.jobs:
             service = _service_of(st)
             outcome = played.get(st.job_id)
@@ -358,6 +360,15 @@ def _decision_key(policy: Policy, view: RoundContext) -> str:
         ],
         sort_keys=True,
     )
+
+
+def share_configurations(source: Policy, target: Policy) -> None:
+    """Where both are Hadar, ``target`` keeps the adapting jobs' configurations and best batches
+    in ``source``'s memo (:class:`ConfigurationMemo`): both decide for the same kinds of jobs
+    on the same cluster and throughput model, whose answers do not depend on the deciding
+    policy's configuration or state, so each is computed once."""
+    if isinstance(source, HadarPolicy) and isinstance(target, HadarPolicy):
+        target.configurations = source.configurations
 
 
 def copy_policy(policy: Policy) -> Policy:

@@ -25,14 +25,13 @@ knobs in :mod:`hadar.scheduler.config`.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
+from hadar.core.collector import cyclic_gc_paused
 from hadar.core.jobs import Placement
 from hadar.core.threads import one_blas_thread
 from hadar.policy import LineStyle, Policy, PolicyInfo, RoundContext, RoundPlan, register_policy
@@ -224,22 +223,6 @@ class HadarPolicy(Policy):
             for v in vals
         ]
         return vals, entries, self._prices(vals, vals, entries, ctx)
-
-
-@contextmanager
-def cyclic_gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for one decision, then restore its state. A round
-    allocates up to millions of short-lived objects (entries, candidates, DP states) that reference
-    counting frees (none is part of a cycle), and every collection they would trigger scans the whole
-    heap: 15 % of a 100,000-job round's CPU time. Garbage cycles made meanwhile wait for the
-    next collection."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 @register_policy

@@ -123,3 +123,21 @@ def test_only_a_job_not_yet_forked_jumps_several_copies_at_once() -> None:
     alone = _grown(["n0"])
     assert alone is not None and len(alone) > 2
     assert _grown(["n0", "n1"]) is None
+
+
+def test_hadars_inside_hadare_share_their_configurations_and_decide_as_apart() -> None:
+    from hadar import api
+    from hadar.scheduler.elastic import ConfigurationMemo
+    from hadar.workloads.pollux import pollux_jobs
+
+    shared = HadarEPolicy()
+    assert shared.replay.hadar.configurations is shared._own.configurations
+    apart = HadarEPolicy()
+    apart.replay.hadar.configurations = ConfigurationMemo()  # as before they were shared
+    jobs = pollux_jobs("pollux-2")[:8]
+    runs = [api.simulate("pollux-hetero-64", jobs, p, round_s=60.0) for p in (shared, apart)]
+    assert runs[0].placements.equals(runs[1].placements)
+    assert runs[0].placements["copy"].max() > 0  # it forked: copies' batches came from the memo
+    restored = HadarEPolicy()
+    restored.restore(shared.state())
+    assert restored.replay.hadar.configurations is restored._own.configurations
