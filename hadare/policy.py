@@ -163,6 +163,8 @@ class HadarEPolicy(Policy):
         """This decision's :meth:`_adapts` answers by job."""
         self._copy_batches: dict[tuple[int, Hashable], int | None] = {}
         """This decision's batches of adapting jobs' copies off the plan (:meth:`copy_batch`)."""
+        self._copy_batch_answers: dict[tuple[int, Hashable], int | None] = {}
+        """:meth:`copy_batch`'s answers for the plan followed now (emptied by :meth:`_follow`)."""
         self._rates: dict[Hashable, float] = {}
         """This decision's rates of a job's copy by placement (:meth:`copy_rate`)."""
         self._keys: dict[int, tuple[Placement, Hashable]] = {}
@@ -225,7 +227,7 @@ class HadarEPolicy(Policy):
     def decide(self, ctx: RoundContext) -> RoundPlan:
         self._refills = {}  # last round's refills are not this round's
         self._rates = {}  # a learning model's rates may have changed since the last decision
-        self._adapting, self._copy_batches = {}, {}
+        self._adapting, self._copy_batches, self._copy_batch_answers = {}, {}, {}
         self._keys, self._ran_in = {}, None
         self._projected = None
         if self.replay.out_of_step(ctx):
@@ -514,6 +516,7 @@ class HadarEPolicy(Policy):
         """Fork onto ``plan``: each job's batch there, and the placement it applies to."""
         self._batches = _batches(plan)
         self._planned = {a.job_id: _canonical(a.placement) for a in plan.assignments if a.copy == 0}
+        self._copy_batch_answers = {}
 
     def copy_batch(self, job_id: int, placement: Placement, ctx: RoundContext) -> int | None:
         """The total batch a copy of the job on ``placement`` runs at: the plan's, except for a
@@ -522,9 +525,13 @@ class HadarEPolicy(Policy):
         planned = self._batches.get(job_id)
         if not self._adapts_id(job_id, ctx):
             return planned
-        if job_id in self._planned and _canonical(placement) == self._planned[job_id]:
-            return planned
         key = (job_id, self.placement_key(placement))
+        answers = self._copy_batch_answers
+        if key in answers:
+            return answers[key]
+        if job_id in self._planned and _canonical(placement) == self._planned[job_id]:
+            answers[key] = planned
+            return planned
         if key not in self._copy_batches:
             memo = self._own.configurations  # Hadar's answers, shared (share_configurations)
             memo.for_round(ctx)
@@ -535,7 +542,8 @@ class HadarEPolicy(Policy):
                 ctx.throughput,
                 memo.batches_for_round(ctx),
             )
-        return self._copy_batches[key]
+        answers[key] = self._copy_batches[key]
+        return answers[key]
 
     def _seconds(
         self, ctx: RoundContext, copies: Mapping[int, Mapping[str, Placement]]
@@ -1034,12 +1042,15 @@ def _fork_adapting(
     policy = check.policy
     added = 0
     refused: set[int] = set()
+    finish: dict[int, float] = {}  # each job's planned finish while its copies stay
     while True:
         order = []
         for job_id, v in vals.items():
             have = copies.get(job_id, {})
             if job_id not in refused and have and len(have) < n_copies:
-                order.append((-_planned_finish(v, have, ctx, policy), job_id))
+                if job_id not in finish:
+                    finish[job_id] = _planned_finish(v, have, ctx, policy)
+                order.append((-finish[job_id], job_id))
         if not order:
             return added
         _, job_id = min(order)
@@ -1069,6 +1080,7 @@ def _fork_adapting(
                 free -= cluster.placement_matrix(copy)
                 added += 1
         copies[job_id] = best
+        finish.pop(job_id, None)
 
 
 def _may_fork(have: Mapping[str, Placement], n_copies: int) -> bool:

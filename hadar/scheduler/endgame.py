@@ -138,7 +138,7 @@ def _plan_rounds(
     the same arithmetic in the same order as the helpers', so the same plans. A job's bound and
     options in a round depend on its own state alone and are worked out once per state, and the
     recursive closures are released when done: their reference cycles would otherwise be left to
-    the cyclic collector, which :func:`hadar.scheduler.cyclic_gc_paused` holds off during a
+    the cyclic collector, which :func:`hadar.core.collector.cyclic_gc_paused` holds off during a
     decision (one HadarE simulation made millions of them)."""
     n_types = len(counts)
     inf = math.inf
