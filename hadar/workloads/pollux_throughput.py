@@ -33,10 +33,10 @@ from hadar.core.jobs import Job, Placement
 from hadar.workloads.gpu_scaling import MEASURED_GPU, compute_scale
 
 NODE_GPUS = 4
+"""GPUs per node of the measured testbed: how an unconsolidated gang is spread."""
 MAX_KEPT_RUN_RATES = 262_144
 """At most this many rates kept by :class:`PolluxThroughput` (exact answers: starting afresh
 changes no figure)."""
-"""GPUs per node of the measured testbed: how an unconsolidated gang is spread."""
 
 
 def is_pollux_job(job: Job) -> bool:
