@@ -26,7 +26,7 @@ from estimators.iterations import IterationSample
 from hadar.core.cluster import Cluster
 from hadar.core.errors import InputError, shorten
 from hadar.core.gpu_catalogue import canonical_gpu
-from hadar.core.jobs import Job, Placement
+from hadar.core.jobs import Job, Placement, as_gang
 from hadar.core.validation import MAX_GANG_GPUS, MAX_THROUGHPUT, MIN_THROUGHPUT, load_json
 
 DEFAULT_UNCONSOLIDATED_PENALTY = 0.75
@@ -88,6 +88,15 @@ class ThroughputModel(ABC):
         Cell (h, k) holds the whole gang's steps/s when its slowest GPU is a type-k GPU of node h
         (0 where the job cannot run there). Policies compute bottlenecks from these arrays.
         """
+
+    def gang_rates(
+        self, job: Job, width: int, batches: Sequence[int | None], cluster: Cluster
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`cell_rates` of ``job`` as a gang of ``width`` GPUs at each total batch of
+        ``batches`` (None: its own), stacked as ``[batch, node, gpu type]`` (an elastic job's
+        configuration search, which a model may answer at once; this default: one by one)."""
+        pairs = [self.cell_rates(as_gang(job, width, b), cluster) for b in batches]
+        return np.stack([c for c, _ in pairs]), np.stack([u for _, u in pairs])
 
     def describe(self, job: Job, cluster: Cluster) -> str:
         """Where the figures for ``job`` come from (for reports)."""

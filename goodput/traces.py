@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from importlib import resources
@@ -166,6 +167,27 @@ class LinearInterpolator:
         out: np.ndarray = per_hit.mean(axis=0)
         return out
 
+    def many(self, queries: np.ndarray) -> np.ndarray:
+        """``[query, value]``: each row of ``queries`` as :meth:`__call__` answers it, with the
+        same arithmetic on each, the simplices of all queries handled together."""
+        nears = [self._near(q) for q in queries]
+        rows = np.concatenate(nears)
+        owner = np.repeat(np.arange(len(queries)), [len(n) for n in nears])
+        bary = np.einsum("sij,sj->si", self.inverse[rows], queries[owner] - self.base[rows])
+        last = 1.0 - bary.sum(axis=1)
+        inside = np.all(bary >= -1e-9, axis=1) & (last >= -1e-9)
+        weights = np.concatenate([bary[inside], last[inside, None]], axis=1)  # hit x vertex
+        per_hit = np.einsum("hv,hvk->hk", weights, self.values[self.simplices[rows[inside]]])
+        cuts = np.searchsorted(owner[inside], np.arange(len(queries) + 1))
+        out = np.empty((len(queries), self.values.shape[1]))
+        for i, query in enumerate(queries):
+            lo, hi = cuts[i], cuts[i + 1]
+            if lo == hi:
+                out[i] = self.values[int(np.argmin(np.sum((self.points - query) ** 2, axis=1)))]
+            else:
+                out[i] = per_hit[lo:hi].mean(axis=0)
+        return out
+
 
 @dataclass(frozen=True)
 class ValidationRun:
@@ -289,6 +311,25 @@ class AppTrace:
         self._cache[key] = (step, sync)
         return step, sync
 
+    def iteration_times(
+        self, per_node: tuple[int, ...], local_bszs: Sequence[float]
+    ) -> list[tuple[float, float]]:
+        """:meth:`iteration_time` at each of ``local_bszs`` on one placement, the interpolations
+        not yet known made at once (:meth:`LinearInterpolator.many`)."""
+        counts = tuple(sorted(c for c in per_node if c > 0))
+        todo = list(
+            dict.fromkeys(float(b) for b in local_bszs if (counts, float(b)) not in self._cache)
+        )
+        if len(todo) > 1 and counts and self._exact_placement(counts) is None:
+            head = [min(len(counts), 16), sum(counts)]
+            clipped = [
+                float(min(max(b, self.min_local_bsz), self.measured_max_local_bsz)) for b in todo
+            ]
+            out = self.interpolator().many(np.array([[*head, m] for m in clipped], dtype=float))
+            for b, (step, sync) in zip(todo, out, strict=True):
+                self._cache[(counts, b)] = (float(step), float(sync))
+        return [self.iteration_time(per_node, b) for b in local_bszs]
+
     def _exact_placement(self, counts: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray] | None:
         if not self._exact:
             means = self.placements.groupby(["placement", "local_bsz"], as_index=False, sort=True)[
@@ -389,8 +430,19 @@ class AppTrace:
         replicas = sum(per_node)
         local, accum = self.split_batch(replicas, batch_size)
         step, sync = self.iteration_time(per_node, local)
-        total = step + accum * (step - sync)
-        return total, local, accum, replicas * local * (accum + 1), sync
+        return _paced(step, sync, local, accum, replicas)
+
+    def paces(
+        self, per_node: tuple[int, ...], batch_sizes: Sequence[int]
+    ) -> list[tuple[float, int, int, int, float]]:
+        """:meth:`pace` at each of ``batch_sizes`` (their iteration times looked up at once)."""
+        replicas = sum(per_node)
+        splits = [self.split_batch(replicas, b) for b in batch_sizes]
+        times = self.iteration_times(per_node, [local for local, _ in splits])
+        return [
+            _paced(step, sync, local, accum, replicas)
+            for (step, sync), (local, accum) in zip(times, splits, strict=True)
+        ]
 
     def rate(self, per_node: tuple[int, ...], batch_size: int, progress: float) -> TraceRate:
         """The job's true throughput and efficiency at total batch ``batch_size`` (split as
@@ -399,6 +451,13 @@ class AppTrace:
         grad = self.grad_stats(batch, progress)
         eff = float(statistical_efficiency(grad, self.init_batch_size, batch))
         return TraceRate(total, local, accum, batch, batch / total, eff)
+
+
+def _paced(
+    step: float, sync: float, local: int, accum: int, replicas: int
+) -> tuple[float, int, int, int, float]:
+    """:meth:`AppTrace.pace`'s answer from one pass's step and sync times and the batch split."""
+    return step + accum * (step - sync), local, accum, replicas * local * (accum + 1), sync
 
 
 def _exact_text(value: float) -> str:

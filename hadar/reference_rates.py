@@ -26,9 +26,10 @@ def best_rate_per_type(
     rates_cons: np.ndarray, rates_unc: np.ndarray, capacity: np.ndarray, w: int
 ) -> np.ndarray:
     """Per GPU type, the gang's fastest rate on that type alone: consolidated on a node with W of
-    them, else across nodes when the type has W in all; 0 where the type cannot hold the gang."""
-    cons = np.where(capacity >= w, rates_cons, 0.0).max(axis=0, initial=0.0)
-    unc = np.where(capacity > 0, rates_unc, 0.0).max(axis=0, initial=0.0)
+    them, else across nodes when the type has W in all; 0 where the type cannot hold the gang.
+    Rates stacked as ``[..., node, gpu type]`` give ``[..., gpu type]``."""
+    cons = np.where(capacity >= w, rates_cons, 0.0).max(axis=-2, initial=0.0)
+    unc = np.where(capacity > 0, rates_unc, 0.0).max(axis=-2, initial=0.0)
     unc = np.where(capacity.sum(axis=0) >= w, unc, 0.0)
     return np.asarray(np.where(cons > 0, cons, unc))
 

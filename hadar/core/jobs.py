@@ -96,6 +96,14 @@ def placement_gpus(placement: Placement) -> int:
     return sum(c for per in placement.values() for c in per.values())
 
 
+def as_gang(job: Job, width: int, batch: int | None) -> Job:
+    """``job`` as a rigid gang of ``width`` GPUs at total batch ``batch`` (None: its own)."""
+    spec = dict(job.spec)
+    if batch is not None:
+        spec["batch_size"] = batch
+    return replace(job, num_gpus=width, spec=MappingProxyType(spec))
+
+
 def at_placement(job: Job, placement: Placement) -> Job:
     """``job`` as it runs on ``placement``: an elastic job at the placement's GPU count when
     that count is within its range; any other job unchanged."""

@@ -42,7 +42,7 @@ from estimators.iterations import IterationSample
 from estimators.throughput import RunRate, ThroughputModel
 from goodput.model import BATCH_CANDIDATES
 from hadar.core.cluster import Cluster
-from hadar.core.jobs import Job, JobStatus, Placement
+from hadar.core.jobs import Job, JobStatus, Placement, as_gang
 from hadar.policy import RoundContext, RoundPlan
 from hadar.reference_rates import best_rate_per_type
 from primal_dual.lp_prices import configuration_lp
@@ -146,27 +146,19 @@ def widths(job: Job, cluster: Cluster) -> list[int]:
     return sorted(w for w in out if lo <= w <= hi)
 
 
-def configured(job: Job, width: int, batch: int | None) -> Job:
-    """``job`` as a rigid gang of ``width`` GPUs at total batch ``batch``."""
-    spec = dict(job.spec)
-    if batch is not None:
-        spec["batch_size"] = batch
-    return replace(job, num_gpus=width, spec=MappingProxyType(spec))
-
-
 def configurations(job: Job, cluster: Cluster, throughput: ThroughputModel) -> list[Configuration]:
     """Every (type, width) the job can run on, each at its best batch (rate > 0 only)."""
     cap = cluster.capacity
     best: dict[tuple[int, int], Configuration] = {}
+    batches = batch_choices(job)
     for w in widths(job, cluster):
-        for b in batch_choices(job):
-            cons, unc = throughput.cell_rates(configured(job, w, b), cluster)
-            rates = best_rate_per_type(cons, unc, cap, w)
-            for k in np.flatnonzero(rates > 0):
-                rate = float(rates[k])
-                old = best.get((int(k), w))
-                if old is None or rate > old.rate:
-                    best[(int(k), w)] = Configuration(int(k), w, b, rate)
+        cons, unc = throughput.gang_rates(job, w, batches, cluster)
+        rates = best_rate_per_type(cons, unc, cap, w)  # [batch, type]
+        firsts = np.argmax(rates, axis=0)  # the first batch of the type's best rate
+        for k, i in enumerate(firsts):
+            rate = float(rates[i, k])
+            if rate > 0:
+                best[(k, w)] = Configuration(k, w, batches[i], rate)
     return [best[key] for key in sorted(best)]
 
 
@@ -459,7 +451,7 @@ def _rigid_view(ctx: RoundContext, chosen: dict[int, Configuration]) -> RoundCon
     jobs: list[JobStatus] = []
     for s in ctx.jobs:
         c = chosen.get(s.job_id)
-        jobs.append(s if c is None else replace(s, job=configured(s.job, c.width, c.batch)))
+        jobs.append(s if c is None else replace(s, job=as_gang(s.job, c.width, c.batch)))
     current = {
         key: p
         for key, p in ctx.current.items()

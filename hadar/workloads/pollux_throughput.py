@@ -76,6 +76,12 @@ def scaled(rate: TraceRate, sync_s: float, factor: float) -> TraceRate:
     )
 
 
+def step_on(step_s: float, sync_s: float, accum: int, factor: float) -> float:
+    """An iteration's time (``accum`` accumulation passes and one synchronising pass taking
+    ``step_s``) with its compute scaled by ``factor``; unchanged at factor 1."""
+    return step_s if factor == 1.0 else scaled_step_time(step_s, sync_s, accum + 1, factor)
+
+
 def scaled_step_time(step_s: float, sync_s: float, passes: int, factor: float) -> float:
     """An iteration of ``passes`` passes taking ``step_s`` with its compute time scaled by
     ``factor`` (the sync time ``sync_s`` kept)."""
@@ -103,6 +109,8 @@ class PolluxThroughput(ThroughputModel):
         self._cells: dict[
             tuple[str, int, int, tuple[str, ...], tuple[int, ...]], tuple[np.ndarray, np.ndarray]
         ] = {}
+        self._gangs: dict[tuple[str, int, int, tuple[str, ...]], tuple[np.ndarray, np.ndarray]] = {}
+        """:meth:`_gang_rows` by (application, GPU count, total batch, GPU types)."""
         self._efficiency: dict[tuple[str, int], float] = {}
         """:meth:`average_efficiency` by (application, total batch): every GPU count of a job
         at one batch asks for the same figure (a job's configurations: its batch grid x its counts)."""
@@ -305,23 +313,49 @@ class PolluxThroughput(ThroughputModel):
         key = (job.job_type, job.num_gpus, batch, cluster.gpu_types, cluster.capacity.shape)
         hit = self._cells.get(key)
         if hit is None:
-            eff = self.average_efficiency(trace, batch)
-            per_type = []
-            for per_node in ((job.num_gpus,), spread(job.num_gpus)):
-                # the same on every type before scaling (as :meth:`_on_type` scales a rate)
-                step, _, accum, total_batch, sync = trace.pace(per_node, batch)
-                row = []
-                for gtype in cluster.gpu_types:
-                    factor = self._scale(gtype, trace.name)[0]
-                    if factor != 1.0:
-                        step_on = scaled_step_time(step, sync, accum + 1, factor)
-                    else:
-                        step_on = step
-                    row.append(total_batch / step_on * eff)
-                per_type.append(np.array(row))
-            cons, unc = (np.broadcast_to(a, cluster.capacity.shape) for a in per_type)
+            rows = self._gang_rows(trace, job.num_gpus, [batch], cluster.gpu_types)[0]
+            cons, unc = (np.broadcast_to(a, cluster.capacity.shape) for a in rows)
             hit = self._cells[key] = (cons, unc)
         return hit[0], hit[1]
+
+    def gang_rates(
+        self, job: Job, width: int, batches: Sequence[int | None], cluster: Cluster
+    ) -> tuple[np.ndarray, np.ndarray]:
+        if not is_pollux_job(job):
+            return super().gang_rates(job, width, batches, cluster)
+        trace = bundled_trace(job.job_type)
+        own = job_batch_size(job, trace)
+        totals = [own if b is None else int(b) for b in batches]
+        rows = self._gang_rows(trace, width, totals, cluster.gpu_types)
+        shape = (len(rows), *cluster.capacity.shape)
+        cons, unc = (np.array(side)[:, None, :] for side in zip(*rows, strict=True))
+        return np.broadcast_to(cons, shape), np.broadcast_to(unc, shape)
+
+    def _gang_rows(
+        self, trace: AppTrace, width: int, batches: Sequence[int], gpu_types: tuple[str, ...]
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per total batch of ``batches``, a ``width``-GPU gang's goodput on each GPU type (at
+        the training's average efficiency), consolidated on one node and spread
+        (:func:`spread`): the same on every node of a type."""
+        keys = [(trace.name, width, b, gpu_types) for b in batches]
+        todo = list(
+            dict.fromkeys(b for b, key in zip(batches, keys, strict=True) if key not in self._gangs)
+        )
+        if todo:
+            factors = [self._scale(gtype, trace.name)[0] for gtype in gpu_types]
+            # the same on every type before scaling (as :meth:`_on_type` scales a rate)
+            sides = [trace.paces(per_node, todo) for per_node in ((width,), spread(width))]
+            for i, batch in enumerate(todo):
+                eff = self.average_efficiency(trace, batch)
+                rows = []
+                for paces in sides:
+                    step, _, accum, total_batch, sync = paces[i]
+                    row = [
+                        total_batch / step_on(step, sync, accum, factor) * eff for factor in factors
+                    ]
+                    rows.append(np.array(row))
+                self._gangs[(trace.name, width, batch, gpu_types)] = (rows[0], rows[1])
+        return [self._gangs[key] for key in keys]
 
     def describe(self, job: Job, cluster: Cluster) -> str:
         if not is_pollux_job(job):

@@ -101,6 +101,40 @@ def test_the_shortlisted_simplices_give_what_every_simplex_gives(app):
         assert np.array_equal(interp(q), _every_simplex(interp, q)), q
 
 
+@pytest.mark.parametrize("app", ["cifar10", "ncf"])
+def test_queries_answered_together_are_each_answered_alone_to_the_last_bit(app):
+    interp = bundled_trace(app).interpolator()
+    rng = np.random.default_rng(11)
+    low, high = interp.points.min(axis=0), interp.points.max(axis=0)
+    on_grid = [
+        [n, r, m]
+        for n in (1, 2, 7)
+        for r in (1, 6, 40)
+        for m in np.unique(interp.points[:, 2])[::5]
+    ]
+    queries = np.array(
+        [*interp.points[::7], *on_grid, *rng.uniform(low - 1, high + 1, size=(200, 3))]
+    )
+    together = interp.many(queries)
+    assert together.shape == (len(queries), interp.values.shape[1])
+    for q, row in zip(queries, together, strict=True):
+        assert np.array_equal(row, interp(q)), q
+
+
+@pytest.mark.parametrize("app", ["cifar10", "imagenet", "bert"])
+def test_paces_at_once_are_each_pace_alone(app):
+    trace = bundled_trace(app)
+    batches = sorted(
+        {int(b) for b in np.geomspace(trace.init_batch_size, trace.max_batch_size, 30)}
+    )
+    for per_node in ((1,), (4,), (2, 2), (3, 3, 2), (4, 4, 4, 4, 4)):
+        trace._cache.clear()  # every interpolation made by the call under test
+        together = trace.paces(per_node, [*batches, batches[0]])
+        trace._cache.clear()
+        alone = [trace.pace(per_node, b) for b in [*batches, batches[0]]]
+        assert together == alone, per_node
+
+
 def test_the_candidates_kept_per_nodes_and_replicas_give_the_same_answers_after_a_reset(
     monkeypatch,
 ):

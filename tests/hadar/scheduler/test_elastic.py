@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
+from estimators.throughput import ThroughputModel
 from goodput.traces import bundled_trace
 from hadar.core.cluster import Cluster, Node
-from hadar.core.jobs import Job, JobStatus
+from hadar.core.jobs import Job, JobStatus, as_gang
 from hadar.policy import RoundContext
 from hadar.reference_rates import best_rate_per_type
 from hadar.scheduler import HadarConfig, HadarPolicy, elastic
@@ -25,7 +26,6 @@ from hadar.scheduler.elastic import (
     best_batch,
     configuration_key,
     configurations,
-    configured,
     elastic_round,
     longest_first_ranks,
     widths,
@@ -118,11 +118,27 @@ def test_each_configuration_takes_the_batch_of_the_largest_rate() -> None:
     configs = configurations(job, MIXED, ctx.throughput)
     assert {c.gpu_type for c in configs} == {0, 1, 2}
     for c in configs:
+        # one batch at a time, as a rigid gang: the configuration is the first batch of the best
+        per_batch = []
         for b in batch_choices(job):
-            cons, unc = ctx.throughput.cell_rates(configured(job, c.width, b), MIXED)
-            assert (
-                best_rate_per_type(cons, unc, MIXED.capacity, c.width)[c.gpu_type] <= c.rate + 1e-9
-            )
+            cons, unc = ctx.throughput.cell_rates(as_gang(job, c.width, b), MIXED)
+            per_batch.append(best_rate_per_type(cons, unc, MIXED.capacity, c.width)[c.gpu_type])
+        best = max(per_batch)
+        assert c.rate == best
+        assert c.batch == batch_choices(job)[per_batch.index(best)]
+
+
+@pytest.mark.parametrize("app", ["cifar10", "bert"])
+def test_a_models_gang_rates_at_once_are_its_cell_rates_one_batch_at_a_time(app: str) -> None:
+    ctx = _ctx(f"j,0,{app},4,{bundled_trace(app).init_batch_size * 2}\n")
+    job, model = ctx.jobs[0].job, ctx.throughput
+    batches = [*batch_choices(job), None]
+    for w in widths(job, MIXED):
+        together = model.gang_rates(job, w, batches, MIXED)
+        by_default = ThroughputModel.gang_rates(PolluxThroughput(TABLE), job, w, batches, MIXED)
+        for stacked, default in zip(together, by_default, strict=True):
+            assert stacked.shape == (len(batches), *MIXED.capacity.shape)
+            assert np.array_equal(stacked, default)
 
 
 def test_a_lone_job_takes_its_fastest_configuration() -> None:
