@@ -170,6 +170,8 @@ class LinearInterpolator:
     def many(self, queries: np.ndarray) -> np.ndarray:
         """``[query, value]``: each row of ``queries`` as :meth:`__call__` answers it, with the
         same arithmetic on each, the simplices of all queries handled together."""
+        if len(queries) == 0:
+            return np.empty((0, self.values.shape[1]))
         nears = [self._near(q) for q in queries]
         rows = np.concatenate(nears)
         owner = np.repeat(np.arange(len(queries)), [len(n) for n in nears])

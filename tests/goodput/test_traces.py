@@ -119,6 +119,7 @@ def test_queries_answered_together_are_each_answered_alone_to_the_last_bit(app):
     assert together.shape == (len(queries), interp.values.shape[1])
     for q, row in zip(queries, together, strict=True):
         assert np.array_equal(row, interp(q)), q
+    assert interp.many(queries[:0]).shape == (0, interp.values.shape[1])
 
 
 @pytest.mark.parametrize("app", ["cifar10", "imagenet", "bert"])
