@@ -14,8 +14,9 @@ Targets (issue 11): a round of 2,048 jobs on sim-60gpu <= 0.10 s, 10,000 jobs on
 1.0 s, 100,000 jobs on 8,192 x 8 <= 10 s and <= 4 GB; ``hadar simulate`` of philly-480 <= 2 s;
 a 10,000-job Poisson trace on 1,024 x 8, whole simulation, <= 10 min.
 
-The log-log plot shows CPU seconds per round against jobs (1,024 x 8 GPUs), nodes (10,000 jobs)
-and GPU types (10,000 jobs, 1,024 nodes), with each sweep's fitted exponent.
+With ``--plot PATH`` (the docs' figure: ``docs/figures/scale.png``; none by default, so a run
+changes no file), a log-log plot shows CPU seconds per round against jobs (1,024 x 8 GPUs),
+nodes (10,000 jobs) and GPU types (10,000 jobs, 1,024 nodes), with each sweep's fitted exponent.
 """
 
 from __future__ import annotations
@@ -185,7 +186,9 @@ def main() -> None:
     )
     ap.add_argument("--skip-100k", action="store_true")
     ap.add_argument("--skip-sim", action="store_true", help="skip the whole simulations")
-    ap.add_argument("--plot", type=Path, default=ROOT / "docs" / "figures" / "scale.png")
+    ap.add_argument(
+        "--plot", type=Path, default=None, help="draw the log-log plot there (none by default)"
+    )
     ap.add_argument("--child", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
@@ -237,6 +240,8 @@ def main() -> None:
                 f"peak {s['peak_mb']:,.0f} MB  TTD {s['ttd_h']:.2f} h  avg JCT {s['avg_jct_h']:.2f} h",
                 flush=True,
             )
+    if args.plot is None:
+        return
     try:
         plot(sweeps, args.plot)
         print(f"plot: {args.plot}")
