@@ -188,6 +188,9 @@ class HadarEPolicy(Policy):
         """When each job HadarE finished did, as its last round played (seconds)."""
         self._own = HadarPolicy(replace(self.config.hadar, single_node=True, endgame=False))
         share_configurations(self._own, self.replay.hadar)
+        self.in_rollout = False
+        """Whether this HadarE plays a look-ahead's rollout (its replay shares the deciding
+        HadarE's remembered decisions, which it leaves on)."""
 
     def state(self) -> dict[str, Any]:
         """Plain Hadar's replay (its jobs, placements and policy state), the guide a look-ahead
@@ -230,6 +233,13 @@ class HadarEPolicy(Policy):
         self._adapting, self._copy_batches, self._copy_batch_answers = {}, {}, {}
         self._keys, self._ran_in = {}, None
         self._projected = None
+        # plain Hadar's decisions are remembered for the look-ahead's rollouts, which replay them;
+        # in a round that cannot look ahead, remembering them (a key of the whole state) is waste
+        if not self.in_rollout:  # a rollout's decisions are the look-ahead's: it remembers them
+            looks_ahead = self._may_look_ahead(ctx)
+            for replay_ in (self.replay, self.guide):
+                if replay_ is not None:
+                    replay_.decisions.enabled = looks_ahead
         if self.replay.out_of_step(ctx):
             # nodes came and went: the replay would play rounds that never ran; Hadar from here
             self.replay.resync(ctx, _primary_copies(ctx))
@@ -373,12 +383,8 @@ class HadarEPolicy(Policy):
         than plain Hadar, on either; it then guides the never-behind rule (module docstring,
         "Look-ahead"). None: keep ``kept`` and the guide."""
         cfg = self.config
-        if not by_id or len(by_id) > cfg.lookahead_jobs or ctx.nodes_may_change:
-            return None  # (a rollout plays on the nodes up now: it cannot see them leave)
-        if len(ctx.cluster.nodes) > cfg.lookahead_nodes:
+        if not self._may_look_ahead(ctx):
             return None
-        if all(self._adapts(v, ctx) for v in by_id.values()):
-            return None  # nothing to fork: the round is Hadar's, whose choices are not re-judged
         ids = sorted(by_id)
         hadar = self.replay.projected(ctx, sorted(self.replay.jobs), cfg.lookahead_rounds)
         if hadar is None:
@@ -404,6 +410,7 @@ class HadarEPolicy(Policy):
             }
             twin = guide.rebased(ctx, played, _primary_copies(replace(ctx, current=runs)))
             probe = HadarEPolicy(replace(cfg, lookahead_jobs=0))
+            probe.in_rollout = True
             probe.restore(
                 {"replay": (guide if cand is kept else twin).state(), "own": self._own.state()}
             )
@@ -450,6 +457,20 @@ class HadarEPolicy(Policy):
         self.guide = best[2]
         self._projected = best[0].last_finish
         return best[1]
+
+    def _may_look_ahead(self, ctx: RoundContext) -> bool:
+        """Whether the round may look ahead: it has jobs, at most ``lookahead_jobs``, on at most
+        ``lookahead_nodes`` nodes that stay (a rollout plays on the nodes up now: it cannot see
+        them leave), and one job at least that does not adapt (else nothing forks: the round is
+        Hadar's, whose choices are not re-judged)."""
+        cfg = self.config
+        jobs = ctx.jobs
+        return (
+            0 < len(jobs) <= cfg.lookahead_jobs
+            and not ctx.nodes_may_change
+            and len(ctx.cluster.nodes) <= cfg.lookahead_nodes
+            and not all(self._adapts_id(s.job_id, ctx) for s in jobs)
+        )
 
     def _fork_onto(
         self,

@@ -316,9 +316,12 @@ class DecisionCache:
     def __init__(self) -> None:
         self._model: object | None = None
         self._plans: dict[str, tuple[RoundPlan, str]] = {}
+        self.enabled = True
+        """Whether decisions are remembered and looked up now (off: each is decided afresh,
+        as it would be: where no rollout will ask again, keying the state is the only cost)."""
 
     def decide(self, policy: Policy, view: RoundContext) -> RoundPlan:
-        if not isinstance(policy, HadarPolicy) or view.throughput.learns:
+        if not self.enabled or not isinstance(policy, HadarPolicy) or view.throughput.learns:
             return policy.decide(view)
         if self._model is not view.throughput:
             self._model, self._plans = view.throughput, {}

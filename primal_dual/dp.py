@@ -130,6 +130,9 @@ class CandidateCache:
         self._fresh = 0
         self._zero: np.ndarray | None = None
         self._flats: dict[StateKey, tuple[tuple[int, ...], int | None]] = {}
+        self.cell_max = int(capacity.max(initial=0))
+        """The most GPUs any cell holds: a gang at least this wide sees every state as it is
+        (:func:`capped_state`)."""
 
     def fresh_key(self) -> StateKey:
         """A state key never given before, for a caller that tracks its own state changes (cheaper
@@ -275,7 +278,9 @@ class CandidateCache:
         state with no GPU beyond capacity. A single-GPU job's candidates depend only on which
         cells have a free GPU (the cheapest at each rate level), so they are remembered by that
         mask: states that differ only in how many GPUs a cell has left share them."""
-        hit = self.class_candidates_flat(entry, flat, live)
+        need = entry.request.num_gpus
+        key = flat if live is None or need >= self.cell_max else capped_state(flat, need)
+        hit = self.class_candidates_flat(entry, key, live)
         if entry.keep is not None:
             kept = self.kept_on_cells(entry)
             if kept is not None and all(flat[i] >= n for i, n in kept[1]):
@@ -286,7 +291,9 @@ class CandidateCache:
         self, entry: QueueEntry, flat: tuple[int, ...], live: int | None
     ) -> list[Candidate]:
         """FIND_ALLOC's candidates for ``entry``'s class on ``flat`` (without its kept placement),
-        remembered by state (single-GPU classes: by ``live`` mask, where given)."""
+        remembered by state (single-GPU classes: by ``live`` mask, where given). ``flat`` may be
+        a state within capacity :func:`capped_state` at the class's gang width: the same
+        candidates, remembered once for every state it stands for."""
         memo_key: Hashable = flat
         if live is not None and entry.request.num_gpus == 1:
             memo_key = ("live", live)
@@ -461,6 +468,7 @@ def _plan_queue_flat(
         single = need == 1
         kept_payoff = 0.0 if kept is None else payoff(kept[0])
         kept_cell = kept[1][0] if kept is not None and len(kept[1]) == 1 else None
+        capped = not single and need < cache.cell_max  # states it sees the same share a memo
         # this loop is the DP's hot path: _merge and CandidateCache.candidates_flat are inlined,
         # and each job's best per memo key is remembered (same order of candidates, same ties)
         for flat, st in frontier.items():
@@ -478,11 +486,15 @@ def _plan_queue_flat(
             else:
                 with_kept = all(flat[c] >= n for c, n in kept[1])
             by_state = moves if with_kept else bests
-            memo_key = live if single and live is not None else flat  # int or tuple
+            # the state as the job's candidates see it (a gang: cells capped at its width)
+            seen = flat
+            if capped and live is not None:
+                seen = tuple([n if n < need else need for n in flat])  # capped_state
+            memo_key: Hashable = live if single and live is not None else seen
             found = by_state.get(memo_key)
             if found is None:
                 found = by_state[memo_key] = _first_best(
-                    cache.class_candidates_flat(entry, flat, live),
+                    cache.class_candidates_flat(entry, seen, live),
                     entry.move_min_rate if with_kept else None,
                     payoff,
                     known,
@@ -526,6 +538,15 @@ def _plan_queue_flat(
 
 _FlatRecord = tuple[float, int, int, "_Chain | None", "int | None"]
 """A state of :func:`_plan_queue_flat`: (total payoff, jobs taken, free GPUs, chain, live cells)."""
+
+
+def capped_state(flat: Sequence[int], width: int) -> tuple[int, ...]:
+    """A free state within capacity as a gang of ``width`` GPUs sees it: each cell's free GPUs
+    capped at ``width``. FIND_ALLOC's candidates (static prices) are the same on both: a
+    placement takes at most ``width`` GPUs of a cell, a node fits the gang exactly when its
+    capped cells do, and nodes are ranked by their free GPUs only when none fits, where no
+    cell reaches ``width`` (``tests/primal_dual/test_dp.py``)."""
+    return tuple([n if n < width else width for n in flat])
 
 
 def live_cells(flat: Sequence[int]) -> int:

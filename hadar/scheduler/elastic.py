@@ -31,6 +31,7 @@ goodput on the GPUs it got, at its progress now (Pollux's batch choice for a giv
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
@@ -117,15 +118,20 @@ def batch_choices(job: Job) -> list[int | None]:
     if job.batch_range is None:
         return [own_batch(job)]
     lo, hi = job.batch_range
+    return list(_batch_grid(lo, hi, own_batch(job)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _batch_grid(lo: int, hi: int, own: int | None) -> tuple[int, ...]:
+    """:func:`batch_choices` of a batch range and own batch (asked again for every placement a
+    round sizes a batch for: remembered)."""
     grid: set[int] = {lo, hi}
     if hi > lo:
         ratio = (hi / lo) ** (1.0 / (BATCH_CANDIDATES - 1))
         grid |= {int(round(lo * ratio**i)) for i in range(1, BATCH_CANDIDATES - 1)}
-    own = own_batch(job)
     if own is not None and lo <= own <= hi:
         grid.add(own)
-    out: list[int | None] = [*sorted(grid)]
-    return out
+    return tuple(sorted(grid))
 
 
 def widths(job: Job, cluster: Cluster) -> list[int]:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from primal_dual import find_alloc
-from primal_dual.dp import CandidateCache, QueueEntry, plan_queue
+from primal_dual.dp import CandidateCache, QueueEntry, capped_state, plan_queue
 from primal_dual.find_alloc import JobRequest
 from primal_dual.static_alloc import StaticPriceAllocator
 
@@ -53,6 +53,29 @@ def test_static_price_candidates_equal_the_per_state_construction(nodes, types, 
         free = np.minimum(cap, rng.integers(0, 5, size=cap.shape))
         got = allocator.candidates(free.ravel().tolist())
         assert exact(got) == exact(find_alloc._candidates_small(req, free, price))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.integers(1, 6),
+    st.integers(1, 3),
+    st.integers(2, 6),
+    st.integers(0, 2**31 - 1),
+    st.booleans(),
+)
+def test_a_gang_sees_a_state_as_its_cells_capped_at_its_width(nodes, types, w, seed, ties):
+    """The DP remembers a gang's candidates by the state capped at its width: on every state
+    within capacity they are the per-state construction's on the state itself."""
+    rng, _, price, req = random_instance(nodes, types, w, seed, ties)
+    cap = rng.integers(0, 9, size=price.shape)  # cells of up to 8 GPUs, wider than most gangs
+    price = np.where(cap > 0, np.where(np.isinf(price), 0.25, price), np.inf)
+    allocator = StaticPriceAllocator(req, price, cap)
+    for _ in range(6):
+        free = np.minimum(cap, rng.integers(0, 9, size=cap.shape))
+        capped = capped_state(free.ravel().tolist(), w)
+        assert exact(allocator.candidates(capped)) == exact(
+            find_alloc._candidates_small(req, free, price)
+        )
 
 
 @settings(max_examples=100, deadline=None)
