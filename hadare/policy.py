@@ -170,6 +170,8 @@ class HadarEPolicy(Policy):
         self._keys: dict[int, tuple[Placement, Hashable]] = {}
         """This decision's placements' memo keys by identity (:meth:`placement_key`); each
         entry holds its placement, so no id is reused while the decision runs."""
+        self._cells: dict[tuple[str, str, int], Placement] = {}
+        """This decision's one-cell placements (:meth:`cell_placement`)."""
         self._ran_in: Mapping[tuple[int, int], Placement] | None = None
         self._ran: dict[int, frozenset[Hashable]] = {}
         """The placements each job ran in ``_ran_in`` (a context's ``current``), canonically
@@ -231,7 +233,7 @@ class HadarEPolicy(Policy):
         self._refills = {}  # last round's refills are not this round's
         self._rates = {}  # a learning model's rates may have changed since the last decision
         self._adapting, self._copy_batches, self._copy_batch_answers = {}, {}, {}
-        self._keys, self._ran_in = {}, None
+        self._keys, self._ran_in, self._cells = {}, None, {}
         self._projected = None
         # plain Hadar's decisions are remembered for the look-ahead's rollouts, which replay them;
         # in a round that cannot look ahead, remembering them (a key of the whole state) is waste
@@ -517,6 +519,15 @@ class HadarEPolicy(Policy):
             adapting = {j: v for j, v in by_id.items() if j not in forkable}
             forked += _fork_adapting(copies, adapting, free, ctx, n_copies, check)
         return copies, forked
+
+    def cell_placement(self, node: str, gpu_type: str, gpus: int) -> Placement:
+        """``gpus`` GPUs of ``gpu_type`` on ``node``, one placement object per cell and count
+        within the decision (so the memos keyed by a placement's identity find it again)."""
+        key = (node, gpu_type, gpus)
+        hit = self._cells.get(key)
+        if hit is None:
+            hit = self._cells[key] = {node: {gpu_type: gpus}}
+        return hit
 
     def _adapts(self, v: JobValuation, ctx: RoundContext) -> bool:
         """Whether Hadar chooses the job's width and batch each round. Such a job grows
@@ -1079,18 +1090,14 @@ def _fork_adapting(
         types = {k for p in have.values() for per in p.values() for k, c in per.items() if c}
         used = {n for p in have.values() for n in p}  # a gang's every node, not only its first
         cells = []
-        for h, node in enumerate(cluster.node_names):
-            if node in used:
+        for h, k in zip(*np.nonzero(free > 0), strict=True):  # in node order, then type
+            node, gpu_type = cluster.node_names[h], cluster.gpu_types[k]
+            if node in used or gpu_type in types:
                 continue
-            for k, gpu_type in enumerate(cluster.gpu_types):
-                if free[h, k] <= 0 or gpu_type in types:
-                    continue
-                alloc = np.zeros_like(free)
-                alloc[h, k] = free[h, k]
-                placement = cluster.placement_from_matrix(alloc)
-                rate = policy.copy_rate(job_id, placement, ctx)
-                if rate > 0:
-                    cells.append((-rate, h, k, node, placement))
+            placement = policy.cell_placement(node, gpu_type, int(free[h, k]))
+            rate = policy.copy_rate(job_id, placement, ctx)
+            if rate > 0:
+                cells.append((-rate, int(h), int(k), node, placement))
         fastest = sorted(cells, key=lambda c: c[:3])[: n_copies - len(have)]
         best = _most_gaining(job_id, have, [(c[3], c[4]) for c in fastest], check)
         if best is None:
