@@ -222,14 +222,7 @@ class PolluxThroughput(ThroughputModel):
                 self._speeds.clear()
             speed = self._speeds[speed_key] = self._speed(trace, per_node, types, batch)
         rate, estimated = speed
-        eff_key = (trace.name, rate.batch_size, trace.epoch_of(progress))
-        eff = self._epoch_efficiency.get(eff_key)
-        if eff is None:
-            grad = trace.grad_stats(rate.batch_size, progress)
-            eff = float(statistical_efficiency(grad, trace.init_batch_size, rate.batch_size))
-            if len(self._epoch_efficiency) >= MAX_KEPT_RUN_RATES:
-                self._epoch_efficiency.clear()
-            self._epoch_efficiency[eff_key] = eff
+        eff = self._efficiency_in_epoch(trace, rate.batch_size, progress)
         return RunRate(
             rate.throughput * eff, rate.batch_size, rate.throughput, eff, estimated=estimated
         )
@@ -254,8 +247,20 @@ class PolluxThroughput(ThroughputModel):
         if not is_pollux_job(job):
             return self.fallback.efficiency(job, batch_size, done)
         trace = bundled_trace(job.job_type)
-        grad = trace.grad_stats(batch_size, done / trace.init_batch_size)
-        return float(statistical_efficiency(grad, trace.init_batch_size, batch_size))
+        return self._efficiency_in_epoch(trace, batch_size, done / trace.init_batch_size)
+
+    def _efficiency_in_epoch(self, trace: AppTrace, batch_size: int, progress: float) -> float:
+        """The statistical efficiency of ``batch_size`` at ``progress`` (iterations at M0): the
+        gradient statistics are the epoch's, so it is kept by the epoch."""
+        key = (trace.name, batch_size, trace.epoch_of(progress))
+        eff = self._epoch_efficiency.get(key)
+        if eff is None:
+            grad = trace.grad_stats(batch_size, progress)
+            eff = float(statistical_efficiency(grad, trace.init_batch_size, batch_size))
+            if len(self._epoch_efficiency) >= MAX_KEPT_RUN_RATES:
+                self._epoch_efficiency.clear()
+            self._epoch_efficiency[key] = eff
+        return eff
 
     def progress_class(self, job: Job, done: float) -> Hashable:
         """For a Pollux job, its epoch: the trace's gradient statistics, hence its rates, change
