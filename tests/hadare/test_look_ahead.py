@@ -115,3 +115,13 @@ def test_the_projected_ttd_never_rises_and_is_the_ttd_the_run_reaches(cluster):
         for before, after in zip(projected, projected[1:], strict=False):
             assert after <= before * (1 + 1e-9), f"M-{mix}: projected TTD rose {before} -> {after}"
         assert sim.summary["ttd_s"] == pytest.approx(projected[-1], rel=1e-9), f"M-{mix}"
+
+
+def test_plain_hadars_decisions_are_remembered_only_where_a_round_may_look_ahead():
+    """The replay keeps plain Hadar's decisions for the look-ahead's rollouts, which replay
+    them; a HadarE that never looks ahead keys none of them (the key is the whole state)."""
+    ahead, never = HadarEPolicy(), HadarEPolicy(HadarEConfig(lookahead_jobs=0))
+    simulate(LAB, "M-2", policy=ahead)
+    simulate(LAB, "M-2", policy=never)
+    assert ahead.replay.decisions._plans
+    assert not never.replay.decisions._plans

@@ -286,4 +286,10 @@ def test_a_pollux_jobs_kept_rates_are_the_traces_whatever_the_order_asked(monkey
                     got.efficiency,
                     got.estimated,
                 ) == expected
+                # efficiency() shares the epoch's kept figures, and is the trace's exactly
+                grad = trace.grad_stats(batch, done / trace.init_batch_size)
+                assert model.efficiency(job, batch, done) == float(
+                    statistical_efficiency(grad, trace.init_batch_size, batch)
+                )
         assert len(model._run_rates) <= 7 and len(model._speeds) <= 7
+        assert len(model._epoch_efficiency) <= 7
